@@ -1,0 +1,236 @@
+"""Read task bags and site files (TOML) into domain objects, with errors a user can act on.
+
+A malformed file never produces a traceback: every problem becomes an
+:class:`~resel.errors.InputError` naming the file, the key path (and its line where the
+text shows it) and what was expected. The schema is data — one table of allowed keys per
+section — so the error for an unknown key can list what *is* allowed.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from resel.domain import Bag, Clock, PilotPolicy, Profile, Site, Truth, WaitModel
+from resel.errors import InputError
+from resel.models.distributions import KINDS, Dist
+
+#: kinds of site this version can drive; live kinds arrive with their backends
+SITE_KINDS = ("simulated",)
+PILOT_MODES = ("single", "per-task")
+
+
+@dataclass(frozen=True)
+class _Key:
+    """One allowed key: its type check, a phrase for errors, and whether it is required."""
+
+    check: Callable[[Any], bool]
+    expected: str
+    required: bool = False
+
+
+def _num(positive: bool = False, integer: bool = False, allow_zero: bool = True) -> Callable[[Any], bool]:
+    def check(v: Any) -> bool:
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            return False
+        if integer and not isinstance(v, int):
+            return False
+        if not math.isfinite(v):
+            return False
+        if positive and (v < 0 or (v == 0 and not allow_zero)):
+            return False
+        return True
+
+    return check
+
+
+_STR = _Key(lambda v: isinstance(v, str) and v != "", "a non-empty string")
+_TABLE = lambda: _Key(lambda v: isinstance(v, dict), "a table")  # noqa: E731
+
+BAG_KEYS = {
+    "name": _Key(_STR.check, _STR.expected, True),
+    "command": _Key(_STR.check, _STR.expected, True),
+    "count": _Key(_num(True, True, False), "a whole number > 0", True),
+    "cores_per_task": _Key(_num(True, True, False), "a whole number > 0"),
+    "isa": _STR,
+    "profile": _Key(lambda v: isinstance(v, dict), "a table [bag.profile]", True),
+}
+PROFILE_KEYS = {
+    "instructions": _Key(_num(True, False, False), "a number of instructions > 0", True),
+    "cycles": _Key(_num(True, False, False), "a number of cycles > 0"),
+    "ipc": _Key(_num(True, False, False), "instructions per cycle > 0"),
+    "baseline": _STR,
+}
+SITE_KEYS = {
+    "name": _Key(_STR.check, _STR.expected, True),
+    "kind": _Key(_STR.check, f"one of {', '.join(SITE_KINDS)}", True),
+    "cores": _Key(_num(True, True, False), "a whole number of cores > 0", True),
+    "clock": _Key(lambda v: isinstance(v, dict), "a table {base = GHz, avg = GHz}", True),
+    "kappa": _Key(_num(True, False, False), "an instruction factor > 0"),
+    "isa": _STR,
+    "reselect_target": _Key(lambda v: isinstance(v, bool), "true or false"),
+    "notes": _Key(lambda v: isinstance(v, str), "a string"),
+    "pilot": _TABLE(),
+    "wait": _TABLE(),
+    "truth": _TABLE(),
+}
+CLOCK_KEYS = {
+    "base": _Key(_num(True, False, False), "a clock in GHz > 0", True),
+    "avg": _Key(_num(True, False, False), "a clock in GHz > 0"),
+}
+PILOT_KEYS = {
+    "mode": _Key(lambda v: v in PILOT_MODES, f"one of {', '.join(PILOT_MODES)}"),
+    "max_cores": _Key(_num(True, True, False), "a whole number of cores > 0"),
+    "walltime": _Key(_num(True, False, False), "seconds > 0"),
+    "max_pilots": _Key(_num(True, True, False), "a whole number > 0"),
+}
+WAIT_EXTRA_KEYS = {
+    "size_exponent": _Key(_num(True), "a number >= 0"),
+    "cores_per_node": _Key(_num(True, True, False), "a whole number > 0"),
+}
+TRUTH_KEYS = {
+    "kappa": _Key(_num(True, False, False), "an instruction factor > 0"),
+    "ipc": _Key(lambda v: isinstance(v, (dict, int, float)) and not isinstance(v, bool), "a number or a distribution table"),
+    "clock": _Key(lambda v: isinstance(v, (dict, int, float)) and not isinstance(v, bool), "GHz or a distribution table"),
+}
+
+
+class _Reader:
+    """Reads one file; knows its path and text so every error can point into it."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        try:
+            self.text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise InputError(str(path), None, "file not found") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputError(str(path), None, f"cannot be read: {exc}") from None
+        try:
+            self.data = tomllib.loads(self.text)
+        except tomllib.TOMLDecodeError as exc:
+            match = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
+            where = f"line {match.group(1)}, column {match.group(2)}" if match else None
+            problem = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(exc))
+            raise InputError(str(path), where, f"TOML syntax error: {problem}", "valid TOML, see examples/") from None
+
+    def fail(self, key_path: str, problem: str, expected: str | None = None) -> InputError:
+        line = self._line_of(key_path)
+        where = f"{key_path} (line {line})" if line else key_path
+        return InputError(str(self.path), where, problem, expected)
+
+    def _line_of(self, key_path: str) -> int | None:
+        """Best-effort line of the last key of ``key_path`` (TOML keeps no positions)."""
+        leaf = re.sub(r"\[\d+\]", "", key_path.split(".")[-1])
+        pattern = re.compile(rf"^\s*(\[+\s*)?([\w.]*\.)?{re.escape(leaf)}\s*(=|\]|\.)")
+        for number, line in enumerate(self.text.splitlines(), 1):
+            if pattern.search(line):
+                return number
+        return None
+
+    def check(self, table: Any, schema: dict[str, _Key], key_path: str) -> dict[str, Any]:
+        if not isinstance(table, dict):
+            raise self.fail(key_path, f"is {type(table).__name__}", "a table")
+        for key in table:
+            if key not in schema:
+                raise self.fail(f"{key_path}.{key}", f"unknown key {key!r}", f"one of {', '.join(schema)}")
+        for key, spec in schema.items():
+            if key not in table:
+                if spec.required:
+                    raise self.fail(key_path, f"missing required key {key!r}", spec.expected)
+                continue
+            if not spec.check(table[key]):
+                raise self.fail(f"{key_path}.{key}", f"bad value {table[key]!r}", spec.expected)
+        return table
+
+    def dist(self, value: Any, key_path: str, extra: dict[str, _Key] | None = None) -> tuple[Dist, dict[str, Any]]:
+        """A number (fixed) or a ``{dist = KIND, ...}`` table; returns the Dist and extra keys."""
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return Dist.fixed(value), {}
+        if not isinstance(value, dict) or "dist" not in value:
+            raise self.fail(key_path, "missing 'dist'", f"a table with dist = one of {', '.join(KINDS)}")
+        params = {k: v for k, v in value.items() if k != "dist" and k not in (extra or {})}
+        extras = {k: v for k, v in value.items() if k in (extra or {})}
+        for key, val in extras.items():
+            if not extra[key].check(val):
+                raise self.fail(f"{key_path}.{key}", f"bad value {val!r}", extra[key].expected)
+        try:
+            return Dist.of(str(value["dist"]), **params), extras
+        except ValueError as exc:
+            raise self.fail(key_path, str(exc), "see docs/configuration.md") from None
+
+
+def load_bag(path: str | Path) -> Bag:
+    """Read a bag file: a ``[bag]`` table with ``[bag.profile]`` (see examples/gromacs-bag.toml).
+
+    Raises:
+        InputError: naming the file, key (and line) and what is expected.
+    """
+    reader = _Reader(Path(path))
+    if "bag" not in reader.data:
+        raise reader.fail("bag", "missing table [bag]", "a [bag] table with name, command, count, profile")
+    extra = [k for k in reader.data if k != "bag"]
+    if extra:
+        raise reader.fail(extra[0], f"unknown top-level key {extra[0]!r}", "only [bag]")
+    raw = reader.check(reader.data["bag"], BAG_KEYS, "bag")
+    prof = reader.check(raw["profile"], PROFILE_KEYS, "bag.profile")
+    profile = Profile(float(prof["instructions"]), prof.get("cycles"), prof.get("ipc"), prof.get("baseline"))
+    return Bag(raw["name"], raw["command"], int(raw["count"]), int(raw.get("cores_per_task", 1)),
+               profile, raw.get("isa", "x86"), str(path))
+
+
+def load_sites(path: str | Path) -> list[Site]:
+    """Read a sites file: one ``[[site]]`` table per site (see examples/sites-thesis.toml).
+
+    Raises:
+        InputError: naming the file, key (and line) and what is expected.
+    """
+    reader = _Reader(Path(path))
+    extra = [k for k in reader.data if k != "site"]
+    if extra:
+        raise reader.fail(extra[0], f"unknown top-level key {extra[0]!r}", "only [[site]] tables")
+    raw_sites = reader.data.get("site")
+    if not isinstance(raw_sites, list) or not raw_sites:
+        raise reader.fail("site", "no sites defined", "one or more [[site]] tables")
+    sites = [_site(reader, raw, f"site[{i}]") for i, raw in enumerate(raw_sites)]
+    names = [s.name for s in sites]
+    for name in names:
+        if names.count(name) > 1:
+            raise reader.fail("site.name", f"site name {name!r} is used twice", "unique site names")
+    return sites
+
+
+def _site(reader: _Reader, raw: Any, key_path: str) -> Site:
+    raw = reader.check(raw, SITE_KEYS, key_path)
+    if raw["kind"] not in SITE_KINDS:
+        raise reader.fail(f"{key_path}.kind", f"unknown site kind {raw['kind']!r}", f"one of {', '.join(SITE_KINDS)}")
+    clock = reader.check(raw["clock"], CLOCK_KEYS, f"{key_path}.clock")
+    pilot_raw = reader.check(raw.get("pilot", {}), PILOT_KEYS, f"{key_path}.pilot")
+    pilot = PilotPolicy(
+        mode=pilot_raw.get("mode", "single"),
+        max_cores=pilot_raw.get("max_cores"),
+        walltime=float(pilot_raw.get("walltime", 48 * 3600)),
+        max_pilots=int(pilot_raw.get("max_pilots", 1 if pilot_raw.get("mode", "single") == "single" else 100_000)),
+    )
+    wait = None
+    if raw["kind"] == "simulated":
+        if "wait" not in raw:
+            raise reader.fail(key_path, "missing required key 'wait'", "a queue-wait table for a simulated site, e.g. {dist = 'lognormal', median = 600, sigma = 1}")
+        dist, extras = reader.dist(raw["wait"], f"{key_path}.wait", WAIT_EXTRA_KEYS)
+        wait = WaitModel(dist, float(extras.get("size_exponent", 0.0)), int(extras.get("cores_per_node", 1)))
+    truth = None
+    if "truth" in raw:
+        t = reader.check(raw["truth"], TRUTH_KEYS, f"{key_path}.truth")
+        ipc, _ = reader.dist(t.get("ipc", 1.0), f"{key_path}.truth.ipc")
+        tclock, _ = reader.dist(t.get("clock", clock.get("avg", clock["base"])), f"{key_path}.truth.clock")
+        truth = Truth(float(t.get("kappa", raw.get("kappa", 1.0))), ipc, tclock)
+    return Site(
+        name=raw["name"], kind=raw["kind"], cores=int(raw["cores"]),
+        clock=Clock(float(clock["base"]), clock.get("avg")), kappa=float(raw.get("kappa", 1.0)),
+        pilot=pilot, isa=raw.get("isa", "x86"), reselect_target=raw.get("reselect_target", True),
+        wait=wait, truth=truth, notes=raw.get("notes", ""),
+    )

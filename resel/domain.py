@@ -1,0 +1,123 @@
+"""Domain types: a task bag, its tasks' measured profile, and sites.
+
+These are plain frozen dataclasses built once by :mod:`resel.config` (from TOML) or by
+:mod:`resel.defaults`; everything downstream (LIM, engine, simulator) reads them and never
+mutates them, so a run can be reproduced from them alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from resel.models.distributions import Dist
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """What was measured of one task on the baseline machine (seeds/003 §4.1).
+
+    ``instructions`` is the retired-instruction count (perf ``instructions``), which LIM uses as
+    the task's sequential cycle count (eq. 3.3–3.5). ``cycles`` and ``ipc`` are optional
+    extras that let the model report p2a_cy and ε.
+    """
+
+    instructions: float
+    cycles: float | None = None
+    ipc: float | None = None
+    baseline: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Bag:
+    """A bag of ``count`` independent tasks sharing one command template and one profile."""
+
+    name: str
+    command: str
+    count: int
+    cores_per_task: int
+    profile: Profile
+    isa: str = "x86"
+    source: str = "<memory>"
+
+    def resized(self, count: int) -> "Bag":
+        """The same bag with another number of tasks (workload sizes of experiment 2)."""
+        return Bag(self.name, self.command, count, self.cores_per_task, self.profile, self.isa, self.source)
+
+    def command_for(self, index: int) -> str:
+        """The command of task ``index`` (0-based): ``{index}`` and ``{name}`` are filled in."""
+        return self.command.format(index=index, name=self.name)
+
+
+@dataclass(frozen=True, slots=True)
+class Clock:
+    """A site's clock in GHz: ``base`` from the specification, ``avg`` measured under load."""
+
+    base: float
+    avg: float | None = None
+
+    def get(self, which: str) -> float:
+        """The clock LIM should use: ``"base"`` or ``"avg"`` (falls back to base if unmeasured)."""
+        if which == "avg" and self.avg is not None:
+            return self.avg
+        return self.base
+
+
+@dataclass(frozen=True, slots=True)
+class PilotPolicy:
+    """How resel acquires a site's cores.
+
+    ``mode = "single"``: at most ``max_pilots`` pilot(s) at a time, sized for the tasks assigned
+    to the site (the thesis's one pilot per supercomputer). ``mode = "per-task"``: one pilot
+    per task, each ``cores_per_task`` wide (single-core OSG pilots).
+    """
+
+    mode: str = "single"
+    max_cores: int | None = None
+    walltime: float = 48 * 3600.0
+    max_pilots: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class WaitModel:
+    """Queue wait of a simulated pilot, in seconds.
+
+    The wait is ``dist`` scaled by ``nodes ** size_exponent``, where nodes is the pilot's
+    cores divided by ``cores_per_node`` (rounded up): larger requests wait longer, which is
+    what the thesis saw on Bridges and Comet for workloads of 256 tasks and more.
+    """
+
+    dist: Dist
+    size_exponent: float = 0.0
+    cores_per_node: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Truth:
+    """How a simulated site really executes, distinct from what LIM predicts.
+
+    T_x = instructions · kappa / (ipc · clock), with ``clock`` (GHz) drawn once per slot —
+    per pilot — so heterogeneous pools such as the OSG get a different clock per slot.
+    """
+
+    kappa: float = 1.0
+    ipc: Dist = field(default_factory=lambda: Dist.fixed(1.0))
+    clock: Dist = field(default_factory=lambda: Dist.fixed(1.0))
+
+
+@dataclass(frozen=True, slots=True)
+class Site:
+    """One place tasks can run: a supercomputer partition or an HTC pool."""
+
+    name: str
+    kind: str
+    cores: int
+    clock: Clock
+    kappa: float = 1.0
+    pilot: PilotPolicy = field(default_factory=PilotPolicy)
+    isa: str = "x86"
+    reselect_target: bool = True
+    wait: WaitModel | None = None
+    truth: Truth | None = None
+    notes: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)

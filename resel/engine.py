@@ -1,0 +1,488 @@
+"""The re-selection engine: a pure state machine from events to actions.
+
+It never sleeps, reads a clock or does I/O (h11's rule): a driver feeds it stamped events
+(:mod:`resel.events`) and carries out the actions it returns. The same engine runs inside the
+offline simulator and, live, inside the coordinator — which is what makes a dry run honest.
+
+What it decides (seeds/003 §3.3–3.4):
+
+* **initial selection** — each task's origin site r(s), by a :class:`~resel.selection.Strategy`;
+* **pilots** — one pilot per supercomputer sized for its tasks, or single-core pilots on a
+  pool (site ``pilot.mode``), cancelled when no task needs them any more;
+* **late binding** — a task runs only when a pilot's cores are free (acquired);
+* **re-selection** — when an acquired site r' has a free slot and a task still waits for its
+  origin r, with Ŵ(r', r) = T̂x(r') − T̂x(r): Ŵ ≤ 0 moves it for good; Ŵ > 0 runs it on r'
+  provisionally, and if r is acquired before the window closes (a_r − a_r' < Ŵ) the task is
+  cancelled on r' and restarted on r; otherwise it is committed to r' when the window closes.
+  With several acquired sites free, the task goes to the one with the lowest TTC
+  (all start now, so the lowest T̂x); afterwards it moves only between r and that r'.
+
+Choices the thesis leaves open, made here and documented in docs/engine.md: a slot freed on r
+goes first to r's own waiting tasks, then to move-backs; a free target slot pulls a task from
+the slowest origin first (smallest Ŵ, so W ≤ 0 moves come first); tasks of an origin leave in
+submission order.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from typing import Callable
+
+from resel.domain import Bag, Site
+from resel.errors import IllegalTransition
+from resel.events import (
+    Action, BagDone, BagSubmitted, CancelPilot, CancelTask, Decision, DispatchTask, Event,
+    PilotEnded, PilotStarted, SetTimer, SubmitPilot, TaskFailed, TaskFinished, TaskStarted,
+    TimerFired,
+)
+from resel.models.lim import site_rates
+from resel.selection import Strategy, initial_assignment, viable_sites
+from resel.states import PilotState, TaskState, next_pilot_state, next_task_state
+
+WAITING, RUNNING, PROVISIONAL = TaskState.WAITING, TaskState.RUNNING, TaskState.PROVISIONAL
+
+
+class TaskRecord:
+    """The engine's book-keeping for one task (read it; do not write it)."""
+
+    __slots__ = ("id", "state", "origin", "first_origin", "site", "pilot", "attempt",
+                 "deadline", "failures", "losses", "attempts")
+
+    def __init__(self, tid: int, origin: int):
+        self.id = tid
+        self.state = WAITING
+        self.origin = origin          # the site the task is bound to (r); changes on commit
+        self.first_origin = origin    # initial selection, for reports
+        self.site = -1                # where the current attempt runs
+        self.pilot = -1
+        self.attempt = 0
+        self.deadline = 0.0           # end of the re-selection window while PROVISIONAL
+        self.failures = 0
+        self.losses = 0
+        #: [site, pilot, start, end, outcome] per attempt; outcome in done/failed/cancelled/lost
+        self.attempts: list[list] = []
+
+
+class PilotRecord:
+    __slots__ = ("id", "site", "slots", "free", "state", "submitted", "started", "ended", "tasks")
+
+    def __init__(self, pid: int, site: int, slots: int, submitted: float):
+        self.id, self.site, self.slots, self.free = pid, site, slots, slots
+        self.state = PilotState.PENDING
+        self.submitted, self.started, self.ended = submitted, None, None
+        self.tasks: dict[int, None] = {}
+
+
+class _SiteBook:
+    """Per-site indices that keep every decision O(sites), not O(tasks)."""
+
+    __slots__ = ("waiting", "prov", "pending", "active", "free_pilots", "free", "pending_slots",
+                 "acquired_at", "cap_slots", "origins", "spec")
+
+    def __init__(self, cap_slots: int):
+        self.waiting: deque[int] = deque()
+        self.prov: dict[int, None] = {}
+        self.pending: dict[int, None] = {}
+        self.active: dict[int, None] = {}
+        self.free_pilots: dict[int, None] = {}
+        self.free = 0
+        self.pending_slots = 0
+        self.acquired_at: float | None = None
+        self.cap_slots = cap_slots
+        self.origins: list[int] = []   # sites whose tasks may be re-selected onto this one
+        self.spec = False              # acquires pilots for other sites' waiting tasks
+
+
+class Engine:
+    """Selection, late binding and re-selection for one bag over a list of sites.
+
+    Args:
+        bag: the tasks (all share one profile, so T̂x depends on the site only).
+        sites: candidate sites, in the order used for tie-breaking.
+        strategy: a :class:`Strategy` or its spec (``random``, ``model``, ``reselect``, …).
+        seed: seeds the random initial selection; the engine is deterministic given it.
+        clock: ``"base"`` (thesis) or ``"avg"`` — which site clock LIM predicts with.
+        max_attempts: failures (non-zero exit) after which a task is given up as failed.
+        max_losses: pilot losses (walltime, node failure) after which a task is given up.
+    """
+
+    def __init__(self, bag: Bag, sites: list[Site], strategy: Strategy | str = "model", *,
+                 seed: int = 0, clock: str = "base", max_attempts: int = 3, max_losses: int = 5):
+        self.bag = bag
+        self.sites = list(sites)
+        self.strategy = Strategy.parse(strategy) if isinstance(strategy, str) else strategy
+        self.max_attempts, self.max_losses = max_attempts, max_losses
+        rates = site_rates(self.sites, clock)
+        self.rates = [rates[s.name] for s in self.sites]
+        self.tx = [r.tx(bag.profile.instructions) for r in self.rates]   # T̂x per site
+        self._rng = random.Random(seed)
+        self.tasks: list[TaskRecord] = []
+        self.pilots: dict[int, PilotRecord] = {}
+        self._books = [_SiteBook(max(0, min(s.pilot.max_cores or s.cores, s.cores) // bag.cores_per_task))
+                       for s in self.sites]
+        self._next_pilot = 0
+        self._dirty: set[int] = set()
+        self._waiting_changed = False
+        self._remaining = 0
+        self.started = False
+        self.finished = False
+        self.done_count = 0
+        self.failed_count = 0
+        self._targets: list[int] = []
+        self._handlers: dict[type, Callable[[Event, list[Action]], None]] = {
+            BagSubmitted: self._on_submitted, PilotStarted: self._on_pilot_started,
+            PilotEnded: self._on_pilot_ended, TaskStarted: self._on_task_started,
+            TaskFinished: self._on_task_finished, TaskFailed: self._on_task_failed,
+            TimerFired: self._on_timer,
+        }
+
+    # ------------------------------------------------------------------ public
+    def handle(self, event: Event) -> list[Action]:
+        """Apply one event; return the actions the driver must carry out, in order.
+
+        Raises:
+            IllegalTransition: the event names an unknown pilot or task, or arrives before
+                :class:`BagSubmitted`. The engine's state is then unchanged.
+        """
+        handler = self._handlers.get(type(event))
+        if handler is None:
+            raise IllegalTransition(f"unknown event type {type(event).__name__}")
+        if not self.started and not isinstance(event, BagSubmitted):
+            raise IllegalTransition(f"{type(event).__name__} before BagSubmitted")
+        out: list[Action] = []
+        handler(event, out)
+        if not self.finished:
+            self._settle(event.time, out)
+        return out
+
+    @property
+    def remaining(self) -> int:
+        """Tasks neither done nor failed."""
+        return self._remaining
+
+    def acquired_at(self, site: str) -> float | None:
+        """a_r: when the site's first pilot started, or None while unacquired."""
+        return self._books[self._index(site)].acquired_at
+
+    # ------------------------------------------------------------------ events
+    def _on_submitted(self, ev: BagSubmitted, out: list[Action]) -> None:
+        if self.started:
+            raise IllegalTransition("BagSubmitted twice")
+        viable = viable_sites(self.bag, self.sites)
+        origins, candidates = initial_assignment(self.strategy, self.bag, viable, self.rates, self._rng)
+        self.started = True
+        names = [s.name for s in self.sites]
+        for tid, origin in enumerate(origins):
+            self.tasks.append(TaskRecord(tid, origin))
+            self._books[origin].waiting.append(tid)
+            out.append(Decision(time=ev.time, kind="assign", task=tid, origin=names[origin],
+                                target=names[origin], tx_r=self.tx[origin]))
+        self._remaining = len(origins)
+        if self.strategy.reselect:
+            self._plan_reselection(candidates)
+        self._dirty.update(range(len(self.sites)))
+        if not origins:
+            self._finish(ev.time, out)
+
+    def _plan_reselection(self, candidates: list[int]) -> None:
+        """Which sites take re-selected tasks, and from which origins, in preference order."""
+        targets = [x for x in candidates if self.sites[x].reselect_target]
+        # fastest target first: with several acquired sites free, a task goes to the lowest TTC
+        self._targets = sorted(targets, key=lambda x: (self.tx[x], x))
+        for x in self._targets:
+            book = self._books[x]
+            # slowest origin first: the smallest window, so Ŵ <= 0 (move for good) comes first
+            book.origins = sorted((r for r in candidates if r != x), key=lambda r: (-self.tx[r], r))
+            book.spec = self.sites[x].pilot.mode == "per-task"
+
+    def _on_pilot_started(self, ev: PilotStarted, out: list[Action]) -> None:
+        pilot = self._pilot(ev.pilot)
+        if pilot.state is PilotState.CANCELLED:
+            out.append(CancelPilot(pilot=pilot.id, site=self.sites[pilot.site].name))  # lost the race
+            return
+        if pilot.state is not PilotState.PENDING:
+            return  # a repeated report: ignore, never move backwards
+        pilot.state = next_pilot_state(pilot.state, "start")
+        pilot.started = ev.time
+        book = self._books[pilot.site]
+        del book.pending[pilot.id]
+        book.pending_slots -= pilot.slots
+        book.active[pilot.id] = None
+        book.free_pilots[pilot.id] = None
+        book.free += pilot.slots
+        if book.acquired_at is None:
+            book.acquired_at = ev.time
+        self._dirty.add(pilot.site)
+
+    def _on_pilot_ended(self, ev: PilotEnded, out: list[Action]) -> None:
+        pilot = self._pilot(ev.pilot)
+        if pilot.state.final:
+            return
+        book = self._books[pilot.site]
+        if pilot.state is PilotState.PENDING:
+            del book.pending[pilot.id]
+            book.pending_slots -= pilot.slots
+        else:
+            del book.active[pilot.id]
+            book.free_pilots.pop(pilot.id, None)
+            book.free -= pilot.free
+            for tid in list(pilot.tasks):
+                self._lose(self.tasks[tid], ev.time)
+        pilot.state = next_pilot_state(pilot.state, "end")
+        pilot.ended = ev.time
+        self._dirty.add(pilot.site)
+
+    def _on_task_started(self, ev: TaskStarted, out: list[Action]) -> None:
+        task = self._task(ev.task)
+        if task.attempt == ev.attempt and task.state in (RUNNING, PROVISIONAL):
+            task.attempts[-1][2] = ev.time
+
+    def _on_task_finished(self, ev: TaskFinished, out: list[Action]) -> None:
+        task = self._task(ev.task)
+        if task.attempt != ev.attempt or task.state not in (RUNNING, PROVISIONAL):
+            return  # a cancelled attempt finishing late: not ours any more
+        self._end_attempt(task, ev.time, "done")
+        if task.state is PROVISIONAL:
+            del self._books[task.origin].prov[task.id]
+            self._dirty.add(task.origin)
+        task.state = next_task_state(task.state, "finish")
+        self._settled_one(done=True)
+
+    def _on_task_failed(self, ev: TaskFailed, out: list[Action]) -> None:
+        task = self._task(ev.task)
+        if task.attempt != ev.attempt or task.state not in (RUNNING, PROVISIONAL):
+            return
+        self._end_attempt(task, ev.time, "failed")
+        task.failures += 1
+        self._requeue(task, give_up=task.failures >= self.max_attempts)
+
+    def _on_timer(self, ev: TimerFired, out: list[Action]) -> None:
+        task = self._task(ev.task)
+        if task.attempt != ev.attempt or task.state is not PROVISIONAL:
+            return
+        self._commit(task, ev.time, out)
+
+    # ------------------------------------------------------------------ helpers
+    def _pilot(self, pid: int) -> PilotRecord:
+        try:
+            return self.pilots[pid]
+        except KeyError:
+            raise IllegalTransition(f"unknown pilot {pid}") from None
+
+    def _task(self, tid: int) -> TaskRecord:
+        if not 0 <= tid < len(self.tasks):
+            raise IllegalTransition(f"unknown task {tid}")
+        return self.tasks[tid]
+
+    def _index(self, site: str) -> int:
+        for i, s in enumerate(self.sites):
+            if s.name == site:
+                return i
+        raise KeyError(site)
+
+    def _end_attempt(self, task: TaskRecord, time: float, outcome: str) -> None:
+        """Close the running attempt and give its slot back."""
+        rec = task.attempts[-1]
+        rec[3], rec[4] = time, outcome
+        pilot = self.pilots[task.pilot]
+        del pilot.tasks[task.id]
+        if pilot.state is PilotState.ACTIVE:
+            pilot.free += 1
+            book = self._books[pilot.site]
+            book.free += 1
+            book.free_pilots[pilot.id] = None
+            self._dirty.add(pilot.site)
+        task.pilot = task.site = -1
+
+    def _lose(self, task: TaskRecord, time: float) -> None:
+        """The pilot under a running task vanished: back to waiting (not the task's fault)."""
+        rec = task.attempts[-1]
+        rec[3], rec[4] = time, "lost"
+        task.pilot = task.site = -1
+        task.losses += 1
+        self._requeue(task, give_up=task.losses > self.max_losses)
+
+    def _requeue(self, task: TaskRecord, give_up: bool) -> None:
+        if task.state is PROVISIONAL:
+            del self._books[task.origin].prov[task.id]
+        if give_up:
+            task.state = next_task_state(task.state, "give-up")
+            self._settled_one(done=False)
+        else:
+            task.state = next_task_state(task.state, "lost")
+            self._books[task.origin].waiting.appendleft(task.id)
+            self._waiting_changed = True
+        self._dirty.add(task.origin)
+
+    def _settled_one(self, done: bool) -> None:
+        self._remaining -= 1
+        if done:
+            self.done_count += 1
+        else:
+            self.failed_count += 1
+
+    def _dispatch(self, task: TaskRecord, x: int, t: float, state: TaskState, out: list[Action]) -> PilotRecord:
+        book = self._books[x]
+        pid = next(iter(book.free_pilots))
+        pilot = self.pilots[pid]
+        pilot.free -= 1
+        book.free -= 1
+        if pilot.free == 0:
+            del book.free_pilots[pid]
+        pilot.tasks[task.id] = None
+        task.attempt += 1
+        task.state = next_task_state(task.state, "dispatch" if state is RUNNING else "dispatch-provisional")
+        task.site, task.pilot = x, pid
+        task.attempts.append([x, pid, t, None, ""])
+        out.append(DispatchTask(task=task.id, attempt=task.attempt, pilot=pid, site=self.sites[x].name))
+        return pilot
+
+    def _commit(self, task: TaskRecord, t: float, out: list[Action]) -> None:
+        """The window closed with the task still on r': it belongs to r' now."""
+        r, x = task.origin, task.site
+        del self._books[r].prov[task.id]
+        task.state = next_task_state(task.state, "commit")
+        task.origin = x
+        self._dirty.add(r)
+        out.append(Decision(time=t, kind="window-commit", task=task.id, origin=self.sites[r].name,
+                            target=self.sites[x].name, a_r=self._books[r].acquired_at,
+                            a_r2=self.pilots[task.pilot].started, tx_r=self.tx[r], tx_r2=self.tx[x],
+                            window=self.tx[x] - self.tx[r]))
+
+    # ------------------------------------------------------------------ the decisions
+    def _settle(self, t: float, out: list[Action]) -> None:
+        """After every event: fill free slots, re-select, then size the pilot requests."""
+        for x, book in enumerate(self._books):
+            if book.free and (book.waiting or book.prov):
+                self._fill_home(x, t, out)
+        for x in self._targets:
+            if self._books[x].free:
+                self._fill_reselect(x, t, out)
+        if self._remaining == 0:
+            self._finish(t, out)
+            return
+        if self._waiting_changed:
+            self._dirty.update(x for x in self._targets if self._books[x].spec)
+            self._waiting_changed = False
+        for x in sorted(self._dirty):
+            self._size_pilots(x, t, out)
+        self._dirty.clear()
+
+    def _fill_home(self, x: int, t: float, out: list[Action]) -> None:
+        book = self._books[x]
+        while book.free and book.waiting:
+            self._dispatch(self.tasks[book.waiting.popleft()], x, t, RUNNING, out)
+            self._waiting_changed = True
+        if not book.prov:
+            return
+        for tid in list(book.prov):
+            if not book.free:
+                break
+            task = self.tasks[tid]
+            if t >= task.deadline:        # the window closed at this very instant: keep r'
+                self._commit(task, t, out)
+                continue
+            # r acquired while s still runs on r' inside the window: restart s on r
+            old_pilot = self.pilots[task.pilot]
+            out.append(CancelTask(task=tid, attempt=task.attempt, pilot=old_pilot.id,
+                                  site=self.sites[task.site].name))
+            a_r2 = old_pilot.started
+            r2 = task.site
+            self._end_attempt(task, t, "cancelled")
+            del book.prov[tid]
+            task.state = next_task_state(task.state, "move-back")   # PROVISIONAL -> RUNNING
+            task.state = WAITING                                    # …by way of a fresh dispatch
+            self._dispatch(task, x, t, RUNNING, out)
+            out.append(Decision(time=t, kind="move-back", task=tid, origin=self.sites[x].name,
+                                target=self.sites[x].name, a_r=book.acquired_at, a_r2=a_r2,
+                                tx_r=self.tx[x], tx_r2=self.tx[r2], window=self.tx[r2] - self.tx[x]))
+
+    def _fill_reselect(self, x: int, t: float, out: list[Action]) -> None:
+        book = self._books[x]
+        name_x, tx_x = self.sites[x].name, self.tx[x]
+        for r in book.origins:
+            origin = self._books[r]
+            if not origin.waiting:
+                continue
+            window = tx_x - self.tx[r]
+            while book.free and origin.waiting:
+                task = self.tasks[origin.waiting.popleft()]
+                self._waiting_changed = True
+                if window <= 0:   # r' is no slower: move for good
+                    pilot = self._dispatch(task, x, t, RUNNING, out)
+                    task.origin = x
+                    self._dirty.add(r)
+                    kind = "reselect-commit"
+                else:             # run on r' while waiting for r, at most Ŵ
+                    pilot = self._dispatch(task, x, t, PROVISIONAL, out)
+                    task.deadline = t + window
+                    origin.prov[task.id] = None
+                    out.append(SetTimer(at=task.deadline, task=task.id, attempt=task.attempt))
+                    kind = "reselect-provisional"
+                out.append(Decision(time=t, kind=kind, task=task.id, origin=self.sites[r].name,
+                                    target=name_x, a_r=origin.acquired_at, a_r2=pilot.started,
+                                    tx_r=self.tx[r], tx_r2=tx_x, window=window))
+            if not book.free:
+                return
+
+    def _size_pilots(self, x: int, t: float, out: list[Action]) -> None:
+        """Ask for the slots the site's tasks still need; withdraw what nobody needs."""
+        book, site = self._books[x], self.sites[x]
+        need = len(book.waiting) + len(book.prov)
+        if book.spec:
+            need += sum(len(self._books[r].waiting) for r in book.origins)
+        have = book.free + book.pending_slots
+        if need > have and book.cap_slots > 0:
+            count = len(book.pending) + len(book.active)
+            if site.pilot.mode == "per-task":
+                for _ in range(min(need - have, site.pilot.max_pilots - count)):
+                    self._submit(x, 1, t, out)
+            elif count < site.pilot.max_pilots:
+                self._submit(x, min(need - have, book.cap_slots), t, out)
+            return
+        surplus = have - need
+        for pid in reversed(list(book.pending)):
+            if surplus <= 0:
+                break
+            pilot = self.pilots[pid]
+            if pilot.slots <= surplus:
+                surplus -= pilot.slots
+                self._cancel_pilot(pilot, t, out)
+        for pid in list(book.free_pilots):
+            pilot = self.pilots[pid]
+            if pilot.free == pilot.slots and pilot.slots <= surplus:   # idle and not needed
+                surplus -= pilot.slots
+                self._cancel_pilot(pilot, t, out)
+
+    def _submit(self, x: int, slots: int, t: float, out: list[Action]) -> None:
+        pid = self._next_pilot
+        self._next_pilot += 1
+        pilot = PilotRecord(pid, x, slots, t)
+        self.pilots[pid] = pilot
+        book = self._books[x]
+        book.pending[pid] = None
+        book.pending_slots += slots
+        site = self.sites[x]
+        out.append(SubmitPilot(pilot=pid, site=site.name, cores=slots * self.bag.cores_per_task,
+                               walltime=site.pilot.walltime))
+
+    def _cancel_pilot(self, pilot: PilotRecord, t: float, out: list[Action]) -> None:
+        book = self._books[pilot.site]
+        if pilot.state is PilotState.PENDING:
+            del book.pending[pilot.id]
+            book.pending_slots -= pilot.slots
+        else:
+            del book.active[pilot.id]
+            book.free_pilots.pop(pilot.id, None)
+            book.free -= pilot.free
+        pilot.state = next_pilot_state(pilot.state, "cancel")
+        pilot.ended = t
+        out.append(CancelPilot(pilot=pilot.id, site=self.sites[pilot.site].name))
+
+    def _finish(self, t: float, out: list[Action]) -> None:
+        for pilot in list(self.pilots.values()):
+            if not pilot.state.final:
+                self._cancel_pilot(pilot, t, out)
+        self.finished = True
+        out.append(BagDone(time=t, done=self.done_count, failed=self.failed_count))

@@ -1,0 +1,140 @@
+"""Events into the engine and actions out of it: frozen, slotted, keyword-only records.
+
+Every event carries its own ``time`` (seconds since the bag was submitted): the engine never
+reads a clock. Actions are instructions for the driver (live coordinator or simulator);
+:class:`Decision` is an action with no effect but to be recorded, so every choice the engine
+makes can be audited with its inputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+_rec = dataclass(frozen=True, slots=True, kw_only=True)
+
+
+# ---------------------------------------------------------------- events (driver -> engine)
+@_rec
+class Event:
+    time: float
+
+
+@_rec
+class BagSubmitted(Event):
+    """The run starts: the engine makes its initial selection and asks for pilots."""
+
+
+@_rec
+class PilotStarted(Event):
+    """The site's scheduler started the pilot: its cores are acquired (a_r)."""
+
+    pilot: int
+
+
+@_rec
+class PilotEnded(Event):
+    """The pilot stopped (released, walltime, node failure); tasks still on it are lost."""
+
+    pilot: int
+    reason: str = "ended"
+
+
+@_rec
+class TaskStarted(Event):
+    """The pilot began running an attempt (live drivers; the simulator starts at dispatch)."""
+
+    task: int
+    attempt: int
+
+
+@_rec
+class TaskFinished(Event):
+    task: int
+    attempt: int
+
+
+@_rec
+class TaskFailed(Event):
+    task: int
+    attempt: int
+    reason: str = "failed"
+
+
+@_rec
+class TimerFired(Event):
+    """A re-selection window closed for this attempt (answer to :class:`SetTimer`)."""
+
+    task: int
+    attempt: int
+
+
+# ---------------------------------------------------------------- actions (engine -> driver)
+@_rec
+class Action:
+    pass
+
+
+@_rec
+class SubmitPilot(Action):
+    pilot: int
+    site: str
+    cores: int
+    walltime: float
+
+
+@_rec
+class CancelPilot(Action):
+    pilot: int
+    site: str
+
+
+@_rec
+class DispatchTask(Action):
+    task: int
+    attempt: int
+    pilot: int
+    site: str
+
+
+@_rec
+class CancelTask(Action):
+    task: int
+    attempt: int
+    pilot: int
+    site: str
+
+
+@_rec
+class SetTimer(Action):
+    at: float
+    task: int
+    attempt: int
+
+
+@_rec
+class Decision(Action):
+    """An auditable choice: initial selection, re-selection, move-back or window commit.
+
+    ``a_r``/``a_r2`` are the acquisition times of the origin r and the alternative r' (None
+    while unacquired); ``tx_r``/``tx_r2`` the LIM predictions; ``window`` is Ŵ(r', r).
+    """
+
+    time: float
+    kind: str
+    task: int
+    origin: str
+    target: str
+    a_r: float | None = None
+    a_r2: float | None = None
+    tx_r: float | None = None
+    tx_r2: float | None = None
+    window: float | None = None
+
+
+@_rec
+class BagDone(Action):
+    """Every task is done or failed; the driver may stop."""
+
+    time: float
+    done: int
+    failed: int

@@ -1,0 +1,189 @@
+"""What a run achieved: per-task and per-workload times, and the re-selection audit.
+
+Definitions (seeds/003 §3.4 and §4.2), with time 0 the bag's submission:
+
+* per task: TTC = end of its successful attempt; T_x = that attempt's duration;
+  T_q = TTC − T_x (everything before it, including attempts that were cancelled or lost);
+* per workload: TTC_wkd = the last task's end; T_x,wkd = length of the union of all execution
+  intervals (every attempt: time during which at least one task was executing);
+  T_q,wkd = TTC_wkd − T_x,wkd (time only spent acquiring).
+
+The re-selection functions RESEL / P_RESEL and the penalty bounds of eq. 3.7–3.10 live here
+too, as pure functions, so the property tests and the simulator's audit use the same code.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import asdict, dataclass, field
+from typing import Iterable
+
+
+def union_length(intervals: Iterable[tuple[float, float]]) -> float:
+    """Total length covered by a set of [start, end) intervals."""
+    total, cur_start, cur_end = 0.0, None, None
+    for start, end in sorted(intervals):
+        if cur_end is None or start > cur_end:
+            if cur_end is not None:
+                total += cur_end - cur_start
+            cur_start, cur_end = start, end
+        elif end > cur_end:
+            cur_end = end
+    if cur_end is not None:
+        total += cur_end - cur_start
+    return total
+
+
+@dataclass(frozen=True, slots=True)
+class TaskTimes:
+    task: int
+    origin: str      # the initial selection
+    site: str        # where it finished (empty if it failed)
+    tq: float
+    tx: float
+    ttc: float
+    attempts: int
+    state: str
+
+
+@dataclass(frozen=True)
+class WorkloadMetrics:
+    """The three workload times (seconds) and what happened to the tasks."""
+
+    ttc_wkd: float
+    tx_wkd: float
+    tq_wkd: float
+    tasks: int
+    done: int
+    failed: int
+    reassigned: int          # tasks that finished somewhere other than their initial site
+    restarts: int            # attempts cancelled by a move-back
+    wasted_core_s: float     # core-seconds of attempts that did not finish
+    per_site: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def task_times(tasks, site_names: list[str]) -> list[TaskTimes]:
+    """Per-task T_q, T_x, TTC from the engine's task records."""
+    out = []
+    for task in tasks:
+        final = next((a for a in reversed(task.attempts) if a[4] == "done"), None)
+        if final is None:
+            out.append(TaskTimes(task.id, site_names[task.first_origin], "", math.nan, math.nan,
+                                 math.nan, len(task.attempts), task.state.value))
+            continue
+        ttc, tx = final[3], final[3] - final[2]
+        out.append(TaskTimes(task.id, site_names[task.first_origin], site_names[final[0]], ttc - tx, tx,
+                             ttc, len(task.attempts), task.state.value))
+    return out
+
+
+def workload_metrics(tasks, site_names: list[str], cores_per_task: int = 1) -> WorkloadMetrics:
+    """TTC_wkd, T_x,wkd and T_q,wkd of a finished run (see the module docstring)."""
+    intervals, ends, per_site = [], [], {}
+    done = failed = reassigned = restarts = 0
+    wasted = 0.0
+    for task in tasks:
+        for site, _pilot, start, end, outcome in task.attempts:
+            if end is None:
+                continue
+            intervals.append((start, end))
+            if outcome == "done":
+                ends.append(end)
+                name = site_names[site]
+                per_site[name] = per_site.get(name, 0) + 1
+                if site != task.first_origin:
+                    reassigned += 1
+            else:
+                wasted += (end - start) * cores_per_task
+                restarts += outcome == "cancelled"
+        done += task.state.value == "done"
+        failed += task.state.value == "failed"
+    ttc = max(ends, default=0.0)
+    tx = union_length(intervals)
+    return WorkloadMetrics(ttc, tx, max(0.0, ttc - tx), len(tasks), done, failed, reassigned,
+                           restarts, wasted, dict(sorted(per_site.items())))
+
+
+def summarize(values: list[float]) -> dict[str, float]:
+    """Mean and sample standard deviation (0 for a single value), as the thesis reports."""
+    vals = [v for v in values if not math.isnan(v)]
+    if not vals:
+        return {"mean": math.nan, "std": math.nan, "n": 0}
+    return {"mean": statistics.fmean(vals), "std": statistics.stdev(vals) if len(vals) > 1 else 0.0,
+            "n": len(vals)}
+
+
+# ------------------------------------------------------------------ re-selection theory
+def resel(tx_r: float, tx_r2: float, a_r: float, a_r2: float) -> str:
+    """RESEL (seeds/003 §3.4): ``"r"`` if W > 0 and a_r − a_r' < W, else ``"r'"``.
+
+    Equivalent to argmin(a_r + T_x,r, a_r' + T_x,r'), ties going to r'.
+    """
+    w = tx_r2 - tx_r
+    return "r" if (w > 0 and a_r - a_r2 < w) else "r'"
+
+
+def p_resel(est_tx_r: float, est_tx_r2: float, a_r: float, a_r2: float) -> str:
+    """P_RESEL: RESEL computed with predicted times, i.e. with the window Ŵ."""
+    return resel(est_tx_r, est_tx_r2, a_r, a_r2)
+
+
+def ttc_of(choice: str, tx_r: float, tx_r2: float, a_r: float, a_r2: float) -> float:
+    return a_r + tx_r if choice == "r" else a_r2 + tx_r2
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    """One re-selection judged against the oracle: which case of §3.4 and its bound."""
+
+    correct: bool
+    case: str          # "", "1", "2a", "2b", "2c"
+    penalty: float     # |TTC(P_RESEL) − TTC(RESEL)|
+    bound: float       # the bound of eq. 3.7–3.10 for that case (inf when correct)
+
+
+def judge(tx_r: float, tx_r2: float, est_tx_r: float, est_tx_r2: float, a_r: float, a_r2: float) -> Judgement:
+    """Compare P_RESEL with RESEL for one task; valid for a_r' <= a_r (r' acquired first)."""
+    real = resel(tx_r, tx_r2, a_r, a_r2)
+    pred = p_resel(est_tx_r, est_tx_r2, a_r, a_r2)
+    if real == pred:
+        return Judgement(True, "", 0.0, math.inf)
+    w, w_hat = tx_r2 - tx_r, est_tx_r2 - est_tx_r
+    penalty = abs(ttc_of(pred, tx_r, tx_r2, a_r, a_r2) - ttc_of(real, tx_r, tx_r2, a_r, a_r2))
+    if w <= 0:
+        return Judgement(False, "1", penalty, abs(w_hat) + abs(w))      # eq. 3.7
+    if w_hat <= 0:
+        return Judgement(False, "2a", penalty, w)                       # eq. 3.8
+    if w > w_hat:
+        return Judgement(False, "2b", penalty, abs(w - w_hat))          # eq. 3.9
+    return Judgement(False, "2c", penalty, abs(w_hat - w))              # eq. 3.10
+
+
+@dataclass
+class ReselAudit:
+    """How often P_RESEL differed from RESEL in a run, and what it cost."""
+
+    decisions: int = 0
+    judged: int = 0
+    incorrect: int = 0
+    by_case: dict[str, int] = field(default_factory=dict)
+    penalty_total: float = 0.0
+    penalty_max: float = 0.0
+    bound_violations: int = 0
+
+    def add(self, j: Judgement) -> None:
+        self.judged += 1
+        if j.correct:
+            return
+        self.incorrect += 1
+        self.by_case[j.case] = self.by_case.get(j.case, 0) + 1
+        self.penalty_total += j.penalty
+        self.penalty_max = max(self.penalty_max, j.penalty)
+        self.bound_violations += j.penalty > j.bound + 1e-9 * max(1.0, j.bound)
+
+    def as_dict(self) -> dict:
+        return asdict(self)

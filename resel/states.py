@@ -1,0 +1,78 @@
+"""Task and pilot lifecycles as transition tables — every state change of the engine is here.
+
+Following h11's ``_state.py``: transitions are data, not if-chains, so they can be listed in
+the docs and checked by tests; an event a state does not allow raises
+:class:`~resel.errors.IllegalTransition` and changes nothing.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from resel.errors import IllegalTransition
+
+
+class TaskState(Enum):
+    """Where a task is in its life. ``final`` states never change again."""
+
+    WAITING = "waiting"          # not running anywhere; bound to its origin site
+    RUNNING = "running"          # running, committed to the site it runs on
+    PROVISIONAL = "provisional"  # running on r' inside the re-selection window of its origin r
+    DONE = "done"
+    FAILED = "failed"
+
+    @property
+    def final(self) -> bool:
+        return self in (TaskState.DONE, TaskState.FAILED)
+
+
+class PilotState(Enum):
+    """A pilot job's life; ``order`` lets a poller ignore updates that would move backwards."""
+
+    PENDING = "pending"      # submitted, waiting in the site's queue
+    ACTIVE = "active"        # acquired: its cores can run tasks
+    ENDED = "ended"          # ran and stopped (released, walltime, failure)
+    CANCELLED = "cancelled"  # withdrawn before it started
+
+    @property
+    def final(self) -> bool:
+        return self in (PilotState.ENDED, PilotState.CANCELLED)
+
+    @property
+    def order(self) -> int:
+        return {PilotState.PENDING: 0, PilotState.ACTIVE: 1, PilotState.ENDED: 2, PilotState.CANCELLED: 2}[self]
+
+
+W, R, P, D, F = TaskState.WAITING, TaskState.RUNNING, TaskState.PROVISIONAL, TaskState.DONE, TaskState.FAILED
+
+#: TASK_TRANSITIONS[state][what happened] -> next state
+TASK_TRANSITIONS: dict[TaskState, dict[str, TaskState]] = {
+    W: {"dispatch": R, "dispatch-provisional": P, "give-up": F},
+    R: {"finish": D, "fail": W, "give-up": F, "lost": W},
+    P: {"finish": D, "fail": W, "give-up": F, "lost": W, "commit": R, "move-back": R},
+    D: {},
+    F: {},
+}
+
+PILOT_TRANSITIONS: dict[PilotState, dict[str, PilotState]] = {
+    PilotState.PENDING: {"start": PilotState.ACTIVE, "cancel": PilotState.CANCELLED, "end": PilotState.ENDED},
+    PilotState.ACTIVE: {"end": PilotState.ENDED, "cancel": PilotState.ENDED},
+    PilotState.ENDED: {},
+    PilotState.CANCELLED: {},
+}
+
+
+def next_task_state(state: TaskState, what: str) -> TaskState:
+    """The state after ``what`` happens to a task in ``state``; raises IllegalTransition."""
+    try:
+        return TASK_TRANSITIONS[state][what]
+    except KeyError:
+        raise IllegalTransition(f"task in state {state.value!r} cannot {what!r}") from None
+
+
+def next_pilot_state(state: PilotState, what: str) -> PilotState:
+    """The state after ``what`` happens to a pilot in ``state``; raises IllegalTransition."""
+    try:
+        return PILOT_TRANSITIONS[state][what]
+    except KeyError:
+        raise IllegalTransition(f"pilot in state {state.value!r} cannot {what!r}") from None
