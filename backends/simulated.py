@@ -89,6 +89,7 @@ class SimResult:
     sites: list[Site]
     strategy: str
     seed: int
+    engine_clock: str
     metrics: WorkloadMetrics
     audit: ReselAudit
     engine: Engine
@@ -190,7 +191,7 @@ def simulate(bag: Bag, sites: list[Site], strategy: Strategy | str = "model", *,
     names = [s.name for s in sites]
     metrics = workload_metrics(engine.tasks, names, bag.cores_per_task)
     audit = audit_reselection(decisions, pilots, truths, engine, instructions) if record else ReselAudit()
-    return SimResult(bag, list(sites), strat.name, seed, metrics, audit, engine, pilots,
+    return SimResult(bag, list(sites), strat.name, seed, clock, metrics, audit, engine, pilots,
                      decisions, log, steps)
 
 

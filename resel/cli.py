@@ -1,0 +1,338 @@
+"""The ``resel`` command line: thin wrappers over the Python API (resel/api.py).
+
+Each command parses options, calls the API and formats the result — a rich table for people,
+``--json`` for scripts. Every error resel raises on purpose is printed as one line without a
+traceback (exit status 1); bad usage exits 2 as usual for click.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from resel import __version__
+from resel.api import default_bag_path, default_sites_path
+from resel.config import load_bag, load_sites
+from resel.errors import ReselError
+from resel.experiment import Experiment, run_experiment
+from resel.models.lim import site_rates
+from resel.selection import Strategy
+from resel.store import _clean, add_experiment, default_path, get_run, list_runs, open_store, save_run
+
+# Piped output (a file, a pager) gets wide lines rather than 80-column wrapping.
+out = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
+err = Console(stderr=True, highlight=False)
+
+
+def _fail_cleanly(fn: Callable) -> Callable:
+    """Turn ReselError into a one-line ClickException (no traceback)."""
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except ReselError as exc:
+            raise click.ClickException(str(exc)) from None
+    return wrapper
+
+
+def _print_json(doc: Any) -> None:
+    click.echo(json.dumps(_clean(doc), indent=2))
+
+
+def _csv_ints(ctx: click.Context, param: click.Parameter, value: str) -> list[int]:
+    try:
+        sizes = [int(v) for v in value.split(",") if v.strip()]
+    except ValueError:
+        raise click.BadParameter(f"{value!r}: give whole numbers separated by commas, e.g. 64,256") from None
+    if not sizes or any(n < 1 for n in sizes):
+        raise click.BadParameter("give one or more sizes >= 1, e.g. 64,256")
+    return sizes
+
+
+def _csv_strategies(ctx: click.Context, param: click.Parameter, value: str) -> list[str]:
+    specs = [v.strip() for v in value.split(",") if v.strip()]
+    try:
+        return [Strategy.parse(s).name for s in specs]
+    except ReselError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+db_option = click.option("--db", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                         help="Run store (SQLite). Default: $RESEL_DB or ~/.local/share/resel/resel.db.")
+json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document instead of tables.")
+sites_option = click.option("--sites", "sites_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                            help="Sites file (TOML). Default: the embedded thesis sites (`resel sites defaults`).")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="resel")
+def cli() -> None:
+    """Run bags of tasks across several sites and finish them sooner.
+
+    resel predicts each task's run time on each site from its instruction count and the
+    site's clock (the Limited Information Model), acquires cores with pilot jobs, and moves
+    waiting tasks to whichever acquired site finishes them first (re-selection windows).
+    The simulator runs the very same decisions in virtual time.
+
+    \b
+    Start here:
+      resel simulate                      # 1,024 GROMACS-style tasks on 4 thesis sites
+      resel sites show                    # the sites, their clocks and LIM's predictions
+      resel runs / resel report RUN       # what was stored
+    """
+
+
+@cli.command()
+@click.argument("bag_file", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@sites_option
+@click.option("--strategies", default="random,model,reselect", show_default=True, callback=_csv_strategies,
+              help="Comma-separated: random, model (lowest predicted T_x), topk:K, reselect "
+                   "(random + re-selection), BASE+reselect.")
+@click.option("--sizes", default="64,128,256,512,1024", show_default=True, callback=_csv_ints,
+              help="Workload sizes (tasks per bag) to simulate.")
+@click.option("--repeat", default=5, show_default=True, type=click.IntRange(1, 10_000),
+              help="Repetitions per strategy and size (repetition i uses seed S+i for every strategy).")
+@click.option("--seed", default=0, show_default=True, type=int, help="Base random seed.")
+@click.option("--clock", type=click.Choice(["base", "avg"]), default="base", show_default=True,
+              help="Site clock LIM predicts with: nominal (thesis) or measured average.")
+@db_option
+@click.option("--no-store", is_flag=True, help="Do not write runs to the store.")
+@json_option
+@_fail_cleanly
+def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[str], sizes: list[int],
+             repeat: int, seed: int, clock: str, db: Path | None, no_store: bool, as_json: bool) -> None:
+    """Compare strategies on simulated sites: TTC, T_x and T_q of the whole bag.
+
+    BAG_FILE is a task bag (TOML; default: the embedded 1,024-task GROMACS bag, see
+    examples/gromacs-bag.toml). Each run is stored with its events and decisions; the table
+    shows mean ± sample std per strategy and size, and how much lower TTC_wkd is than random.
+
+    \b
+    Example:
+      resel simulate --sizes 256,1024 --repeat 10
+      resel simulate examples/gromacs-bag.toml --sites my-sites.toml --strategies model,model+reselect --json
+    """
+    bag = load_bag(bag_file or default_bag_path())
+    sites = load_sites(sites_file or default_sites_path())
+    store = None if no_store else open_store(db)
+    params = {"bag": str(bag_file or "embedded"), "sites": str(sites_file or "embedded"),
+              "strategies": strategies, "sizes": sizes, "repeat": repeat, "seed": seed, "clock": clock}
+    exp_id = add_experiment(store, params) if store is not None else None
+    total = len(strategies) * len(sizes) * repeat
+    with Progress(TextColumn("[bold]simulating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err, transient=True, disable=not err.is_terminal) as progress:
+        bar = progress.add_task("runs", total=total)
+
+        def on_run(result) -> int | None:
+            progress.advance(bar)
+            return save_run(store, result, experiment_id=exp_id) if store is not None else None
+
+        exp = run_experiment(bag, sites, strategies, sizes, repeat=repeat, seed=seed, clock=clock, on_run=on_run)
+    exp.experiment_id = exp_id
+    if as_json:
+        doc = exp.as_dict()
+        doc["db"] = str(db or default_path()) if store is not None else None
+        _print_json(doc)
+        return
+    _print_experiment(exp, bag_file, sites_file)
+    if store is not None:
+        out.print(f"[dim]stored as experiment {exp_id} in {db or default_path()}: "
+                  f"`resel runs`, `resel report RUN`[/dim]")
+
+
+def _hours(s: dict) -> str:
+    if s["n"] == 0 or math.isnan(s["mean"]):
+        return "—"
+    return f"{s['mean'] / 3600:.2f}±{s['std'] / 3600:.2f}"
+
+
+def _print_experiment(exp: Experiment, bag_file: Path | None, sites_file: Path | None) -> None:
+    table = Table(title=f"bag {exp.bag.name} ({exp.bag.profile.instructions:.3g} instructions/task) on "
+                        f"{', '.join(s.name for s in exp.sites)} — {exp.repeat} run(s) each, seed {exp.seed}, "
+                        f"LIM clock {exp.clock}", title_justify="left")
+    for col, just in (("size", "right"), ("strategy", "left"), ("TTC_wkd h", "right"), ("T_x,wkd h", "right"),
+                      ("T_q,wkd h", "right"), ("TTC vs random", "right"), ("moved", "right"),
+                      ("P_RESEL wrong", "right")):
+        table.add_column(col, justify=just, no_wrap=col != "TTC vs random" and col != "P_RESEL wrong")
+    for size in exp.sizes:
+        for i, name in enumerate(exp.strategies):
+            cell = exp.cells[(name, size)]
+            d = cell.as_dict()
+            vs = ""
+            if "random" in exp.strategies and name != "random":
+                change = exp.change(name, "random", size)
+                vs = f"{change:.0f}% lower" if change >= 0 else f"{-change:.0f}% higher"
+            rs = d["reselection"]
+            wrong = f"{rs['incorrect']}/{rs['judged']}" if rs["judged"] else ""
+            table.add_row(str(size) if i == 0 else "", name, _hours(cell.summary("ttc_wkd")),
+                          _hours(cell.summary("tx_wkd")), _hours(cell.summary("tq_wkd")), vs,
+                          f"{d['reassigned']:.0f}" if rs["decisions"] else "", wrong,
+                          end_section=i == len(exp.strategies) - 1)
+    out.print(table)
+    out.print("[dim]hours, mean±sample std over runs; moved = tasks (mean per run) that finished away from "
+              "their initial site; P_RESEL wrong = re-selections (all runs) that the oracle RESEL, knowing true "
+              "T_x and a_r, would have decided otherwise[/dim]")
+
+
+@cli.command()
+@db_option
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1), help="How many runs, newest first.")
+@json_option
+@_fail_cleanly
+def runs(db: Path | None, limit: int, as_json: bool) -> None:
+    """List stored runs, newest first.
+
+    \b
+    Example:
+      resel runs --limit 10
+    """
+    rows = list_runs(open_store(db), limit)
+    if as_json:
+        _print_json(rows)
+        return
+    if not rows:
+        out.print("no runs stored yet — try `resel simulate`")
+        return
+    table = Table()
+    for col in ("run", "exp", "created", "bag", "strategy", "size", "seed", "TTC_wkd h", "done", "failed", "moved"):
+        table.add_column(col, no_wrap=True)
+    for r in rows:
+        table.add_row(str(r["id"]), str(r["experiment_id"] or ""), r["created"], r["bag"], r["strategy"],
+                      str(r["size"]), str(r["seed"]), f"{(r['ttc_wkd'] or 0) / 3600:.2f}", str(r["done"]),
+                      str(r["failed"]), str(r["reassigned"]))
+    out.print(table)
+
+
+@cli.command()
+@click.argument("run_id", type=int)
+@db_option
+@click.option("--decisions", "n_decisions", default=0, show_default=True, type=click.IntRange(0),
+              help="Also list the first N re-selection decisions with their inputs.")
+@json_option
+@_fail_cleanly
+def report(run_id: int, db: Path | None, n_decisions: int, as_json: bool) -> None:
+    """Show one stored run: workload times, where tasks ran, re-selection audit.
+
+    \b
+    Example:
+      resel report 12 --decisions 20
+    """
+    store = open_store(db)
+    run = get_run(store, run_id)
+    per_site = list(store.query(
+        "select site, origin, count(*) as tasks, avg(tq) as tq, avg(tx) as tx, max(ttc) as ttc "
+        "from tasks where run_id = ? group by site, origin order by site, origin", [run_id]))
+    kinds = {r["kind"]: r["n"] for r in store.query(
+        "select kind, count(*) as n from decisions where run_id = ? group by kind", [run_id])}
+    picked = list(store.query(
+        "select * from decisions where run_id = ? and kind != 'assign' order by seq limit ?", [run_id, n_decisions]))
+    if as_json:
+        for key in ("sites", "bag_spec"):
+            run.pop(key, None)
+        _print_json({"run": run, "per_site": per_site, "decisions": kinds, "decision_log": picked})
+        return
+    out.print(f"[bold]run {run['id']}[/bold]  bag {run['bag']}  strategy {run['strategy']}  size {run['size']}  "
+              f"seed {run['seed']}  LIM clock {run['clock']}")
+    out.print(f"TTC_wkd {run['ttc_wkd'] / 3600:.2f} h = T_q,wkd {run['tq_wkd'] / 3600:.2f} h + "
+              f"T_x,wkd {run['tx_wkd'] / 3600:.2f} h   done {run['done']}  failed {run['failed']}  "
+              f"moved {run['reassigned']}  restarts {run['restarts']}  "
+              f"wasted {run['wasted_core_s'] / 3600:.1f} core-h")
+    table = Table(title="where tasks ran", title_justify="left")
+    for col in ("ran on", "assigned to", "tasks", "mean T_q [h]", "mean T_x [h]", "last end [h]"):
+        table.add_column(col)
+    for r in per_site:
+        table.add_row(r["site"] or "(failed)", r["origin"], str(r["tasks"]), _h(r["tq"]), _h(r["tx"]), _h(r["ttc"]))
+    out.print(table)
+    audit = run["audit"] or {}
+    out.print("decisions: " + (", ".join(f"{k} {v}" for k, v in sorted(kinds.items())) or "none"))
+    if audit.get("decisions"):
+        out.print(f"re-selection audit: {audit['judged']} judged, {audit['incorrect']} where P_RESEL ≠ RESEL "
+                  f"{audit['by_case'] or ''}, penalty total {audit['penalty_total'] / 3600:.2f} h, "
+                  f"max {audit['penalty_max'] / 3600:.2f} h, bound violations {audit['bound_violations']}")
+    if picked:
+        t = Table(title="re-selection decisions", title_justify="left")
+        for col in ("time [s]", "kind", "task", "r", "r'", "a_r", "a_r'", "T̂x(r)", "T̂x(r')", "Ŵ"):
+            t.add_column(col, justify="right")
+        for d in picked:
+            t.add_row(*(_s(d[k]) for k in ("time", "kind", "task", "origin", "target", "a_r", "a_r2",
+                                            "tx_r", "tx_r2", "window")))
+        out.print(t)
+
+
+def _h(seconds: float | None) -> str:
+    return "—" if seconds is None else f"{seconds / 3600:.2f}"
+
+
+def _s(value: Any) -> str:
+    if value is None:
+        return "—"
+    return f"{value:.0f}" if isinstance(value, float) else str(value)
+
+
+@cli.group()
+def sites() -> None:
+    """Inspect site files and LIM's predictions for them."""
+
+
+@sites.command("show")
+@sites_option
+@click.option("--bag", "bag_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Bag whose predicted T_x to show (default: the embedded GROMACS bag).")
+@click.option("--clock", type=click.Choice(["base", "avg"]), default="base", show_default=True)
+@json_option
+@_fail_cleanly
+def sites_show(sites_file: Path | None, bag_file: Path | None, clock: str, as_json: bool) -> None:
+    """List sites with clocks, κ, pilot policy, wait model and LIM's T̂x for a bag.
+
+    \b
+    Example:
+      resel sites show --sites examples/sites-thesis.toml --clock avg
+    """
+    site_list = load_sites(sites_file or default_sites_path())
+    bag = load_bag(bag_file or default_bag_path())
+    rates = site_rates(site_list, clock)
+    rows = [{"name": s.name, "kind": s.kind, "cores": s.cores, "clock_base": s.clock.base, "clock_avg": s.clock.avg,
+             "kappa": s.kappa, "tx_pred": rates[s.name].tx(bag.profile.instructions), "pilot_mode": s.pilot.mode,
+             "max_pilots": s.pilot.max_pilots, "reselect_target": s.reselect_target,
+             "wait": s.wait.dist.describe() if s.wait else None, "notes": s.notes} for s in site_list]
+    if as_json:
+        _print_json({"bag": bag.name, "clock": clock, "sites": rows})
+        return
+    table = Table(title=f"T̂x = κ · {bag.profile.instructions:.3g} instructions / clock ({clock})", title_justify="left")
+    for col in ("site", "cores", "base GHz", "avg GHz", "κ", "T̂x h", "pilots", "target", "queue wait (simulated)"):
+        table.add_column(col, no_wrap=col != "queue wait (simulated)")
+    for r in rows:
+        table.add_row(r["name"], str(r["cores"]), f"{r['clock_base']:.3f}",
+                      "—" if r["clock_avg"] is None else f"{r['clock_avg']:.3f}", f"{r['kappa']:.2f}",
+                      f"{r['tx_pred'] / 3600:.2f}", r["pilot_mode"], "yes" if r["reselect_target"] else "no",
+                      r["wait"] or "—")
+    out.print(table)
+
+
+@sites.command("defaults")
+def sites_defaults() -> None:
+    """Print the embedded default sites file, to copy and edit.
+
+    \b
+    Example:
+      resel sites defaults > my-sites.toml
+    """
+    click.echo(default_sites_path().read_text(encoding="utf-8"), nl=False)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli(prog_name="resel")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,112 @@
+"""Compare strategies over workload sizes and repetitions — the thesis's experiments 2 and 3.
+
+Repetition ``i`` of every strategy and size uses seed ``seed + i``: strategies are compared
+on the same random draws (paired), as the thesis compared re-selection with the very random
+runs it replayed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+from resel.backends.simulated import SimResult, simulate
+from resel.domain import Bag, Site
+from resel.metrics import summarize
+from resel.selection import Strategy
+
+METRICS = ("ttc_wkd", "tx_wkd", "tq_wkd")
+
+
+@dataclass
+class Cell:
+    """All repetitions of one strategy at one workload size."""
+
+    strategy: str
+    size: int
+    runs: list[SimResult] = field(default_factory=list)
+    run_ids: list[int] = field(default_factory=list)
+
+    def summary(self, metric: str) -> dict[str, float]:
+        return summarize([getattr(r.metrics, metric) for r in self.runs])
+
+    def as_dict(self) -> dict:
+        audits = [r.audit for r in self.runs]
+        out = {"strategy": self.strategy, "size": self.size, "repeat": len(self.runs)}
+        for metric in METRICS:
+            s = self.summary(metric)
+            out[metric] = {"mean": s["mean"], "std": s["std"]}
+        out["reassigned"] = summarize([r.metrics.reassigned for r in self.runs])["mean"]
+        out["restarts"] = summarize([r.metrics.restarts for r in self.runs])["mean"]
+        out["failed"] = sum(r.metrics.failed for r in self.runs)
+        out["reselection"] = {
+            "decisions": sum(a.decisions for a in audits), "judged": sum(a.judged for a in audits),
+            "incorrect": sum(a.incorrect for a in audits),
+            "penalty_mean": (sum(a.penalty_total for a in audits) / max(1, sum(a.incorrect for a in audits))),
+            "penalty_max": max((a.penalty_max for a in audits), default=0.0),
+            "bound_violations": sum(a.bound_violations for a in audits),
+        }
+        out["run_ids"] = list(self.run_ids)
+        return out
+
+
+@dataclass
+class Experiment:
+    """The result of :func:`run_experiment`: one :class:`Cell` per strategy and size."""
+
+    bag: Bag
+    sites: list[Site]
+    strategies: list[str]
+    sizes: list[int]
+    repeat: int
+    seed: int
+    clock: str
+    cells: dict[tuple[str, int], Cell] = field(default_factory=dict)
+    experiment_id: int | None = None
+
+    def cell(self, strategy: str, size: int) -> Cell:
+        return self.cells[(Strategy.parse(strategy).name, size)]
+
+    def change(self, strategy: str, baseline: str, size: int, metric: str = "ttc_wkd") -> float:
+        """Percent reduction of ``metric``'s mean against ``baseline`` (positive = less time)."""
+        ours = self.cell(strategy, size).summary(metric)["mean"]
+        base = self.cell(baseline, size).summary(metric)["mean"]
+        return math.nan if not base else (base - ours) / base * 100.0
+
+    def as_dict(self) -> dict:
+        """The ``--json`` document (seconds); its shape is documented in the README."""
+        return {
+            "experiment_id": self.experiment_id,
+            "bag": {"name": self.bag.name, "instructions": self.bag.profile.instructions,
+                    "cores_per_task": self.bag.cores_per_task},
+            "sites": [s.name for s in self.sites],
+            "strategies": self.strategies, "sizes": self.sizes, "repeat": self.repeat,
+            "seed": self.seed, "clock": self.clock,
+            "results": [self.cells[(st, n)].as_dict() for n in self.sizes for st in self.strategies],
+        }
+
+
+def run_experiment(bag: Bag, sites: list[Site], strategies: list[str], sizes: list[int], *,
+                   repeat: int = 5, seed: int = 0, clock: str = "base",
+                   on_run: Callable[[SimResult], int | None] | None = None) -> Experiment:
+    """Simulate every strategy × size × repetition.
+
+    Args:
+        on_run: called after each run (e.g. to store it and advance a progress bar); if it
+            returns a run id, the id is kept with the cell.
+    """
+    names = [Strategy.parse(s).name for s in strategies]
+    exp = Experiment(bag, list(sites), names, list(sizes), repeat, seed, clock)
+    for size in sizes:
+        sized = bag.resized(size)
+        for name in names:
+            cell = exp.cells.setdefault((name, size), Cell(name, size))
+            for i in range(repeat):
+                result = simulate(sized, sites, name, seed=seed + i, clock=clock)
+                cell.runs.append(result)
+                if on_run is not None:
+                    run_id = on_run(result)
+                    if run_id is not None:
+                        cell.run_ids.append(run_id)
+    return exp
