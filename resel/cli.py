@@ -55,13 +55,15 @@ def _csv_ints(ctx: click.Context, param: click.Parameter, value: str) -> list[in
         raise click.BadParameter(f"{value!r}: give whole numbers separated by commas, e.g. 64,256") from None
     if not sizes or any(n < 1 for n in sizes):
         raise click.BadParameter("give one or more sizes >= 1, e.g. 64,256")
-    return sizes
+    return list(dict.fromkeys(sizes))
 
 
 def _csv_strategies(ctx: click.Context, param: click.Parameter, value: str) -> list[str]:
     specs = [v.strip() for v in value.split(",") if v.strip()]
+    if not specs:
+        raise click.BadParameter("give one or more strategies, e.g. random,model,reselect")
     try:
-        return [Strategy.parse(s).name for s in specs]
+        return list(dict.fromkeys(Strategy.parse(s).name for s in specs))   # repeated names count once
     except ReselError as exc:
         raise click.BadParameter(str(exc)) from None
 

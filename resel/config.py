@@ -115,7 +115,9 @@ class _Reader:
         except tomllib.TOMLDecodeError as exc:
             match = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
             where = f"line {match.group(1)}, column {match.group(2)}" if match else None
-            problem = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(exc))
+            if where is None and "end of document" in str(exc):
+                where = f"line {len(self.text.splitlines()) or 1} (end of file)"
+            problem = re.sub(r"\s*\(at (line \d+, column \d+|end of document)\)", "", str(exc))
             raise InputError(str(path), where, f"TOML syntax error: {problem}", "valid TOML, see examples/") from None
 
     def fail(self, key_path: str, problem: str, expected: str | None = None) -> InputError:
@@ -126,10 +128,23 @@ class _Reader:
     def _line_of(self, key_path: str) -> int | None:
         """Best-effort line of the last key of ``key_path`` (TOML keeps no positions)."""
         leaf = re.sub(r"\[\d+\]", "", key_path.split(".")[-1])
-        pattern = re.compile(rf"^\s*(\[+\s*)?([\w.]*\.)?{re.escape(leaf)}\s*(=|\]|\.)")
-        for number, line in enumerate(self.text.splitlines(), 1):
-            if pattern.search(line):
-                return number
+        lines = self.text.splitlines()
+        first, last = 0, len(lines)
+        block = re.match(r"(\w+)\[(\d+)\]", key_path)
+        if block:   # search only inside the i-th [[name]] table
+            header = re.compile(rf"^\s*\[\[\s*{re.escape(block.group(1))}\s*\]\]")
+            starts = [n for n, line in enumerate(lines) if header.match(line)]
+            index = int(block.group(2))
+            if index < len(starts):
+                first = starts[index]
+                last = starts[index + 1] if index + 1 < len(starts) else len(lines)
+        key = re.escape(leaf)
+        patterns = (re.compile(rf"^\s*(\[+\s*)?([\w.]*\.)?{key}\s*(=|\]|\.)"),   # key = / [table]
+                    re.compile(rf"(^|[\s{{,.]){key}\s*="))                            # inside { ... }
+        for pattern in patterns:
+            for number in range(first, last):
+                if pattern.search(lines[number].split("#", 1)[0]):
+                    return number + 1
         return None
 
     def check(self, table: Any, schema: dict[str, _Key], key_path: str) -> dict[str, Any]:
@@ -147,10 +162,14 @@ class _Reader:
                 raise self.fail(f"{key_path}.{key}", f"bad value {table[key]!r}", spec.expected)
         return table
 
-    def dist(self, value: Any, key_path: str, extra: dict[str, _Key] | None = None) -> tuple[Dist, dict[str, Any]]:
-        """A number (fixed) or a ``{dist = KIND, ...}`` table; returns the Dist and extra keys."""
+    def dist(self, value: Any, key_path: str, extra: dict[str, _Key] | None = None,
+             positive: bool = False) -> tuple[Dist, dict[str, Any]]:
+        """A number (fixed) or a ``{dist = KIND, ...}`` table; returns the Dist and extra keys.
+
+        With ``positive`` (a clock, an IPC) the distribution's centre must be > 0.
+        """
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return Dist.fixed(value), {}
+            value = {"dist": "fixed", "value": value}
         if not isinstance(value, dict) or "dist" not in value:
             raise self.fail(key_path, "missing 'dist'", f"a table with dist = one of {', '.join(KINDS)}")
         params = {k: v for k, v in value.items() if k != "dist" and k not in (extra or {})}
@@ -159,9 +178,12 @@ class _Reader:
             if not extra[key].check(val):
                 raise self.fail(f"{key_path}.{key}", f"bad value {val!r}", extra[key].expected)
         try:
-            return Dist.of(str(value["dist"]), **params), extras
+            dist = Dist.of(str(value["dist"]), **params)
         except ValueError as exc:
             raise self.fail(key_path, str(exc), "see docs/configuration.md") from None
+        if positive and not _centre(dist) > 0:
+            raise self.fail(key_path, f"{dist.describe()} is not > 0", "a positive value (GHz, instructions per cycle)")
+        return dist, extras
 
 
 def load_bag(path: str | Path) -> Bag:
@@ -197,10 +219,11 @@ def load_sites(path: str | Path) -> list[Site]:
     if not isinstance(raw_sites, list) or not raw_sites:
         raise reader.fail("site", "no sites defined", "one or more [[site]] tables")
     sites = [_site(reader, raw, f"site[{i}]") for i, raw in enumerate(raw_sites)]
-    names = [s.name for s in sites]
-    for name in names:
-        if names.count(name) > 1:
-            raise reader.fail("site.name", f"site name {name!r} is used twice", "unique site names")
+    seen: set[str] = set()
+    for i, site in enumerate(sites):
+        if site.name in seen:
+            raise reader.fail(f"site[{i}].name", f"site name {site.name!r} is used twice", "unique site names")
+        seen.add(site.name)
     return sites
 
 
@@ -225,8 +248,8 @@ def _site(reader: _Reader, raw: Any, key_path: str) -> Site:
     truth = None
     if "truth" in raw:
         t = reader.check(raw["truth"], TRUTH_KEYS, f"{key_path}.truth")
-        ipc, _ = reader.dist(t.get("ipc", 1.0), f"{key_path}.truth.ipc")
-        tclock, _ = reader.dist(t.get("clock", clock.get("avg", clock["base"])), f"{key_path}.truth.clock")
+        ipc, _ = reader.dist(t.get("ipc", 1.0), f"{key_path}.truth.ipc", positive=True)
+        tclock, _ = reader.dist(t.get("clock", clock.get("avg", clock["base"])), f"{key_path}.truth.clock", positive=True)
         truth = Truth(float(t.get("kappa", raw.get("kappa", 1.0))), ipc, tclock)
     return Site(
         name=raw["name"], kind=raw["kind"], cores=int(raw["cores"]),
@@ -234,3 +257,13 @@ def _site(reader: _Reader, raw: Any, key_path: str) -> Site:
         pilot=pilot, isa=raw.get("isa", "x86"), reselect_target=raw.get("reselect_target", True),
         wait=wait, truth=truth, notes=raw.get("notes", ""),
     )
+
+
+def _centre(dist: Dist) -> float:
+    """The value a positive quantity's distribution is centred on (its floor, if it has one)."""
+    if dist.kind == "uniform":
+        return dist.param("low")
+    if dist.kind == "empirical":
+        return min(dist.param("samples"))
+    floor = dist.param("min")
+    return floor if floor is not None and dist.kind == "normal" else dist.mean()

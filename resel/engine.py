@@ -124,6 +124,7 @@ class Engine:
         self._next_pilot = 0
         self._dirty: set[int] = set()
         self._waiting_changed = False
+        self._waiting_total = 0       # tasks WAITING anywhere (sum of the waiting deques)
         self._remaining = 0
         self.started = False
         self.finished = False
@@ -178,7 +179,7 @@ class Engine:
             self._books[origin].waiting.append(tid)
             out.append(Decision(time=ev.time, kind="assign", task=tid, origin=names[origin],
                                 target=names[origin], tx_r=self.tx[origin]))
-        self._remaining = len(origins)
+        self._remaining = self._waiting_total = len(origins)
         if self.strategy.reselect:
             self._plan_reselection(candidates)
         self._dirty.update(range(len(self.sites)))
@@ -301,7 +302,7 @@ class Engine:
         rec[3], rec[4] = time, "lost"
         task.pilot = task.site = -1
         task.losses += 1
-        self._requeue(task, give_up=task.losses > self.max_losses)
+        self._requeue(task, give_up=task.losses >= self.max_losses)
 
     def _requeue(self, task: TaskRecord, give_up: bool) -> None:
         if task.state is PROVISIONAL:
@@ -312,6 +313,7 @@ class Engine:
         else:
             task.state = next_task_state(task.state, "lost")
             self._books[task.origin].waiting.appendleft(task.id)
+            self._waiting_total += 1
             self._waiting_changed = True
         self._dirty.add(task.origin)
 
@@ -373,6 +375,7 @@ class Engine:
         book = self._books[x]
         while book.free and book.waiting:
             self._dispatch(self.tasks[book.waiting.popleft()], x, t, RUNNING, out)
+            self._waiting_total -= 1
             self._waiting_changed = True
         if not book.prov:
             return
@@ -408,6 +411,7 @@ class Engine:
             window = tx_x - self.tx[r]
             while book.free and origin.waiting:
                 task = self.tasks[origin.waiting.popleft()]
+                self._waiting_total -= 1
                 self._waiting_changed = True
                 if window <= 0:   # r' is no slower: move for good
                     pilot = self._dispatch(task, x, t, RUNNING, out)
@@ -430,8 +434,8 @@ class Engine:
         """Ask for the slots the site's tasks still need; withdraw what nobody needs."""
         book, site = self._books[x], self.sites[x]
         need = len(book.waiting) + len(book.prov)
-        if book.spec:
-            need += sum(len(self._books[r].waiting) for r in book.origins)
+        if book.spec:   # every other candidate site is an origin of this target
+            need += self._waiting_total - len(book.waiting)
         have = book.free + book.pending_slots
         if need > have and book.cap_slots > 0:
             count = len(book.pending) + len(book.active)

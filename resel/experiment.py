@@ -96,8 +96,9 @@ def run_experiment(bag: Bag, sites: list[Site], strategies: list[str], sizes: li
         on_run: called after each run (e.g. to store it and advance a progress bar); if it
             returns a run id, the id is kept with the cell.
     """
-    names = [Strategy.parse(s).name for s in strategies]
-    exp = Experiment(bag, list(sites), names, list(sizes), repeat, seed, clock)
+    names = list(dict.fromkeys(Strategy.parse(s).name for s in strategies))   # each once, in order
+    sizes = list(dict.fromkeys(sizes))
+    exp = Experiment(bag, list(sites), names, sizes, repeat, seed, clock)
     for size in sizes:
         sized = bag.resized(size)
         for name in names:

@@ -4,7 +4,7 @@ Definitions (seeds/003 §3.4 and §4.2), with time 0 the bag's submission:
 
 * per task: TTC = end of its successful attempt; T_x = that attempt's duration;
   T_q = TTC − T_x (everything before it, including attempts that were cancelled or lost);
-* per workload: TTC_wkd = the last task's end; T_x,wkd = length of the union of all execution
+* per workload: TTC_wkd = the end of the last attempt (a failed one included); T_x,wkd = length of the union of all execution
   intervals (every attempt: time during which at least one task was executing);
   T_q,wkd = TTC_wkd − T_x,wkd (time only spent acquiring).
 
@@ -91,8 +91,8 @@ def workload_metrics(tasks, site_names: list[str], cores_per_task: int = 1) -> W
             if end is None:
                 continue
             intervals.append((start, end))
+            ends.append(end)     # the bag completes when its last attempt ends, failed or not
             if outcome == "done":
-                ends.append(end)
                 name = site_names[site]
                 per_site[name] = per_site.get(name, 0) + 1
                 if site != task.first_origin:

@@ -1,0 +1,187 @@
+"""Tests of the run store (resel/store.py): migrations, saving a simulated run, reading it back."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+import sqlite_utils
+
+import resel
+from resel.errors import ReselError, StoreError
+from resel.store import add_experiment, default_path, get_run, list_runs, open_store, save_run
+
+TABLES = {"runs", "tasks", "pilots", "decisions", "events", "experiments"}
+
+
+@pytest.fixture(scope="module")
+def result():
+    """One real simulated run: 20 tasks, re-selection on, fixed seed."""
+    return resel.simulate(resel.default_bag().resized(20), resel.default_sites(), "reselect", seed=3)
+
+
+@pytest.fixture
+def saved(tmp_path, result):
+    db = open_store(tmp_path / "r.db")
+    return db, save_run(db, result)
+
+
+# --- open_store and migrations ----------------------------------------------------------------
+
+
+def test_open_store_creates_file_and_applies_migrations(tmp_path):
+    path = tmp_path / "sub" / "dir" / "r.db"
+    db = open_store(path)
+    assert path.is_file()
+    assert TABLES <= set(db.table_names())
+    for table in TABLES:
+        assert db[table].count == 0
+
+
+def test_open_store_is_idempotent(tmp_path):
+    path = tmp_path / "r.db"
+    db = open_store(path)
+    exp_id = add_experiment(db, {"note": "first"})
+    schema = db.schema
+    migrations = list(db.query("select * from _sqlite_migrations"))
+    db.close()
+
+    again = open_store(path)
+    assert again.schema == schema
+    assert list(again.query("select * from _sqlite_migrations")) == migrations
+    assert again["experiments"].count == 1
+    assert again["experiments"].get(exp_id)["params"] == '{"note": "first"}'
+    again.close()
+    third = open_store(str(path))  # a str path works too
+    assert TABLES <= set(third.table_names())
+
+
+def test_open_store_memory():
+    db = open_store(memory=True)
+    assert TABLES <= set(db.table_names())
+    assert list_runs(db) == []
+
+
+def test_open_store_parent_is_a_regular_file(tmp_path):
+    parent = tmp_path / "not-a-dir"
+    parent.write_text("x", encoding="utf-8")
+    with pytest.raises(StoreError) as info:
+        open_store(parent / "r.db")
+    assert not isinstance(info.value, OSError)
+    assert isinstance(info.value, ReselError)
+    assert "not-a-dir" in str(info.value)
+
+
+def test_open_store_not_a_database(tmp_path):
+    path = tmp_path / "junk.db"
+    path.write_bytes(b"definitely not sqlite " * 100)
+    with pytest.raises(StoreError) as info:
+        open_store(path)
+    assert str(path) in str(info.value)
+
+
+def test_open_store_foreign_sqlite_file(tmp_path):
+    """A SQLite file that is not a resel store (a clashing `runs` table) is a StoreError."""
+    path = tmp_path / "other.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("create table runs (x text)")
+    with pytest.raises(StoreError):
+        open_store(path)
+
+
+def test_default_path_honours_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("RESEL_DB", str(tmp_path / "env.db"))
+    assert default_path() == tmp_path / "env.db"
+    monkeypatch.delenv("RESEL_DB")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    assert default_path() == tmp_path / "xdg" / "resel" / "resel.db"
+
+
+def test_open_store_without_path_uses_default(tmp_path, monkeypatch):
+    monkeypatch.setenv("RESEL_DB", str(tmp_path / "env.db"))
+    db = open_store()
+    assert (tmp_path / "env.db").is_file()
+    assert TABLES <= set(db.table_names())
+
+
+# --- save_run / get_run -----------------------------------------------------------------------
+
+
+def test_save_run_row_counts(saved, result):
+    db, run_id = saved
+    assert db["runs"].count == 1
+    assert db["tasks"].count_where("run_id = ?", [run_id]) == 20
+    assert db["decisions"].count_where("run_id = ?", [run_id]) == len(result.decisions)
+    assert db["events"].count_where("run_id = ?", [run_id]) == len(result.events)
+    assert db["pilots"].count_where("run_id = ?", [run_id]) == len(result.pilots)
+    assert len(result.decisions) > 0 and len(result.events) > 0
+
+
+def test_save_run_columns(saved, result):
+    db, run_id = saved
+    row = db["runs"].get(run_id)
+    assert row["strategy"] == result.strategy
+    assert row["size"] == 20
+    assert row["seed"] == 3
+    assert row["mode"] == "simulated"
+    assert row["ttc_wkd"] == pytest.approx(result.metrics.ttc_wkd)
+    assert row["tx_wkd"] == pytest.approx(result.metrics.tx_wkd)
+    assert row["tq_wkd"] == pytest.approx(result.metrics.tq_wkd)
+    assert row["done"] + row["failed"] == 20
+    seqs = [r["seq"] for r in db.query("select seq from events where run_id = ? order by seq", [run_id])]
+    assert seqs == list(range(len(result.events)))
+    times = [r["time"] for r in db.query("select time from events where run_id = ? order by seq", [run_id])]
+    assert times == sorted(times)
+
+
+def test_get_run_decodes_json_columns(saved, result):
+    db, run_id = saved
+    run = get_run(db, run_id)
+    assert run["id"] == run_id
+    assert isinstance(run["per_site"], dict)
+    assert isinstance(run["audit"], dict)
+    assert isinstance(run["sites"], list)
+    assert isinstance(run["bag_spec"], dict)
+    assert set(run["per_site"]) <= {s.name for s in resel.default_sites()}
+    assert sum(run["per_site"].values()) == run["done"]
+    assert run["audit"]["decisions"] == result.audit.decisions
+
+
+def test_get_run_missing_raises_store_error(saved):
+    db, run_id = saved
+    with pytest.raises(StoreError, match=str(run_id + 1000)):
+        get_run(db, run_id + 1000)
+
+
+def test_get_run_missing_on_empty_memory_store():
+    with pytest.raises(StoreError):
+        get_run(open_store(memory=True), 1)
+
+
+def test_save_run_without_events(result):
+    db = open_store(memory=True)
+    run_id = save_run(db, result, events=False)
+    assert db["events"].count == 0
+    assert db["tasks"].count_where("run_id = ?", [run_id]) == 20
+
+
+def test_save_run_with_experiment_and_list_runs(result):
+    db = open_store(memory=True)
+    exp_id = add_experiment(db, {"sizes": [20]})
+    first = save_run(db, result, experiment_id=exp_id)
+    second = save_run(db, result, experiment_id=exp_id)
+    assert second > first
+    rows = list_runs(db)
+    assert [r["id"] for r in rows] == [second, first]  # newest first
+    assert {r["experiment_id"] for r in rows} == {exp_id}
+    assert [r["id"] for r in list_runs(db, limit=1)] == [second]
+    assert db["tasks"].count == 40
+
+
+def test_store_is_readable_by_sqlite_utils(tmp_path, result):
+    path = tmp_path / "r.db"
+    save_run(open_store(path), result)
+    plain = sqlite_utils.Database(path)
+    assert plain["runs"].count == 1
+    assert plain["tasks"].count == 20
