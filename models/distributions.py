@@ -64,6 +64,8 @@ class Dist:
                 raise ValueError(f"{key} must be >= 0")
         if kind == "uniform" and clean["low"] > clean["high"]:
             raise ValueError("uniform needs low <= high")
+        if clean.get("min", -math.inf) > clean.get("max", math.inf):
+            raise ValueError("min must be <= max")
         return Dist(kind, tuple(sorted(clean.items())))
 
     def param(self, name: str, default: Any = None) -> Any:

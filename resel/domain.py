@@ -1,7 +1,7 @@
 """Domain types: a task bag, its tasks' measured profile, and sites.
 
-These are plain frozen dataclasses built once by :mod:`resel.config` (from TOML) or by
-:mod:`resel.defaults`; everything downstream (LIM, engine, simulator) reads them and never
+These are plain frozen dataclasses built once by :mod:`resel.config` (from TOML files,
+the embedded defaults included); everything downstream (LIM, engine, simulator) reads them and never
 mutates them, so a run can be reproduced from them alone.
 """
 

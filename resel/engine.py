@@ -30,7 +30,7 @@ from collections import deque
 from typing import Callable
 
 from resel.domain import Bag, Site
-from resel.errors import IllegalTransition
+from resel.errors import IllegalTransition, ReselError
 from resel.events import (
     Action, BagDone, BagSubmitted, CancelPilot, CancelTask, Decision, DispatchTask, Event,
     PilotEnded, PilotStarted, SetTimer, SubmitPilot, TaskFailed, TaskFinished, TaskStarted,
@@ -220,16 +220,9 @@ class Engine:
         pilot = self._pilot(ev.pilot)
         if pilot.state.final:
             return
-        book = self._books[pilot.site]
-        if pilot.state is PilotState.PENDING:
-            del book.pending[pilot.id]
-            book.pending_slots -= pilot.slots
-        else:
-            del book.active[pilot.id]
-            book.free_pilots.pop(pilot.id, None)
-            book.free -= pilot.free
-            for tid in list(pilot.tasks):
-                self._lose(self.tasks[tid], ev.time)
+        self._withdraw(pilot)
+        for tid in list(pilot.tasks):
+            self._lose(self.tasks[tid], ev.time)
         pilot.state = next_pilot_state(pilot.state, "end")
         pilot.ended = ev.time
         self._dirty.add(pilot.site)
@@ -280,7 +273,7 @@ class Engine:
         for i, s in enumerate(self.sites):
             if s.name == site:
                 return i
-        raise KeyError(site)
+        raise ReselError(f"unknown site {site!r}; the engine has {', '.join(s.name for s in self.sites)}")
 
     def _end_attempt(self, task: TaskRecord, time: float, outcome: str) -> None:
         """Close the running attempt and give its slot back."""
@@ -377,11 +370,8 @@ class Engine:
             self._dispatch(self.tasks[book.waiting.popleft()], x, t, RUNNING, out)
             self._waiting_total -= 1
             self._waiting_changed = True
-        if not book.prov:
-            return
-        for tid in list(book.prov):
-            if not book.free:
-                break
+        while book.free and book.prov:   # each pass removes the task from book.prov
+            tid = next(iter(book.prov))
             task = self.tasks[tid]
             if t >= task.deadline:        # the window closed at this very instant: keep r'
                 self._commit(task, t, out)
@@ -471,7 +461,8 @@ class Engine:
         out.append(SubmitPilot(pilot=pid, site=site.name, cores=slots * self.bag.cores_per_task,
                                walltime=site.pilot.walltime))
 
-    def _cancel_pilot(self, pilot: PilotRecord, t: float, out: list[Action]) -> None:
+    def _withdraw(self, pilot: PilotRecord) -> None:
+        """Take a pending or active pilot's slots out of its site's books."""
         book = self._books[pilot.site]
         if pilot.state is PilotState.PENDING:
             del book.pending[pilot.id]
@@ -480,6 +471,9 @@ class Engine:
             del book.active[pilot.id]
             book.free_pilots.pop(pilot.id, None)
             book.free -= pilot.free
+
+    def _cancel_pilot(self, pilot: PilotRecord, t: float, out: list[Action]) -> None:
+        self._withdraw(pilot)
         pilot.state = next_pilot_state(pilot.state, "cancel")
         pilot.ended = t
         out.append(CancelPilot(pilot=pilot.id, site=self.sites[pilot.site].name))
