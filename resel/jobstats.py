@@ -1,0 +1,73 @@
+"""Per-job scheduling metrics and their estimators (notes/seed-000-002 §2).
+
+wait = start − submit; response = wait + run; slowdown = response / run;
+bounded slowdown(τ) = max(1, response / max(run, τ)) — τ = 10 s and 60 s by default, the two
+thresholds the literature uses. Estimators: mean, median, P95 (Guim's primary one), IQR.
+Values are kept in compact float arrays (8 bytes per job and metric) so percentiles are exact.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from dataclasses import dataclass, field
+
+
+def percentile(sorted_values, q: float) -> float:
+    """Linear-interpolation percentile (q in [0, 100]) of already sorted values."""
+    n = len(sorted_values)
+    if n == 0:
+        return math.nan
+    pos = (n - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, n - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def describe(values) -> dict[str, float]:
+    """mean, median, p95, iqr, max and n of a sequence of numbers."""
+    data = sorted(values)
+    n = len(data)
+    if n == 0:
+        return {"n": 0, "mean": math.nan, "median": math.nan, "p95": math.nan, "iqr": math.nan, "max": math.nan}
+    return {"n": n, "mean": math.fsum(data) / n, "median": percentile(data, 50), "p95": percentile(data, 95),
+            "iqr": percentile(data, 75) - percentile(data, 25), "max": data[-1]}
+
+
+@dataclass
+class JobStats:
+    """Accumulates finished jobs; :meth:`summary` gives the estimators."""
+
+    taus: tuple[float, ...] = (10.0, 60.0)
+    wait: array = field(default_factory=lambda: array("d"))
+    response: array = field(default_factory=lambda: array("d"))
+    slowdown: array = field(default_factory=lambda: array("d"))
+    bsld: dict[float, array] = field(default_factory=dict)
+    killed: int = 0
+    area: float = 0.0            # core-seconds of work done
+    first_submit: float = math.inf
+    last_end: float = -math.inf
+
+    def add(self, submit: float, start: float, run: float, size: int, killed: bool = False) -> None:
+        wait = start - submit
+        response = wait + run
+        self.wait.append(wait)
+        self.response.append(response)
+        self.slowdown.append(response / run if run > 0 else 1.0)
+        for tau in self.taus:
+            self.bsld.setdefault(tau, array("d")).append(max(1.0, response / max(run, tau)))
+        self.killed += killed
+        self.area += run * size
+        self.first_submit = min(self.first_submit, submit)
+        self.last_end = max(self.last_end, start + run)
+
+    def summary(self, cores: int) -> dict:
+        span = self.last_end - self.first_submit
+        out = {"jobs": len(self.wait), "killed": self.killed,
+               "utilisation": self.area / (cores * span) if span > 0 else math.nan,
+               "makespan": span if span > 0 else 0.0,
+               "wait": describe(self.wait), "response": describe(self.response),
+               "slowdown": describe(self.slowdown)}
+        for tau, values in sorted(self.bsld.items()):
+            out[f"bsld_{tau:g}"] = describe(values)
+        return out
