@@ -331,6 +331,15 @@ def sites_defaults() -> None:
     click.echo(default_sites_path().read_text(encoding="utf-8"), nl=False)
 
 
+def _register() -> None:
+    """Commands living in their own modules."""
+    from resel.cli_trace import replay_cmd
+    cli.add_command(replay_cmd)
+
+
+_register()
+
+
 def main() -> None:
     """Console-script entry point."""
     cli(prog_name="resel")

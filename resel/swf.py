@@ -1,0 +1,496 @@
+"""Read, filter, fuse and write workload traces in the Standard Workload Format (SWF).
+
+SWF (notes/seed-000-002 §1.1) is one job per line, 18 whitespace-separated numeric fields,
+``-1`` for unknown, and header comments starting with ``;``. Real traces bend the format, and
+this reader accepts the variants we ship rather than asking users to clean them first:
+
+* extra columns after the 18 (wagap: per-core speeds, queue name, node spec; jaros: DAG
+  name and task id) are kept verbatim in :attr:`Job.extra`, so a round trip loses nothing;
+* a line of column names instead of a ``;`` header (jaros), tabs, CRLF, blank lines and
+  ``;`` comments anywhere;
+* numeric fields written as floats (hpc2n's CPU times such as ``552.21``);
+* several preceding jobs joined by ``&`` in field 17 (Alea's DAG traces, jaros2/3:
+  ``1&2&3&4&5``), read as a tuple of job numbers.
+
+Traces can be large (the Parallel Workloads Archive has logs with millions of jobs), so a
+:class:`Trace` streams: only the header is read up front, and iterating re-reads the file
+line by line. The filters are generator functions over ``Iterable[Job]`` for the same
+reason: they compose without materialising the trace.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import os
+import re
+from dataclasses import dataclass, field, replace
+from decimal import Decimal
+from typing import Callable, Collection, Iterable, Iterator, Mapping, TextIO
+
+from resel.errors import InputError
+
+Number = int | float
+
+#: the 18 standard SWF fields, in file order, as :class:`Job` attribute names
+FIELDS: tuple[str, ...] = (
+    "id", "submit", "wait", "run", "procs", "cpu_time", "mem_used", "req_procs", "req_time",
+    "req_mem", "status", "user", "group", "app", "queue", "partition", "prev_job", "think_time",
+)
+UNKNOWN = -1
+
+_INT = re.compile(r"[+-]?[0-9]+")
+_FLOAT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_KEY_VALUE = re.compile(r";\s*([A-Za-z][\w-]*)\s*:\s?(.*)")
+_NUMBER_EXPECTED = "a number (-1 if unknown)"
+_PREV_JOB = FIELDS.index("prev_job")
+
+
+@dataclass(slots=True)
+class Job:
+    """One SWF job: the 18 standard fields plus what fused and extended traces add.
+
+    Numbers are ints where the value is whole and floats otherwise, so integral traces stay
+    exact and printable without decimals; -1 means unknown and is kept as -1 rather than
+    turned into None, because every SWF tool expects it.
+    """
+
+    id: Number
+    submit: Number
+    wait: Number
+    run: Number
+    procs: Number
+    cpu_time: Number
+    mem_used: Number
+    req_procs: Number
+    req_time: Number
+    req_mem: Number
+    status: Number
+    user: Number
+    group: Number
+    app: Number
+    queue: Number
+    partition: Number
+    #: preceding job number, or a tuple of them (2 or more) for a DAG task with several
+    prev_job: Number | tuple[int, ...]
+    think_time: Number
+    #: columns after the 18th, verbatim (extended traces such as wagap and jaros)
+    extra: tuple[str, ...] = ()
+    #: site of origin, set by :func:`fuse`; not written to SWF
+    site: str | None = None
+    #: the job's id in its own trace before :func:`fuse` renumbered it; not written to SWF
+    orig_id: Number | None = None
+
+    @property
+    def size(self) -> Number:
+        """Processors a scheduler must find: the request, else (request unknown) the allocation."""
+        return self.req_procs if self.req_procs > 0 else self.procs
+
+    @property
+    def estimate(self) -> Number:
+        """Runtime a scheduler may plan with: the user's request, else the actual runtime."""
+        return self.req_time if self.req_time > 0 else self.run
+
+
+@dataclass
+class Header:
+    """The ``;`` lines at the top of a trace.
+
+    ``comments`` keeps every raw line so a rewrite reproduces the header exactly;
+    ``fields`` is the ``; Key: value`` subset for lookups. A key that repeats (SWF writes one
+    ``Queue:`` or ``Partition:`` line per queue) keeps all values, joined by newlines, since
+    a dict holding only the last would silently drop queues.
+    """
+
+    fields: dict[str, str] = field(default_factory=dict)
+    comments: list[str] = field(default_factory=list)
+    #: column names from a non-SWF title line (jaros traces), else empty; never written
+    columns: tuple[str, ...] = ()
+    #: the file the header came from, for error messages only
+    path: str = field(default="<header>", compare=False)
+
+    @property
+    def max_procs(self) -> int | None:
+        """The ``MaxProcs`` label: processors of the machine, None if not given."""
+        return self._int("MaxProcs")
+
+    @property
+    def max_nodes(self) -> int | None:
+        """The ``MaxNodes`` label: nodes of the machine, None if not given."""
+        return self._int("MaxNodes")
+
+    @property
+    def unix_start_time(self) -> int | None:
+        """The ``UnixStartTime`` label: epoch seconds of submit time 0, None if not given."""
+        return self._int("UnixStartTime")
+
+    def _int(self, key: str) -> int | None:
+        value = self.fields.get(key)
+        if value is None:
+            return None
+        text = value.split("\n")[0].strip()
+        if not _INT.fullmatch(text):
+            raise InputError(self.path, f"header {key}", f"value is {text!r}", "a whole number")
+        return int(text)
+
+
+def _add_comment(header: Header, line: str) -> None:
+    header.comments.append(line)
+    match = _KEY_VALUE.fullmatch(line.strip())
+    if match:
+        key, value = match.group(1), match.group(2).strip()
+        header.fields[key] = f"{header.fields[key]}\n{value}" if key in header.fields else value
+
+
+def _parse_number(token: str) -> Number | None:
+    """The token as int (whole values) or float, or None if it is not a finite number."""
+    if _INT.fullmatch(token):
+        return int(token)
+    if not _FLOAT.fullmatch(token):
+        return None
+    value = float(token)
+    if not math.isfinite(value):
+        return None
+    return int(value) if value.is_integer() else value
+
+
+def _parse_prev_job(token: str) -> Number | tuple[int, ...] | None:
+    """Field 17: one number as usual, or job numbers joined by '&' (Alea DAG traces)."""
+    if "&" not in token:
+        return _parse_number(token)
+    parts = token.split("&")
+    if not all(_INT.fullmatch(part) for part in parts):
+        return None
+    return tuple(int(part) for part in parts)
+
+
+def _is_title_line(tokens: list[str]) -> bool:
+    """True for a line of column names (jaros: ``id submit wait ...``) instead of a job."""
+    return _parse_number(tokens[0]) is None and any("submit" in t.lower() for t in tokens)
+
+
+def _open(path: str) -> TextIO:
+    try:
+        # errors="replace": a stray byte becomes a non-numeric field, reported with its line
+        return open(path, encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        raise InputError(path, None, "file not found") from None
+    except OSError as exc:
+        raise InputError(path, None, f"cannot be read: {exc.strerror or exc}") from None
+
+
+class Trace:
+    """A trace file: its header, read at once, and its jobs, read lazily on each iteration.
+
+    Iterating twice re-reads the file, so memory stays flat in the trace length and a second
+    pass sees the same jobs. :attr:`skipped` counts the bad lines dropped by the latest
+    iteration (only with ``skip_bad``); it is final once that iteration has finished.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, skip_bad: bool = False,
+                 on_skip: Callable[[int, str], None] | None = None):
+        self.path = os.fspath(path)
+        self.skip_bad = skip_bad
+        self.on_skip = on_skip
+        self.skipped = 0
+        self._title_line: int | None = None
+        self.header = self._read_header()
+
+    def _read_header(self) -> Header:
+        header = Header(path=self.path)
+        with _open(self.path) as f:
+            for line_no, line in enumerate(f, 1):
+                text = line.strip()
+                if not text:
+                    continue
+                if text.startswith(";"):
+                    _add_comment(header, line.rstrip("\r\n"))
+                    continue
+                tokens = text.split()
+                if _is_title_line(tokens):
+                    header.columns = tuple(tokens)
+                    self._title_line = line_no
+                break
+        return header
+
+    def __iter__(self) -> Iterator[Job]:
+        self.skipped = 0
+        with _open(self.path) as f:
+            for line_no, line in enumerate(f, 1):
+                text = line.strip()
+                if not text or text.startswith(";") or line_no == self._title_line:
+                    continue
+                job = self._parse(line_no, text.split())
+                if job is not None:
+                    yield job
+
+    def _parse(self, line_no: int, tokens: list[str]) -> Job | None:
+        if len(tokens) < len(FIELDS):
+            return self._bad(line_no, f"has {len(tokens)} fields",
+                             f"{len(FIELDS)} SWF fields separated by spaces or tabs")
+        values = []
+        for index, token in enumerate(tokens[:len(FIELDS)]):
+            if index == _PREV_JOB:
+                value = _parse_prev_job(token)
+                expected = f"{_NUMBER_EXPECTED}, or job numbers joined by '&'"
+            else:
+                value, expected = _parse_number(token), _NUMBER_EXPECTED
+            if value is None:
+                return self._bad(line_no, f"field {index + 1} ({FIELDS[index]}) is {token!r}",
+                                 expected)
+            values.append(value)
+        return Job(*values, extra=tuple(tokens[len(FIELDS):]))
+
+    def _bad(self, line_no: int, problem: str, expected: str) -> None:
+        if not self.skip_bad:
+            raise InputError(self.path, f"line {line_no}", problem, expected)
+        self.skipped += 1
+        if self.on_skip is not None:
+            self.on_skip(line_no, problem)
+        return None
+
+    def __repr__(self) -> str:
+        return f"Trace({self.path!r})"
+
+
+def read_swf(path: str | os.PathLike[str], *, skip_bad: bool = False,
+             on_skip: Callable[[int, str], None] | None = None) -> Trace:
+    """Open an SWF trace: the header now, the jobs lazily as the result is iterated.
+
+    A malformed job line (fewer than 18 fields, a field that is not a finite number) raises
+    :class:`~resel.errors.InputError` naming the file and line, so the user can fix the
+    trace; with ``skip_bad`` it is dropped instead, counted in ``Trace.skipped`` and passed
+    to ``on_skip(line_no, reason)``, because some archive logs carry a few broken lines
+    that are not worth failing a whole experiment over.
+    """
+    return Trace(path, skip_bad=skip_bad, on_skip=on_skip)
+
+
+def read_jobs(path: str | os.PathLike[str], **kw) -> list[Job]:
+    """All jobs of a trace as a list, for traces small enough to hold (tests, toy runs)."""
+    return list(read_swf(path, **kw))
+
+
+# ------------------------------------------------------------------ filters
+
+
+def only_status(jobs: Iterable[Job], statuses: Collection[int] = frozenset({1}), *,
+                include_unknown: bool = False) -> Iterator[Job]:
+    """Jobs whose status is in ``statuses`` (default 1 = completed).
+
+    ``include_unknown`` also keeps status -1: hpc2n marks jobs it could not classify that
+    way, and whether they belong in a replay is the experimenter's call.
+    """
+    for job in jobs:
+        if job.status in statuses or (include_unknown and job.status == UNKNOWN):
+            yield job
+
+
+def drop_zero_runtime(jobs: Iterable[Job]) -> Iterator[Job]:
+    """Jobs with a positive runtime: zero, unknown (-1) or negative ones cannot be replayed.
+
+    Negative runtimes other than -1 do occur (wagap has two, minus their submit time).
+    """
+    return (job for job in jobs if job.run > 0)
+
+
+def drop_over_request(jobs: Iterable[Job]) -> Iterator[Job]:
+    """Jobs that stayed within their requested time (when one is known).
+
+    A real scheduler kills a job at its limit, so a recorded overrun is a logging artefact
+    (or a grace period) that would make a replayed backfill schedule impossible.
+    """
+    return (job for job in jobs if not (job.req_time > 0 and job.run > job.req_time))
+
+
+def cap_to_request(jobs: Iterable[Job]) -> Iterator[Job]:
+    """Jobs with runtime capped at the requested time: keeps overrunning jobs, unlike
+    :func:`drop_over_request`, so the load is preserved. Input jobs are not modified."""
+    for job in jobs:
+        if job.req_time > 0 and job.run > job.req_time:
+            yield replace(job, run=job.req_time)
+        else:
+            yield job
+
+
+def first(jobs: Iterable[Job], n: int) -> Iterator[Job]:
+    """The first ``n`` jobs, reading no further (e.g. Guim's first 10,000 jobs)."""
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
+    return itertools.islice(jobs, n)
+
+
+def time_window(jobs: Iterable[Job], start: Number, end: Number) -> Iterator[Job]:
+    """Jobs submitted in ``[start, end)``, e.g. the first four months of a log.
+
+    The whole input is scanned: traces are not guaranteed to be sorted by submit time.
+    """
+    return (job for job in jobs if start <= job.submit < end)
+
+
+def rebase(jobs: Iterable[Job]) -> Iterator[Job]:
+    """Jobs shifted in time so that the first one submits at 0 (SWF's convention).
+
+    Needed after :func:`time_window` or for traces with epoch submit times (wagap). The
+    shift is taken from the first job of the stream, which is the earliest for a sorted
+    trace; later jobs keep their offsets from it.
+    """
+    iterator = iter(jobs)
+    head = next(iterator, None)
+    if head is None:
+        return
+    shift = head.submit
+    yield replace(head, submit=head.submit - shift)
+    for job in iterator:
+        yield replace(job, submit=job.submit - shift)
+
+
+def fuse(traces: Mapping[str, Iterable[Job]]) -> Iterator[Job]:
+    """Merge several job streams by submit time into one multi-site workload (Guim's FUSION).
+
+    Each input must be sorted by submit time. Ties keep the mapping's order, then each
+    stream's own order (the merge is stable). Jobs are tagged with their site (the mapping
+    key) and renumbered 1..N, as SWF ids must be unique; the old id stays in ``orig_id``.
+    ``prev_job`` is rewritten to the new number of the job it points to, or -1 when that
+    job has not been seen (filtered away), since an old id would point to a stranger; in a
+    tuple of predecessors the unseen ones are dropped. That rewrite keeps one id pair per
+    job in memory.
+    """
+    tagged = [_tag(site, jobs) for site, jobs in traces.items()]
+    renumbered: dict[tuple[str | None, Number], int] = {}
+    for new_id, job in enumerate(heapq.merge(*tagged, key=lambda j: j.submit), 1):
+        renumbered[(job.site, job.orig_id)] = new_id
+        job.id, job.prev_job = new_id, _renumber_prev(job.prev_job, job.site, renumbered)
+        yield job
+
+
+def _tag(site: str, jobs: Iterable[Job]) -> Iterator[Job]:
+    # a function, not a generator expression, so each stream binds its own site
+    for job in jobs:
+        yield replace(job, site=site, orig_id=job.id)
+
+
+def _renumber_prev(prev: Number | tuple[int, ...], site: str | None,
+                   renumbered: Mapping[tuple[str | None, Number], int]) -> Number | tuple[int, ...]:
+    if isinstance(prev, tuple):
+        seen = tuple(renumbered[(site, p)] for p in prev if (site, p) in renumbered)
+        return seen if len(seen) > 1 else (seen[0] if seen else UNKNOWN)
+    if prev == UNKNOWN:
+        return prev
+    return renumbered.get((site, prev), UNKNOWN)
+
+
+# ------------------------------------------------------------------ writing
+
+
+def _format(value: Number | tuple[int, ...]) -> str:
+    """A field as SWF text: no decimals for whole values, never an exponent.
+
+    Floats use the shortest repr that reads back to the same value, so a round trip is
+    exact; exponents are expanded because some SWF tools parse fields as plain decimals.
+    A tuple (several preceding jobs) is joined by '&', as Alea writes it.
+    """
+    if isinstance(value, tuple):
+        return "&".join(_format(v) for v in value)
+    if isinstance(value, int):
+        return str(int(value))  # int() turns a bool into 0/1
+    if not math.isfinite(value):
+        raise ValueError(f"cannot write {value!r} to SWF")
+    if value.is_integer():
+        return str(int(value))
+    text = repr(value)
+    return format(Decimal(text), "f") if "e" in text else text
+
+
+def _header_lines(header: Header | Mapping[str, object] | None) -> list[str]:
+    if header is None:
+        return []
+    if isinstance(header, Header):
+        lines = [c if c.lstrip().startswith(";") else f"; {c}" for c in header.comments]
+        written = {m.group(1) for m in map(_KEY_VALUE.fullmatch, map(str.strip, lines)) if m}
+        pairs = [(k, v) for k, v in header.fields.items() if k not in written]
+    else:
+        pairs = list(header.items())
+        lines = []
+    for key, value in pairs:
+        lines.extend(f"; {key}: {part}" for part in str(value).split("\n"))
+    return lines
+
+
+def write_swf(path_or_file: str | os.PathLike[str] | TextIO, jobs: Iterable[Job],
+              header: Header | Mapping[str, object] | None = None) -> int:
+    """Write jobs as SWF, streaming, and return how many were written.
+
+    A :class:`Header` is written as its raw comments, followed by any ``fields`` entry
+    whose key those comments lack (so a label added in code is not lost); a mapping is
+    written as ``; Key: value`` lines. Jobs follow, the 18 fields space-separated and then
+    the extra columns; ``site`` and ``orig_id`` are not SWF fields and are not written.
+    """
+    if isinstance(path_or_file, (str, os.PathLike)):
+        with open(path_or_file, "w", encoding="utf-8", newline="\n") as f:
+            return write_swf(f, jobs, header)
+    out = path_or_file
+    for line in _header_lines(header):
+        out.write(line + "\n")
+    count = 0
+    for job in jobs:
+        parts = [_format(getattr(job, name)) for name in FIELDS]
+        parts.extend(job.extra)
+        out.write(" ".join(parts) + "\n")
+        count += 1
+    return count
+
+
+# ------------------------------------------------------------------ machines
+
+
+@dataclass(frozen=True, slots=True)
+class Machine:
+    """One cluster of an Alea ``.machines`` file: identical nodes at one speed."""
+
+    id: int
+    name: str
+    nodes: int
+    cpus_per_node: int
+    speed: Number
+    memory: Number
+
+    @property
+    def cores(self) -> int:
+        """Total processors of the cluster, the capacity a scheduler allocates from."""
+        return self.nodes * self.cpus_per_node
+
+
+def read_machines(path: str | os.PathLike[str]) -> list[Machine]:
+    """Read an Alea ``.machines`` file: ``id name nodes cpus_per_node speed memory`` a line.
+
+    Columns after the sixth (jaros files have one) are ignored, as Alea does; blank lines
+    and ``;`` or ``#`` comments are skipped.
+    """
+    path = os.fspath(path)
+    machines = []
+    with _open(path) as f:
+        for line_no, line in enumerate(f, 1):
+            tokens = line.split()
+            if not tokens or tokens[0].startswith((";", "#")):
+                continue
+            where = f"line {line_no}"
+            if len(tokens) < 6:
+                raise InputError(path, where, f"has {len(tokens)} fields",
+                                 "id name nodes cpus_per_node speed memory")
+            numbers: list[Number] = []
+            for column, token in zip(("id", "nodes", "cpus_per_node", "speed", "memory"),
+                                      tokens[:1] + tokens[2:6]):
+                value = _parse_number(token)
+                whole = column in ("id", "nodes", "cpus_per_node")
+                if value is None or (whole and not isinstance(value, int)):
+                    raise InputError(path, where, f"{column} is {token!r}",
+                                     "a whole number" if whole else "a number")
+                if column in ("nodes", "cpus_per_node") and value <= 0:
+                    raise InputError(path, where, f"{column} is {token!r}", "a positive number")
+                numbers.append(value)
+            machine_id, nodes, cpus, speed, memory = numbers
+            machines.append(Machine(int(machine_id), tokens[1], int(nodes), int(cpus),
+                                    speed, memory))
+    return machines
