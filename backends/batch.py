@@ -73,6 +73,15 @@ class Policy(ABC):
         self._withdrawn(job, now)
         return self.schedule(now)
 
+    def cancel_all(self, now: float) -> list[QJob]:
+        """Withdraw every waiting job at once (all-cancellation); returns them in queue order."""
+        withdrawn, self.queue = self.queue, []
+        self._cleared(now)
+        return withdrawn
+
+    def _cleared(self, now: float) -> None:
+        pass
+
     def wakeup(self) -> float | None:
         """A future time at which this policy wants :meth:`schedule` called (None: none)."""
         return None
@@ -80,6 +89,23 @@ class Policy(ABC):
     @abstractmethod
     def estimate_start(self, size: int, estimate: float, now: float) -> float:
         """When a job of this shape submitted now would start, given the current state."""
+
+    def planned_start(self, job: QJob, now: float) -> float:
+        """When a *queued* job is expected to start: the queue ahead of it placed in order
+        on the availability profile (conservative policies answer from their reservation)."""
+        profile = _Profile.of_running(self.cores, self.running.values(), now)
+        t = now
+        for other in self.queue:
+            t_other = profile.earliest(other.size, other.estimate, t if self._ordered else now)
+            if other is job:
+                return t_other
+            profile.reserve(t_other, t_other + other.estimate, other.size)
+            if self._ordered:
+                t = t_other
+        raise ReselError(f"job {job.id} is not queued here")
+
+    #: True where nobody overtakes (FCFS): a queued job starts no earlier than the one before
+    _ordered = False
 
     # ---- hooks
     @abstractmethod
@@ -102,6 +128,7 @@ class FCFS(Policy):
     """First come, first served: start the head while it fits; nobody overtakes."""
 
     name = "fcfs"
+    _ordered = True
 
     def schedule(self, now: float) -> list[QJob]:
         started = []
@@ -235,6 +262,13 @@ class Conservative(Policy):
         self.profile.release(job.resv, job.resv + job.estimate, job.size)
         self._compress(now)
 
+    def _cleared(self, now: float) -> None:
+        """Only the running jobs' planned ends remain in the profile."""
+        profile = _Profile(self.cores, now)
+        for job in self.running.values():
+            profile.reserve(now, max(now, job.resv + job.estimate), job.size)
+        self.profile = profile
+
     def _compress(self, now: float) -> None:
         profile = self.profile
         profile.prune(now)
@@ -258,6 +292,9 @@ class Conservative(Policy):
 
     def wakeup(self) -> float | None:
         return min((j.resv for j in self.queue), default=None)
+
+    def planned_start(self, job: QJob, now: float) -> float:
+        return job.resv
 
     def estimate_start(self, size: int, estimate: float, now: float) -> float:
         self.profile.prune(now)

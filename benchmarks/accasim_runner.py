@@ -55,7 +55,13 @@ accasim/base/allocator_class.py, version 1.1.3):
   early finishes before then go to later jobs. If it still does not fit at that time the
   stale reservation is kept and it is retried at every later event
   (``_reserved_slot[0] <= cur_time`` stays true) while all other jobs keep backfilling;
-* the retry assumes the head is ``queued_jobs[0]`` (the check is commented out, line 443).
+* the retry assumes the head is ``queued_jobs[0]`` (the check is commented out, line 443);
+* the reservation time is not added as an event (event_class.py:575 skips ``None`` times), so
+  when no job ends before it the clock advances 1 s per step (event_class.py:509): on a
+  2-job test (head blocked from t=100 to its reservation at t=1000) the scheduler ran 903 times.
+
+Checked on these traces: AccaSim's FIFO start times equal resel's ``fcfs`` replay for every
+job (hpc2n 3,145 jobs; wagap 3,000 and all 17,898), and are non-decreasing in submit order.
 
 Also: AccaSim 1.1.3 imports ``collections.Mapping`` (removed in Python 3.10); this runner
 aliases it to ``collections.abc.Mapping`` before importing accasim.
@@ -132,10 +138,14 @@ def preprocess(trace: str, out_path: str, cores: int, first: int | None) -> tupl
 
 
 def run(trace: str, cores: int, policy: str, first: int | None, node_cores: int) -> dict:
-    AdditionalData, FirstFit, EASYBackfilling, FirstInFirstOut, Simulator = import_accasim()
     if cores % node_cores:
         sys.exit(f"accasim_runner: --cores {cores} is not a multiple of --node-cores {node_cores}")
-    tmp = tempfile.mkdtemp(prefix="accasim_")
+    with tempfile.TemporaryDirectory(prefix="accasim_") as tmp:
+        return _run_in(tmp, trace, cores, policy, first, node_cores)
+
+
+def _run_in(tmp, trace, cores, policy, first, node_cores):
+    AdditionalData, FirstFit, EASYBackfilling, FirstInFirstOut, Simulator = import_accasim()
     workload = os.path.join(tmp, "workload.swf")
     n_jobs, skipped = preprocess(trace, workload, cores, first)
     sys_config = os.path.join(tmp, "sys_config.json")

@@ -63,7 +63,7 @@ def replay_cmd(trace: Path, policy: str, cores: int | None, speed: float, kill: 
             jobs = only_status(jobs, keep)
         if first_n:
             jobs = first(jobs, first_n)
-        sink = open(output, "w", encoding="utf-8", newline="\n") if output else None
+        sink = _open_output(output, trace) if output else None
         try:
             on_done = None
             if sink is not None:
@@ -77,7 +77,7 @@ def replay_cmd(trace: Path, policy: str, cores: int | None, speed: float, kill: 
                 def progress(n: int) -> None:
                     status.update(f"replaying… {n:,} jobs read")
                 result = replay(jobs, policy, site_cores, speed=speed, kill=kill, on_done=on_done,
-                                on_progress=progress if err.is_terminal else None)
+                                on_progress=progress if err.is_terminal else None, trace_name=str(trace))
         finally:
             if sink is not None:
                 sink.close()
@@ -93,6 +93,16 @@ def replay_cmd(trace: Path, policy: str, cores: int | None, speed: float, kill: 
                       f"{skipped_lines[0][0]}: {skipped_lines[0][1]}[/yellow]")
 
     run()
+
+
+def _open_output(output: Path, trace: Path):
+    """Open the schedule file, refusing to overwrite the trace being read."""
+    try:
+        if output.exists() and output.resolve() == trace.resolve():
+            raise ReselError(f"--output {output} is the trace being replayed; choose another file")
+        return open(output, "w", encoding="utf-8", newline="\n")
+    except OSError as exc:
+        raise ReselError(f"cannot write --output {output}: {exc.strerror or exc}") from None
 
 
 def _print_summary(s: dict, console) -> None:

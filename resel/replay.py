@@ -63,13 +63,15 @@ def to_qjob(job: Job, seq: int, speed: float, kill: bool) -> QJob | None:
 
 def replay(jobs: Iterable[Job], policy: str, cores: int, *, speed: float = 1.0, kill: bool = False,
            taus: tuple[float, ...] = (10.0, 60.0), on_done: Callable[[Job], None] | None = None,
-           on_progress: Callable[[int], None] | None = None) -> ReplayResult:
+           on_progress: Callable[[int], None] | None = None, trace_name: str = "trace") -> ReplayResult:
     """Simulate ``jobs`` (in submit order) on ``cores`` cores under ``policy``.
 
     Args:
         on_done: receives each finished job as a copy of its trace record with the simulated
             wait and run, in submit order (for writing SWF).
         on_progress: called with the number of jobs read so far, every 1,000 jobs.
+
+        trace_name: the trace's file name, for error messages.
 
     Raises:
         InputError: the trace is not sorted by submit time.
@@ -126,9 +128,9 @@ def replay(jobs: Iterable[Job], policy: str, cores: int, *, speed: float = 1.0, 
             continue
         job, nxt = nxt, next(source, None)
         if job.submit < last_submit:
-            raise InputError(getattr(job, "source", "trace"), f"job {job.id}",
+            raise InputError(trace_name, f"job {job.id}",
                              f"submitted at {job.submit}, before the previous job ({last_submit})",
-                             "a trace sorted by submit time (fields 2)")
+                             "a trace sorted by submit time (field 2)")
         last_submit = job.submit
         seq += 1
         if on_progress is not None and seq % 1000 == 0:

@@ -1,0 +1,182 @@
+"""Tests of ``resel replay`` (resel/cli_trace.py), driven through click's CliRunner.
+
+The real traces under ../shared/data/swf are read-only inputs; every file the command
+writes goes under ``tmp_path``. hpc2n replays in a fraction of a second, so the whole file
+runs in a few seconds.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from resel.cli import cli
+from resel.swf import read_jobs, read_swf
+
+SWF = Path(__file__).resolve().parents[2] / "shared" / "data" / "swf"   # ../shared beside the checkout
+HPC2N = SWF / "hpc2n.swf"
+WAGAP = SWF / "wagap-2013.swf"
+ESTIMATORS = {"mean", "median", "p95", "iqr"}
+
+GOOD = "{id} {submit} 0 10 1 -1 -1 1 20 -1 1 1 1 1 1 1 -1 -1\n"
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, ["replay", *map(str, args)])
+
+
+def as_json(result) -> dict:
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def assert_clean_failure(result) -> str:
+    """Exit status 1, no traceback, a message on stderr; returns the message."""
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert result.stderr.strip()
+    return result.stderr
+
+
+def test_conservative_json_summary():
+    """--json on hpc2n: policy, cores 240 from the header, 3145 jobs and every metric's estimators."""
+    doc = as_json(invoke(HPC2N, "--policy", "conservative", "--json"))
+    assert doc["policy"] == "conservative"
+    assert doc["cores"] == 240
+    assert doc["jobs"] == 3145
+    for metric in ("wait", "response", "slowdown", "bsld_10", "bsld_60"):
+        assert ESTIMATORS <= doc[metric].keys(), metric
+        assert all(isinstance(doc[metric][k], (int, float)) for k in ESTIMATORS), metric
+    assert doc["wait"]["mean"] >= 0 and doc["bsld_10"]["median"] >= 1
+
+
+def test_output_keeps_header_and_adds_note(tmp_path):
+    """--output writes the original header comments, a 'simulated schedule' note and 3145 jobs."""
+    out = tmp_path / "hpc2n-cbf.swf"
+    result = invoke(HPC2N, "--policy", "conservative", "--output", out)
+    assert result.exit_code == 0, result.output
+    lines = out.read_text(encoding="utf-8").splitlines()
+    comments = [line for line in lines if line.startswith(";")]
+    original = read_swf(HPC2N).header.comments
+    assert comments[:len(original)] == original
+    notes = [c for c in comments[len(original):] if c.startswith("; Note: simulated schedule by resel replay")]
+    assert len(notes) == 1
+    assert "--policy conservative" in notes[0]
+    job_lines = [line for line in lines if line.strip() and not line.startswith(";")]
+    assert len(job_lines) == 3145
+
+
+def test_output_jobs_carry_simulated_waits(tmp_path):
+    """The --output schedule reads back with ids in order and waits >= 0 matching the JSON mean."""
+    out = tmp_path / "hpc2n-easy.swf"
+    doc = as_json(invoke(HPC2N, "--output", out, "--json"))
+    jobs = read_jobs(out)
+    assert [j.id for j in jobs] == sorted(j.id for j in jobs)
+    assert all(j.wait >= 0 for j in jobs)
+    assert sum(j.wait for j in jobs) / len(jobs) == pytest.approx(doc["wait"]["mean"])
+    assert read_swf(out).header.max_procs == 240
+
+
+def test_trace_without_maxprocs_needs_cores():
+    """wagap has no header: without --cores the command fails naming the file and --cores."""
+    message = assert_clean_failure(invoke(WAGAP))
+    assert str(WAGAP) in message
+    assert "--cores" in message
+
+
+def test_trace_without_maxprocs_runs_with_cores():
+    """wagap with --cores 2176 --first 500 replays 500 jobs on 2176 cores."""
+    doc = as_json(invoke(WAGAP, "--cores", 2176, "--first", 500, "--json"))
+    assert doc["cores"] == 2176
+    assert doc["jobs"] == 500
+
+
+def write_bad_trace(tmp_path: Path) -> Path:
+    path = tmp_path / "bad.swf"
+    path.write_text("; MaxProcs: 4\n" + GOOD.format(id=1, submit=0) + GOOD.format(id=2, submit=5)
+                    + "3 7 0 ten 1 -1 -1 1 20 -1 1 1 1 1 1 1 -1 -1\n" + GOOD.format(id=4, submit=9),
+                    encoding="utf-8")
+    return path
+
+
+def test_malformed_line_fails_naming_file_and_line(tmp_path):
+    """A non-numeric field on line 4 fails with exit 1, the file and 'line 4'."""
+    path = write_bad_trace(tmp_path)
+    message = assert_clean_failure(invoke(path))
+    assert str(path) in message
+    assert "line 4" in message
+
+
+def test_skip_bad_replays_the_rest_and_reports_skipped(tmp_path):
+    """--skip-bad drops the bad line, replays the 3 good jobs and says 1 line was skipped."""
+    path = write_bad_trace(tmp_path)
+    result = invoke(path, "--skip-bad")
+    assert result.exit_code == 0, result.output
+    assert "skipped 1" in result.stderr
+    doc = as_json(invoke(path, "--skip-bad", "--json"))
+    assert doc["jobs"] == 3
+    assert doc["skipped_bad_lines"] == 1
+
+
+def test_unsorted_trace_fails_cleanly(tmp_path):
+    """A trace whose submit times go backwards fails with exit 1 and no traceback."""
+    path = tmp_path / "unsorted.swf"
+    path.write_text(GOOD.format(id=1, submit=10) + GOOD.format(id=2, submit=5), encoding="utf-8")
+    message = assert_clean_failure(invoke(path, "--cores", 4))
+    assert "job 2" in message
+
+
+def test_unsorted_trace_message_names_the_file(tmp_path):
+    """The unsorted-trace error names the trace file, as every InputError must."""
+    path = tmp_path / "unsorted.swf"
+    path.write_text(GOOD.format(id=1, submit=10) + GOOD.format(id=2, submit=5), encoding="utf-8")
+    message = assert_clean_failure(invoke(path, "--cores", 4))
+    assert str(path) in message
+
+
+def test_output_in_missing_directory_fails_cleanly(tmp_path):
+    """--output into a directory that does not exist fails with exit 1, naming the file, no traceback."""
+    out = tmp_path / "missing" / "schedule.swf"
+    message = assert_clean_failure(invoke(SWF / "jaros1.swf", "--cores", 8, "--output", out))
+    assert str(out) in message
+
+
+def test_output_onto_the_trace_itself_is_refused(tmp_path):
+    """--output naming the input trace is refused (exit 1) and the trace is left intact."""
+    trace = tmp_path / "jaros1.swf"
+    trace.write_bytes((SWF / "jaros1.swf").read_bytes())
+    result = invoke(trace, "--cores", 8, "--output", trace)
+    assert trace.read_bytes() == (SWF / "jaros1.swf").read_bytes()
+    assert_clean_failure(result)
+
+
+def test_status_keeps_only_completed_jobs():
+    """--status 1 drops hpc2n's 25 status -1 jobs before the replay: 3145 jobs, none skipped."""
+    doc = as_json(invoke(HPC2N, "--status", 1, "--json"))
+    assert doc["jobs"] == 3145
+    assert doc["skipped_unknown_runtime"] == 0
+    unfiltered = as_json(invoke(HPC2N, "--json"))
+    assert unfiltered["skipped_unknown_runtime"] == 25
+
+
+def test_kill_counts_overrunning_jobs():
+    """--kill on hpc2n kills exactly the replayed jobs that ran longer than requested (320)."""
+    overrun = sum(1 for j in read_swf(HPC2N) if j.run >= 0 and 0 < j.req_time < j.run)
+    assert overrun == 320
+    doc = as_json(invoke(HPC2N, "--kill", "--json"))
+    assert doc["killed"] == overrun
+    assert doc["kill"] is True
+    assert as_json(invoke(HPC2N, "--json"))["killed"] == 0
+
+
+def test_help_shows_an_example():
+    """replay -h prints the help with its options and an Example."""
+    result = invoke("-h")
+    assert result.exit_code == 0, result.output
+    assert "Example" in result.stdout
+    assert "resel replay" in result.stdout
+    assert "--policy" in result.stdout and "--cores" in result.stdout
