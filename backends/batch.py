@@ -273,9 +273,8 @@ class Conservative(Policy):
         profile = self.profile
         profile.prune(now)
         for job in self.queue:
-            # Before its reservation a job holds no cores, so it can only move if some step
-            # in [now, resv) already has room for it: a scan without touching the profile.
-            if job.resv <= now or not profile.room_before(job.size, now, job.resv):
+            # A cheap necessary condition first, on the profile as it is (see could_move).
+            if job.resv <= now or not profile.could_move(job.size, job.estimate, now, job.resv):
                 continue
             profile.release(job.resv, job.resv + job.estimate, job.size)
             start = profile.earliest(job.size, job.estimate, now, until=job.resv)
@@ -310,7 +309,7 @@ class _Profile:
 
     __slots__ = ("ts", "fr", "cores")
 
-    def __init__(self, cores: int, start: float = 0.0):
+    def __init__(self, cores: int, start: float = -INF):   # simulated time may start below 0 (warm-up)
         self.cores = cores
         self.ts: list[float] = [start]
         self.fr: list[int] = [cores]
@@ -360,14 +359,27 @@ class _Profile:
         if i > 0 and fr[i] == fr[i - 1]:
             del ts[i], fr[i]
 
-    def room_before(self, size: int, start: float, until: float) -> bool:
-        """Whether some step overlapping [start, until) has ``size`` cores free."""
+    def could_move(self, size: int, duration: float, now: float, resv: float) -> bool:
+        """Whether a job reserved at ``resv`` might start earlier (a necessary condition).
+
+        Before ``resv`` the job holds no cores, so an earlier start s needs ``size`` free
+        cores on all of [s, min(resv, s + duration)): either a whole window of ``duration``
+        before resv, or a run of free steps reaching up to resv (the window then continues
+        on the job's own cores). Neither: the job cannot move, and the profile is untouched.
+        """
         ts, fr = self.ts, self.fr
-        k = max(0, bisect.bisect_right(ts, start) - 1)
         n = len(ts)
-        while k < n and ts[k] < until:
+        k = max(0, bisect.bisect_right(ts, now) - 1)
+        run_start = None
+        while k < n and ts[k] < resv:
             if fr[k] >= size:
-                return True
+                if run_start is None:
+                    run_start = max(now, ts[k])
+                end = ts[k + 1] if k + 1 < n else INF
+                if min(end, resv) - run_start >= duration or end >= resv:
+                    return True
+            else:
+                run_start = None
             k += 1
         return False
 

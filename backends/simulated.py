@@ -21,6 +21,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Callable
 
+from resel.backends.simqueue import BG_ARRIVE, BG_END, QWAKE, QueueSite
 from resel.domain import Bag, Site, Truth
 from resel.engine import Engine
 from resel.events import (
@@ -31,8 +32,8 @@ from resel.metrics import ReselAudit, WorkloadMetrics, judge, workload_metrics
 from resel.models.lim import GHZ
 from resel.selection import Strategy
 
-# event kinds, in the order they are handled at equal times
-TASK_END, PILOT_END, TIMER, PILOT_START = 0, 1, 2, 3
+# event kinds, in the order they are handled at equal times: ends free cores first
+TASK_END, PILOT_END, TIMER, PILOT_START = 0, 2, 3, 6     # BG_END 1, BG_ARRIVE 4, QWAKE 5: simqueue
 
 
 class _SiteTruth:
@@ -45,10 +46,11 @@ class _SiteTruth:
         speed_rng = random.Random(f"{seed}:{site.name}:speed")
         if site.wait is None:
             self.wait = lambda: 0.0
-            self.exponent, self.per_node = 0.0, 1
+            self.exponent, self.per_node, self.mean_wait = 0.0, 1, None
         else:
             self.wait = site.wait.dist.sampler(wait_rng)
             self.exponent, self.per_node = site.wait.size_exponent, site.wait.cores_per_node
+            self.mean_wait = site.wait.dist.mean()
         self.ipc = truth.ipc.sampler(speed_rng)
         self.clock = truth.clock.sampler(speed_rng)
         self.mean_speed = truth.ipc.mean() * truth.clock.mean() * GHZ
@@ -56,6 +58,13 @@ class _SiteTruth:
     def draw_wait(self, cores: int) -> float:
         nodes = max(1, math.ceil(cores / self.per_node))
         return max(0.0, self.wait() * (nodes ** self.exponent if self.exponent else 1.0))
+
+    def expected_wait(self, cores: int) -> float:
+        """The wait model's expectation for a pilot of ``cores`` — what a user would quote."""
+        if self.mean_wait is None:
+            return 0.0
+        nodes = max(1, math.ceil(cores / self.per_node))
+        return self.mean_wait * (nodes ** self.exponent if self.exponent else 1.0)
 
     def draw_speed(self) -> float:
         """Instructions per second of one slot: IPC × clock (floored to stay positive)."""
@@ -79,6 +88,7 @@ class SimPilot:
     speed: float          # instructions per second on its slots
     cancelled: bool = False
     started: bool = False
+    queued: bool = False  # in a QueueSite: its start emerges from the schedule (start = inf until then)
 
 
 @dataclass
@@ -121,6 +131,22 @@ def simulate(bag: Bag, sites: list[Site], strategy: Strategy | str = "model", *,
     log: list[tuple] = []
     push = heapq.heappush
 
+    def push_queue_event(time: float, kind: int, site_index: int, payload) -> None:
+        nonlocal seq
+        seq += 1
+        push(heap, (time, kind, seq, site_index, payload))
+
+    queues = {i: QueueSite(i, s, push_queue_event) for i, s in enumerate(sites) if s.queue is not None}
+    for q in queues.values():
+        q.prime()
+
+    def pilots_started(now: float, started: list[int]) -> None:
+        nonlocal seq
+        for pid in started:
+            pilots[pid].start = now
+            seq += 1
+            push(heap, (now, PILOT_START, seq, pid, 0))
+
     def apply(now: float, actions: list) -> None:
         nonlocal seq
         for act in actions:
@@ -142,26 +168,52 @@ def simulate(bag: Bag, sites: list[Site], strategy: Strategy | str = "model", *,
             elif kind is SubmitPilot:
                 x = index[act.site]
                 truth = truths[x]
-                start = now + truth.draw_wait(act.cores)
-                pilots.append(SimPilot(act.pilot, x, act.cores, now, start, truth.draw_speed()))
-                seq += 1
-                push(heap, (start, PILOT_START, seq, act.pilot, 0))
+                if x in queues:
+                    pilots.append(SimPilot(act.pilot, x, act.cores, now, math.inf, truth.draw_speed(), queued=True))
+                    pilots_started(now, queues[x].submit_pilot(act.pilot, act.cores, act.walltime, now))
+                else:
+                    start = now + truth.draw_wait(act.cores)
+                    pilots.append(SimPilot(act.pilot, x, act.cores, now, start, truth.draw_speed()))
+                    seq += 1
+                    push(heap, (start, PILOT_START, seq, act.pilot, 0))
             elif kind is CancelPilot:
-                pilots[act.pilot].cancelled = True
+                pilot = pilots[act.pilot]
+                pilot.cancelled = True
+                if pilot.queued:
+                    pilots_started(now, queues[pilot.site].release_pilot(act.pilot, now))
             if record and kind is not Decision:
                 log.append((now, kind.__name__, act))
 
+    def queue_event(now: float, kind: int, site_index: int, payload) -> None:
+        q = queues[site_index]
+        if kind == BG_ARRIVE:
+            pilots_started(now, q.on_arrive(now, payload))
+        elif kind == BG_END:
+            pilots_started(now, q.on_end(now, payload))
+        else:
+            pilots_started(now, q.on_wake(now))
+
+    pop = heapq.heappop
+    while heap and heap[0][0] < 0:        # warm-up: other users' jobs before the bag arrives
+        now, kind, _, a, b = pop(heap)
+        queue_event(now, kind, a, b)
+
     now = 0.0
-    first = BagSubmitted(time=0.0)
+    estimates = {sites[i].name: queues[i].estimate_wait(cores, walltime, 0.0) if i in queues
+                 else truths[i].expected_wait(cores)
+                 for i, (cores, walltime) in engine.probe_shapes().items()}
+    first = BagSubmitted(time=0.0, wait_estimates=estimates)
     if record:
         log.append((0.0, "BagSubmitted", first))
     apply(0.0, engine.handle(first))
     steps = 0
-    pop = heapq.heappop
     while heap and not engine.finished:
         now, kind, _, a, b = pop(heap)
         if now > until:
             break
+        if kind in (BG_ARRIVE, BG_END, QWAKE):
+            queue_event(now, kind, a, b)
+            continue
         if kind == TASK_END:
             if live_attempt.get(a) != b:
                 continue
@@ -177,9 +229,12 @@ def simulate(bag: Bag, sites: list[Site], strategy: Strategy | str = "model", *,
             push(heap, (now + site.pilot.walltime, PILOT_END, seq, a, 0))
             event = PilotStarted(time=now, pilot=a)
         elif kind == PILOT_END:
-            if pilots[a].cancelled:
+            pilot = pilots[a]
+            if pilot.cancelled:
                 continue
-            pilots[a].cancelled = True
+            pilot.cancelled = True
+            if pilot.queued:
+                pilots_started(now, queues[pilot.site].release_pilot(a, now))
             event = PilotEnded(time=now, pilot=a, reason="walltime")
         else:
             event = TimerFired(time=now, task=a, attempt=b)
@@ -216,7 +271,8 @@ def audit_reselection(decisions: list[Decision], pilots: list[SimPilot], truths:
         seen.add(d.task)
         audit.decisions += 1
         r, r2 = site_index[d.origin], site_index[d.target]
-        candidates = [p for p in by_site.get(r, []) if p.submitted <= d.time and p.start > d.time]
+        candidates = [p for p in by_site.get(r, [])
+                      if p.submitted <= d.time and d.time < p.start < math.inf]   # unknown start: not judged
         if d.a_r is not None or not candidates or d.a_r2 is None:
             continue
         origin_pilot = min(candidates, key=lambda p: p.start)

@@ -333,8 +333,11 @@ def sites_defaults() -> None:
 
 def _register() -> None:
     """Commands living in their own modules."""
+    from resel.cli_grid import grid_cmd, scenario_group
     from resel.cli_trace import replay_cmd
     cli.add_command(replay_cmd)
+    cli.add_command(grid_cmd)
+    cli.add_command(scenario_group)
 
 
 _register()

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from resel.domain import Bag, Clock, PilotPolicy, Profile, Site, Truth, WaitModel
+from resel.domain import Bag, Clock, PilotPolicy, Profile, QueueModel, Site, Truth, WaitModel
 from resel.errors import InputError
 from resel.models.distributions import KINDS, Dist
 
@@ -76,7 +76,16 @@ SITE_KEYS = {
     "notes": _Key(lambda v: isinstance(v, str), "a string"),
     "pilot": _TABLE(),
     "wait": _TABLE(),
+    "queue": _TABLE(),
     "truth": _TABLE(),
+}
+QUEUE_POLICIES = ("fcfs", "easy", "easy-sjbf", "conservative")
+QUEUE_KEYS = {
+    "policy": _Key(lambda v: v in QUEUE_POLICIES, f"one of {', '.join(QUEUE_POLICIES)}", True),
+    "trace": _Key(_STR.check, "the path of an SWF trace (relative to the sites file)", True),
+    "offset": _Key(_num(True), "seconds >= 0 into the trace at which the bag is submitted"),
+    "load": _Key(_num(True, False, False), "a factor > 0 dividing submit times"),
+    "speed": _Key(_num(True, False, False), "a factor > 0 dividing run times"),
 }
 CLOCK_KEYS = {
     "base": _Key(_num(True, False, False), "a clock in GHz > 0", True),
@@ -239,12 +248,25 @@ def _site(reader: _Reader, raw: Any, key_path: str) -> Site:
         walltime=float(pilot_raw.get("walltime", 48 * 3600)),
         max_pilots=int(pilot_raw.get("max_pilots", 1 if pilot_raw.get("mode", "single") == "single" else 100_000)),
     )
-    wait = None
+    wait = queue = None
     if raw["kind"] == "simulated":
-        if "wait" not in raw:
-            raise reader.fail(key_path, "missing required key 'wait'", "a queue-wait table for a simulated site, e.g. {dist = 'lognormal', median = 600, sigma = 1}")
-        dist, extras = reader.dist(raw["wait"], f"{key_path}.wait", WAIT_EXTRA_KEYS)
-        wait = WaitModel(dist, float(extras.get("size_exponent", 0.0)), int(extras.get("cores_per_node", 1)))
+        if ("wait" in raw) == ("queue" in raw):
+            raise reader.fail(key_path, "a simulated site needs exactly one of 'wait' and 'queue'",
+                              "wait = {dist = 'lognormal', median = 600, sigma = 1} or "
+                              "queue = {policy = 'easy', trace = 'hpc2n.swf'}")
+        if "wait" in raw:
+            dist, extras = reader.dist(raw["wait"], f"{key_path}.wait", WAIT_EXTRA_KEYS)
+            wait = WaitModel(dist, float(extras.get("size_exponent", 0.0)), int(extras.get("cores_per_node", 1)))
+        else:
+            q = reader.check(raw["queue"], QUEUE_KEYS, f"{key_path}.queue")
+            trace = Path(q["trace"])
+            if not trace.is_absolute():
+                trace = reader.path.parent / trace
+            if not trace.is_file():
+                raise reader.fail(f"{key_path}.queue.trace", f"trace {str(trace)!r} not found",
+                                  "an SWF file, relative to the sites file")
+            queue = QueueModel(q["policy"], str(trace), float(q.get("offset", 86400.0)),
+                               float(q.get("load", 1.0)), float(q.get("speed", 1.0)))
     truth = None
     if "truth" in raw:
         t = reader.check(raw["truth"], TRUTH_KEYS, f"{key_path}.truth")
@@ -255,7 +277,7 @@ def _site(reader: _Reader, raw: Any, key_path: str) -> Site:
         name=raw["name"], kind=raw["kind"], cores=int(raw["cores"]),
         clock=Clock(float(clock["base"]), clock.get("avg")), kappa=float(raw.get("kappa", 1.0)),
         pilot=pilot, isa=raw.get("isa", "x86"), reselect_target=raw.get("reselect_target", True),
-        wait=wait, truth=truth, notes=raw.get("notes", ""),
+        wait=wait, queue=queue, truth=truth, notes=raw.get("notes", ""),
     )
 
 

@@ -93,6 +93,23 @@ class WaitModel:
 
 
 @dataclass(frozen=True, slots=True)
+class QueueModel:
+    """A simulated site whose queue is a real batch queue instead of a wait distribution.
+
+    Other users' jobs are replayed from ``trace`` (SWF) under ``policy`` on the site's
+    cores, and resel's pilots join the same queue, so their waits emerge from the schedule.
+    The bag is submitted ``offset`` seconds into the trace (the jobs before it load the
+    queue); ``load`` divides the trace's submit times; ``speed`` divides its run times.
+    """
+
+    policy: str
+    trace: str
+    offset: float = 86400.0
+    load: float = 1.0
+    speed: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
 class Truth:
     """How a simulated site really executes, distinct from what LIM predicts.
 
@@ -118,6 +135,7 @@ class Site:
     isa: str = "x86"
     reselect_target: bool = True
     wait: WaitModel | None = None
+    queue: QueueModel | None = None
     truth: Truth | None = None
     notes: str = ""
     extra: dict[str, Any] = field(default_factory=dict)

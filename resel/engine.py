@@ -162,6 +162,19 @@ class Engine:
         """Tasks neither done nor failed."""
         return self._remaining
 
+    def probe_shapes(self) -> dict[int, tuple[int, float]]:
+        """Per site index, the pilot (cores, walltime) it would be asked for if it got the bag.
+
+        A ``single``-mode site gets one pilot for every task, up to its cap; a ``per-task``
+        site one task's cores. Drivers ask each site how long such a pilot would wait.
+        """
+        out = {}
+        cpt = self.bag.cores_per_task
+        for i, (site, book) in enumerate(zip(self.sites, self._books)):
+            slots = 1 if site.pilot.mode == "per-task" else max(1, min(self.bag.count, book.cap_slots))
+            out[i] = (slots * cpt, site.pilot.walltime)
+        return out
+
     def acquired_at(self, site: str) -> float | None:
         """a_r: when the site's first pilot started, or None while unacquired."""
         return self._books[self._index(site)].acquired_at
@@ -171,7 +184,10 @@ class Engine:
         if self.started:
             raise IllegalTransition("BagSubmitted twice")
         viable = viable_sites(self.bag, self.sites)
-        origins, candidates = initial_assignment(self.strategy, self.bag, viable, self.rates, self._rng)
+        waits = None
+        if ev.wait_estimates is not None:
+            waits = [ev.wait_estimates.get(s.name) for s in self.sites]
+        origins, candidates = initial_assignment(self.strategy, self.bag, viable, self.rates, self._rng, waits)
         self.started = True
         names = [s.name for s in self.sites]
         for tid, origin in enumerate(origins):

@@ -21,7 +21,14 @@ class Event:
 
 @_rec
 class BagSubmitted(Event):
-    """The run starts: the engine makes its initial selection and asks for pilots."""
+    """The run starts: the engine makes its initial selection and asks for pilots.
+
+    ``wait_estimates`` (seconds, per site name) are the sites' own answers to "how long would
+    the pilot of :meth:`Engine.probe_shapes` wait?" — ``sbatch --test-only`` live, the
+    simulated queue's reservation table offline; the queue-aware strategy needs them.
+    """
+
+    wait_estimates: dict[str, float] | None = None
 
 
 @_rec

@@ -9,7 +9,8 @@ still waiting and moves it to another cluster when that is expected to finish it
 * ``regular``: for each waiting job, in the order of the heuristic, ask every cluster for an
   estimated completion time (ECT) and move the job if ``new ECT + margin < old ECT``;
 * ``all-cancel``: cancel every waiting job, then resubmit each, in heuristic order, to the
-  cluster with the minimum ECT.
+  cluster with the minimum ECT. (A dry run cannot preview this without cancelling; it lists
+  what the regular algorithm would move instead.)
 
 A moved job joins the *tail* of its new queue: it loses its place, as in real batch systems.
 ECTs come from the clusters' own schedulers (:meth:`Policy.estimate_start`, the simulated
@@ -53,6 +54,12 @@ class Cluster:
     cores: int
     speed: float = 1.0
     policy: str = "conservative"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.cores, int) or self.cores < 1:
+            raise ReselError(f"cluster {self.name!r}: cores must be a whole number >= 1, not {self.cores!r}")
+        if not (isinstance(self.speed, (int, float)) and math.isfinite(self.speed) and self.speed > 0):
+            raise ReselError(f"cluster {self.name!r}: speed must be a finite number > 0, not {self.speed!r}")
 
 
 @dataclass(frozen=True)
@@ -184,7 +191,7 @@ class Grid:
         nxt = next(source, None)
         seq = 0
         if self.realloc is not None and self.realloc.period > 0 and nxt is not None:
-            self._push(nxt.submit + self.realloc.period, REALLOC, None)
+            self._push(nxt.submit + self.realloc.period, REALLOC, "periodic")
         heap = self._heap
         while nxt is not None or heap:
             if heap and (nxt is None or heap[0][0] < nxt.submit or (heap[0][0] == nxt.submit and heap[0][1] == END)):
@@ -197,8 +204,9 @@ class Grid:
                 else:
                     self._realloc_at.discard(now)
                     self._reallocate(now)
-                    if self.realloc.period > 0 and (nxt is not None or self._where or any(k == END for _, k, _, _ in heap)):
-                        self._push(now + self.realloc.period, REALLOC, None)
+                    # only the periodic chain re-arms itself; early-end rounds are one-offs
+                    if payload == "periodic" and (nxt is not None or self._where or any(k == END for _, k, _, _ in heap)):
+                        self._push(now + self.realloc.period, REALLOC, "periodic")
                 continue
             job, nxt = nxt, next(source, None)
             seq += 1
@@ -249,7 +257,7 @@ class Grid:
         self._started(now, c, self.policies[c].finish(q, now))
         if early and self.realloc is not None and self.realloc.on_early_end and now not in self._realloc_at:
             self._realloc_at.add(now)
-            self._push(now, REALLOC, None)
+            self._push(now, REALLOC, "early-end")
 
     # ------------------------------------------------------------------ estimates
     def _ect(self, c: int, size: int, estimate: float, now: float) -> float:
@@ -332,12 +340,11 @@ class Grid:
                 self.result.moves.append(move)
 
     def _all_cancel(self, now: float, waiting: list[tuple[int, QJob]]) -> None:
-        cancelled = []
-        for c, policy in enumerate(self.policies):
+        order = self._keys(now, waiting)     # ECTs taken while every job still holds its place
+        for policy in self.policies:
             for q in policy.cancel_all(now):
                 del self._where[q.id]
-                cancelled.append((c, q))
-        for c, q in self._keys(now, cancelled):
+        for c, q in order:
             ects = self._ects(q.ref, now)
             target = min(ects, key=lambda k: (ects[k], k))
             if target != c:

@@ -1,7 +1,8 @@
 """Initial selection strategies: which site each task of a bag is first assigned to.
 
 A strategy is named by a short spec: ``random``, ``model``, ``topk:K`` (the chapter-5
-variant: the K best sites by LIM affinity, tasks spread round-robin over them), each optionally
+variant: the K best sites by LIM affinity, tasks spread round-robin over them), ``queue``
+(queue-aware: the lowest predicted TTC = the site's own wait estimate + T̂x), each optionally
 followed by ``+reselect`` to turn run-time re-selection on. ``reselect`` alone means
 ``random+reselect`` — the thesis's experiment 3 replayed the random runs with re-selection.
 """
@@ -16,7 +17,7 @@ from resel.errors import ReselError
 from resel.formalism import lim_resource, lim_task, res_select, satisfy_task, top_k
 from resel.models.lim import SiteRate
 
-BASES = ("random", "model", "topk")
+BASES = ("random", "model", "topk", "queue")
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +38,7 @@ class Strategy:
     @staticmethod
     def parse(spec: str) -> "Strategy":
         """``random``, ``model``, ``topk:3``, ``reselect``, ``model+reselect``, …"""
-        text = spec.strip().lower()
+        text = spec.strip().lower().replace("queue-aware", "queue")
         if text in ("reselect", "re-selection", "reselection"):
             return Strategy("random", True)
         parts = text.split("+")
@@ -49,7 +50,7 @@ class Strategy:
                 raise ReselError(f"strategy {spec!r}: topk takes a whole number >= 1, as in topk:2")
             base, k = "topk", int(num)
         if base not in BASES or any(f not in ("reselect",) for f in flags):
-            raise ReselError(f"unknown strategy {spec!r}: use random, model, topk:K, reselect or BASE+reselect")
+            raise ReselError(f"unknown strategy {spec!r}: use random, model, topk:K, queue, reselect or BASE+reselect")
         return Strategy(base, bool(flags), k)
 
 
@@ -70,11 +71,14 @@ def ranked(viable: list[int], rates: list[SiteRate], instructions: float, k: int
 
 
 def initial_assignment(strategy: Strategy, bag: Bag, viable: list[int], rates: list[SiteRate],
-                       rng: random.Random) -> tuple[list[int], list[int]]:
+                       rng: random.Random, waits: list[float | None] | None = None) -> tuple[list[int], list[int]]:
     """Each task's origin site index, and the candidate sites re-selection may move it to.
 
+    Args:
+        waits: per site, the estimated queue wait of its pilot (the queue-aware strategy).
+
     Raises:
-        ReselError: no site can run the bag.
+        ReselError: no site can run the bag, or ``queue`` was asked for without estimates.
     """
     if not viable:
         raise ReselError(f"no site can run bag {bag.name!r} (ISA {bag.isa}, {bag.cores_per_task} cores per task)")
@@ -83,6 +87,11 @@ def initial_assignment(strategy: Strategy, bag: Bag, viable: list[int], rates: l
         return [rng.choice(viable) for _ in range(n)], viable
     if strategy.base == "model":
         best = res_select(viable, lambda i: -rates[i].tx(bag.profile.instructions))
+        return [best] * n, viable
+    if strategy.base == "queue":
+        if waits is None or any(waits[i] is None for i in viable):
+            raise ReselError("the queue-aware strategy needs every site's wait estimate")
+        best = res_select(viable, lambda i: -(waits[i] + rates[i].tx(bag.profile.instructions)))
         return [best] * n, viable
     best_k = ranked(viable, rates, bag.profile.instructions, strategy.k)
     return [best_k[t % len(best_k)] for t in range(n)], best_k

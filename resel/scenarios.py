@@ -1,0 +1,105 @@
+"""Named multi-cluster scenarios built from the real traces in ../shared/data (seed 004, seed 000).
+
+``seed004`` maps seed 004's heterogeneous platform ("PWA + Grid'5000": Bordeaux 650 cores at
+speed 1.0, CTC-SP2 430 at 1.2, SDSC-SP2 128 at 1.4 — largest slowest, smallest fastest) onto
+the three real clusters our traces come from: MetaCentrum's zewura (1,600 cores) at 1.0 and
+zegox (576) at 1.2 (both in wagap-2013.swf), and HPC2N's Seth (240, hpc2n.swf) at 1.4. The
+two traces are rebased to start together and fused; every job goes through the MCT
+meta-scheduler, every cluster runs conservative backfilling, as in seed 004. ``load``
+compresses inter-arrival times (2.0 = arrivals twice as dense) to reach the queue lengths at
+which reallocation matters.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Iterator
+
+from resel.errors import ReselError
+from resel.grid import HEURISTICS, Cluster, Grid, GridResult, Reallocation, compare
+from resel.swf import Job, drop_zero_runtime, first, fuse, read_swf, rebase
+
+SEED004_CLUSTERS = [Cluster("zewura", 1600, 1.0), Cluster("zegox", 576, 1.2), Cluster("seth", 240, 1.4)]
+
+
+def shared_swf_dir() -> Path:
+    """Where the real traces are: ``$RESEL_TRACES`` or ../shared/data/swf beside the checkout."""
+    import os
+    if os.environ.get("RESEL_TRACES"):
+        return Path(os.environ["RESEL_TRACES"])
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        candidate = parent / "shared" / "data" / "swf"
+        if candidate.is_dir():
+            return candidate
+    raise ReselError("cannot find the real traces (../shared/data/swf); set RESEL_TRACES to their folder")
+
+
+def seed004_jobs(load: float = 1.0, limit: int | None = None, swf_dir: Path | None = None) -> Iterator[Job]:
+    """wagap-2013 and hpc2n, each rebased to 0, fused by submit time, arrivals / ``load``."""
+    folder = swf_dir or shared_swf_dir()
+    wagap = rebase(drop_zero_runtime(read_swf(folder / "wagap-2013.swf")))
+    hpc2n = rebase(drop_zero_runtime(read_swf(folder / "hpc2n.swf")))
+    jobs: Iterator[Job] = fuse({"wagap": wagap, "hpc2n": hpc2n})
+    if load != 1.0:
+        jobs = (dataclasses.replace(j, submit=round(j.submit / load, 3)) for j in jobs)
+    return first(jobs, limit) if limit else jobs
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    """One run of a scenario: a label, the reallocation (None: baseline) and options."""
+
+    label: str
+    reallocation: Reallocation | None
+    exact: bool = False
+    policy: str = "conservative"
+    dispatcher: str = "mct"
+
+
+def seed004_variants(period: float, heuristics: tuple[str, ...] = HEURISTICS) -> list[Variant]:
+    out = [Variant("baseline", None)]
+    out += [Variant(f"regular/{h}", Reallocation("regular", h, period)) for h in heuristics]
+    out += [Variant(f"all-cancel/{h}", Reallocation("all-cancel", h, period)) for h in ("mct",)]
+    out += [Variant("exact/baseline", None, exact=True), Variant("exact/regular/mct", Reallocation("regular", "mct", period), exact=True)]
+    out += [Variant("fcfs/baseline", None, policy="fcfs"), Variant("fcfs/regular/mct", Reallocation("regular", "mct", period), policy="fcfs")]
+    return out
+
+
+def isis_variants() -> list[Variant]:
+    return [Variant(f"isis/{d}", None, dispatcher=d) for d in
+            ("less-waittime", "less-sld", "less-jobs-in-queue", "less-work-left", "less-submitted-jobs", "random", "mct")]
+
+
+def _run(args: tuple) -> tuple[str, GridResult]:
+    variant, load, limit, swf_dir = args
+    clusters = [dataclasses.replace(c, policy=variant.policy) for c in SEED004_CLUSTERS]
+    grid = Grid(clusters, variant.dispatcher, variant.reallocation, exact_walltimes=variant.exact)
+    return variant.label, grid.run(seed004_jobs(load, limit, swf_dir))
+
+
+def run_seed004(load: float = 1.5, period: float = 3600.0, limit: int | None = None, workers: int = 2,
+                isis: bool = True, swf_dir: Path | None = None) -> dict:
+    """Every variant of the seed 004 scenario (and the ISIS dispatchers); paired comparisons."""
+    variants = seed004_variants(period) + (isis_variants() if isis else [])
+    jobs = [(v, load, limit, swf_dir) for v in variants]
+    if workers > 1:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            results = dict(pool.map(_run, jobs))
+    else:
+        results = dict(map(_run, jobs))
+    rows = []
+    for v in variants:
+        r = results[v.label]
+        base_label = ("exact/baseline" if v.exact else "fcfs/baseline" if v.policy == "fcfs" else "baseline")
+        row = {"variant": v.label, **{k: r.summary()[k] for k in ("jobs", "moves", "rounds", "per_cluster")},
+               "mean_response": r.stats.summary(1)["response"]["mean"],
+               "mean_wait": r.stats.summary(1)["wait"]["mean"],
+               "mean_bsld_60": r.stats.summary(1)["bsld_60"]["mean"]}
+        if v.reallocation is not None:
+            row.update(compare(results[base_label], r))
+        rows.append(row)
+    return {"scenario": "seed004", "load": load, "period": period, "limit": limit,
+            "clusters": [dataclasses.asdict(c) for c in SEED004_CLUSTERS], "rows": rows}
