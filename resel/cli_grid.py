@@ -123,7 +123,8 @@ def _print_grid(doc: dict, dry_run: bool, console) -> None:
         c = doc["comparison"]
         console.print(f"jobs impacted {c['impacted_pct']:.1f} %, reallocations per job {c['reallocations_per_job']:.3f}, "
                       f"finishing earlier {c['earlier_pct']:.1f} % / later {c['later_pct']:.1f} %, "
-                      f"relative mean response time {c['relative_mean_response']:.3f}")
+                      f"relative mean response time {c['relative_mean_response']:.3f}, "
+                      f"relative mean wait {c['relative_mean_wait']:.3f}")
     if dry_run and doc.get("moves") is not None:
         moves = doc["moves"]
         t = Table(title=f"{len(moves)} move(s) reallocation would make (not made)", title_justify="left")
@@ -174,12 +175,13 @@ def seed004_cmd(load: float, period: float, first_n: int | None, workers: int, a
             return
         table = Table(title=f"seed 004 scenario, load ×{load:g}, period {period:g} s", title_justify="left")
         for col in ("variant", "moves", "mean response s", "mean bsld τ=60", "rel. mean response",
-                    "realloc/job", "impacted %", "earlier %", "later %"):
+                    "rel. mean wait", "realloc/job", "impacted %", "earlier %", "later %"):
             table.add_column(col, justify="left" if col == "variant" else "right")
         for r in doc["rows"]:
             has = "relative_mean_response" in r
             table.add_row(r["variant"], f"{r['moves']:,}", f"{r['mean_response']:,.0f}", f"{r['mean_bsld_60']:.2f}",
-                          f"{r['relative_mean_response']:.3f}" if has else "", f"{r['reallocations_per_job']:.3f}" if has else "",
+                          f"{r['relative_mean_response']:.3f}" if has else "",
+                          f"{r['relative_mean_wait']:.3f}" if has else "", f"{r['reallocations_per_job']:.3f}" if has else "",
                           f"{r['impacted_pct']:.1f}" if has else "", f"{r['earlier_pct']:.1f}" if has else "",
                           f"{r['later_pct']:.1f}" if has else "")
         out.print(table)

@@ -137,25 +137,29 @@ def compare(base: GridResult, other: GridResult) -> dict[str, float]:
     """Seed 004's paired metrics of ``other`` (with reallocation) against ``base`` (without).
 
     impacted: % of jobs whose completion time changed; reallocations per job; % finishing
-    earlier / later; relative mean response time (other / base; below 1 is better).
+    earlier / later; relative mean response time (other / base; below 1 is better), and the
+    same for the mean wait — the part of the response reallocation can change.
     """
     common = base.outcomes.keys() & other.outcomes.keys()
     if not common:
         raise ReselError("the two runs have no job in common")
     earlier = later = 0
-    resp_base = resp_other = 0.0
+    resp_base = resp_other = wait_base = wait_other = 0.0
     for key in common:
         b, o = base.outcomes[key], other.outcomes[key]
         earlier += o.end < b.end - 1e-6
         later += o.end > b.end + 1e-6
         resp_base += b.end - b.submit
         resp_other += o.end - o.submit
+        wait_base += b.start - b.submit
+        wait_other += o.start - o.submit
     n = len(common)
     return {"jobs": n, "impacted_pct": 100.0 * (earlier + later) / n,
             "reallocations_per_job": len(other.moves) / n, "earlier_pct": 100.0 * earlier / n,
             "later_pct": 100.0 * later / n,
             "relative_mean_response": resp_other / resp_base if resp_base else math.nan,
-            "mean_response_base": resp_base / n, "mean_response": resp_other / n}
+            "mean_response_base": resp_base / n, "mean_response": resp_other / n,
+            "relative_mean_wait": wait_other / wait_base if wait_base else math.nan}
 
 
 class Grid:

@@ -231,6 +231,12 @@ class Trace:
                              f"{len(FIELDS)} SWF fields separated by spaces or tabs")
         values = []
         for index, token in enumerate(tokens[:len(FIELDS)]):
+            if token.isascii() and token.isdigit():      # the common case, without a regex
+                values.append(int(token))
+                continue
+            if token == "-1":
+                values.append(-1)
+                continue
             if index == _PREV_JOB:
                 value = _parse_prev_job(token)
                 expected = f"{_NUMBER_EXPECTED}, or job numbers joined by '&'"

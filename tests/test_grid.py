@@ -329,7 +329,8 @@ def test_compare_on_hand_made_results():
     c = compare(_result(BASE), other)
     assert c == pytest.approx({"jobs": 4, "impacted_pct": 50.0, "reallocations_per_job": 0.25,
                                "earlier_pct": 25.0, "later_pct": 25.0, "relative_mean_response": 530 / 550,
-                               "mean_response_base": 137.5, "mean_response": 132.5})
+                               "mean_response_base": 137.5, "mean_response": 132.5,
+                               "relative_mean_wait": 120 / 140})   # waits 0+100+0+40 -> 0+50+30+40
 
 
 def test_compare_uses_only_the_jobs_both_runs_have():
