@@ -305,7 +305,7 @@ def sites_show(sites_file: Path | None, bag_file: Path | None, clock: str, as_js
     rows = [{"name": s.name, "kind": s.kind, "cores": s.cores, "clock_base": s.clock.base, "clock_avg": s.clock.avg,
              "kappa": s.kappa, "tx_pred": rates[s.name].tx(bag.profile.instructions), "pilot_mode": s.pilot.mode,
              "max_pilots": s.pilot.max_pilots, "reselect_target": s.reselect_target,
-             "wait": s.wait.dist.describe() if s.wait else None, "notes": s.notes} for s in site_list]
+             "wait": _wait_text(s), "notes": s.notes} for s in site_list]
     if as_json:
         _print_json({"bag": bag.name, "clock": clock, "sites": rows})
         return
@@ -318,6 +318,16 @@ def sites_show(sites_file: Path | None, bag_file: Path | None, clock: str, as_js
                       f"{r['tx_pred'] / 3600:.2f}", r["pilot_mode"], "yes" if r["reselect_target"] else "no",
                       r["wait"] or "—")
     out.print(table)
+
+
+def _wait_text(site) -> str | None:
+    if site.wait is not None:
+        scale = f" × nodes^{site.wait.size_exponent:g}" if site.wait.size_exponent else ""
+        return site.wait.dist.describe() + scale
+    if site.queue is not None:
+        q = site.queue
+        return f"{q.policy} queue replaying {Path(q.trace).name} (load ×{q.load:g})"
+    return None
 
 
 @sites.command("defaults")

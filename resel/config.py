@@ -75,7 +75,7 @@ SITE_KEYS = {
     "reselect_target": _Key(lambda v: isinstance(v, bool), "true or false"),
     "notes": _Key(lambda v: isinstance(v, str), "a string"),
     "pilot": _TABLE(),
-    "wait": _TABLE(),
+    "wait": _Key(lambda v: isinstance(v, dict) or _num(True)(v), "seconds, or a distribution table"),
     "queue": _TABLE(),
     "truth": _TABLE(),
 }
