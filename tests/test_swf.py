@@ -25,7 +25,6 @@ WAGAP = DATA / "wagap-2013.swf"
 JAROS = [DATA / f"jaros{i}.swf" for i in (1, 2, 3)]
 REAL_TRACES = [HPC2N, WAGAP, *JAROS]
 
-pytestmark = pytest.mark.skipif(not HPC2N.exists(), reason=f"real traces not found in {DATA}")
 
 GOOD_LINE = "1 0 5 100 4 -1 -1 4 200 -1 1 1 1 -1 -1 1 -1 -1"
 
