@@ -28,12 +28,14 @@ from resel.swf import Header, first, only_status, read_swf, write_swf
 @click.option("--first", "first_n", type=click.IntRange(1), default=None, help="Replay only the first N jobs.")
 @click.option("--status", "statuses", default=None,
               help="Keep only jobs with these SWF status codes, e.g. 1 or 0,1 (default: all).")
+@click.option("--tau", "taus", default="10,60", show_default=True,
+              help="Bounded-slowdown thresholds in seconds, comma-separated.")
 @click.option("--skip-bad", is_flag=True, help="Skip malformed lines (and report how many) instead of stopping.")
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the simulated schedule as SWF (field 3 = simulated wait).")
 @click.option("--json", "as_json", is_flag=True, help="Print the metrics as one JSON document.")
 def replay_cmd(trace: Path, policy: str, cores: int | None, speed: float, kill: bool, first_n: int | None,
-               statuses: str | None, skip_bad: bool, output: Path | None, as_json: bool) -> None:
+               statuses: str | None, taus: str, skip_bad: bool, output: Path | None, as_json: bool) -> None:
     """Replay TRACE (SWF) on one simulated site and summarise wait, response and slowdown.
 
     Jobs arrive at their submit times and are scheduled by the chosen policy seeing only their
@@ -46,6 +48,13 @@ def replay_cmd(trace: Path, policy: str, cores: int | None, speed: float, kill: 
       resel replay wagap-2013.swf --cores 2176 --policy easy-sjbf --first 5000 --json
     """
     from resel.cli import _fail_cleanly, _print_json, err, out
+
+    try:
+        tau_values = tuple(float(t) for t in taus.split(",") if t.strip())
+    except ValueError:
+        raise click.BadParameter(f"{taus!r}: give seconds separated by commas, e.g. 10,60", param_hint="--tau") from None
+    if not tau_values or any(not 0 < t < float("inf") for t in tau_values):
+        raise click.BadParameter("give one or more thresholds > 0, e.g. 10,60", param_hint="--tau")
 
     @_fail_cleanly
     def run() -> None:
@@ -76,7 +85,7 @@ def replay_cmd(trace: Path, policy: str, cores: int | None, speed: float, kill: 
             with err.status("replaying…") as status:
                 def progress(n: int) -> None:
                     status.update(f"replaying… {n:,} jobs read")
-                result = replay(jobs, policy, site_cores, speed=speed, kill=kill, on_done=on_done,
+                result = replay(jobs, policy, site_cores, speed=speed, kill=kill, on_done=on_done, taus=tau_values,
                                 on_progress=progress if err.is_terminal else None, trace_name=str(trace))
         finally:
             if sink is not None:
