@@ -123,6 +123,16 @@ class Policy(ABC):
         self.free -= job.size
         self.running[job.id] = job
 
+    def _start_heads(self, now: float) -> list[QJob]:
+        """Start the head of the queue while it fits (FCFS, and EASY's first step)."""
+        started = []
+        queue = self.queue
+        while queue and queue[0].size <= self.free:
+            job = queue.pop(0)
+            self._start(job, now)
+            started.append(job)
+        return started
+
 
 class FCFS(Policy):
     """First come, first served: start the head while it fits; nobody overtakes."""
@@ -131,13 +141,7 @@ class FCFS(Policy):
     _ordered = True
 
     def schedule(self, now: float) -> list[QJob]:
-        started = []
-        queue = self.queue
-        while queue and queue[0].size <= self.free:
-            job = queue.pop(0)
-            self._start(job, now)
-            started.append(job)
-        return started
+        return self._start_heads(now)
 
     def estimate_start(self, size: int, estimate: float, now: float) -> float:
         # every queued job starts, in order, no earlier than the one before it
@@ -186,12 +190,8 @@ class EASY(Policy):
         return shadow, avail - head.size
 
     def schedule(self, now: float) -> list[QJob]:
-        started = []
+        started = self._start_heads(now)
         queue = self.queue
-        while queue and queue[0].size <= self.free:
-            job = queue.pop(0)
-            self._start(job, now)
-            started.append(job)
         if len(queue) < 2 or self.free == 0:
             return started
         head = queue[0]
