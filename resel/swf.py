@@ -229,9 +229,15 @@ class Trace:
         if len(tokens) < len(FIELDS):
             return self._bad(line_no, f"has {len(tokens)} fields",
                              f"{len(FIELDS)} SWF fields separated by spaces or tabs")
+        head = tokens[:len(FIELDS)]
+        if all(t.isascii() and "_" not in t for t in head):
+            try:   # the common case: 18 plain integers (ASCII, no '_', so int() takes only [+-]digits)
+                return Job(*map(int, head), extra=tuple(tokens[len(FIELDS):]))
+            except ValueError:
+                pass   # a float or a malformed field: the careful path below says which
         values = []
-        for index, token in enumerate(tokens[:len(FIELDS)]):
-            if token.isascii() and token.isdigit():      # the common case, without a regex
+        for index, token in enumerate(head):
+            if token.isascii() and token.isdigit():
                 values.append(int(token))
                 continue
             if token == "-1":

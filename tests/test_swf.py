@@ -245,16 +245,23 @@ def test_trace_iterates_twice():
     assert list(trace) == list(trace)
 
 
-def test_streaming_memory_is_flat():
-    """Iterating hpc2n without keeping jobs peaks far below holding them in a list."""
+def _peak(work) -> int:
     tracemalloc.start()
     try:
-        for _ in read_swf(HPC2N):
-            pass
-        _, streaming_peak = tracemalloc.get_traced_memory()
+        work()
+        return tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert streaming_peak < 200_000  # the 3170 jobs as a list take about 2 MB
+
+
+def test_streaming_memory_is_flat():
+    """Streaming peaks far below holding the jobs, and does not grow with the trace's length."""
+    def stream(path):
+        return lambda: sum(1 for _ in read_swf(path))
+    hpc2n, wagap = _peak(stream(HPC2N)), _peak(stream(WAGAP))   # 3,170 and 17,900 jobs
+    held = _peak(lambda: read_jobs(HPC2N))
+    assert hpc2n < held / 5
+    assert wagap < 2 * hpc2n
 
 
 # ------------------------------------------------------------------ Job properties
