@@ -230,7 +230,8 @@ class Trace:
             return self._bad(line_no, f"has {len(tokens)} fields",
                              f"{len(FIELDS)} SWF fields separated by spaces or tabs")
         head = tokens[:len(FIELDS)]
-        if all(t.isascii() and "_" not in t for t in head):
+        joined = " ".join(head)
+        if joined.isascii() and "_" not in joined:
             try:   # the common case: 18 plain integers (ASCII, no '_', so int() takes only [+-]digits)
                 return Job(*map(int, head), extra=tuple(tokens[len(FIELDS):]))
             except ValueError:
