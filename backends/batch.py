@@ -16,7 +16,7 @@ from __future__ import annotations
 import bisect
 import math
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from resel.errors import ReselError

@@ -19,13 +19,12 @@ import heapq
 import math
 import random
 from dataclasses import dataclass, field
-from typing import Callable
 
 from resel.backends.simqueue import BG_ARRIVE, BG_END, QWAKE, QueueSite
 from resel.domain import Bag, Site, Truth
 from resel.engine import Engine
 from resel.events import (
-    BagDone, BagSubmitted, CancelPilot, CancelTask, Decision, DispatchTask, PilotEnded,
+    BagSubmitted, CancelPilot, CancelTask, Decision, DispatchTask, PilotEnded,
     PilotStarted, SetTimer, SubmitPilot, TaskFinished, TimerFired,
 )
 from resel.metrics import ReselAudit, WorkloadMetrics, judge, workload_metrics

@@ -399,7 +399,7 @@ def main() -> None:
                 conservative.append((name, jps))
             print(f"{label(name, first_n):<22} {policy:<13} {jobs:>7,.0f} {jps:>13,.0f} {acc_txt:>15} "
                   f"{ratio_txt:>7} {peak:>8.1f} {acc_mb:>11}  {sched}".rstrip())
-    print(f"jobs = jobs replayed (same on both sides); trace[:N] = the first N job lines only. Sites: "
+    print("jobs = jobs replayed (same on both sides); trace[:N] = the first N job lines only. Sites: "
           + "; ".join(f"{n} {sites[n][0]:,} cores, {lines[n]:,} job lines" for n in TRACES) + ".")
     if have_accasim:
         print("AccaSim machine: " + "; ".join(f"{n} {sites[n][0] // node_cores[n]} nodes x {node_cores[n]} cores"

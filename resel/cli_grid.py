@@ -8,9 +8,8 @@ import click
 from rich.table import Table
 
 from resel.backends.batch import POLICIES
-from resel.errors import ReselError
 from resel.grid import ALGORITHMS, DISPATCHERS, HEURISTICS, Cluster, Grid, Reallocation, compare
-from resel.swf import drop_zero_runtime, first, fuse, read_swf, rebase
+from resel.scenarios import fused_jobs
 
 
 def _cluster(ctx, param, values: tuple[str, ...]) -> list[Cluster]:
@@ -76,12 +75,7 @@ def grid_cmd(traces: tuple[Path, ...], clusters: list[Cluster], dispatch: str, r
         reallocation = None if realloc == "none" else Reallocation(realloc, heuristic, period, early_end, margin)
 
         def jobs():
-            streams = {str(t): rebase(drop_zero_runtime(read_swf(t))) for t in traces}
-            js = fuse(streams) if len(streams) > 1 else next(iter(streams.values()))
-            if load != 1.0:
-                import dataclasses
-                js = (dataclasses.replace(j, submit=round(j.submit / load, 3)) for j in js)
-            return first(js, first_n) if first_n else js
+            return fused_jobs({str(t): t for t in traces}, load, first_n)
 
         with err.status("simulating…"):
             base = Grid(clusters, dispatch, None, exact_walltimes=exact).run(jobs())

@@ -223,10 +223,20 @@ class Grid:
         self._counter += 1
         heapq.heappush(self._heap, (time, kind, self._counter, payload))
 
-    def _qjob(self, seq: int, job: Job, c: int) -> QJob:
+    def _times(self, job: Job, c: int) -> tuple[float, float]:
+        """(run, estimate) of ``job`` on cluster ``c``, both divided by its speed.
+
+        The estimate is the requested time — or the run where none was requested, where the
+        job ran longer than it asked for, or with exact walltimes.
+        """
         speed = self.clusters[c].speed
         run = job.run / speed
-        estimate = run if self.exact else max(run, (job.req_time if job.req_time > 0 else job.run) / speed)
+        if self.exact:
+            return run, run
+        return run, max(run, (job.req_time if job.req_time > 0 else job.run) / speed)
+
+    def _qjob(self, seq: int, job: Job, c: int) -> QJob:
+        run, estimate = self._times(job, c)
         return QJob(seq, job.size, estimate, run, float(job.submit), ref=job)
 
     def _fits(self, job: Job) -> list[int]:
@@ -271,9 +281,7 @@ class Grid:
         """ECT of ``job`` on every cluster it fits, as if submitted there now."""
         out = {}
         for c in self._fits(job):
-            speed = self.clusters[c].speed
-            est = job.run / speed if self.exact else max(job.run, job.req_time if job.req_time > 0 else job.run) / speed
-            out[c] = self._ect(c, job.size, est, now)
+            out[c] = self._ect(c, job.size, self._times(job, c)[1], now)
         return out
 
     def _choose(self, job: Job, seq: int, now: float) -> int:
@@ -287,16 +295,14 @@ class Grid:
             return min(fits, key=lambda c: (len(self.policies[c].queue), c))
         if d == "less-work-left":
             return min(fits, key=lambda c: (sum(q.estimate * q.size for q in self.policies[c].queue), c))
-        ects = self._ects(job, now)
-        if d == "mct":
-            return min(fits, key=lambda c: (ects[c], c))
-        waits = {c: ects[c] - now for c in fits}                      # start - now + estimate
+        est = {c: self._times(job, c)[1] for c in fits}
+        wait = {c: self.policies[c].estimate_start(job.size, est[c], now) - now for c in fits}
+        if d == "mct":              # earliest completion: start + estimate
+            return min(fits, key=lambda c: (wait[c] + est[c], c))
         if d == "less-waittime":
-            est = {c: (job.run if self.exact else max(job.run, job.req_time)) / self.clusters[c].speed for c in fits}
-            return min(fits, key=lambda c: (waits[c] - est[c], c))
-        # less-sld: predicted slowdown (wait + run) / run with the requested time as run
-        est = {c: max(1.0, (job.run if self.exact else max(job.run, job.req_time)) / self.clusters[c].speed) for c in fits}
-        return min(fits, key=lambda c: (waits[c] / est[c], c))
+            return min(fits, key=lambda c: (wait[c], c))
+        # less-sld: predicted slowdown (wait + run) / run, the requested time standing for the run
+        return min(fits, key=lambda c: ((wait[c] + est[c]) / max(1.0, est[c]), c))
 
     # ------------------------------------------------------------------ reallocation
     def _reallocate(self, now: float) -> None:

@@ -37,15 +37,20 @@ def shared_swf_dir() -> Path:
     raise ReselError("cannot find the real traces (../shared/data/swf); set RESEL_TRACES to their folder")
 
 
-def seed004_jobs(load: float = 1.0, limit: int | None = None, swf_dir: Path | None = None) -> Iterator[Job]:
-    """wagap-2013 and hpc2n, each rebased to 0, fused by submit time, arrivals / ``load``."""
-    folder = swf_dir or shared_swf_dir()
-    wagap = rebase(drop_zero_runtime(read_swf(folder / "wagap-2013.swf")))
-    hpc2n = rebase(drop_zero_runtime(read_swf(folder / "hpc2n.swf")))
-    jobs: Iterator[Job] = fuse({"wagap": wagap, "hpc2n": hpc2n})
+def fused_jobs(traces: dict[str, Path], load: float = 1.0, limit: int | None = None) -> Iterator[Job]:
+    """Several traces, each without zero-run jobs and rebased to 0, fused by submit time
+    (tagged with their key), with submit times divided by ``load``, the first ``limit`` only."""
+    streams = {name: rebase(drop_zero_runtime(read_swf(path))) for name, path in traces.items()}
+    jobs: Iterator[Job] = fuse(streams) if len(streams) > 1 else next(iter(streams.values()))
     if load != 1.0:
         jobs = (dataclasses.replace(j, submit=round(j.submit / load, 3)) for j in jobs)
     return first(jobs, limit) if limit else jobs
+
+
+def seed004_jobs(load: float = 1.0, limit: int | None = None, swf_dir: Path | None = None) -> Iterator[Job]:
+    """wagap-2013 and hpc2n, each rebased to 0, fused by submit time, arrivals / ``load``."""
+    folder = swf_dir or shared_swf_dir()
+    return fused_jobs({"wagap": folder / "wagap-2013.swf", "hpc2n": folder / "hpc2n.swf"}, load, limit)
 
 
 @dataclasses.dataclass(frozen=True)
