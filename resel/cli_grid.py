@@ -43,6 +43,8 @@ def _cluster(ctx, param, values: tuple[str, ...]) -> list[Cluster]:
 @click.option("--period", type=click.FloatRange(min=0), default=3600.0, show_default=True,
               help="Seconds between reallocation rounds (0: only the --early-end trigger).")
 @click.option("--early-end", is_flag=True, help="Also reallocate whenever a job ends before its estimate.")
+@click.option("--recompute", is_flag=True,
+              help="Offline heuristics as in seed 004: recompute every job's ECTs after each pick (slower).")
 @click.option("--margin", type=click.FloatRange(min=0), default=60.0, show_default=True,
               help="Move only when new ECT + margin < old ECT (seconds).")
 @click.option("--exact", is_flag=True, help="Give the schedulers exact walltimes instead of the requests.")
@@ -53,7 +55,7 @@ def _cluster(ctx, param, values: tuple[str, ...]) -> list[Cluster]:
               "(for all-cancel: the moves the regular algorithm would make).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def grid_cmd(traces: tuple[Path, ...], clusters: list[Cluster], dispatch: str, realloc: str, heuristic: str,
-             period: float, early_end: bool, margin: float, exact: bool, load: float, first_n: int | None,
+             period: float, early_end: bool, recompute: bool, margin: float, exact: bool, load: float, first_n: int | None,
              dry_run: bool, as_json: bool) -> None:
     """Dispatch the jobs of TRACES over several clusters; optionally reallocate waiting jobs.
 
@@ -72,7 +74,7 @@ def grid_cmd(traces: tuple[Path, ...], clusters: list[Cluster], dispatch: str, r
 
     @_fail_cleanly
     def run() -> None:
-        reallocation = None if realloc == "none" else Reallocation(realloc, heuristic, period, early_end, margin)
+        reallocation = None if realloc == "none" else Reallocation(realloc, heuristic, period, early_end, margin, recompute)
 
         def jobs():
             return fused_jobs({str(t): t for t in traces}, load, first_n)

@@ -17,12 +17,12 @@ ECTs come from the clusters' own schedulers (:meth:`Policy.estimate_start`, the 
 ``sbatch --test-only``) and use requested walltimes — reallocation exists because those are
 over-estimates; with exact walltimes it has nothing to correct.
 
-Heuristic orders (computed once per round from the ECTs at the round's start; each move is
-then decided with fresh ECTs, since earlier moves change the queues): ``mct`` — submission
-order; ``minmin`` / ``maxmin`` — ascending / descending best ECT; ``maxgain`` — descending
-(current − best ECT); ``maxrelgain`` — the gain divided by the job's cores; ``sufferage`` —
-descending (second-best − best ECT). Seed 004's offline heuristics recompute every MCT after
-each pick; resel's one-pass order is the documented simplification (docs/reallocation.md).
+Heuristic orders: ``mct`` — submission order; ``minmin`` / ``maxmin`` — ascending /
+descending best ECT; ``maxgain`` — descending (current − best ECT); ``maxrelgain`` — the gain
+divided by the job's cores; ``sufferage`` — descending (second-best − best ECT). By default the
+order is computed once per round from the ECTs at the round's start, and each move is then
+decided with fresh ECTs; ``recompute=True`` is seed 004's offline form, which recomputes every
+job's ECTs after each pick (quadratic in the waiting jobs per round).
 """
 
 from __future__ import annotations
@@ -71,6 +71,7 @@ class Reallocation:
     period: float = 3600.0
     on_early_end: bool = False
     margin: float = 60.0
+    recompute: bool = False   # offline heuristics: recompute every MCT after each pick (quadratic)
 
     def __post_init__(self) -> None:
         if self.algorithm not in ALGORITHMS:
@@ -315,14 +316,30 @@ class Grid:
         else:
             self._regular(now, waiting)
 
+    def _order(self, now: float, waiting: list[tuple[int, QJob]]):
+        """The jobs of a round in heuristic order: one pass, or (``recompute``) seed 004's
+        offline form — pick the best job by the current ECTs, decide it, recompute, repeat."""
+        if not self.realloc.recompute or self.realloc.heuristic == "mct":
+            yield from self._keys(now, waiting)
+            return
+        remaining = list(waiting)
+        while remaining:
+            pick = self._keys(now, remaining)[0]
+            remaining.remove(pick)
+            yield pick
+
     def _keys(self, now: float, waiting: list[tuple[int, QJob]]) -> list[tuple[int, QJob]]:
         h = self.realloc.heuristic
         if h == "mct":
             return sorted(waiting, key=lambda cq: (cq[1].submit, cq[1].id))
         scored = []
         for c, q in waiting:
-            current = self.policies[c].planned_start(q, now) + q.estimate if q in self.policies[c].queue else math.inf
-            ects = sorted([current] + [v for k, v in self._ects(q.ref, now).items() if k != c])
+            ects_now = self._ects(q.ref, now)
+            if q in self.policies[c].queue:     # where it waits now, its current planned completion
+                current = self.policies[c].planned_start(q, now) + q.estimate
+            else:                               # withdrawn (all-cancellation): as a new submission
+                current = ects_now.get(c, math.inf)
+            ects = sorted([current] + [v for k, v in ects_now.items() if k != c])
             best, second = ects[0], (ects[1] if len(ects) > 1 else ects[0])
             gain = current - best
             key = {"minmin": best, "maxmin": -best, "maxgain": -gain, "maxrelgain": -gain / q.size,
@@ -332,7 +349,7 @@ class Grid:
         return [(s[3], s[4]) for s in scored]
 
     def _regular(self, now: float, waiting: list[tuple[int, QJob]]) -> None:
-        for c, q in self._keys(now, waiting):
+        for c, q in self._order(now, waiting):
             policy = self.policies[c]
             if self._where.get(q.id) != c or q not in policy.queue:
                 continue          # started (or moved) since the round began
@@ -350,11 +367,13 @@ class Grid:
                 self.result.moves.append(move)
 
     def _all_cancel(self, now: float, waiting: list[tuple[int, QJob]]) -> None:
-        order = self._keys(now, waiting)     # ECTs taken while every job still holds its place
+        # one pass: the order from the ECTs taken while every job still holds its place;
+        # recompute: from the emptied queues, re-ranked after each resubmission
+        order = None if self.realloc.recompute else self._keys(now, waiting)
         for policy in self.policies:
             for q in policy.cancel_all(now):
                 del self._where[q.id]
-        for c, q in order:
+        for c, q in order if order is not None else self._order(now, waiting):
             ects = self._ects(q.ref, now)
             target = min(ects, key=lambda k: (ects[k], k))
             if target != c:

@@ -455,3 +455,32 @@ def test_exact_walltimes_never_move_under_conservative_mct(workload, heuristic, 
     realloc = Reallocation("regular", heuristic, period, on_early_end=True, margin=0)
     r = Grid(clusters, "mct", realloc, exact_walltimes=True).run(jobs)
     assert r.moves == []
+
+
+# ---------------------------------------------------------------------------- recompute (offline heuristics)
+
+RECOMPUTE_JOBS = [job(1, 0, 100, 2, 1000), job(2, 0, 300, 1, 400), job(3, 5, 50, 1, 500),
+                  job(4, 10, 200, 2, 900), job(5, 20, 80, 1, 90), job(6, 30, 60, 2, 600)]
+
+
+@pytest.mark.parametrize("algorithm", ["regular", "all-cancel"])
+@pytest.mark.parametrize("heuristic", ["minmin", "maxmin", "maxgain", "maxrelgain", "sufferage"])
+def test_recompute_completes_every_job_once(algorithm, heuristic):
+    """With ECTs recomputed after each pick, every job still runs exactly once."""
+    clusters = [Cluster("a", 2, 1.0), Cluster("b", 2, 1.5)]
+    r = Grid(clusters, "mct", Reallocation(algorithm, heuristic, period=50, recompute=True)).run(RECOMPUTE_JOBS)
+    assert sorted(r.outcomes) == [1, 2, 3, 4, 5, 6]
+    assert all(o.submit <= o.start <= o.end for o in r.outcomes.values())
+
+
+def test_recompute_order_picks_each_waiting_job_once_best_first():
+    """_order yields every waiting job once, the first being the one-pass order's first."""
+    clusters = [Cluster("a", 1, 1.0), Cluster("b", 1, 1.0)]
+    grid = Grid(clusters, "less-submitted-jobs", Reallocation("regular", "minmin", period=10 ** 6, recompute=True))
+    grid.run([])            # nothing: just to have a grid to drive by hand below
+    for j in [job(1, 0, 500, 1, 500), job(2, 0, 500, 1, 500), job(3, 0, 50, 1, 100), job(4, 0, 30, 1, 60)]:
+        grid._arrive(j.id, j)
+    waiting = [(grid._where[q.id], q) for p in grid.policies for q in p.queue]
+    ordered = list(grid._order(0.0, waiting))
+    assert sorted(q.id for _, q in ordered) == sorted(q.id for _, q in waiting)
+    assert ordered[0] == grid._keys(0.0, waiting)[0]
