@@ -3,7 +3,7 @@
 wait = start − submit; response = wait + run; slowdown = response / run;
 bounded slowdown(τ) = max(1, response / max(run, τ)) — τ = 10 s and 60 s by default, the two
 thresholds the literature uses. Estimators: mean, median, P95 (Guim's primary one), IQR.
-Values are kept in compact float arrays (8 bytes per job and metric) so percentiles are exact.
+Each job's wait and run are kept in compact float arrays (16 bytes a job) so percentiles are exact.
 """
 
 from __future__ import annotations
@@ -36,30 +36,43 @@ def describe(values) -> dict[str, float]:
 
 @dataclass
 class JobStats:
-    """Accumulates finished jobs; :meth:`summary` gives the estimators."""
+    """Accumulates finished jobs; :meth:`summary` gives the estimators.
+
+    Only each job's wait and run are kept (16 bytes a job); response, slowdowns and bounded
+    slowdowns are derived from them when asked, so adding a job stays cheap.
+    """
 
     taus: tuple[float, ...] = (10.0, 60.0)
     wait: array = field(default_factory=lambda: array("d"))
-    response: array = field(default_factory=lambda: array("d"))
-    slowdown: array = field(default_factory=lambda: array("d"))
-    bsld: dict[float, array] = field(default_factory=dict)
+    run: array = field(default_factory=lambda: array("d"))
     killed: int = 0
     area: float = 0.0            # core-seconds of work done
     first_submit: float = math.inf
     last_end: float = -math.inf
 
     def add(self, submit: float, start: float, run: float, size: int, killed: bool = False) -> None:
-        wait = start - submit
-        response = wait + run
-        self.wait.append(wait)
-        self.response.append(response)
-        self.slowdown.append(response / run if run > 0 else 1.0)
-        for tau in self.taus:
-            self.bsld.setdefault(tau, array("d")).append(max(1.0, response / max(run, tau)))
+        self.wait.append(start - submit)
+        self.run.append(run)
         self.killed += killed
         self.area += run * size
-        self.first_submit = min(self.first_submit, submit)
-        self.last_end = max(self.last_end, start + run)
+        if submit < self.first_submit:
+            self.first_submit = submit
+        if start + run > self.last_end:
+            self.last_end = start + run
+
+    @property
+    def response(self) -> array:
+        return array("d", (w + r for w, r in zip(self.wait, self.run)))
+
+    @property
+    def slowdown(self) -> array:
+        return array("d", ((w + r) / r if r > 0 else 1.0 for w, r in zip(self.wait, self.run)))
+
+    @property
+    def bsld(self) -> dict[float, array]:
+        """Bounded slowdown max(1, response / max(run, τ)) per τ."""
+        return {tau: array("d", (max(1.0, (w + r) / max(r, tau)) for w, r in zip(self.wait, self.run)))
+                for tau in self.taus}
 
     def summary(self, cores: int) -> dict:
         span = self.last_end - self.first_submit

@@ -3,7 +3,7 @@
 The trace is streamed: jobs are read one at a time in submit order, and the simulated
 schedule is written back out (field 3 = simulated wait, field 4 = run on this site) as soon as
 every earlier-submitted job has finished, so memory grows with the number of jobs *in the
-system*, not with the trace (percentile metrics keep 8 bytes per job and metric).
+system*, not with the trace (exact percentiles keep each job's wait and run: 16 bytes a job).
 
 Estimates: a job's estimate is its requested time (field 9), its actual run (field 4) where no
 request is given. A job that ran longer than it asked for is either killed at its request

@@ -259,7 +259,9 @@ def test_streaming_memory_is_flat():
     def stream(path):
         return lambda: sum(1 for _ in read_swf(path))
     stream(HPC2N)()    # warm up: first-time allocations (code, caches) are not the trace's
-    hpc2n, wagap = _peak(stream(HPC2N)), _peak(stream(WAGAP))   # 3,170 and 17,900 jobs
+    # tracemalloc sees every thread: the least of three runs ignores a stray allocation elsewhere
+    hpc2n = min(_peak(stream(HPC2N)) for _ in range(3))   # 3,170 jobs
+    wagap = min(_peak(stream(WAGAP)) for _ in range(3))   # 17,900 jobs
     held = _peak(lambda: read_jobs(HPC2N))
     assert hpc2n < held / 3
     assert wagap < 2 * hpc2n
