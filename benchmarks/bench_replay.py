@@ -20,9 +20,9 @@ once, then every case again, ...), medians reported:
   (prefix of the) trace minus those with unknown runtime or size or larger than the site --
   both sides drop the same ones, and the script checks that the counts agree.
 
-Which jobs each ratio compares: AccaSim on full wagap takes ~35 s a run with 1-core nodes,
-so by default it gets all of hpc2n and the first 5,000 job lines of wagap
-(``--accasim-first``). A ratio always divides resel's and AccaSim's throughput on the *same*
+Which jobs each ratio compares: by default both sides replay the whole traces (AccaSim takes
+~5 s a run on wagap with the real node layout; ~35 s with 1-core nodes, where
+``--accasim-first`` can limit it). A ratio always divides resel's and AccaSim's throughput on the *same*
 job lines: where AccaSim saw a prefix, resel is timed separately on that prefix, and the
 table labels such rows ``trace[:N]``. ``--accasim-first 0`` gives AccaSim the whole traces
 (affordable with the default node size below: ~5 s a run on wagap). Beware that on its 2,176
@@ -89,7 +89,7 @@ DEFAULT_TRACES = HERE.parents[2] / "shared" / "data" / "swf"
 TRACES = ("hpc2n.swf", "wagap-2013.swf")
 POLICIES = ("fcfs", "easy", "easy-sjbf", "conservative")
 ACCASIM_POLICY = {"fcfs": "fifo", "easy": "easy"}           # resel policy -> AccaSim dispatcher
-DEFAULT_ACCASIM_FIRST = {"hpc2n.swf": None, "wagap-2013.swf": 5000}   # None: the whole trace
+DEFAULT_ACCASIM_FIRST: dict[str, int | None] = {name: None for name in ("hpc2n.swf", "wagap-2013.swf")}   # whole traces
 SCALING_TRACE, SCALING_POLICY, SCALING_FRACTIONS = "wagap-2013.swf", "conservative", (0.25, 0.5, 1.0)
 GOAL_RATIO, GOAL_CONSERVATIVE = 20.0, 5000.0
 
@@ -243,10 +243,10 @@ def parse_first(text: str | None) -> dict[str, int | None]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--traces", type=Path, default=DEFAULT_TRACES, help=f"trace directory (default {DEFAULT_TRACES})")
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--accasim-first", default=None, metavar="N",
                     help="AccaSim (and the matching resel run) on the first N job lines: N for every trace "
-                         "(0 = whole trace) or TRACE=N,... (default: hpc2n whole, wagap-2013 5000)")
+                         "(0 = whole trace) or TRACE=N,... (default: whole traces)")
     ap.add_argument("--node-cores", type=int, default=None, metavar="C",
                     help="cores per AccaSim node (default: cores / nodes of the trace's .machines file)")
     ap.add_argument("--no-accasim", action="store_true", help="measure resel only")
