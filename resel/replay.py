@@ -19,7 +19,7 @@ import heapq
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-from resel.backends.batch import QJob, make_policy
+from resel.backends.batch import Policy, QJob, make_policy
 from resel.errors import InputError
 from resel.jobstats import JobStats
 from resel.swf import Job
@@ -78,6 +78,7 @@ def replay(jobs: Iterable[Job], policy: str, cores: int, *, speed: float = 1.0, 
         ReselError: unknown policy.
     """
     sched = make_policy(policy, cores)
+    wakes_up = type(sched).wakeup is not Policy.wakeup   # FCFS and EASY never ask to be woken
     stats = JobStats(taus)
     result = ReplayResult(policy, cores, stats)
     heap: list[tuple] = []
@@ -101,6 +102,8 @@ def replay(jobs: Iterable[Job], policy: str, cores: int, *, speed: float = 1.0, 
         for q in jobs_started:
             counter += 1
             push(heap, (now + q.run, END, counter, q))
+        if not wakes_up:
+            return
         wake = sched.wakeup()
         if wake is not None and wake > now and wake not in wakes:
             wakes.add(wake)
