@@ -400,9 +400,8 @@ class Engine:
             r2 = task.site
             self._end_attempt(task, t, "cancelled")
             del book.prov[tid]
-            task.state = next_task_state(task.state, "move-back")   # PROVISIONAL -> RUNNING
-            task.state = WAITING                                    # …by way of a fresh dispatch
-            self._dispatch(task, x, t, RUNNING, out)
+            task.state = next_task_state(task.state, "move-back")   # PROVISIONAL -> WAITING
+            self._dispatch(task, x, t, RUNNING, out)                # … -> RUNNING on r
             out.append(Decision(time=t, kind="move-back", task=tid, origin=self.sites[x].name,
                                 target=self.sites[x].name, a_r=book.acquired_at, a_r2=a_r2,
                                 tx_r=self.tx[x], tx_r2=self.tx[r2], window=self.tx[r2] - self.tx[x]))

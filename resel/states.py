@@ -49,7 +49,8 @@ W, R, P, D, F = TaskState.WAITING, TaskState.RUNNING, TaskState.PROVISIONAL, Tas
 TASK_TRANSITIONS: dict[TaskState, dict[str, TaskState]] = {
     W: {"dispatch": R, "dispatch-provisional": P, "give-up": F},
     R: {"finish": D, "fail": W, "give-up": F, "lost": W},
-    P: {"finish": D, "fail": W, "give-up": F, "lost": W, "commit": R, "move-back": R},
+    # move-back: cancelled on r' and handed straight to r, through WAITING's "dispatch"
+    P: {"finish": D, "fail": W, "give-up": F, "lost": W, "commit": R, "move-back": W},
     D: {},
     F: {},
 }
