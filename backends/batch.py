@@ -40,6 +40,24 @@ class QJob:
     resv: float = -1.0   # conservative: reserved start
 
 
+def run_and_estimate(job: Any, speed: float = 1.0, *, kill: bool = False,
+                     exact: bool = False) -> tuple[float, float, bool]:
+    """A trace job's (run, estimate, killed) on a site ``speed`` times faster.
+
+    The estimate is the requested time (SWF field 9), or the run where none was requested.
+    A job that ran longer than it asked for is killed at its request (``kill``) or, by
+    default, gets a request equal to its run — its original site let it run. ``exact``
+    gives the scheduler the true run time instead.
+    """
+    run = job.run / speed
+    if exact:
+        return run, run, False
+    estimate = (job.req_time if job.req_time > 0 else job.run) / speed
+    if run <= estimate:
+        return run, estimate, False
+    return (estimate, estimate, True) if kill else (run, run, False)
+
+
 class Policy(ABC):
     """Common state: free cores, the wait queue (priority order), running jobs."""
 
@@ -86,23 +104,40 @@ class Policy(ABC):
         """A future time at which this policy wants :meth:`schedule` called (None: none)."""
         return None
 
-    @abstractmethod
     def estimate_start(self, size: int, estimate: float, now: float) -> float:
-        """When a job of this shape submitted now would start, given the current state."""
+        """When a job of this shape submitted now would start, given the current state.
+
+        The queue is laid on the availability profile in order, then the new job at its tail:
+        exact for FCFS; for EASY an upper bound (EASY may backfill the job earlier).
+        """
+        profile, t = self._lay_queue(now)
+        return profile.earliest(size, estimate, t)
 
     def planned_start(self, job: QJob, now: float) -> float:
         """When a *queued* job is expected to start: the queue ahead of it placed in order
         on the availability profile (conservative policies answer from their reservation)."""
+        start = self._lay_queue(now, until=job)[1]
+        if start is None:
+            raise ReselError(f"job {job.id} is not queued here")
+        return start
+
+    def _lay_queue(self, now: float, until: QJob | None = None) -> tuple["_Profile", float | None]:
+        """The running jobs and the queue reserved in order on a fresh profile.
+
+        Returns the profile and the earliest time the next job may start (FCFS: not before the
+        last queued one; otherwise now). With ``until``, stops at that job and returns its
+        start instead (None if it is not queued).
+        """
         profile = _Profile.of_running(self.cores, self.running.values(), now)
         t = now
         for other in self.queue:
-            t_other = profile.earliest(other.size, other.estimate, t if self._ordered else now)
-            if other is job:
-                return t_other
-            profile.reserve(t_other, t_other + other.estimate, other.size)
+            start = profile.earliest(other.size, other.estimate, t)
+            if other is until:
+                return profile, start
+            profile.reserve(start, start + other.estimate, other.size)
             if self._ordered:
-                t = t_other
-        raise ReselError(f"job {job.id} is not queued here")
+                t = start
+        return profile, (None if until is not None else t)
 
     #: True where nobody overtakes (FCFS): a queued job starts no earlier than the one before
     _ordered = False
@@ -143,14 +178,6 @@ class FCFS(Policy):
     def schedule(self, now: float) -> list[QJob]:
         return self._start_heads(now)
 
-    def estimate_start(self, size: int, estimate: float, now: float) -> float:
-        # every queued job starts, in order, no earlier than the one before it
-        profile = _Profile.of_running(self.cores, self.running.values(), now)
-        t = now
-        for job in self.queue:
-            t = profile.earliest(job.size, job.estimate, t)
-            profile.reserve(t, t + job.estimate, job.size)
-        return profile.earliest(size, estimate, t)
 
 
 class EASY(Policy):
@@ -219,14 +246,6 @@ class EASY(Policy):
             started.extend(chosen)
         return started
 
-    def estimate_start(self, size: int, estimate: float, now: float) -> float:
-        # as if appended at the tail: the reservations of the queue ahead, EASY-style, are
-        # approximated by conservative placement of every queued job (an upper bound)
-        profile = _Profile.of_running(self.cores, self.running.values(), now)
-        for job in self.queue:
-            t = profile.earliest(job.size, job.estimate, now)
-            profile.reserve(t, t + job.estimate, job.size)
-        return profile.earliest(size, estimate, now)
 
 
 class Conservative(Policy):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Callable, Iterator
 
-from resel.backends.batch import QJob, make_policy
+from resel.backends.batch import QJob, make_policy, run_and_estimate
 from resel.domain import Site
 from resel.swf import Job, read_swf
 
@@ -48,8 +48,7 @@ class QueueSite:
                 self.background_skipped += 1
                 continue
             self._seq += 1
-            run = job.run / self.speed
-            estimate = max(run, (job.req_time if job.req_time > 0 else job.run) / self.speed)
+            run, estimate, _ = run_and_estimate(job, self.speed)
             at = job.submit / self.load - self.offset
             self.push(at, BG_ARRIVE, self.index, QJob(self._seq, job.size, estimate, run, at, ref=job))
             return

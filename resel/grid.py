@@ -33,7 +33,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-from resel.backends.batch import Policy, QJob, make_policy
+from resel.backends.batch import Policy, QJob, make_policy, run_and_estimate
 from resel.errors import ReselError
 from resel.jobstats import JobStats
 from resel.swf import Job
@@ -225,16 +225,9 @@ class Grid:
         heapq.heappush(self._heap, (time, kind, self._counter, payload))
 
     def _times(self, job: Job, c: int) -> tuple[float, float]:
-        """(run, estimate) of ``job`` on cluster ``c``, both divided by its speed.
-
-        The estimate is the requested time — or the run where none was requested, where the
-        job ran longer than it asked for, or with exact walltimes.
-        """
-        speed = self.clusters[c].speed
-        run = job.run / speed
-        if self.exact:
-            return run, run
-        return run, max(run, (job.req_time if job.req_time > 0 else job.run) / speed)
+        """(run, estimate) of ``job`` on cluster ``c`` (see :func:`run_and_estimate`)."""
+        run, estimate, _ = run_and_estimate(job, self.clusters[c].speed, exact=self.exact)
+        return run, estimate
 
     def _qjob(self, seq: int, job: Job, c: int) -> QJob:
         run, estimate = self._times(job, c)

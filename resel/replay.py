@@ -19,7 +19,7 @@ import heapq
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-from resel.backends.batch import Policy, QJob, make_policy
+from resel.backends.batch import Policy, QJob, make_policy, run_and_estimate
 from resel.errors import InputError
 from resel.jobstats import JobStats
 from resel.swf import Job
@@ -48,14 +48,7 @@ def to_qjob(job: Job, seq: int, speed: float, kill: bool) -> QJob | None:
     """The scheduler's view of a trace job on a site of the given speed (None: unusable)."""
     if job.run is None or job.run < 0 or job.size <= 0:
         return None
-    run = job.run / speed
-    estimate = (job.req_time if job.req_time and job.req_time > 0 else job.run) / speed
-    killed = False
-    if run > estimate:
-        if kill:
-            run, killed = estimate, True
-        else:
-            estimate = run
+    run, estimate, killed = run_and_estimate(job, speed, kill=kill)
     q = QJob(seq, job.size, estimate, run, float(job.submit), ref=job)
     q.killed = killed
     return q
