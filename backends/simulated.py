@@ -28,6 +28,7 @@ from resel.events import (
     PilotStarted, SetTimer, SubmitPilot, TaskFinished, TimerFired,
 )
 from resel.metrics import ReselAudit, WorkloadMetrics, judge, workload_metrics
+from resel.models.distributions import Dist
 from resel.models.lim import GHZ
 from resel.selection import Strategy
 
@@ -39,7 +40,7 @@ class _SiteTruth:
     """Seeded samplers for one site's waits and slot speeds."""
 
     def __init__(self, site: Site, seed: int):
-        truth = site.truth or Truth(site.kappa, _fixed(1.0), _fixed(site.clock.get("avg")))
+        truth = site.truth or Truth(site.kappa, Dist.fixed(1.0), Dist.fixed(site.clock.get("avg")))
         self.kappa = truth.kappa
         wait_rng = random.Random(f"{seed}:{site.name}:wait")
         speed_rng = random.Random(f"{seed}:{site.name}:speed")
@@ -68,11 +69,6 @@ class _SiteTruth:
     def draw_speed(self) -> float:
         """Instructions per second of one slot: IPC × clock (floored to stay positive)."""
         return max(0.05, self.ipc()) * max(0.1, self.clock()) * GHZ
-
-
-def _fixed(value: float):
-    from resel.models.distributions import Dist
-    return Dist.fixed(value)
 
 
 @dataclass
