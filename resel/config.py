@@ -15,12 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from resel.domain import Bag, Clock, PilotPolicy, Profile, QueueModel, Site, Truth, WaitModel
+from resel.domain import Access, Bag, Clock, PilotPolicy, Profile, QueueModel, Site, Truth, WaitModel
 from resel.errors import InputError
 from resel.models.distributions import KINDS, Dist
 
-#: kinds of site this version can drive; live kinds arrive with their backends
-SITE_KINDS = ("simulated",)
+#: kinds of site this version can drive: the offline simulator, and live schedulers
+SITE_KINDS = ("simulated", "slurm")
+LIVE_KINDS = ("slurm",)
+TRANSPORTS = ("local", "ssh")
+SLURM_APIS = ("cli", "rest", "pyslurm")
 PILOT_MODES = ("single", "per-task")
 
 
@@ -78,6 +81,33 @@ SITE_KEYS = {
     "wait": _Key(lambda v: isinstance(v, dict) or _num(True)(v), "seconds, or a distribution table"),
     "queue": _TABLE(),
     "truth": _TABLE(),
+    "access": _TABLE(),
+}
+_NAME = _Key(lambda v: isinstance(v, str) and re.fullmatch(r"[A-Za-z0-9_.@+-]+", v) is not None,
+             "a name of letters, digits and _ . @ + -")
+ACCESS_KEYS = {
+    "transport": _Key(lambda v: v in TRANSPORTS, f"one of {', '.join(TRANSPORTS)}"),
+    "host": _STR,
+    "user": _NAME,
+    "port": _Key(lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 < v < 65536, "a TCP port"),
+    "key": _STR,
+    "ssh_config": _STR,
+    "known_hosts": _STR,
+    "accept_new_host_keys": _Key(lambda v: isinstance(v, bool), "true or false"),
+    "workdir": _Key(_STR.check, "a directory on the site's shared filesystem", True),
+    "python": _STR,
+    "env": _Key(lambda v: isinstance(v, dict) and all(
+        isinstance(k, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k) and isinstance(x, str)
+        for k, x in v.items()), "a table of NAME = \"value\" strings"),
+    "api": _Key(lambda v: v in SLURM_APIS, f"one of {', '.join(SLURM_APIS)}"),
+    "partition": _NAME,
+    "account": _NAME,
+    "qos": _NAME,
+    "submit_args": _Key(lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+                        "a list of strings passed to the submit command"),
+    "rest_url": _Key(lambda v: isinstance(v, str) and v.startswith(("http://", "https://")), "an http(s) URL"),
+    "rest_user": _NAME,
+    "rest_token_file": _STR,
 }
 QUEUE_POLICIES = ("fcfs", "easy", "easy-sjbf", "conservative")
 QUEUE_KEYS = {
@@ -267,6 +297,15 @@ def _site(reader: _Reader, raw: Any, key_path: str) -> Site:
                                   "an SWF file, relative to the sites file")
             queue = QueueModel(q["policy"], str(trace), float(q.get("offset", 86400.0)),
                                float(q.get("load", 1.0)), float(q.get("speed", 1.0)))
+    access = None
+    if raw["kind"] in LIVE_KINDS:
+        if "access" not in raw:
+            raise reader.fail(key_path, f"a {raw['kind']} site needs an [site.access] table",
+                              'access = {transport = "local", workdir = "~/resel-work"}')
+        access = _access(reader, raw["access"], f"{key_path}.access")
+    elif "access" in raw:
+        raise reader.fail(f"{key_path}.access", "only live sites have an access table",
+                          f"kind = one of {', '.join(LIVE_KINDS)}, or no access table")
     truth = None
     if "truth" in raw:
         t = reader.check(raw["truth"], TRUTH_KEYS, f"{key_path}.truth")
@@ -277,7 +316,33 @@ def _site(reader: _Reader, raw: Any, key_path: str) -> Site:
         name=raw["name"], kind=raw["kind"], cores=int(raw["cores"]),
         clock=Clock(float(clock["base"]), clock.get("avg")), kappa=float(raw.get("kappa", 1.0)),
         pilot=pilot, isa=raw.get("isa", "x86"), reselect_target=raw.get("reselect_target", True),
-        wait=wait, queue=queue, truth=truth, notes=raw.get("notes", ""),
+        wait=wait, queue=queue, truth=truth, access=access, notes=raw.get("notes", ""),
+    )
+
+
+def _access(reader: _Reader, raw: Any, key_path: str) -> Access:
+    a = reader.check(raw, ACCESS_KEYS, key_path)
+    transport = a.get("transport", "local")
+    if transport == "ssh" and "host" not in a:
+        raise reader.fail(key_path, "an ssh transport needs a host", 'host = "login.cluster.org" (or a ~/.ssh/config alias)')
+    if a.get("api") == "rest" and not {"rest_url", "rest_user", "rest_token_file"} <= set(a):
+        raise reader.fail(key_path, "api = 'rest' needs rest_url, rest_user and rest_token_file",
+                          'rest_url = "https://host:6820", rest_user = "me", rest_token_file = "~/.slurm-token"')
+    here = reader.path.parent
+    def local_path(key: str) -> str | None:   # files on this machine, relative to the sites file
+        value = a.get(key)
+        if value is None:
+            return None
+        p = Path(value).expanduser()
+        return str(p if p.is_absolute() else here / p)
+    return Access(
+        transport=transport, host=a.get("host"), user=a.get("user"), port=a.get("port"),
+        key=local_path("key"), ssh_config=local_path("ssh_config"), known_hosts=local_path("known_hosts"),
+        accept_new_host_keys=bool(a.get("accept_new_host_keys", False)), workdir=a["workdir"],
+        python=a.get("python", "python3"), env=dict(a.get("env", {})), api=a.get("api", "cli"),
+        partition=a.get("partition"), account=a.get("account"), qos=a.get("qos"),
+        submit_args=tuple(a.get("submit_args", ())), rest_url=a.get("rest_url"),
+        rest_user=a.get("rest_user"), rest_token_file=local_path("rest_token_file"),
     )
 
 

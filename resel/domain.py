@@ -123,6 +123,46 @@ class Truth:
 
 
 @dataclass(frozen=True, slots=True)
+class Access:
+    """How resel reaches a live site: a transport, a scheduler API and a work directory.
+
+    ``workdir`` is on the site's shared filesystem: the coordinator writes pilot inboxes there
+    (locally or over SFTP) and the pilot agent, running on a compute node, reads them.
+    ``env`` is added to every scheduler command (e.g. ``SLURM_CONF`` to pick a cluster).
+    """
+
+    transport: str = "local"
+    host: str | None = None
+    user: str | None = None
+    port: int | None = None
+    key: str | None = None
+    ssh_config: str | None = None
+    known_hosts: str | None = None
+    accept_new_host_keys: bool = False
+    workdir: str = "~/resel-work"
+    python: str = "python3"
+    env: dict[str, str] = field(default_factory=dict)
+    api: str = "cli"
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    submit_args: tuple[str, ...] = ()
+    rest_url: str | None = None
+    rest_user: str | None = None
+    rest_token_file: str | None = None
+
+    def transport_spec(self) -> dict[str, Any]:
+        """The table :func:`resel.backends.transport.make_transport` reads."""
+        spec: dict[str, Any] = {"transport": self.transport}
+        for key in ("host", "user", "port", "key", "ssh_config", "known_hosts"):
+            value = getattr(self, key)
+            if value is not None:
+                spec[key] = value
+        spec["accept_new_host_keys"] = self.accept_new_host_keys
+        return spec
+
+
+@dataclass(frozen=True, slots=True)
 class Site:
     """One place tasks can run: a supercomputer partition or an HTC pool."""
 
@@ -137,5 +177,6 @@ class Site:
     wait: WaitModel | None = None
     queue: QueueModel | None = None
     truth: Truth | None = None
+    access: Access | None = None
     notes: str = ""
     extra: dict[str, Any] = field(default_factory=dict)

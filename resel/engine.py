@@ -33,7 +33,7 @@ from resel.domain import Bag, Site
 from resel.errors import IllegalTransition, ReselError
 from resel.events import (
     Action, BagDone, BagSubmitted, CancelPilot, CancelTask, Decision, DispatchTask, Event,
-    PilotEnded, PilotStarted, SetTimer, SubmitPilot, TaskFailed, TaskFinished, TaskStarted,
+    PilotEnded, PilotStarted, SetTimer, SiteLost, SubmitPilot, TaskFailed, TaskFinished, TaskStarted,
     TimerFired,
 )
 from resel.models.lim import site_rates
@@ -135,8 +135,9 @@ class Engine:
             BagSubmitted: self._on_submitted, PilotStarted: self._on_pilot_started,
             PilotEnded: self._on_pilot_ended, TaskStarted: self._on_task_started,
             TaskFinished: self._on_task_finished, TaskFailed: self._on_task_failed,
-            TimerFired: self._on_timer,
+            TimerFired: self._on_timer, SiteLost: self._on_site_lost,
         }
+        self.lost_sites: dict[str, str] = {}
 
     # ------------------------------------------------------------------ public
     def handle(self, event: Event) -> list[Action]:
@@ -273,6 +274,46 @@ class Engine:
             return
         self._commit(task, ev.time, out)
 
+    def _on_site_lost(self, ev: SiteLost, out: list[Action]) -> None:
+        x = self._index(ev.site)
+        if ev.site in self.lost_sites:
+            return
+        self.lost_sites[ev.site] = ev.reason
+        book = self._books[x]
+        book.cap_slots = 0                       # _size_pilots never asks this site again
+        if x in self._targets:
+            self._targets.remove(x)
+        for other in self._books:
+            if x in other.origins:
+                other.origins.remove(x)
+        for pid in list(book.pending):           # withdrawn: the driver cancels them
+            self._cancel_pilot(self.pilots[pid], ev.time, out)
+        usable = [i for i, b in enumerate(self._books) if b.cap_slots > 0
+                  and self.sites[i].name not in self.lost_sites]
+        names = [s.name for s in self.sites]
+        if not usable:
+            while book.waiting:                  # nowhere left to run: give up, say why
+                task = self.tasks[book.waiting.popleft()]
+                self._waiting_total -= 1
+                task.state = next_task_state(task.state, "give-up")
+                self._settled_one(done=False)
+            if self._remaining == 0:
+                self._finish(ev.time, out)
+            return
+        best = min(usable, key=lambda i: (self.tx[i], i))
+        while book.waiting:
+            tid = book.waiting.popleft()
+            task = self.tasks[tid]
+            task.origin = best
+            self._books[best].waiting.append(tid)
+            out.append(Decision(time=ev.time, kind="site-lost", task=tid, origin=ev.site,
+                                target=names[best], tx_r=self.tx[x], tx_r2=self.tx[best]))
+        for tid in list(book.prov):              # provisional elsewhere: r is gone, commit to r'
+            task = self.tasks[tid]
+            self._commit(task, ev.time, out)
+        self._waiting_changed = True
+        self._dirty.add(best)
+
     # ------------------------------------------------------------------ helpers
     def _pilot(self, pid: int) -> PilotRecord:
         try:
@@ -316,6 +357,12 @@ class Engine:
     def _requeue(self, task: TaskRecord, give_up: bool) -> None:
         if task.state is PROVISIONAL:
             del self._books[task.origin].prov[task.id]
+        if self.lost_sites and self.sites[task.origin].name in self.lost_sites:
+            usable = [i for i, b in enumerate(self._books) if b.cap_slots > 0]
+            if usable:   # its origin is gone: requeue on the fastest site still usable
+                task.origin = min(usable, key=lambda i: (self.tx[i], i))
+            else:
+                give_up = True
         if give_up:
             task.state = next_task_state(task.state, "give-up")
             self._settled_one(done=False)

@@ -47,6 +47,18 @@ class PilotEnded(Event):
 
 
 @_rec
+class SiteLost(Event):
+    """A site cannot be used any more (unreachable, rejects submissions, unknown partition).
+
+    Its pending pilots are withdrawn, it takes no new pilots, and its waiting tasks move to the
+    fastest site still usable; tasks already running on its active pilots stay until those end.
+    """
+
+    site: str
+    reason: str = "lost"
+
+
+@_rec
 class TaskStarted(Event):
     """The pilot began running an attempt (live drivers; the simulator starts at dispatch)."""
 

@@ -48,6 +48,30 @@ def m001_initial(db: Database) -> None:
     db["runs"].create_index(["experiment_id"])
 
 
+@migrations()
+def m002_live(db: Database) -> None:
+    """Live runs: status and clock origin of a run, pilots' batch jobs, agents' attempt records.
+
+    ``events.done`` is NULL for an event, 0 for an action recorded but not yet carried out, 1
+    once carried out: the coordinator writes both before acting, so a crashed run resumes by
+    replaying the events and finishing the actions still at 0.
+    """
+    runs = db["runs"]
+    for col, typ in (("status", str), ("t0", float), ("run_key", str), ("options", str), ("sites_file", str),
+                     ("bag_file", str)):
+        runs.add_column(col, typ)
+    db["events"].add_column("done", int)
+    db["events"].add_column("error", str)
+    db["live_pilots"].create({"run_id": int, "pilot": int, "site": str, "job_id": str, "cores": int,
+                              "walltime": float, "submitted": float, "started": float, "ended": float,
+                              "state": str, "reason": str},
+                             pk=("run_id", "pilot"), foreign_keys=[("run_id", "runs", "id")])
+    db["attempts"].create({"run_id": int, "task": int, "attempt": int, "site": str, "pilot": int,
+                           "host": str, "start": float, "end": float, "exit_code": int, "outcome": str,
+                           "reason": str, "perf": str, "stdout_tail": str, "stderr_tail": str},
+                          pk=("run_id", "task", "attempt"), foreign_keys=[("run_id", "runs", "id")])
+
+
 def default_path() -> Path:
     """``$RESEL_DB``, else ``$XDG_DATA_HOME/resel/resel.db`` (``~/.local/share/resel/resel.db``)."""
     if os.environ.get("RESEL_DB"):

@@ -163,10 +163,10 @@ def test_not_utf8(tmp_path):
 
 # ------------------------------------------------------------------ bad sites
 def test_unknown_site_kind(tmp_path):
-    """kind = "slurm" (not drivable yet) names the key and the allowed kinds."""
-    path = write(tmp_path, GOOD_SITE.format(name="a").replace('"simulated"', '"slurm"'))
+    """kind = "pbs" (not drivable yet) names the key and the allowed kinds."""
+    path = write(tmp_path, GOOD_SITE.format(name="a").replace('"simulated"', '"pbs"'))
     err = bad(load_sites, path)
-    assert "site[0].kind" in str(err) and "'slurm'" in str(err) and "line 3" in str(err)
+    assert "site[0].kind" in str(err) and "'pbs'" in str(err) and "line 3" in str(err)
     assert "simulated" in err.expected
 
 
@@ -292,3 +292,58 @@ def test_error_message_has_single_location_prefix(tmp_path):
     path = write(tmp_path, GOOD_BAG.replace("count = 4", "count = -3"))
     err = bad(load_bag, path)
     assert re.fullmatch(rf"{re.escape(str(path))}: bag\.count \(line 4\): bad value -3 \(expected .+\)", str(err))
+
+
+# ------------------------------------------------------------------ live sites (access tables)
+LIVE_SITE = """\
+[[site]]
+name = "hpc"
+kind = "slurm"
+cores = 8
+clock = {{ base = 2.0 }}
+access = {{ {access} }}
+"""
+
+
+def test_live_site_access_table_loads_with_paths_relative_to_the_file(tmp_path):
+    path = write(tmp_path, LIVE_SITE.format(access='transport = "ssh", host = "login1", ssh_config = "ssh/config", '
+                                            'workdir = "~/w", env = { SLURM_CONF = "/etc/slurm/b.conf" }, '
+                                            'partition = "debug", submit_args = ["--mem=1G"]'))
+    (site,) = load_sites(path)
+    acc = site.access
+    assert (acc.transport, acc.host, acc.workdir, acc.partition) == ("ssh", "login1", "~/w", "debug")
+    assert acc.ssh_config == str(tmp_path / "ssh" / "config")
+    assert acc.env == {"SLURM_CONF": "/etc/slurm/b.conf"} and acc.submit_args == ("--mem=1G",)
+    assert acc.transport_spec()["host"] == "login1"
+
+
+def test_example_testbed_sites_load(repo):
+    sites = load_sites(repo / "examples" / "sites-testbed.toml")
+    assert [(s.name, s.kind, s.access.transport) for s in sites] == [("tba", "slurm", "local"), ("tbb", "slurm", "ssh")]
+
+
+def test_live_site_without_access_is_refused(tmp_path):
+    path = write(tmp_path, '[[site]]\nname = "hpc"\nkind = "slurm"\ncores = 8\nclock = { base = 2.0 }\n')
+    err = bad(load_sites, path)
+    assert "access" in str(err)
+
+
+def test_ssh_access_without_host_is_refused(tmp_path):
+    err = bad(load_sites, write(tmp_path, LIVE_SITE.format(access='transport = "ssh", workdir = "~/w"')))
+    assert "host" in str(err) and "line 6" in str(err)
+
+
+def test_hostile_partition_name_is_refused(tmp_path):
+    err = bad(load_sites, write(tmp_path, LIVE_SITE.format(access='workdir = "/w", partition = "debug; rm -rf ~"')))
+    assert "partition" in str(err)
+
+
+def test_bad_env_name_is_refused(tmp_path):
+    err = bad(load_sites, write(tmp_path, LIVE_SITE.format(access='workdir = "/w", env = { "A B" = "x" }')))
+    assert "env" in str(err)
+
+
+def test_access_on_a_simulated_site_is_refused(tmp_path):
+    text = GOOD_SITE.format(name="a") + 'access = { workdir = "/w" }\n'
+    err = bad(load_sites, write(tmp_path, text))
+    assert "only live sites" in str(err)
