@@ -1,0 +1,753 @@
+#!/usr/bin/env python3
+"""resel pilot agent: runs task attempts inside a batch job, driven only by files.
+
+This file is self-contained (Python standard library only) and runs on Python 3.6 and later.
+The coordinator ships it (``source()``) to a site's work directory as ``resel-agent.py`` and
+starts it inside a batch job (a *pilot*)::
+
+    python3 resel-agent.py --dir PILOTDIR --pilot ID --slots N --walltime SECONDS
+        [--drain SECONDS (60)] [--heartbeat SECONDS (5)] [--poll SECONDS (0.5)]
+        [--idle-exit SECONDS (0 = never)]
+
+Protocol (version 1; docs/agent.md says the same with examples)
+----------------------------------------------------------------
+
+Agent and coordinator talk only through files in PILOTDIR on the site's shared filesystem.
+Every file either side writes appears atomically: written under a temporary name in the same
+directory (the agent's start with ``.`` and never end in ``.json``), fsync'ed, then renamed.
+The key of a task attempt is ``t{task}-a{attempt}``, e.g. ``t12-a0``. All times are epoch
+seconds (floats).
+
+* Start: create ``inbox/ claimed/ started/ results/ cancel/ tasks/`` if missing; write
+  ``agent.json`` = {"pilot", "host", "pid", "started", "slots", "walltime", "python" ("3.x.y"),
+  "job_id" ($SLURM_JOB_ID, $PBS_JOBID, $CONDOR_JOBID, ... or null), "cpu_model", "cpu_mhz"
+  (from /proc/cpuinfo, or null)}.
+* Heartbeat every --heartbeat s (and on every state change): ``heartbeat.json`` =
+  {"time", "state": "running" | "draining" | "stopping", "running": [keys], "free": slots - running}.
+* Inbox: the coordinator writes ``inbox/{key}.json`` = {"task": int, "attempt": int,
+  "command": str, "env": {str: str}, "perf": bool, "timeout": float or null}. The agent takes
+  files in order of (mtime, name), at most --slots running at once; it claims one by renaming it
+  to ``claimed/{key}.json`` (a file gone meanwhile is skipped). Names not ending in ``.json``
+  (and dot-files) are ignored: they are temporary files.
+* Running: the command runs as ``/bin/sh -c COMMAND`` (the command is one argument, never
+  interpolated) in ``tasks/{key}/``, stdout to ``tasks/{key}/stdout``, stderr to
+  ``tasks/{key}/stderr``, stdin from /dev/null, in its own session and process group. Its
+  environment is the agent's plus "env" plus RESEL_TASK, RESEL_ATTEMPT, RESEL_PILOT. When it
+  starts the agent writes ``started/{key}.json`` = {"task", "attempt", "time", "host"}.
+* perf: with "perf": true and ``perf`` on PATH (and usable), the command runs under
+  ``perf stat -x, -o tasks/{key}/perf.csv -e task-clock,cycles,instructions,cycles:u,instructions:u``;
+  the CSV becomes {event: float or null (``<not supported>``, ``<not counted>``), ...,
+  "task-clock-ms": float or null}. Without perf: {"error": "perf not found"}. perf stat hides
+  a signal death of its child, so under perf a shell status above 128 is reported as
+  signal = status - 128.
+* Result: ``results/{key}.json`` when the attempt ends = {"task", "attempt", "exit_code": int
+  or null, "signal": int or null, "start", "end", "host", "outcome", "reason": str or null,
+  "perf": dict or null, "stdout_tail", "stderr_tail" (last 2000 bytes, UTF-8, bad bytes
+  replaced)}. outcome is "done" (exit 0), "failed" (nonzero exit: reason "exit code N" or
+  "signal N"; timeout: reason "timeout"; unusable task file: reason "bad task file: ...";
+  could not start: reason "start failed: ..."), "cancelled" (reason "cancelled" or "stopped")
+  or "lost" (reason "walltime" or "terminated"). An attempt that never started has
+  start == end == the time the agent gave up on it, exit_code and signal null.
+* Timeout: "timeout" seconds after its start the attempt's process group gets SIGTERM, then
+  SIGKILL 5 s later; outcome "failed", reason "timeout".
+* Cancel: the coordinator creates ``cancel/{key}`` (any content). A running attempt: its
+  process group gets SIGTERM (SIGKILL after 5 s) and its result says "cancelled". An attempt
+  still in the inbox (or arriving there later): removed, result "cancelled" without running.
+  A finished attempt: nothing happens.
+* Drain: when the remaining walltime (W - time since the agent started) falls below --drain,
+  the agent stops claiming (state "draining"). Below 5 s, or on SIGTERM / SIGINT (what scancel
+  and the walltime kill send), it kills the running attempts (results "lost", reason
+  "walltime" or "terminated"), writes ``exit.json`` = {"time", "reason"} and exits 0.
+* Stop: when ``stop`` exists the agent stops claiming. If its content is ``drain`` it lets the
+  running attempts finish, then exits (reason "drained"); otherwise it kills them (results
+  "cancelled", reason "stopped") and exits (reason "stopped"). A ``drain`` stop rewritten to
+  anything else becomes a hard stop.
+* --idle-exit T > 0: exit (reason "idle") after T s with nothing running and an empty inbox.
+* exit.json reasons: "walltime", "terminated", "stopped", "drained", "idle". The agent appends
+  timestamped lines to ``agent.log`` (append-only, not atomic). A bad task file or an error
+  in one loop iteration is logged and never stops the agent.
+"""
+
+import argparse
+import errno
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import traceback
+
+PROTOCOL_VERSION = 1
+
+SUBDIRS = ("inbox", "claimed", "started", "results", "cancel", "tasks")
+KEY_RE = re.compile(r"^t(\d+)-a(\d+)$")
+SAFE_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+PERF_EVENTS = "task-clock,cycles,instructions,cycles:u,instructions:u"
+TAIL_BYTES = 2000
+KILL_GRACE = 5.0       # SIGTERM -> SIGKILL for cancel and timeout
+FINAL_MARGIN = 5.0     # exit when less walltime than this remains
+SHUTDOWN_GRACE = 2.0   # SIGTERM -> SIGKILL when the agent itself exits
+JOB_ID_VARS = ("SLURM_JOB_ID", "SLURM_JOBID", "PBS_JOBID", "CONDOR_JOBID", "CONDOR_JOB_ID",
+               "LSB_JOBID", "JOB_ID")
+# perf stat reports a child killed by a signal as exit 0: an outer shell keeps the status.
+PERF_WRAPPER = '/bin/sh -c "$1"'
+
+
+def source() -> str:
+    """This file's text, for the coordinator to ship to a site."""
+    with open(os.path.abspath(__file__), "r", encoding="utf-8") as f:
+        return f.read()
+
+
+def task_key(task, attempt):
+    return "t%d-a%d" % (task, attempt)
+
+
+# ---------------------------------------------------------------- files
+
+
+def write_json_atomic(path, obj):
+    """Write obj as JSON to path: temporary name in the same directory, fsync, rename."""
+    directory, name = os.path.split(path)
+    tmp = os.path.join(directory, ".%s.%d.tmp" % (name, os.getpid()))
+    data = json.dumps(obj, sort_keys=True).encode("utf-8")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def read_tail(path, limit=TAIL_BYTES):
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - limit))
+            data = f.read(limit)
+    except (OSError, IOError):
+        return ""
+    return data.decode("utf-8", "replace")
+
+
+def parse_perf_csv(path):
+    """perf stat -x, output -> {event: float or None, ..., "task-clock-ms": float or None}."""
+    try:
+        with open(path, "r", encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except (OSError, IOError):
+        return {"error": "no perf output"}
+    out = {}
+    task_clock_ms = None
+    for line in lines:
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        parts = line.split(",")
+        if len(parts) < 3 or not parts[2]:
+            continue
+        raw, unit, event = parts[0].strip(), parts[1].strip(), parts[2].strip()
+        value = None
+        if not raw.startswith("<"):
+            try:
+                value = float(raw)
+            except ValueError:
+                value = None
+        out[event] = value
+        if event.split(":")[0] == "task-clock" and task_clock_ms is None and value is not None:
+            scale = {"msec": 1.0, "ms": 1.0, "usec": 1e-3, "us": 1e-3, "nsec": 1e-6, "ns": 1e-6,
+                     "sec": 1e3, "s": 1e3}
+            task_clock_ms = value * scale.get(unit, 1.0)
+    if not out:
+        return {"error": "perf output unparsable"}
+    out["task-clock-ms"] = task_clock_ms
+    return out
+
+
+def cpu_info():
+    model = mhz = None
+    try:
+        with open("/proc/cpuinfo", "r", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                name, sep, value = line.partition(":")
+                if not sep:
+                    continue
+                name, value = name.strip(), value.strip()
+                if name == "model name" and model is None:
+                    model = value
+                elif name == "cpu MHz" and mhz is None:
+                    try:
+                        mhz = float(value)
+                    except ValueError:
+                        pass
+                if model is not None and mhz is not None:
+                    break
+    except (OSError, IOError):
+        pass
+    return model, mhz
+
+
+def batch_job_id():
+    for var in JOB_ID_VARS:
+        value = os.environ.get(var)
+        if value:
+            return value
+    ad = os.environ.get("_CONDOR_JOB_AD")
+    if ad:
+        found = {}
+        try:
+            with open(ad, "r", encoding="utf-8", errors="replace") as f:
+                for line in f:
+                    name, sep, value = line.partition("=")
+                    if sep:
+                        found[name.strip()] = value.strip().strip('"')
+        except (OSError, IOError):
+            return None
+        if "ClusterId" in found:
+            return "%s.%s" % (found["ClusterId"], found.get("ProcId", "0"))
+        return found.get("GlobalJobId")
+    return None
+
+
+def group_alive(pgid):
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return False
+    return True
+
+
+def signal_group(pgid, sig):
+    try:
+        os.killpg(pgid, sig)
+    except OSError:
+        pass
+
+
+class BadTask(Exception):
+    pass
+
+
+def validate_task(doc, stem):
+    """The inbox document, checked; returns (task, attempt, command, env, perf, timeout)."""
+    if not isinstance(doc, dict):
+        raise BadTask("not a JSON object")
+    task, attempt = doc.get("task"), doc.get("attempt")
+    for name, value in (("task", task), ("attempt", attempt)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise BadTask("%r must be a non-negative integer, not %r" % (name, value))
+    if task_key(task, attempt) != stem:
+        raise BadTask("file name %s.json does not match task %d attempt %d" % (stem, task, attempt))
+    command = doc.get("command")
+    if not isinstance(command, str) or not command.strip():
+        raise BadTask("'command' must be a non-empty string")
+    env = doc.get("env")
+    if env is None:
+        env = {}
+    if not isinstance(env, dict):
+        raise BadTask("'env' must be an object")
+    for name, value in env.items():
+        if not isinstance(name, str) or not isinstance(value, str):
+            raise BadTask("'env' must map strings to strings")
+        if not name or "=" in name or "\0" in name or "\0" in value:
+            raise BadTask("bad environment variable %r" % (name,))
+    perf = doc.get("perf", False)
+    if perf is None:
+        perf = False
+    if not isinstance(perf, bool):
+        raise BadTask("'perf' must be true or false")
+    timeout = doc.get("timeout")
+    if timeout is not None:
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+            raise BadTask("'timeout' must be a positive number or null")
+        timeout = float(timeout)
+    return task, attempt, command, env, perf, timeout
+
+
+# ---------------------------------------------------------------- the agent
+
+
+class Attempt(object):
+    def __init__(self, key, task, attempt, proc, start, deadline, perf, tdir, files):
+        self.key = key
+        self.task = task
+        self.attempt = attempt
+        self.proc = proc
+        self.pgid = proc.pid
+        self.start = start
+        self.deadline = deadline          # monotonic timeout, or None
+        self.perf = perf                  # None: not requested; dict: error; True: under perf
+        self.tdir = tdir
+        self.files = files
+        self.kill_outcome = None
+        self.kill_reason = None
+        self.kill_deadline = None         # monotonic SIGKILL time once terminated
+        self.hard_killed = False
+
+
+class Agent(object):
+    def __init__(self, args):
+        self.dir = os.path.abspath(args.dir)
+        self.pilot = args.pilot
+        self.slots = args.slots
+        self.walltime = args.walltime
+        self.drain = args.drain
+        self.heartbeat_every = args.heartbeat
+        self.poll = args.poll
+        self.idle_exit = args.idle_exit
+        self.host = socket.gethostname()
+        self.t0 = time.monotonic()
+        self.started = time.time()
+        self.running = {}
+        self.finished = set()
+        self.cancel_done = set()
+        self.lingering = []               # [(pgid, monotonic SIGKILL time)]
+        self.state = "running"
+        self.stop_drain = False
+        self.signalled = None
+        self.idle_since = self.t0
+        self.last_heartbeat = None
+        self.perf_exe = None
+        self.perf_error = None
+        self.perf_checked = False
+        self.log_file = None
+
+    # -- helpers
+
+    def path(self, *parts):
+        return os.path.join(self.dir, *parts)
+
+    def log(self, message):
+        now = time.time()
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(now)) + ".%03d" % int(now % 1 * 1000)
+        line = "%s %s\n" % (stamp, message.rstrip())
+        try:
+            if self.log_file is None:
+                self.log_file = open(self.path("agent.log"), "a", encoding="utf-8")
+            self.log_file.write(line)
+            self.log_file.flush()
+        except (OSError, IOError):
+            sys.stderr.write(line)
+
+    def safely(self, what, fn, *args):
+        try:
+            return fn(*args)
+        except Exception:
+            self.log("error in %s: %s" % (what, traceback.format_exc()))
+            return None
+
+    def remaining(self):
+        return self.walltime - (time.monotonic() - self.t0)
+
+    # -- start
+
+    def setup(self):
+        for sub in SUBDIRS:
+            d = self.path(sub)
+            if not os.path.isdir(d):
+                os.makedirs(d, exist_ok=True)
+        model, mhz = cpu_info()
+        info = {
+            "pilot": self.pilot, "host": self.host, "pid": os.getpid(), "started": self.started,
+            "slots": self.slots, "walltime": self.walltime, "python": platform.python_version(),
+            "job_id": batch_job_id(), "cpu_model": model, "cpu_mhz": mhz,
+            "protocol": PROTOCOL_VERSION,
+        }
+        write_json_atomic(self.path("agent.json"), info)
+        self.log("agent started: pilot %s on %s, pid %d, %d slot(s), walltime %gs, python %s"
+                 % (self.pilot, self.host, os.getpid(), self.slots, self.walltime,
+                    platform.python_version()))
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self.on_signal)
+        self.heartbeat()
+
+    def on_signal(self, signum, frame):
+        if self.signalled is None:
+            self.signalled = signum
+
+    def heartbeat(self):
+        write_json_atomic(self.path("heartbeat.json"), {
+            "time": time.time(), "state": self.state, "running": sorted(self.running),
+            "free": max(0, self.slots - len(self.running)),
+        })
+        self.last_heartbeat = time.monotonic()
+
+    # -- results
+
+    def result(self, task, attempt, outcome, reason, start=None, end=None, exit_code=None,
+               sig=None, perf=None, tdir=None, name=None):
+        end = time.time() if end is None else end
+        doc = {
+            "task": task, "attempt": attempt, "exit_code": exit_code, "signal": sig,
+            "start": end if start is None else start, "end": end, "host": self.host,
+            "outcome": outcome, "reason": reason, "perf": perf,
+            "stdout_tail": read_tail(os.path.join(tdir, "stdout")) if tdir else "",
+            "stderr_tail": read_tail(os.path.join(tdir, "stderr")) if tdir else "",
+        }
+        key = name if name is not None else task_key(task, attempt)
+        write_json_atomic(self.path("results", key + ".json"), doc)
+        self.finished.add(key)
+        self.log("result %s: %s%s" % (key, outcome, " (%s)" % reason if reason else ""))
+
+    def finish(self, a, returncode):
+        end = time.time()
+        for f in a.files:
+            try:
+                f.close()
+            except (OSError, IOError):
+                pass
+        exit_code = sig = None
+        if returncode is None:
+            pass
+        elif returncode < 0:
+            sig = -returncode
+        elif a.perf is True and returncode > 128 and a.kill_reason is None:
+            sig = returncode - 128
+        else:
+            exit_code = returncode
+        if a.kill_reason is not None:
+            outcome, reason = a.kill_outcome, a.kill_reason
+        elif exit_code == 0:
+            outcome, reason = "done", None
+        elif exit_code is not None:
+            outcome, reason = "failed", "exit code %d" % exit_code
+        else:
+            outcome, reason = "failed", "signal %d" % sig if sig is not None else "unknown status"
+        if a.perf is True:
+            perf = parse_perf_csv(os.path.join(a.tdir, "perf.csv"))
+        else:
+            perf = a.perf
+        self.running.pop(a.key, None)
+        if a.kill_reason is not None and group_alive(a.pgid):
+            deadline = a.kill_deadline if a.kill_deadline is not None else time.monotonic()
+            self.lingering.append((a.pgid, deadline))
+        self.result(a.task, a.attempt, outcome, reason, start=a.start, end=end,
+                    exit_code=exit_code, sig=sig, perf=perf, tdir=a.tdir)
+
+    def terminate(self, a, outcome, reason, grace=KILL_GRACE):
+        if a.kill_reason is None:
+            a.kill_outcome, a.kill_reason = outcome, reason
+            a.kill_deadline = time.monotonic() + grace
+            self.log("terminating %s (%s)" % (a.key, reason))
+            signal_group(a.pgid, signal.SIGTERM)
+
+    # -- loop phases
+
+    def reap(self):
+        for key, a in list(self.running.items()):
+            try:
+                rc = a.proc.poll()
+            except Exception:
+                self.log("poll %s: %s" % (key, traceback.format_exc()))
+                continue
+            if rc is not None:
+                self.safely("finishing " + key, self.finish, a, rc)
+                self.running.pop(key, None)
+
+    def enforce_deadlines(self):
+        now = time.monotonic()
+        for a in list(self.running.values()):
+            if a.kill_reason is None and a.deadline is not None and now >= a.deadline:
+                self.terminate(a, "failed", "timeout")
+            if a.kill_deadline is not None and not a.hard_killed and now >= a.kill_deadline:
+                a.hard_killed = True
+                self.log("killing %s (SIGKILL)" % a.key)
+                signal_group(a.pgid, signal.SIGKILL)
+        keep = []
+        for pgid, deadline in self.lingering:
+            if not group_alive(pgid):
+                continue
+            if now >= deadline:
+                signal_group(pgid, signal.SIGKILL)
+                continue
+            keep.append((pgid, deadline))
+        self.lingering = keep
+
+    def handle_cancels(self):
+        try:
+            names = os.listdir(self.path("cancel"))
+        except OSError:
+            return
+        for key in names:
+            if key in self.cancel_done or not KEY_RE.match(key):
+                continue
+            m = KEY_RE.match(key)
+            if key in self.running:
+                self.terminate(self.running[key], "cancelled", "cancelled")
+                self.cancel_done.add(key)
+                continue
+            if key in self.finished or os.path.exists(self.path("results", key + ".json")):
+                self.cancel_done.add(key)
+                continue
+            inboxed = self.path("inbox", key + ".json")
+            if os.path.exists(inboxed):
+                try:
+                    os.remove(inboxed)
+                except OSError as e:
+                    if e.errno != errno.ENOENT:
+                        raise
+                    continue
+                self.cancel_done.add(key)
+                self.result(int(m.group(1)), int(m.group(2)), "cancelled", "cancelled")
+            # otherwise not seen yet: checked again, and when claimed
+
+    def inbox_entries(self):
+        entries = []
+        try:
+            names = os.listdir(self.path("inbox"))
+        except OSError:
+            return entries
+        for name in names:
+            if not name.endswith(".json") or name.startswith("."):
+                continue
+            try:
+                st = os.stat(self.path("inbox", name))
+            except OSError:
+                continue
+            entries.append((st.st_mtime, name))
+        entries.sort()
+        return entries
+
+    def claim(self, entries):
+        for _mtime, name in entries:
+            if len(self.running) >= self.slots:
+                break
+            src, dst = self.path("inbox", name), self.path("claimed", name)
+            try:
+                os.rename(src, dst)
+            except OSError as e:
+                if e.errno != errno.ENOENT:
+                    self.log("cannot claim %s: %s" % (name, e))
+                continue
+            self.safely("starting " + name, self.start_claimed, name, dst)
+
+    def start_claimed(self, name, path):
+        stem = name[:-len(".json")]
+        m = KEY_RE.match(stem)
+        try:
+            try:
+                with open(path, "rb") as f:
+                    raw = f.read()
+                doc = json.loads(raw.decode("utf-8"))
+            except (ValueError, UnicodeDecodeError) as e:
+                raise BadTask("not valid JSON: %s" % e)
+            task, attempt, command, env, perf, timeout = validate_task(doc, stem)
+        except BadTask as e:
+            self.bad_task(stem, m, str(e))
+            return
+        key = stem
+        if key in self.running or key in self.finished or os.path.exists(self.path("results", name)):
+            self.log("ignoring %s: this attempt already ran here" % key)
+            return
+        if os.path.exists(self.path("cancel", key)):
+            self.cancel_done.add(key)
+            self.result(task, attempt, "cancelled", "cancelled")
+            return
+        self.launch(key, task, attempt, command, env, perf, timeout)
+
+    def bad_task(self, stem, m, reason):
+        reason = "bad task file: " + reason
+        if m:
+            self.result(int(m.group(1)), int(m.group(2)), "failed", reason)
+        elif SAFE_NAME_RE.match(stem):
+            self.result(None, None, "failed", reason, name=stem)
+        else:
+            self.log("ignoring %s.json: %s" % (stem, reason))
+
+    def check_perf(self):
+        if not self.perf_checked:
+            self.perf_checked = True
+            exe = shutil.which("perf")
+            if exe is None:
+                self.perf_error = "perf not found"
+            else:
+                try:
+                    probe = subprocess.Popen(
+                        [exe, "stat", "-x,", "-o", os.devnull, "-e", PERF_EVENTS, "--", "/bin/sh", "-c", "true"],
+                        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                    out, _ = probe.communicate(timeout=20)
+                    if probe.returncode == 0:
+                        self.perf_exe = exe
+                    else:
+                        text = out.decode("utf-8", "replace").strip().splitlines()
+                        self.perf_error = "perf unusable: %s" % (text[-1] if text else "exit %d" % probe.returncode)
+                except Exception as e:
+                    self.perf_error = "perf unusable: %s" % e
+            self.log("perf: %s" % (self.perf_exe or self.perf_error))
+        return self.perf_exe
+
+    def launch(self, key, task, attempt, command, env, perf, timeout):
+        tdir = self.path("tasks", key)
+        os.makedirs(tdir, exist_ok=True)
+        full_env = dict(os.environ)
+        full_env.update(env)
+        full_env["RESEL_TASK"] = str(task)
+        full_env["RESEL_ATTEMPT"] = str(attempt)
+        full_env["RESEL_PILOT"] = str(self.pilot)
+        perf_state = None
+        argv = ["/bin/sh", "-c", command]
+        if perf:
+            exe = self.check_perf()
+            if exe:
+                perf_state = True
+                argv = [exe, "stat", "-x,", "-o", os.path.join(tdir, "perf.csv"), "-e", PERF_EVENTS,
+                        "--", "/bin/sh", "-c", PERF_WRAPPER, "sh", command]
+            else:
+                perf_state = {"error": self.perf_error}
+        files = []
+        start = time.time()
+        try:
+            files.append(open(os.path.join(tdir, "stdout"), "wb"))
+            files.append(open(os.path.join(tdir, "stderr"), "wb"))
+            proc = subprocess.Popen(argv, cwd=tdir, env=full_env, stdin=subprocess.DEVNULL,
+                                    stdout=files[0], stderr=files[1], close_fds=True,
+                                    start_new_session=True)
+        except Exception as e:
+            for f in files:
+                f.close()
+            self.result(task, attempt, "failed", "start failed: %s" % e, start=start,
+                        perf=perf_state if isinstance(perf_state, dict) else None, tdir=tdir)
+            return
+        deadline = time.monotonic() + timeout if timeout is not None else None
+        a = Attempt(key, task, attempt, proc, start, deadline, perf_state, tdir, files)
+        self.running[key] = a
+        self.log("started %s: pid %d%s" % (key, proc.pid, " under perf" if perf_state is True else ""))
+        self.safely("writing started/" + key, write_json_atomic, self.path("started", key + ".json"),
+                    {"task": task, "attempt": attempt, "time": start, "host": self.host})
+
+    def read_stop(self):
+        try:
+            with open(self.path("stop"), "rb") as f:
+                content = f.read(4096)
+        except (OSError, IOError):
+            return None
+        return "drain" if content.decode("utf-8", "replace").strip() == "drain" else "stop"
+
+    # -- main loop
+
+    def step(self):
+        """One loop iteration; returns the exit reason or None."""
+        if self.signalled is not None:
+            return "terminated"
+        if self.remaining() < FINAL_MARGIN:
+            return "walltime"
+        self.safely("reaping", self.reap)
+        self.safely("cancels", self.handle_cancels)
+        self.safely("deadlines", self.enforce_deadlines)
+        stop = self.safely("stop file", self.read_stop)
+        if stop == "stop":
+            return "stopped"
+        if stop == "drain" and not self.stop_drain:
+            self.stop_drain = True
+            self.log("stop requested: draining")
+        state = "draining" if self.stop_drain or self.remaining() < self.drain else "running"
+        if self.stop_drain and not self.running:
+            return "drained"
+        entries = self.safely("listing inbox", self.inbox_entries) or []
+        if state == "running":
+            self.safely("claiming", self.claim, entries)
+        if state != self.state:
+            self.log("state %s -> %s" % (self.state, state))
+            self.state = state
+            self.last_heartbeat = None
+        if self.last_heartbeat is None or time.monotonic() - self.last_heartbeat >= self.heartbeat_every:
+            self.safely("heartbeat", self.heartbeat)
+        now = time.monotonic()
+        if self.running or entries:
+            self.idle_since = now
+        elif self.idle_exit > 0 and now - self.idle_since >= self.idle_exit:
+            return "idle"
+        return None
+
+    def run(self):
+        self.setup()
+        reason = None
+        while reason is None:
+            try:
+                reason = self.step()
+            except Exception:
+                self.log("error in loop: %s" % traceback.format_exc())
+                reason = None
+            if reason is None:
+                time.sleep(self.poll)
+        self.shutdown(reason)
+        return 0
+
+    def shutdown(self, reason):
+        self.log("exiting: %s" % reason)
+        self.state = "stopping"
+        self.safely("reaping", self.reap)
+        self.safely("heartbeat", self.heartbeat)
+        outcome = {"walltime": "lost", "terminated": "lost", "stopped": "cancelled"}.get(reason)
+        if self.running and outcome is not None:
+            for a in list(self.running.values()):
+                a.kill_outcome, a.kill_reason = outcome, reason
+                a.kill_deadline = time.monotonic()
+                signal_group(a.pgid, signal.SIGTERM)
+            deadline = time.monotonic() + SHUTDOWN_GRACE
+            while time.monotonic() < deadline and any(a.proc.poll() is None for a in self.running.values()):
+                time.sleep(0.02)
+            for a in list(self.running.values()):
+                signal_group(a.pgid, signal.SIGKILL)
+                try:
+                    a.proc.wait(timeout=5)
+                except Exception:
+                    pass
+                self.safely("finishing " + a.key, self.finish, a, a.proc.poll())
+                self.running.pop(a.key, None)
+        for pgid, _deadline in self.lingering:
+            signal_group(pgid, signal.SIGKILL)
+        self.safely("exit file", write_json_atomic, self.path("exit.json"),
+                    {"time": time.time(), "reason": reason})
+        self.safely("heartbeat", self.heartbeat)
+        self.log("exited: %s" % reason)
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(prog="resel-agent.py", description="resel pilot agent (protocol %d)" % PROTOCOL_VERSION)
+    p.add_argument("--dir", required=True, help="the pilot directory on the shared filesystem")
+    p.add_argument("--pilot", required=True, help="this pilot's id")
+    p.add_argument("--slots", type=int, required=True, help="how many attempts run at once")
+    p.add_argument("--walltime", type=float, required=True, help="seconds this pilot may run")
+    p.add_argument("--drain", type=float, default=60.0, help="stop claiming when less walltime remains (60)")
+    p.add_argument("--heartbeat", type=float, default=5.0, help="seconds between heartbeats (5)")
+    p.add_argument("--poll", type=float, default=0.5, help="seconds between loop iterations (0.5)")
+    p.add_argument("--idle-exit", type=float, default=0.0, help="exit after this long idle (0: never)")
+    args = p.parse_args(argv)
+    if args.slots < 1:
+        p.error("--slots must be at least 1")
+    if not args.walltime > 0:
+        p.error("--walltime must be positive")
+    if not args.poll > 0 or not args.heartbeat > 0:
+        p.error("--poll and --heartbeat must be positive")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    agent = Agent(args)
+    try:
+        return agent.run()
+    except Exception:
+        agent.log("agent crashed: %s" % traceback.format_exc())
+        try:
+            write_json_atomic(agent.path("exit.json"), {"time": time.time(), "reason": "crashed"})
+        except Exception:
+            pass
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,391 @@
+"""The pilot agent (resel/agent.py), run for real as a subprocess against a temporary PILOTDIR.
+
+Every test talks to the agent only through the file protocol, as the coordinator does, and
+writes its files atomically (temporary name, then rename) as the coordinator does over SFTP.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from resel import agent as agent_module
+
+REPO = Path(__file__).resolve().parent.parent
+AGENT = REPO / "resel" / "agent.py"
+FAST = ["--poll", "0.05", "--heartbeat", "0.2"]
+
+
+def write_atomic(path: Path, text: str) -> None:
+    tmp = path.parent / (path.name + ".part")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def pid_alive(pid: int) -> bool:
+    """True if pid exists and is not a zombie (a container's PID 1 may never reap orphans)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def wait_for(predicate, timeout: float = 10.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+class Pilot:
+    def __init__(self, root: Path, slots: int = 2, walltime: float = 300, extra=(), env=None):
+        self.dir = root / "pilot"
+        (self.dir / "inbox").mkdir(parents=True)
+        self.args = [sys.executable, str(AGENT), "--dir", str(self.dir), "--pilot", "p-test",
+                     "--slots", str(slots), "--walltime", str(walltime), *FAST, *extra]
+        self.env = env
+        self.proc = None
+
+    def start(self):
+        self.proc = subprocess.Popen(self.args, env=self.env, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE)
+        wait_for(lambda: (self.dir / "heartbeat.json").exists(), 10, "the first heartbeat")
+        return self
+
+    def submit(self, task: int, command: str, attempt: int = 0, env=None, perf=False, timeout=None):
+        doc = {"task": task, "attempt": attempt, "command": command, "env": env or {},
+               "perf": perf, "timeout": timeout}
+        write_atomic(self.dir / "inbox" / f"t{task}-a{attempt}.json", json.dumps(doc))
+        return f"t{task}-a{attempt}"
+
+    def read(self, *parts):
+        return json.loads(self.dir.joinpath(*parts).read_text())
+
+    def result(self, key: str, timeout: float = 10.0):
+        path = self.dir / "results" / f"{key}.json"
+        wait_for(path.exists, timeout, f"result {key}")
+        return json.loads(path.read_text())
+
+    def started(self, key: str, timeout: float = 10.0):
+        path = self.dir / "started" / f"{key}.json"
+        wait_for(path.exists, timeout, f"start of {key}")
+        return json.loads(path.read_text())
+
+    def cancel(self, key: str):
+        write_atomic(self.dir / "cancel" / key, "")
+
+    def stop(self, content: str = ""):
+        write_atomic(self.dir / "stop", content)
+
+    def wait_exit(self, timeout: float = 10.0) -> int:
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"agent did not exit within {timeout}s") from None
+
+    def close(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture
+def pilot(tmp_path):
+    made = []
+
+    def make(**kwargs) -> Pilot:
+        p = Pilot(tmp_path / str(len(made)), **kwargs)
+        made.append(p)
+        return p.start()
+
+    yield make
+    for p in made:
+        p.close()
+
+
+def test_registration_and_heartbeat(pilot):
+    p = pilot(slots=3)
+    info = p.read("agent.json")
+    assert info["pilot"] == "p-test"
+    assert info["pid"] == p.proc.pid
+    assert info["slots"] == 3 and info["walltime"] == 300
+    assert info["host"] and isinstance(info["started"], float)
+    assert info["python"] == "%d.%d.%d" % sys.version_info[:3]
+    assert "job_id" in info and "cpu_model" in info and "cpu_mhz" in info
+    assert info["cpu_mhz"] is None or isinstance(info["cpu_mhz"], float)
+    for sub in ("inbox", "claimed", "started", "results", "cancel", "tasks"):
+        assert (p.dir / sub).is_dir()
+    first = p.read("heartbeat.json")
+    assert first["state"] == "running" and first["running"] == [] and first["free"] == 3
+    wait_for(lambda: p.read("heartbeat.json")["time"] > first["time"], 3, "a newer heartbeat")
+    key = p.submit(1, "sleep 30")
+    wait_for(lambda: p.read("heartbeat.json")["running"] == [key], 3, "heartbeat listing the task")
+    assert p.read("heartbeat.json")["free"] == 2
+    assert (p.dir / "agent.log").read_text().strip()
+
+
+def test_batch_respects_slots_and_captures_output(pilot):
+    p = pilot(slots=2)
+    keys = [p.submit(i, 'echo "out $RESEL_TASK $RESEL_ATTEMPT $RESEL_PILOT $GREETING"; echo "err $RESEL_TASK" >&2; '
+                        'sleep 0.3; exit $((RESEL_TASK % 3))', env={"GREETING": "hello world"})
+            for i in range(6)]
+    results = {k: p.result(k) for k in keys}
+    for i, key in enumerate(keys):
+        r = results[key]
+        assert r["task"] == i and r["attempt"] == 0
+        assert r["exit_code"] == i % 3 and r["signal"] is None
+        assert r["outcome"] == ("done" if i % 3 == 0 else "failed")
+        assert r["reason"] == (None if i % 3 == 0 else f"exit code {i % 3}")
+        assert r["stdout_tail"] == f"out {i} 0 p-test hello world\n"
+        assert r["stderr_tail"] == f"err {i}\n"
+        assert (p.dir / "tasks" / key / "stdout").read_text() == r["stdout_tail"]
+        assert r["perf"] is None and r["end"] > r["start"] and r["host"]
+        assert (p.dir / "claimed" / f"{key}.json").exists()
+        assert p.read("started", f"{key}.json")["time"] == r["start"]
+    # never more than two at once: sweep the [start, end] intervals, ends before starts
+    events = sorted([(r["start"], 1) for r in results.values()] + [(r["end"], -1) for r in results.values()],
+                    key=lambda e: (e[0], e[1]))
+    running = peak = 0
+    for _, delta in events:
+        running += delta
+        peak = max(peak, running)
+    assert peak == 2
+    assert not list((p.dir / "inbox").iterdir())
+
+
+def test_command_is_one_shell_argument_and_env_is_not_interpolated(pilot, tmp_path):
+    p = pilot(slots=1)
+    canary = tmp_path / "pwned"
+    evil = f'$(touch {canary}); `touch {canary}`; rm -rf "{tmp_path}/nothing" ; echo "x'
+    key = p.submit(1, 'printf "%s|%s" "$EVIL" "$0"', env={"EVIL": evil})
+    r = p.result(key)
+    assert r["outcome"] == "done"
+    assert r["stdout_tail"] == evil + "|/bin/sh"
+    # a command line with quotes and ; is run by the shell exactly once, as written
+    key = p.submit(2, """echo 'a"b' ; echo "c'd" ; echo $((6*7))""")
+    assert p.result(key)["stdout_tail"] == "a\"b\nc'd\n42\n"
+    assert not canary.exists()
+
+
+def test_perf(pilot):
+    p = pilot(slots=2)
+    loop = "i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done"
+    ok, crash = p.submit(1, loop + "; exit 3", perf=True), p.submit(2, loop + "; kill -9 $$", perf=True)
+    r = p.result(ok)
+    assert r["exit_code"] == 3 and r["outcome"] == "failed"
+    perf = r["perf"]
+    if shutil.which("perf") is None:
+        assert perf == {"error": "perf not found"}
+        return
+    assert set(perf) >= {"task-clock", "cycles", "instructions", "cycles:u", "instructions:u", "task-clock-ms"}
+    assert isinstance(perf["task-clock-ms"], float) and perf["task-clock-ms"] > 0
+    for event in ("cycles", "instructions", "cycles:u", "instructions:u"):
+        # a VM prints <not supported> (null); real hardware counts
+        assert perf[event] is None or (isinstance(perf[event], float) and perf[event] >= 0)
+    assert (p.dir / "tasks" / ok / "perf.csv").exists()
+    # perf stat hides a signal death; the agent still reports it
+    r = p.result(crash)
+    assert r["signal"] == 9 and r["exit_code"] is None and r["outcome"] == "failed"
+    assert r["perf"]["task-clock-ms"] > 0
+
+
+def test_perf_not_found(pilot):
+    env = dict(os.environ, PATH=str(Path(sys.executable).parent))  # no perf there
+    p = pilot(slots=1, env=env)
+    r = p.result(p.submit(1, "echo measured", perf=True))
+    assert r["outcome"] == "done" and r["stdout_tail"] == "measured\n"
+    assert r["perf"] == {"error": "perf not found"}
+
+
+def test_parse_perf_csv(tmp_path):
+    csv = tmp_path / "perf.csv"
+    csv.write_text("# started on Wed Nov 25 23:51:29 2026\n\n"
+                   "0.97,msec,task-clock,973878,100.00,0.564,CPUs utilized\n"
+                   "<not supported>,,cycles,0,100.00,,\n"
+                   "<not counted>,,instructions,0,0.00,,\n"
+                   "123456,,instructions:u,973878,100.00,1.2,insn per cycle\n")
+    assert agent_module.parse_perf_csv(str(csv)) == {
+        "task-clock": 0.97, "cycles": None, "instructions": None, "instructions:u": 123456.0,
+        "task-clock-ms": 0.97}
+    assert agent_module.parse_perf_csv(str(tmp_path / "absent.csv")) == {"error": "no perf output"}
+
+
+def test_cancel_running_kills_the_process_group(pilot):
+    p = pilot(slots=1)
+    key = p.submit(1, "sleep 30 & echo $! > child.pid; wait")
+    p.started(key)
+    pid_file = p.dir / "tasks" / key / "child.pid"
+    wait_for(lambda: pid_file.exists() and pid_file.read_text().strip(), 5, "the child's pid")
+    child = int(pid_file.read_text())
+    assert pid_alive(child)
+    t = time.monotonic()
+    p.cancel(key)
+    r = p.result(key, timeout=5)
+    assert time.monotonic() - t < 3
+    assert r["outcome"] == "cancelled" and r["reason"] == "cancelled"
+    assert r["signal"] == signal.SIGTERM and r["exit_code"] is None
+    wait_for(lambda: not pid_alive(child), 3, "the grandchild to die")
+    # a later cancel of a finished attempt changes nothing
+    before = (p.dir / "results" / f"{key}.json").read_text()
+    done = p.submit(2, "echo fine")
+    assert p.result(done)["outcome"] == "done"
+    p.cancel(done)
+    time.sleep(0.3)
+    assert p.read("results", f"{done}.json")["outcome"] == "done"
+    assert (p.dir / "results" / f"{key}.json").read_text() == before
+    assert p.proc.poll() is None
+
+
+def test_cancel_inboxed_and_not_yet_submitted(pilot):
+    p = pilot(slots=1)
+    blocker = p.submit(1, "sleep 30")
+    p.started(blocker)
+    queued = p.submit(2, "echo should-not-run")
+    time.sleep(0.2)
+    assert (p.dir / "inbox" / f"{queued}.json").exists()
+    p.cancel(queued)
+    r = p.result(queued, timeout=3)
+    assert r["outcome"] == "cancelled" and r["exit_code"] is None and r["start"] == r["end"]
+    assert not (p.dir / "inbox" / f"{queued}.json").exists()
+    # cancelled before it even arrives: it never runs either
+    p.cancel("t3-a0")
+    p.cancel(blocker)
+    assert p.result(blocker)["outcome"] == "cancelled"
+    late = p.submit(3, "echo should-not-run")
+    assert p.result(late)["outcome"] == "cancelled"
+    assert not (p.dir / "started" / f"{queued}.json").exists()
+    assert not (p.dir / "started" / f"{late}.json").exists()
+
+
+def test_timeout(pilot):
+    p = pilot(slots=1)
+    key = p.submit(1, "sleep 30", timeout=0.3)
+    r = p.result(key, timeout=5)
+    assert r["outcome"] == "failed" and r["reason"] == "timeout"
+    assert 0.25 <= r["end"] - r["start"] < 3
+
+
+def test_walltime_drain_and_end(pilot):
+    # walltime 8 s, drain 7 s: claims for ~1 s, drains for ~2 s, then exits (5 s before the end)
+    p = pilot(slots=2, walltime=8, extra=["--drain", "7"])
+    running = p.submit(1, "sleep 30")
+    p.started(running)
+    wait_for(lambda: p.read("heartbeat.json")["state"] == "draining", 4, "draining")
+    late = p.submit(2, "echo too-late")
+    assert p.wait_exit(6) == 0
+    r = p.read("results", f"{running}.json")
+    assert r["outcome"] == "lost" and r["reason"] == "walltime"
+    assert (p.dir / "inbox" / f"{late}.json").exists()
+    assert not (p.dir / "results" / f"{late}.json").exists()
+    assert p.read("exit.json")["reason"] == "walltime"
+    assert p.read("heartbeat.json")["state"] == "stopping"
+
+
+def test_sigterm_loses_running_tasks(pilot):
+    p = pilot(slots=2)
+    a, b = p.submit(1, "sleep 30"), p.submit(2, "trap '' TERM; sleep 30")
+    p.started(a), p.started(b)
+    time.sleep(0.1)
+    p.proc.send_signal(signal.SIGTERM)
+    assert p.wait_exit(8) == 0
+    for key in (a, b):
+        r = p.read("results", f"{key}.json")
+        assert r["outcome"] == "lost" and r["reason"] == "terminated"
+    assert p.read("exit.json")["reason"] == "terminated"
+
+
+def test_stop_cancels_running_tasks(pilot):
+    p = pilot(slots=1)
+    key = p.submit(1, "sleep 30")
+    p.started(key)
+    p.stop()
+    assert p.wait_exit(6) == 0
+    r = p.read("results", f"{key}.json")
+    assert r["outcome"] == "cancelled" and r["reason"] == "stopped"
+    assert p.read("exit.json")["reason"] == "stopped"
+
+
+def test_stop_drain_finishes_running_tasks(pilot):
+    p = pilot(slots=1)
+    key = p.submit(1, "sleep 0.8; echo finished")
+    p.started(key)
+    p.stop("drain\n")
+    later = p.submit(2, "echo never")
+    assert p.wait_exit(6) == 0
+    r = p.read("results", f"{key}.json")
+    assert r["outcome"] == "done" and r["stdout_tail"] == "finished\n"
+    assert (p.dir / "inbox" / f"{later}.json").exists()
+    assert p.read("exit.json")["reason"] == "drained"
+
+
+def test_malformed_inbox_files(pilot):
+    p = pilot(slots=2)
+    inbox = p.dir / "inbox"
+    write_atomic(inbox / "t5-a0.json", "{not json")
+    write_atomic(inbox / "t6-a0.json", json.dumps({"task": 6, "attempt": 0, "env": {}}))
+    write_atomic(inbox / "t7-a1.json", json.dumps({"task": 8, "attempt": 1, "command": "true"}))
+    write_atomic(inbox / "t9-a0.json", json.dumps({"task": 9, "attempt": 0, "command": "true",
+                                                  "env": {"X": 1}, "perf": False, "timeout": None}))
+    write_atomic(inbox / "t10-a0.json", json.dumps([1, 2]))
+    write_atomic(inbox / "weird.json", "\xff garbage")
+    (inbox / "t11-a0.json.part").write_text("half-written")
+    for key in ("t5-a0", "t6-a0", "t7-a1", "t9-a0", "t10-a0"):
+        r = p.result(key)
+        assert r["outcome"] == "failed" and r["reason"].startswith("bad task file: "), r
+        assert r["exit_code"] is None
+    assert p.result("t5-a0")["task"] == 5
+    assert "command" in p.result("t6-a0")["reason"]
+    assert "does not match" in p.result("t7-a1")["reason"]
+    assert p.result("weird")["task"] is None
+    time.sleep(0.2)
+    assert (inbox / "t11-a0.json.part").exists()  # temporary files are left alone
+    assert p.result(p.submit(12, "echo still alive"))["stdout_tail"] == "still alive\n"
+    assert p.proc.poll() is None
+
+
+def test_idle_exit(pilot):
+    p = pilot(slots=1, extra=["--idle-exit", "0.5"])
+    assert p.result(p.submit(1, "sleep 0.3"))["outcome"] == "done"
+    assert p.wait_exit(5) == 0
+    assert p.read("exit.json")["reason"] == "idle"
+
+
+def test_source_and_protocol_version():
+    assert agent_module.PROTOCOL_VERSION == 1
+    text = agent_module.source()
+    assert text == AGENT.read_text(encoding="utf-8")
+    assert "def source()" in text and 'if __name__ == "__main__":' in text
+
+
+def test_agent_is_python36_compatible():
+    vermin = shutil.which("vermin", path=str(Path(sys.executable).parent)) or shutil.which("vermin")
+    assert vermin, "vermin is not installed: pip install -e '.[test]'"
+    out = subprocess.run([vermin, "-t=3.6-", "--no-tips", "--violations", str(AGENT)],
+                         capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_agent_uses_only_the_standard_library():
+    import ast
+
+    tree = ast.parse(AGENT.read_text(encoding="utf-8"))
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0 and node.module != "__future__", ast.dump(node)
+            imported.add(node.module.split(".")[0])
+    assert imported <= set(sys.stdlib_module_names), imported - set(sys.stdlib_module_names)
