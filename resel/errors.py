@@ -41,3 +41,27 @@ class ModelError(ReselError):
 
 class StoreError(ReselError):
     """The run store cannot be opened or does not hold what was asked for."""
+
+
+class TransportError(ReselError):
+    """A command or file operation on a site could not be carried out.
+
+    The message names the site (``ssh:alias`` or ``local``) and the host:port, and says what
+    to do about it; the subclasses below let a caller tell the cases apart.
+    """
+
+
+class HostKeyError(TransportError):
+    """The site's SSH host key is unknown (and not to be accepted) or has CHANGED."""
+
+
+class AuthError(TransportError):
+    """The SSH server refused every key offered for the user."""
+
+
+class ConnectionLost(TransportError):
+    """The connection died after a command was sent: it may or may not have run.
+
+    Raised instead of re-sending, since commands such as ``sbatch`` are not idempotent; the
+    caller decides (e.g. by looking for the job by name) whether to try again.
+    """

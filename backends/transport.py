@@ -1,0 +1,938 @@
+"""How resel runs commands and moves files on a site: locally, or over one SSH connection.
+
+Backends (Slurm, PBS, HTCondor) never spawn ``ssh`` or build shell strings themselves: they get
+a :class:`Transport` from :func:`make_transport` (the site file's ``access`` table) and call
+``run`` with an argv list and the file operations. Why it is built this way:
+
+* **One connection per site.** Batch front ends rate-limit and log every login, and a
+  handshake costs ~100 ms; so :class:`SSHTransport` opens one paramiko connection lazily and
+  reuses it for every command (one channel each) and every file operation (one SFTP session).
+  ``connections_opened`` counts SSH connections actually opened: one per hop, so a site
+  behind a ``ProxyJump`` host costs 2 per (re)connection.
+* **No shell injection.** A remote command is always ``shlex.join(argv)``, environment
+  variables go in as a leading ``env K=V`` argv and the working directory as a quoted
+  ``cd DIR &&``; the remote login shell must be POSIX (sh, bash, dash, zsh — not csh).
+  :class:`LocalTransport` never uses a shell at all.
+* **At-most-once commands.** A dead connection found *before* a command is sent is reopened
+  (exponential backoff) and the command sent on the new one. If it dies *after* sending,
+  :class:`ConnectionLost` is raised: the command may or may not have run, and ``sbatch`` is
+  not idempotent. Callers that know better pass ``run(..., idempotent=True)``. File
+  operations are idempotent by construction (writes go to a fresh temporary name, then
+  ``rename``) and are always retried after a reconnect.
+* **Host keys are checked like OpenSSH does** (``known_hosts``, ``[host]:port`` and hashed
+  entries); an unknown host is refused unless ``accept_new`` (OpenSSH's
+  ``StrictHostKeyChecking accept-new``), and a changed key is always refused.
+
+``~/.ssh/config`` is honoured through :class:`paramiko.SSHConfig`: Host aliases, HostName,
+User, Port, IdentityFile, IdentitiesOnly, UserKnownHostsFile, GlobalKnownHostsFile,
+StrictHostKeyChecking, HashKnownHosts and ProxyJump (a comma list of hops; each hop uses its
+own config entry, but that entry's own ProxyJump is not followed). ProxyCommand is refused with
+a message rather than silently ignored. Arguments given to :class:`SSHTransport` (the site
+file) win over the config file.
+
+Paths given to the file operations and ``cwd`` may start with ``~/``, expanded to the (remote)
+user's home directory; argv words are never expanded.
+"""
+
+from __future__ import annotations
+
+import base64
+import getpass
+import hashlib
+import itertools
+import os
+import posixpath
+import re
+import select
+import shlex
+import socket
+import stat as stat_mod
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import suppress
+from dataclasses import dataclass
+from typing import Protocol, TypeVar, runtime_checkable
+
+import paramiko
+
+from resel.errors import AuthError, ConnectionLost, HostKeyError, TransportError
+
+__all__ = [
+    "AuthError", "Completed", "ConnectionLost", "HostKeyError", "LocalTransport",
+    "SSHTransport", "Transport", "TransportError", "make_transport", "shell_command",
+]
+
+T = TypeVar("T")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_CHUNK = 1 << 16
+#: OpenSSH's sshd allows 10 sessions per connection (MaxSessions); SFTP holds one.
+_MAX_SESSIONS = 8
+#: Files larger than this are read with paramiko's prefetch (parallel requests).
+_PREFETCH_OVER = 1 << 20
+
+
+@dataclass(frozen=True)
+class Completed:
+    """A finished command: what ran, its exit status and its whole output (UTF-8, lenient).
+
+    ``returncode`` follows the shell's conventions on both transports: 127 when the program
+    is not found, 126 when it cannot be executed, non-zero when ``cwd`` does not exist;
+    -1 over SSH when the remote process was killed by a signal.
+    """
+
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@runtime_checkable
+class Transport(Protocol):
+    """Run commands and move files on one site; both implementations are thread-safe."""
+
+    name: str
+    connections_opened: int
+
+    def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
+            input: str | None = None, timeout: float | None = 60.0, cwd: str | None = None,
+            idempotent: bool = False) -> Completed: ...
+
+    def write_file(self, path: str, data: bytes, *, mode: int | None = None) -> None: ...
+
+    def read_file(self, path: str) -> bytes: ...
+
+    def listdir(self, path: str) -> list[str]: ...
+
+    def makedirs(self, path: str) -> None: ...
+
+    def remove(self, path: str) -> None: ...
+
+    def exists(self, path: str) -> bool: ...
+
+    def home(self) -> str: ...
+
+    def close(self) -> None: ...
+
+
+# --------------------------------------------------------------------------- command building
+
+
+def _check_argv(argv: Sequence[str]) -> tuple[str, ...]:
+    """Refuse what cannot be passed through exec verbatim (a bare string would be split!)."""
+    if isinstance(argv, (str, bytes)):
+        raise TypeError("argv must be a list of words, not a string: no shell parses it")
+    words = tuple(argv)
+    if not words:
+        raise ValueError("argv is empty")
+    for word in words:
+        if not isinstance(word, str):
+            raise TypeError(f"argv words must be str, not {type(word).__name__}: {word!r}")
+        if "\0" in word:
+            raise ValueError(f"argv word contains a NUL byte: {word!r}")
+    return words
+
+
+def _check_env(env: Mapping[str, str] | None) -> None:
+    """Names are checked because a remote ``env`` would take ``A;B=x`` as a command."""
+    for key, value in (env or {}).items():
+        if not isinstance(key, str) or not _ENV_NAME.match(key):
+            raise TransportError(f"environment variable name {key!r} is not valid "
+                                 "(letters, digits and _, not starting with a digit)")
+        if not isinstance(value, str) or "\0" in value:
+            raise TransportError(f"environment variable {key} must be a string without NUL")
+
+
+def shell_command(argv: Sequence[str], *, env: Mapping[str, str] | None = None,
+                  cwd: str | None = None) -> str:
+    """The one string sent to a remote POSIX shell: every user string is quoted.
+
+    >>> shell_command(["printf", "%s\\n", "$(id)"], env={"A": "1 2"}, cwd="/tmp/x y")
+    "cd '/tmp/x y' && env 'A=1 2' printf '%s\\n' '$(id)'"
+    """
+    words = _check_argv(argv)
+    _check_env(env)
+    if env:
+        words = ("env", *(f"{k}={v}" for k, v in env.items()), *words)
+    command = shlex.join(words)
+    if cwd is not None:
+        if cwd.startswith("-"):
+            cwd = "./" + cwd  # so that cd never reads it as an option or as "cd -"
+        command = f"cd {shlex.quote(cwd)} && {command}"
+    return command
+
+
+def _decode(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")
+
+
+# --------------------------------------------------------------------------- local
+
+
+def _umask() -> int:
+    """The process umask without os.umask's set-and-restore race between threads."""
+    with suppress(OSError, ValueError), open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    return 0o022
+
+
+class LocalTransport:
+    """The machine resel runs on: for sites whose scheduler commands work right here."""
+
+    def __init__(self) -> None:
+        self.name = "local"
+        self.connections_opened = 0
+
+    def __repr__(self) -> str:
+        return "LocalTransport()"
+
+    def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
+            input: str | None = None, timeout: float | None = 60.0, cwd: str | None = None,
+            idempotent: bool = False) -> Completed:
+        """Run argv without a shell; ``env`` is merged over this process's environment."""
+        words = _check_argv(argv)
+        _check_env(env)
+        cwd = os.path.expanduser(cwd) if cwd is not None else None
+        if cwd is not None and not os.path.isdir(cwd):
+            return Completed(words, 1, "", f"cd: {cwd}: No such file or directory\n")
+        kwargs: dict = {"input": input.encode()} if input is not None else {
+            "stdin": subprocess.DEVNULL}
+        try:
+            proc = subprocess.run(list(words), check=False, capture_output=True, timeout=timeout,
+                                  cwd=cwd, env={**os.environ, **env} if env else None, **kwargs)
+        except subprocess.TimeoutExpired as e:
+            raise TransportError(f"local: {words[0]} did not finish within {timeout} s and "
+                                 "was killed") from e
+        except FileNotFoundError:
+            return Completed(words, 127, "", f"{words[0]}: command not found\n")
+        except PermissionError as e:
+            return Completed(words, 126, "", f"{words[0]}: {e.strerror}\n")
+        return Completed(words, proc.returncode, _decode(proc.stdout), _decode(proc.stderr))
+
+    def write_file(self, path: str, data: bytes, *, mode: int | None = None) -> None:
+        """Atomic: a reader sees the old content or the new, never a partial file."""
+        path = os.path.expanduser(path)
+        parent = os.path.dirname(path) or "."
+        os.makedirs(parent, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{os.path.basename(path)}.",
+                                   suffix=".tmp")
+        try:
+            os.fchmod(fd, mode if mode is not None else 0o666 & ~_umask())
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            with suppress(OSError):
+                os.unlink(tmp)
+            raise
+
+    def read_file(self, path: str) -> bytes:
+        with open(os.path.expanduser(path), "rb") as f:
+            return f.read()
+
+    def listdir(self, path: str) -> list[str]:
+        return sorted(os.listdir(os.path.expanduser(path)))
+
+    def makedirs(self, path: str) -> None:
+        os.makedirs(os.path.expanduser(path), exist_ok=True)
+
+    def remove(self, path: str) -> None:
+        """Remove a file or an empty directory; a missing path is fine."""
+        path = os.path.expanduser(path)
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                os.rmdir(path)
+            else:
+                os.remove(path)
+        except FileNotFoundError:
+            pass
+
+    def exists(self, path: str) -> bool:
+        return os.path.lexists(os.path.expanduser(path))
+
+    def home(self) -> str:
+        return os.path.expanduser("~")
+
+    def close(self) -> None:
+        pass
+
+
+# --------------------------------------------------------------------------- ssh: settings
+
+
+@dataclass(frozen=True)
+class _Endpoint:
+    """One SSH hop with everything resolved from the arguments and ~/.ssh/config."""
+
+    alias: str
+    hostname: str
+    port: int
+    user: str
+    keys: tuple[str, ...]          # key files offered, in order (empty: ~/.ssh/id_* defaults)
+    use_agent: bool
+    known_hosts: tuple[str, ...]   # user files; accept-new appends to the first
+    global_known_hosts: tuple[str, ...]
+    accept_new: bool
+    hash_known_hosts: bool
+
+    @property
+    def where(self) -> str:
+        return f"{self.user}@{self.hostname}:{self.port}"
+
+    @property
+    def key_name(self) -> str:
+        """The name known_hosts files use for this host."""
+        return self.hostname if self.port == 22 else f"[{self.hostname}]:{self.port}"
+
+
+def _paths(value: str | list[str] | None) -> list[str]:
+    if not value:
+        return []
+    items = value if isinstance(value, list) else value.split()
+    return [os.path.expanduser(p) for p in items]
+
+
+def _load_config(path: str | None) -> paramiko.SSHConfig | None:
+    if path is None:
+        default = os.path.expanduser("~/.ssh/config")
+        if not os.path.isfile(default):
+            return None
+        path = default
+    try:
+        return paramiko.SSHConfig.from_path(os.path.expanduser(path))
+    except (OSError, paramiko.SSHException, ValueError) as e:
+        raise TransportError(f"cannot read SSH config file {path}: {e}") from e
+
+
+def _resolve(alias: str, config: paramiko.SSHConfig | None, *, user: str | None = None,
+             port: int | None = None, keys: Sequence[str] = (), known_hosts: str | None = None,
+             accept_new: bool = False) -> tuple[_Endpoint, dict]:
+    """Arguments (the site file) first, then the config entry, then OpenSSH's defaults."""
+    entry = dict(config.lookup(alias)) if config is not None else {}
+    if keys:
+        key_files = [os.path.expanduser(k) for k in keys]
+        for k in key_files:
+            if not os.path.isfile(k):
+                raise TransportError(f"ssh:{alias}: key file {k} does not exist")
+        use_agent = False  # an explicit key means that key: no surprises from an agent
+    else:
+        key_files = [k for k in _paths(entry.get("identityfile")) if os.path.isfile(k)]
+        use_agent = entry.get("identitiesonly", "no").lower() != "yes" or not key_files
+    if known_hosts:
+        files, global_files = [os.path.expanduser(known_hosts)], []
+    else:
+        files = _paths(entry.get("userknownhostsfile")) or [
+            os.path.expanduser("~/.ssh/known_hosts")]
+        global_files = _paths(entry.get("globalknownhostsfile")) or [
+            "/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2"]
+    strict = entry.get("stricthostkeychecking", "ask").lower()
+    try:
+        port_number = int(port if port is not None else entry.get("port", 22))
+    except ValueError as e:
+        raise TransportError(f"ssh:{alias}: port {entry.get('port')!r} is not a number") from e
+    endpoint = _Endpoint(
+        alias=alias, hostname=entry.get("hostname", alias), port=port_number,
+        user=user or entry.get("user") or getpass.getuser(), keys=tuple(key_files),
+        use_agent=use_agent, known_hosts=tuple(files), global_known_hosts=tuple(global_files),
+        accept_new=accept_new or strict in ("accept-new", "no", "off"),
+        hash_known_hosts=entry.get("hashknownhosts", "no").lower() == "yes")
+    return endpoint, entry
+
+
+def _parse_hop(hop: str) -> tuple[str | None, str, int | None]:
+    """``[user@]host[:port]`` or ``ssh://[user@]host[:port]`` → (user, host, port)."""
+    hop = hop.strip().removeprefix("ssh://")
+    user, _, hostport = hop.rpartition("@")
+    if hostport.startswith("["):
+        host, _, rest = hostport[1:].partition("]")
+        port = rest.removeprefix(":") or None
+    else:
+        host, _, port = hostport.partition(":")
+    return user or None, host, int(port) if port else None
+
+
+def _fingerprint(key: paramiko.PKey) -> str:
+    digest = hashlib.sha256(key.asbytes()).digest()
+    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
+
+
+class _KnownHostsPolicy(paramiko.MissingHostKeyPolicy):
+    """OpenSSH's rule for an unknown host: refuse, or with accept-new record and go on."""
+
+    def __init__(self, site: str, endpoint: _Endpoint):
+        self.site = site
+        self.endpoint = endpoint
+
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str,
+                         key: paramiko.PKey) -> None:
+        ep = self.endpoint
+        if not ep.accept_new:
+            port_opt = f"-p {ep.port} " if ep.port != 22 else ""
+            raise HostKeyError(
+                f"{self.site}: the host key of {hostname} is not known ({key.get_name()} "
+                f"{_fingerprint(key)}; looked in {', '.join(ep.known_hosts) or 'no file'}). "
+                f"Check that fingerprint with the site's documentation, then either connect "
+                f"once with `ssh {port_opt}{ep.user}@{ep.hostname}` and accept it, or run "
+                f"`ssh-keyscan {port_opt}{ep.hostname} >> {ep.known_hosts[0]}`, or set "
+                f"accept_new_host_keys = true in the site file's access table")
+        self._append(hostname, key)
+        client.get_host_keys().add(hostname, key.get_name(), key)
+
+    def _append(self, hostname: str, key: paramiko.PKey) -> None:
+        path = self.endpoint.known_hosts[0]
+        name = paramiko.HostKeys.hash_host(hostname) if self.endpoint.hash_known_hosts \
+            else hostname
+        line = f"{name} {key.get_name()} {key.get_base64()}\n"
+        try:
+            os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+            with os.fdopen(fd, "r+b") as f:
+                size = f.seek(0, os.SEEK_END)
+                if size:
+                    f.seek(size - 1)
+                    if f.read(1) != b"\n":
+                        line = "\n" + line
+                f.write(line.encode())
+        except OSError as e:
+            raise HostKeyError(f"{self.site}: cannot record the new host key of {hostname} "
+                               f"in {path}: {e}") from e
+
+
+# --------------------------------------------------------------------------- ssh: connection
+
+
+class _Connection:
+    """One live SSH connection to a site, with its jump hosts and (lazily) its SFTP session."""
+
+    def __init__(self, clients: list[paramiko.SSHClient], sockets: list[socket.socket]):
+        self.clients = clients        # jump hosts first, the site last
+        self.sockets = sockets        # the raw TCP socket(s) this side opened
+        self.transport: paramiko.Transport = clients[-1].get_transport()
+        self.sftp: paramiko.SFTPClient | None = None
+
+    def alive(self) -> bool:
+        return all(c.get_transport() is not None and c.get_transport().is_active()
+                   for c in self.clients)
+
+    def sftp_broken(self) -> bool:
+        return self.sftp is not None and self.sftp.get_channel().closed
+
+    def close(self) -> None:
+        if self.sftp is not None:
+            with suppress(Exception):
+                self.sftp.close()
+        for client in reversed(self.clients):
+            with suppress(Exception):
+                client.close()
+        for sock in self.sockets:
+            with suppress(OSError):
+                sock.close()
+
+
+class _Lost(Exception):
+    """Internal: the connection died while a command was in flight."""
+
+
+_CONNECTION_ERRORS = (paramiko.SSHException, EOFError, OSError)
+
+
+class SSHTransport:
+    """A site reached over SSH: one persistent paramiko connection, opened on first use.
+
+    ``retries`` is the number of attempts to reopen a connection found dead, ``backoff`` the
+    first pause between them (doubling). The very first connection is tried once: a wrong
+    host name or port is not worth waiting for. Thread-safe: commands run concurrently on
+    separate channels (at most 8 at once, under OpenSSH's MaxSessions of 10); SFTP calls are
+    serialised.
+    """
+
+    def __init__(self, host: str, *, user: str | None = None, port: int | None = None,
+                 key_filename: str | Sequence[str] | None = None, ssh_config: str | None = None,
+                 known_hosts: str | None = None, accept_new: bool = False,
+                 keepalive: float = 15.0, connect_timeout: float = 10.0, retries: int = 3,
+                 backoff: float = 1.0):
+        self.host = host
+        self.name = f"ssh:{host}"
+        self.connections_opened = 0
+        self.keepalive = keepalive
+        self.connect_timeout = connect_timeout
+        self.retries = retries
+        self.backoff = backoff
+        keys = [key_filename] if isinstance(key_filename, str) else list(key_filename or [])
+        config = _load_config(ssh_config)
+        self._target, entry = _resolve(host, config, user=user, port=port, keys=keys,
+                                       known_hosts=known_hosts, accept_new=accept_new)
+        jumps = entry.get("proxyjump", "")
+        if entry.get("proxycommand") and not jumps and entry["proxycommand"] != "none":
+            raise TransportError(f"{self.name}: ProxyCommand in the SSH config is not "
+                                 "supported; use ProxyJump")
+        self._jumps: list[_Endpoint] = []
+        if jumps and jumps.lower() != "none":
+            for hop in jumps.split(","):
+                hop_user, hop_host, hop_port = _parse_hop(hop)
+                hop_ep, hop_entry = _resolve(hop_host, config, user=hop_user, port=hop_port,
+                                             known_hosts=known_hosts, accept_new=accept_new)
+                if not hop_ep.keys and keys and not hop_entry.get("identityfile"):
+                    hop_ep = _resolve(hop_host, config, user=hop_user, port=hop_port, keys=keys,
+                                      known_hosts=known_hosts, accept_new=accept_new)[0]
+                self._jumps.append(hop_ep)
+        self._lock = threading.RLock()          # guards connecting and self._conn
+        self._sftp_lock = threading.Lock()      # paramiko's SFTPClient is not thread-safe
+        self._sessions = threading.BoundedSemaphore(_MAX_SESSIONS)
+        self._conn: _Connection | None = None
+        self._ever_connected = False
+        self._home: str | None = None
+
+    def __repr__(self) -> str:
+        via = f" via {','.join(j.where for j in self._jumps)}" if self._jumps else ""
+        return f"SSHTransport({self._target.where}{via})"
+
+    def __enter__(self) -> SSHTransport:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- connecting
+
+    def _tcp(self, ep: _Endpoint) -> socket.socket:
+        try:
+            sock = socket.create_connection((ep.hostname, ep.port), timeout=self.connect_timeout)
+        except TimeoutError as e:
+            raise TransportError(
+                f"{self.name}: {ep.hostname}:{ep.port} did not answer within "
+                f"{self.connect_timeout:g} s; check the host name and port, and that the site "
+                "is reachable from here (VPN, firewall)") from e
+        except OSError as e:
+            raise TransportError(
+                f"{self.name}: cannot connect to {ep.hostname}:{ep.port}: "
+                f"{e.strerror or e}; check the host name and port in the site file or "
+                "~/.ssh/config") from e
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as OpenSSH: no 40 ms stalls
+        return sock
+
+    def _tunnel(self, via: paramiko.SSHClient, via_ep: _Endpoint,
+                ep: _Endpoint) -> paramiko.Channel:
+        try:
+            return via.get_transport().open_channel(
+                "direct-tcpip", (ep.hostname, ep.port), ("127.0.0.1", 0),
+                timeout=self.connect_timeout)
+        except _CONNECTION_ERRORS as e:
+            raise TransportError(f"{self.name}: jump host {via_ep.where} could not connect to "
+                                 f"{ep.hostname}:{ep.port}: {e}") from e
+
+    def _handshake(self, ep: _Endpoint,
+                   sock: socket.socket | paramiko.Channel) -> paramiko.SSHClient:
+        client = paramiko.SSHClient()
+        try:
+            for path in ep.global_known_hosts:
+                if os.path.isfile(path):
+                    client.load_system_host_keys(path)
+            for path in ep.known_hosts:
+                if os.path.isfile(path):
+                    client.load_host_keys(path)
+        except (OSError, paramiko.SSHException, ValueError) as e:
+            client.close()
+            raise HostKeyError(f"{self.name}: cannot read known_hosts file: {e}") from e
+        client.set_missing_host_key_policy(_KnownHostsPolicy(self.name, ep))
+        t = self.connect_timeout
+        try:
+            client.connect(ep.hostname, ep.port, username=ep.user, key_filename=list(ep.keys),
+                           look_for_keys=not ep.keys, allow_agent=ep.use_agent, sock=sock,
+                           timeout=t, banner_timeout=t, auth_timeout=t, channel_timeout=t)
+            return client
+        except HostKeyError:
+            client.close()
+            raise
+        except paramiko.BadHostKeyException as e:
+            client.close()
+            raise HostKeyError(
+                f"{self.name}: the host key of {ep.key_name} has CHANGED: the server offers "
+                f"{e.key.get_name()} {_fingerprint(e.key)} but known_hosts "
+                f"({', '.join(ep.known_hosts)}) has {_fingerprint(e.expected_key)}. This may be "
+                "an attack; if the site announced a new key, remove the old one with "
+                f"`ssh-keygen -R '{ep.key_name}' -f {ep.known_hosts[0]}` and connect again"
+            ) from e
+        except paramiko.AuthenticationException as e:
+            client.close()
+            tried = ", ".join(ep.keys) if ep.keys else \
+                "the ssh agent and ~/.ssh/id_rsa, id_ecdsa, id_ed25519"
+            raise AuthError(
+                f"{self.name}: {ep.where} refused authentication ({e}); keys tried: {tried}. "
+                "Check that the public key is in ~/.ssh/authorized_keys on the site, or set "
+                "`key` in the site's access table (or IdentityFile in ~/.ssh/config)") from e
+        except TimeoutError as e:
+            client.close()
+            raise TransportError(f"{self.name}: SSH handshake with {ep.hostname}:{ep.port} "
+                                 f"timed out after {t:g} s") from e
+        except _CONNECTION_ERRORS as e:
+            client.close()
+            raise TransportError(f"{self.name}: SSH handshake with {ep.hostname}:{ep.port} "
+                                 f"failed: {e}") from e
+        except BaseException:
+            client.close()
+            raise
+
+    def _open(self) -> _Connection:
+        clients: list[paramiko.SSHClient] = []
+        sockets: list[socket.socket] = []
+        try:
+            hops = [*self._jumps, self._target]
+            for i, ep in enumerate(hops):
+                if i == 0:
+                    sock: socket.socket | paramiko.Channel = self._tcp(ep)
+                    sockets.append(sock)
+                else:
+                    sock = self._tunnel(clients[-1], hops[i - 1], ep)
+                self.connections_opened += 1
+                clients.append(self._handshake(ep, sock))
+                if self.keepalive > 0:
+                    clients[-1].get_transport().set_keepalive(max(1, round(self.keepalive)))
+            return _Connection(clients, sockets)
+        except BaseException:
+            for client in reversed(clients):
+                client.close()
+            for s in sockets:
+                s.close()
+            raise
+
+    def _connection(self) -> _Connection:
+        """The live connection, opened or reopened (with backoff) as needed."""
+        with self._lock:
+            conn = self._conn
+            if conn is not None and conn.alive():
+                return conn
+            if conn is not None:
+                conn.close()
+                self._conn = None
+            if not self._ever_connected:
+                conn = self._open()
+            else:
+                conn = self._reopen()
+            self._conn, self._ever_connected = conn, True
+            return conn
+
+    def _reopen(self) -> _Connection:
+        attempts = max(1, self.retries)
+        for attempt in range(attempts):
+            if attempt:
+                time.sleep(self.backoff * 2 ** (attempt - 1))
+            try:
+                return self._open()
+            except (HostKeyError, AuthError):
+                raise  # retrying cannot fix these
+            except TransportError as e:
+                last = e
+        raise TransportError(f"{last} (gave up after {attempts} reconnection attempts)") from last
+
+    def _discard(self, conn: _Connection) -> None:
+        """Forget a dead connection (unless another thread already replaced it)."""
+        with self._lock:
+            if self._conn is conn:
+                self._conn = None
+        conn.close()
+
+    def drop(self) -> None:
+        """Cut the TCP link under the connection, as a network failure would (for tests)."""
+        with self._lock:
+            conn = self._conn
+        if conn is not None:
+            for sock in conn.sockets:
+                with suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        """Close the connection; a later call opens a new one."""
+        with self._lock:
+            conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+    # ---- commands
+
+    def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
+            input: str | None = None, timeout: float | None = 60.0, cwd: str | None = None,
+            idempotent: bool = False) -> Completed:
+        """Run argv remotely; see the module docstring for when it is re-sent."""
+        words = _check_argv(argv)
+        if cwd is not None:
+            cwd = self._expand(cwd)
+        command = shell_command(words, env=env, cwd=cwd)
+        stdin = input.encode() if input is not None else None
+        for attempt in itertools.count():
+            conn = self._connection()
+            with self._sessions:
+                try:
+                    chan = conn.transport.open_session(timeout=self.connect_timeout)
+                except _CONNECTION_ERRORS as e:
+                    if isinstance(e, paramiko.ChannelException) and conn.alive():
+                        raise TransportError(f"{self.name}: {self._target.where} refused a new "
+                                             f"session: {e}") from e
+                    self._discard(conn)  # dead before anything was sent: safe to go again
+                    if attempt >= self.retries:
+                        raise TransportError(f"{self.name}: connection to "
+                                             f"{self._target.where} keeps dying: {e}") from e
+                    continue
+                try:
+                    return self._exchange(chan, conn, words, command, stdin, timeout)
+                except _Lost as e:
+                    self._discard(conn)
+                    if idempotent and attempt < self.retries:
+                        continue
+                    then = f"it was sent {attempt + 1} times" if idempotent else \
+                        "it may or may not have taken effect, so it was not sent again"
+                    raise ConnectionLost(
+                        f"{self.name}: connection to {self._target.where} lost while "
+                        f"{words[0]!r} was running; {then}") from e.__cause__
+                finally:
+                    chan.close()
+        raise AssertionError("unreachable")
+
+    def _exchange(self, chan: paramiko.Channel, conn: _Connection, words: tuple[str, ...],
+                  command: str, stdin: bytes | None, timeout: float | None) -> Completed:
+        try:
+            chan.exec_command(command)
+        except _CONNECTION_ERRORS as e:
+            if conn.alive() and not chan.closed:
+                raise TransportError(f"{self.name}: could not start {words[0]!r}: {e}") from e
+            raise _Lost() from e
+        writer = None
+        if stdin is None:
+            with suppress(*_CONNECTION_ERRORS):
+                chan.shutdown_write()
+        else:
+            writer = threading.Thread(target=_feed, args=(chan, stdin), daemon=True)
+            writer.start()
+        out, err = bytearray(), bytearray()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            while chan.recv_ready():
+                out += chan.recv(_CHUNK)
+            while chan.recv_stderr_ready():
+                err += chan.recv_stderr(_CHUNK)
+            ended = chan.closed or (chan.eof_received and chan.exit_status_ready())
+            if ended and not chan.recv_ready() and not chan.recv_stderr_ready():
+                break
+            wait = 0.5 if deadline is None else min(0.5, deadline - time.monotonic())
+            if wait <= 0:
+                _kill(chan)
+                raise TransportError(f"{self.name}: {words[0]!r} did not finish within "
+                                     f"{timeout:g} s on {self._target.hostname}; sshd was asked "
+                                     "to kill it and its channel was closed")
+            if chan.eof_received:
+                chan.status_event.wait(wait)  # the pipe stays readable after EOF
+            else:
+                select.select([chan], [], [], wait)
+        if writer is not None and writer.is_alive():  # the command left input unread
+            chan.close()
+            writer.join(timeout=1.0)
+        if chan.exit_status == -1 and (not chan.eof_received or not conn.alive()):
+            raise _Lost()
+        return Completed(words, chan.exit_status, _decode(bytes(out)), _decode(bytes(err)))
+
+    # ---- files
+
+    def _expand(self, path: str) -> str:
+        if path == "~" or path.startswith("~/"):
+            return self.home() + path[1:]
+        return path
+
+    def _sftp(self, what: str, path: str, op: Callable[[paramiko.SFTPClient], T]) -> T:
+        """Run an idempotent SFTP operation, again on a new connection if this one died."""
+        last: BaseException | None = None
+        for _ in range(self.retries + 1):
+            conn = self._connection()
+            try:
+                with self._sftp_lock:
+                    if conn.sftp is None:
+                        # Failing here is a dead link or a server without SFTP; the retries
+                        # tell them apart, and the final message names both.
+                        conn.sftp = conn.clients[-1].open_sftp()
+                    return op(conn.sftp)
+            except OSError as e:
+                if e.errno is not None:  # the server answered: a genuine file error
+                    raise type(e)(e.errno, f"{e.strerror} ({self.name})", path) from e
+                if conn.alive() and not conn.sftp_broken() and conn.sftp is not None:
+                    raise TransportError(f"{self.name}: {what} {path} failed: {e}") from e
+                last = e
+            except (paramiko.SSHException, EOFError) as e:
+                last = e
+            self._discard(conn)
+        hint = " (does the server offer the sftp subsystem?)" if conn.sftp is None else ""
+        raise ConnectionLost(f"{self.name}: connection to {self._target.where} kept failing "
+                             f"during {what} {path}: {last!r}{hint}") from last
+
+    def write_file(self, path: str, data: bytes, *, mode: int | None = None) -> None:
+        """Atomic: written to a fresh name in the same directory, then renamed over path."""
+        path = self._expand(path)
+        parent, base = posixpath.split(path)
+
+        def op(sftp: paramiko.SFTPClient) -> None:
+            if parent:
+                _sftp_makedirs(sftp, parent)
+            tmp = posixpath.join(parent, f".{base}.{uuid.uuid4().hex[:12]}.tmp")
+            try:
+                with sftp.open(tmp, "wbx") as f:
+                    if mode is not None:
+                        f.chmod(mode)  # before the data: a secret is never world-readable
+                    f.set_pipelined(True)
+                    f.write(data)
+                try:
+                    sftp.posix_rename(tmp, path)
+                except OSError as e:  # servers without the OpenSSH extension
+                    if e.errno is not None:
+                        raise
+                    with suppress(FileNotFoundError):
+                        sftp.remove(path)
+                    sftp.rename(tmp, path)
+            except BaseException:
+                with suppress(Exception):
+                    sftp.remove(tmp)
+                raise
+
+        self._sftp("write", path, op)
+
+    def read_file(self, path: str) -> bytes:
+        def op(sftp: paramiko.SFTPClient) -> bytes:
+            with sftp.open(path, "rb") as f:
+                size = f.stat().st_size or 0
+                if size > _PREFETCH_OVER:  # pipelined reads, but from a thread of paramiko's
+                    f.prefetch(size)      # own that a drop would leave complaining on stderr
+                return f.read()
+
+        path = self._expand(path)
+        return self._sftp("read", path, op)
+
+    def listdir(self, path: str) -> list[str]:
+        path = self._expand(path)
+        return sorted(self._sftp("list", path, lambda sftp: sftp.listdir(path)))
+
+    def makedirs(self, path: str) -> None:
+        path = self._expand(path)
+        self._sftp("makedirs", path, lambda sftp: _sftp_makedirs(sftp, path))
+
+    def remove(self, path: str) -> None:
+        """Remove a file or an empty directory; a missing path is fine."""
+        def op(sftp: paramiko.SFTPClient) -> None:
+            try:
+                st = sftp.lstat(path)
+            except FileNotFoundError:
+                return
+            if stat_mod.S_ISDIR(st.st_mode or 0):
+                sftp.rmdir(path)
+            else:
+                with suppress(FileNotFoundError):
+                    sftp.remove(path)
+
+        path = self._expand(path)
+        self._sftp("remove", path, op)
+
+    def exists(self, path: str) -> bool:
+        def op(sftp: paramiko.SFTPClient) -> bool:
+            try:
+                sftp.lstat(path)
+                return True
+            except FileNotFoundError:
+                return False
+
+        path = self._expand(path)
+        return self._sftp("stat", path, op)
+
+    def home(self) -> str:
+        """The remote user's home directory (where SFTP starts), asked once."""
+        if self._home is None:
+            self._home = self._sftp("normalize", ".", lambda sftp: sftp.normalize("."))
+        return self._home
+
+
+def _feed(chan: paramiko.Channel, data: bytes) -> None:
+    """Write stdin from its own thread, so a command that talks back cannot deadlock us."""
+    with suppress(*_CONNECTION_ERRORS):  # the command may exit without reading it all
+        chan.sendall(data)
+        chan.shutdown_write()
+
+
+def _kill(chan: paramiko.Channel) -> None:
+    """Ask sshd to SIGKILL the command (RFC 4254 "signal"), then close its channel."""
+    with suppress(Exception):
+        msg = paramiko.Message()
+        msg.add_byte(paramiko.common.cMSG_CHANNEL_REQUEST)
+        msg.add_int(chan.remote_chanid)
+        msg.add_string("signal")
+        msg.add_boolean(False)
+        msg.add_string("KILL")
+        chan.transport._send_user_message(msg)
+    chan.close()
+
+
+def _sftp_makedirs(sftp: paramiko.SFTPClient, path: str) -> None:
+    """mkdir -p over SFTP, tolerant of another writer creating the same directories."""
+    try:
+        if stat_mod.S_ISDIR(sftp.stat(path).st_mode or 0):
+            return
+        raise FileExistsError(17, "exists and is not a directory", path)
+    except FileNotFoundError:
+        pass
+    parent = posixpath.dirname(path.rstrip("/"))
+    if parent and parent != path:
+        _sftp_makedirs(sftp, parent)
+    try:
+        sftp.mkdir(path)
+    except OSError:
+        if not stat_mod.S_ISDIR(sftp.stat(path).st_mode or 0):
+            raise
+
+
+# --------------------------------------------------------------------------- factory
+
+
+def make_transport(spec: Mapping[str, object]) -> Transport:
+    """A transport from a site file's ``access`` table.
+
+    ``{"transport": "local"}`` or ``{"transport": "ssh", "host": ALIAS}`` with optional
+    ``user``, ``port``, ``key`` (a path or a list), ``ssh_config``, ``known_hosts``,
+    ``accept_new_host_keys``, ``connect_timeout``, ``keepalive``, ``retries``. Other keys are
+    left to the backends sharing the table. Without ``transport``, a ``host`` means ssh.
+    """
+    kind = spec.get("transport", "ssh" if "host" in spec else "local")
+
+    def get(key: str, types: tuple[type, ...], what: str) -> object:
+        value = spec.get(key)
+        if value is not None and not (isinstance(value, types)
+                                      and (bool in types or not isinstance(value, bool))):
+            raise TransportError(f"access.{key} must be {what}, not {value!r}")
+        return value
+
+    if kind == "local":
+        return LocalTransport()
+    if kind != "ssh":
+        raise TransportError(f"access.transport must be \"local\" or \"ssh\", not {kind!r}")
+    host = get("host", (str,), "a host name or ~/.ssh/config alias")
+    if not host:
+        raise TransportError("access.host is required when access.transport is \"ssh\"")
+    port = get("port", (int,), "a port number")
+    if port is not None and not 0 < port < 65536:
+        raise TransportError(f"access.port must be between 1 and 65535, not {port}")
+    key = get("key", (str, list), "a key file path or a list of them")
+    if isinstance(key, list) and not all(isinstance(k, str) for k in key):
+        raise TransportError(f"access.key must list file paths, not {key!r}")
+    options: dict = {}
+    for name, types, what in (("connect_timeout", (int, float), "a number of seconds"),
+                              ("keepalive", (int, float), "a number of seconds"),
+                              ("retries", (int,), "a whole number")):
+        value = get(name, types, what)
+        if value is not None:
+            options[name] = value
+    return SSHTransport(
+        host, user=get("user", (str,), "a user name"), port=port, key_filename=key,
+        ssh_config=get("ssh_config", (str,), "a file path"),
+        known_hosts=get("known_hosts", (str,), "a file path"),
+        accept_new=bool(get("accept_new_host_keys", (bool,), "true or false")), **options)
