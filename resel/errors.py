@@ -65,3 +65,33 @@ class ConnectionLost(TransportError):
     Raised instead of re-sending, since commands such as ``sbatch`` are not idempotent; the
     caller decides (e.g. by looking for the job by name) whether to try again.
     """
+
+
+class SchedulerError(ReselError):
+    """The scheduler refused or failed a request; the message says what it said and what to do.
+
+    ``command`` is the command or endpoint, ``reply`` the scheduler's own words (kept so a
+    caller can log them verbatim), ``hint`` what the user can do about it.
+    """
+
+    def __init__(self, message: str, *, command: str | None = None, reply: str | None = None,
+                 hint: str | None = None):
+        self.command = command
+        self.reply = reply
+        self.hint = hint
+        text = message
+        if hint:
+            text += f" — {hint}"
+        super().__init__(text)
+
+
+class SchedulerReplyError(SchedulerError):
+    """The scheduler answered, but not in a shape resel understands (a format it did not expect).
+
+    Distinct from :class:`SchedulerError` so a caller can tell "the site said no" from "resel
+    cannot read this site's Slurm version" (a bug report with the command and the problem).
+    """
+
+    def __init__(self, command: str, problem: str):
+        self.problem = problem
+        super().__init__(f"{command}: unexpected reply: {problem}", command=command)

@@ -1,0 +1,350 @@
+"""A Slurm site through its command-line tools, over any transport (local or SSH).
+
+:class:`SlurmCLI` builds every command as an argv list (the transport quotes it; no shell
+string is ever assembled here), runs it, and hands the output to a parser in
+:mod:`.slurm_formats`. It holds what it learnt about the site between calls: whether the
+site's tools speak ``--json`` (asked first, text formats after a refusal), whether the site
+keeps accounting, and the site's UTC offset for the rare text time without a zone.
+
+Every command runs with ``SLURM_TIME_FORMAT=%s`` so text times come back as epoch seconds,
+whatever the login node's time zone; ISO times are still understood, in the site's zone.
+
+Queries are sent with ``idempotent=True`` (the transport may resend them after a dropped
+connection); ``sbatch`` and ``scancel`` are not, so a lost connection during a submission
+surfaces as :class:`~resel.errors.ConnectionLost` and the caller looks for the job by name.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shlex
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import tzinfo
+from typing import Any
+
+from resel.backends import slurm_formats as fmt
+from resel.backends.slurm_formats import (
+    Availability,
+    JobInfo,
+    Partition,
+    SchedulerError,
+    SchedulerReplyError,
+)
+
+__all__ = ["SchedulerError", "SchedulerReplyError", "SlurmCLI"]
+
+_PARTITION = re.compile(r"[A-Za-z0-9_.\-]+\Z")
+_ACCOUNT = re.compile(r"[A-Za-z0-9_.\-]+\Z")
+_JOB_ID = re.compile(r"\d+(?:_\d+)?(?:\+\d+)?\Z")
+_NAME_BAD = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _check_word(kind: str, value: str | None, pattern: re.Pattern[str]) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not pattern.match(value):
+        raise SchedulerError(f"{kind} {value!r} is not a valid Slurm {kind} name "
+                             "(letters, digits, '_', '.', '-')")
+    return value
+
+
+def check_job_ids(ids: Iterable[str]) -> list[str]:
+    """Job ids as strings, refusing anything that is not a Slurm job id (``123``, ``123_4``)."""
+    out = []
+    for jid in ids:
+        text = str(jid).strip()
+        if not _JOB_ID.match(text):
+            raise SchedulerError(f"{jid!r} is not a Slurm job id")
+        out.append(text)
+    return out
+
+
+def check_job_name(name: str) -> str:
+    """Slurm job names are one line of printable text; resel finds its pilots by them."""
+    if not isinstance(name, str) or not name or _NAME_BAD.search(name):
+        raise SchedulerError(f"job name {name!r} must be non-empty printable text on one line")
+    return name
+
+
+def walltime_minutes(walltime: float) -> int:
+    """sbatch's ``--time`` in whole minutes, rounded up so the job never gets less than asked."""
+    if not walltime or walltime <= 0 or math.isinf(walltime) or math.isnan(walltime):
+        raise SchedulerError(f"walltime must be a positive number of seconds, not {walltime!r}")
+    return max(1, math.ceil(walltime / 60.0 - 1e-9))
+
+
+class SlurmCLI:
+    """Slurm via sinfo/squeue/sbatch/scancel/sacct on the site's login node.
+
+    ``env`` is added to every command's environment (e.g. ``{"SLURM_CONF": ...}`` for a
+    cluster that is not the login node's default); ``partition``, ``account`` and ``qos`` go to
+    every submission (``-p``/``-A``/``-q``) and restrict :meth:`availability` to that
+    partition; ``extra_sbatch`` are further sbatch options from the site file.
+    ``use_json=False`` starts in text mode (the mode a site without ``--json`` falls into).
+    """
+
+    scheduler = "slurm"
+
+    def __init__(self, transport: Any, *, env: Mapping[str, str] | None = None,
+                 partition: str | None = None, account: str | None = None,
+                 qos: str | None = None, extra_sbatch: Sequence[str] = (),
+                 use_json: bool = True, timeout: float = 60.0):
+        self.transport = transport
+        self.env = dict(env or {})
+        self.partition = _check_word("partition", partition, _PARTITION)
+        self.account = _check_word("account", account, _ACCOUNT)
+        self.qos = _check_word("qos", qos, _ACCOUNT)
+        for opt in extra_sbatch:
+            if not isinstance(opt, str) or not opt.startswith("-") or _NAME_BAD.search(opt):
+                raise SchedulerError(f"extra sbatch option {opt!r} must be one option word "
+                                     "starting with '-' (e.g. '--mem=2G')")
+        self.extra_sbatch = tuple(extra_sbatch)
+        self.timeout = timeout
+        #: per tool: does this site's version speak --json? (learnt from its first refusal)
+        self.json = {"sinfo": use_json, "squeue": use_json, "sacct": use_json}
+        #: False once sacct said accounting is disabled: never asked again
+        self.accounting_enabled: bool | None = None
+        self._version: str | None = None
+        self._tz: tzinfo | None = None
+
+    def __repr__(self) -> str:
+        return f"SlurmCLI({self.transport!r}, partition={self.partition!r})"
+
+    # ------------------------------------------------------------------ running commands
+
+    def _run(self, argv: Sequence[str], *, idempotent: bool, input: str | None = None) -> Any:
+        env = {**self.env, "SLURM_TIME_FORMAT": "%s"}
+        return self.transport.run(list(argv), env=env, input=input, timeout=self.timeout,
+                                  idempotent=idempotent)
+
+    @staticmethod
+    def _failed(argv: Sequence[str], done: Any, what: str | None = None) -> SchedulerError:
+        said = (done.stderr or done.stdout or "").strip() or f"exit status {done.returncode}"
+        command = shlex.join(argv)
+        hint = None
+        if done.returncode == 127:
+            hint = ("the Slurm tools are not on the PATH of the site's login shell; "
+                    "check the site's access settings")
+        elif re.search(r"Unable to contact slurm controller|Connection refused|"
+                       r"Could not establish a configuration source|fetch_config", said, re.IGNORECASE):
+            hint = ("the scheduler did not answer; check that Slurm is up and, for a non-default "
+                    "cluster, that SLURM_CONF is set in the site's env")
+        return SchedulerError(f"{what or command} failed: {said}", command=command, reply=said,
+                              hint=hint)
+
+    def _query(self, argv: Sequence[str]) -> str:
+        done = self._run(argv, idempotent=True)
+        if done.returncode != 0:
+            raise self._failed(argv, done)
+        return done.stdout
+
+    def _json_or_text(self, tool: str, json_argv: Sequence[str],
+                      text_argv: Sequence[str]) -> tuple[str, str]:
+        """Run the JSON form if the site speaks it, else (and from then on) the text form."""
+        if self.json[tool]:
+            done = self._run(json_argv, idempotent=True)
+            if done.returncode == 0:
+                return "json", done.stdout
+            if not fmt.json_unsupported(done.stderr):
+                raise self._failed(json_argv, done)
+            self.json[tool] = False       # remembered for this site: no second refusal
+        return "text", self._query(text_argv)
+
+    def site_tz(self) -> tzinfo:
+        """The login node's zone (``date +%z``), for text times Slurm prints without one."""
+        if self._tz is None:
+            self._tz = fmt.parse_utc_offset(self._query(["date", "+%z"]))
+        return self._tz
+
+    def _tz_for(self, text: str) -> tzinfo | None:
+        """The site's zone, but only for a reply holding an ISO time: epochs need no ``date``."""
+        return self.site_tz() if re.search(r"\d{4}-\d\d-\d\dT\d\d:", text) else None
+
+    # ------------------------------------------------------------------ queries
+
+    def version(self) -> str:
+        """The Slurm release (``sinfo --version``), asked once."""
+        if self._version is None:
+            self._version = fmt.parse_version(self._query(["sinfo", "--version"]))
+        return self._version
+
+    def partitions(self) -> tuple[list[Partition], list[fmt.NodeCpus] | None]:
+        """All (visible) partitions with their current CPU counts, and the nodes if known."""
+        kind, out = self._json_or_text("sinfo", ["sinfo", "--json"],
+                                       ["sinfo", "-h", "-o", fmt.SINFO_TEXT_FORMAT])
+        if kind == "text":
+            return fmt.parse_sinfo_text(out), None
+        doc = fmt.load_json(out, "sinfo --json")
+        self._version = self._version or fmt.slurm_release(doc)
+        metas, nodes = fmt.parse_sinfo_json(doc)
+        if not metas or not any(m.default for m in metas.values()):
+            # ≤ v0.0.38 lists only nodes, and the data_parser generations of 23.x–24.x skip
+            # the partition flags (no DEFAULT): the configuration comes from scontrol's text
+            cmd = ["scontrol", "-o", "show", "partition"]
+            metas = fmt.parse_scontrol_partitions(self._query(cmd), shlex.join(cmd)) or metas
+        return fmt.combine_partitions(metas, nodes), nodes
+
+    def _check_partition(self, parts: Sequence[Partition]) -> None:
+        if self.partition and self.partition not in {p.name for p in parts}:
+            have = ", ".join(p.name for p in parts) or "(none)"
+            raise SchedulerError(f"partition {self.partition} not found; the site has: {have}",
+                                 hint="set the site's `partition` to one of these")
+
+    def availability(self) -> Availability:
+        """Free and total cores and queue length, for the partition resel submits to."""
+        parts, nodes = self.partitions()
+        self._check_partition(parts)
+        jobs = self._all_jobs()
+        version = self._version or self.version()      # JSON replies carry it; text does not
+        return fmt.make_availability(self.scheduler, version, parts, jobs.values(), time.time(),
+                                     target=self.partition, nodes=nodes)
+
+    def _all_jobs(self, user: str | None = None) -> dict[str, JobInfo]:
+        # -t all: the text form otherwise hides finished jobs; 22.05's --json ignores the
+        # filters (and lists every job anyway), later versions honour them
+        filters = ["--states=all"] + (["-u", user] if user else [])
+        kind, out = self._json_or_text(
+            "squeue", ["squeue", "--json", *filters],
+            ["squeue", "-h", *filters, "-o", fmt.SQUEUE_TEXT_FORMAT])
+        if kind == "json":
+            doc = fmt.load_json(out, "squeue --json")
+            self._version = self._version or fmt.slurm_release(doc)
+            return fmt.parse_jobs_json(doc)
+        return fmt.parse_squeue_text(out, self._tz_for(out))
+
+    def jobs(self, ids: Iterable[str] | None = None, *, user: str | None = None,
+             name_prefix: str | None = None) -> dict[str, JobInfo]:
+        """Jobs the scheduler still lists (pending, running, and recently finished — for
+        ``MinJobAge`` seconds), by id; filtered by ids, user and name prefix."""
+        wanted = set(check_job_ids(ids)) if ids is not None else None
+        if wanted is not None and not wanted:
+            return {}
+        if user is not None:
+            _check_word("user", user, _ACCOUNT)
+        jobs = self._all_jobs(user)
+        return {jid: j for jid, j in jobs.items()
+                if (wanted is None or jid in wanted)
+                and (user is None or j.user == user)
+                and (name_prefix is None or j.name.startswith(name_prefix))}
+
+    def start_estimates(self, ids: Iterable[str]) -> dict[str, float | None]:
+        """The scheduler's expected start of pending jobs (``squeue --start``); None where it
+        has no estimate (yet), or the job is not pending."""
+        wanted = check_job_ids(ids)
+        if not wanted:
+            return {}
+        argv = ["squeue", "--start", "-h", "-j", ",".join(wanted), "-o", "%i|%S"]
+        done = self._run(argv, idempotent=True)
+        if done.returncode != 0 and re.search(r"Invalid job id", done.stderr, re.IGNORECASE):
+            argv = ["squeue", "--start", "-h", "-o", "%i|%S"]   # one id is gone: ask for all
+            done = self._run(argv, idempotent=True)
+        if done.returncode != 0:
+            raise self._failed(argv, done)
+        found = fmt.parse_squeue_start(done.stdout, self._tz_for(done.stdout))
+        return {jid: found.get(jid) for jid in wanted}
+
+    def accounting(self, ids: Iterable[str]) -> dict[str, JobInfo]:
+        """Finished jobs from accounting (``sacct``); {} on a site that keeps none.
+
+        A site with ``AccountingStorageType=none`` answers "accounting storage is disabled":
+        remembered, and never asked again.
+        """
+        wanted = check_job_ids(ids)
+        if not wanted or self.accounting_enabled is False:
+            return {}
+        jobs = ",".join(wanted)
+        json_argv = ["sacct", "--json", "-X", "-j", jobs]
+        text_argv = ["sacct", "-P", "-n", "-X", "-j", jobs, "-o", ",".join(fmt.SACCT_FIELDS)]
+        for argv, kind in ((json_argv, "json"), (text_argv, "text")):
+            if kind == "json" and not self.json["sacct"]:
+                continue
+            done = self._run(argv, idempotent=True)
+            said = done.stderr + done.stdout
+            if fmt.accounting_disabled(said):
+                self.accounting_enabled = False
+                return {}
+            if done.returncode != 0:
+                if kind == "json" and fmt.json_unsupported(done.stderr):
+                    self.json["sacct"] = False
+                    continue
+                raise self._failed(argv, done)
+            self.accounting_enabled = True
+            if kind == "json":
+                found = fmt.parse_sacct_json(fmt.load_json(done.stdout, "sacct --json"))
+            else:
+                found = fmt.parse_sacct_text(done.stdout, fmt.SACCT_FIELDS, self._tz_for(done.stdout))
+            return {jid: j for jid, j in found.items() if jid in set(wanted)}
+        return {}
+
+    def cpu_info(self) -> dict[str, Any]:
+        """The login node's CPU: model, base/max MHz, sockets and cores (``lscpu -J``, else
+        ``/proc/cpuinfo``). Compute nodes may differ; this is a first guess for LIM's clock."""
+        done = self._run(["lscpu", "-J"], idempotent=True)
+        if done.returncode == 0:
+            try:
+                return fmt.parse_lscpu_json(done.stdout)
+            except SchedulerError:
+                pass                     # an lscpu too old for -J prints text: try cpuinfo
+        return fmt.parse_cpuinfo(self._query(["cat", "/proc/cpuinfo"]))
+
+    # ------------------------------------------------------------------ actions
+
+    def _resources(self, cores: int, walltime: float) -> list[str]:
+        """One task with ``cores`` CPUs: a pilot is one process (the agent) that runs tasks
+        on the cores it was given, so all of them must be on one node — ``-n cores`` could
+        spread them over several nodes the agent cannot reach."""
+        if not isinstance(cores, int) or isinstance(cores, bool) or cores < 1:
+            raise SchedulerError(f"cores must be a positive whole number, not {cores!r}")
+        argv = ["--ntasks=1", f"--cpus-per-task={cores}", f"--time={walltime_minutes(walltime)}"]
+        if self.partition:
+            argv.append(f"--partition={self.partition}")
+        if self.account:
+            argv.append(f"--account={self.account}")
+        if self.qos:
+            argv.append(f"--qos={self.qos}")
+        return argv + list(self.extra_sbatch)
+
+    def submit(self, script: str, *, name: str, cores: int, walltime: float, workdir: str,
+               output: str | None = None) -> str:
+        """Submit a batch script (sent on stdin, so it needs no file on the site); the job id.
+
+        Not idempotent: if the connection drops after sending, ConnectionLost is raised and the
+        caller finds out whether the job exists by its name.
+        """
+        check_job_name(name)
+        if not workdir or _NAME_BAD.search(workdir):
+            raise SchedulerError(f"work directory {workdir!r} must be a non-empty path on one line")
+        argv = ["sbatch", "--parsable", f"--job-name={name}", *self._resources(cores, walltime),
+                f"--chdir={workdir}"]
+        if output:
+            if _NAME_BAD.search(output):
+                raise SchedulerError(f"output path {output!r} must be on one line")
+            argv.append(f"--output={output}")
+        done = self._run(argv, idempotent=False, input=script)
+        if done.returncode != 0:
+            raise fmt.sbatch_error(done.stderr or done.stdout, shlex.join(argv), done.returncode)
+        return fmt.parse_sbatch(done.stdout, shlex.join(argv))
+
+    def test_only(self, cores: int, walltime: float) -> float | None:
+        """When a job of this size would start (``sbatch --test-only``: nothing is queued)."""
+        argv = ["sbatch", "--test-only", *self._resources(cores, walltime)]
+        done = self._run(argv, idempotent=True, input="#!/bin/sh\ntrue\n")
+        if done.returncode != 0:
+            raise fmt.sbatch_error(done.stderr or done.stdout, shlex.join(argv), done.returncode)
+        said = done.stderr + "\n" + done.stdout
+        return fmt.parse_test_only(said, self._tz_for(said), shlex.join(argv)).start
+
+    def cancel(self, ids: Sequence[str]) -> None:
+        """Cancel jobs; jobs that already ended are not an error (that is what was wanted)."""
+        wanted = check_job_ids(ids)
+        if not wanted:
+            return
+        argv = ["scancel", *wanted]
+        done = self._run(argv, idempotent=False)
+        problems = fmt.scancel_problems(done.stderr)
+        if problems or (done.returncode != 0 and not done.stderr.strip()):
+            said = "; ".join(problems) or f"exit status {done.returncode}"
+            raise SchedulerError(f"scancel {' '.join(wanted)} failed: {said}",
+                                 command=shlex.join(argv), reply=done.stderr.strip())
