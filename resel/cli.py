@@ -90,6 +90,8 @@ def cli() -> None:
       resel simulate                      # 1,024 GROMACS-style tasks on 4 thesis sites
       resel sites show                    # the sites, their clocks and LIM's predictions
       resel runs / resel report RUN       # what was stored
+      resel sites check --sites S.toml    # can resel reach your live sites?
+      resel run BAG --sites S.toml        # run a bag on live Slurm sites (status, cancel, --resume)
     """
 
 
@@ -344,8 +346,10 @@ def sites_defaults() -> None:
 def _register() -> None:
     """Commands living in their own modules."""
     from resel.cli_grid import grid_cmd, scenario_group
+    from resel.cli_live import register as register_live
     from resel.cli_trace import replay_cmd
     cli.add_command(replay_cmd)
+    register_live(cli, sites)
     cli.add_command(grid_cmd)
     cli.add_command(scenario_group)
 

@@ -1,0 +1,100 @@
+"""Open a live site from its ``[site.access]`` table: transport, scheduler API, pilot exchange.
+
+The one place that knows which class serves which ``kind``/``api`` pair, so the coordinator,
+``resel sites check`` and ``resel run --dry-run`` open sites the same way.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from resel.backends.pilotsite import PilotSite
+from resel.backends.transport import make_transport
+from resel.domain import Site
+from resel.errors import ReselError
+
+
+def open_scheduler(site: Site, transport: Any) -> Any:
+    """The scheduler client for a site (nothing is contacted yet)."""
+    acc = site.access
+    if acc is None:
+        raise ReselError(f"site {site.name!r} has no [site.access] table")
+    if site.kind == "slurm":
+        if acc.api == "cli":
+            from resel.backends.slurm import SlurmCLI
+            return SlurmCLI(transport, env=dict(acc.env) or None, partition=acc.partition, account=acc.account,
+                            qos=acc.qos, extra_sbatch=acc.submit_args)
+        if acc.api == "rest":
+            from resel.backends.slurmrest import SlurmREST
+            token_file = Path(acc.rest_token_file or "")
+            try:
+                token = token_file.read_text(encoding="utf-8").strip()
+            except OSError as exc:
+                raise ReselError(f"site {site.name!r}: cannot read rest_token_file {token_file}: {exc} "
+                                 "(get a token with `scontrol token` on the cluster)") from None
+            if token.startswith("SLURM_JWT="):
+                token = token.split("=", 1)[1]
+            return SlurmREST(acc.rest_url, acc.rest_user, token, partition=acc.partition, account=acc.account)
+        if acc.api == "pyslurm":
+            from resel.backends.slurm_pyslurm import SlurmPySlurm
+            return SlurmPySlurm(partition=acc.partition, account=acc.account)
+    raise ReselError(f"site {site.name!r}: no live backend for kind {site.kind!r} with api {acc.api!r}")
+
+
+def open_site(site: Site) -> PilotSite:
+    """Transport + scheduler + pilot exchange for one live site (SSH connects lazily)."""
+    if site.access is None:
+        raise ReselError(f"site {site.name!r} has no [site.access] table; it cannot run live")
+    transport = make_transport(site.access.transport_spec())
+    return PilotSite(site, transport, open_scheduler(site, transport))
+
+
+def check_site(site: Site) -> dict[str, Any]:
+    """``resel sites check``: everything resel needs to know about a site, or why it can't."""
+    row: dict[str, Any] = {"site": site.name, "kind": site.kind, "reachable": False, "scheduler": None,
+                           "version": None, "partitions": [], "free_cores": None, "total_cores": None,
+                           "start_estimate_s": None, "pilot_cores": None, "cpu": None, "error": None,
+                           "seconds": None}
+    began = time.monotonic()
+    ps = None
+    try:
+        ps = open_site(site)
+        sched = ps.scheduler
+        row["version"] = sched.version()
+        row["reachable"] = True
+        av = sched.availability()
+        row["scheduler"] = av.scheduler
+        row["partitions"] = [{"name": p.name, "state": p.state, "total_cpus": p.total_cpus,
+                              "idle_cpus": p.idle_cpus, "max_time": p.max_time, "default": p.default}
+                             for p in av.partitions]
+        row["free_cores"], row["total_cores"] = av.free_cores, av.total_cores
+        cores = min(site.cores, site.pilot.max_cores or site.cores)
+        row["pilot_cores"] = cores
+        start = sched.test_only(cores, site.pilot.walltime)
+        row["start_estimate_s"] = None if start is None else max(0.0, start - time.time())
+        try:
+            row["cpu"] = _cpu(ps)
+        except Exception as exc:   # noqa: BLE001 - a missing lscpu is not a broken site
+            row["cpu"] = {"error": str(exc)}
+        ps.ship_agent()
+    except Exception as exc:   # noqa: BLE001 - reported per site, never a traceback
+        row["error"] = str(exc).strip() or type(exc).__name__
+    finally:
+        if ps is not None:
+            try:
+                ps.transport.close()
+            except Exception:   # noqa: BLE001
+                pass
+    row["seconds"] = round(time.monotonic() - began, 3)
+    return row
+
+
+def _cpu(ps: PilotSite) -> dict[str, Any]:
+    """CPU model and clock of the site's login node (lscpu / /proc/cpuinfo) via its transport."""
+    info = ps.scheduler.cpu_info() if hasattr(ps.scheduler, "cpu_info") else None
+    if info is None:
+        from resel.backends.slurm import SlurmCLI
+        info = SlurmCLI(ps.transport).cpu_info()
+    return info

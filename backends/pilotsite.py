@@ -1,0 +1,198 @@
+"""One live site as the coordinator sees it: a scheduler to start pilots, and a work directory
+on the site's shared filesystem to exchange tasks and results with their agents.
+
+Scheduler-agnostic on purpose (PSI/J's split of executor and launcher): the scheduler object
+(:class:`~resel.backends.slurm.SlurmCLI`, :class:`~resel.backends.slurmrest.SlurmREST`, …)
+only submits, lists and cancels batch jobs; everything a pilot does once it runs goes through
+files written atomically in ``{workdir}/{run_key}/p{pilot}/``, following the agent's protocol
+(:mod:`resel.agent`, docs/agent.md). The coordinator never talks to a compute node.
+
+Every path and name that reaches a command is built here from validated parts (run keys and
+pilot numbers) and quoted by the transport; the bag's command travels inside a JSON file and
+is run by the agent with ``/bin/sh -c`` as the user wrote it.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+from resel import agent as agent_module
+from resel.domain import Site
+from resel.errors import ReselError
+
+#: the agent file shipped to every site, named after its protocol version
+AGENT_NAME = f"resel-agent-v{agent_module.PROTOCOL_VERSION}.py"
+_RUN_KEY = re.compile(r"r\d+-[0-9a-f]{6}")
+
+#: Slurm states in which a pilot holds its cores, and in which it is still waiting
+RUNNING_STATES = {"RUNNING", "COMPLETING", "SUSPENDED", "STOPPED"}
+PENDING_STATES = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING"}
+#: reasons for which Slurm keeps a job pending although it can never start (limits per job,
+#: not per moment): such a pilot is cancelled and its site given up, instead of waiting forever
+NEVER_REASONS = {"PartitionConfig", "PartitionTimeLimit", "PartitionNodeLimit", "InvalidAccount", "InvalidQOS",
+                 "BadConstraints", "QOSMaxWallDurationPerJobLimit", "QOSMaxCpuPerJobLimit",
+                 "AssocMaxWallDurationPerJobLimit", "AssocMaxCpuPerJobLimit", "QOSMaxNodePerJobLimit",
+                 "AssocMaxNodePerJobLimit", "DependencyNeverSatisfied"}
+
+
+@dataclass
+class PilotFiles:
+    """What one poll found in a pilot's directory: new start and result records."""
+
+    started: list[dict] = field(default_factory=list)
+    results: list[dict] = field(default_factory=list)
+    agent: dict | None = None
+
+
+def task_key(task: int, attempt: int) -> str:
+    """The name of a task attempt in the agent's protocol: ``t12-a0``."""
+    return f"t{int(task)}-a{int(attempt)}"
+
+
+class PilotSite:
+    """Pilots and task exchange on one site.
+
+    Args:
+        site: the site (its ``access`` table gives the work directory and the agent's Python).
+        transport: runs commands and moves files on the site (local or SSH).
+        scheduler: submits/lists/cancels batch jobs on the site.
+    """
+
+    def __init__(self, site: Site, transport: Any, scheduler: Any):
+        if site.access is None:
+            raise ReselError(f"site {site.name!r} is not a live site (no access table)")
+        self.site = site
+        self.name = site.name
+        self.transport = transport
+        self.scheduler = scheduler
+        self._workdir: str | None = None
+        self._agent_shipped = False
+
+    # ------------------------------------------------------------------ paths
+    @property
+    def workdir(self) -> str:
+        """The site's work directory with ``~`` expanded on the site (asked once)."""
+        if self._workdir is None:
+            raw = self.site.access.workdir
+            if raw == "~" or raw.startswith("~/"):
+                raw = posixpath.join(self.transport.home(), raw[2:])
+            self._workdir = posixpath.normpath(raw)
+        return self._workdir
+
+    def run_dir(self, run_key: str) -> str:
+        if not _RUN_KEY.fullmatch(run_key):
+            raise ReselError(f"bad run key {run_key!r}")
+        return posixpath.join(self.workdir, run_key)
+
+    def pilot_dir(self, run_key: str, pilot: int) -> str:
+        return posixpath.join(self.run_dir(run_key), f"p{int(pilot)}")
+
+    def job_name(self, run_key: str, pilot: int) -> str:
+        """The batch job's name: how a pilot is found again after a crash (see resume)."""
+        return f"resel-{run_key}-p{int(pilot)}"
+
+    # ------------------------------------------------------------------ pilots
+    def ship_agent(self) -> str:
+        """Copy the agent into the work directory (idempotent); returns its path."""
+        path = posixpath.join(self.workdir, AGENT_NAME)
+        if not self._agent_shipped:
+            self.transport.makedirs(self.workdir)
+            self.transport.write_file(path, agent_module.source().encode(), mode=0o755)
+            self._agent_shipped = True
+        return path
+
+    def pilot_script(self, run_key: str, pilot: int, cores: int, walltime: float) -> str:
+        """The batch script of a pilot: start the agent on the pilot's directory."""
+        slots = max(1, cores)
+        drain = min(60.0, 0.1 * walltime)
+        argv = [self.site.access.python, self.ship_agent(), "--dir", self.pilot_dir(run_key, pilot),
+                "--pilot", str(int(pilot)), "--slots", str(slots), "--walltime", f"{walltime:g}",
+                "--drain", f"{drain:g}"]
+        return "#!/bin/sh\n# resel pilot: starts the agent, which takes tasks from its inbox\n" \
+               f"exec {shlex.join(argv)}\n"
+
+    def submit_pilot(self, run_key: str, pilot: int, cores: int, walltime: float, cores_per_task: int = 1) -> str:
+        """Create the pilot's directory and submit its batch job; returns the job id."""
+        pdir = self.pilot_dir(run_key, pilot)
+        for sub in ("inbox", "cancel"):
+            self.transport.makedirs(posixpath.join(pdir, sub))
+        script = self.pilot_script(run_key, pilot, cores // max(1, cores_per_task), walltime)
+        return self.scheduler.submit(script, name=self.job_name(run_key, pilot), cores=cores,
+                                     walltime=walltime, workdir=pdir,
+                                     output=posixpath.join(pdir, "pilot.out"))
+
+    def find_pilot_job(self, run_key: str, pilot: int) -> str | None:
+        """The job id of a pilot submitted before a crash, found by its name, or None."""
+        name = self.job_name(run_key, pilot)
+        for job_id, info in self.scheduler.jobs(name_prefix=name).items():
+            if info.name == name:
+                return job_id
+        return None
+
+    def pilot_jobs(self, job_ids: list[str]) -> dict[str, Any]:
+        """The scheduler's view of these jobs (jobs it no longer lists are absent)."""
+        if not job_ids:
+            return {}
+        return self.scheduler.jobs(job_ids)
+
+    def run_jobs(self, run_key: str) -> dict[str, Any]:
+        """Every job of this run the scheduler still lists (found by name prefix)."""
+        prefix = f"resel-{run_key}-p"
+        return {j: i for j, i in self.scheduler.jobs(name_prefix=prefix).items() if i.name.startswith(prefix)}
+
+    def stop_pilot(self, run_key: str, pilot: int, job_id: str | None) -> None:
+        """Tell the agent to stop, then cancel the batch job (either alone is enough)."""
+        try:
+            self.transport.write_file(posixpath.join(self.pilot_dir(run_key, pilot), "stop"), b"stop\n")
+        except (OSError, ReselError):
+            pass   # the directory may be gone or the site unreachable; scancel still ends it
+        if job_id:
+            self.scheduler.cancel([job_id])
+
+    # ------------------------------------------------------------------ tasks
+    def dispatch(self, run_key: str, pilot: int, task: int, attempt: int, command: str,
+                 env: dict[str, str] | None = None, perf: bool = False, timeout: float | None = None) -> None:
+        """Put a task attempt in the pilot's inbox (an atomic write: idempotent on resume)."""
+        spec = {"task": int(task), "attempt": int(attempt), "command": command, "env": dict(env or {}),
+                "perf": bool(perf), "timeout": timeout}
+        path = posixpath.join(self.pilot_dir(run_key, pilot), "inbox", task_key(task, attempt) + ".json")
+        self.transport.write_file(path, json.dumps(spec).encode())
+
+    def cancel_task(self, run_key: str, pilot: int, task: int, attempt: int) -> None:
+        path = posixpath.join(self.pilot_dir(run_key, pilot), "cancel", task_key(task, attempt))
+        self.transport.write_file(path, b"cancel\n")
+
+    def collect(self, run_key: str, pilot: int, seen: set[str]) -> PilotFiles:
+        """New ``started/`` and ``results/`` records of a pilot; ``seen`` holds names read before."""
+        pdir = self.pilot_dir(run_key, pilot)
+        found = PilotFiles()
+        for sub, bucket in (("started", found.started), ("results", found.results)):
+            try:
+                names = sorted(self.transport.listdir(posixpath.join(pdir, sub)))
+            except FileNotFoundError:
+                continue
+            for name in names:
+                tag = f"{sub}/{name}"
+                if not name.endswith(".json") or tag in seen:
+                    continue
+                try:
+                    record = json.loads(self.transport.read_file(posixpath.join(pdir, sub, name)))
+                except FileNotFoundError:
+                    continue
+                except ValueError:
+                    record = None
+                seen.add(tag)
+                if isinstance(record, dict) and "task" in record and "attempt" in record:
+                    bucket.append(record)
+        if "agent.json" not in seen:
+            try:
+                found.agent = json.loads(self.transport.read_file(posixpath.join(pdir, "agent.json")))
+                seen.add("agent.json")
+            except (FileNotFoundError, ValueError):
+                pass
+        return found

@@ -1,0 +1,297 @@
+"""``resel run``, ``resel status``, ``resel cancel`` and ``resel sites check``: live sites.
+
+Thin wrappers over :mod:`resel.live` (the coordinator) and :mod:`resel.backends.connect`
+(opening a site from its ``access`` table).
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from pathlib import Path
+
+import click
+from rich.live import Live
+from rich.table import Table
+
+from resel.config import LIVE_KINDS, load_bag, load_sites
+from resel.errors import ReselError
+from resel.live import Coordinator, LiveOptions
+from resel.live_view import replayed_engine, snapshot, table
+from resel.models.lim import site_rates
+from resel.selection import Strategy
+from resel.store import default_path, open_store
+
+
+def _cli():
+    from resel import cli as c   # noqa: PLC0415 - shared helpers; imported late to avoid a cycle
+    return c
+
+
+def _live_sites(sites_file: Path):
+    site_list = load_sites(sites_file)
+    offline = [s.name for s in site_list if s.kind not in LIVE_KINDS]
+    if offline:
+        raise ReselError(f"{sites_file}: sites {', '.join(offline)} are simulated; `resel run` needs live sites "
+                         f"(kind = one of {', '.join(LIVE_KINDS)}) — use `resel simulate` for simulated ones")
+    return site_list
+
+
+@click.command("run")
+@click.argument("bag_file", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--sites", "sites_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Sites file with live sites (kind = \"slurm\", an [site.access] table each).")
+@click.option("--strategy", default="model+reselect", show_default=True,
+              help="Initial selection (random, model, topk:K, queue) with or without +reselect.")
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--poll", default=2.0, show_default=True, type=click.FloatRange(0.05),
+              help="Seconds between two polls of every site.")
+@click.option("--perf", is_flag=True, help="Run every task under `perf stat` and store its counters.")
+@click.option("--task-timeout", type=click.FloatRange(1), default=None, help="Kill an attempt after this many seconds.")
+@click.option("--resume", "resume_id", type=int, default=None, help="Carry on run RUN after a crash (no BAG needed).")
+@click.option("--dry-run", is_flag=True, help="Show the plan (T̂x, scheduler start estimates, chosen sites); submit nothing.")
+@click.option("--max-time", type=click.FloatRange(1), default=None, help="Give up (and cancel everything) after this many seconds.")
+@click.option("--progress/--no-progress", default=None, help="Live table (default: on a terminal).")
+@click.option("--db", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Run store (SQLite). Default: $RESEL_DB or ~/.local/share/resel/resel.db.")
+@click.option("--json", "as_json", is_flag=True, help="Print the final status as JSON.")
+def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed: int, poll: float, perf: bool,
+            task_timeout: float | None, resume_id: int | None, dry_run: bool, max_time: float | None,
+            progress: bool | None, db: Path | None, as_json: bool) -> None:
+    """Run a bag on live sites: pilots, late binding, re-selection; crash-safe.
+
+    Every event and action is written to the run store before it is carried out, so a
+    coordinator that dies (kill -9, reboot) is continued with `resel run --resume RUN` and
+    no task is lost or run twice. Ctrl-C stops the coordinator but leaves the pilots
+    running; resume later, or `resel cancel RUN` to stop everything.
+
+    Watch it from another terminal with `resel status`.
+
+    \b
+    Examples:
+      resel run bag.toml --sites my-sites.toml --dry-run
+      resel run bag.toml --sites my-sites.toml
+      resel run --resume 7
+    """
+    from resel.backends.connect import open_site
+    c = _cli()
+    try:
+        store = open_store(db)
+        if resume_id is not None:
+            coord = Coordinator.resume(store, resume_id, open_site)
+        else:
+            if bag_file is None or sites_file is None:
+                raise click.UsageError("give BAG_FILE and --sites FILE (or --resume RUN)")
+            bag, site_list = load_bag(bag_file), _live_sites(sites_file)
+            Strategy.parse(strategy)
+            options = LiveOptions(strategy=strategy, seed=seed, poll=poll, perf=perf, task_timeout=task_timeout)
+            if dry_run:
+                _dry_run(bag, site_list, options, as_json)
+                return
+            coord = Coordinator.start(store, bag, site_list, options, open_site,
+                                      bag_file=str(bag_file.resolve()), sites_file=str(sites_file.resolve()))
+        c.err.print(f"run {coord.run_id}: {coord.bag.count} tasks on {', '.join(s.name for s in coord.sites)} "
+                    f"(store {db or default_path()}; resume with `resel run --resume {coord.run_id}`)")
+        show = sys.stderr.isatty() if progress is None else progress
+        signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+        try:
+            if show:
+                with Live(table(_snap(coord)), console=c.err, refresh_per_second=2, transient=False) as live:
+                    coord.run(on_cycle=lambda co: live.update(table(_snap(co))), max_time=max_time)
+            else:
+                coord.run(max_time=max_time)
+        except KeyboardInterrupt:
+            c.err.print(f"stopped; pilots keep running. Continue with `resel run --resume {coord.run_id}` "
+                        f"or stop everything with `resel cancel {coord.run_id}`")
+            sys.exit(130)
+        finally:
+            coord.close()
+        snap = _snap(coord)
+        if as_json:
+            c._print_json(snap.as_dict())
+        else:
+            c.out.print(table(snap))
+        if snap.failed:
+            sys.exit(1)
+    except ReselError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _snap(coord: Coordinator):
+    status = "done" if coord.finished else "running"
+    return snapshot(coord.engine, coord.run_id, status, coord.now(), {n: v.error for n, v in coord.views.items()})
+
+
+def _dry_run(bag, site_list, options: LiveOptions, as_json: bool) -> None:
+    """Ask every site for availability and a start estimate; show what the engine would do."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from resel.backends.connect import open_site
+    from resel.engine import Engine
+    from resel.events import BagSubmitted, Decision, SiteLost, SubmitPilot
+    c = _cli()
+    engine = Engine(bag, site_list, options.strategy, seed=options.seed, clock=options.clock)
+    shapes = engine.probe_shapes()
+    rates = site_rates(site_list, options.clock)
+
+    def probe(i_site):
+        i, site = i_site
+        row = {"site": site.name, "tx_pred": rates[site.name].tx(bag.profile.instructions), "error": None,
+               "free_cores": None, "total_cores": None, "pilot_cores": shapes[i][0], "start_estimate_s": None}
+        try:
+            ps = open_site(site)
+            try:
+                av = ps.scheduler.availability()
+                row["free_cores"], row["total_cores"] = av.free_cores, av.total_cores
+                start = ps.scheduler.test_only(*shapes[i])
+                row["start_estimate_s"] = None if start is None else max(0.0, start - time.time())
+            finally:
+                ps.transport.close()
+        except Exception as exc:   # noqa: BLE001 - shown per site
+            row["error"] = str(exc)
+        return row
+
+    with ThreadPoolExecutor(max_workers=max(1, len(site_list))) as pool:
+        rows = list(pool.map(probe, enumerate(site_list)))
+    estimates = {r["site"]: r["start_estimate_s"] for r in rows if r["start_estimate_s"] is not None}
+    events = [BagSubmitted(time=0.0, wait_estimates=estimates or None)]
+    events += [SiteLost(time=0.0, site=r["site"], reason=r["error"]) for r in rows if r["error"]]
+    actions = [a for ev in events for a in engine.handle(ev)]
+    for r in rows:
+        name = r["site"]
+        r["tasks_assigned"] = sum(1 for t in engine.tasks if engine.sites[t.origin].name == name)
+        r["pilots"] = [a.cores for a in actions if isinstance(a, SubmitPilot) and a.site == name]
+    if as_json:
+        c._print_json({"bag": bag.name, "tasks": bag.count, "strategy": options.strategy, "sites": rows,
+                       "moves": [a.kind for a in actions if isinstance(a, Decision) and a.kind == "site-lost"]})
+        return
+    t = Table(title=f"plan for {bag.count} × {bag.name} ({options.strategy}); nothing submitted", title_justify="left")
+    for col in ("site", "T̂x s", "free/total cores", "scheduler start estimate", "tasks", "pilots (cores)", "error"):
+        t.add_column(col)
+    for r in rows:
+        est = "—" if r["start_estimate_s"] is None else f"in {r['start_estimate_s']:,.0f} s"
+        cores = "—" if r["total_cores"] is None else f"{r['free_cores']}/{r['total_cores']}"
+        t.add_row(r["site"], f"{r['tx_pred']:,.1f}", cores, est, str(r["tasks_assigned"]),
+                  ", ".join(map(str, r["pilots"])) or "—", r["error"] or "")
+    c.out.print(t)
+
+
+@click.command("status")
+@click.argument("run_id", type=int, required=False)
+@click.option("--db", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@click.option("--json", "as_json", is_flag=True)
+def status_cmd(run_id: int | None, db: Path | None, as_json: bool) -> None:
+    """Where a live run stands (default: the newest live run), from the run store.
+
+    \b
+    Example:
+      resel status 7 --json
+    """
+    c = _cli()
+    try:
+        store = open_store(db)
+        if run_id is None:
+            rows = list(store.query("select id from runs where mode = 'live' order by id desc limit 1"))
+            if not rows:
+                raise ReselError("no live run in the store yet (start one with `resel run`)")
+            run_id = rows[0]["id"]
+        engine, run = replayed_engine(store, run_id)
+        last = list(store.query("select max(time) as t from events where run_id = ?", [run_id]))[0]["t"] or 0.0
+        elapsed = (run["ttc_wkd"] if run["status"] == "done" and run["ttc_wkd"] is not None
+                   else max(last, time.time() - run["t0"] if run["status"] == "running" else last))
+        snap = snapshot(engine, run_id, run["status"], elapsed)
+        if as_json:
+            doc = snap.as_dict()
+            doc["pilots"] = list(store.query("select pilot, site, job_id, cores, state, reason from live_pilots "
+                                             "where run_id = ? order by pilot", [run_id]))
+            c._print_json(doc)
+        else:
+            c.out.print(table(snap))
+    except ReselError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@click.command("cancel")
+@click.argument("run_id", type=int)
+@click.option("--db", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@click.option("--json", "as_json", is_flag=True)
+def cancel_cmd(run_id: int, db: Path | None, as_json: bool) -> None:
+    """Cancel every pilot and task of a live run; checks that nothing is left on any site.
+
+    A coordinator still running that run notices and stops too.
+
+    \b
+    Example:
+      resel cancel 7
+    """
+    from resel.backends.connect import open_site
+    c = _cli()
+    try:
+        store = open_store(db)
+        store["runs"].update(run_id, {"status": "cancelling"}) if list(store.query(
+            "select 1 from runs where id = ? and mode = 'live'", [run_id])) else None
+        coord = Coordinator.resume(store, run_id, open_site)
+        try:
+            left = coord.cancel_everything()
+        finally:
+            coord.close()
+        if as_json:
+            c._print_json({"run": run_id, "cancelled": not left, "left": left})
+        elif left:
+            c.err.print(f"run {run_id}: could not cancel: {', '.join(left)}")
+        else:
+            c.out.print(f"run {run_id} cancelled; no pilot of it is left on any site")
+        if left:
+            sys.exit(1)
+    except ReselError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@click.command("check")
+@click.option("--sites", "sites_file", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="Sites file with live sites.")
+@click.option("--json", "as_json", is_flag=True)
+def check_cmd(sites_file: Path, as_json: bool) -> None:
+    """Probe every live site at once: reachable, scheduler and version, partitions, cores,
+    a start estimate for the pilot shape, CPU model and clock.
+
+    \b
+    Example:
+      resel sites check --sites my-sites.toml --json
+    """
+    from resel.backends.connect import check_site
+    from concurrent.futures import ThreadPoolExecutor
+    c = _cli()
+    try:
+        site_list = _live_sites(sites_file)
+    except ReselError as exc:
+        raise click.ClickException(str(exc)) from None
+    with ThreadPoolExecutor(max_workers=max(1, len(site_list))) as pool:
+        rows = list(pool.map(check_site, site_list))
+    if as_json:
+        c._print_json({"sites": rows})
+    else:
+        t = Table(title=f"sites in {sites_file}", title_justify="left")
+        for col in ("site", "reachable", "scheduler", "partitions", "free/total cores", "pilot start", "CPU", "GHz", "error"):
+            t.add_column(col)
+        for r in rows:
+            cpu = r.get("cpu") or {}
+            est = r.get("start_estimate_s")
+            t.add_row(r["site"], "yes" if r["reachable"] else "no",
+                      f"{r.get('scheduler') or '—'} {r.get('version') or ''}".strip(),
+                      ", ".join(p["name"] for p in r.get("partitions") or []) or "—",
+                      "—" if r.get("total_cores") is None else f"{r['free_cores']}/{r['total_cores']}",
+                      "—" if est is None else f"in {est:,.0f} s",
+                      str(cpu.get("model") or "—"), "—" if not cpu.get("mhz") else f"{cpu['mhz'] / 1000:.2f}",
+                      r.get("error") or "")
+        c.out.print(t)
+    if any(not r["reachable"] or r.get("error") for r in rows):
+        sys.exit(1)
+
+
+def register(cli: click.Group, sites_group: click.Group) -> None:
+    cli.add_command(run_cmd)
+    cli.add_command(status_cmd)
+    cli.add_command(cancel_cmd)
+    sites_group.add_command(check_cmd)
