@@ -14,6 +14,7 @@ Rigid jobs, space sharing, run to completion; cores are one pool (no node topolo
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -160,11 +161,14 @@ class Policy(ABC):
 
     def _start_heads(self, now: float) -> list[QJob]:
         """Start the head of the queue while it fits (FCFS, and EASY's first step)."""
-        started = []
+        started: list[QJob] = []
         queue = self.queue
+        if not queue or queue[0].size > self.free:      # the common case: nothing starts
+            return started
+        start = self._start
         while queue and queue[0].size <= self.free:
             job = queue.pop(0)
-            self._start(job, now)
+            start(job, now)
             started.append(job)
         return started
 
@@ -175,8 +179,8 @@ class FCFS(Policy):
     name = "fcfs"
     _ordered = True
 
-    def schedule(self, now: float) -> list[QJob]:
-        return self._start_heads(now)
+    #: FCFS only starts heads (the same function, one call less per event)
+    schedule = Policy._start_heads
 
 
 
@@ -197,7 +201,9 @@ class EASY(Policy):
         self._ends: list[tuple[float, int, int]] = []   # (start + estimate, id, size), sorted
 
     def _start(self, job: QJob, now: float) -> None:
-        super()._start(job, now)
+        job.start = now                     # Policy._start, inline
+        self.free -= job.size
+        self.running[job.id] = job
         bisect.insort(self._ends, (now + job.estimate, job.id, job.size))
 
     def _released(self, job: QJob, now: float) -> None:
@@ -217,28 +223,33 @@ class EASY(Policy):
         return shadow, avail - head.size
 
     def schedule(self, now: float) -> list[QJob]:
-        started = self._start_heads(now)
         queue = self.queue
+        started = self._start_heads(now) if queue and queue[0].size <= self.free else []
         if len(queue) < 2 or self.free == 0:
             return started
         head = queue[0]
         shadow, extra = self._shadow(head, now)
-        candidates = queue[1:]
         if self.order == "sjbf":
-            candidates = sorted(candidates, key=lambda j: (j.estimate, j.submit, j.id))
+            candidates = sorted(queue[1:], key=lambda j: (j.estimate, j.submit, j.id))
+        else:
+            candidates = itertools.islice(queue, 1, None)   # queue is not changed in the loop
         chosen = []
+        start = self._start
+        free = self.free
         for job in candidates:
-            if job.size > self.free:
+            size = job.size
+            if size > free:
                 continue
             if now + job.estimate <= shadow:
                 pass
-            elif job.size <= extra:
-                extra -= job.size
+            elif size <= extra:
+                extra -= size
             else:
                 continue
-            self._start(job, now)
+            start(job, now)
+            free = self.free
             chosen.append(job)
-            if self.free == 0:
+            if free == 0:
                 break
         if chosen:
             ids = {id(j) for j in chosen}

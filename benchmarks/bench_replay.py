@@ -12,7 +12,11 @@ once, then every case again, ...), medians reported:
 * resel: ``replay(read_swf(trace), policy, cores)`` for fcfs, easy, easy-sjbf and
   conservative. The timer covers reading and parsing the trace *and* replaying it (the
   trace is streamed, so the two are interleaved anyway), as AccaSim's ``start_simulation()``
-  also parses its workload lazily. Python start-up and imports are not timed.
+  also parses its workload lazily. Python start-up and imports are not timed. A trace given
+  to ``replay`` as it is, unfiltered, is read by its fast reader (``Trace.replay_rows``: no
+  per-job ``Job`` record, 18 fields converted a block of lines at a time); a prefix
+  (``trace[:N]`` rows, the memory prefixes) is first copied to a file, untimed, so that it
+  is read the same way.
 * AccaSim: ``benchmarks/accasim_runner.py`` (fifo and easy), its ``wall_s`` /
   ``jobs_per_s``. Its own untimed preprocessing (writing an 18-field copy of the trace)
   and the simulator's construction are not in ``wall_s``.
@@ -136,9 +140,10 @@ def traced(trace: str, policy: str, cores: int, first_n: int) -> dict:
     tracemalloc.start()
     result = replay(_jobs(trace, first_n), policy, cores)
     current, peak = tracemalloc.get_traced_memory()
-    by_file = tracemalloc.take_snapshot().statistics("filename")
     tracemalloc.stop()
-    stats_bytes = sum(s.size for s in by_file if s.traceback[0].filename.endswith("jobstats.py"))
+    # the per-job arrays themselves (replay appends to them inline, so tracemalloc's
+    # attribution by file would not find them in jobstats.py)
+    stats_bytes = sum(sys.getsizeof(a) for a in (result.stats.wait, result.stats.run))
     return {"jobs": len(result.stats.wait), "traced_peak_mb": peak / 2**20,
             "retained_mb": current / 2**20, "retained_jobstats_mb": stats_bytes / 2**20}
 
@@ -209,6 +214,25 @@ def accasim_run(trace: Path, policy: str, cores: int, first_n: int | None, node_
     res.pop("starts", None)
     res["peak_mb"] = peak
     return res
+
+
+def prefix_file(trace: Path, n: int | None, folder: str) -> Path:
+    """The trace itself, or (n given) a copy of its header and first ``n`` job lines in
+    ``folder``, written once and untimed: resel then reads every prefix from a file as it reads
+    the whole trace, ``replay(read_swf(path))`` (a Trace given as it is goes through the
+    replay's fast reader; ``first(read_swf(path), n)`` would not)."""
+    if not n:
+        return trace
+    out = Path(folder) / f"{trace.stem}.first{n}{trace.suffix}"
+    if not out.exists():
+        with open(trace, encoding="utf-8", errors="replace") as src, open(out, "w", encoding="utf-8") as dst:
+            for line in src:
+                if line.strip() and not line.lstrip().startswith(";"):
+                    if n == 0:
+                        break
+                    n -= 1
+                dst.write(line)
+    return out
 
 
 def count_job_lines(path: Path) -> int:
@@ -306,13 +330,14 @@ def main() -> None:
     load_before = os.getloadavg()
     extra: dict = {"sites": {n: {"cores": sites[n][0], "nodes": sites[n][1], "job_lines": lines[n],
                                  "accasim_node_cores": node_cores[n]} for n in TRACES}}
-    with tempfile.TemporaryDirectory(prefix="bench_replay_") as tmp:
+    with tempfile.TemporaryDirectory(prefix="bench_replay_") as tmp, \
+            tempfile.TemporaryDirectory(prefix="bench_replay_prefixes_") as prefixes:
         for rep in range(args.repeat):
             for case in cases:    # interleaved, so drift hits every case alike
                 kind, name, policy, first_n = case
                 cores = sites[name][0]
                 if kind == "resel":
-                    r = resel_run(traces[name], policy, cores, first_n, tmp)
+                    r = resel_run(prefix_file(traces[name], first_n, prefixes), policy, cores, None, tmp)
                 else:
                     r = accasim_run(traces[name], ACCASIM_POLICY[policy], cores, first_n, node_cores[name], tmp)
                 raw[case].append(r)
@@ -322,8 +347,8 @@ def main() -> None:
         # untimed: memory of the replay itself (tracemalloc) and the schedule checks
         traced_mb = {}
         for n in scaling:
-            stdout, _ = run_child(self_cmd("--traced", traces[SCALING_TRACE], SCALING_POLICY,
-                                           sites[SCALING_TRACE][0], n), tmp)
+            stdout, _ = run_child(self_cmd("--traced", prefix_file(traces[SCALING_TRACE], n, prefixes),
+                                           SCALING_POLICY, sites[SCALING_TRACE][0], None), tmp)
             traced_mb[n] = json.loads(stdout)
         checks = {}
         if have_accasim:
@@ -331,7 +356,8 @@ def main() -> None:
                 for policy, acc_policy in ACCASIM_POLICY.items():
                     cores, first_n = sites[name][0], firsts.get(name)
                     accasim_run(traces[name], acc_policy, cores, first_n, node_cores[name], tmp)
-                    argv = self_cmd("--check", traces[name], policy, cores, first_n) + [os.path.join(tmp, "accasim.json")]
+                    argv = (self_cmd("--check", prefix_file(traces[name], first_n, prefixes), policy, cores, None)
+                            + [os.path.join(tmp, "accasim.json")])
                     c = json.loads(run_child(argv, tmp)[0])
                     checks[(name, policy)] = (c["same_starts"], c["jobs"], c["waited"])
                     print(f"  schedule check {name} {policy}: {checks[(name, policy)][0]:,} of "

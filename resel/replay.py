@@ -22,7 +22,7 @@ from typing import Callable, Iterable
 from resel.backends.batch import Policy, QJob, make_policy, run_and_estimate
 from resel.errors import InputError
 from resel.jobstats import JobStats
-from resel.swf import Job
+from resel.swf import Job, Trace
 
 END, ARRIVE, WAKE = 0, 1, 2
 
@@ -66,6 +66,10 @@ def replay(jobs: Iterable[Job], policy: str, cores: int, *, speed: float = 1.0, 
 
         trace_name: the trace's file name, for error messages.
 
+    A :class:`~resel.swf.Trace` given as it is (not filtered) and no ``on_done`` is read by
+    :meth:`~resel.swf.Trace.replay_rows`, which parses only what the replay needs: the same
+    jobs and results, without building a :class:`Job` per line.
+
     Raises:
         InputError: the trace is not sorted by submit time.
         ReselError: unknown policy.
@@ -76,7 +80,11 @@ def replay(jobs: Iterable[Job], policy: str, cores: int, *, speed: float = 1.0, 
     result = ReplayResult(policy, cores, stats)
     heap: list[tuple] = []
     push, pop = heapq.heappush, heapq.heappop
+    submit_job, finish_job, schedule = sched.submit, sched.finish, sched.schedule
+    wait_append, run_append = stats.wait.append, stats.run.append
+    killed_count, area, first_submit, last_end = stats.killed, stats.area, stats.first_submit, stats.last_end
     counter = 0
+    events = skipped_unknown = skipped_too_large = 0
     inflight: list[int] = []          # seqs of jobs submitted and not finished (lazy heap)
     finished_seqs: set[int] = set()
     outbox: list[tuple[int, Job]] = []
@@ -90,61 +98,92 @@ def replay(jobs: Iterable[Job], policy: str, cores: int, *, speed: float = 1.0, 
         while outbox and (not inflight or outbox[0][0] < inflight[0]):
             on_done(heapq.heappop(outbox)[1])
 
-    def started(now: float, jobs_started: list[QJob]) -> None:
+    def wake_at(now: float) -> None:
         nonlocal counter
-        for q in jobs_started:
-            counter += 1
-            push(heap, (now + q.run, END, counter, q))
-        if not wakes_up:
-            return
         wake = sched.wakeup()
         if wake is not None and wake > now and wake not in wakes:
             wakes.add(wake)
             counter += 1
             push(heap, (wake, WAKE, counter, None))
 
-    source = iter(jobs)
-    nxt = next(source, None)
+    # rows: (submit, run, size, req_time, id, trace record or None)
+    if on_done is None and type(jobs) is Trace:
+        rows = jobs.replay_rows()
+    else:
+        rows = _rows(jobs)
+    nxt = next(rows, None)
     while nxt is not None or heap:
         # at equal times: job ends free their cores, then arrivals, then wake-ups
-        if heap and (nxt is None or heap[0][0] < nxt.submit or (heap[0][0] == nxt.submit and heap[0][1] == END)):
+        if heap and (nxt is None or heap[0][0] < nxt[0] or (heap[0][0] == nxt[0] and heap[0][1] == END)):
             now, kind, _, q = pop(heap)
-            result.events += 1
+            events += 1
             if kind == END:
-                stats.add(q.submit, q.start, q.run, q.size, q.killed)
+                # JobStats.add, inline
+                submitted, start, run = q.submit, q.start, q.run
+                wait_append(start - submitted)
+                run_append(run)
+                killed_count += q.killed
+                area += run * q.size
+                if submitted < first_submit:
+                    first_submit = submitted
+                if start + run > last_end:
+                    last_end = start + run
                 if on_done is not None:
                     record = dataclasses.replace(q.ref, wait=_num(q.start - q.submit), run=_num(q.run))
                     heapq.heappush(outbox, (q.id, record))
                     finished_seqs.add(q.id)
                     flush()
-                started(now, sched.finish(q, now))
+                started = finish_job(q, now)
             else:
                 wakes.discard(now)
-                started(now, sched.schedule(now))
-            continue
-        job, nxt = nxt, next(source, None)
-        if job.submit < last_submit:
-            raise InputError(trace_name, f"job {job.id}",
-                             f"submitted at {job.submit}, before the previous job ({last_submit})",
-                             "a trace sorted by submit time (field 2)")
-        last_submit = job.submit
-        seq += 1
-        if on_progress is not None and seq % 1000 == 0:
-            on_progress(seq)
-        q = to_qjob(job, seq, speed, kill)
-        if q is None:
-            result.skipped_unknown += 1
-            continue
-        if q.size > cores:
-            result.skipped_too_large += 1
-            continue
-        result.events += 1
-        if on_done is not None:
-            heapq.heappush(inflight, seq)
-        started(q.submit, sched.submit(q, q.submit))
+                started = schedule(now)
+        else:
+            (submit, run, size, req_time, job_id, ref), nxt = nxt, next(rows, None)
+            if submit < last_submit:
+                raise InputError(trace_name, f"job {job_id}",
+                                 f"submitted at {submit}, before the previous job ({last_submit})",
+                                 "a trace sorted by submit time (field 2)")
+            last_submit = submit
+            seq += 1
+            if on_progress is not None and seq % 1000 == 0:
+                on_progress(seq)
+            if run is None or run < 0 or size <= 0:      # as to_qjob
+                skipped_unknown += 1
+                continue
+            if size > cores:
+                skipped_too_large += 1
+                continue
+            # run_and_estimate, inline
+            estimate = (req_time if req_time > 0 else run) / speed
+            run = run / speed
+            killed = False
+            if run > estimate:
+                if kill:
+                    run, killed = estimate, True
+                else:
+                    estimate = run
+            now = float(submit)
+            q = QJob(seq, size, estimate, run, now, -1.0, -1.0, killed, ref)
+            events += 1
+            if on_done is not None:
+                heapq.heappush(inflight, seq)
+            started = submit_job(q, now)
+        for s in started:
+            counter += 1
+            push(heap, (now + s.run, END, counter, s))
+        if wakes_up:
+            wake_at(now)
     if on_done is not None:
         flush()
+    result.events, result.skipped_unknown, result.skipped_too_large = events, skipped_unknown, skipped_too_large
+    stats.killed, stats.area, stats.first_submit, stats.last_end = killed_count, area, first_submit, last_end
     return result
+
+
+def _rows(jobs: Iterable[Job]):
+    """Trace records as the replay loop reads them (see :meth:`Trace.replay_rows`)."""
+    for job in jobs:
+        yield job.submit, job.run, job.size, job.req_time, job.id, job
 
 
 def _num(value: float) -> float | int:

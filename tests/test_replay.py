@@ -301,3 +301,35 @@ def test_hpc2n_easy_mean_wait_not_above_fcfs(hpc2n_all):
     fcfs = hpc2n_all["fcfs"].summary()["wait"]["mean"]
     assert easy <= fcfs
     assert fcfs > 0
+
+
+# ------------------------------------------------------------------ the fast reader
+
+
+def _outcome(result):
+    s = result.stats
+    return (list(s.wait), list(s.run), s.area, s.killed, s.first_submit, s.last_end,
+            result.events, result.skipped_unknown, result.skipped_too_large)
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("kw", [{}, {"speed": 1.4, "kill": True}], ids=["plain", "speed-kill"])
+def test_trace_read_fast_replays_exactly_as_its_jobs(policy, kw):
+    """A Trace given as it is (read by Trace.replay_rows) replays exactly as its Job records."""
+    fast = replay(read_swf(HPC2N), policy, HPC2N_CORES, **kw)
+    jobs = replay(iter(read_swf(HPC2N)), policy, HPC2N_CORES, **kw)
+    assert _outcome(fast) == _outcome(jobs)
+    assert fast.summary() == jobs.summary()
+
+
+def test_trace_read_fast_reports_unsorted_and_skips_bad_lines(tmp_path):
+    """The fast reader keeps the errors: an unsorted trace names the job; skip_bad counts."""
+    line = "{id} {submit} 0 10 1 -1 -1 1 10 -1 1 1 1 -1 -1 1 -1 -1"
+    path = tmp_path / "t.swf"
+    path.write_text("\n".join([line.format(id=1, submit=10), "1 2 3", line.format(id=2, submit=5)]) + "\n")
+    with pytest.raises(InputError, match="line 2"):
+        replay(read_swf(path), "fcfs", 4)
+    trace = read_swf(path, skip_bad=True)
+    with pytest.raises(InputError, match="job 2"):
+        replay(trace, "fcfs", 4)
+    assert trace.skipped == 1

@@ -423,3 +423,119 @@ def test_random_jobs_round_trip(generated):
         path = Path(folder) / "r.swf"
         write_swf(path, generated, {"Note": "hypothesis"})
         assert read_jobs(path) == generated
+
+
+# ------------------------------------------------------------------ replay_rows (the replay's fast reader)
+
+
+def _typed(rows):
+    """Rows with each value's type, so that 30 and 30.0 differ."""
+    return [tuple((type(v).__name__, v) for v in row) for row in rows]
+
+
+def _job_rows(trace):
+    return [(j.submit, j.run, j.size, j.req_time, j.id, None) for j in trace]
+
+
+def _outcome(read):
+    """The rows read, or the InputError's text; with what was skipped (see _compare)."""
+    try:
+        return _typed(read()), None
+    except InputError as exc:
+        return None, str(exc)
+
+
+@pytest.mark.parametrize("path", REAL_TRACES, ids=lambda p: p.name)
+def test_replay_rows_equal_the_jobs_fields(path):
+    """replay_rows gives each job's submit, run, size, req_time and id, as Job does, typed."""
+    trace = read_swf(path)
+    assert _typed(trace.replay_rows()) == _typed(_job_rows(trace))
+
+
+# tokens that the fast paths (one json.loads per block, int()/float() per line) must read
+# exactly as the careful parser does, or hand to it: JSON and Python spellings, signs,
+# leading zeros, whole floats, exponents, overflow, '_', non-ASCII digits, '&', commas
+TRICKY = ["0", "1", "-1", "30", "007", "+5", "-0", "-0.0", ".5", "5.", "1e3", "1E3", "30.0",
+          "552.21", "1e-400", "1e999", "-1e999", "12345678901234567890", "1" + "0" * 400,
+          "1" + "0" * 400 + ".0", "1_000", "\u0661\u0662", "nan", "inf", "-", "--1", "1-2",
+          "1,2", ",", "1]", "abc", "1&2", "&"]
+field_token = st.one_of(st.sampled_from(["1", "-1", "0", "4", "100", "200", "3600"]), st.sampled_from(TRICKY))
+extra_token = st.sampled_from(["q_1d", "{1,2}", "1:ppn=64", "\u00e9t\u00e9", "1_0", "x"])
+
+
+@st.composite
+def swf_lines(draw) -> str:
+    kind = draw(st.sampled_from(["job"] * 8 + ["short", "blank", "comment"]))
+    if kind == "blank":
+        return draw(st.sampled_from(["", "   ", "\t"]))
+    if kind == "comment":
+        return draw(st.sampled_from(["; note", "  ;x 1 2"]))
+    n = draw(st.integers(1, 17)) if kind == "short" else 18
+    fields = [draw(st.sampled_from(["1", "4", "100", "-1"])) if draw(st.booleans()) else draw(field_token)
+              for _ in range(n)]
+    extras = draw(st.lists(extra_token, max_size=2)) if n == 18 else []
+    return draw(st.sampled_from([" ", "\t", "  "])).join(fields + extras)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(swf_lines(), min_size=1, max_size=40), st.sampled_from([1, 64, 300, 1 << 16]),
+       st.booleans())
+def test_replay_rows_agree_with_the_careful_parser(lines, block, skip_bad):
+    """On any mix of good, odd and bad lines, in blocks of any size: the same rows, the same
+    InputError (file, line, field), the same skipped lines, as iterating the Trace."""
+    import resel.swf as swf
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "t.swf"
+        path.write_text("\n".join(lines) + "\n")
+        outcomes = []
+        for read in (lambda t: _job_rows(t), lambda t: list(t.replay_rows())):
+            seen: list[tuple[int, str]] = []
+            trace = read_swf(path, skip_bad=skip_bad, on_skip=lambda n, why: seen.append((n, why)))
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(swf, "_BLOCK", block)
+                rows, error = _outcome(lambda: read(trace))
+            outcomes.append((rows, error, trace.skipped, seen))
+        assert outcomes[0] == outcomes[1]
+
+
+def test_replay_rows_bad_line_in_a_later_block(tmp_path):
+    """A bad line deep in a long trace is reported with its own line number, after the
+    rows before it, as iterating does."""
+    import resel.swf as swf
+
+    lines = [GOOD_LINE.replace("1 0 5", f"{i} {i} 5", 1) for i in range(1, 2001)]
+    lines[1499] = lines[1499].replace(" 200 ", " 2x0 ")
+    path = write_text(tmp_path, "\n".join(lines) + "\n")
+    got = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(swf, "_BLOCK", 4096)
+        with pytest.raises(InputError) as info:
+            for row in read_swf(path).replay_rows():
+                got.append(row)
+    assert info.value.where == "line 1500" and info.value.problem == "field 9 (req_time) is '2x0'"
+    assert [r[4] for r in got] == list(range(1, 1500))
+
+
+@pytest.mark.parametrize("line", [
+    "1 0 5 .5 +4 -1 -1 007 1e3 -1 1 1 1 -1 -1 1 -1 -1",          # not JSON: read line by line
+    "2 0 5 552.21 4 30.0 -1 4 5. -1 1 1 1 -1 -1 1 -1 -1",          # fractional and whole floats
+    "3 1E2 5 100 4 -1 -1 -0 200 -1 1 1 1 -1 -1 1 -1 -1 q_1d é",    # exponent, -0, extras
+    "4 0 5 100 4 -1 -1 4 200 -1 1 1 1 -1 -1 1 1&2 -1",              # Alea's predecessor list
+])
+def test_replay_rows_odd_but_valid_lines(tmp_path, line):
+    """Valid spellings that the block reader leaves to the line reader give the Job's values."""
+    trace = read_swf(write_text(tmp_path, line + "\n"))
+    assert _typed(trace.replay_rows()) == _typed(_job_rows(trace))
+
+
+@pytest.mark.parametrize("token", ["nan", "NaN", "inf", "-Infinity", "1e999", "1_000", "0x10", "1,2",
+                                   "\u0661", "-", "1-2", "true"])
+def test_replay_rows_rejects_what_iterating_rejects(tmp_path, token):
+    """A bad field fails replay_rows with the same InputError (line and field) as iterating."""
+    path = write_text(tmp_path, f"{GOOD_LINE}\n" + GOOD_LINE.replace(" 200 ", f" {token} ") + "\n")
+    with pytest.raises(InputError) as expected:
+        list(read_swf(path))
+    with pytest.raises(InputError) as got:
+        list(read_swf(path).replay_rows())
+    assert str(got.value) == str(expected.value) and got.value.where == "line 2"
