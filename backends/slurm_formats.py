@@ -950,6 +950,8 @@ _SBATCH_HINTS: tuple[tuple[re.Pattern[str], str], ...] = (
       "(see `sinfo -o '%P %l'`)")),
     (re.compile(r"QOSMax\w*(CPU|Node|TRES)|size limit|More processors requested", re.IGNORECASE),
      "the job asks for more cores than the partition, QOS or account allows; lower the pilot's cores"),
+    (re.compile(r"Memory specification can not be satisfied", re.IGNORECASE),
+     "no node in the partition has that much memory; lower or remove --mem in the site's submit_args"),
     (re.compile(r"Requested node configuration is not available", re.IGNORECASE),
      "no node in the partition has that many cores (pilots run on one node); lower the pilot's cores"),
     (re.compile(r"Invalid account|account.*not.*(valid|permitted)", re.IGNORECASE),
@@ -987,7 +989,8 @@ def sbatch_error(stderr: str, command: str = "sbatch", returncode: int | None = 
     said = failed[-1] if failed else (lines[-1] if lines else f"exit status {returncode}")
     said = re.sub(r"^Batch job submission failed:\s*", "", said)
     codes = [x for x in lines if x not in failed and re.fullmatch(r"[A-Za-z_]+", x)]
-    reply = said + (f" [{', '.join(codes)}]" if codes else "")
+    details = [x for x in lines if x not in failed and x not in codes]   # e.g. the memory line
+    reply = said + (f": {'; '.join(details)}" if details else "") + (f" [{', '.join(codes)}]" if codes else "")
     hint = next((h for p, h in _SBATCH_HINTS if p.search(stderr)),
                 "see the site's message above and its documentation for sbatch limits")
     label = "sbatch" if command.startswith("sbatch") else command

@@ -92,7 +92,7 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
             coord = Coordinator.start(store, bag, site_list, options, open_site,
                                       bag_file=str(bag_file.resolve()), sites_file=str(sites_file.resolve()))
         c.err.print(f"run {coord.run_id}: {coord.bag.count} tasks on {', '.join(s.name for s in coord.sites)} "
-                    f"(store {db or default_path()}; resume with `resel run --resume {coord.run_id}`)")
+                    f"(store {db or default_path()}; resume with `resel run --resume {coord.run_id}`)", soft_wrap=True)
         show = sys.stderr.isatty() if progress is None else progress
         signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
         try:
@@ -103,7 +103,7 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
                 coord.run(max_time=max_time)
         except KeyboardInterrupt:
             c.err.print(f"stopped; pilots keep running. Continue with `resel run --resume {coord.run_id}` "
-                        f"or stop everything with `resel cancel {coord.run_id}`")
+                        f"or stop everything with `resel cancel {coord.run_id}`", soft_wrap=True)
             sys.exit(130)
         finally:
             coord.close()
@@ -229,9 +229,12 @@ def cancel_cmd(run_id: int, db: Path | None, as_json: bool) -> None:
     c = _cli()
     try:
         store = open_store(db)
-        store["runs"].update(run_id, {"status": "cancelling"}) if list(store.query(
-            "select 1 from runs where id = ? and mode = 'live'", [run_id])) else None
-        coord = Coordinator.resume(store, run_id, open_site)
+        rows = list(store.query("select status from runs where id = ? and mode = 'live'", [run_id]))
+        if rows and rows[0]["status"] == "cancelled":
+            raise ReselError(f"run {run_id} is already cancelled")
+        if rows:
+            store["runs"].update(run_id, {"status": "cancelling"})   # a running coordinator stops
+        coord = Coordinator.resume(store, run_id, open_site, to_cancel=True)
         try:
             left = coord.cancel_everything()
         finally:

@@ -132,21 +132,28 @@ class Coordinator:
 
     @classmethod
     def resume(cls, db: Database, run_id: int, open_site: Callable[[Site], PilotSite], *,
-               clock: Callable[[], float] = time.time) -> "Coordinator":
-        """Rebuild a run's engine from its recorded events and carry on where it stopped."""
+               clock: Callable[[], float] = time.time, to_cancel: bool = False) -> "Coordinator":
+        """Rebuild a run's engine from its recorded events and carry on where it stopped.
+
+        With ``to_cancel`` (``resel cancel``) the run's status is left alone, so a coordinator
+        still running it sees the cancel request.
+        """
         rows = list(db.query("select * from runs where id = ?", [run_id]))
         if not rows:
             raise ReselError(f"no run {run_id} in the store (list them with `resel runs`)")
         run = rows[0]
         if run["mode"] != "live":
             raise ReselError(f"run {run_id} is a {run['mode']} run; only live runs can be resumed")
-        if run["status"] in ("done", "cancelled"):
+        if run["status"] in ("done", "cancelled") and not to_cancel:
             raise ReselError(f"run {run_id} is {run['status']}; nothing to resume")
+        if run["status"] == "cancelling" and not to_cancel:
+            raise ReselError(f"run {run_id} is being cancelled (`resel cancel {run_id}`); it cannot be resumed")
         bag, sites = bag_from_json(json.loads(run["bag_spec"])), sites_from_json(json.loads(run["sites"]))
         options = LiveOptions(**json.loads(run["options"]))
         coord = cls(db, run_id, bag, sites, options, run["run_key"], run["t0"], open_site, clock=clock)
         coord._replay()
-        db["runs"].update(run_id, {"status": "running"})
+        if not to_cancel:
+            db["runs"].update(run_id, {"status": "running"})
         return coord
 
     def _replay(self) -> None:
@@ -250,6 +257,8 @@ class Coordinator:
 
     def step(self) -> list[Event]:
         """One poll cycle: collect changes from every site, feed them, retry undone actions."""
+        if self._cancel_requested():
+            return []
         self._retry_undone()
         by_site: dict[str, list[PilotView]] = {}
         for view in self.pilots.values():

@@ -107,3 +107,16 @@ def done_results(tb, run_key: str) -> dict[int, int]:
             if rec["outcome"] == "done":
                 counts[rec["task"]] = counts.get(rec["task"], 0) + 1
     return counts
+
+
+def cancel_leftovers(tb) -> list[str]:
+    """Cancel every resel pilot still queued or running on the testbed (after a failed test)."""
+    left = []
+    for cluster in ("a", "b"):
+        lines = slurm(tb, cluster, "squeue", "-h", "-o", "%i %j %T", check=False).stdout.split("\n")
+        ids = [ln.split()[0] for ln in lines if ln.strip() and ln.split()[1].startswith("resel-r")
+               and ln.split()[2] in ("PENDING", "RUNNING", "CONFIGURING")]
+        if ids:
+            slurm(tb, cluster, "scancel", *ids, check=False)
+            left += ids
+    return left

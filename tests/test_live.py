@@ -18,8 +18,15 @@ import time
 
 import pytest
 
-from live_helpers import REPO, bag_toml, done_results, fill, our_jobs, sites_toml, slurm, start, write_inputs
+from live_helpers import cancel_leftovers, REPO, bag_toml, done_results, fill, our_jobs, sites_toml, slurm, start, write_inputs
 from resel.store import open_store
+
+@pytest.fixture(autouse=True)
+def _no_pilot_left_behind(testbed):
+    """Whatever a test does, no pilot of it stays on the testbed to slow down the next one."""
+    yield
+    cancel_leftovers(testbed)
+
 
 CMD = "sleep 1; echo task $RESEL_TASK attempt $RESEL_ATTEMPT on $RESEL_SITE"
 
@@ -146,6 +153,7 @@ def test_pilot_hitting_its_walltime_requeues_its_task(tmp_path, testbed):
 @pytest.mark.parametrize("override, cores_a, expect", [
     ({"partition": "nosuch"}, 8, "nosuch"),        # a partition the cluster does not have
     ({}, 12, "PartitionConfig"),                    # 12 cores on an 8-CPU cluster: pending forever
+    ({"submit_args": ["--mem=100000"]}, 8, "Memory specification can not be satisfied"),   # sbatch refuses
 ])
 def test_bad_site_gives_a_clear_error_and_the_other_site_goes_on(tmp_path, testbed, override, cores_a, expect):
     """One broken site: the run reports it, gives it up, and finishes the bag on the other."""

@@ -1,0 +1,117 @@
+"""The live commands through the real CLI (subprocesses) on the real testbed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from live_helpers import cancel_leftovers, REPO, bag_toml, our_jobs, sites_toml, write_inputs
+from resel.store import open_store
+
+@pytest.fixture(autouse=True)
+def _no_pilot_left_behind(testbed):
+    """Whatever a test does, no pilot of it stays on the testbed to slow down the next one."""
+    yield
+    cancel_leftovers(testbed)
+
+
+RESEL = [sys.executable, "-m", "resel.cli"]
+
+
+def resel(*args, timeout=120):
+    return subprocess.run(RESEL + [str(a) for a in args], cwd=REPO, capture_output=True, text=True, timeout=timeout)
+
+
+def test_sites_check_reports_both_clusters_and_a_dead_one(tmp_path, testbed):
+    """One table over every site; a dead site shows its error and does not hold up the others."""
+    dead = sites_toml(testbed, b={"host": "127.0.0.1", "port": 1}).split("[[site]]")[2]
+    text = sites_toml(testbed) + "[[site]]" + dead.replace('name = "tbb"', 'name = "dead"')
+    sites = tmp_path / "sites.toml"
+    sites.write_text(text)
+    res = resel("sites", "check", "--sites", sites, "--json")
+    assert res.returncode == 1, res.stderr               # a site failed: non-zero, but a full report
+    rows = {r["site"]: r for r in json.loads(res.stdout)["sites"]}
+    assert rows["tba"]["reachable"] and rows["tba"]["total_cores"] == 8 and rows["tba"]["version"].startswith("22.05")
+    assert rows["tbb"]["reachable"] and rows["tbb"]["total_cores"] == 4
+    assert [p["name"] for p in rows["tba"]["partitions"]] == ["debug", "short"]
+    assert rows["tba"]["start_estimate_s"] is not None and rows["tba"]["cpu"]["model"]
+    assert not rows["dead"]["reachable"] and "127.0.0.1:1" in rows["dead"]["error"]
+    table = resel("sites", "check", "--sites", sites)
+    assert "tba" in table.stdout and "dead" in table.stdout and "Traceback" not in table.stderr
+
+
+def test_dry_run_submits_nothing(tmp_path, testbed):
+    sites, bag = write_inputs(tmp_path, sites_toml(testbed), bag_toml(10, "echo hi"))
+    before = _testbed_jobs(testbed)
+    res = resel("run", bag, "--sites", sites, "--dry-run", "--strategy", "model", "--json", "--db", tmp_path / "db")
+    assert res.returncode == 0, res.stderr
+    plan = json.loads(res.stdout)
+    rows = {r["site"]: r for r in plan["sites"]}
+    assert rows["tba"]["tasks_assigned"] == 10 and rows["tba"]["pilots"] == [8]
+    assert rows["tbb"]["tasks_assigned"] == 0 and rows["tba"]["tx_pred"] == 2.0
+    assert rows["tba"]["start_estimate_s"] is not None
+    assert _testbed_jobs(testbed) == before
+    assert not (tmp_path / "db").exists() or not list(open_store(tmp_path / "db").query("select * from runs"))
+
+
+def test_status_and_cancel_leave_nothing_on_any_site(tmp_path, testbed):
+    """Start a long bag, watch it with `resel status`, `resel cancel` it: no pilot is left."""
+    sites, bag = write_inputs(tmp_path, sites_toml(testbed), bag_toml(30, "sleep 60"))
+    db = tmp_path / "resel.db"
+    proc = subprocess.Popen(RESEL + ["run", str(bag), "--sites", str(sites), "--db", str(db), "--poll", "0.3",
+                                     "--strategy", "topk:2", "--no-progress"], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        store = open_store(db)
+        deadline = time.time() + 60
+        snap = None
+        while time.time() < deadline:
+            res = resel("status", "--db", db, "--json")
+            if res.returncode == 0:
+                snap = json.loads(res.stdout)
+                if sum(s["running"] for s in snap["sites"]) >= 12:
+                    break
+            time.sleep(0.5)
+        assert snap and sum(s["running"] for s in snap["sites"]) == 12, snap   # 8 + 4 cores busy
+        assert snap["status"] == "running" and snap["total"] == 30
+        assert {p["site"] for p in snap["pilots"]} == {"tba", "tbb"}
+        run_id = snap["run_id"]
+        res = resel("cancel", run_id, "--db", db, "--json")
+        assert res.returncode == 0, res.stderr
+        assert json.loads(res.stdout) == {"run": run_id, "cancelled": True, "left": []}
+        proc.wait(timeout=60)                               # the coordinator notices and stops
+        run_key = store["runs"].get(run_id)["run_key"]
+        assert our_jobs(testbed, run_key) == []
+        assert store["runs"].get(run_id)["status"] == "cancelled"
+        assert "cancelled" in resel("status", run_id, "--db", db).stdout
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_run_json_and_table(tmp_path, testbed):
+    sites, bag = write_inputs(tmp_path, sites_toml(testbed), bag_toml(6, "echo $RESEL_TASK"))
+    res = resel("run", bag, "--sites", sites, "--db", tmp_path / "db", "--poll", "0.3", "--json", "--no-progress")
+    assert res.returncode == 0, res.stderr
+    snap = json.loads(res.stdout)
+    assert snap["done"] == 6 and snap["status"] == "done"
+    assert "resume with `resel run --resume" in res.stderr
+
+
+def test_bad_inputs_are_one_line_errors(tmp_path, testbed):
+    sim = REPO / "examples" / "sites-thesis.toml"
+    res = resel("run", REPO / "examples" / "gromacs-bag.toml", "--sites", sim, "--db", tmp_path / "db")
+    assert res.returncode == 1 and "simulated" in res.stderr and "Traceback" not in res.stderr
+    res = resel("status", "999", "--db", tmp_path / "db")
+    assert res.returncode == 1 and "no run 999" in res.stderr
+    res = resel("run", "--resume", "999", "--db", tmp_path / "db")
+    assert res.returncode == 1 and "no run 999" in res.stderr
+
+
+def _testbed_jobs(tb) -> set[str]:
+    from live_helpers import slurm
+    return {line for c in ("a", "b") for line in slurm(tb, c, "squeue", "-h", "-o", "%i").stdout.split()}
