@@ -138,18 +138,11 @@ class Coordinator:
         With ``to_cancel`` (``resel cancel``) the run's status is left alone, so a coordinator
         still running it sees the cancel request.
         """
-        rows = list(db.query("select * from runs where id = ?", [run_id]))
-        if not rows:
-            raise ReselError(f"no run {run_id} in the store (list them with `resel runs`)")
-        run = rows[0]
-        if run["mode"] != "live":
-            raise ReselError(f"run {run_id} is a {run['mode']} run; only live runs can be resumed")
+        run, bag, sites, options = load_live_run(db, run_id)
         if run["status"] in ("done", "cancelled") and not to_cancel:
             raise ReselError(f"run {run_id} is {run['status']}; nothing to resume")
         if run["status"] == "cancelling" and not to_cancel:
             raise ReselError(f"run {run_id} is being cancelled (`resel cancel {run_id}`); it cannot be resumed")
-        bag, sites = bag_from_json(json.loads(run["bag_spec"])), sites_from_json(json.loads(run["sites"]))
-        options = LiveOptions(**json.loads(run["options"]))
         coord = cls(db, run_id, bag, sites, options, run["run_key"], run["t0"], open_site, clock=clock)
         coord._replay()
         if not to_cancel:
@@ -562,6 +555,22 @@ class Coordinator:
 
 
 # ---------------------------------------------------------------------- helpers
+def load_live_run(db: Database, run_id: int) -> tuple[dict, Bag, list[Site], LiveOptions]:
+    """A live run's row, bag, sites and options, as stored when it started.
+
+    Raises:
+        ReselError: no such run, or it is a simulated one.
+    """
+    rows = list(db.query("select * from runs where id = ?", [run_id]))
+    if not rows:
+        raise ReselError(f"no run {run_id} in the store (list them with `resel runs`)")
+    run = rows[0]
+    if run["mode"] != "live":
+        raise ReselError(f"run {run_id} is a {run['mode']} run, not a live one: use `resel report {run_id}`")
+    return (run, bag_from_json(json.loads(run["bag_spec"])), sites_from_json(json.loads(run["sites"])),
+            LiveOptions(**json.loads(run["options"])))
+
+
 @dataclass
 class _MeasuredTask:
     id: int

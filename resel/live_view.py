@@ -15,7 +15,6 @@ from rich.table import Table
 from sqlite_utils import Database
 
 from resel.engine import Engine
-from resel.errors import ReselError
 from resel.states import PilotState, TaskState
 
 
@@ -86,17 +85,10 @@ def table(snap: Snapshot) -> Table:
 
 def replayed_engine(db: Database, run_id: int) -> tuple[Engine, dict]:
     """A fresh engine fed the run's recorded events (read-only: touches no site)."""
-    from resel.live import EVENT_TYPES, LiveOptions, bag_from_json, sites_from_json
+    from resel.live import EVENT_TYPES, load_live_run
 
-    rows = list(db.query("select * from runs where id = ?", [run_id]))
-    if not rows:
-        raise ReselError(f"no run {run_id} in the store (list them with `resel runs`)")
-    run = rows[0]
-    if run["mode"] != "live":
-        raise ReselError(f"run {run_id} is a {run['mode']} run: use `resel report {run_id}`")
-    options = LiveOptions(**json.loads(run["options"]))
-    engine = Engine(bag_from_json(json.loads(run["bag_spec"])), sites_from_json(json.loads(run["sites"])),
-                    options.strategy, seed=options.seed, clock=options.clock)
+    run, bag, sites, options = load_live_run(db, run_id)
+    engine = Engine(bag, sites, options.strategy, seed=options.seed, clock=options.clock)
     for row in db.query("select kind, time, data from events where run_id = ? order by seq", [run_id]):
         if row["kind"] in EVENT_TYPES:
             engine.handle(EVENT_TYPES[row["kind"]](time=row["time"], **json.loads(row["data"])))

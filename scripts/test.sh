@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Install everything the tests need and run them: `./scripts/test.sh [pytest args]`.
 #
-# - system packages: only python3-venv, and only when this Python cannot make a venv
-#   (Debian/Ubuntu system Python); the live-backend issues will add slurm, munge, sshd here
-#   together with starting and stopping those services;
-# - Python packages: resel with its [test] extra, in ./.venv (never the system Python).
+# - system packages: python3-venv, only when this Python cannot make a venv (Debian/Ubuntu
+#   system Python); slurm, slurmrestd, munge, the Torque wrappers and openssh-server come with
+#   the live testbed below (scripts/testbed.sh installs what is missing);
+# - Python packages: resel with its [test] extra, in ./.venv (never the system Python);
+# - the live testbed (two Slurm clusters, slurmrestd, an sshd; needs root): brought up before
+#   pytest and taken down when this script exits, however it exits. A testbed that was
+#   already up when we started is someone else's: it is used and left running.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -20,4 +23,11 @@ fi
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[test]"
-exec .venv/bin/python -m pytest -p no:cacheprovider "$@"
+
+TB_ENV=${RESEL_TB:-/tmp/resel-testbed}/testbed.env
+if [ ! -f "$TB_ENV" ]; then
+    trap 'bash scripts/testbed.sh down || echo "scripts/test.sh: testbed down failed" >&2' EXIT
+fi
+bash scripts/testbed.sh up
+# Not exec: the EXIT trap must run after pytest.
+.venv/bin/python -m pytest -p no:cacheprovider "$@"

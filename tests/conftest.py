@@ -81,3 +81,93 @@ def gromacs_bag(data_dir) -> Bag:
 @pytest.fixture(scope="session")
 def repo() -> Path:
     return REPO
+
+
+# ---------------------------------------------------------------- the live testbed
+#
+# The backend tests run against real daemons built by scripts/testbed.sh (two Slurm clusters,
+# slurmrestd, an sshd; see tests/testbed.py). A testbed that is already up (its env file
+# exists, e.g. brought up by scripts/test.sh) is used as it is and left running; otherwise the
+# fixture brings one up and takes it down at the end of the session. The tests never skip for
+# want of a testbed: if `up` fails, the fixture fails with the script's output.
+#
+# Several pytest sessions may share one testbed (developers running parts of the suite side by
+# side). Each session holds a lease, a file named after its pid in $RESEL_TB/leases, while it
+# uses the testbed; the session that brought the testbed up takes it down only when no other
+# live session holds a lease, so it never pulls the daemons from under someone else's tests.
+
+import os  # noqa: E402
+import subprocess  # noqa: E402
+
+import testbed as _testbed  # noqa: E402  (tests/testbed.py; tests/ is on sys.path for conftest)
+
+TESTBED_SCRIPT = REPO / "scripts" / "testbed.sh"
+
+
+def _testbed_cmd(*args: str, timeout: float) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(TESTBED_SCRIPT), *args], cwd=REPO, stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=timeout)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _other_live_leases(leases: Path, mine: Path) -> list[Path]:
+    others = []
+    for lease in leases.glob("pytest-*"):
+        if lease == mine:
+            continue
+        try:
+            pid = int(lease.name.removeprefix("pytest-"))
+        except ValueError:
+            continue
+        if _pid_alive(pid):
+            others.append(lease)
+        else:
+            lease.unlink(missing_ok=True)   # a session that died without cleaning up
+    return others
+
+
+@pytest.fixture(scope="session")
+def testbed():
+    """The live testbed (a ``tests/testbed.py`` ``Testbed``), brought up for the session if needed."""
+    leases = _testbed.env_path().parent / "leases"
+    lease = leases / f"pytest-{os.getpid()}"
+    tb = _testbed.load()
+    brought_up = tb is None
+    if brought_up:
+        try:
+            up = _testbed_cmd("up", timeout=600)
+        except subprocess.TimeoutExpired as exc:
+            pytest.fail(f"scripts/testbed.sh up timed out:\n{exc.output or ''}", pytrace=False)
+        if up.returncode != 0:
+            pytest.fail(f"scripts/testbed.sh up failed ({up.returncode}):\n{up.stdout}",
+                        pytrace=False)
+        tb = _testbed.load()
+        if tb is None:
+            pytest.fail(f"scripts/testbed.sh up wrote no {_testbed.env_path()}:\n{up.stdout}",
+                        pytrace=False)
+    leases.mkdir(parents=True, exist_ok=True)
+    lease.touch()
+    try:
+        yield tb
+    finally:
+        lease.unlink(missing_ok=True)
+        if brought_up and not _other_live_leases(leases, lease):
+            down = _testbed_cmd("down", timeout=300)
+            if down.returncode != 0:
+                print(f"scripts/testbed.sh down failed ({down.returncode}):\n{down.stdout}")
+
+
+@pytest.fixture(scope="session")
+def rest_token(testbed) -> str:
+    """A JWT for ``testbed.rest_user``, for the headers X-SLURM-USER-NAME / X-SLURM-USER-TOKEN."""
+    return Path(testbed.rest_token_file).read_text().strip()

@@ -1,0 +1,875 @@
+#!/usr/bin/env bash
+# The live testbed for resel's backend tests, on this one machine (run as root):
+#
+#   scripts/testbed.sh up                 start everything (idempotent), then write testbed.env
+#   scripts/testbed.sh down               stop everything this script started (idempotent)
+#   scripts/testbed.sh restart-ctld A|B   restart one cluster's slurmctld, keeping its state
+#   scripts/testbed.sh status             show what is running
+#
+# What `up` builds (everything lives under $RESEL_TB, default /tmp/resel-testbed):
+#
+#   munged            the system's, if one already answers; otherwise started here as `munge`
+#   cluster "tba"     slurmctld 6917 + slurmd 6918, node `hostname -s` with 8 CPUs, partitions
+#                     debug (default) and short (10 min); JWT enabled for slurmrestd; root's site
+#   cluster "tbb"     slurmctld 6927 + slurmd 6928, the same node with 4 CPUs, partition debug;
+#                     reached as user reseltb over SSH
+#   slurmrestd        http://127.0.0.1:6820 for tba (as reseltb, rest_auth/jwt) + a token file
+#   sshd              127.0.0.1:2222, own host key and config, key login for reseltb, aliases
+#                     tb-ssh, tb-jump and tb-via-jump (ProxyJump) in $RESEL_TB/ssh/config
+#   testbed.env       KEY=VALUE lines, written last and only when all of the above works
+#
+# Why it is built this way:
+#   * Real daemons, not fakes: the backends are tested against the Slurm that CI installs from
+#     Debian (22.05). Both clusters share the one node name; they stay independent through
+#     different ports, state/spool dirs and pid files, and commands choose one with SLURM_CONF.
+#   * `SlurmdParameters=config_overrides` lets a 2-core VM pretend to have 8 (tba) and 4 (tbb)
+#     CPUs, so tests can fill a cluster and watch jobs queue.
+#   * Scheduler settings make tests fast: a job submitted to free cores starts within ~1 s,
+#     the backfill scheduler runs every second (so `squeue --start` and `sbatch --test-only`
+#     give estimates), and finished jobs stay visible to squeue for MinJobAge=60 s.
+#   * Every process this script starts carries RESEL_TB_OWNER=$RESEL_TB in its environment (and
+#     its config path on its command line); `down` and the stale-process cleanup only ever
+#     touch processes with that mark, never anything else on the machine.
+#   * `up` takes a lock so two test sessions cannot build the testbed at the same time; every
+#     daemon is started with the lock's descriptor closed (9>&-), or it would hold the lock for
+#     its whole life.
+#
+# Things learnt the hard way (Debian 12, Slurm 22.05.8):
+#   * useradd leaves the account locked ("!"); with `UsePAM no` sshd then refuses even key
+#     logins. The password field is set to "*" (no password, not locked).
+#   * slurmrestd refuses root, needs SLURM_JWT=daemon for per-request JWTs, and only the
+#     openapi/v0.0.38 plugin (the dbv0.0.38 one wants slurmdbd).
+#   * `sinfo -N -n NODE` prints one line per partition (two on tba): take the first.
+#   * After a slurmctld restart the node shows "unk" for ~4 s until slurmd re-registers;
+#     restart-ctld waits for that, so the cluster is usable when it returns.
+#   * A Slurm client that finds the controller's port closed backs off for seconds: wait for
+#     the port to listen before the first ping.
+#   * In containers PID 1 may reap zombies only every few seconds; `kill -0` succeeds on a
+#     zombie, so "alive" also checks the process state.
+#   * sshd rewrites its process title over its environment: it is recognised as ours by its
+#     command line (which names our sshd_config) instead of the environment mark.
+#   * The testbed is shared by concurrent test sessions: test jobs of `up` may find the
+#     clusters full (accepted after 30 s, see check_job); `down` drains partitions before
+#     cancelling so that no coordinator submits in between; restart-ctld refuses to run on a
+#     testbed that is down (it would resurrect a controller without the rest).
+set -Eeuo pipefail
+trap 'echo "testbed.sh: failed at line $LINENO: $BASH_COMMAND" >&2' ERR
+
+TB=${RESEL_TB:-/tmp/resel-testbed}
+# The env file has no quoting (so Python can split lines on '='): refuse paths needing it.
+if [[ ! $TB =~ ^/[A-Za-z0-9._/+-]+$ ]]; then
+    echo "testbed.sh: RESEL_TB must be an absolute path of [A-Za-z0-9._/+-] (got '$TB')" >&2
+    exit 2
+fi
+TB=${TB%/}
+OWNER_MARK="RESEL_TB_OWNER=$TB"
+
+NODE=$(hostname -s)
+TB_USER=reseltb
+TB_HOME=/home/$TB_USER
+SSH_PORT=2222
+REST_PORT=6820
+PACKAGES=(slurm-wlm slurmrestd munge slurm-wlm-torque openssh-server iproute2)
+
+RUN=$TB/run
+LOG=$TB/log
+SSHD_DIR=$TB/ssh
+ENV_FILE=$TB/testbed.env
+WORK_A=$TB/work-a
+WORK_B=$TB_HOME/resel-work
+TOKEN_FILE=$TB/rest/token
+SSH_CONFIG=$SSHD_DIR/config
+SSH_KEY=$SSHD_DIR/id_ed25519_$TB_USER
+KNOWN_HOSTS=$SSHD_DIR/known_hosts
+
+# Per-cluster settings, indexed by the letter the CLI takes (A or B).
+declare -A CLUSTER=([A]=tba [B]=tbb)
+declare -A CTLD_PORT=([A]=6917 [B]=6927)
+declare -A SLURMD_PORT=([A]=6918 [B]=6928)
+declare -A CPUS=([A]=8 [B]=4)
+declare -A MEM=([A]=4000 [B]=2000)
+declare -A FIRST_JOB=([A]=1000 [B]=500000)   # different ranges: job ids never collide
+
+cdir() { echo "$TB/${CLUSTER[$1]}"; }
+conf() { echo "$(cdir "$1")/slurm.conf"; }
+ctld_pid() { echo "$RUN/slurmctld-${CLUSTER[$1]}.pid"; }
+slurmd_pid() { echo "$RUN/slurmd-${CLUSTER[$1]}.pid"; }
+
+T_START=$(date +%s%N)
+say() { printf 'testbed: [%5.1fs] %s\n' "$((($(date +%s%N) - T_START) / 1000000))e-3" "$*"; }
+die() { echo "testbed.sh: $*" >&2; exit 1; }
+
+# Last lines of the given logs, for error messages.
+log_tail() {
+    local f
+    for f in "$@"; do
+        [ -f "$f" ] || continue
+        echo "---- last lines of $f ----" >&2
+        tail -n 25 "$f" >&2 || true
+    done
+}
+
+# wait_until SECONDS DESCRIPTION COMMAND...: poll COMMAND every 0.2 s, fail after SECONDS.
+wait_until() {
+    local limit=$1 what=$2 end
+    shift 2
+    end=$(($(date +%s%N) + limit * 1000000000))
+    until "$@" >/dev/null 2>&1; do
+        if (($(date +%s%N) > end)); then
+            echo "testbed.sh: timed out after ${limit}s waiting for $what" >&2
+            return 1
+        fi
+        sleep 0.2
+    done
+}
+
+# ---------------------------------------------------------------- processes we own
+
+# Alive and not a zombie: a daemon that has exited stays a zombie until PID 1 reaps it, which
+# in some containers happens only every few seconds.
+alive() {
+    local st
+    [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null || return 1
+    st=$(cat "/proc/$1/stat" 2>/dev/null || true)
+    st=${st##*) }
+    [ -n "$st" ] && [ "${st%% *}" != Z ]
+}
+
+# A process is ours when it carries our environment mark, or (for daemons such as sshd that
+# rewrite their process title over the environment) its command line names a path in $TB.
+is_ours() {
+    local pid=$1 envs cmd
+    alive "$pid" || return 1
+    envs=$(tr '\0' '\n' 2>/dev/null <"/proc/$pid/environ" || true)
+    grep -qxF "$OWNER_MARK" <<<"$envs" && return 0
+    cmd=$(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" || true)
+    [[ $cmd == *"$TB/"* ]]
+}
+
+pid_from() { [ -f "$1" ] && tr -dc '0-9' <"$1" || true; }
+
+# The pid in a pid file, if that process is alive and ours; else remove the stale file.
+running_pid() {
+    local pid
+    pid=$(pid_from "$1")
+    if [ -n "$pid" ] && is_ours "$pid"; then
+        echo "$pid"
+    else
+        rm -f "$1"
+    fi
+}
+
+# TERM, wait up to 10 s, then KILL.
+kill_pid() {
+    local pid=$1 i
+    alive "$pid" || return 0
+    kill -TERM "$pid" 2>/dev/null || true
+    for ((i = 0; i < 50; i++)); do
+        alive "$pid" || return 0
+        sleep 0.2
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+    sleep 0.2
+}
+
+# A leftover process and everything below it (a slurmstepd's job processes do not carry our
+# mark, but are ours all the same): TERM all, 2 s grace, KILL what is left.
+kill_tree() {
+    local pids=($1) i=0 p c
+    while ((i < ${#pids[@]})); do
+        for c in $(pgrep -P "${pids[$i]}" 2>/dev/null || true); do pids+=("$c"); done
+        i=$((i + 1))
+    done
+    kill -TERM "${pids[@]}" 2>/dev/null || true
+    for ((i = 0; i < 10; i++)); do
+        c=0
+        for p in "${pids[@]}"; do alive "$p" && c=1; done
+        ((c)) || return 0
+        sleep 0.2
+    done
+    kill -KILL "${pids[@]}" 2>/dev/null || true
+}
+
+stop_pidfile() {  # stop_pidfile NAME PIDFILE
+    local pid
+    pid=$(running_pid "$2")
+    if [ -n "$pid" ]; then
+        say "stopping $1 (pid $pid)"
+        kill_pid "$pid"
+    fi
+    rm -f "$2"
+}
+
+# Make sure nothing listens on a TCP port we need: our own leftovers (from a crashed run whose
+# pid files are gone) are stopped; anyone else's process is an error, never killed.
+free_port() {
+    local port=$1 pids pid
+    pids=$(ss -ltnpH "sport = :$port" 2>/dev/null | grep -o 'pid=[0-9]*' | cut -d= -f2 | sort -u || true)
+    for pid in $pids; do
+        if is_ours "$pid"; then
+            say "stopping our leftover process $pid on port $port"
+            kill_pid "$pid"
+        else
+            die "port $port is used by a process this testbed did not start: pid $pid ($(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" || true))"
+        fi
+    done
+}
+
+# Every live process carrying our mark (e.g. slurmstepd of jobs whose slurmd is gone).
+marked_pids() {
+    local p pid
+    for p in /proc/[0-9]*; do
+        pid=${p#/proc/}
+        [ "$pid" = $$ ] && continue
+        [ "$pid" = "$BASHPID" ] && continue
+        if grep -qxF "$OWNER_MARK" < <(tr '\0' '\n' 2>/dev/null <"$p/environ" || true); then
+            echo "$pid"
+        fi
+    done
+}
+
+# Start a daemon: our mark in its environment, its own session, no terminal or pipe of ours
+# (a caller capturing our output, e.g. pytest's subprocess.run, would otherwise wait for it
+# forever), and the lock descriptor closed.
+spawn() {
+    local logf=$1
+    shift
+    env "$OWNER_MARK" setsid "$@" </dev/null >>"$logf" 2>&1 9>&-
+}
+
+# The same for a daemon that does not fork into the background itself: the subshell execs
+# it at once, so no shell of ours stays behind holding our output pipe or the lock.
+spawn_bg() {
+    local logf=$1
+    shift
+    (exec env "$OWNER_MARK" setsid "$@") </dev/null >>"$logf" 2>&1 9>&- &
+}
+
+lock() {
+    mkdir -p "$TB"
+    exec 9>"$TB/.lock"
+    flock -w 600 9 || die "another testbed.sh holds $TB/.lock"
+}
+
+# ---------------------------------------------------------------- packages, user, dirs
+
+ensure_packages() {
+    local missing=() p
+    for p in "${PACKAGES[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+    done
+    ((${#missing[@]} == 0)) && return 0
+    say "installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" 9>&-
+}
+
+ensure_user() {
+    if ! id "$TB_USER" >/dev/null 2>&1; then
+        say "creating user $TB_USER"
+        useradd --create-home --home-dir "$TB_HOME" --shell /bin/bash "$TB_USER"
+    fi
+    # useradd leaves the password field as "!" (locked). With `UsePAM no`, sshd refuses a
+    # locked account even for key logins; "*" means "no password" without locking it.
+    if [ "$(getent shadow "$TB_USER" | cut -d: -f2)" != "*" ]; then
+        usermod -p '*' "$TB_USER"
+    fi
+    # sshd's StrictModes wants a home that nobody else can write.
+    chmod go-w "$TB_HOME"
+}
+
+ensure_dirs() {
+    local x
+    umask 022
+    mkdir -p "$RUN" "$LOG" "$SSHD_DIR" "$TB/rest" "$WORK_A"
+    # reseltb (slurmrestd, jobs on tbb) must read the slurm.conf files: the tree is 755.
+    chmod 755 "$TB" "$RUN" "$LOG" "$SSHD_DIR" "$TB/rest" "$WORK_A"
+    for x in A B; do
+        mkdir -p "$(cdir $x)/state" "$(cdir $x)/spool"
+        chmod 755 "$(cdir $x)" "$(cdir $x)/spool"
+        chmod 700 "$(cdir $x)/state"
+    done
+    install -d -o "$TB_USER" -g "$TB_USER" -m 755 "$WORK_B"
+}
+
+# ---------------------------------------------------------------- munge
+
+munge_works() { munge -n </dev/null 2>/dev/null | unmunge >/dev/null 2>&1; }
+
+ensure_munge() {
+    if munge_works; then
+        return 0   # the system's munged (or ours from an earlier `up`): use it as it is
+    fi
+    # A munged of ours that stopped answering: replace it.
+    stop_pidfile munged "$RUN/munged.pid"
+    if [ ! -s /etc/munge/munge.key ]; then
+        say "creating /etc/munge/munge.key"
+        mkdir -p /etc/munge
+        mungekey --create --keyfile=/etc/munge/munge.key
+    fi
+    # munged refuses to start unless its key and directories belong to munge and are private.
+    install -d -o munge -g munge -m 700 /etc/munge /var/log/munge
+    install -d -o munge -g munge -m 711 /var/lib/munge
+    install -d -o munge -g munge -m 755 /run/munge
+    chown munge:munge /etc/munge/munge.key
+    chmod 400 /etc/munge/munge.key
+    say "starting munged"
+    spawn "$LOG/munged.out" runuser -u munge -- /usr/sbin/munged --pid-file=/run/munge/munged.pid
+    wait_until 10 "munged" munge_works || { log_tail /var/log/munge/munged.log "$LOG/munged.out"; die "munged did not start"; }
+    # Remember that munged is ours, so `down` stops it (and only then).
+    cp /run/munge/munged.pid "$RUN/munged.pid"
+}
+
+# ---------------------------------------------------------------- slurm
+
+write_slurm_conf() {  # write_slurm_conf A|B; prints "changed" when the file changed
+    local x=$1 d f tmp
+    d=$(cdir "$x")
+    f=$(conf "$x")
+    tmp=$f.new
+    {
+        cat <<EOF
+# Generated by scripts/testbed.sh: cluster ${CLUSTER[$x]} of resel's test bed. Do not edit.
+ClusterName=${CLUSTER[$x]}
+SlurmctldHost=$NODE(127.0.0.1)
+SlurmctldPort=${CTLD_PORT[$x]}
+SlurmdPort=${SLURMD_PORT[$x]}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+StateSaveLocation=$d/state
+SlurmdSpoolDir=$d/spool
+SlurmctldPidFile=$(ctld_pid "$x")
+SlurmdPidFile=$(slurmd_pid "$x")
+SlurmctldLogFile=$LOG/slurmctld-${CLUSTER[$x]}.log
+SlurmdLogFile=$LOG/slurmd-${CLUSTER[$x]}.log
+SlurmctldDebug=info
+SlurmdDebug=info
+# The node may declare more CPUs than the machine has.
+SlurmdParameters=config_overrides
+ReturnToService=2
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+MpiDefault=none
+SwitchType=switch/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+# Fast tests: event-driven scheduling unthrottled beyond 0.1 s, the main loop every 2 s,
+# backfill every second with 5 s resolution (for squeue --start / sbatch --test-only).
+SchedulerType=sched/backfill
+SchedulerParameters=bf_interval=1,bf_resolution=5,sched_interval=2,sched_min_interval=100000
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+JobCompType=jobcomp/none
+FirstJobId=${FIRST_JOB[$x]}
+KillWait=2
+# Finished jobs stay visible to squeue / scontrol for a minute.
+MinJobAge=60
+InactiveLimit=0
+WaitTime=0
+OverTimeLimit=0
+CompleteWait=0
+MessageTimeout=10
+SlurmctldTimeout=30
+SlurmdTimeout=60
+EOF
+        if [ "$x" = A ]; then
+            cat <<EOF
+# JWT as the alternative authentication, for slurmrestd on 127.0.0.1:$REST_PORT.
+AuthAltTypes=auth/jwt
+AuthAltParameters=jwt_key=$d/jwt.key
+EOF
+        fi
+        echo "NodeName=$NODE NodeAddr=127.0.0.1 NodeHostname=$NODE CPUs=${CPUS[$x]} RealMemory=${MEM[$x]} State=UNKNOWN"
+        echo "PartitionName=debug Nodes=$NODE Default=YES MaxTime=04:00:00 DefaultTime=01:00:00 State=UP"
+        if [ "$x" = A ]; then
+            echo "PartitionName=short Nodes=$NODE MaxTime=00:10:00 DefaultTime=00:05:00 State=UP"
+        fi
+    } >"$tmp"
+    chmod 644 "$tmp"
+    if [ -f "$f" ] && cmp -s "$tmp" "$f"; then
+        rm -f "$tmp"
+    else
+        mv -f "$tmp" "$f"
+        echo changed
+    fi
+}
+
+ensure_jwt_key() {
+    local k
+    k=$(cdir A)/jwt.key
+    if [ ! -s "$k" ]; then
+        (umask 077 && head -c 32 /dev/urandom >"$k")
+    fi
+    chown root:root "$k"
+    chmod 600 "$k"
+}
+
+# Slurm client command against one cluster.
+sl() {  # sl A|B COMMAND ARGS...
+    local x=$1
+    shift
+    SLURM_CONF=$(conf "$x") timeout 15 "$@"
+}
+
+# The controller answers and the node is usable (idle, or busy with jobs; not down/unknown).
+cluster_ready() {
+    local st
+    st=$(sl "$1" sinfo -h -N -n "$NODE" -o %t 2>/dev/null | head -n 1) || return 1
+    [[ $st =~ ^(idle|mix|mixed|alloc|allocated|comp|completing)$ ]]
+}
+
+listening() { [ -n "$(ss -ltnH "sport = :$1" 2>/dev/null)" ]; }
+
+ctld_answers() { sl "$1" scontrol ping 2>/dev/null | grep -q 'is UP'; }
+
+start_ctld() {  # start_ctld A|B [clean]
+    local x=$1 mode=${2:-} args=()
+    free_port "${CTLD_PORT[$x]}"
+    # `up` starts a controller clean (-c: no jobs left over from a crashed run); a restart
+    # (`restart-ctld`) keeps the saved state, as a site's controller restart does.
+    [ "$mode" = clean ] && args+=(-c)
+    say "starting slurmctld for ${CLUSTER[$x]}${args:+ (clean state)}"
+    SLURM_CONF=$(conf "$x") spawn "$LOG/slurmctld-${CLUSTER[$x]}.out" \
+        /usr/sbin/slurmctld -f "$(conf "$x")" "${args[@]}"
+    # Ping only once the port listens: a client that finds it closed backs off for seconds.
+    wait_until 20 "slurmctld ${CLUSTER[$x]} to answer" \
+        eval 'listening "${CTLD_PORT[$x]}" && ctld_answers "$x"' || {
+        log_tail "$LOG/slurmctld-${CLUSTER[$x]}.log" "$LOG/slurmctld-${CLUSTER[$x]}.out"
+        die "slurmctld for cluster ${CLUSTER[$x]} did not come up"
+    }
+}
+
+start_slurmd() {
+    local x=$1 pid
+    free_port "${SLURMD_PORT[$x]}"
+    # Job steps of a previous slurmd of ours (crashed run) would confuse the new one.
+    for pid in $(marked_pids); do
+        if [[ $(tr '\0' '\n' 2>/dev/null <"/proc/$pid/environ" || true) == *"SLURM_CONF=$(conf "$x")"* ]] &&
+            [[ $(cat "/proc/$pid/comm" 2>/dev/null) == slurmstepd ]]; then
+            kill_tree "$pid"
+        fi
+    done
+    rm -rf "$(cdir "$x")/spool"
+    install -d -m 755 "$(cdir "$x")/spool"
+    say "starting slurmd for ${CLUSTER[$x]}"
+    SLURM_CONF=$(conf "$x") spawn "$LOG/slurmd-${CLUSTER[$x]}.out" \
+        /usr/sbin/slurmd -f "$(conf "$x")"
+}
+
+stop_cluster() {
+    stop_pidfile "slurmd ${CLUSTER[$1]}" "$(slurmd_pid "$1")"
+    stop_pidfile "slurmctld ${CLUSTER[$1]}" "$(ctld_pid "$1")"
+}
+
+ensure_cluster() {  # ensure_cluster A|B CHANGED; sets STARTED_A/B=1 when it started anything
+    local x=$1 changed=$2
+    if [ -n "$changed" ]; then
+        say "slurm.conf of ${CLUSTER[$x]} changed: restarting its daemons"
+        stop_cluster "$x"
+    fi
+    if [ -z "$(running_pid "$(ctld_pid "$x")")" ]; then
+        start_ctld "$x" clean
+        printf -v "STARTED_$x" 1
+    fi
+    if [ -z "$(running_pid "$(slurmd_pid "$x")")" ]; then
+        start_slurmd "$x"
+        printf -v "STARTED_$x" 1
+    fi
+}
+
+wait_cluster() {
+    local x=$1
+    wait_until 45 "the node of cluster ${CLUSTER[$x]} to be usable" cluster_ready "$x" || {
+        sl "$x" sinfo -N -l >&2 || true
+        log_tail "$LOG/slurmctld-${CLUSTER[$x]}.log" "$LOG/slurmd-${CLUSTER[$x]}.log" "$LOG/slurmd-${CLUSTER[$x]}.out"
+        die "cluster ${CLUSTER[$x]} is not usable"
+    }
+}
+
+job_state() { sl "$1" scontrol show job -o "$2" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2; }
+
+job_done() { [[ $(job_state "$1" "$2") =~ ^(COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY|BOOT_FAIL|DEADLINE|PREEMPTED)$ ]]; }
+
+# Wait for job $2 on cluster $1 to finish; it must have COMPLETED and written the hostname
+# into $3. The testbed is shared: when other sessions' jobs hold every core, the test job just
+# waits in the queue; after 30 s that is accepted (their running jobs show that the cluster
+# runs jobs) and the test job is cancelled. Anything else (a failed job, a node down) is not.
+check_job() {
+    local x=$1 id=$2 out=$3 st reason
+    if ! wait_until 30 "test job $id on ${CLUSTER[$x]}" job_done "$x" "$id" 2>/dev/null; then
+        st=$(job_state "$x" "$id")
+        reason=$(sl "$x" scontrol show job -o "$id" 2>/dev/null | grep -o 'Reason=[A-Za-z_]*' | cut -d= -f2)
+        if [ "$st" = PENDING ] && [[ $reason =~ ^(Priority|Resources)$ ]] &&
+            [[ $(sl "$x" sinfo -h -N -n "$NODE" -o %t | head -n 1) =~ ^(alloc|mix)$ ]]; then
+            say "cluster ${CLUSTER[$x]} is busy with other jobs: test job $id cancelled unrun"
+            sl "$x" scancel "$id" || true
+            return 0
+        fi
+        wait_until 30 "test job $id on ${CLUSTER[$x]}" job_done "$x" "$id" || {
+            sl "$x" scontrol show job "$id" >&2 || true
+            log_tail "$LOG/slurmctld-${CLUSTER[$x]}.log" "$LOG/slurmd-${CLUSTER[$x]}.log"
+            sl "$x" scancel "$id" || true
+            die "test job on cluster ${CLUSTER[$x]} did not finish"
+        }
+    fi
+    st=$(job_state "$x" "$id")
+    wait_until 5 "output of test job $id" test -s "$out" || true
+    if [ "$st" != COMPLETED ] || [ "$(cat "$out" 2>/dev/null)" != "$(hostname)" ]; then
+        sl "$x" scontrol show job "$id" >&2 || true
+        echo "output ($out): $(cat "$out" 2>&1)" >&2
+        log_tail "$LOG/slurmd-${CLUSTER[$x]}.log"
+        die "test job $id on cluster ${CLUSTER[$x]} ended $st"
+    fi
+    rm -f "$out"
+}
+
+no_active_jobs() { [ -z "$(sl "$1" squeue -h -t PD,R,CG,S,CF -o %i 2>/dev/null)" ]; }
+
+# Cancel every job on both clusters and give them a few seconds to end (KillWait=2), so their
+# job steps finish cleanly before slurmd goes away. The partitions are drained first: a
+# coordinator still running somewhere would otherwise submit new jobs in between.
+cancel_all_jobs() {
+    local x ids p
+    for x in A B; do
+        ctld_answers "$x" || continue
+        for p in $(sl "$x" sinfo -h -o %R 2>/dev/null); do
+            sl "$x" scontrol update PartitionName="$p" State=DRAIN || true
+        done
+        ids=$(sl "$x" squeue -h -t PD,R,CG,S,CF -o %i 2>/dev/null || true)
+        if [ -n "$ids" ]; then
+            say "cancelling $(wc -w <<<"$ids") job(s) on ${CLUSTER[$x]}"
+            # shellcheck disable=SC2086
+            sl "$x" scancel $ids || true
+        fi
+    done
+    for x in A B; do
+        ctld_answers "$x" || continue
+        wait_until 8 "the jobs of ${CLUSTER[$x]} to end" no_active_jobs "$x" || true
+    done
+}
+
+# ---------------------------------------------------------------- slurmrestd
+
+rest_works() {  # GET /slurm/v0.0.38/ping with the token; 200 and JSON expected
+    python3 - "$REST_PORT" "$TB_USER" "$TOKEN_FILE" <<'EOF'
+import json, sys, urllib.request
+port, user, token_file = sys.argv[1:]
+req = urllib.request.Request(f"http://127.0.0.1:{port}/slurm/v0.0.38/ping", headers={
+    "X-SLURM-USER-NAME": user, "X-SLURM-USER-TOKEN": open(token_file).read().strip()})
+with urllib.request.urlopen(req, timeout=5) as r:
+    body = json.load(r)
+sys.exit(0 if not body.get("errors") else 1)
+EOF
+}
+
+ensure_rest() {
+    local pid tok
+    # A fresh token each `up` (older ones stay valid until they expire).
+    tok=$(sl A scontrol token username="$TB_USER" lifespan=86400) || die "scontrol token failed: $tok"
+    tok=${tok#SLURM_JWT=}
+    (umask 022 && printf '%s\n' "$tok" >"$TOKEN_FILE.new")
+    mv -f "$TOKEN_FILE.new" "$TOKEN_FILE"
+    pid=$(running_pid "$RUN/slurmrestd.pid")
+    if [ -n "$pid" ] && rest_works; then
+        return 0
+    fi
+    [ -n "$pid" ] && kill_pid "$pid"
+    free_port "$REST_PORT"
+    say "starting slurmrestd on 127.0.0.1:$REST_PORT"
+    # slurmrestd refuses to run as root; SLURM_JWT=daemon makes it accept per-request tokens
+    # (without it every request is refused with "Rejecting thread config token"); only the
+    # openapi/v0.0.38 plugin is loaded, the dbv0.0.38 one would need slurmdbd. It has no
+    # daemon mode, so it runs in the background and we take its pid from its listening socket.
+    spawn_bg "$LOG/slurmrestd.log" setpriv --reuid="$TB_USER" --regid="$TB_USER" --init-groups \
+        env HOME="$TB_HOME" USER="$TB_USER" SLURM_JWT=daemon SLURM_CONF="$(conf A)" \
+        /usr/sbin/slurmrestd -f "$(conf A)" -s openapi/v0.0.38 -a rest_auth/jwt "127.0.0.1:$REST_PORT"
+    wait_until 20 "slurmrestd to answer" rest_works || {
+        log_tail "$LOG/slurmrestd.log"
+        die "slurmrestd did not come up"
+    }
+    pid=$(ss -ltnpH "sport = :$REST_PORT" | grep -o 'pid=[0-9]*' | head -n 1 | cut -d= -f2)
+    echo "$pid" >"$RUN/slurmrestd.pid"
+}
+
+# ---------------------------------------------------------------- sshd
+
+ssh_works() { ssh -F "$SSH_CONFIG" "$1" true </dev/null 9>&-; }
+
+write_ssh_files() {
+    local hostkey=$SSHD_DIR/ssh_host_ed25519_key line h
+    [ -s "$hostkey" ] || ssh-keygen -q -t ed25519 -N '' -C "resel-testbed-host" -f "$hostkey"
+    chmod 600 "$hostkey"
+    [ -s "$SSH_KEY" ] || ssh-keygen -q -t ed25519 -N '' -C "$TB_USER@resel-testbed" -f "$SSH_KEY"
+    chmod 600 "$SSH_KEY"
+
+    cat >"$SSHD_DIR/sshd_config" <<EOF
+# Generated by scripts/testbed.sh: resel's test bed sshd (the system sshd is not touched).
+Port $SSH_PORT
+ListenAddress 127.0.0.1
+HostKey $hostkey
+PidFile $RUN/sshd.pid
+# Without PAM, nothing to set up for sessions; key logins only.
+UsePAM no
+PermitRootLogin prohibit-password
+PubkeyAuthentication yes
+AuthorizedKeysFile .ssh/authorized_keys
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+# ProxyJump (ssh -W) through this server.
+AllowTcpForwarding yes
+X11Forwarding no
+PrintMotd no
+PrintLastLog no
+UseDNS no
+# Tests open many connections and channels at once.
+MaxStartups 100:30:200
+MaxSessions 100
+LoginGraceTime 30
+Subsystem sftp internal-sftp
+EOF
+    chmod 644 "$SSHD_DIR/sshd_config"
+
+    # reseltb's authorized_keys.
+    install -d -o "$TB_USER" -g "$TB_USER" -m 700 "$TB_HOME/.ssh"
+    line=$(cat "$SSH_KEY.pub")
+    touch "$TB_HOME/.ssh/authorized_keys"
+    grep -qxF "$line" "$TB_HOME/.ssh/authorized_keys" || echo "$line" >>"$TB_HOME/.ssh/authorized_keys"
+    chown "$TB_USER:$TB_USER" "$TB_HOME/.ssh/authorized_keys"
+    chmod 600 "$TB_HOME/.ssh/authorized_keys"
+
+    # known_hosts: the address and every alias, so both OpenSSH (which looks up HostName)
+    # and clients that look up the alias (e.g. paramiko) find the key.
+    line=$(cut -d' ' -f1,2 "$hostkey.pub")
+    : >"$KNOWN_HOSTS.new"
+    for h in 127.0.0.1 localhost "$NODE" tb-ssh tb-jump tb-via-jump; do
+        echo "[$h]:$SSH_PORT $line" >>"$KNOWN_HOSTS.new"
+    done
+    chmod 644 "$KNOWN_HOSTS.new"
+    mv -f "$KNOWN_HOSTS.new" "$KNOWN_HOSTS"
+
+    cat >"$SSH_CONFIG" <<EOF
+# Generated by scripts/testbed.sh: use with ssh -F $SSH_CONFIG HOST.
+Host tb-ssh tb-jump
+    HostName 127.0.0.1
+    Port $SSH_PORT
+    User $TB_USER
+
+Host tb-via-jump
+    HostName 127.0.0.1
+    Port $SSH_PORT
+    User $TB_USER
+    ProxyJump tb-jump
+
+Host tb-ssh tb-jump tb-via-jump
+    IdentityFile $SSH_KEY
+    IdentitiesOnly yes
+    UserKnownHostsFile $KNOWN_HOSTS
+    GlobalKnownHostsFile /dev/null
+    StrictHostKeyChecking yes
+    BatchMode yes
+    ConnectTimeout 10
+    LogLevel ERROR
+EOF
+    chmod 644 "$SSH_CONFIG"
+}
+
+ensure_sshd() {
+    local pid
+    write_ssh_files
+    /usr/sbin/sshd -t -f "$SSHD_DIR/sshd_config" || die "sshd rejects $SSHD_DIR/sshd_config"
+    pid=$(running_pid "$RUN/sshd.pid")
+    if [ -z "$pid" ] || ! ssh_works tb-ssh; then
+        [ -n "$pid" ] && kill_pid "$pid"
+        free_port "$SSH_PORT"
+        # Privilege separation needs /run/sshd (normally made by the system's unit).
+        install -d -m 755 /run/sshd
+        say "starting sshd on 127.0.0.1:$SSH_PORT"
+        # sshd re-executes itself, so it must be started by absolute path.
+        spawn "$LOG/sshd.out" /usr/sbin/sshd -f "$SSHD_DIR/sshd_config" -E "$LOG/sshd.log"
+        wait_until 15 "sshd to accept reseltb's key" ssh_works tb-ssh || {
+            ssh -F "$SSH_CONFIG" -v tb-ssh true </dev/null 9>&- || true
+            log_tail "$LOG/sshd.log" "$LOG/sshd.out"
+            die "cannot log in with ssh -F $SSH_CONFIG tb-ssh"
+        }
+        STARTED_SSH=1
+    fi
+    ssh_works tb-via-jump || {
+        ssh -F "$SSH_CONFIG" -v tb-via-jump true </dev/null 9>&- || true
+        log_tail "$LOG/sshd.log"
+        die "cannot log in with ssh -F $SSH_CONFIG tb-via-jump (ProxyJump)"
+    }
+}
+
+# ---------------------------------------------------------------- env file
+
+write_env() {
+    cat >"$ENV_FILE.new" <<EOF
+RESEL_TB=$TB
+TB_SLURM_CONF_A=$(conf A)
+TB_SLURM_CONF_B=$(conf B)
+TB_CLUSTER_A=${CLUSTER[A]}
+TB_CLUSTER_B=${CLUSTER[B]}
+TB_HOST=$NODE
+TB_USER=$TB_USER
+TB_SSH_HOST=127.0.0.1
+TB_SSH_PORT=$SSH_PORT
+TB_SSH_KEY=$SSH_KEY
+TB_KNOWN_HOSTS=$KNOWN_HOSTS
+TB_SSH_CONFIG=$SSH_CONFIG
+TB_REST_URL=http://127.0.0.1:$REST_PORT
+TB_REST_USER=$TB_USER
+TB_REST_TOKEN_FILE=$TOKEN_FILE
+TB_WORK_A=$WORK_A
+TB_WORK_B=$WORK_B
+EOF
+    chmod 644 "$ENV_FILE.new"
+    mv -f "$ENV_FILE.new" "$ENV_FILE"
+}
+
+# ---------------------------------------------------------------- commands
+
+need_root() { [ "$(id -u)" = 0 ] || die "must run as root (it installs packages and starts daemons)"; }
+
+cmd_up() {
+    local t0 chg_a chg_b id_a id_b x
+    need_root
+    t0=$(date +%s%N)
+    ensure_packages
+    lock
+    # If anything below fails, no env file may claim the testbed is up.
+    trap 'rc=$?; [ $rc = 0 ] || rm -f "$ENV_FILE"' EXIT
+    STARTED_A=0 STARTED_B=0 STARTED_SSH=0
+    ensure_user
+    ensure_dirs
+    ensure_munge
+    ensure_jwt_key
+    chg_a=$(write_slurm_conf A)
+    chg_b=$(write_slurm_conf B)
+    ensure_cluster A "$chg_a"
+    ensure_cluster B "$chg_b"
+    wait_cluster A
+    wait_cluster B
+    ensure_rest
+    ensure_sshd
+
+    # One real job per cluster: root's on tba in TB_WORK_A, and reseltb's on tbb submitted over
+    # SSH into TB_WORK_B, the way the SSH site does it. Only for what this run (re)started, or
+    # when there was no env file: an `up` on a running testbed whose clusters may be full of
+    # some test's jobs must not wait behind them.
+    [ -f "$ENV_FILE" ] || STARTED_A=1 STARTED_B=1
+    [ "$STARTED_SSH" = 1 ] && STARTED_B=1
+    if [ "$STARTED_A" = 1 ]; then
+        say "running a test job on ${CLUSTER[A]}"
+        id_a=$(sl A sbatch --parsable -J tb-check -D "$WORK_A" -o "$WORK_A/tb-check-%j.out" -t 1 --wrap hostname)
+        id_a=${id_a%%;*}
+    fi
+    if [ "$STARTED_B" = 1 ]; then
+        say "running a test job on ${CLUSTER[B]} as $TB_USER over ssh"
+        id_b=$(ssh -F "$SSH_CONFIG" tb-ssh \
+            "cd $WORK_B && env SLURM_CONF=$(conf B) sbatch --parsable -J tb-check -o tb-check-%j.out -t 1 --wrap hostname" </dev/null 9>&-)
+        id_b=${id_b%%;*}
+    fi
+    [ "$STARTED_A" = 1 ] && check_job A "$id_a" "$WORK_A/tb-check-$id_a.out"
+    [ "$STARTED_B" = 1 ] && check_job B "$id_b" "$WORK_B/tb-check-$id_b.out"
+
+    write_env
+    say "up in $((($(date +%s%N) - t0) / 1000000)) ms; environment in $ENV_FILE"
+}
+
+cmd_down() {
+    local t0 pid x
+    need_root
+    t0=$(date +%s%N)
+    [ -d "$TB" ] || { say "nothing to stop ($TB does not exist)"; return 0; }
+    lock
+    rm -f "$ENV_FILE"
+    cancel_all_jobs
+    # sshd with its open sessions (a listener's TERM leaves those running).
+    pid=$(running_pid "$RUN/sshd.pid")
+    if [ -n "$pid" ]; then
+        say "stopping sshd (pid $pid) and its sessions"
+        kill_tree "$pid"
+    fi
+    rm -f "$RUN/sshd.pid"
+    stop_pidfile slurmrestd "$RUN/slurmrestd.pid"
+    for x in A B; do stop_cluster "$x"; done
+    # Anything else still carrying our mark (job steps, a daemon whose pid file was lost).
+    # munged carries it too when we started it, so it is left for the step below.
+    local munged_pid
+    munged_pid=$(pid_from "$RUN/munged.pid")
+    for pid in $(marked_pids); do
+        [ "$pid" = "$munged_pid" ] && continue
+        say "stopping leftover process $pid ($(cat "/proc/$pid/comm" 2>/dev/null)) and its children"
+        kill_tree "$pid"
+    done
+    stop_pidfile munged "$RUN/munged.pid"
+    say "down in $((($(date +%s%N) - t0) / 1000000)) ms"
+}
+
+cmd_restart_ctld() {
+    local x=${1:-} t0
+    need_root
+    case $x in
+        A | a | tba) x=A ;;
+        B | b | tbb) x=B ;;
+        *) die "usage: testbed.sh restart-ctld A|B" ;;
+    esac
+    [ -f "$(conf "$x")" ] || die "no testbed in $TB (run: testbed.sh up)"
+    t0=$(date +%s%N)
+    lock
+    # Under the lock: a `down` that ran while we waited must not be undone by us.
+    [ -f "$ENV_FILE" ] || die "the testbed in $TB is not up (no $ENV_FILE)"
+    stop_pidfile "slurmctld ${CLUSTER[$x]}" "$(ctld_pid "$x")"
+    start_ctld "$x"
+    wait_cluster "$x"
+    say "slurmctld ${CLUSTER[$x]} restarted in $((($(date +%s%N) - t0) / 1000000)) ms"
+}
+
+show() {  # show NAME PIDFILE
+    local pid
+    pid=$(pid_from "$2")
+    if [ -n "$pid" ] && is_ours "$pid"; then
+        printf '  %-16s running (pid %s)\n' "$1" "$pid"
+    else
+        printf '  %-16s stopped\n' "$1"
+    fi
+}
+
+cmd_status() {
+    local x
+    echo "testbed in $TB"
+    for x in A B; do
+        show "slurmctld ${CLUSTER[$x]}" "$(ctld_pid "$x")"
+        show "slurmd ${CLUSTER[$x]}" "$(slurmd_pid "$x")"
+    done
+    show slurmrestd "$RUN/slurmrestd.pid"
+    show sshd "$RUN/sshd.pid"
+    if [ -n "$(pid_from "$RUN/munged.pid")" ] && is_ours "$(pid_from "$RUN/munged.pid")"; then
+        show munged "$RUN/munged.pid"
+    elif munge_works; then
+        printf '  %-16s running (the system'"'"'s, not ours)\n' munged
+    else
+        printf '  %-16s stopped\n' munged
+    fi
+    for x in A B; do
+        if [ -f "$(conf "$x")" ] && ctld_answers "$x"; then
+            echo "  cluster ${CLUSTER[$x]}: $(sl "$x" sinfo -h -o '%P %a %D %t %C' | tr '\n' ';')" \
+                "jobs: $(sl "$x" squeue -h | wc -l)"
+        fi
+    done
+    if [ -f "$ENV_FILE" ]; then echo "  env file: $ENV_FILE"; else echo "  env file: absent (not up)"; fi
+}
+
+case ${1:-} in
+    up) cmd_up ;;
+    down) cmd_down ;;
+    restart-ctld) cmd_restart_ctld "${2:-}" ;;
+    status) cmd_status ;;
+    *)
+        echo "usage: $0 up|down|restart-ctld A|B|status   (testbed root: \$RESEL_TB, default /tmp/resel-testbed)" >&2
+        exit 2
+        ;;
+esac

@@ -1,0 +1,86 @@
+"""The live testbed that ``scripts/testbed.sh up`` builds, as the tests see it.
+
+``up`` writes ``$RESEL_TB/testbed.env`` (default ``/tmp/resel-testbed``) last, only when every
+daemon answers, as unquoted ``KEY=VALUE`` lines; :func:`load` reads it into a :class:`Testbed`.
+Fields are the keys lowercased without their ``TB_`` prefix (``TB_SLURM_CONF_A`` →
+``slurm_conf_a``); ``RESEL_TB`` is ``root``. Every value is the file's string (paths too, so
+they go straight into environments and command lines), except ``ssh_port``, an int.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+DEFAULT_ROOT = "/tmp/resel-testbed"
+ENV_NAME = "testbed.env"
+
+
+def env_path() -> Path:
+    """Where the env file of the current testbed is (``$RESEL_TB/testbed.env``)."""
+    return Path(os.environ.get("RESEL_TB") or DEFAULT_ROOT) / ENV_NAME
+
+
+@dataclass(frozen=True)
+class Testbed:
+    __test__ = False      # not a test class, whatever pytest thinks of the name
+
+    root: str             # RESEL_TB
+    slurm_conf_a: str     # cluster A (tba): 8 CPUs, partitions debug + short, JWT for REST
+    slurm_conf_b: str     # cluster B (tbb): 4 CPUs, partition debug, used over SSH
+    cluster_a: str
+    cluster_b: str
+    host: str             # the node's name in both clusters (hostname -s)
+    user: str             # the unprivileged user (SSH login, REST user)
+    ssh_host: str
+    ssh_port: int
+    ssh_key: str          # private key of `user`
+    known_hosts: str
+    ssh_config: str       # Hosts tb-ssh, tb-jump, tb-via-jump (ProxyJump tb-jump)
+    rest_url: str         # slurmrestd of cluster A
+    rest_user: str
+    rest_token_file: str
+    work_a: str           # root's work directory for a site on cluster A
+    work_b: str           # user's work directory (on the SSH side) for cluster B
+
+    def slurm_env(self, cluster: str) -> dict[str, str]:
+        """``os.environ`` with ``SLURM_CONF`` set for cluster ``"A"`` or ``"B"``."""
+        conf = {"A": self.slurm_conf_a, "B": self.slurm_conf_b}[cluster.upper()]
+        return {**os.environ, "SLURM_CONF": conf}
+
+
+def _key(name: str) -> str:
+    return "RESEL_TB" if name == "root" else "TB_" + name.upper()
+
+
+def parse(text: str) -> dict[str, str]:
+    """``KEY=VALUE`` lines (blank lines and ``#`` comments ignored) as a dict."""
+    values = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            key, sep, value = line.partition("=")
+            if sep:
+                values[key.strip()] = value.strip()
+    return values
+
+
+def load(path: str | os.PathLike | None = None) -> Testbed | None:
+    """The testbed described by ``path`` (default: :func:`env_path`); None if there is none.
+
+    A file that exists but lacks a key is an error, not "no testbed": it means the script and
+    this module disagree.
+    """
+    path = Path(path) if path is not None else env_path()
+    if not path.is_file():
+        return None
+    values = parse(path.read_text())
+    missing = [_key(f.name) for f in fields(Testbed) if _key(f.name) not in values]
+    if missing:
+        raise ValueError(f"{path} lacks {', '.join(missing)}")
+    kwargs = {}
+    for f in fields(Testbed):
+        raw = values[_key(f.name)]
+        kwargs[f.name] = int(raw) if f.name == "ssh_port" else raw
+    return Testbed(**kwargs)
