@@ -806,7 +806,10 @@ class SSHTransport:
                 size = f.stat().st_size or 0
                 if size > _PREFETCH_OVER:  # pipelined reads, but from a thread of paramiko's
                     f.prefetch(size)      # own that a drop would leave complaining on stderr
-                return f.read()
+                data = f.read()
+            if len(data) < size:   # paramiko reports a link dropped mid-read as end of file
+                raise EOFError(f"short read: {len(data)} of {size} bytes")
+            return data
 
         path = self._expand(path)
         return self._sftp("read", path, op)
