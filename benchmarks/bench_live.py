@@ -11,7 +11,9 @@ prints a table with medians:
 * SSH connections opened per run to tbb (goal: one per site);
 * dispatch latency: from the moment the engine dispatched a task to an acquired pilot (the
   DispatchTask action, stamped by the coordinator's clock) to the agent's own start stamp of
-  that attempt; goal <= 1 s median.
+  that attempt; goal <= 1 s median;
+* slot turnaround: from a task's end to the next task's start on the same pilot (agents'
+  stamps), i.e. dispatch latency plus the wait for the next poll to notice the free slot.
 """
 
 from __future__ import annotations
@@ -52,7 +54,20 @@ def one_run(tb, tasks: int, workdir: Path) -> dict:
     latency = [r["start"] - coord.t0 - dispatched[(r["task"], r["attempt"])]
                for r in db.query("select task, attempt, start from attempts where run_id = ? and start is not null",
                                  [coord.run_id]) if (r["task"], r["attempt"]) in dispatched]
-    return {"cycle": statistics.median(cycles) if cycles else float("nan"), "cycles": len(cycles),
+    # a freed slot's turnaround: a task ends on a pilot -> the next task starts on that pilot
+    turnaround = []
+    by_pilot: dict[int, list] = {}
+    for r in db.query("select pilot, start, end from attempts where run_id = ? and start is not null "
+                      "and end is not null", [coord.run_id]):
+        by_pilot.setdefault(r["pilot"], []).append((r["start"], r["end"]))
+    for spans in by_pilot.values():
+        starts = sorted(s for s, _ in spans)
+        for _, end in spans:
+            later = [s for s in starts if s >= end]
+            if later:
+                turnaround.append(later[0] - end)
+    return {"turnaround": statistics.median(turnaround) if turnaround else float("nan"),
+            "cycle": statistics.median(cycles) if cycles else float("nan"), "cycles": len(cycles),
             "connections": coord.psites["tbb"].transport.connections_opened,
             "latency": statistics.median(latency), "latency_p95": sorted(latency)[int(0.95 * (len(latency) - 1))],
             "ttc": db["runs"].get(coord.run_id)["ttc_wkd"]}
@@ -78,6 +93,7 @@ def main() -> None:
     print(f"| SSH connections opened per run (tbb) | {med('connections'):.0f} | 1 |")
     print(f"| dispatch latency, acquired pilot -> task running (s) | {med('latency'):.3f} | <= 1 |")
     print(f"| dispatch latency P95 (s) | {med('latency_p95'):.3f} | |")
+    print(f"| slot turnaround, task ends -> next task starts on that pilot (s) | {med('turnaround'):.3f} | |")
     print(f"| TTC of the bag (s) | {med('ttc'):.1f} | |")
 
 
