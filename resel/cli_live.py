@@ -97,7 +97,7 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
         signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
         try:
             if show:
-                with Live(table(_snap(coord)), console=c.err, refresh_per_second=2, transient=False) as live:
+                with Live(table(_snap(coord)), console=c.err, refresh_per_second=2, transient=True) as live:
                     coord.run(on_cycle=lambda co: live.update(table(_snap(co))), max_time=max_time)
             else:
                 coord.run(max_time=max_time)
@@ -119,8 +119,10 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
 
 
 def _snap(coord: Coordinator):
-    status = "done" if coord.finished else "running"
-    return snapshot(coord.engine, coord.run_id, status, coord.now(), {n: v.error for n, v in coord.views.items()})
+    status, elapsed = ("done" if coord.finished else "running"), coord.now()
+    if coord.finished:   # the bag's TTC as stored (the agents' clocks), not the time of this print
+        elapsed = coord.db["runs"].get(coord.run_id)["ttc_wkd"] or elapsed
+    return snapshot(coord.engine, coord.run_id, status, elapsed, {n: v.error for n, v in coord.views.items()})
 
 
 def _dry_run(bag, site_list, options: LiveOptions, as_json: bool) -> None:

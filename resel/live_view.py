@@ -73,7 +73,7 @@ def snapshot(engine: Engine, run_id: int, status: str, elapsed: float,
 def table(snap: Snapshot) -> Table:
     """The rich table the live display and ``resel status`` print."""
     t = Table(title=f"run {snap.run_id} ({snap.status}) — {snap.done}/{snap.total} done, {snap.failed} failed, "
-                    f"TTC so far {snap.elapsed:,.0f} s", title_justify="left")
+                    f"{'TTC' if snap.status == 'done' else 'TTC so far'} {snap.elapsed:,.0f} s", title_justify="left")
     for col in ("site", "pilots pending", "pilots running", "queued", "running", "done", "failed", "note"):
         t.add_column(col, justify="left" if col in ("site", "note") else "right")
     for r in snap.sites:
