@@ -181,3 +181,20 @@ def test_unreachable_and_refused_ssh_sites(tmp_path, testbed):
         coord.close()
         assert coord.db["runs"].get(coord.run_id)["done"] == 2
         assert expect in coord.engine.lost_sites["tbb"], coord.engine.lost_sites
+
+
+def test_run_through_slurmrestd(tmp_path, testbed):
+    """api = "rest": pilots submitted and watched through slurmrestd (JWT), files over SSH."""
+    rest = {"transport": "ssh", "host": "tb-ssh", "ssh_config": testbed.ssh_config, "workdir": "~/resel-work-rest",
+            "api": "rest", "rest_url": testbed.rest_url, "rest_user": testbed.rest_user,
+            "rest_token_file": testbed.rest_token_file}
+    sites = sites_toml(testbed, a=rest).split("[[site]]")[1]   # tba only, reached through slurmrestd
+    sites = "[[site]]" + sites.replace('env = { SLURM_CONF = "' + testbed.slurm_conf_a + '" }, ', "")
+    coord = start(tmp_path, sites, bag_toml(6, "echo $RESEL_TASK"), strategy="model")
+    coord.run(max_time=120)
+    coord.close()
+    run = coord.db["runs"].get(coord.run_id)
+    assert run["done"] == 6 and run["status"] == "done"
+    job_ids = {r["job_id"] for r in coord.db.query("select job_id from live_pilots where run_id = ?", [coord.run_id])}
+    assert job_ids and all(int(j) < 500000 for j in job_ids)      # tba's job ids: the REST cluster
+    assert our_jobs(testbed, coord.run_key) == []
