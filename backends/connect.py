@@ -40,6 +40,17 @@ def open_scheduler(site: Site, transport: Any) -> Any:
         if acc.api == "pyslurm":
             from resel.backends.slurm_pyslurm import SlurmPySlurm
             return SlurmPySlurm(partition=acc.partition, account=acc.account)
+    if site.kind == "pbs":
+        from resel.backends.pbs import PBSCLI
+        return PBSCLI(transport, env=dict(acc.env) or None, queue=acc.partition, account=acc.account,
+                      dialect=acc.dialect, extra_qsub=acc.submit_args)
+    if site.kind == "htcondor":
+        if acc.api == "bindings":
+            from resel.backends.htcondor import HTCondorBindings
+            return HTCondorBindings(project=acc.project, accounting_group=acc.accounting_group)
+        from resel.backends.htcondor import HTCondorCLI
+        return HTCondorCLI(transport, env=dict(acc.env) or None, project=acc.project,
+                           accounting_group=acc.accounting_group)
     raise ReselError(f"site {site.name!r}: no live backend for kind {site.kind!r} with api {acc.api!r}")
 
 
@@ -80,6 +91,31 @@ def check_site(site: Site) -> dict[str, Any]:
             row["cpu"] = {"error": str(exc)}
         ps.ship_agent()
     except Exception as exc:   # noqa: BLE001 - reported per site, never a traceback
+        row["error"] = str(exc).strip() or type(exc).__name__
+    finally:
+        if ps is not None:
+            try:
+                ps.transport.close()
+            except Exception:   # noqa: BLE001
+                pass
+    row["seconds"] = round(time.monotonic() - began, 3)
+    return row
+
+
+def site_status(site: Site) -> dict[str, Any]:
+    """``resel sites status``: one site's availability now, or the error that prevented it."""
+    row: dict[str, Any] = {"site": site.name, "kind": site.kind, "scheduler": None, "version": None,
+                           "free_cores": None, "total_cores": None, "running_jobs": None, "pending_jobs": None,
+                           "partitions": [], "error": None, "seconds": None}
+    began = time.monotonic()
+    ps = None
+    try:
+        ps = open_site(site)
+        av = ps.scheduler.availability()
+        row.update(scheduler=av.scheduler, version=av.version, free_cores=av.free_cores,
+                   total_cores=av.total_cores, running_jobs=av.running_jobs, pending_jobs=av.pending_jobs,
+                   partitions=[p.name for p in av.partitions])
+    except Exception as exc:   # noqa: BLE001 - shown in its row; the other sites go on
         row["error"] = str(exc).strip() or type(exc).__name__
     finally:
         if ps is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -295,8 +296,65 @@ def check_cmd(sites_file: Path, as_json: bool) -> None:
         sys.exit(1)
 
 
+@click.command("status")
+@click.option("--sites", "sites_file", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="Sites file with live sites (Slurm, PBS, HTCondor).")
+@click.option("--timeout", default=30.0, show_default=True, type=click.FloatRange(1),
+              help="Seconds to wait for a site before showing it as not answering.")
+@click.option("--json", "as_json", is_flag=True)
+def sites_status_cmd(sites_file: Path, timeout: float, as_json: bool) -> None:
+    """What every live site has free right now, whatever its kind, in one table.
+
+    Sites are asked at once; a slow or dead site shows its error (or "no answer") and
+    does not hold up the others.
+
+    \b
+    Example:
+      resel sites status --sites my-sites.toml --json
+    """
+    from resel.backends.connect import site_status
+    c = _cli()
+    try:
+        site_list = _live_sites(sites_file)
+    except ReselError as exc:
+        raise click.ClickException(str(exc)) from None
+    # daemon threads, not an executor: a site that never answers must not hold up the exit
+    answers: dict[str, dict] = {}
+    threads = [threading.Thread(target=lambda s=s: answers.__setitem__(s.name, site_status(s)), daemon=True)
+               for s in site_list]
+    for th in threads:
+        th.start()
+    deadline = time.monotonic() + timeout
+    for th in threads:
+        th.join(max(0.0, deadline - time.monotonic()))
+    rows = []
+    for site in site_list:
+        if site.name in answers:
+            rows.append(answers[site.name])
+        else:
+            rows.append({"site": site.name, "kind": site.kind, "scheduler": None, "version": None,
+                         "free_cores": None, "total_cores": None, "running_jobs": None, "pending_jobs": None,
+                         "partitions": [], "error": f"no answer within {timeout:g} s", "seconds": None})
+    if as_json:
+        c._print_json({"sites": rows})
+    else:
+        t = Table(title=f"availability of the sites in {sites_file}", title_justify="left")
+        for col in ("site", "kind", "scheduler", "free/total cores", "running jobs", "pending jobs", "s", "error"):
+            t.add_column(col)
+        for r in rows:
+            t.add_row(r["site"], r["kind"], f"{r['scheduler'] or '—'} {r['version'] or ''}".strip(),
+                      "—" if r["total_cores"] is None else f"{r['free_cores']}/{r['total_cores']}",
+                      "—" if r["running_jobs"] is None else str(r["running_jobs"]),
+                      "—" if r["pending_jobs"] is None else str(r["pending_jobs"]),
+                      "—" if r["seconds"] is None else f"{r['seconds']:.2f}", r["error"] or "")
+        c.out.print(t)
+    if any(r["error"] for r in rows):
+        sys.exit(1)
+
+
 def register(cli: click.Group, sites_group: click.Group) -> None:
     cli.add_command(run_cmd)
     cli.add_command(status_cmd)
     cli.add_command(cancel_cmd)
     sites_group.add_command(check_cmd)
+    sites_group.add_command(sites_status_cmd)

@@ -20,10 +20,13 @@ from resel.errors import InputError
 from resel.models.distributions import KINDS, Dist
 
 #: kinds of site this version can drive: the offline simulator, and live schedulers
-SITE_KINDS = ("simulated", "slurm")
-LIVE_KINDS = ("slurm",)
+SITE_KINDS = ("simulated", "slurm", "pbs", "htcondor")
+LIVE_KINDS = ("slurm", "pbs", "htcondor")
 TRANSPORTS = ("local", "ssh")
-SLURM_APIS = ("cli", "rest", "pyslurm")
+#: how resel talks to each kind of scheduler (the first is the default)
+APIS = {"slurm": ("cli", "rest", "pyslurm"), "pbs": ("cli",), "htcondor": ("cli", "bindings")}
+SLURM_APIS = tuple(dict.fromkeys(a for apis in APIS.values() for a in apis))
+PBS_DIALECTS = ("auto", "pro", "torque")
 PILOT_MODES = ("single", "per-task")
 
 
@@ -101,6 +104,10 @@ ACCESS_KEYS = {
         for k, x in v.items()), "a table of NAME = \"value\" strings"),
     "api": _Key(lambda v: v in SLURM_APIS, f"one of {', '.join(SLURM_APIS)}"),
     "partition": _NAME,
+    "queue": _NAME,
+    "dialect": _Key(lambda v: v in PBS_DIALECTS, f"one of {', '.join(PBS_DIALECTS)} (PBS sites)"),
+    "project": _NAME,
+    "accounting_group": _NAME,
     "account": _NAME,
     "qos": _NAME,
     "submit_args": _Key(lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
@@ -302,7 +309,7 @@ def _site(reader: _Reader, raw: Any, key_path: str) -> Site:
         if "access" not in raw:
             raise reader.fail(key_path, f"a {raw['kind']} site needs an [site.access] table",
                               'access = {transport = "local", workdir = "~/resel-work"}')
-        access = _access(reader, raw["access"], f"{key_path}.access")
+        access = _access(reader, raw["access"], f"{key_path}.access", raw["kind"])
     elif "access" in raw:
         raise reader.fail(f"{key_path}.access", "only live sites have an access table",
                           f"kind = one of {', '.join(LIVE_KINDS)}, or no access table")
@@ -320,8 +327,19 @@ def _site(reader: _Reader, raw: Any, key_path: str) -> Site:
     )
 
 
-def _access(reader: _Reader, raw: Any, key_path: str) -> Access:
+def _access(reader: _Reader, raw: Any, key_path: str, kind: str) -> Access:
     a = reader.check(raw, ACCESS_KEYS, key_path)
+    if "api" in a and a["api"] not in APIS[kind]:
+        raise reader.fail(f"{key_path}.api", f"a {kind} site cannot use api {a['api']!r}", f"one of {', '.join(APIS[kind])}")
+    if kind != "pbs" and "dialect" in a:
+        raise reader.fail(f"{key_path}.dialect", "only PBS sites have a dialect", "no dialect key")
+    if kind != "htcondor" and ("project" in a or "accounting_group" in a):
+        key = "project" if "project" in a else "accounting_group"
+        raise reader.fail(f"{key_path}.{key}", "only HTCondor sites have a project / accounting group",
+                          "account = ... for batch sites")
+    if "queue" in a and "partition" in a:
+        raise reader.fail(f"{key_path}.queue", "give either queue or partition (they are the same thing)",
+                          "one of them")
     transport = a.get("transport", "local")
     if transport == "ssh" and "host" not in a:
         raise reader.fail(key_path, "an ssh transport needs a host", 'host = "login.cluster.org" (or a ~/.ssh/config alias)')
@@ -339,8 +357,9 @@ def _access(reader: _Reader, raw: Any, key_path: str) -> Access:
         transport=transport, host=a.get("host"), user=a.get("user"), port=a.get("port"),
         key=local_path("key"), ssh_config=local_path("ssh_config"), known_hosts=local_path("known_hosts"),
         accept_new_host_keys=bool(a.get("accept_new_host_keys", False)), workdir=a["workdir"],
-        python=a.get("python", "python3"), env=dict(a.get("env", {})), api=a.get("api", "cli"),
-        partition=a.get("partition"), account=a.get("account"), qos=a.get("qos"),
+        python=a.get("python", "python3"), env=dict(a.get("env", {})), api=a.get("api", APIS[kind][0]),
+        partition=a.get("partition") or a.get("queue"), account=a.get("account"), qos=a.get("qos"),
+        dialect=a.get("dialect", "auto"), project=a.get("project"), accounting_group=a.get("accounting_group"),
         submit_args=tuple(a.get("submit_args", ())), rest_url=a.get("rest_url"),
         rest_user=a.get("rest_user"), rest_token_file=local_path("rest_token_file"),
     )

@@ -143,7 +143,10 @@ class Access:
     python: str = "python3"
     env: dict[str, str] = field(default_factory=dict)
     api: str = "cli"
-    partition: str | None = None
+    partition: str | None = None      # Slurm partition or PBS queue
+    dialect: str = "auto"             # PBS: auto, pro (PBS Pro/OpenPBS) or torque
+    project: str | None = None        # HTCondor/OSG: +ProjectName
+    accounting_group: str | None = None
     account: str | None = None
     qos: str | None = None
     submit_args: tuple[str, ...] = ()

@@ -115,3 +115,27 @@ def test_bad_inputs_are_one_line_errors(tmp_path, testbed):
 def _testbed_jobs(tb) -> set[str]:
     from live_helpers import slurm
     return {line for c in ("a", "b") for line in slurm(tb, c, "squeue", "-h", "-o", "%i").stdout.split()}
+
+
+def test_sites_status_one_table_a_silent_site_does_not_hold_up_the_others(tmp_path, testbed):
+    """A site whose SSH server accepts the connection but never speaks: shown as not answering."""
+    import socket
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(5)                                     # accepts (kernel backlog), never answers
+    port = silent.getsockname()[1]
+    try:
+        dead = sites_toml(testbed, b={"host": "127.0.0.1", "port": port}).split("[[site]]")[2]
+        sites = tmp_path / "sites.toml"
+        sites.write_text(sites_toml(testbed) + "[[site]]" + dead.replace('name = "tbb"', 'name = "silent"'))
+        began = time.monotonic()
+        res = resel("sites", "status", "--sites", sites, "--timeout", "3", "--json")
+        took = time.monotonic() - began
+    finally:
+        silent.close()
+    assert res.returncode == 1
+    rows = {r["site"]: r for r in json.loads(res.stdout)["sites"]}
+    assert rows["tba"]["total_cores"] == 8 and rows["tba"]["kind"] == "slurm" and rows["tba"]["error"] is None
+    assert rows["tbb"]["total_cores"] == 4 and rows["tbb"]["error"] is None
+    assert rows["silent"]["error"] == "no answer within 3 s"
+    assert took < 10, took

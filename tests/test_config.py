@@ -163,10 +163,10 @@ def test_not_utf8(tmp_path):
 
 # ------------------------------------------------------------------ bad sites
 def test_unknown_site_kind(tmp_path):
-    """kind = "pbs" (not drivable yet) names the key and the allowed kinds."""
-    path = write(tmp_path, GOOD_SITE.format(name="a").replace('"simulated"', '"pbs"'))
+    """kind = "lsf" (no backend) names the key and the allowed kinds."""
+    path = write(tmp_path, GOOD_SITE.format(name="a").replace('"simulated"', '"lsf"'))
     err = bad(load_sites, path)
-    assert "site[0].kind" in str(err) and "'pbs'" in str(err) and "line 3" in str(err)
+    assert "site[0].kind" in str(err) and "'lsf'" in str(err) and "line 3" in str(err)
     assert "simulated" in err.expected
 
 
@@ -347,3 +347,18 @@ def test_access_on_a_simulated_site_is_refused(tmp_path):
     text = GOOD_SITE.format(name="a") + 'access = { workdir = "/w" }\n'
     err = bad(load_sites, write(tmp_path, text))
     assert "only live sites" in str(err)
+
+
+def test_pbs_and_htcondor_access_tables(tmp_path):
+    text = (LIVE_SITE.format(access='workdir = "/w", queue = "workq", dialect = "torque"').replace('"slurm"', '"pbs"')
+            + LIVE_SITE.format(access='transport = "ssh", host = "ap40", workdir = "~/w", project = "OSG-Staff"')
+            .replace('"slurm"', '"htcondor"').replace('name = "hpc"', 'name = "osg"'))
+    pbs, osg = load_sites(write(tmp_path, text))
+    assert (pbs.kind, pbs.access.partition, pbs.access.dialect, pbs.access.api) == ("pbs", "workq", "torque", "cli")
+    assert (osg.kind, osg.access.project, osg.access.api) == ("htcondor", "OSG-Staff", "cli")
+
+
+def test_api_must_fit_the_kind(tmp_path):
+    text = LIVE_SITE.format(access='workdir = "/w", api = "rest"').replace('"slurm"', '"pbs"')
+    err = bad(load_sites, write(tmp_path, text))
+    assert "api" in str(err) and "pbs" in str(err)
