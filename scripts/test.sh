@@ -22,7 +22,7 @@ if ! "$PY" -m venv --help >/dev/null 2>&1 || ! "$PY" -c "import ensurepip" >/dev
 fi
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e ".[test]"
+.venv/bin/python -m pip install -q -e ".[test,htcondor]"
 
 TB_ENV=${RESEL_TB:-/tmp/resel-testbed}/testbed.env
 if [ ! -f "$TB_ENV" ]; then

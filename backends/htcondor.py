@@ -1,0 +1,494 @@
+"""An HTCondor pool (the OSG, a campus pool) as a resel scheduler: CLI or Python bindings.
+
+Both classes implement the scheduler interface of :class:`~resel.backends.slurm.SlurmCLI`
+(``version``, ``availability``, ``jobs``, ``submit``, ``test_only``, ``cancel``, ``cpu_info``)
+so :class:`~resel.backends.pilotsite.PilotSite` drives them unchanged; job states come back in
+Slurm's words (:mod:`.htcondor_formats`).
+
+* :class:`HTCondorCLI` runs ``condor_status -json``, ``condor_q -json``, ``condor_history
+  -json``, ``condor_submit -terse`` (submit description on stdin) and ``condor_rm`` over any
+  transport, like the Slurm CLI backend: argv lists only, quoted by the transport.
+* :class:`HTCondorBindings` uses ``htcondor2`` (``pip install resel[htcondor]``) on the access
+  point itself: Collector/Schedd queries, ``Schedd.submit`` and ``Schedd.act``.
+
+No shared filesystem
+--------------------
+An OSG slot does not see the access point's disk, and HTCondor's file transfer moves files only
+when a job starts and ends. A pilot lives for hours and exchanges files all the time, so it runs
+the agent beside :mod:`resel.chirp_sync`, which mirrors the pilot directory through
+``condor_chirp`` (the job's I/O proxy to its shadow, ``+WantIOProxy = true``): the job's
+``initialdir`` *is* the pilot directory, so the coordinator reads and writes it over its
+transport exactly as on a shared filesystem. docs/htcondor.md says why and what it costs.
+
+``submit`` therefore does not run the batch script it is given: it takes the agent command from
+the resel pilot script (:meth:`PilotSite.pilot_script`'s ``exec`` line) and builds a pilot
+submit description around the wrapper (:func:`pilot_description`).
+
+OSG conventions
+---------------
+* **Single-core pilots.** The OSG advises against multi-core pilots (their slots are
+  single-core and multi-core jobs wait much longer for a match), and the thesis used only
+  single-core OSG pilots; ``cores`` > 1 is refused with a message rather than silently clamped
+  (a clamped pilot would run its agent with more slots than cores).
+* ``+ProjectName`` and ``accounting_group`` come from the site file (``access.project``,
+  ``access.accounting_group``); OSG access points refuse jobs without a project.
+* ``request_memory = 2GB`` and ``request_disk = 4GB`` by default (the OSG's advice for one core);
+  ``extra_submit`` may override any command.
+* ``test_only`` is None: HTCondor's matchmaking gives no start estimate (no ``--test-only``).
+"""
+
+from __future__ import annotations
+
+import math
+import posixpath
+import shlex
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from resel import chirp_sync
+from resel.backends import htcondor_formats as fmt
+from resel.backends.slurm_formats import Availability, JobInfo
+from resel.errors import SchedulerError, SchedulerReplyError
+
+__all__ = ["HTCondorBindings", "HTCondorCLI", "pilot_description", "render_submit"]
+
+#: the wrapper's name on the access point, next to the agent
+WRAPPER_NAME = f"resel-chirp-sync-v{chirp_sync.PROTOCOL_VERSION}.py"
+#: the wrapper's own log in the slot's scratch directory: the one output file transferred back
+WRAPPER_LOG = chirp_sync.LOG_NAME
+#: seconds beyond the walltime before periodic_remove ends a pilot the agent did not end itself
+REMOVE_GRACE = 60
+#: seconds a held pilot is left before periodic_remove ends it (a held job never starts by itself)
+HELD_GRACE = 600
+DEFAULT_MEMORY = "2GB"
+DEFAULT_DISK = "4GB"
+_BAD_TEXT = set("\x00\n\r")
+
+
+def _check_line(what: str, value: str) -> str:
+    if not isinstance(value, str) or not value or any(c in _BAD_TEXT or ord(c) < 32 for c in value):
+        raise SchedulerError(f"{what} {value!r} must be non-empty printable text on one line")
+    return value
+
+
+def condor_arguments(words: Sequence[str]) -> str:
+    """argv → the submit file's ``arguments`` in the new syntax: the whole value in double
+    quotes, each word in single quotes (a ``'`` doubled, a ``"`` doubled)."""
+    out = []
+    for w in words:
+        if w:
+            _check_line("argument", w)
+        out.append("'" + w.replace("'", "''").replace('"', '""') + "'")
+    return '"' + " ".join(out) + '"'
+
+
+def classad_string(text: str) -> str:
+    """A ClassAd string literal (for ``+ProjectName`` and friends)."""
+    _check_line("value", text)
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def periodic_remove(walltime: float) -> str:
+    """When the schedd ends a pilot by itself: running past its walltime (the agent stops on
+    time; this is the backstop), held too long, or evicted and about to run again (a re-run
+    pilot would start over with a fresh agent, so it is ended and the coordinator asks for a
+    new one — see docs/htcondor.md)."""
+    limit = int(math.ceil(walltime)) + REMOVE_GRACE
+    return (f"(JobStatus == 2 && (time() - EnteredCurrentStatus) > {limit})"
+            f" || (JobStatus == 5 && (time() - EnteredCurrentStatus) > {HELD_GRACE})"
+            f" || (JobStatus == 1 && NumJobStarts > 0)")
+
+
+def pilot_description(*, name: str, pilot_dir: str, agent: str, wrapper: str, python: str,
+                      agent_args: Sequence[str], walltime: float, project: str | None = None,
+                      accounting_group: str | None = None, requirements: str | None = None,
+                      extra: Mapping[str, str] | None = None, interval: float = 2.0) -> dict[str, str]:
+    """The submit description of one pilot, as the commands ``condor_submit`` reads.
+
+    The job runs the chirp wrapper (transferred as the executable and, under its own name, as
+    an input file next to the agent); its ``initialdir`` is the pilot directory on the access
+    point, which is where ``condor_chirp``'s relative paths land and where the wrapper's log,
+    ``pilot.out``, ``pilot.err`` and the job event log ``pilot.log`` go.
+    """
+    _check_line("job name", name)
+    for what, path in (("pilot directory", pilot_dir), ("agent", agent), ("wrapper", wrapper)):
+        _check_line(what, path)
+        if "," in path:
+            raise SchedulerError(f"{what} path {path!r} must not contain ',' (transfer_input_files is a comma list)")
+    if not walltime or walltime <= 0 or math.isinf(walltime) or math.isnan(walltime):
+        raise SchedulerError(f"walltime must be a positive number of seconds, not {walltime!r}")
+    args = ["--python", python, "--agent", posixpath.basename(agent), "--interval", f"{interval:g}",
+            "--", *agent_args]
+    desc = {
+        "universe": "vanilla",
+        "executable": wrapper,
+        "arguments": condor_arguments(args),
+        "initialdir": pilot_dir,
+        "batch_name": name,
+        "should_transfer_files": "YES",
+        "when_to_transfer_output": "ON_EXIT_OR_EVICT",
+        "transfer_input_files": f"{agent}, {wrapper}",
+        "transfer_output_files": WRAPPER_LOG,
+        "output": posixpath.join(pilot_dir, "pilot.out"),
+        "error": posixpath.join(pilot_dir, "pilot.err"),
+        "log": posixpath.join(pilot_dir, "pilot.log"),
+        "request_cpus": "1",
+        "request_memory": DEFAULT_MEMORY,
+        "request_disk": DEFAULT_DISK,
+        "+WantIOProxy": "true",
+        "+ReselWalltime": str(int(math.ceil(walltime))),
+        "periodic_remove": periodic_remove(walltime),
+    }
+    if project:
+        desc["+ProjectName"] = classad_string(project)
+    if accounting_group:
+        desc["accounting_group"] = _check_line("accounting group", accounting_group)
+    if requirements:
+        desc["requirements"] = _check_line("requirements", requirements)
+    for key, val in (extra or {}).items():
+        _check_line("submit command", key)
+        desc[key] = _check_line(f"submit value of {key}", str(val))
+    return desc
+
+
+def render_submit(desc: Mapping[str, str]) -> str:
+    """A submit description as ``condor_submit`` reads it on stdin (what ``str(Submit(desc))``
+    prints, without needing the bindings on the machine running the CLI backend)."""
+    lines = [f"{key} = {val}" for key, val in desc.items()]
+    return "\n".join(lines) + "\nqueue 1\n"
+
+
+def agent_command(script: str) -> tuple[str, str, list[str]]:
+    """The agent's Python, path and options from a resel pilot script's ``exec`` line.
+
+    PilotSite writes that line with :func:`shlex.join`, so :func:`shlex.split` gives the argv
+    back exactly; ``--dir`` (a path on the access point) is dropped: in the slot the wrapper
+    gives the agent its local mirror instead.
+    """
+    execs = [line for line in script.splitlines() if line.startswith("exec ")]
+    if not execs:
+        raise SchedulerError("an HTCondor pilot needs a resel pilot script (an 'exec python agent ...' line); "
+                             "HTCondor sites run only the resel agent, under its chirp wrapper")
+    argv = shlex.split(execs[-1][len("exec "):])
+    if len(argv) < 2 or not posixpath.basename(argv[1]).startswith("resel-agent"):
+        raise SchedulerError(f"not a resel pilot command: {execs[-1][:120]!r}")
+    python, agent, rest = argv[0], argv[1], argv[2:]
+    options: list[str] = []
+    i = 0
+    while i < len(rest):
+        if rest[i] == "--dir":
+            i += 2
+            continue
+        if rest[i].startswith("--dir="):
+            i += 1
+            continue
+        options.append(rest[i])
+        i += 1
+    return python, agent, options
+
+
+def _check_cores(cores: int) -> None:
+    if not isinstance(cores, int) or isinstance(cores, bool) or cores < 1:
+        raise SchedulerError(f"cores must be a positive whole number, not {cores!r}")
+    if cores > 1:
+        raise SchedulerError(f"an HTCondor/OSG pilot has one core, not {cores}: the OSG advises against "
+                             "multi-core pilots", hint="set the site's pilot mode to 'per-task' (or max_cores = 1)")
+
+
+class _Common:
+    """What both interfaces share: filtering jobs, the pool summary, the pilot description."""
+
+    scheduler = "htcondor"
+
+    def __init__(self, *, project: str | None, accounting_group: str | None,
+                 requirements: str | None, extra_submit: Mapping[str, str] | None):
+        self.project = project
+        self.accounting_group = accounting_group
+        self.requirements = requirements
+        self.extra_submit = dict(extra_submit or {})
+        self._version: str | None = None
+
+    @staticmethod
+    def _filter(jobs: Mapping[str, JobInfo], wanted: set[str] | None, user: str | None,
+                name_prefix: str | None) -> dict[str, JobInfo]:
+        return {jid: j for jid, j in jobs.items()
+                if (wanted is None or jid in wanted) and (user is None or j.user == user)
+                and (name_prefix is None or j.name.startswith(name_prefix))}
+
+    def description(self, script: str, *, name: str, cores: int, walltime: float, workdir: str,
+                    wrapper: str) -> dict[str, str]:
+        _check_cores(cores)
+        python, agent, options = agent_command(script)
+        return pilot_description(name=name, pilot_dir=workdir, agent=agent, wrapper=wrapper, python=python,
+                                 agent_args=options, walltime=walltime, project=self.project,
+                                 accounting_group=self.accounting_group, requirements=self.requirements,
+                                 extra=self.extra_submit)
+
+    def test_only(self, cores: int, walltime: float) -> float | None:
+        """None: HTCondor's negotiator gives no start estimate (there is no ``--test-only``); a
+        pilot starts when a slot matches, on the OSG typically within minutes."""
+        _check_cores(cores)
+        return None
+
+
+class HTCondorCLI(_Common):
+    """HTCondor via its command-line tools on the access point, over any transport.
+
+    ``env`` is added to every command (e.g. ``CONDOR_CONFIG``); ``project`` becomes
+    ``+ProjectName``, ``accounting_group`` the submit command of that name, ``requirements`` the
+    job's requirements; ``extra_submit`` adds or overrides submit commands.
+    """
+
+    def __init__(self, transport: Any, *, env: Mapping[str, str] | None = None, project: str | None = None,
+                 accounting_group: str | None = None, requirements: str | None = None,
+                 extra_submit: Mapping[str, str] | None = None, timeout: float = 60.0):
+        super().__init__(project=project, accounting_group=accounting_group, requirements=requirements,
+                         extra_submit=extra_submit)
+        self.transport = transport
+        self.env = dict(env or {})
+        self.timeout = timeout
+        self._wrapper_shipped: set[str] = set()
+
+    def __repr__(self) -> str:
+        return f"HTCondorCLI({self.transport!r}, project={self.project!r})"
+
+    def _run(self, argv: Sequence[str], *, idempotent: bool, input: str | None = None) -> Any:
+        return self.transport.run(list(argv), env=self.env or None, input=input, timeout=self.timeout,
+                                  idempotent=idempotent)
+
+    @staticmethod
+    def _failed(argv: Sequence[str], done: Any) -> SchedulerError:
+        said = (done.stderr or done.stdout or "").strip() or f"exit status {done.returncode}"
+        hint = None
+        if done.returncode == 127:
+            hint = "the HTCondor tools are not on the PATH of the access point's login shell"
+        elif "Failed to connect" in said or "Can't find address" in said or "Unable to locate" in said:
+            hint = "the schedd or collector did not answer; check the pool (condor_status) on the access point"
+        return SchedulerError(f"{shlex.join(argv)} failed: {said}", command=shlex.join(argv), reply=said, hint=hint)
+
+    def _query(self, argv: Sequence[str]) -> str:
+        done = self._run(argv, idempotent=True)
+        if done.returncode != 0:
+            raise self._failed(argv, done)
+        return done.stdout
+
+    # ------------------------------------------------------------------ queries
+
+    def version(self) -> str:
+        """The HTCondor release (``condor_version``), asked once."""
+        if self._version is None:
+            self._version = fmt.parse_version(self._query(["condor_version"]))
+        return self._version
+
+    def slots(self) -> list[fmt.Slot]:
+        argv = ["condor_status", "-json", "-attributes", ",".join(fmt.SLOT_ATTRS)]
+        return fmt.parse_slots(self._query(argv), "condor_status -json")
+
+    def availability(self) -> Availability:
+        """Free and total cores of the pool, and the schedds' running and idle jobs."""
+        summary = fmt.summarize_pool(self.slots())
+        argv = ["condor_status", "-schedd", "-json", "-attributes", "Name,TotalRunningJobs,TotalIdleJobs"]
+        running, idle = fmt.schedd_totals(fmt.parse_json_ads(self._query(argv), "condor_status -schedd -json"))
+        return fmt.make_availability(self.version(), summary, running, idle, time.time())
+
+    def jobs(self, ids: Iterable[str] | None = None, *, user: str | None = None,
+             name_prefix: str | None = None) -> dict[str, JobInfo]:
+        """Jobs in the queue (``condor_q``), and for ids asked by name those that left it
+        (``condor_history``: completed and removed jobs leave the queue at once)."""
+        wanted = set(fmt.check_ids(ids)) if ids is not None else None
+        if wanted is not None and not wanted:
+            return {}
+        if user is not None:
+            _check_line("user", user)
+            if not all(c.isalnum() or c in "_.-@" for c in user):
+                raise SchedulerError(f"user {user!r} is not a valid user name")
+        attrs = ",".join(fmt.JOB_ATTRS)
+        argv = ["condor_q", "-json", "-attributes", attrs]
+        if wanted is not None:
+            argv += sorted(wanted)
+        elif user is not None:
+            argv.append(user)
+        found = fmt.parse_jobs(self._query(argv), "condor_q -json")
+        missing = sorted(wanted - set(found)) if wanted is not None else []
+        if missing:
+            argv = ["condor_history", "-json", "-attributes", attrs, "-limit", str(len(missing)), *missing]
+            found.update(fmt.parse_jobs(self._query(argv), "condor_history -json"))
+        return self._filter(found, wanted, user, name_prefix)
+
+    def cpu_info(self) -> dict[str, Any]:
+        """The pool's CPUs: models by cpus and the cpu-weighted clock (None where no slot says)."""
+        return fmt.cpu_summary(fmt.summarize_pool(self.slots()))
+
+    # ------------------------------------------------------------------ actions
+
+    def _ship_wrapper(self, agent_path: str) -> str:
+        """Put the chirp wrapper next to the agent on the access point (once per directory)."""
+        path = posixpath.join(posixpath.dirname(agent_path), WRAPPER_NAME)
+        if path not in self._wrapper_shipped:
+            self.transport.write_file(path, chirp_sync.source().encode(), mode=0o755)
+            self._wrapper_shipped.add(path)
+        return path
+
+    def submit(self, script: str, *, name: str, cores: int, walltime: float, workdir: str,
+               output: str | None = None) -> str:
+        """Submit a pilot (``condor_submit -terse``, description on stdin); the job id
+        ``Cluster.Proc``. ``output`` is ignored: a pilot's stdout goes to ``pilot.out`` in its
+        directory. Not idempotent: a lost connection raises ConnectionLost and the caller looks
+        the pilot up by its name (``JobBatchName``)."""
+        _check_cores(cores)
+        _, agent, _ = agent_command(script)
+        wrapper = self._ship_wrapper(agent)
+        desc = self.description(script, name=name, cores=cores, walltime=walltime, workdir=workdir,
+                                wrapper=wrapper)
+        # condor_chirp can put files but make no directories: the coordinator makes them
+        for sub in ("inbox", "cancel", "started", "results"):
+            self.transport.makedirs(posixpath.join(workdir, sub))
+        argv = ["condor_submit", "-terse"]
+        done = self._run(argv, idempotent=False, input=render_submit(desc))
+        if done.returncode != 0:
+            said = (done.stderr or done.stdout).strip()
+            raise SchedulerError(f"condor_submit refused the pilot: {said}", command="condor_submit -terse",
+                                 reply=said)
+        ids = fmt.parse_submit_terse(done.stdout)
+        if len(ids) != 1:
+            raise SchedulerReplyError("condor_submit -terse", f"expected one job, got {ids}")
+        return ids[0]
+
+    def cancel(self, ids: Sequence[str]) -> None:
+        """Remove jobs; jobs already gone are not an error."""
+        wanted = fmt.check_ids(ids)
+        if not wanted:
+            return
+        argv = ["condor_rm", *wanted]
+        done = self._run(argv, idempotent=False)
+        problems = fmt.parse_rm(done.stdout, done.stderr, done.returncode, wanted)
+        if problems:
+            raise SchedulerError(f"condor_rm {' '.join(wanted)} failed: {'; '.join(problems)}",
+                                 command=shlex.join(argv), reply=(done.stderr or done.stdout).strip())
+
+
+def _bindings() -> Any:
+    try:
+        import htcondor2
+    except ImportError:
+        raise SchedulerError("the HTCondor Python bindings (htcondor2) are not installed",
+                             hint="pip install 'resel[htcondor]', or use api = \"cli\"") from None
+    return htcondor2
+
+
+class HTCondorBindings(_Common):
+    """HTCondor through ``htcondor2`` on the access point (resel runs there, ``transport`` is
+    local): the same answers as :class:`HTCondorCLI` without parsing any command output.
+
+    ``collector`` and ``schedd`` may be given (tests, a pool that is not the local default);
+    otherwise ``htcondor2.Collector()`` and ``htcondor2.Schedd()`` are located on first use.
+    """
+
+    def __init__(self, transport: Any = None, *, project: str | None = None, accounting_group: str | None = None,
+                 requirements: str | None = None, extra_submit: Mapping[str, str] | None = None,
+                 collector: Any = None, schedd: Any = None):
+        super().__init__(project=project, accounting_group=accounting_group, requirements=requirements,
+                         extra_submit=extra_submit)
+        self.htcondor = _bindings()
+        self.transport = transport
+        self._collector = collector
+        self._schedd = schedd
+        self._wrapper_shipped: set[str] = set()
+
+    def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except SchedulerError:
+            raise
+        except Exception as e:   # noqa: BLE001 - HTCondorException and the library's others
+            raise SchedulerError(f"{what} failed: {e}", command=what, reply=str(e)) from None
+
+    @property
+    def collector(self) -> Any:
+        if self._collector is None:
+            self._collector = self._call("htcondor2.Collector()", self.htcondor.Collector)
+        return self._collector
+
+    @property
+    def schedd(self) -> Any:
+        if self._schedd is None:
+            self._schedd = self._call("htcondor2.Schedd()", self.htcondor.Schedd)
+        return self._schedd
+
+    def version(self) -> str:
+        if self._version is None:
+            self._version = fmt.parse_version(self.htcondor.version(), "htcondor2.version()")
+        return self._version
+
+    def slots(self) -> list[fmt.Slot]:
+        ads = self._call("Collector.query(Startd)", self.collector.query, self.htcondor.AdTypes.Startd,
+                         projection=list(fmt.SLOT_ATTRS))
+        return [fmt.slot_from_ad(ad, "Collector.query(Startd)") for ad in ads]
+
+    def availability(self) -> Availability:
+        summary = fmt.summarize_pool(self.slots())
+        ads = self._call("Collector.query(Schedd)", self.collector.query, self.htcondor.AdTypes.Schedd,
+                         projection=["Name", "TotalRunningJobs", "TotalIdleJobs"])
+        running, idle = fmt.schedd_totals(ads, "Collector.query(Schedd)")
+        return fmt.make_availability(self.version(), summary, running, idle, time.time())
+
+    @staticmethod
+    def _constraint(ids: Sequence[str]) -> str:
+        parts = []
+        for jid in ids:
+            cluster, proc = jid.split(".")
+            parts.append(f"(ClusterId == {int(cluster)} && ProcId == {int(proc)})")
+        return " || ".join(parts) or "true"
+
+    def jobs(self, ids: Iterable[str] | None = None, *, user: str | None = None,
+             name_prefix: str | None = None) -> dict[str, JobInfo]:
+        wanted = set(fmt.check_ids(ids)) if ids is not None else None
+        if wanted is not None and not wanted:
+            return {}
+        constraint = self._constraint(sorted(wanted)) if wanted is not None else "true"
+        if user is not None:
+            constraint = f"({constraint}) && Owner == {classad_string(user)}"
+        ads = self._call("Schedd.query", self.schedd.query, constraint, list(fmt.JOB_ATTRS))
+        found = {j.job_id: j for j in (fmt.job_from_ad(ad, "Schedd.query") for ad in ads)}
+        missing = sorted(wanted - set(found)) if wanted is not None else []
+        if missing:
+            ads = self._call("Schedd.history", self.schedd.history, self._constraint(missing), list(fmt.JOB_ATTRS),
+                             match=len(missing))
+            found.update({j.job_id: j for j in (fmt.job_from_ad(ad, "Schedd.history") for ad in ads)})
+        return self._filter(found, wanted, user, name_prefix)
+
+    def cpu_info(self) -> dict[str, Any]:
+        return fmt.cpu_summary(fmt.summarize_pool(self.slots()))
+
+    def submit_description(self, script: str, *, name: str, cores: int, walltime: float, workdir: str,
+                           wrapper: str) -> Any:
+        """The pilot as an ``htcondor2.Submit`` (what :meth:`submit` hands the schedd)."""
+        return self.htcondor.Submit(self.description(script, name=name, cores=cores, walltime=walltime,
+                                                     workdir=workdir, wrapper=wrapper))
+
+    def submit(self, script: str, *, name: str, cores: int, walltime: float, workdir: str,
+               output: str | None = None) -> str:
+        _check_cores(cores)
+        _, agent, _ = agent_command(script)
+        wrapper = posixpath.join(posixpath.dirname(agent), WRAPPER_NAME)
+        sub = self.submit_description(script, name=name, cores=cores, walltime=walltime, workdir=workdir,
+                                      wrapper=wrapper)
+        if self.transport is not None:
+            if wrapper not in self._wrapper_shipped:
+                self.transport.write_file(wrapper, chirp_sync.source().encode(), mode=0o755)
+                self._wrapper_shipped.add(wrapper)
+            for d in ("inbox", "cancel", "started", "results"):
+                self.transport.makedirs(posixpath.join(workdir, d))
+        result = self._call("Schedd.submit", self.schedd.submit, sub, count=1)
+        return f"{int(result.cluster())}.{int(result.first_proc())}"
+
+    def cancel(self, ids: Sequence[str]) -> None:
+        wanted = fmt.check_ids(ids)
+        if not wanted:
+            return
+        ad = self._call("Schedd.act(Remove)", self.schedd.act, self.htcondor.JobAction.Remove, wanted)
+        bad = sum(int(fmt.value(ad, k) or 0) for k in ("TotalError", "TotalPermissionDenied", "TotalBadStatus"))
+        if bad:
+            raise SchedulerError(f"removing {' '.join(wanted)} failed for {bad} job(s): {ad}",
+                                 command="Schedd.act(Remove)", reply=str(ad))

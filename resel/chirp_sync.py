@@ -1,0 +1,365 @@
+#!/usr/bin/env python3
+"""resel chirp wrapper: runs the pilot agent in an HTCondor slot with no shared filesystem.
+
+This file is self-contained (Python standard library only) and runs on Python 3.6 and later,
+like resel/agent.py, because it runs where the agent runs. The coordinator ships it to the
+access point as ``resel-chirp-sync-v1.py``; HTCondor transfers it and the agent into the job's
+scratch directory, and starts it as the job's executable::
+
+    resel-chirp-sync.py --agent resel-agent-v1.py [--python python3] [--interval 2]
+        [--chirp condor_chirp] [--local pilot] -- AGENT_OPTIONS...
+
+Why: an OSG slot does not see the access point's disk, and HTCondor's own file transfer moves
+files only when a job starts and ends. A pilot lives for hours and exchanges task files all the
+time, so this wrapper mirrors the pilot directory at run time through ``condor_chirp``, the
+job's I/O proxy to its shadow (the submit description sets ``+WantIOProxy = true``). Remote
+paths are relative to the job's ``initialdir``, which is the pilot directory on the access
+point: the coordinator reads and writes that directory over its transport exactly as on a
+shared filesystem, and the agent reads and writes its local mirror ``--local`` exactly as on
+one. Neither knows about the other.
+
+Every ``--interval`` seconds, and once more after the agent exits:
+
+* pull (access point → slot): new ``inbox/*.json`` (each fetched once, to a dot-name, then
+  renamed: the agent never sees half a file), new ``cancel/*`` names, and ``stop`` (fetched again
+  whenever it is listed: ``drain`` may become a hard stop);
+* push (slot → access point): ``agent.json``, ``heartbeat.json`` (when it changed),
+  ``started/*.json``, ``results/*.json``, ``exit.json``, and ``agent.log`` at the end. A file
+  appears atomically: ``put`` to ``.NAME.chirp.tmp``, ``link`` to NAME, ``remove`` the
+  temporary name (condor_chirp has no rename; a replaced file is removed just before the link).
+  Where ``link`` is refused, the file is put under its name directly, which a reader may catch
+  half written; this is logged.
+
+condor_chirp makes no directories: the coordinator creates ``inbox cancel started results`` in
+the pilot directory before it submits (resel.backends.htcondor does).
+
+At start the wrapper lists the remote ``results/`` and ``started/``: attempts with a result are
+never fetched again, and an attempt started by an earlier run of this job (an eviction) without
+a result gets one, outcome ``lost``, reason ``evicted``, so nothing waits for it forever.
+
+SIGTERM and SIGINT (what condor_rm and an eviction send) are passed to the agent, which ends its
+attempts as ``lost``; the wrapper pushes their results and exits with the agent's status. Its
+own log is ``resel-chirp.log`` in the scratch directory, the one output file transferred back.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+PROTOCOL_VERSION = 1
+LOG_NAME = "resel-chirp.log"
+SUBDIRS = ("inbox", "claimed", "started", "results", "cancel", "tasks")
+#: where condor_chirp lives when it is not on the job's PATH (it is a libexec tool)
+CHIRP_CANDIDATES = ("/usr/libexec/condor/condor_chirp", "/usr/lib/condor/libexec/condor_chirp")
+CHIRP_TIMEOUT = 120.0
+
+
+def source():
+    """This file's text, for the coordinator to ship to the access point."""
+    with open(os.path.abspath(__file__), "r", encoding="utf-8") as f:
+        return f.read()
+
+
+class ChirpError(Exception):
+    """condor_chirp failed (exit status 1, or it could not be run)."""
+
+
+class Chirp(object):
+    """condor_chirp's file commands, remote paths relative to the job's initialdir."""
+
+    def __init__(self, program, log):
+        self.program = program
+        self.log = log
+        self.calls = 0
+
+    def run(self, *args):
+        self.calls += 1
+        try:
+            done = subprocess.run([self.program] + list(args), stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, universal_newlines=True,
+                                  timeout=CHIRP_TIMEOUT)
+        except (OSError, subprocess.SubprocessError) as e:
+            raise ChirpError("%s %s: %s" % (self.program, " ".join(args), e))
+        if done.returncode != 0:
+            raise ChirpError("%s %s: exit %d: %s" % (self.program, " ".join(args), done.returncode,
+                                                     (done.stderr or done.stdout).strip()[:300]))
+        return done.stdout
+
+    def getdir(self, remote):
+        """Names in a remote directory (``.`` and ``..`` left out)."""
+        out = self.run("getdir", remote)
+        return [n.strip() for n in out.splitlines() if n.strip() and n.strip() not in (".", "..")]
+
+    def fetch(self, remote, local):
+        self.run("fetch", remote, local)
+
+    def put(self, local, remote):
+        self.run("put", local, remote)
+
+    def remove(self, remote):
+        self.run("remove", remote)
+
+    def link(self, old, new):
+        self.run("link", old, new)
+
+
+def find_chirp(given):
+    if given:
+        return given
+    found = shutil.which("condor_chirp")
+    if found:
+        return found
+    libexec = os.environ.get("CONDOR_LIBEXEC")
+    candidates = ([os.path.join(libexec, "condor_chirp")] if libexec else []) + list(CHIRP_CANDIDATES)
+    for path in candidates:
+        if os.access(path, os.X_OK):
+            return path
+    return "condor_chirp"
+
+
+def write_atomic(path, data):
+    directory, name = os.path.split(path)
+    tmp = os.path.join(directory, ".%s.%d.sync" % (name, os.getpid()))
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.rename(tmp, path)
+
+
+def key_of(name):
+    return name[:-len(".json")] if name.endswith(".json") else name
+
+
+class Sync(object):
+    """One pilot's mirror: pull what the coordinator writes, push what the agent writes."""
+
+    def __init__(self, chirp, local, log):
+        self.chirp = chirp
+        self.local = local
+        self.log = log
+        self.fetched = set()       # inbox names taken (never fetched twice)
+        self.cancelled = set()
+        self.done = set()          # keys with a result on the access point
+        self.pushed = {}           # local relative path -> mtime pushed
+        self.stop_data = None
+        self.link_ok = True
+
+    def path(self, *parts):
+        return os.path.join(self.local, *parts)
+
+    def listdir(self, remote):
+        try:
+            return self.chirp.getdir(remote)
+        except ChirpError as e:
+            self.log("cannot list %s: %s" % (remote, e))
+            return []
+
+    # ------------------------------------------------------------ start
+
+    def recover(self):
+        """Attempts an earlier run of this job started but never finished: result ``lost``."""
+        results = set(key_of(n) for n in self.listdir("results") if n.endswith(".json"))
+        self.done |= results
+        for name in self.listdir("started"):
+            if not name.endswith(".json") or name.startswith(".") or key_of(name) in results:
+                continue
+            tmp = self.path(".recover-" + name)
+            try:
+                self.chirp.fetch("started/" + name, tmp)
+                with open(tmp, "r") as f:
+                    rec = json.load(f)
+                now = time.time()
+                result = {"task": rec.get("task"), "attempt": rec.get("attempt"), "exit_code": None,
+                          "signal": None, "start": rec.get("time"), "end": now,
+                          "host": rec.get("host"), "outcome": "lost", "reason": "evicted",
+                          "perf": None, "stdout_tail": "", "stderr_tail": ""}
+                with open(tmp, "w") as f:
+                    json.dump(result, f, sort_keys=True)
+                self.put_atomic(tmp, "results/" + name, replace=False)
+                self.done.add(key_of(name))
+                self.log("attempt %s of an earlier run reported lost (evicted)" % key_of(name))
+            except (ChirpError, OSError, ValueError) as e:
+                self.log("cannot recover %s: %s" % (name, e))
+            finally:
+                if os.path.exists(tmp):
+                    os.remove(tmp)
+
+    # ------------------------------------------------------------ pull
+
+    def pull(self):
+        for name in self.listdir("inbox"):
+            if not name.endswith(".json") or name.startswith(".") or name in self.fetched:
+                continue
+            if key_of(name) in self.done:
+                self.fetched.add(name)
+                continue
+            tmp = self.path("inbox", ".%s.fetch" % name)
+            try:
+                self.chirp.fetch("inbox/" + name, tmp)
+                os.rename(tmp, self.path("inbox", name))
+                self.fetched.add(name)
+            except (ChirpError, OSError) as e:
+                self.log("cannot fetch inbox/%s: %s" % (name, e))
+        for name in self.listdir("cancel"):
+            if name.startswith(".") or name in self.cancelled:
+                continue
+            try:
+                write_atomic(self.path("cancel", name), b"cancel\n")
+                self.cancelled.add(name)
+            except OSError as e:
+                self.log("cannot write cancel/%s: %s" % (name, e))
+        if "stop" in self.listdir("."):
+            tmp = self.path(".stop.fetch")
+            try:
+                self.chirp.fetch("stop", tmp)
+                with open(tmp, "rb") as f:
+                    data = f.read()
+                if data != self.stop_data:
+                    os.rename(tmp, self.path("stop"))
+                    self.stop_data = data
+                    self.log("stop: %r" % data.strip()[:20])
+            except (ChirpError, OSError) as e:
+                self.log("cannot fetch stop: %s" % e)
+            finally:
+                if os.path.exists(tmp):
+                    os.remove(tmp)
+
+    # ------------------------------------------------------------ push
+
+    def put_atomic(self, local, remote, replace):
+        directory, name = os.path.split(remote)
+        tmp = (directory + "/" if directory else "") + ".%s.chirp.tmp" % name
+        if not self.link_ok:
+            self.chirp.put(local, remote)
+            return
+        self.chirp.put(local, tmp)
+        if replace:
+            try:
+                self.chirp.remove(remote)
+            except ChirpError:
+                pass               # not there yet
+        try:
+            self.chirp.link(tmp, remote)
+        except ChirpError as e:
+            self.link_ok = False
+            self.log("link refused (%s): files are put under their names from now on" % e)
+            self.chirp.put(local, remote)
+        try:
+            self.chirp.remove(tmp)
+        except ChirpError:
+            pass
+
+    def push_file(self, rel, replace):
+        local = self.path(*rel.split("/"))
+        try:
+            mtime = os.stat(local).st_mtime
+        except OSError:
+            return False
+        if rel in self.pushed and (not replace or self.pushed[rel] == mtime):
+            return False
+        try:
+            self.put_atomic(local, rel, replace)
+        except ChirpError as e:
+            self.log("cannot push %s: %s" % (rel, e))
+            return False
+        self.pushed[rel] = mtime
+        return True
+
+    def push(self):
+        self.push_file("agent.json", replace=True)
+        for sub in ("started", "results"):
+            try:
+                names = sorted(os.listdir(self.path(sub)))
+            except OSError:
+                names = []
+            for name in names:
+                if name.endswith(".json") and not name.startswith("."):
+                    if self.push_file(sub + "/" + name, replace=False) and sub == "results":
+                        self.done.add(key_of(name))
+        self.push_file("heartbeat.json", replace=True)
+        self.push_file("exit.json", replace=True)
+
+    def push_log(self):
+        try:
+            if os.path.exists(self.path("agent.log")):
+                self.chirp.put(self.path("agent.log"), "agent.log")
+        except ChirpError as e:
+            self.log("cannot push agent.log: %s" % e)
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(prog="resel-chirp-sync.py",
+                                description="run the resel agent, mirroring its directory with condor_chirp")
+    p.add_argument("--agent", required=True, help="the agent file (in the scratch directory)")
+    p.add_argument("--python", default=sys.executable, help="the Python that runs the agent")
+    p.add_argument("--interval", type=float, default=2.0, help="seconds between two syncs (2)")
+    p.add_argument("--chirp", default=None, help="condor_chirp (default: PATH, then libexec)")
+    p.add_argument("--local", default="pilot", help="the local pilot directory (pilot)")
+    p.add_argument("agent_args", nargs=argparse.REMAINDER, help="-- then the agent's options (no --dir)")
+    args = p.parse_args(argv)
+    if args.agent_args and args.agent_args[0] == "--":
+        args.agent_args = args.agent_args[1:]
+    if not args.interval > 0:
+        p.error("--interval must be positive")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    log_file = open(LOG_NAME, "a")
+
+    def log(message):
+        log_file.write("%s %s\n" % (time.strftime("%Y-%m-%dT%H:%M:%S"), message))
+        log_file.flush()
+
+    local = os.path.abspath(args.local)
+    for sub in SUBDIRS:
+        os.makedirs(os.path.join(local, sub), exist_ok=True)
+    chirp = Chirp(find_chirp(args.chirp), log)
+    sync = Sync(chirp, local, log)
+    log("start on %s: chirp %s, agent %s %s" % (socket.gethostname(), chirp.program, args.agent,
+                                                " ".join(args.agent_args)))
+    sync.recover()
+    sync.pull()    # tasks already waiting are there when the agent first looks
+    agent = subprocess.Popen([args.python, args.agent, "--dir", local] + list(args.agent_args))
+    signals = []
+
+    def forward(signum, frame):
+        signals.append(signum)
+        try:
+            agent.send_signal(signum)
+        except OSError:
+            pass
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    while agent.poll() is None:
+        for step in (sync.pull, sync.push):
+            try:
+                step()
+            except Exception as e:    # one bad round never stops the pilot
+                log("sync error: %r" % (e,))
+        deadline = time.time() + args.interval
+        while agent.poll() is None and time.time() < deadline:
+            time.sleep(min(0.1, args.interval))
+    code = agent.returncode
+    log("agent exited with %s%s" % (code, " after signal %s" % signals[0] if signals else ""))
+    try:
+        sync.push()
+    except Exception as e:
+        log("final push error: %r" % (e,))
+    sync.push_log()
+    log("done: %d chirp calls" % chirp.calls)
+    log_file.close()
+    return code if code is not None and code >= 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,432 @@
+"""Pilot submission to HTCondor, and the chirp wrapper, without a pool.
+
+No HTCondor pool can run here, so three things stand in for one, none of them a mock of resel:
+
+* **the real bindings** render the submit description resel builds (``htcondor2.Submit``
+  needs no daemon), and read the text the CLI backend sends to ``condor_submit``;
+* **recorded-output replays** for the CLI backend: :class:`HTCondorCLI` runs over a real
+  :class:`LocalTransport` whose PATH starts with a temporary directory of tiny executables named
+  ``condor_status``, ``condor_q``, ``condor_history``, ``condor_submit``, ``condor_rm`` and
+  ``condor_version``. They print the REAL recorded / CONSTRUCTED outputs of
+  tests/htcondor_samples.py and record their argv and stdin, which tests argv building and
+  parsing end to end;
+* **a recorded-protocol stand-in for condor_chirp** (no shadow exists here): a script that
+  maps ``fetch``/``put``/``remove``/``getdir``/``link`` onto a local "access point" directory,
+  with condor_chirp's argument order and exit status 1 on failure (docs: the HTCondor manual's
+  condor_chirp page). The REAL resel/chirp_sync.py runs the REAL resel/agent.py against it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import htcondor2
+import pytest
+
+import htcondor_samples as S  # tests/ is on sys.path (rootdir conftest)
+from resel import agent as agent_module
+from resel import chirp_sync
+from resel.backends import htcondor as hc
+from resel.backends.transport import LocalTransport
+from resel.errors import SchedulerError
+
+REPO = Path(__file__).resolve().parent.parent
+WRAPPER = REPO / "resel" / "chirp_sync.py"
+
+
+def wait_for(predicate, timeout: float = 20.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def pilot_script(agent: str, pdir: str, pilot: int = 3, slots: int = 1, walltime: float = 900) -> str:
+    """The script PilotSite.pilot_script writes (same exec line, built the same way)."""
+    import shlex
+    argv = ["python3", agent, "--dir", pdir, "--pilot", str(pilot), "--slots", str(slots),
+            "--walltime", f"{walltime:g}", "--drain", "60"]
+    return f"#!/bin/sh\n# resel pilot\nexec {shlex.join(argv)}\n"
+
+
+# ---------------------------------------------------------------------------- submit description
+
+
+def osg_description(**kw):
+    args = dict(name="resel-r1-abcdef-p3", pilot_dir="/ap/work/r1-abcdef/p3",
+                agent="/ap/work/resel-agent-v1.py", wrapper="/ap/work/resel-chirp-sync-v1.py",
+                python="python3", agent_args=["--pilot", "3", "--slots", "1", "--walltime", "900"],
+                walltime=900, project="OSG-Staff", accounting_group="group_osg.alice")
+    args.update(kw)
+    return hc.pilot_description(**args)
+
+
+def test_bindings_render_the_pilot_description():
+    sub = htcondor2.Submit(osg_description())
+    text = str(sub)
+    assert "request_cpus = 1" in text
+    # the bindings write "+Attr" as its canonical "MY.Attr" (the same thing in submit language)
+    assert 'MY.ProjectName = "OSG-Staff"' in text
+    assert "MY.WantIOProxy = true" in text
+    assert "transfer_input_files = /ap/work/resel-agent-v1.py, /ap/work/resel-chirp-sync-v1.py" in text
+    assert "executable = /ap/work/resel-chirp-sync-v1.py" in text
+    assert "(time() - EnteredCurrentStatus) > 960" in text            # walltime 900 + 60 s grace
+    assert "periodic_remove = " in text and "NumJobStarts > 0" in text
+    assert "should_transfer_files = YES" in text and "when_to_transfer_output = ON_EXIT_OR_EVICT" in text
+    assert "accounting_group = group_osg.alice" in text
+    assert "initialdir = /ap/work/r1-abcdef/p3" in text
+    assert "log = /ap/work/r1-abcdef/p3/pilot.log" in text
+    assert "batch_name = resel-r1-abcdef-p3" in text
+
+
+def test_cli_text_reads_back_identically_in_the_bindings():
+    desc = osg_description(requirements='(OSGVO_OS_STRING == "RHEL 9")')
+    back = htcondor2.Submit(hc.render_submit(desc))
+    assert dict(back) == dict(htcondor2.Submit(desc))
+    assert back.getQArgs() == "1"
+
+
+def test_arguments_use_the_new_quoting():
+    assert hc.condor_arguments(["a", "b c", "it's", 'say "hi"']) == \
+        "\"'a' 'b c' 'it''s' 'say \"\"hi\"\"'\""
+    desc = osg_description(agent_args=["--pilot", "3"])
+    sub = htcondor2.Submit(desc)
+    assert sub["arguments"].startswith("\"'--python' 'python3' '--agent' 'resel-agent-v1.py'")
+
+
+def test_multicore_pilots_are_refused_with_the_osg_reason():
+    cli = hc.HTCondorCLI(LocalTransport())
+    with pytest.raises(SchedulerError, match="OSG advises against multi-core pilots"):
+        cli.submit(pilot_script("/ap/resel-agent-v1.py", "/ap/p0"), name="n", cores=4, walltime=60,
+                   workdir="/ap/p0")
+    assert cli.test_only(1, 600) is None        # HTCondor has no start estimate
+
+
+def test_only_resel_pilot_scripts_are_submitted():
+    with pytest.raises(SchedulerError, match="resel pilot script"):
+        hc.agent_command("#!/bin/sh\necho hello\n")
+    py, agent, opts = hc.agent_command(pilot_script("/ap/w d/resel-agent-v1.py", "/ap/w d/p3"))
+    assert (py, agent) == ("python3", "/ap/w d/resel-agent-v1.py")
+    assert opts == ["--pilot", "3", "--slots", "1", "--walltime", "900", "--drain", "60"]
+
+
+# ---------------------------------------------------------------------------- CLI replay
+
+
+FAKE_TOOL = """\
+#!{python}
+# a recorded-output replay of an HTCondor tool: prints a sample, records argv and stdin
+import json, os, sys
+name = os.path.basename(sys.argv[0])
+here = os.path.dirname(os.path.abspath(sys.argv[0]))
+stdin = sys.stdin.read() if name == "condor_submit" else None
+with open(os.path.join(here, "calls.jsonl"), "a") as f:
+    f.write(json.dumps({{"argv": [name] + sys.argv[1:], "stdin": stdin}}) + "\\n")
+key = name + ("-schedd" if "-schedd" in sys.argv else "")
+outs = json.load(open(os.path.join(here, "outputs.json")))
+out = outs[key]
+if isinstance(out, dict):
+    sys.stdout.write(out.get("stdout", ""))
+    sys.stderr.write(out.get("stderr", ""))
+    sys.exit(out.get("rc", 0))
+sys.stdout.write(out)
+"""
+
+
+@pytest.fixture
+def replay(tmp_path):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    outputs = {
+        "condor_status": S.constructed_status_json(),
+        "condor_status-schedd": S.as_json(S.CONSTRUCTED_SCHEDDS),
+        "condor_q": S.as_json(S.CONSTRUCTED_QUEUE),
+        "condor_history": S.as_json(S.CONSTRUCTED_HISTORY),
+        "condor_submit": S.CONSTRUCTED_TERSE,
+        "condor_rm": S.CONSTRUCTED_RM_OK,
+        "condor_version": S.CONSTRUCTED_VERSION,
+    }
+    (bindir / "outputs.json").write_text(json.dumps(outputs))
+    for tool in ("condor_status", "condor_q", "condor_history", "condor_submit", "condor_rm", "condor_version"):
+        path = bindir / tool
+        path.write_text(FAKE_TOOL.format(python=sys.executable))
+        path.chmod(0o755)
+
+    def calls():
+        log = bindir / "calls.jsonl"
+        return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+    def set_output(tool, out):
+        outputs[tool] = out
+        (bindir / "outputs.json").write_text(json.dumps(outputs))
+
+    cli = hc.HTCondorCLI(LocalTransport(), env={"PATH": f"{bindir}:{os.environ['PATH']}"},
+                         project="OSG-Staff", accounting_group="group_osg.alice")
+    return cli, calls, set_output, tmp_path
+
+
+def test_cli_availability_and_cpu_info(replay):
+    cli, calls, _, _ = replay
+    av = cli.availability()
+    assert (av.scheduler, av.version, av.free_cores, av.total_cores) == ("htcondor", "23.0.3", 18, 24)
+    assert (av.running_jobs, av.pending_jobs) == (10000, 15400)
+    argvs = [c["argv"] for c in calls()]
+    assert argvs[0][:3] == ["condor_status", "-json", "-attributes"]
+    assert "CPUModel" in argvs[0][3].split(",") and "Cpus" in argvs[0][3].split(",")
+    assert argvs[1][:3] == ["condor_status", "-schedd", "-json"]
+    assert ["condor_version"] in argvs
+    info = cli.cpu_info()
+    assert info["base_mhz"] == pytest.approx(2309.1, abs=0.1)
+
+
+def test_cli_jobs_by_id_reach_history_for_finished_ones(replay):
+    cli, calls, _, _ = replay
+    jobs = cli.jobs(["4242.0", "4244.0", "4240.0"])
+    assert set(jobs) == {"4242.0", "4244.0", "4240.0"}
+    assert jobs["4242.0"].state == "RUNNING" and jobs["4240.0"].state == "COMPLETED"
+    assert jobs["4244.0"].reason.startswith("Held: ")
+    q, h = [c["argv"] for c in calls()]
+    assert q[:3] == ["condor_q", "-json", "-attributes"] and q[4:] == ["4240.0", "4242.0", "4244.0"]
+    assert h[0] == "condor_history" and h[-1] == "4240.0" and "-limit" in h
+
+
+def test_cli_jobs_by_name_prefix_and_user(replay):
+    cli, calls, _, _ = replay
+    mine = cli.jobs(name_prefix="resel-r1-abcdef-p")
+    assert set(mine) == {"4242.0", "4243.0", "4244.0"}
+    assert set(cli.jobs(user="bob")) == {"5000.0"}
+    assert calls()[-1]["argv"][-1] == "bob"
+    with pytest.raises(SchedulerError):
+        cli.jobs(["4242"])
+
+
+def test_cli_submit_sends_the_description_on_stdin(replay):
+    cli, calls, _, tmp = replay
+    work = tmp / "work"
+    pdir = work / "r1-abcdef" / "p3"
+    agent = work / "resel-agent-v1.py"
+    work.mkdir()
+    agent.write_text("# agent\n")
+    job = cli.submit(pilot_script(str(agent), str(pdir)), name="resel-r1-abcdef-p3", cores=1,
+                     walltime=900, workdir=str(pdir), output=str(pdir / "pilot.out"))
+    assert job == "4245.0"
+    call = [c for c in calls() if c["argv"][0] == "condor_submit"][0]
+    assert call["argv"] == ["condor_submit", "-terse"]
+    sub = htcondor2.Submit(call["stdin"])
+    assert sub["request_cpus"] == "1" and sub["MY.WantIOProxy"] == "true"
+    assert sub["MY.ProjectName"] == '"OSG-Staff"' and sub["accounting_group"] == "group_osg.alice"
+    assert sub["initialdir"] == str(pdir) and sub["batch_name"] == "resel-r1-abcdef-p3"
+    assert sub["executable"] == str(work / hc.WRAPPER_NAME)
+    assert "--dir" not in sub["arguments"] and "'--pilot' '3'" in sub["arguments"]
+    # the wrapper was shipped next to the agent; chirp cannot mkdir, so the directories exist
+    assert (work / hc.WRAPPER_NAME).read_text() == chirp_sync.source()
+    assert all((pdir / d).is_dir() for d in ("inbox", "cancel", "started", "results"))
+
+
+def test_cli_submit_refusal_and_cancel(replay):
+    cli, calls, set_output, tmp = replay
+    set_output("condor_submit", {"stdout": "", "rc": 1,
+                                 "stderr": "ERROR: No ProjectName was specified for this job\n"})
+    with pytest.raises(SchedulerError, match="No ProjectName"):
+        cli.submit(pilot_script(str(tmp / "resel-agent-v1.py"), str(tmp / "p0")), name="resel-x-p0",
+                   cores=1, walltime=60, workdir=str(tmp / "p0"))
+    cli.cancel(["4242.0"])
+    assert calls()[-1]["argv"] == ["condor_rm", "4242.0"]
+    set_output("condor_rm", {"stdout": "", "stderr": S.CONSTRUCTED_RM_GONE, "rc": 1})
+    cli.cancel(["4239.0"])                                       # already gone: not an error
+    set_output("condor_rm", {"stdout": "", "stderr": S.CONSTRUCTED_RM_DENIED, "rc": 1})
+    with pytest.raises(SchedulerError, match="Permission denied"):
+        cli.cancel(["5000.0"])
+
+
+def test_cli_missing_tools_say_so(tmp_path):
+    cli = hc.HTCondorCLI(LocalTransport(), env={"PATH": str(tmp_path)})
+    with pytest.raises(SchedulerError, match="not on the PATH"):
+        cli.version()
+
+
+# ---------------------------------------------------------------------------- bindings
+
+
+class RecordedCollector:
+    """Answers Collector.query with the REAL recorded ads (parsed by classad2): a stand-in for
+    the collector daemon, not for resel code."""
+
+    def __init__(self):
+        self.calls = []
+
+    def query(self, ad_type, constraint=None, projection=None, statistics=None):
+        import classad2
+        self.calls.append((ad_type, projection))
+        if ad_type == htcondor2.AdTypes.Startd:
+            return list(classad2.parseAds(S.real_long_text()))
+        return [classad2.ClassAd(ad) for ad in S.CONSTRUCTED_SCHEDDS]
+
+
+def test_bindings_backend_reads_the_recorded_pool():
+    collector = RecordedCollector()
+    b = hc.HTCondorBindings(collector=collector, project="OSG-Staff")
+    av = b.availability()
+    assert (av.free_cores, av.total_cores, av.pending_jobs) == (18, 24, 15400)
+    assert collector.calls[0][0] == htcondor2.AdTypes.Startd and "Cpus" in collector.calls[0][1]
+    assert b.cpu_info()["base_mhz"] is None
+    sub = b.submit_description(pilot_script("/ap/resel-agent-v1.py", "/ap/p3"), name="resel-r1-abcdef-p3",
+                               cores=1, walltime=900, workdir="/ap/p3", wrapper="/ap/" + hc.WRAPPER_NAME)
+    assert isinstance(sub, htcondor2.Submit) and sub["MY.ProjectName"] == '"OSG-Staff"'
+
+
+def test_bindings_import_guard_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "htcondor2", None)
+    with pytest.raises(SchedulerError, match=r"pip install 'resel\[htcondor\]'"):
+        hc.HTCondorBindings()
+
+
+# ---------------------------------------------------------------------------- chirp wrapper
+
+
+FAKE_CHIRP = """\
+#!{python}
+# a recorded-protocol stand-in for condor_chirp (no shadow here): remote paths are relative to
+# $FAKE_IWD, the "access point" directory; exit status 1 on failure, as condor_chirp's
+import os, shutil, sys
+iwd = os.environ["FAKE_IWD"]
+args = sys.argv[1:]
+with open(os.path.join(iwd, "..", "chirp-calls.log"), "a") as log:
+    log.write(" ".join(args) + "\\n")
+def remote(p):
+    return os.path.join(iwd, p)
+try:
+    cmd = args[0]
+    if cmd == "fetch":
+        shutil.copyfile(remote(args[1]), args[2])
+    elif cmd == "put":
+        rest = args[1:]
+        while rest and rest[0] in ("-mode", "-perm"):
+            rest = rest[2:]
+        shutil.copyfile(rest[0], remote(rest[1]))
+    elif cmd == "remove":
+        os.remove(remote(args[1]))
+    elif cmd == "getdir":
+        for name in sorted(os.listdir(remote(args[1]))):
+            print(name)
+    elif cmd == "link":
+        os.link(remote(args[1]), remote(args[2]))
+    else:
+        raise SystemExit("unknown chirp command " + cmd)
+except (OSError, IndexError) as e:
+    sys.stderr.write("condor_chirp: %s\\n" % e)
+    sys.exit(1)
+"""
+
+
+@pytest.fixture
+def slot(tmp_path):
+    """An access point directory (the job's iwd = the pilot directory) and a slot's scratch."""
+    iwd = tmp_path / "ap" / "p3"
+    for d in ("inbox", "cancel", "started", "results"):      # what HTCondorCLI.submit creates
+        (iwd / d).mkdir(parents=True)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    shutil.copy(WRAPPER, scratch / hc.WRAPPER_NAME)
+    shutil.copy(agent_module.__file__, scratch / "resel-agent-v1.py")
+    chirp = tmp_path / "condor_chirp"
+    chirp.write_text(FAKE_CHIRP.format(python=sys.executable))
+    chirp.chmod(0o755)
+    return iwd, scratch, chirp
+
+
+def start_wrapper(iwd, scratch, chirp, walltime=120):
+    argv = [sys.executable, hc.WRAPPER_NAME, "--agent", "resel-agent-v1.py", "--python", sys.executable,
+            "--interval", "0.1", "--chirp", str(chirp), "--", "--pilot", "3", "--slots", "1",
+            "--walltime", str(walltime), "--poll", "0.05", "--heartbeat", "0.2"]
+    return subprocess.Popen(argv, cwd=scratch, env={**os.environ, "FAKE_IWD": str(iwd)},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def test_chirp_wrapper_runs_a_task_from_the_access_point(slot):
+    iwd, scratch, chirp = slot
+    ap = LocalTransport()      # the coordinator's side: atomic writes, as on a shared filesystem
+    ap.write_file(str(iwd / "inbox" / "t1-a0.json"),
+                  json.dumps({"task": 1, "attempt": 0, "command": "echo hello from the slot"}).encode())
+    proc = start_wrapper(iwd, scratch, chirp)
+    try:
+        result = wait_for(lambda: (iwd / "results" / "t1-a0.json").exists(), what="the result on the AP")
+        assert result
+        rec = json.loads((iwd / "results" / "t1-a0.json").read_text())
+        assert rec["outcome"] == "done" and rec["stdout_tail"].strip() == "hello from the slot"
+        assert json.loads((iwd / "started" / "t1-a0.json").read_text())["task"] == 1
+        agent_json = json.loads((iwd / "agent.json").read_text())
+        assert agent_json["pilot"] == "3" and agent_json["protocol"] == 1
+        assert wait_for(lambda: (iwd / "heartbeat.json").exists(), what="a heartbeat")
+        # a cancel for an attempt not yet dispatched, then the attempt: cancelled, not run
+        ap.write_file(str(iwd / "cancel" / "t2-a0"), b"cancel\n")
+        time.sleep(0.5)
+        ap.write_file(str(iwd / "inbox" / "t2-a0.json"),
+                      json.dumps({"task": 2, "attempt": 0, "command": "touch ran"}).encode())
+        wait_for(lambda: (iwd / "results" / "t2-a0.json").exists(), what="the cancelled result")
+        assert json.loads((iwd / "results" / "t2-a0.json").read_text())["outcome"] == "cancelled"
+        # stop: the agent exits, the wrapper pushes exit.json and agent.log, then exits itself
+        ap.write_file(str(iwd / "stop"), b"stop\n")
+        assert proc.wait(timeout=20) == 0, proc.stdout.read().decode()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert json.loads((iwd / "exit.json").read_text())["reason"] == "stopped"
+    assert "exited: stopped" in (iwd / "agent.log").read_text()
+    assert not list(iwd.glob("**/.*.chirp.tmp"))           # every push was put + link + remove
+    log = (iwd.parent / "chirp-calls.log").read_text().splitlines()
+    assert "fetch inbox/t1-a0.json" in " ".join(log) and any(line.startswith("link ") for line in log)
+    assert not (scratch / "pilot" / "tasks" / "t2-a0" / "ran").exists()
+    assert (scratch / chirp_sync.LOG_NAME).exists()
+
+
+def test_chirp_wrapper_reports_attempts_of_an_evicted_run_lost(slot):
+    iwd, scratch, chirp = slot
+    (iwd / "started" / "t5-a1.json").write_text(json.dumps({"task": 5, "attempt": 1, "time": 1.0, "host": "old"}))
+    (iwd / "started" / "t6-a0.json").write_text(json.dumps({"task": 6, "attempt": 0, "time": 1.0, "host": "old"}))
+    (iwd / "results" / "t6-a0.json").write_text(json.dumps({"task": 6, "attempt": 0, "outcome": "done"}))
+    (iwd / "inbox" / "t6-a0.json").write_text(json.dumps({"task": 6, "attempt": 0, "command": "touch again"}))
+    (iwd / "stop").write_text("stop\n")
+    proc = start_wrapper(iwd, scratch, chirp)
+    assert proc.wait(timeout=20) == 0
+    lost = json.loads((iwd / "results" / "t5-a1.json").read_text())
+    assert (lost["outcome"], lost["reason"], lost["task"], lost["attempt"]) == ("lost", "evicted", 5, 1)
+    assert json.loads((iwd / "results" / "t6-a0.json").read_text())["outcome"] == "done"   # untouched
+    assert not (scratch / "pilot" / "inbox" / "t6-a0.json").exists()    # finished: never fetched
+
+
+def test_chirp_wrapper_is_python36_compatible():
+    vermin = shutil.which("vermin", path=str(Path(sys.executable).parent)) or shutil.which("vermin")
+    assert vermin, "vermin is not installed: pip install -e '.[test]'"
+    out = subprocess.run([vermin, "-t=3.6-", "--no-tips", "--violations", str(WRAPPER)],
+                         capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_chirp_wrapper_uses_only_the_standard_library():
+    import ast
+    tree = ast.parse(WRAPPER.read_text(encoding="utf-8"))
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            imported.add((node.module or "").split(".")[0])
+    assert imported <= set(sys.stdlib_module_names), imported - set(sys.stdlib_module_names)
+
+
+def test_chirp_wrapper_help_mentions_usage():
+    out = subprocess.run([sys.executable, str(WRAPPER), "--help"], capture_output=True, text=True)
+    assert out.returncode == 0 and "--agent" in out.stdout
+    assert textwrap.dedent(chirp_sync.__doc__).count("condor_chirp") >= 2
