@@ -419,6 +419,10 @@ class Agent(object):
             exit_code = returncode
         if a.kill_reason is not None:
             outcome, reason = a.kill_outcome, a.kill_reason
+        elif sig is not None and self.signalled is not None:
+            # scancel and the walltime kill signal the whole job: the task may die of it before
+            # the agent's own handler runs; it was lost with the pilot, it did not fail
+            outcome, reason = "lost", "terminated"
         elif exit_code == 0:
             outcome, reason = "done", None
         elif exit_code is not None:

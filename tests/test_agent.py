@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -304,6 +305,20 @@ def test_sigterm_loses_running_tasks(pilot):
         r = p.read("results", f"{key}.json")
         assert r["outcome"] == "lost" and r["reason"] == "terminated"
     assert p.read("exit.json")["reason"] == "terminated"
+
+
+def test_job_wide_sigterm_reaching_the_task_first_is_still_lost(pilot):
+    """scancel signals every process of the job: a task that dies of the SIGTERM before the
+    agent's own handler ran was lost with the pilot; it must not be reported as failed."""
+    p = pilot(slots=1)
+    key = p.submit(1, "sleep 30")
+    p.started(key)
+    task_pid = int(re.search(rf"started {key}: pid (\d+)", (p.dir / "agent.log").read_text()).group(1))
+    os.killpg(os.getpgid(task_pid), signal.SIGTERM)    # the task's group first, as the job kill does
+    p.proc.send_signal(signal.SIGTERM)
+    assert p.wait_exit(8) == 0
+    r = p.read("results", f"{key}.json")
+    assert (r["outcome"], r["reason"]) == ("lost", "terminated"), r
 
 
 def test_stop_cancels_running_tasks(pilot):
