@@ -4,7 +4,8 @@
 # - system packages: python3-venv, only when this Python cannot make a venv (Debian/Ubuntu
 #   system Python); slurm, slurmrestd, munge, the Torque wrappers and openssh-server come with
 #   the live testbed below (scripts/testbed.sh installs what is missing);
-# - Python packages: resel with its [test] extra, in ./.venv (never the system Python);
+# - Python packages: resel with its [test] and [htcondor] extras (the HTCondor tests parse
+#   ClassAds with the real classad2), in ./.venv (never the system Python);
 # - the live testbed (two Slurm clusters, slurmrestd, an sshd; needs root): brought up before
 #   pytest and taken down when this script exits, however it exits. A testbed that was
 #   already up when we started is someone else's: it is used and left running.

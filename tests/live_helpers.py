@@ -17,14 +17,15 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def sites_toml(tb, *, a: dict | None = None, b: dict | None = None, clock_a: float = 2.0, clock_b: float = 0.5,
-               walltime_a: float = 600, walltime_b: float = 600, cores_a: int = 8) -> str:
+               walltime_a: float = 600, walltime_b: float = 600, cores_a: int = 8, kind_b: str = "slurm") -> str:
     """The testbed's two sites: tba local (8 cores), tbb over SSH (4 cores); overrides per site."""
     acc_a = {"transport": "local", "workdir": tb.work_a, "env": {"SLURM_CONF": tb.slurm_conf_a}}
     acc_b = {"transport": "ssh", "host": "tb-ssh", "ssh_config": tb.ssh_config, "workdir": tb.work_b,
              "env": {"SLURM_CONF": tb.slurm_conf_b}}
     acc_a.update(a or {})
     acc_b.update(b or {})
-    return (_site("tba", cores_a, clock_a, walltime_a, acc_a) + "\n" + _site("tbb", 4, clock_b, walltime_b, acc_b))
+    return (_site("tba", cores_a, clock_a, walltime_a, acc_a) + "\n"
+            + _site("tbb", 4, clock_b, walltime_b, acc_b).replace('kind = "slurm"', f'kind = "{kind_b}"'))
 
 
 def _site(name: str, cores: int, clock: float, walltime: float, access: dict) -> str:
@@ -98,10 +99,10 @@ def our_jobs(tb, run_key: str) -> list[str]:
     return left
 
 
-def done_results(tb, run_key: str) -> dict[int, int]:
+def done_results(tb, run_key: str, work_b: str | None = None) -> dict[int, int]:
     """From the agents' own files on both sites: how many attempts of each task finished done."""
     counts: dict[int, int] = {}
-    for root in (tb.work_a, tb.work_b):
+    for root in (tb.work_a, work_b or tb.work_b):
         for res in Path(root, run_key).glob("p*/results/*.json"):
             rec = json.loads(res.read_text())
             if rec["outcome"] == "done":

@@ -31,14 +31,14 @@ def _no_pilot_left_behind(testbed):
 CMD = "sleep 1; echo task $RESEL_TASK attempt $RESEL_ATTEMPT on $RESEL_SITE"
 
 
-def _check_exactly_once(tb, coord, count: int) -> None:
+def _check_exactly_once(tb, coord, count: int, work_b: str | None = None) -> None:
     db = coord.db
     run = db["runs"].get(coord.run_id)
     assert run["status"] == "done" and run["done"] == count and run["failed"] == 0
     rows = list(db.query("select task, count(*) as n from attempts where run_id = ? and outcome = 'done' "
                          "group by task", [coord.run_id]))
     assert {r["task"]: r["n"] for r in rows} == {i: 1 for i in range(count)}
-    assert done_results(tb, coord.run_key) == {i: 1 for i in range(count)}
+    assert done_results(tb, coord.run_key, work_b) == {i: 1 for i in range(count)}
     tasks = list(db.query("select * from tasks where run_id = ? order by task", [coord.run_id]))
     assert len(tasks) == count
     for t in tasks:
@@ -198,3 +198,21 @@ def test_run_through_slurmrestd(tmp_path, testbed):
     job_ids = {r["job_id"] for r in coord.db.query("select job_id from live_pilots where run_id = ?", [coord.run_id])}
     assert job_ids and all(int(j) < 500000 for j in job_ids)      # tba's job ids: the REST cluster
     assert our_jobs(testbed, coord.run_key) == []
+
+
+def test_mixed_run_slurm_and_pbs_torque_dialect(tmp_path, testbed):
+    """tba (Slurm) is full; tbb is driven as a PBS site through the real Torque-dialect
+    qsub/qstat/qdel wrappers over SSH: re-selection moves tba's tasks there; each runs once."""
+    filler = fill(testbed, "a", 8, 15)
+    try:
+        sites = sites_toml(testbed, kind_b="pbs", b={"dialect": "torque", "workdir": "~/resel-work-pbs"})
+        coord = start(tmp_path, sites, bag_toml(16, CMD))
+        coord.run(max_time=180)
+        coord.close()
+    finally:
+        slurm(testbed, "a", "scancel", filler, check=False)
+    _check_exactly_once(testbed, coord, 16, work_b=testbed.work_b.replace("resel-work", "resel-work-pbs"))
+    kinds = {(d["kind"], d["origin"], d["target"]) for d in coord.db.query(
+        "select kind, origin, target from decisions where run_id = ?", [coord.run_id])}
+    assert ("reselect-provisional", "tba", "tbb") in kinds, kinds
+    assert coord.psites["tbb"].scheduler.dialect == "torque"

@@ -1,0 +1,790 @@
+"""PBS replies (PBS Pro/OpenPBS and Torque), turned into resel's types: pure parsers, no I/O.
+
+The command runner (:mod:`.pbs`) only builds commands and picks a parser; everything PBS
+prints is read here, so the coordinator sees the same :class:`~.slurm_formats.JobInfo`,
+:class:`~.slurm_formats.Partition` and :class:`~.slurm_formats.Availability` as for Slurm.
+
+Two dialects:
+
+* **PBS Pro / OpenPBS** speaks JSON (``qstat -f -F json``, ``qstat -Q -f -F json``,
+  ``pbsnodes -a -F json``, ``qstat -B -f -F json``). Times in it are ``ctime(3)`` strings in the
+  server's local time (``"Thu Jun 19 10:36:47 2025"``), so the caller passes the site's zone.
+* **Torque** prints text: ``Job Id: 123.host`` blocks of ``    key = value`` lines, where a
+  long value continues on lines indented by a tab; ``pbsnodes -a`` prints one block per node
+  (``state = free``, ``np = 8``, ``jobs = 0/12.host,1/12.host``); ``qstat -q`` a table of queue
+  limits. Debian's ``slurm-wlm-torque`` wrappers (Torque's commands over Slurm) print the same
+  shapes with tabs instead of spaces, no ``jobs =`` line, ``mixed`` as a node state, and reuse
+  ``mtime``/``ctime`` for the job's start and end (expected start and end while pending).
+
+Job states are mapped to Slurm's words (see :func:`job_state`) so the coordinator, which
+compares them with Slurm's vocabulary, works unchanged.
+
+Malformed replies raise :class:`SchedulerReplyError` naming the command — never a
+``KeyError`` from inside a parser.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, tzinfo
+from typing import Any
+
+from resel.backends.slurm_formats import Availability, JobInfo, Partition
+
+from resel.errors import SchedulerError, SchedulerReplyError
+
+__all__ = [
+    "Availability", "JobInfo", "Partition", "QueueInfo", "detect_dialect", "job_state",
+    "load_json", "make_availability", "nodes_from_json", "nodes_from_text", "parse_jobs_json",
+    "parse_jobs_text", "parse_qstat_q", "parse_qsub", "parse_queues_json", "parse_queues_text",
+    "parse_server_default_queue", "parse_walltime", "qdel_problems", "qsub_error",
+]
+
+
+# ---------------------------------------------------------------------------- data types
+
+
+@dataclass(frozen=True)
+class QueueInfo:
+    """One PBS queue's configuration and, where the server says, its job counts.
+
+    ``max_time`` is ``resources_max.walltime`` in seconds (None = no limit or not said);
+    ``running``/``pending`` come from ``state_count`` (None when the server does not print it).
+    """
+
+    name: str
+    state: str
+    max_time: float | None
+    running: int | None = None
+    pending: int | None = None
+    queue_type: str | None = None
+
+
+# ---------------------------------------------------------------------------- scalars
+
+
+def parse_walltime(text: Any, where: str = "walltime", command: str = "qstat") -> float | None:
+    """A PBS duration → seconds: ``[[[DD:]HH:]MM:]SS[.fff]`` or a bare number of seconds.
+
+    PBS (unlike Slurm) reads a bare number as *seconds*. ``--`` and empty mean no limit.
+    """
+    if text is None:
+        return None
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return float(text)
+    t = str(text).strip()
+    if t in ("", "--", "-", "UNLIMITED", "Infinite", "unlimited"):
+        return None
+    parts = t.split(":")
+    if len(parts) > 4 or not all(re.fullmatch(r"\d+(\.\d+)?", p) for p in parts):
+        raise SchedulerReplyError(command, f"{where}: not a PBS duration: {text!r}")
+    seconds = 0.0
+    for unit, part in zip((1, 60, 3600, 86400), reversed(parts)):
+        seconds += float(part) * unit
+    return seconds
+
+
+def format_walltime(seconds: float) -> str:
+    """Seconds → ``HH:MM:SS`` for ``-l walltime=``, rounded up to whole seconds."""
+    if not seconds or seconds <= 0 or math.isinf(seconds) or math.isnan(seconds):
+        raise SchedulerError(f"walltime must be a positive number of seconds, not {seconds!r}")
+    total = max(1, math.ceil(seconds - 1e-9))
+    return f"{total // 3600:02d}:{total % 3600 // 60:02d}:{total % 60:02d}"
+
+
+_CTIME = "%a %b %d %H:%M:%S %Y"
+
+
+def parse_time(value: Any, tz: tzinfo | None, where: str = "time", command: str = "qstat") -> float | None:
+    """A PBS time → epoch seconds: an epoch number, or ``ctime`` text in the site's zone ``tz``
+    (None = this machine's). Empty, 0 and ``--`` mean not known."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value) if value > 0 else None
+    t = " ".join(str(value).split())
+    if t in ("", "0", "--", "N/A"):
+        return None
+    if t.isdigit():
+        return float(t)
+    try:
+        moment = datetime.strptime(t, _CTIME)
+    except ValueError:
+        raise SchedulerReplyError(command, f"{where}: not a time: {value!r}") from None
+    if tz is None:
+        return moment.astimezone().timestamp()
+    return moment.replace(tzinfo=tz).timestamp()
+
+
+def has_text_time(text: str) -> bool:
+    """Whether a reply holds a ctime-style time (then the caller needs the site's zone)."""
+    return bool(re.search(r"\b\d\d:\d\d:\d\d \d{4}\b", text))
+
+
+def _int(value: Any, where: str, command: str) -> int | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool):
+        raise SchedulerReplyError(command, f"{where}: expected a whole number, got {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    text = str(value).strip()
+    if re.fullmatch(r"-?\d+", text):
+        return int(text)
+    raise SchedulerReplyError(command, f"{where}: expected a whole number, got {value!r}")
+
+
+def _str(value: Any) -> str | None:
+    if value is None:
+        return None
+    text = str(value).strip()
+    return text or None
+
+
+# ---------------------------------------------------------------------------- dialect
+
+_PRO_VERSION = re.compile(r"pbs_version\s*=\s*(\S+)")
+_TORQUE_VERSION = re.compile(r"^\s*version:\s*(\S+)", re.IGNORECASE | re.MULTILINE)
+_WRAPPER_REFUSAL = re.compile(r"Unknown option: version", re.IGNORECASE)
+
+
+def detect_dialect(stdout: str, stderr: str, command: str = "qstat --version") -> tuple[str, str | None]:
+    """``qstat --version`` → (flavour, version).
+
+    PBS Pro/OpenPBS prints ``pbs_version = 23.06.06`` (flavour ``"pro"``), Torque
+    ``Version: 6.1.2`` (``"torque"``); Debian's Slurm wrappers know no ``--version`` and answer
+    ``Unknown option: version`` with a usage text (``"slurm-torque"``: Torque's dialect, the
+    version is Slurm's, asked separately).
+    """
+    said = f"{stdout}\n{stderr}"
+    m = _PRO_VERSION.search(said)
+    if m:
+        return "pro", m.group(1)
+    m = _TORQUE_VERSION.search(said)
+    if m:
+        return "torque", m.group(1)
+    if _WRAPPER_REFUSAL.search(said):
+        return "slurm-torque", None
+    raise SchedulerReplyError(command, f"neither a PBS Pro nor a Torque version in {said.strip()[:120]!r}")
+
+
+# ---------------------------------------------------------------------------- job states
+
+#: PBS job states that wait, with the reason resel reports for them
+_PENDING = {"Q": None, "H": "Held", "W": "Waiting", "T": "Transit"}
+#: PBS Pro's exit status for a job killed at its walltime (JOB_EXEC_KILL_WALLTIME)
+_PRO_KILL_WALLTIME = -29
+
+
+def job_state(code: str, exit_status: int | None = None, dialect: str = "pro",
+              command: str = "qstat") -> tuple[str, str | None]:
+    """A PBS state letter (and the exit status of a finished job) → (Slurm state, reason).
+
+    Q/H/W/T → PENDING (H with reason ``Held``), R → RUNNING, B (an array that has begun) →
+    RUNNING, E (exiting) → COMPLETING, S → SUSPENDED (it still holds its cores, as Slurm's
+    SUSPENDED does). C/F/X (finished) → COMPLETED, FAILED (non-zero exit), CANCELLED (killed
+    by a signal: PBS reports 256 + the signal) or TIMEOUT (PBS Pro's -29). M (moved to another
+    server) → COMPLETED with reason ``Moved``: it is gone from this site. U is PBS Pro's
+    "suspended, workstation busy" (SUSPENDED); the Slurm wrappers print U for a state they have
+    no letter for (out of memory, deadline), all final: FAILED there.
+    """
+    c = str(code or "").strip().upper()[:1]
+    if c in _PENDING:
+        return "PENDING", _PENDING[c]
+    if c in ("R", "B"):
+        return "RUNNING", None
+    if c == "E":
+        return "COMPLETING", None
+    if c == "S":
+        return "SUSPENDED", None
+    if c == "U":
+        return ("SUSPENDED", "PBS state U") if dialect == "pro" else ("FAILED", "PBS state U")
+    if c == "M":
+        return "COMPLETED", "Moved"
+    if c in ("C", "F", "X"):
+        if exit_status is None or exit_status == 0:
+            return "COMPLETED", None
+        if dialect == "pro" and exit_status == _PRO_KILL_WALLTIME:
+            return "TIMEOUT", f"exit status {exit_status}"
+        if exit_status > 256:
+            return "CANCELLED", f"killed by signal {exit_status - 256}"
+        return "FAILED", f"exit status {exit_status}"
+    raise SchedulerReplyError(command, f"job_state: not a PBS state: {code!r}")
+
+
+def _exit_code(status: int | None) -> str | None:
+    """A PBS exit status as Slurm's ``rc:signal``; PBS reports a signal as 256 + signal."""
+    if status is None:
+        return None
+    if status > 256:
+        return f"0:{status - 256}"
+    return f"{status}:0"
+
+
+def _never(comment: str | None) -> bool:
+    """PBS Pro's scheduler marks a job it can never run with a comment ``Can Never Run: …``."""
+    return bool(comment) and comment.lstrip().lower().startswith("can never run")
+
+
+# ---------------------------------------------------------------------------- JSON (PBS Pro)
+
+#: OpenPBS prints environment values unescaped inside Variable_List, which can break the JSON
+#: (a backslash or a quote in a user's variable); resel never needs that object
+_VARIABLE_LIST = re.compile(r'"Variable_List"\s*:\s*\{.*?\n\s*\}\s*,?', re.DOTALL)
+
+
+def load_json(text: str, command: str) -> dict[str, Any]:
+    """Parse a PBS Pro ``-F json`` reply.
+
+    Control characters inside strings are tolerated (``strict=False``); if the reply still
+    does not parse, the job environments (``Variable_List``, printed unescaped by OpenPBS)
+    are cut out and parsing is retried once.
+    """
+    try:
+        doc = json.loads(text, strict=False)
+    except json.JSONDecodeError as e:
+        try:
+            doc = json.loads(_VARIABLE_LIST.sub("", text), strict=False)
+        except json.JSONDecodeError:
+            snippet = text.strip()[:120]
+            raise SchedulerReplyError(command, f"not JSON ({e.msg} at {e.pos}): {snippet!r}") from None
+    if not isinstance(doc, dict):
+        raise SchedulerReplyError(command, f"expected a JSON object, got {type(doc).__name__}")
+    return doc
+
+
+def _section(doc: Mapping[str, Any], key: str, command: str, optional: bool = False) -> dict[str, Any]:
+    """``doc[key]`` as a dict of records; PBS omits the key when there is nothing to list."""
+    value = doc.get(key)
+    if value is None and (optional or "pbs_version" in doc or "timestamp" in doc):
+        return {}
+    if not isinstance(value, dict):
+        raise SchedulerReplyError(command, f"no {key!r} object in the reply (keys: {sorted(doc)[:8]})")
+    for name, rec in value.items():
+        if not isinstance(rec, dict):
+            raise SchedulerReplyError(command, f"{key}[{name!r}]: not an object")
+    return value
+
+
+def job_from_record(job_id: str, rec: Mapping[str, Any], tz: tzinfo | None, dialect: str,
+                    command: str) -> JobInfo:
+    """One job's attributes (JSON object, or a text block read into dotted keys) → JobInfo.
+
+    The same attribute names serve both dialects; where Torque and the Slurm wrappers differ
+    (start and end times) the record says which it is: Torque prints ``etime``/``start_time``/
+    ``comp_time``, the wrappers print none of them and use ``mtime``/``ctime`` instead.
+    """
+    where = f"job {job_id}"
+    flat = _flatten(rec)
+    if "job_state" not in flat:
+        raise SchedulerReplyError(command, f"{where}: no job_state")
+    exit_raw = flat.get("Exit_status", flat.get("exit_status"))
+    exit_status = _int(exit_raw, f"{where}: exit status", command)
+    code = str(flat["job_state"]).strip()
+    state, reason = job_state(code, exit_status, dialect, command)
+    comment = _str(flat.get("comment"))
+    if state == "PENDING" and reason is None:
+        if _never(comment):
+            reason = "PartitionConfig"       # one of the coordinator's never-start reasons
+        elif comment:
+            reason = comment
+
+    def t(key: str) -> float | None:
+        return parse_time(flat.get(key), tz, f"{where}: {key}", command)
+
+    if dialect == "pro":
+        submit, start = t("qtime") or t("ctime"), t("stime")
+        end = t("obittime") if state not in ("PENDING", "RUNNING", "SUSPENDED", "COMPLETING") else None
+    elif any(k in flat for k in ("etime", "start_time", "comp_time")):     # Torque
+        submit, start, end = t("qtime") or t("ctime"), t("start_time"), t("comp_time")
+    else:                                                                   # Slurm's wrappers
+        waiting = state == "PENDING"
+        submit = t("qtime")
+        start = None if waiting else t("mtime")
+        end = t("ctime") if state not in ("PENDING", "RUNNING", "SUSPENDED", "COMPLETING") else None
+    if state == "PENDING":
+        start = None
+    owner = _str(flat.get("Job_Owner")) or _str(flat.get("euser"))
+    user = re.sub(r"[@(].*$", "", owner) if owner else None
+    return JobInfo(
+        job_id=job_id, name=str(flat.get("Job_Name") or ""), state=state,
+        submit=submit, start=start, end=end,
+        time_limit=parse_walltime(flat.get("Resource_List.walltime"), f"{where}: Resource_List.walltime", command),
+        cpus=_job_cpus(flat, where, command),
+        reason=reason, user=user or None, partition=_str(flat.get("queue")),
+        exit_code=_exit_code(exit_status) if state not in ("PENDING", "RUNNING") else None)
+
+
+def _flatten(rec: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"Resource_List": {"ncpus": 1}}`` → ``{"Resource_List.ncpus": 1}`` (text is already flat)."""
+    out: dict[str, Any] = {}
+    for key, value in rec.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(_flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+def _job_cpus(flat: Mapping[str, Any], where: str, command: str) -> int | None:
+    """CPUs a job asked for: ``Resource_List.ncpus``, else Torque's ``nodes=N:ppn=P`` (summed
+    over ``+`` parts), else ``procs``."""
+    ncpus = _int(flat.get("Resource_List.ncpus"), f"{where}: Resource_List.ncpus", command)
+    if ncpus:
+        return ncpus
+    nodes = _str(flat.get("Resource_List.nodes"))
+    if nodes:
+        total = 0
+        for part in nodes.split("+"):
+            words = part.split(":")
+            count = int(words[0]) if words[0].isdigit() else 1
+            ppn = next((int(w[4:]) for w in words[1:] if re.fullmatch(r"ppn=\d+", w)), 1)
+            total += count * ppn
+        return total
+    return _int(flat.get("Resource_List.procs"), f"{where}: Resource_List.procs", command)
+
+
+def parse_jobs_json(doc: Mapping[str, Any], tz: tzinfo | None = None,
+                    command: str = "qstat -f -F json") -> dict[str, JobInfo]:
+    """``qstat -f -F json [-x]`` → jobs by id (``"1004.pbs"``, as qsub printed it)."""
+    return {jid: job_from_record(jid, rec, tz, "pro", command)
+            for jid, rec in _section(doc, "Jobs", command).items()}
+
+
+def start_estimates_json(doc: Mapping[str, Any], tz: tzinfo | None = None,
+                         command: str = "qstat -f -F json") -> dict[str, float | None]:
+    """The scheduler's ``estimated.start_time`` per job (PBS Pro, when the server's scheduler
+    is configured to estimate: ``est_start_time_freq``); None where there is none."""
+    out = {}
+    for jid, rec in _section(doc, "Jobs", command).items():
+        est = rec.get("estimated")
+        value = est.get("start_time") if isinstance(est, dict) else rec.get("estimated.start_time")
+        out[jid] = parse_time(value, tz, f"job {jid}: estimated.start_time", command)
+    return out
+
+
+def _queue_state(enabled: Any, started: Any) -> str:
+    """PBS's two queue switches → Slurm's partition words: ``enabled`` (accepts jobs) off is
+    DRAIN, ``started`` (runs jobs) off is DOWN, both off INACTIVE."""
+    def on(v: Any) -> bool:
+        return str(v).strip().lower() in ("true", "yes", "1", "t", "y")
+    e, s = on(enabled), on(started)
+    return "UP" if e and s else "DRAIN" if s else "DOWN" if e else "INACTIVE"
+
+
+_COUNT = re.compile(r"(\w+):(\d+)")
+
+
+def _state_count(value: Any) -> tuple[int | None, int | None]:
+    """``state_count = Transit:0 Queued:1 Held:0 Waiting:0 Running:2 Exiting:0 Begun:0`` →
+    (running, pending)."""
+    if not value:
+        return None, None
+    counts = {k.lower(): int(n) for k, n in _COUNT.findall(str(value))}
+    if not counts:
+        return None, None
+    running = sum(counts.get(k, 0) for k in ("running", "exiting", "begun"))
+    pending = sum(counts.get(k, 0) for k in ("queued", "held", "waiting", "transit"))
+    return running, pending
+
+
+def _queue_from_record(name: str, rec: Mapping[str, Any], command: str) -> QueueInfo:
+    flat = _flatten(rec)
+    running, pending = _state_count(flat.get("state_count"))
+    return QueueInfo(
+        name=name, state=_queue_state(flat.get("enabled"), flat.get("started")),
+        max_time=parse_walltime(flat.get("resources_max.walltime"),
+                                f"queue {name}: resources_max.walltime", command),
+        running=running, pending=pending, queue_type=_str(flat.get("queue_type")))
+
+
+def parse_queues_json(doc: Mapping[str, Any], command: str = "qstat -Q -f -F json") -> list[QueueInfo]:
+    """``qstat -Q -f -F json`` → queues."""
+    return [_queue_from_record(n, rec, command) for n, rec in _section(doc, "Queue", command).items()]
+
+
+def parse_server_default_queue(text: str, command: str = "qstat -B -f") -> str | None:
+    """The server's ``default_queue`` from ``qstat -B -f`` (text) or ``-F json``; None if not said."""
+    stripped = text.lstrip()
+    if stripped.startswith("{"):
+        doc = load_json(text, command)
+        for rec in _section(doc, "Server", command, optional=True).values():
+            if rec.get("default_queue"):
+                return str(rec["default_queue"])
+        return None
+    m = re.search(r"^\s*default_queue\s*=\s*(\S+)", text, re.MULTILINE)
+    return m.group(1) if m else None
+
+
+#: node state words under which a node takes no new work
+_NODE_DOWN = {"down", "offline", "state-unknown", "unknown", "stale", "unresolvable", "maintenance",
+              "provisioning", "wait-provisioning", "sleep", "drain", "draining", "drained", "fail",
+              "failing", "future", "maint", "power_down", "powered_down", "powering_down",
+              "not_responding", "reboot_requested", "reboot_issued", "invalid", "inval"}
+#: node state words under which all its CPUs are taken
+_NODE_FULL = {"job-exclusive", "job-busy", "busy", "resv-exclusive", "allocated", "reserve"}
+
+
+def _state_words(state: Any) -> list[str]:
+    return [w for w in re.split(r"[,+ ]+", str(state or "").strip().lower().rstrip("*~#!%$@^")) if w]
+
+
+def _idle(total: int, used: int | None, words: Sequence[str]) -> int | None:
+    """Idle CPUs of a node: none when it is down or full; ``total - used`` when its use is
+    known; all when it is plainly free; None when only the jobs can tell (``mixed``)."""
+    if any(w in _NODE_DOWN for w in words) or any(w in _NODE_FULL for w in words):
+        return 0
+    if used is not None:
+        return max(0, total - used)
+    if words and all(w in ("free", "idle", "time-shared", "job-sharing") for w in words):
+        return total
+    return None
+
+
+@dataclass(frozen=True)
+class NodeRecord:
+    """A node as pbsnodes reports it; ``idle`` None when only running jobs can tell."""
+
+    name: str
+    total: int
+    idle: int | None
+    queue: str | None
+    state: str
+
+
+def nodes_from_json(doc: Mapping[str, Any], command: str = "pbsnodes -a -F json") -> list[NodeRecord]:
+    """``pbsnodes -a -F json`` → nodes: ``resources_available.ncpus`` minus
+    ``resources_assigned.ncpus``, nothing on a down/offline/busy node. A node's ``queue``
+    attribute ties it to one queue."""
+    out = []
+    for name, rec in _section(doc, "nodes", command).items():
+        flat = _flatten(rec)
+        where = f"node {name}"
+        total = _int(flat.get("resources_available.ncpus"), f"{where}: resources_available.ncpus", command)
+        if total is None:
+            total = _int(flat.get("pcpus"), f"{where}: pcpus", command) or 0
+        used = _int(flat.get("resources_assigned.ncpus"), f"{where}: resources_assigned.ncpus", command) or 0
+        words = _state_words(flat.get("state"))
+        out.append(NodeRecord(name, total, _idle(total, used, words), _str(flat.get("queue")),
+                              str(flat.get("state") or "")))
+    return out
+
+
+# ---------------------------------------------------------------------------- text (Torque)
+
+_ATTR = re.compile(r"^\s+([A-Za-z_][\w.\-]*)\s=\s?(.*)$")
+
+
+def _blocks(text: str, header: re.Pattern[str], command: str,
+            bare_header: bool = False) -> list[tuple[str, dict[str, str]]]:
+    """Split ``Header: name`` blocks of indented ``key = value`` lines into (name, attrs).
+
+    A line indented without `` = `` continues the previous value (Torque wraps long values
+    at about 80 columns, the continuation starting with a tab). With ``bare_header`` a
+    non-indented line is itself the header (``pbsnodes`` prints just the node name).
+    """
+    out: list[tuple[str, dict[str, str]]] = []
+    attrs: dict[str, str] | None = None
+    last: str | None = None
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.rstrip("\r\n")
+        if not line.strip():
+            last = None
+            continue
+        m = header.match(line)
+        if m or (bare_header and not line[0].isspace()):
+            name = (m.group(1) if m else line).strip()
+            if not name:
+                raise SchedulerReplyError(command, f"line {lineno}: a block without a name: {line!r}")
+            attrs = {}
+            out.append((name, attrs))
+            last = None
+            continue
+        if attrs is None:
+            raise SchedulerReplyError(command, f"line {lineno}: expected a block header, got {line[:80]!r}")
+        a = _ATTR.match(line)
+        if a:
+            last = a.group(1)
+            attrs[last] = a.group(2).strip()
+        elif last is not None and line[0].isspace():
+            attrs[last] += line.strip()
+        else:
+            raise SchedulerReplyError(command, f"line {lineno}: not 'key = value': {line[:80]!r}")
+    return out
+
+
+_JOB_HEADER = re.compile(r"^Job Id:\s*(\S*)\s*$")
+_QUEUE_HEADER = re.compile(r"^Queue:\s*(\S*)\s*$")
+
+
+def parse_jobs_text(text: str, tz: tzinfo | None = None, command: str = "qstat -f") -> dict[str, JobInfo]:
+    """``qstat -f`` (Torque, or Slurm's wrapper) → jobs by id."""
+    if text.strip() and not _JOB_HEADER.match(text.lstrip().splitlines()[0]):
+        raise SchedulerReplyError(command, f"expected 'Job Id:' blocks, got {text.strip()[:80]!r}")
+    return {jid: job_from_record(jid, attrs, tz, "torque", command)
+            for jid, attrs in _blocks(text, _JOB_HEADER, command)}
+
+
+def start_estimates_text(text: str, tz: tzinfo | None = None,
+                         command: str = "qstat -f") -> dict[str, float | None]:
+    """Expected starts of pending jobs in ``qstat -f`` text: ``estimated.start_time`` where
+    the server prints it; Slurm's wrapper prints Slurm's expected start as a pending job's
+    ``mtime`` (no ``etime`` there, which tells it from Torque's modification time)."""
+    out: dict[str, float | None] = {}
+    for jid, attrs in _blocks(text, _JOB_HEADER, command):
+        value = attrs.get("estimated.start_time")
+        if value is None and attrs.get("job_state", "").strip()[:1] in ("Q", "H", "W") \
+                and not any(k in attrs for k in ("etime", "start_time", "comp_time")):
+            value = attrs.get("mtime")
+        out[jid] = parse_time(value, tz, f"job {jid}: start estimate", command)
+    return out
+
+
+def parse_queues_text(text: str, command: str = "qstat -Q -f") -> list[QueueInfo]:
+    """``qstat -Q -f`` text → queues (``enabled``/``started`` True/False or yes/no)."""
+    return [_queue_from_record(n, attrs, command) for n, attrs in _blocks(text, _QUEUE_HEADER, command)]
+
+
+@dataclass(frozen=True)
+class QueueLimits:
+    """A row of ``qstat -q``: the queue's walltime limit and its running/queued jobs."""
+
+    name: str
+    max_time: float | None
+    running: int
+    pending: int
+
+
+def parse_qstat_q(text: str, command: str = "qstat -q") -> list[QueueLimits]:
+    """``qstat -q`` (``Queue Memory CPU-Time Walltime Node Run Que Lm State``) → rows.
+
+    Rows follow the dashed line; the totals under the second dashed line are skipped. Queue
+    names are cut to 16 characters by Slurm's wrapper (the caller matches them by prefix).
+    """
+    rows, in_table = [], False
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        if re.match(r"^-{4,}\s", line):
+            in_table = True
+            continue
+        if not in_table or line[0].isspace():
+            continue                           # "server:" lines, the header, the totals
+        words = line.split()
+        if len(words) < 8:
+            raise SchedulerReplyError(command, f"line {lineno}: expected a queue row, got {line!r}")
+        running = _int(words[5], f"line {lineno}: Run", command)
+        pending = _int(words[6], f"line {lineno}: Que", command)
+        rows.append(QueueLimits(words[0], parse_walltime(words[3], f"line {lineno}: Walltime", command),
+                                running or 0, pending or 0))
+    return rows
+
+
+def _slots(jobs: str) -> int:
+    """Slots in a Torque ``jobs =`` line: ``0/12.host, 1/12.host`` or ``0-3,5/12.host``."""
+    total = 0
+    for entry in re.split(r",\s*(?=[\d\-,]+/)", jobs.strip()):
+        spec = entry.split("/", 1)[0]
+        for part in spec.split(","):
+            part = part.strip()
+            if re.fullmatch(r"\d+-\d+", part):
+                lo, hi = (int(x) for x in part.split("-"))
+                total += max(0, hi - lo + 1)
+            elif part.isdigit():
+                total += 1
+    return total
+
+
+def nodes_from_text(text: str, command: str = "pbsnodes -a") -> list[NodeRecord]:
+    """``pbsnodes -a`` text → nodes: ``np`` CPUs, used slots from ``jobs =`` (Torque).
+
+    Slurm's wrapper prints no ``jobs =`` line: its ``free`` nodes are idle, ``job-exclusive``
+    and ``busy`` ones full, and a ``mixed`` node's idle CPUs stay None (the caller counts them
+    from the running jobs).
+    """
+    out = []
+    for name, attrs in _blocks(text, re.compile(r"^(?!)"), command, bare_header=True):
+        where = f"node {name}"
+        if "state" not in attrs:
+            raise SchedulerReplyError(command, f"{where}: no state")
+        total = _int(attrs.get("np") or attrs.get("pcpus"), f"{where}: np", command)
+        if total is None:
+            m = re.search(r"(?:^|,)ncpus=(\d+)", attrs.get("status", ""))
+            total = int(m.group(1)) if m else 0
+        used = _slots(attrs["jobs"]) if attrs.get("jobs", "").strip() else None
+        words = _state_words(attrs["state"])
+        if used is None and "free" in words and "jobs" in attrs:
+            used = 0
+        out.append(NodeRecord(name, total, _idle(total, used, words), _str(attrs.get("queue")), attrs["state"]))
+    return out
+
+
+def fill_idle_from_jobs(nodes: Sequence[NodeRecord], jobs: Iterable[JobInfo],
+                        exec_hosts: Mapping[str, str]) -> list[NodeRecord]:
+    """Nodes whose idle CPUs pbsnodes could not tell (``mixed``): total minus the CPUs of the
+    running jobs whose ``exec_host`` names them, a multi-node job's CPUs spread evenly."""
+    used: dict[str, float] = {}
+    for job in jobs:
+        if job.state not in ("RUNNING", "COMPLETING", "SUSPENDED") or not job.cpus:
+            continue
+        hosts = list(dict.fromkeys(h.split("/", 1)[0] for h in exec_hosts.get(job.job_id, "").split("+") if h))
+        for h in hosts:
+            used[h] = used.get(h, 0.0) + job.cpus / len(hosts)
+    return [n if n.idle is not None else
+            NodeRecord(n.name, n.total, max(0, n.total - round(used.get(n.name, 0.0))), n.queue, n.state)
+            for n in nodes]
+
+
+def exec_hosts_text(text: str, command: str = "qstat -f") -> dict[str, str]:
+    """``exec_host`` per job id in ``qstat -f`` text."""
+    return {jid: attrs.get("exec_host", "") for jid, attrs in _blocks(text, _JOB_HEADER, command)}
+
+
+# ---------------------------------------------------------------------------- availability
+
+
+def partitions(queues: Sequence[QueueInfo], nodes: Sequence[NodeRecord],
+               default_queue: str | None) -> list[Partition]:
+    """Queues as :class:`Partition` records with the CPUs they can use.
+
+    PBS queues do not own nodes, in general: a node serves every queue unless its ``queue``
+    attribute ties it to one (PBS Pro); each queue is given the CPUs of the nodes it can use.
+    """
+    tied = {n.queue for n in nodes if n.queue}
+    out = []
+    for q in queues:
+        mine = [n for n in nodes if n.queue == q.name] if q.name in tied else [n for n in nodes if not n.queue]
+        out.append(Partition(name=q.name, state=q.state, total_cpus=sum(n.total for n in mine),
+                             idle_cpus=sum(n.idle or 0 for n in mine), nodes=len(mine),
+                             max_time=q.max_time, default=q.name == default_queue))
+    return out
+
+
+def make_availability(scheduler: str, version: str | None, parts: Sequence[Partition],
+                      queues: Sequence[QueueInfo], nodes: Sequence[NodeRecord],
+                      jobs: Iterable[JobInfo] | None, queried_at: float,
+                      target: str | None = None) -> Availability:
+    """One :class:`Availability` for the queue resel submits to (the configured one, else the
+    server's default queue); without either, the whole cluster. Job counts come from the
+    queues' ``state_count`` when the server prints it, else from ``jobs``."""
+    scope = target or next((p.name for p in parts if p.default), None)
+    if scope is not None:
+        chosen = [p for p in parts if p.name == scope]
+        free, total = sum(p.idle_cpus for p in chosen), sum(p.total_cpus for p in chosen)
+    else:
+        free, total = sum(n.idle or 0 for n in nodes), sum(n.total for n in nodes)
+    counted = [q for q in queues if scope is None or q.name == scope]
+    if counted and all(q.running is not None and q.pending is not None for q in counted):
+        running = sum(q.running or 0 for q in counted)
+        pending = sum(q.pending or 0 for q in counted)
+    else:
+        running = pending = 0
+        for job in jobs or ():
+            if scope is not None and job.partition and job.partition != scope:
+                continue
+            if job.state in ("RUNNING", "COMPLETING", "SUSPENDED"):
+                running += 1
+            elif job.state == "PENDING":
+                pending += 1
+    shown = [p for p in parts if p.name == target] if target else list(parts)
+    return Availability(scheduler, version, shown, int(free), int(total), running, pending, queried_at)
+
+
+# ---------------------------------------------------------------------------- qsub, qdel
+
+_JOB_ID = re.compile(r"^\s*(\d+(?:\[\d*\])?(?:\.[A-Za-z0-9_.\-]+)?)\s*$")
+
+
+def parse_qsub(stdout: str, command: str = "qsub") -> str:
+    """The job id qsub printed: ``1.pbs`` (PBS Pro), ``123.server`` (Torque), ``1417``
+    (Slurm's wrapper, which prints the last word of sbatch's reply)."""
+    for line in reversed([x for x in stdout.splitlines() if x.strip()]):
+        m = _JOB_ID.match(line)
+        if m:
+            return m.group(1)
+    raise SchedulerReplyError(command, f"no job id in {stdout.strip()[:120]!r}")
+
+
+#: qsub's refusals (PBS Pro, Torque, and the sbatch words Slurm's wrapper passes on)
+_QSUB_HINTS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"Unknown queue|requested queue not found|invalid partition|Invalid partition", re.IGNORECASE),
+     "set the site's `queue` to one listed by `qstat -Q`"),
+    (re.compile(r"Maximum number of jobs|would exceed|max_queued|max_user_queued|"
+                r"QOSMaxSubmitJob|MaxSubmitJobs|job submit limit", re.IGNORECASE),
+     ("the site caps how many jobs you may have queued; wait for some to finish, lower this "
+      "site's max_pilots, or ask the site for a higher limit")),
+    (re.compile(r"exceeds queue resource limits|violates queue and/or server resource limits|"
+                r"cannot locate feasible nodes|Requested node configuration is not available|"
+                r"time limit|More processors requested", re.IGNORECASE),
+     ("the pilot asks for more cores or walltime than the queue allows (pilots run on one "
+      "node); compare with `qstat -Q -f` (resources_max.*) and `pbsnodes -a`, then lower the "
+      "pilot's cores or walltime")),
+    (re.compile(r"Queue is not enabled|queue.*disabled|partition.*(inactive|down)", re.IGNORECASE),
+     "the queue is not taking jobs now; wait until the site enables it (`qstat -Q`) or choose another"),
+    (re.compile(r"Invalid Account|Bad account|account.*not.*(valid|permitted)", re.IGNORECASE),
+     "set the site's `account` to a project you may charge"),
+    (re.compile(r"Unauthorized Request|Bad UID|ruserok|not allowed|acl", re.IGNORECASE),
+     "the server does not let you submit to this queue (user/group ACL); ask the site"),
+    (re.compile(r"Illegal attribute or resource value|Unknown resource|Invalid time limit|"
+                r"illegal -l value|unknown option|Usage:", re.IGNORECASE),
+     ("the server does not understand the resource request; check the site's `dialect` "
+      "(`pro` uses -l select=1:ncpus=N, `torque` -l nodes=1:ppn=N) and its submit_args")),
+    (re.compile(r"cannot connect to server|Connection refused|Communication failure|"
+                r"Unable to contact|pbs_connect", re.IGNORECASE),
+     "the PBS server did not answer; retry later"),
+)
+
+_WRAPPER_OUTPUT = re.compile(r"and the output was:\s*'(.*?)'?\s*$", re.DOTALL)
+
+
+def qsub_error(stdout: str, stderr: str, command: str = "qsub",
+               returncode: int | None = None) -> SchedulerError:
+    """qsub's refusal → :class:`SchedulerError` with the site's words and what to do.
+
+    PBS Pro says ``qsub: Unknown queue``; Torque ``qsub: submit error (Unknown queue
+    MSG=requested queue not found)``; Slurm's wrapper prints, on stdout, the sbatch command it
+    ran and sbatch's own complaint, which is what is kept.
+    """
+    said = f"{stderr}\n{stdout}".strip()
+    m = _WRAPPER_OUTPUT.search(said)
+    if m:
+        lines = [re.sub(r"^\s*sbatch:\s*(error:\s*)?", "", x).strip() for x in m.group(1).splitlines()]
+        lines = [re.sub(r"^Batch job submission failed:\s*", "", x) for x in lines if x.strip()]
+        words = "; ".join(dict.fromkeys(lines))
+    elif re.search(r"^\s*Usage:", said, re.MULTILINE):
+        head = [x.strip() for x in said.splitlines() if x.strip() and not x.strip().startswith("Usage:")]
+        words = "it printed its usage text" + (f" ({head[0]})" if head and "[" not in head[0] else "")
+    else:
+        lines = [re.sub(r"^\s*qsub:\s*", "", x).strip() for x in said.splitlines() if x.strip()]
+        words = "; ".join(dict.fromkeys(lines))
+    if not words:
+        words = f"exit status {returncode}"
+    hint = next((h for p, h in _QSUB_HINTS if p.search(said)),
+                "see the site's message above and its documentation for qsub limits")
+    return SchedulerError(f"qsub refused the job: {words}", command=command, reply=said, hint=hint)
+
+
+_QDEL_GONE = re.compile(r"Unknown Job Id|Job has finished|has already finished|already completed|"
+                        r"Invalid job id|Request invalid for state of job|job.*completed", re.IGNORECASE)
+
+
+def qdel_problems(stdout: str, stderr: str) -> list[str]:
+    """qdel's complaints that matter: a job that is already gone is what cancel wanted.
+
+    Slurm's wrapper says nothing (exit status 1) for a job already done or unknown, and
+    ``qdel: Kill job error on job id N: …`` for a real failure.
+    """
+    out = []
+    for line in f"{stderr}\n{stdout}".splitlines():
+        text = line.strip()
+        if not text or _QDEL_GONE.search(text):
+            continue
+        out.append(re.sub(r"^qdel:\s*", "", text))
+    return out
