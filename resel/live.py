@@ -309,6 +309,10 @@ class Coordinator:
                     v.state = "running"     # it ran and maybe ended between two polls
                     out.append(PilotStarted(time=t, pilot=v.pilot))
                     self._pilot_row(v, started=t)
+                if found.agent:
+                    self._pilot_row(v, host=found.agent.get("host"), cpu_model=found.agent.get("cpu_model"),
+                                    cpu_mhz=_number(found.agent.get("cpu_mhz")),
+                                    agent_started=_number(found.agent.get("started")))
                 out.extend(self._file_events(t, v, found))
             ended = state not in RUNNING_STATES and state not in PENDING_STATES
             if state in PENDING_STATES and info is not None and info.reason in NEVER_REASONS:
@@ -595,6 +599,14 @@ def measured_tasks(engine: Engine, db: Database, run_id: int, t0: float) -> list
             attempts.append([site, pilot, start, end, outcome])
         out.append(_MeasuredTask(task.id, task.first_origin, task.state, attempts))
     return out
+
+
+def _number(value: Any) -> float | None:
+    """A float from an agent's JSON, or None (agents on old Pythons may write strings)."""
+    try:
+        return None if value is None else float(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def _action_time(action: Action, default: float) -> float:

@@ -72,6 +72,14 @@ def m002_live(db: Database) -> None:
                           pk=("run_id", "task", "attempt"), foreign_keys=[("run_id", "runs", "id")])
 
 
+@migrations()
+def m003_pilot_hosts(db: Database) -> None:
+    """Where each live pilot landed, from its agent: host, CPU model and clock of the node or
+    slot (on a pool every slot can differ; calibration reads them per pilot)."""
+    for col, typ in (("host", str), ("cpu_model", str), ("cpu_mhz", float), ("agent_started", float)):
+        db["live_pilots"].add_column(col, typ)
+
+
 def default_path() -> Path:
     """``$RESEL_DB``, else ``$XDG_DATA_HOME/resel/resel.db`` (``~/.local/share/resel/resel.db``)."""
     if os.environ.get("RESEL_DB"):

@@ -69,6 +69,10 @@ def test_bag_across_both_clusters_with_reselection(tmp_path, testbed):
     per_site = json.loads(db["runs"].get(coord.run_id)["per_site"])
     assert per_site.get("tbb", 0) > 20                      # more than its own half
     assert coord.psites["tbb"].transport.connections_opened == 1
+    pilots = list(db.query("select site, host, cpu_model, agent_started from live_pilots where run_id = ? "
+                           "and started is not null", [coord.run_id]))
+    assert "tbb" in {p["site"] for p in pilots}           # tba's may never start: its tasks moved
+    assert all(p["host"] and p["cpu_model"] and p["agent_started"] for p in pilots), pilots
 
 
 def test_kill_coordinator_and_resume(tmp_path, testbed):
