@@ -93,11 +93,7 @@ def check_site(site: Site) -> dict[str, Any]:
     except Exception as exc:   # noqa: BLE001 - reported per site, never a traceback
         row["error"] = str(exc).strip() or type(exc).__name__
     finally:
-        if ps is not None:
-            try:
-                ps.transport.close()
-            except Exception:   # noqa: BLE001
-                pass
+        _close(ps)
     row["seconds"] = round(time.monotonic() - began, 3)
     return row
 
@@ -118,13 +114,18 @@ def site_status(site: Site) -> dict[str, Any]:
     except Exception as exc:   # noqa: BLE001 - shown in its row; the other sites go on
         row["error"] = str(exc).strip() or type(exc).__name__
     finally:
-        if ps is not None:
-            try:
-                ps.transport.close()
-            except Exception:   # noqa: BLE001
-                pass
+        _close(ps)
     row["seconds"] = round(time.monotonic() - began, 3)
     return row
+
+
+def _close(ps: PilotSite | None) -> None:
+    """Close a site's connection; a report is being made, a failing close must not spoil it."""
+    if ps is not None:
+        try:
+            ps.transport.close()
+        except Exception:   # noqa: BLE001
+            pass
 
 
 def _cpu(ps: PilotSite) -> dict[str, Any]:

@@ -121,3 +121,13 @@ def cancel_leftovers(tb) -> list[str]:
             slurm(tb, cluster, "scancel", *ids, check=False)
             left += ids
     return left
+
+
+def wait_for(check, timeout: float = 15.0, every: float = 0.3):
+    """Poll until ``check()`` returns something truthy; that value, or the last one."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(every)

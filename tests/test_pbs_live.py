@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 import uuid
 
 import pytest
 from resel.backends.pbs import PBSCLI
 from resel.backends.transport import LocalTransport
 
+from live_helpers import wait_for
 from resel.errors import SchedulerError
 
 SLEEP = "#!/bin/sh\n# a resel live test job\npwd\nsleep {s}\n"
@@ -27,16 +27,6 @@ def tag() -> str:
 
 def cli_a(tb, **kw) -> PBSCLI:
     return PBSCLI(LocalTransport(), env={"SLURM_CONF": tb.slurm_conf_a}, **kw)
-
-
-def wait_for(check, timeout: float = 15.0, every: float = 0.3):
-    """Poll until ``check()`` returns something truthy; that value, or the last one."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(every)
 
 
 @pytest.fixture

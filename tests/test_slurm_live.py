@@ -20,6 +20,7 @@ from resel.backends.slurm_pyslurm import PySlurmUnavailable, SlurmPySlurm
 from resel.backends.slurmrest import SlurmREST
 from resel.backends.transport import Completed, LocalTransport, SSHTransport
 
+from live_helpers import wait_for
 from resel.errors import TransportError
 
 SLEEP = "#!/bin/bash\nsleep {s}\n"
@@ -31,16 +32,6 @@ def tag() -> str:
 
 def cli_a(tb, **kw) -> SlurmCLI:
     return SlurmCLI(LocalTransport(), env={"SLURM_CONF": tb.slurm_conf_a}, **kw)
-
-
-def wait_for(check, timeout: float = 15.0, every: float = 0.3):
-    """Poll until ``check()`` returns something truthy; that value, or the last one."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(every)
 
 
 def idle(cli: SlurmCLI, cores: int) -> None:
