@@ -80,6 +80,13 @@ def m003_pilot_hosts(db: Database) -> None:
         db["live_pilots"].add_column(col, typ)
 
 
+@migrations()
+def m004_profiles(db: Database) -> None:
+    """``resel profile``: one row per measured run, every figure with the method that gave it."""
+    from resel.probes.profile import ensure_tables
+    ensure_tables(db)
+
+
 def default_path() -> Path:
     """``$RESEL_DB``, else ``$XDG_DATA_HOME/resel/resel.db`` (``~/.local/share/resel/resel.db``)."""
     if os.environ.get("RESEL_DB"):

@@ -21,6 +21,20 @@ if ! "$PY" -m venv --help >/dev/null 2>&1 || ! "$PY" -c "import ensurepip" >/dev
         exit 1
     fi
 fi
+# the probe tests measure real programs: perf (counters, or task-clock on a VM), valgrind
+# (callgrind instruction counts) and GROMACS (gmx, a real MD run and its md.log)
+missing=()
+command -v perf >/dev/null || missing+=(linux-perf)
+command -v valgrind >/dev/null || missing+=(valgrind)
+command -v gmx >/dev/null || missing+=(gromacs)
+if [ ${#missing[@]} -gt 0 ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+    else
+        echo "scripts/test.sh: install ${missing[*]} (the probe tests run them)" >&2
+        exit 1
+    fi
+fi
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[test,htcondor]"

@@ -1,0 +1,91 @@
+"""``resel profile``: measure a command's instructions, clock and times, and store them for LIM."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from resel.errors import ReselError
+from resel.probes.profile import ProfileSummary, profile, save
+from resel.store import _clean, open_store
+
+_UNITS = {"instructions": "", "cycles": "", "ipc": "", "task_clock_s": "s", "avg_ghz": "GHz", "wall_s": "s"}
+
+
+def _fmt(v: float | None) -> str:
+    if v is None:
+        return "—"
+    return f"{v:.4g}"
+
+
+def _table(summary: ProfileSummary) -> Table:
+    cpu = summary.cpu
+    clocks = ", ".join(f"{k} {getattr(cpu, k):.3f} GHz ({cpu.methods.get(k)})"
+                       for k in ("base_ghz", "max_ghz") if getattr(cpu, k) is not None) or "clocks unknown"
+    t = Table(title=f"{summary.label} — {len(summary.runs)} run(s) on {summary.host}: {cpu.model or '?'}; {clocks}")
+    t.add_column("figure")
+    t.add_column("mean", justify="right")
+    t.add_column("± std", justify="right")
+    t.add_column("n", justify="right")
+    t.add_column("method")
+    for name, s in summary.stats.items():
+        t.add_row(f"{name} {_UNITS[name]}".strip(), _fmt(s.mean), _fmt(s.std), str(s.n), s.method or "not measured")
+    statuses = sorted({r.exit_status for r in summary.runs}, key=lambda x: (x is None, x))
+    t.caption = f"exit status: {', '.join(str(s) for s in statuses)}"
+    return t
+
+
+@click.command("profile", context_settings={"ignore_unknown_options": True})
+@click.option("--repeat", type=click.IntRange(1), default=1, show_default=True, help="Runs of the command.")
+@click.option("--label", default=None, help="Name stored with the runs (default: the command line).")
+@click.option("--reduced", default=None,
+              help="A smaller problem for callgrind when perf cannot count instructions, as one "
+                   "quoted command line (split like a shell would, but never run by one).")
+@click.option("--scale", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="instructions(full) = instructions(--reduced) × SCALE, e.g. the ratio of GROMACS nsteps.")
+@click.option("--no-callgrind", is_flag=True, help="Do not fall back to valgrind for instruction counts.")
+@click.option("--app-log", default=None, type=click.Path(dir_okay=False),
+              help="GROMACS md.log the command writes: last-resort source of wall time.")
+@click.option("--db", "db_path", default=None, type=click.Path(dir_okay=False),
+              help="Run store (default: $RESEL_DB or ~/.local/share/resel/resel.db).")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON document.")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def profile_cmd(repeat: int, label: str | None, reduced: str | None, scale: float | None, no_callgrind: bool,
+                app_log: str | None, db_path: str | None, as_json: bool, command: tuple[str, ...]) -> None:
+    """Run COMMAND under perf stat REPEAT times; store instructions, cycles, IPC, clock and times.
+
+    Where the machine has no hardware counters (VMs), instructions come from valgrind callgrind
+    (on --reduced, scaled by --scale) and the clock from task-clock plus sampled cpu MHz; each
+    figure is shown and stored with the method that produced it.
+
+    \b
+    Example:
+      resel profile --repeat 3 -- python3 -c "sum(range(10**6))"
+      resel profile --label water-2000 --reduced "gmx mdrun -s w20.tpr -ntmpi 1 -ntomp 1" --scale 100 -- gmx mdrun -s w2000.tpr -ntmpi 1 -ntomp 1
+      resel profile --json --db /tmp/p.db -- /bin/true
+    """
+    try:
+        reduced_argv = shlex.split(reduced) if reduced else None
+    except ValueError as exc:
+        raise click.BadParameter(f"{reduced!r}: {exc}", param_hint="--reduced") from None
+    if scale is not None and not reduced_argv:
+        raise click.BadParameter("--scale needs --reduced (the smaller problem it scales)", param_hint="--scale")
+    try:
+        summary = profile(list(command), repeat=repeat, label=label, reduced_argv=reduced_argv, scale=scale,
+                          callgrind=not no_callgrind, app_log=app_log)
+        db = open_store(db_path)
+        ids = save(db, summary)
+    except ReselError as exc:
+        raise click.ClickException(str(exc)) from None
+    if as_json:
+        doc = summary.to_dict()
+        doc["row_ids"] = ids
+        click.echo(json.dumps(_clean(doc), indent=2))
+        return
+    Console(highlight=False, width=None if sys.stdout.isatty() else 150).print(_table(summary))
+    click.echo(f"stored {len(ids)} row(s) in profiles (ids {ids[0]}–{ids[-1]})")
