@@ -46,6 +46,9 @@ def _live_sites(sites_file: Path):
 @click.option("--strategy", default="model+reselect", show_default=True,
               help="Initial selection (random, model, topk:K, queue) with or without +reselect.")
 @click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--clock", type=click.Choice(["base", "avg", "probed"]), default="base", show_default=True,
+              help="Site clock LIM predicts with: base, measured avg from the sites file, or the latest "
+                   "`resel sites probe` of each site (falls back to the sites file).")
 @click.option("--poll", default=2.0, show_default=True, type=click.FloatRange(0.05),
               help="Seconds between two polls of every site.")
 @click.option("--perf", is_flag=True, help="Run every task under `perf stat` and store its counters.")
@@ -57,7 +60,8 @@ def _live_sites(sites_file: Path):
 @click.option("--db", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Run store (SQLite). Default: $RESEL_DB or ~/.local/share/resel/resel.db.")
 @click.option("--json", "as_json", is_flag=True, help="Print the final status as JSON.")
-def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed: int, poll: float, perf: bool,
+def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed: int, clock: str, poll: float,
+            perf: bool,
             task_timeout: float | None, resume_id: int | None, dry_run: bool, max_time: float | None,
             progress: bool | None, db: Path | None, as_json: bool) -> None:
     """Run a bag on live sites: pilots, late binding, re-selection; crash-safe.
@@ -86,7 +90,13 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
                 raise click.UsageError("give BAG_FILE and --sites FILE (or --resume RUN)")
             bag, site_list = load_bag(bag_file), _live_sites(sites_file)
             Strategy.parse(strategy)
-            options = LiveOptions(strategy=strategy, seed=seed, poll=poll, perf=perf, task_timeout=task_timeout)
+            if clock == "probed":
+                from resel.site_probe import probed_sites
+                site_list, probed = probed_sites(store, site_list)
+                c.err.print(f"probed clocks: {probed or 'none stored; using the sites file'}", soft_wrap=True)
+                clock = "avg"
+            options = LiveOptions(strategy=strategy, seed=seed, clock=clock, poll=poll, perf=perf,
+                                  task_timeout=task_timeout)
             if dry_run:
                 _dry_run(bag, site_list, options, as_json)
                 return
@@ -352,9 +362,56 @@ def sites_status_cmd(sites_file: Path, timeout: float, as_json: bool) -> None:
         sys.exit(1)
 
 
+@click.command("probe")
+@click.option("--sites", "sites_file", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="Sites file with live sites.")
+@click.option("--timeout", default=300.0, show_default=True, type=click.FloatRange(10),
+              help="Seconds to wait for a site's probe pilot to start and report.")
+@click.option("--db", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@click.option("--json", "as_json", is_flag=True)
+def sites_probe_cmd(sites_file: Path, timeout: float, db: Path | None, as_json: bool) -> None:
+    """Measure each site's compute nodes through its own queue: CPU model, clock, and a
+    reference task under perf; stored for LIM (`resel run --clock probed`).
+
+    One single-core probe pilot per site, all sites at once.
+
+    \b
+    Example:
+      resel sites probe --sites my-sites.toml --json
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from resel.backends.connect import open_site
+    from resel.site_probe import probe_site, save
+    c = _cli()
+    try:
+        site_list = _live_sites(sites_file)
+        store = open_store(db)
+    except ReselError as exc:
+        raise click.ClickException(str(exc)) from None
+    with ThreadPoolExecutor(max_workers=max(1, len(site_list))) as pool:
+        rows = list(pool.map(lambda s: probe_site(s, open_site, timeout=timeout), site_list))
+    save(store, rows)
+    if as_json:
+        c._print_json({"probes": rows})
+    else:
+        t = Table(title=f"probes of the sites in {sites_file} (stored in site_probes)", title_justify="left")
+        for col in ("site", "host", "CPU", "clock GHz", "how", "reference task-clock s", "queue wait s", "error"):
+            t.add_column(col)
+        for r in rows:
+            t.add_row(r["site"], r["host"] or "—", r["cpu_model"] or "—",
+                      "—" if r["clock_ghz"] is None else f"{r['clock_ghz']:.3f}", r["clock_method"] or "—",
+                      "—" if r["task_clock_s"] is None else f"{r['task_clock_s']:.3f}",
+                      "—" if r["wait_s"] is None else f"{r['wait_s']:.1f}", r["error"] or "")
+        c.out.print(t)
+    if any(r["error"] for r in rows):
+        sys.exit(1)
+
+
 def register(cli: click.Group, sites_group: click.Group) -> None:
     cli.add_command(run_cmd)
     cli.add_command(status_cmd)
     cli.add_command(cancel_cmd)
     sites_group.add_command(check_cmd)
     sites_group.add_command(sites_status_cmd)
+    sites_group.add_command(sites_probe_cmd)

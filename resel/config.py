@@ -63,6 +63,7 @@ BAG_KEYS = {
     "count": _Key(_num(True, True, False), "a whole number > 0", True),
     "cores_per_task": _Key(_num(True, True, False), "a whole number > 0"),
     "isa": _STR,
+    "perf_every": _Key(_num(True, True), "a whole number >= 0: every Nth task runs under perf (0 none, 1 all)"),
     "profile": _Key(lambda v: isinstance(v, dict), "a table [bag.profile]", True),
 }
 PROFILE_KEYS = {
@@ -248,7 +249,7 @@ def load_bag(path: str | Path) -> Bag:
     prof = reader.check(raw["profile"], PROFILE_KEYS, "bag.profile")
     profile = Profile(float(prof["instructions"]), prof.get("cycles"), prof.get("ipc"), prof.get("baseline"))
     return Bag(raw["name"], raw["command"], int(raw["count"]), int(raw.get("cores_per_task", 1)),
-               profile, raw.get("isa", "x86"), str(path))
+               profile, raw.get("isa", "x86"), str(path), int(raw.get("perf_every", 0)))
 
 
 def load_sites(path: str | Path) -> list[Site]:

@@ -39,10 +39,18 @@ class Bag:
     profile: Profile
     isa: str = "x86"
     source: str = "<memory>"
+    #: live runs: every Nth task (by index) runs under ``perf stat`` and feeds calibration
+    #: (0: none, 1: every task) — the thesis could measure only ~1 % of its OSG runs
+    perf_every: int = 0
 
     def resized(self, count: int) -> "Bag":
         """The same bag with another number of tasks (workload sizes of experiment 2)."""
-        return Bag(self.name, self.command, count, self.cores_per_task, self.profile, self.isa, self.source)
+        return Bag(self.name, self.command, count, self.cores_per_task, self.profile, self.isa, self.source,
+                   self.perf_every)
+
+    def measured(self, index: int) -> bool:
+        """Whether task ``index`` runs under the probe (``perf_every``)."""
+        return self.perf_every > 0 and index % self.perf_every == 0
 
     def command_for(self, index: int) -> str:
         """The command of task ``index`` (0-based): ``{index}`` and ``{name}`` are filled in."""

@@ -430,7 +430,7 @@ class Coordinator:
         elif isinstance(action, DispatchTask):
             self.site(action.site).dispatch(
                 self.run_key, action.pilot, action.task, action.attempt, self.bag.command_for(action.task),
-                env={"RESEL_RUN": str(self.run_id), "RESEL_SITE": action.site}, perf=self.options.perf,
+                env={"RESEL_RUN": str(self.run_id), "RESEL_SITE": action.site}, perf=self.options.perf or self.bag.measured(action.task),
                 timeout=self.options.task_timeout)
         elif isinstance(action, CancelTask):
             self.site(action.site).cancel_task(self.run_key, action.pilot, action.task, action.attempt)
@@ -628,7 +628,7 @@ def _describe(exc: BaseException) -> str:
 def bag_from_json(d: dict) -> Bag:
     from resel.domain import Profile
     return Bag(d["name"], d["command"], d["count"], d["cores_per_task"], Profile(**d["profile"]),
-               d.get("isa", "x86"), d.get("source", "<store>"))
+               d.get("isa", "x86"), d.get("source", "<store>"), d.get("perf_every", 0))
 
 
 def sites_from_json(items: list[dict]) -> list[Site]:

@@ -87,6 +87,15 @@ def m004_profiles(db: Database) -> None:
     ensure_tables(db)
 
 
+@migrations()
+def m005_site_probes(db: Database) -> None:
+    """``resel sites probe``: what each site's compute nodes measured, per probe."""
+    db["site_probes"].create({
+        "created": str, "site": str, "kind": str, "host": str, "cpu_model": str, "cpu_mhz": float,
+        "task_clock_s": float, "cycles": float, "instructions": float, "clock_ghz": float, "clock_method": str,
+        "wait_s": float, "wall_s": float, "job_id": str, "error": str})
+
+
 def default_path() -> Path:
     """``$RESEL_DB``, else ``$XDG_DATA_HOME/resel/resel.db`` (``~/.local/share/resel/resel.db``)."""
     if os.environ.get("RESEL_DB"):
