@@ -347,10 +347,12 @@ def _register() -> None:
     """Commands living in their own modules."""
     from resel.cli_grid import grid_cmd, scenario_group
     from resel.cli_live import register as register_live
+    from resel.cli_model import model_group
     from resel.cli_profile import profile_cmd
     from resel.cli_trace import replay_cmd
     cli.add_command(replay_cmd)
     cli.add_command(profile_cmd)
+    cli.add_command(model_group)
     register_live(cli, sites)
     cli.add_command(grid_cmd)
     cli.add_command(scenario_group)

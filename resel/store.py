@@ -96,6 +96,15 @@ def m005_site_probes(db: Database) -> None:
         "wait_s": float, "wall_s": float, "job_id": str, "error": str})
 
 
+@migrations()
+def m006_model_fits(db: Database) -> None:
+    """``resel model fit``: one row per fit (per-site fits, the LIM it replaced, held-out scores)."""
+    db["model_fits"].create({
+        "id": int, "created": str, "runs": str, "holdout": str, "baseline_label": str, "n_evidence": int,
+        "fit": str, "lim": str, "evaluation": str,
+    }, pk="id")
+
+
 def default_path() -> Path:
     """``$RESEL_DB``, else ``$XDG_DATA_HOME/resel/resel.db`` (``~/.local/share/resel/resel.db``)."""
     if os.environ.get("RESEL_DB"):

@@ -52,3 +52,19 @@ def test_bag_perf_every_profiles_a_sample_of_tasks(tmp_path, testbed):
             assert perf["task-clock-ms"] > 0                  # cycles may be None on a VM
         else:
             assert r["perf"] is None
+
+
+def test_model_fit_on_a_real_live_run(tmp_path, testbed):
+    """Calibration on what a real run stored: a fit per site that ran tasks, held-out scores."""
+    bag = bag_toml(16, "python3 -c 'sum(range(3*10**5))'").replace("count = 16", "count = 16\nperf_every = 1")
+    coord = start(tmp_path, sites_toml(testbed, clock_b=2.0), bag, strategy="topk:2")
+    coord.run(max_time=120)
+    coord.close()
+    db = tmp_path / "resel.db"
+    res = resel("model", "fit", "--db", db, "--json")
+    assert res.returncode == 0, res.stdout + res.stderr
+    doc = json.loads(res.stdout)
+    text = json.dumps(doc)
+    assert "tba" in text and "tbb" in text
+    shown = resel("model", "show", "--db", db)
+    assert shown.returncode == 0 and "tba" in shown.stdout
