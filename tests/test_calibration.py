@@ -19,11 +19,10 @@ import json
 import math
 import random
 
-import click
 import pytest
 from click.testing import CliRunner
 
-from resel.cli_model import model_group
+from resel.cli import cli
 from resel.errors import ModelError
 from resel.models import calibration as cal
 from resel.models.lim import SiteRate
@@ -209,15 +208,10 @@ def test_evaluate_falls_back_to_lim_for_sites_without_fit():
 
 
 # ------------------------------------------------------------------ CLI
-def _cli() -> click.Group:
-    root = click.Group("resel")
-    root.add_command(model_group)
-    return root
-
-
 def _run(args, **kw):
-    result = CliRunner().invoke(_cli(), args, **kw)
-    return result
+    """Through the real `resel` group (a stand-in root would leave click's cached help option
+    on model_group without `-h` for every later test)."""
+    return CliRunner().invoke(cli, args, **kw)
 
 
 def test_cli_fit_show_predict_json(store, tmp_path):
