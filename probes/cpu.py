@@ -9,6 +9,8 @@ where each came from (sysfs cpufreq, ``lscpu -J``, ``/proc/cpuinfo``, the model 
 
 from __future__ import annotations
 
+import math
+
 import json
 import re
 import subprocess
@@ -47,7 +49,7 @@ def parse_lscpu_json(text: str) -> dict[str, str]:
     """
     try:
         doc = json.loads(text)
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, RecursionError):   # RecursionError: nesting too deep to decode
         return {}
     out: dict[str, str] = {}
 
@@ -79,9 +81,11 @@ def parse_cpuinfo(text: str) -> tuple[str | None, list[float]]:
             model = value
         elif name == "cpu MHz":
             try:
-                mhz.append(float(value))
+                value_mhz = float(value)
             except ValueError:
-                pass
+                continue
+            if math.isfinite(value_mhz):   # "nan" or "inf" would poison the mean clock
+                mhz.append(value_mhz)
     return model, mhz
 
 
