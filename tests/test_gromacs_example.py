@@ -1,0 +1,94 @@
+"""The real GROMACS example: make_system.sh, the water bag, and experiment 1 in --quick mode.
+
+Never skipped: GROMACS is a test dependency of this project (the test script installs it with
+``apt-get install gromacs``); a machine without it fails here with that instruction.
+Takes ~30 s on two idle cores (callgrind dominates).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from resel.config import load_bag
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "examples"
+
+
+def _require(tool: str, install: str) -> None:
+    if shutil.which(tool) is None:
+        pytest.fail(f"{tool} not found: this test needs real GROMACS — apt-get install {install}")
+
+
+def tools() -> None:
+    """Fail (never skip) when a tool is missing: each test calls this first."""
+    _require("gmx", "gromacs")
+    _require("gmx_d", "gromacs")
+    _require("valgrind", "valgrind")
+    _require("perf", "linux-perf")
+
+
+def test_make_system_builds_water_box(tmp_path):
+    tools()
+    out = tmp_path / "water"
+    proc = subprocess.run(["bash", str(EXAMPLES / "gromacs" / "make_system.sh"), str(out), "100"],
+                          check=False, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    atoms = int((out / "conf.gro").read_text().splitlines()[1])
+    assert atoms > 0 and atoms % 3 == 0
+    top = (out / "topol.top").read_text()
+    assert '#include "oplsaa.ff/forcefield.itp"' in top and '#include "oplsaa.ff/spce.itp"' in top
+    assert top.strip().splitlines()[-1].split() == ["SOL", str(atoms // 3)]
+    mdp = (out / "md.mdp").read_text()
+    assert "integrator      = md" in mdp and "dt              = 0.002" in mdp
+    assert "nsteps          = 100" in mdp
+    assert (out / "topol.tpr").stat().st_size > 0 and (out / "topol_d.tpr").stat().st_size > 0
+    # the .tpr really runs, single-threaded, with -nsteps overriding the default
+    run = subprocess.run(["gmx", "-quiet", "mdrun", "-ntmpi", "1", "-ntomp", "1", "-nb", "cpu",
+                          "-s", "topol.tpr", "-nsteps", "20", "-deffnm", "md0"],
+                         cwd=out, check=False, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-500:]
+    assert "Time:" in (out / "md0.log").read_text()
+
+
+def test_make_system_rejects_bad_nsteps(tmp_path):
+    tools()
+    proc = subprocess.run(["bash", str(EXAMPLES / "gromacs" / "make_system.sh"), str(tmp_path / "w"), "ten"],
+                          check=False, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "NSTEPS must be an integer" in proc.stderr
+
+
+def test_water_bag_loads():
+    tools()
+    bag = load_bag(EXAMPLES / "gromacs-water-bag.toml")
+    assert bag.cores_per_task == 1 and bag.count > 0
+    # measured callgrind figure, affine-scaled to 10^4 steps: ~2e11 instructions
+    assert 1e11 < bag.profile.instructions < 5e11
+    cmd = bag.command_for(7)
+    assert "gmx mdrun -ntmpi 1 -ntomp 1 -nb cpu" in cmd and "-deffnm md7" in cmd
+    assert "${RESEL_WATER:-$HOME/water}/topol.tpr" in cmd and "-nsteps 10000" in cmd
+
+
+def test_reproduce_experiment1_quick():
+    tools()
+    proc = subprocess.run([sys.executable, str(EXAMPLES / "reproduce_experiment1.py"), "--quick", "--json"],
+                          check=False, capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    res = json.loads(proc.stdout)
+    gmx, gmx_d = res["configs"]["gmx"], res["configs"]["gmx_d"]
+    assert gmx["fit"]["per_step"] > 0 and gmx_d["fit"]["per_step"] > 0
+    assert gmx["fit"]["points"] >= 3 and gmx["fit"]["r2"] > 0.99       # instructions linear in nsteps
+    assert res["kappa"]["gmx_d/gmx"] > 1                                 # double precision does more
+    for cfg in (gmx, gmx_d):
+        mape = cfg["calibrated"]["heldout_mape"]
+        assert isinstance(mape, float) and math.isfinite(mape) and mape >= 0
+        assert cfg["calibrated"]["heldout_nsteps"]
+        assert all(r["task_clock_s"] > 0 for r in cfg["timed"])
+        assert math.isfinite(cfg["uncalibrated_mape"])
