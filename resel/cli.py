@@ -110,10 +110,13 @@ def cli() -> None:
               help="Site clock LIM predicts with: nominal (thesis) or measured average.")
 @db_option
 @click.option("--no-store", is_flag=True, help="Do not write runs to the store.")
+@click.option("--plot", "plot_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Write T_q/T_x/TTC against size per strategy (and each run's figures) into DIR.")
 @json_option
 @_fail_cleanly
 def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[str], sizes: list[int],
-             repeat: int, seed: int, clock: str, db: Path | None, no_store: bool, as_json: bool) -> None:
+             repeat: int, seed: int, clock: str, db: Path | None, no_store: bool, plot_dir: Path | None,
+             as_json: bool) -> None:
     """Compare strategies on simulated sites: TTC, T_x and T_q of the whole bag.
 
     BAG_FILE is a task bag (TOML; default: the embedded 1,024-task GROMACS bag, see
@@ -128,6 +131,8 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
     bag = load_bag(bag_file or default_bag_path())
     sites = load_sites(sites_file or default_sites_path())
     store = None if no_store else open_store(db)
+    if plot_dir is not None and store is None:
+        raise ReselError("--plot draws from the stored runs: drop --no-store")
     params = {"bag": str(bag_file or "embedded"), "sites": str(sites_file or "embedded"),
               "strategies": strategies, "sizes": sizes, "repeat": repeat, "seed": seed, "clock": clock}
     exp_id = add_experiment(store, params) if store is not None else None
@@ -145,12 +150,18 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
     if as_json:
         doc = exp.as_dict()
         doc["db"] = str(db or default_path()) if store is not None else None
+        if plot_dir is not None:
+            from resel.cli_report_plots import write_experiment
+            doc["figures"] = write_experiment(store, exp_id, plot_dir, as_json=True)
         _print_json(doc)
         return
     _print_experiment(exp, bag_file, sites_file)
     if store is not None:
         out.print(f"[dim]stored as experiment {exp_id} in {db or default_path()}: "
                   f"`resel runs`, `resel report RUN`[/dim]")
+    if plot_dir is not None:
+        from resel.cli_report_plots import write_experiment
+        write_experiment(store, exp_id, plot_dir)
 
 
 def _hours(s: dict) -> str:
@@ -221,14 +232,20 @@ def runs(db: Path | None, limit: int, as_json: bool) -> None:
 @db_option
 @click.option("--decisions", "n_decisions", default=0, show_default=True, type=click.IntRange(0),
               help="Also list the first N re-selection decisions with their inputs.")
+@click.option("--plot", "plot_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Write the run's figures (PNG and SVG) into DIR: Gantt, CDFs, predictions vs measured.")
+@click.option("--html", "html_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write one self-contained HTML report (figures, tables, configuration) to FILE.")
 @json_option
 @_fail_cleanly
-def report(run_id: int, db: Path | None, n_decisions: int, as_json: bool) -> None:
+def report(run_id: int, db: Path | None, n_decisions: int, plot_dir: Path | None, html_file: Path | None,
+           as_json: bool) -> None:
     """Show one stored run: workload times, where tasks ran, re-selection audit.
 
     \b
     Example:
       resel report 12 --decisions 20
+      resel report 12 --plot figures/ --html run12.html
     """
     store = open_store(db)
     run = get_run(store, run_id)
@@ -242,14 +259,20 @@ def report(run_id: int, db: Path | None, n_decisions: int, as_json: bool) -> Non
     if as_json:
         for key in ("sites", "bag_spec"):
             run.pop(key, None)
-        _print_json({"run": run, "per_site": per_site, "decisions": kinds, "decision_log": picked})
+        from resel.cli_report_plots import emit
+        _print_json({"run": run, "per_site": per_site, "decisions": kinds, "decision_log": picked,
+                     **emit(store, run_id, plot_dir, html_file, as_json=True)})
         return
     out.print(f"[bold]run {run['id']}[/bold]  bag {run['bag']}  strategy {run['strategy']}  size {run['size']}  "
               f"seed {run['seed']}  LIM clock {run['clock']}")
-    out.print(f"TTC_wkd {run['ttc_wkd'] / 3600:.2f} h = T_q,wkd {run['tq_wkd'] / 3600:.2f} h + "
-              f"T_x,wkd {run['tx_wkd'] / 3600:.2f} h   done {run['done']}  failed {run['failed']}  "
-              f"moved {run['reassigned']}  restarts {run['restarts']}  "
-              f"wasted {run['wasted_core_s'] / 3600:.1f} core-h")
+    if run["ttc_wkd"] is None:   # a live run still going (or stopped): its numbers come at the end
+        out.print(f"run {run_id} is {run.get('status') or 'not finished'}: no workload times yet "
+                  f"(`resel status {run_id}` shows where it stands)")
+    else:
+        out.print(f"TTC_wkd {run['ttc_wkd'] / 3600:.2f} h = T_q,wkd {run['tq_wkd'] / 3600:.2f} h + "
+                  f"T_x,wkd {run['tx_wkd'] / 3600:.2f} h   done {run['done']}  failed {run['failed']}  "
+                  f"moved {run['reassigned']}  restarts {run['restarts']}  "
+                  f"wasted {(run['wasted_core_s'] or 0) / 3600:.1f} core-h")
     table = Table(title="where tasks ran", title_justify="left")
     for col in ("ran on", "assigned to", "tasks", "mean T_q [h]", "mean T_x [h]", "last end [h]"):
         table.add_column(col)
@@ -270,6 +293,9 @@ def report(run_id: int, db: Path | None, n_decisions: int, as_json: bool) -> Non
             t.add_row(*(_s(d[k]) for k in ("time", "kind", "task", "origin", "target", "a_r", "a_r2",
                                             "tx_r", "tx_r2", "window")))
         out.print(t)
+    if plot_dir is not None or html_file is not None:
+        from resel.cli_report_plots import emit
+        emit(store, run_id, plot_dir, html_file, as_json=False)
 
 
 def _h(seconds: float | None) -> str:

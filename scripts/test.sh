@@ -27,6 +27,7 @@ missing=()
 command -v perf >/dev/null || missing+=(linux-perf)
 command -v valgrind >/dev/null || missing+=(valgrind)
 command -v gmx >/dev/null || missing+=(gromacs)
+command -v chromium >/dev/null || missing+=(chromium)   # the HTML report is opened in a real headless browser
 if [ ${#missing[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null

@@ -1,0 +1,75 @@
+"""The glue between ``resel report`` / ``resel simulate`` and the figures: what to write, what
+to print. Kept out of cli.py so the CLI imports matplotlib only when figures are asked for
+(it is an optional extra: ``pip install resel[plots]``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from sqlite_utils import Database
+
+from resel.errors import ReselError
+
+
+def _need_matplotlib() -> None:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise ReselError("figures need matplotlib: pip install 'resel[plots]'") from None
+
+
+def emit(db: Database, run_id: int, plot_dir: Path | None, html_file: Path | None, as_json: bool) -> dict:
+    """Write the run's figures into ``plot_dir`` and/or its HTML report into ``html_file``.
+
+    Returns the numbers behind every figure (for the ``--json`` document); unless ``as_json``,
+    also prints one line per file written and one per figure that could not be drawn, so the
+    user knows why a figure is missing instead of finding a gap.
+
+    Raises:
+        ReselError: no such run, matplotlib missing, or the files cannot be written.
+    """
+    if plot_dir is None and html_file is None:
+        return {}
+    _need_matplotlib()
+    from resel.plots import jsonable, write_all
+    from resel.report_html import html_report
+
+    doc: dict = {}
+    try:
+        if plot_dir is not None:
+            figures = write_all(db, run_id, plot_dir)
+            doc["figures"] = jsonable(figures)
+            if not as_json:
+                for name, data in figures.items():
+                    if data.get("error"):
+                        click.echo(f"{name}: not drawn: {data['error']}", err=True)
+                    else:
+                        click.echo(f"{name}: {', '.join(data['files'])}")
+                        if data.get("note"):
+                            click.echo(f"  note: {data['note']}", err=True)
+        if html_file is not None:
+            Path(html_file).parent.mkdir(parents=True, exist_ok=True)
+            Path(html_file).write_text(html_report(db, run_id), encoding="utf-8")
+            doc["html"] = str(html_file)
+            if not as_json:
+                click.echo(f"report: {html_file}")
+    except OSError as exc:
+        raise ReselError(f"cannot write the figures or report: {exc}") from None
+    return doc
+
+
+def write_experiment(db: Database, experiment_id: int, out_dir: Path, as_json: bool = False) -> dict:
+    """``resel simulate --plot DIR``: the experiment's T_q/T_x/TTC against size figure."""
+    _need_matplotlib()
+    from resel.plots import jsonable
+    from resel.plots import write_experiment as _write
+
+    try:
+        data = jsonable(_write(db, experiment_id, out_dir))
+    except OSError as exc:
+        raise ReselError(f"cannot write the figures into {out_dir}: {exc}") from None
+    if not as_json:
+        click.echo(f"workload_by_size: {', '.join(data['files'])}")
+    return data

@@ -1,0 +1,171 @@
+"""Figures and the HTML report, checked on the numbers each figure was drawn from."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import pytest
+
+import resel
+from resel.errors import ReselError
+from resel.experiment import run_experiment
+from resel.store import add_experiment, open_store, save_run
+
+from resel import plots
+from resel.cli_report_plots import emit, write_experiment
+from resel.report_html import html_report
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory):
+    """One reselect run of 32 tasks, one run cut off before any task ends, and an experiment."""
+    path = tmp_path_factory.mktemp("plots") / "db"
+    db = open_store(path)
+    bag, sites = resel.default_bag(), resel.default_sites()
+    result = resel.simulate(bag.resized(32), sites, "reselect", seed=1)
+    run_id = save_run(db, result)
+    early = resel.simulate(bag.resized(8), sites, "reselect", seed=1, until=1.0)
+    early_id = save_run(db, early)
+    exp_id = add_experiment(db, {"test": True})
+    run_experiment(bag, sites, ["random", "reselect"], [16, 32], repeat=2, seed=3,
+                   on_run=lambda r: save_run(db, r, experiment_id=exp_id))
+    return {"db": db, "run_id": run_id, "result": result, "early_id": early_id, "exp_id": exp_id,
+            "sites": [s.name for s in sites]}
+
+
+def test_gantt_lanes_and_segments_match_the_run(stored):
+    db, run_id = stored["db"], stored["run_id"]
+    fig, data = plots.gantt(db, run_id)
+    assert data["lanes"] == stored["sites"]
+    attempts = sum(r["attempts"] for r in db.query("select attempts from tasks where run_id = ?", [run_id]))
+    run = next(iter(db.query("select size, restarts from runs where id = ?", [run_id])))
+    lost = sum(s["outcome"] == "lost" for s in data["segments"])
+    assert len(data["segments"]) == attempts == run["size"] + run["restarts"] + lost
+    assert data["restarts"] == run["restarts"] > 0
+    assert sum(s["outcome"] == "done" for s in data["segments"]) == 32
+    # the segments are the engine's own attempts, times included
+    engine_attempts = sorted((t.id, a[2], a[3], a[4]) for t in stored["result"].engine.tasks for a in t.attempts)
+    assert sorted((s["task"], s["start"], s["end"], s["outcome"]) for s in data["segments"]) == engine_attempts
+    assert len(data["pilots"]) == len(stored["result"].pilots)
+    assert {m["kind"] for m in data["moves"]} >= {"reselect-provisional", "move-back"}
+    ax = fig.axes[0]
+    assert ax.get_title() and "[h]" in ax.get_xlabel() and ax.get_legend() is not None
+
+
+def test_write_all_writes_png_and_svg(stored, tmp_path):
+    out = plots.write_all(stored["db"], stored["run_id"], tmp_path)
+    assert set(out) == {"gantt", "cdfs", "predictions"}
+    for name, data in out.items():
+        assert "error" not in data, data
+        png, svg = (tmp_path / f"{name}.png"), (tmp_path / f"{name}.svg")
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert svg.stat().st_size > 1000 and b"<svg" in svg.read_bytes()[:2000]
+    json.dumps(plots.jsonable(out), allow_nan=False)
+
+
+def test_workload_by_size_one_series_per_strategy(stored, tmp_path):
+    fig, data = plots.workload_by_size(stored["db"], stored["exp_id"])
+    assert data["sizes"] == [16, 32] and data["strategies"] == ["random", "reselect"]
+    for st in data["strategies"]:
+        for metric in ("tq_wkd", "tx_wkd", "ttc_wkd"):
+            s = data["series"][st][metric]
+            assert len(s["mean"]) == len(s["std"]) == 2 and s["n"] == [2, 2]
+    assert len(fig.axes) == 3
+    for ax in fig.axes:
+        assert len(ax.containers) == 2           # one errorbar series per strategy
+        assert "[h]" in ax.get_ylabel() and ax.get_legend() is not None
+    data = write_experiment(stored["db"], stored["exp_id"], tmp_path, as_json=True)
+    assert (tmp_path / "workload_by_size.png").read_bytes()[:4] == b"\x89PNG"
+    # a run of the experiment gets the comparison in its report too
+    run_id = next(iter(stored["db"].query("select id from runs where experiment_id = ? limit 1",
+                                          [stored["exp_id"]])))["id"]
+    assert "workload_by_size" in plots.run_figures(stored["db"], run_id)
+
+
+def test_workload_unknown_experiment_is_a_clear_error(stored):
+    with pytest.raises(ReselError, match="experiment 999 has no stored runs"):
+        plots.workload_by_size(stored["db"], 999)
+
+
+def test_cdfs_have_one_point_per_finished_task(stored):
+    db, run_id = stored["db"], stored["run_id"]
+    _, data = plots.cdfs(db, run_id)
+    per_site = {r["site"]: r["n"] for r in db.query(
+        "select site, count(*) as n from tasks where run_id = ? and state = 'done' group by site", [run_id])}
+    assert {s: len(d["ttc"]) for s, d in data["sites"].items()} == per_site
+    for d in data["sites"].values():
+        assert len(d["tq"]) == len(d["tx"]) == len(d["ttc"])
+        assert d["ttc"] == sorted(d["ttc"])
+
+
+def test_predictions_compare_lim_with_measurements(stored):
+    db, run_id = stored["db"], stored["run_id"]
+    fig, data = plots.predictions(db, run_id)
+    sites = {p["site"]: p for p in data["per_site"]}
+    assert set(sites) == set(stored["sites"])
+    assert all(p["predicted"] > 0 for p in sites.values())
+    assert sum(p["n"] for p in sites.values()) == 32
+    reselects = [d for d in stored["result"].decisions if d.kind.startswith("reselect")]
+    assert len(data["windows"]) == len(reselects) > 0
+    for w in data["windows"]:
+        if w["w"] is not None:
+            assert w["case"] in {"1", "2a", "2b", "2c"} and w["bound"] >= 0
+    assert len(fig.axes) == 2 and all(ax.get_title() for ax in fig.axes)
+
+
+def test_run_without_finished_tasks_gives_partial_figures(stored, tmp_path):
+    db, early = stored["db"], stored["early_id"]
+    _, data = plots.cdfs(db, early)
+    assert data["finished"] == 0 and "no finished task" in data["note"]
+    _, g = plots.gantt(db, early)
+    assert g["lanes"] == stored["sites"]
+    out = emit(db, early, tmp_path / "figs", tmp_path / "r.html", as_json=True)
+    for name, d in out["figures"].items():
+        assert "files" in d or d["error"], name
+    assert (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")
+
+
+def test_unknown_run_is_a_clear_error(stored, tmp_path):
+    with pytest.raises(ReselError, match="no run 4242"):
+        plots.write_all(stored["db"], 4242, tmp_path)
+    with pytest.raises(ReselError, match="no run 4242"):
+        html_report(stored["db"], 4242)
+
+
+def test_run_stored_without_events_says_why(stored, tmp_path):
+    db = open_store(tmp_path / "noev.db")
+    run_id = save_run(db, stored["result"], events=False)
+    with pytest.raises(ReselError, match="without its events"):
+        plots.gantt(db, run_id)
+    out = plots.write_all(db, run_id, tmp_path / "f")
+    assert "without its events" in out["gantt"]["error"] and "files" in out["cdfs"]
+
+
+def test_html_report_is_self_contained(stored):
+    page = html_report(stored["db"], stored["run_id"])
+    assert "http://" not in page and "https://" not in page
+    assert page.count("<img") == 3 and "data:image/png;base64," in page
+    assert page.count("<table") >= 5
+    for text in ("attempts and pilots per site", "per-task times per site", "predicted vs measured T_x",
+                 "Configuration", "osg"):
+        assert text in page
+
+
+def test_html_report_renders_in_headless_chromium(stored, tmp_path):
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert browser, "chromium is not installed: apt-get install -y chromium (Debian package 'chromium')"
+    page = tmp_path / "report.html"
+    page.write_text(html_report(stored["db"], stored["run_id"]), encoding="utf-8")
+    shot = tmp_path / "shot.png"
+    proc = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                           f"--screenshot={shot}", "--window-size=1200,2000", page.as_uri()],
+                          capture_output=True, text=True, timeout=60)
+    assert shot.exists(), f"chromium wrote no screenshot (rc {proc.returncode}): {proc.stderr[-2000:]}"
+    import matplotlib.image as mpimg
+    import numpy as np
+    pixels = mpimg.imread(shot)
+    assert pixels.shape[0] >= 1000 and pixels.shape[1] >= 1000
+    distinct = np.unique(pixels.reshape(-1, pixels.shape[-1]), axis=0)
+    assert len(distinct) > 50, "the screenshot is blank"
