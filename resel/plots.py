@@ -224,6 +224,8 @@ def gantt(db: Database, run_id: int) -> tuple[Figure, dict]:
         y += 0.6
     orphans = [a for a in segs if a["pilot"] not in rows]   # attempts on pilots with no record
 
+    # a live test run lasts seconds, a thesis-size bag days: pick the unit that reads
+    unit, uname = (1.0, "s") if end < 600 else (60.0, "min") if end < 2 * H else (H, "h")
     fig = Figure(figsize=(12, max(4.0, 1.0 + y * 0.35)), layout="constrained")
     ax = fig.add_subplot()
     for p in pils:
@@ -233,11 +235,11 @@ def gantt(db: Database, run_id: int) -> tuple[Figure, dict]:
         h = height * 0.3 + 0.2
         sub = p["submitted"] or 0.0
         qend = p["start"] if p["start"] is not None else (p["end"] if p["end"] is not None else end)
-        ax.broken_barh([(sub / H, max(0.0, qend - sub) / H)], (y0, h), facecolors="#dddddd",
+        ax.broken_barh([(sub / unit, max(0.0, qend - sub) / unit)], (y0, h), facecolors="#dddddd",
                        edgecolor="#999999", hatch="//", linewidth=0.5)
         if p["start"] is not None:
             pend = p["end"] if p["end"] is not None else end
-            ax.broken_barh([(p["start"] / H, max(0.0, pend - p["start"]) / H)], (y0, h), facecolors="#cfe2f3",
+            ax.broken_barh([(p["start"] / unit, max(0.0, pend - p["start"]) / unit)], (y0, h), facecolors="#cfe2f3",
                            edgecolor="#6f8faf", linewidth=0.5)
     seg_rows = []
     for a in segs:
@@ -247,21 +249,21 @@ def gantt(db: Database, run_id: int) -> tuple[Figure, dict]:
         else:
             ys = lane_span[a["site"]][0] + 0.1
         stop = a["end"] if a["end"] is not None else end
-        ax.broken_barh([(a["start"] / H, max(0.0, stop - a["start"]) / H)], (ys, 0.24),
+        ax.broken_barh([(a["start"] / unit, max(0.0, stop - a["start"]) / unit)], (ys, 0.24),
                        facecolors=OUTCOME_COLOURS.get(a["outcome"], "#888888"), linewidth=0)
         if a["outcome"] == "cancelled":
-            ax.plot([stop / H], [ys + 0.12], marker="x", color="black", markersize=6)
+            ax.plot([stop / unit], [ys + 0.12], marker="x", color="black", markersize=6)
         seg_rows.append({**a, "y": ys})
     for m in moves:
         span = lane_span.get(m["target"]) or lane_span.get(m["origin"])
         if span:
-            ax.plot([m["time"] / H], [span[0] - 0.15], marker="v" if m["kind"] == "move-back" else "^",
+            ax.plot([m["time"] / unit], [span[0] - 0.15], marker="v" if m["kind"] == "move-back" else "^",
                     color="#444444", markersize=5, linestyle="none")
     ax.set_yticks([(a + b) / 2 for a, b in lane_span.values()], list(lane_span))
     for a, b in lane_span.values():
         ax.axhspan(a - 0.3, b - 0.3, color="#f4f4f4", zorder=-1)
     ax.invert_yaxis()
-    ax.set_xlabel("time since the bag was submitted [h]")
+    ax.set_xlabel(f"time since the bag was submitted [{uname}]")
     ax.set_ylabel("site (one row per pilot)")
     state = f" — {run.get('status')}" if run.get("status") and run.get("status") != "done" else ""
     ax.set_title(f"run {run_id}: pilots and task attempts per site ({run.get('strategy')}, "
