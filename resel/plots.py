@@ -31,7 +31,8 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from sqlite_utils import Database  # noqa: E402
 
-from resel.errors import ReselError  # noqa: E402
+from resel.errors import ReselError
+from resel.store import _clean, get_run  # noqa: E402
 from resel.metrics import summarize  # noqa: E402
 
 H = 3600.0
@@ -43,22 +44,8 @@ METRIC_LABELS = {"tq_wkd": "T_q,wkd", "tx_wkd": "T_x,wkd", "ttc_wkd": "TTC_wkd"}
 
 # ------------------------------------------------------------------ reading the store
 def load_run(db: Database, run_id: int) -> dict:
-    """The run row with its JSON columns decoded.
-
-    Raises:
-        ReselError: no such run.
-    """
-    rows = list(db.query("select * from runs where id = ?", [run_id]))
-    if not rows:
-        raise ReselError(f"no run {run_id} in the store (list them with `resel runs`)")
-    run = dict(rows[0])
-    for key in ("per_site", "audit", "sites", "bag_spec", "options"):
-        if isinstance(run.get(key), str):
-            try:
-                run[key] = json.loads(run[key])
-            except ValueError:
-                pass
-    return run
+    """The run row with its JSON columns decoded (:func:`resel.store.get_run`)."""
+    return get_run(db, run_id)
 
 
 def site_names(run: dict) -> list[str]:
@@ -528,11 +515,5 @@ def write_experiment(db: Database, experiment_id: int, out_dir: str | Path,
 
 
 def jsonable(value: Any) -> Any:
-    """NaN/inf → None so the data can go through ``json.dumps`` strictly."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
-    return value
+    """NaN/inf → None so the data can go through ``json.dumps`` strictly (the store's rule)."""
+    return _clean(value)

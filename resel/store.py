@@ -210,6 +210,6 @@ def get_run(db: Database, run_id: int) -> dict:
     if not rows:
         raise StoreError(f"no run {run_id} in the store (list them with `resel runs`)")
     run = rows[0]
-    for key in ("per_site", "audit", "sites", "bag_spec"):
+    for key in ("per_site", "audit", "sites", "bag_spec", "options"):
         run[key] = json.loads(run[key]) if run[key] else None
     return run
