@@ -20,6 +20,7 @@ import math
 import random
 from dataclasses import dataclass, field
 
+from resel.backends.sim_estimates import start_estimates
 from resel.backends.simqueue import BG_ARRIVE, BG_END, QWAKE, QueueSite
 from resel.domain import Bag, Site, Truth
 from resel.engine import Engine
@@ -105,13 +106,17 @@ class SimResult:
 
 
 def simulate(bag: Bag, sites: list[Site], strategy: Strategy | str = "model", *, seed: int = 0,
-             clock: str = "base", record: bool = True, until: float = math.inf) -> SimResult:
+             clock: str = "base", record: bool = True, until: float = math.inf,
+             estimate: str = "scheduler", quantile: float = 0.9, confidence: float = 0.9) -> SimResult:
     """Run one bag over simulated sites with the engine; return metrics and the full record.
 
     Args:
         record: keep every event, action and decision (for the store and reports); the
             benchmark turns it off.
         until: stop the virtual clock there (tasks not done by then stay unfinished).
+        estimate: where the pilots' predicted starts given to the engine come from —
+            ``scheduler``, ``twin`` or ``history`` (:mod:`resel.backends.sim_estimates`);
+            ``quantile``/``confidence`` set the history bound.
     """
     strat = Strategy.parse(strategy) if isinstance(strategy, str) else strategy
     engine = Engine(bag, sites, strat, seed=seed, clock=clock)
@@ -194,9 +199,8 @@ def simulate(bag: Bag, sites: list[Site], strategy: Strategy | str = "model", *,
         queue_event(now, kind, a, b)
 
     now = 0.0
-    estimates = {sites[i].name: queues[i].estimate_wait(cores, walltime, 0.0) if i in queues
-                 else truths[i].expected_wait(cores)
-                 for i, (cores, walltime) in engine.probe_shapes().items()}
+    estimates = start_estimates(estimate, sites, engine.probe_shapes(), queues, truths,
+                                quantile=quantile, confidence=confidence, seed=seed)
     first = BagSubmitted(time=0.0, wait_estimates=estimates)
     if record:
         log.append((0.0, "BagSubmitted", first))

@@ -62,8 +62,9 @@ def _csv_strategies(ctx: click.Context, param: click.Parameter, value: str) -> l
     specs = [v.strip() for v in value.split(",") if v.strip()]
     if not specs:
         raise click.BadParameter("give one or more strategies, e.g. random,model,reselect")
-    try:
-        return list(dict.fromkeys(Strategy.parse(s).name for s in specs))   # repeated names count once
+    from resel.experiment import split_spec
+    try:   # repeated names count once; an @source suffix is kept in the name
+        return list(dict.fromkeys(split_spec(spec)[2] for spec in specs))
     except ReselError as exc:
         raise click.BadParameter(str(exc)) from None
 
@@ -99,8 +100,15 @@ def cli() -> None:
 @click.argument("bag_file", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @sites_option
 @click.option("--strategies", default="random,model,reselect", show_default=True, callback=_csv_strategies,
-              help="Comma-separated: random, model (lowest predicted T_x), topk:K, reselect "
-                   "(random + re-selection), BASE+reselect.")
+              help="Comma-separated: random, model (lowest predicted T_x), topk:K, queue[:E] (lowest "
+                   "predicted start + T̂x; E extra sites hold pilots), reselect (random + re-selection), "
+                   "BASE+reselect; append @scheduler, @twin or @history to pick a strategy's start estimate.")
+@click.option("--estimate", type=click.Choice(["scheduler", "twin", "history"]), default="scheduler",
+              show_default=True, help="Start estimate the queue-aware strategy ranks sites by (no @ suffix).")
+@click.option("--quantile", type=click.FloatRange(0.5, 0.999), default=0.9, show_default=True,
+              help="History estimate: the wait quantile bounded.")
+@click.option("--confidence", type=click.FloatRange(0.5, 0.999), default=0.9, show_default=True,
+              help="History estimate: confidence of the bound.")
 @click.option("--sizes", default="64,128,256,512,1024", show_default=True, callback=_csv_ints,
               help="Workload sizes (tasks per bag) to simulate.")
 @click.option("--repeat", default=5, show_default=True, type=click.IntRange(1, 10_000),
@@ -114,9 +122,9 @@ def cli() -> None:
               help="Write T_q/T_x/TTC against size per strategy (and each run's figures) into DIR.")
 @json_option
 @_fail_cleanly
-def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[str], sizes: list[int],
-             repeat: int, seed: int, clock: str, db: Path | None, no_store: bool, plot_dir: Path | None,
-             as_json: bool) -> None:
+def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[str], estimate: str,
+             quantile: float, confidence: float, sizes: list[int], repeat: int, seed: int, clock: str,
+             db: Path | None, no_store: bool, plot_dir: Path | None, as_json: bool) -> None:
     """Compare strategies on simulated sites: TTC, T_x and T_q of the whole bag.
 
     BAG_FILE is a task bag (TOML; default: the embedded 1,024-task GROMACS bag, see
@@ -134,7 +142,8 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
     if plot_dir is not None and store is None:
         raise ReselError("--plot draws from the stored runs: drop --no-store")
     params = {"bag": str(bag_file or "embedded"), "sites": str(sites_file or "embedded"),
-              "strategies": strategies, "sizes": sizes, "repeat": repeat, "seed": seed, "clock": clock}
+              "strategies": strategies, "sizes": sizes, "repeat": repeat, "seed": seed, "clock": clock,
+              "estimate": estimate, "quantile": quantile, "confidence": confidence}
     exp_id = add_experiment(store, params) if store is not None else None
     total = len(strategies) * len(sizes) * repeat
     with Progress(TextColumn("[bold]simulating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -145,7 +154,8 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
             progress.advance(bar)
             return save_run(store, result, experiment_id=exp_id) if store is not None else None
 
-        exp = run_experiment(bag, sites, strategies, sizes, repeat=repeat, seed=seed, clock=clock, on_run=on_run)
+        exp = run_experiment(bag, sites, strategies, sizes, repeat=repeat, seed=seed, clock=clock,
+                             estimate=estimate, quantile=quantile, confidence=confidence, on_run=on_run)
     exp.experiment_id = exp_id
     if as_json:
         doc = exp.as_dict()
@@ -374,12 +384,14 @@ def _register() -> None:
     from resel.cli_grid import grid_cmd, scenario_group
     from resel.cli_live import register as register_live
     from resel.cli_model import model_group
+    from resel.cli_plan import register as register_plan
     from resel.cli_profile import profile_cmd
     from resel.cli_trace import replay_cmd
     cli.add_command(replay_cmd)
     cli.add_command(profile_cmd)
     cli.add_command(model_group)
     register_live(cli, sites)
+    register_plan(cli)
     cli.add_command(grid_cmd)
     cli.add_command(scenario_group)
 

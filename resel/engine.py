@@ -176,6 +176,11 @@ class Engine:
             out[i] = (slots * cpt, site.pilot.walltime)
         return out
 
+    @property
+    def reselection_targets(self) -> list[str]:
+        """Sites that take re-selected tasks, preferred first (empty without re-selection)."""
+        return [self.sites[x].name for x in self._targets]
+
     def acquired_at(self, site: str) -> float | None:
         """a_r: when the site's first pilot started, or None while unacquired."""
         return self._books[self._index(site)].acquired_at
@@ -188,7 +193,11 @@ class Engine:
         waits = None
         if ev.wait_estimates is not None:
             waits = [ev.wait_estimates.get(s.name) for s in self.sites]
-        origins, candidates = initial_assignment(self.strategy, self.bag, viable, self.rates, self._rng, waits)
+        # tasks each site runs at once: one pilot's slots, or a pool's one-slot pilots
+        slots = [min(b.cap_slots, s.pilot.max_pilots) if s.pilot.mode == "per-task" else b.cap_slots
+                 for s, b in zip(self.sites, self._books)]
+        origins, candidates = initial_assignment(self.strategy, self.bag, viable, self.rates, self._rng,
+                                                 waits, slots)
         self.started = True
         names = [s.name for s in self.sites]
         for tid, origin in enumerate(origins):
@@ -204,15 +213,22 @@ class Engine:
             self._finish(ev.time, out)
 
     def _plan_reselection(self, candidates: list[int]) -> None:
-        """Which sites take re-selected tasks, and from which origins, in preference order."""
-        targets = [x for x in candidates if self.sites[x].reselect_target]
+        """Which sites take re-selected tasks, and from which origins, in preference order.
+
+        The queue-aware strategy holds pilots on its chosen sites on purpose: each of them is a
+        target whatever its ``reselect_target``, and the ones that are not the origin ask for
+        pilots for the waiting tasks of the others (as a pool does), so whichever of them
+        starts first takes the work.
+        """
+        held = self.strategy.base == "queue"
+        targets = list(candidates) if held else [x for x in candidates if self.sites[x].reselect_target]
         # fastest target first: with several acquired sites free, a task goes to the lowest TTC
         self._targets = sorted(targets, key=lambda x: (self.tx[x], x))
         for x in self._targets:
             book = self._books[x]
             # slowest origin first: the smallest window, so Ŵ <= 0 (move for good) comes first
             book.origins = sorted((r for r in candidates if r != x), key=lambda r: (-self.tx[r], r))
-            book.spec = self.sites[x].pilot.mode == "per-task"
+            book.spec = self.sites[x].pilot.mode == "per-task" or (held and x != candidates[0])
 
     def _on_pilot_started(self, ev: PilotStarted, out: list[Action]) -> None:
         pilot = self._pilot(ev.pilot)

@@ -13,6 +13,7 @@ from typing import Callable
 
 from resel.backends.simulated import SimResult, simulate
 from resel.domain import Bag, Site
+from resel.errors import ReselError
 from resel.metrics import summarize
 from resel.selection import Strategy
 
@@ -87,16 +88,38 @@ class Experiment:
         }
 
 
+def split_spec(spec: str, default_estimate: str = "scheduler") -> tuple[Strategy, str, str]:
+    """``queue+reselect@twin`` → (the strategy, its start-estimate source, the display name).
+
+    The ``@source`` suffix lets one experiment compare the same strategy fed by different
+    start estimates (``scheduler``, ``twin``, ``history``); without it the default is used.
+    """
+    from resel.backends.sim_estimates import SOURCES
+    base, _, source = spec.partition("@")
+    strat = Strategy.parse(base)
+    source = source.strip().lower() or default_estimate
+    if source not in SOURCES:
+        raise ReselError(f"strategy {spec!r}: unknown start estimate {source!r}; one of {', '.join(SOURCES)}")
+    name = strat.name + (f"@{source}" if "@" in spec else "")
+    return strat, source, name
+
+
 def run_experiment(bag: Bag, sites: list[Site], strategies: list[str], sizes: list[int], *,
-                   repeat: int = 5, seed: int = 0, clock: str = "base",
+                   repeat: int = 5, seed: int = 0, clock: str = "base", estimate: str = "scheduler",
+                   quantile: float = 0.9, confidence: float = 0.9,
                    on_run: Callable[[SimResult], int | None] | None = None) -> Experiment:
     """Simulate every strategy × size × repetition.
 
     Args:
+        estimate: start-estimate source for strategies without an ``@source`` suffix.
         on_run: called after each run (e.g. to store it and advance a progress bar); if it
             returns a run id, the id is kept with the cell.
     """
-    names = list(dict.fromkeys(Strategy.parse(s).name for s in strategies))   # each once, in order
+    parsed = {}
+    for spec in strategies:
+        strat, source, name = split_spec(spec, estimate)
+        parsed.setdefault(name, (strat, source))
+    names = list(parsed)   # each once, in order
     sizes = list(dict.fromkeys(sizes))
     exp = Experiment(bag, list(sites), names, sizes, repeat, seed, clock)
     for size in sizes:
@@ -104,7 +127,10 @@ def run_experiment(bag: Bag, sites: list[Site], strategies: list[str], sizes: li
         for name in names:
             cell = exp.cells.setdefault((name, size), Cell(name, size))
             for i in range(repeat):
-                result = simulate(sized, sites, name, seed=seed + i, clock=clock)
+                strat, source = parsed[name]
+                result = simulate(sized, sites, strat, seed=seed + i, clock=clock, estimate=source,
+                                  quantile=quantile, confidence=confidence)
+                result.strategy = name
                 cell.runs.append(result)
                 if on_run is not None:
                     run_id = on_run(result)

@@ -1,14 +1,22 @@
 """Initial selection strategies: which site each task of a bag is first assigned to.
 
 A strategy is named by a short spec: ``random``, ``model``, ``topk:K`` (the chapter-5
-variant: the K best sites by LIM affinity, tasks spread round-robin over them), ``queue``
-(queue-aware: the lowest predicted TTC = the site's own wait estimate + T̂x), each optionally
-followed by ``+reselect`` to turn run-time re-selection on. ``reselect`` alone means
-``random+reselect`` — the thesis's experiment 3 replayed the random runs with re-selection.
+variant: the K best sites by LIM affinity, tasks spread round-robin over them), ``queue:E``
+(queue-aware: every task to the site of lowest predicted TTC = predicted pilot start + the
+waves of T̂x its pilot runs; with ``+reselect`` the E next best sites also hold pilots — the
+thesis's "excess resources" — and take tasks by re-selection when a prediction was wrong;
+E defaults to 1), each optionally followed by ``+reselect`` to turn run-time re-selection on.
+``reselect`` alone means ``random+reselect`` — the thesis's experiment 3 replayed the random
+runs with re-selection.
+
+Where the predicted start comes from (the scheduler's answer, a forward-simulated twin of the
+queue, or a QBETS bound of the wait from history) is the driver's business: the engine only
+sees one number per site, or None for a site whose queue could not be read.
 """
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 
@@ -27,17 +35,20 @@ class Strategy:
     base: str
     reselect: bool = False
     k: int = 2
+    extra: int = 1      # queue: sites holding extra pilots beyond the best one (with +reselect)
 
     @property
     def name(self) -> str:
         core = f"topk:{self.k}" if self.base == "topk" else self.base
+        if self.base == "queue" and self.extra != 1:
+            core = f"queue:{self.extra}"
         if self.base == "random" and self.reselect:
             return "reselect"
         return core + ("+reselect" if self.reselect else "")
 
     @staticmethod
     def parse(spec: str) -> "Strategy":
-        """``random``, ``model``, ``topk:3``, ``reselect``, ``model+reselect``, …"""
+        """``random``, ``model``, ``topk:3``, ``queue:2+reselect``, ``reselect``, …"""
         text = spec.strip().lower().replace("queue-aware", "queue")
         if text in ("reselect", "re-selection", "reselection"):
             return Strategy("random", True)
@@ -49,9 +60,15 @@ class Strategy:
             if not num.isdigit() or int(num) < 1:
                 raise ReselError(f"strategy {spec!r}: topk takes a whole number >= 1, as in topk:2")
             base, k = "topk", int(num)
+        extra = 1
+        if base.startswith("queue:"):
+            num = base[6:]
+            if not num.isdigit():
+                raise ReselError(f"strategy {spec!r}: queue takes a whole number of extra sites >= 0, as in queue:1")
+            base, extra = "queue", int(num)
         if base not in BASES or any(f not in ("reselect",) for f in flags):
-            raise ReselError(f"unknown strategy {spec!r}: use random, model, topk:K, queue, reselect or BASE+reselect")
-        return Strategy(base, bool(flags), k)
+            raise ReselError(f"unknown strategy {spec!r}: use random, model, topk:K, queue[:E], reselect or BASE+reselect")
+        return Strategy(base, bool(flags), k, extra)
 
 
 def viable_sites(bag: Bag, sites: list[Site]) -> list[int]:
@@ -70,15 +87,37 @@ def ranked(viable: list[int], rates: list[SiteRate], instructions: float, k: int
     return top_k(viable, lambda i: -rates[i].tx(instructions), k)
 
 
+def predicted_ttc(wait: float | None, tx: float, tasks: int, slots: int) -> float:
+    """A site's predicted TTC for ``tasks`` tasks: the pilot's predicted start, then as many
+    waves of T̂x as its ``slots`` need. An unknown start is infinite: ranked last, never chosen
+    over a site whose queue could be read."""
+    if wait is None or slots <= 0:
+        return math.inf
+    return max(0.0, wait) + math.ceil(tasks / slots) * tx
+
+
+def queue_ranking(bag: Bag, viable: list[int], rates: list[SiteRate], waits: list[float | None],
+                  slots: list[int] | None = None) -> list[tuple[int, float]]:
+    """Viable sites by predicted TTC, best first, with their TTC (ties: site order)."""
+    n = bag.count
+    caps = slots if slots is not None else [n] * len(waits)
+    scored = [(i, predicted_ttc(waits[i], rates[i].tx(bag.profile.instructions), n, max(1, min(n, caps[i]))))
+              for i in viable]
+    return sorted(scored, key=lambda it: (it[1], it[0]))
+
+
 def initial_assignment(strategy: Strategy, bag: Bag, viable: list[int], rates: list[SiteRate],
-                       rng: random.Random, waits: list[float | None] | None = None) -> tuple[list[int], list[int]]:
+                       rng: random.Random, waits: list[float | None] | None = None,
+                       slots: list[int] | None = None) -> tuple[list[int], list[int]]:
     """Each task's origin site index, and the candidate sites re-selection may move it to.
 
     Args:
-        waits: per site, the estimated queue wait of its pilot (the queue-aware strategy).
+        waits: per site, the predicted wait of its pilot (the queue-aware strategy); None for
+            a site whose queue could not be read.
+        slots: per site, how many tasks its pilots run at once (the queue-aware TTC's waves).
 
     Raises:
-        ReselError: no site can run the bag, or ``queue`` was asked for without estimates.
+        ReselError: no site can run the bag, or ``queue`` was asked for without any estimate.
     """
     if not viable:
         raise ReselError(f"no site can run bag {bag.name!r} (ISA {bag.isa}, {bag.cores_per_task} cores per task)")
@@ -89,9 +128,11 @@ def initial_assignment(strategy: Strategy, bag: Bag, viable: list[int], rates: l
         best = res_select(viable, lambda i: -rates[i].tx(bag.profile.instructions))
         return [best] * n, viable
     if strategy.base == "queue":
-        if waits is None or any(waits[i] is None for i in viable):
-            raise ReselError("the queue-aware strategy needs every site's wait estimate")
-        best = res_select(viable, lambda i: -(waits[i] + rates[i].tx(bag.profile.instructions)))
-        return [best] * n, viable
+        if waits is None or all(waits[i] is None for i in viable):
+            raise ReselError("the queue-aware strategy needs a start estimate from at least one site; "
+                             "none of the viable sites' queues could be read")
+        ranking = [i for i, ttc in queue_ranking(bag, viable, rates, waits, slots) if ttc < math.inf]
+        held = ranking[:1 + (strategy.extra if strategy.reselect else 0)]
+        return [held[0]] * n, held
     best_k = ranked(viable, rates, bag.profile.instructions, strategy.k)
     return [best_k[t % len(best_k)] for t in range(n)], best_k

@@ -1,0 +1,125 @@
+"""``resel plan``: a dry run against the real queues — three start estimates per site, T̂x,
+predicted TTC, and the pilots and tasks the engine would submit. Nothing is submitted."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import click
+from rich.table import Table
+
+from resel.errors import ReselError
+
+
+def _cli():
+    from resel import cli as c   # noqa: PLC0415 - shared helpers; imported late to avoid a cycle
+    return c
+
+
+def _dur(seconds: float | None) -> str:
+    if seconds is None or (isinstance(seconds, float) and math.isnan(seconds)):
+        return "—"
+    if seconds < 120:
+        return f"{seconds:,.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:,.1f} min"
+    return f"{seconds / 3600:,.2f} h"
+
+
+def _load_history(db_path: Path | None):
+    """The wait history from the store, or None with the reason (a plan still works without)."""
+    try:
+        from resel.models.history import load_history
+        from resel.store import open_store
+        return load_history(open_store(db_path)), None
+    except Exception as exc:   # noqa: BLE001 - no history is a note, not a failure
+        return None, str(exc).strip() or type(exc).__name__
+
+
+@click.command("plan")
+@click.argument("bag_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--sites", "sites_file", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="Sites file (TOML) with live sites (kind slurm, pbs or htcondor and an [site.access] table).")
+@click.option("--strategy", default="queue+reselect", show_default=True,
+              help="queue[:E]+reselect: every task to the lowest predicted TTC, E more sites hold extra pilots; "
+                   "any other strategy (model+reselect, …) is planned the same way.")
+@click.option("--estimate", "source", type=click.Choice(["auto", "history", "twin", "scheduler"]), default="auto",
+              show_default=True, help="Which start estimate ranks the sites; auto = history bound, else twin, else scheduler.")
+@click.option("--quantile", type=click.FloatRange(0.5, 0.999), default=0.95, show_default=True,
+              help="History bound: the fraction of past pilots that started within it.")
+@click.option("--confidence", type=click.FloatRange(0.5, 0.999), default=0.95, show_default=True,
+              help="History bound: the confidence that the quantile is below the bound.")
+@click.option("--clock", type=click.Choice(["base", "avg"]), default="base", show_default=True,
+              help="Site clock LIM predicts T̂x with.")
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Store with the wait history (default: $RESEL_DB or ~/.local/share/resel/resel.db).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def plan_cmd(bag_file: Path, sites_file: Path, strategy: str, source: str, quantile: float, confidence: float,
+             clock: str, seed: int, db_path: Path | None, as_json: bool) -> None:
+    """Ask the live sites when a pilot would start, and show the plan; submit nothing.
+
+    \b
+    For every site, three estimates of when the bag's pilot would start:
+      history    a QBETS bound from past waits of this shape on this site
+                 (`resel history import` adds sacct or SWF history; live runs add their pilots)
+      twin       the site's queue, read now and simulated forward under its policy
+      scheduler  the scheduler's own answer (sbatch --test-only and kin)
+    then T̂x (LIM), the predicted TTC of the bag, and what the engine would do first:
+    which site gets the tasks, which sites hold extra pilots, the pilot sizes.
+    A site whose queue cannot be read says so in its row; it is ranked last, not guessed.
+
+    \b
+    Example:
+      resel plan examples/sleep-bag.toml --sites examples/sites-testbed.toml
+      resel plan bag.toml --sites sites.toml --estimate twin --json
+    """
+    c = _cli()
+    from resel.cli_live import _live_sites
+    from resel.config import load_bag
+    from resel.plan import plan
+    bag = load_bag(bag_file)
+    site_list = _live_sites(sites_file)
+    history, why = _load_history(db_path)
+    doc = plan(bag, site_list, strategy=strategy, source=source, quantile=quantile, confidence=confidence,
+               clock=clock, seed=seed, history=history)
+    if why:
+        doc["history_problem"] = why
+    if as_json:
+        c._print_json(doc)
+        return
+    t = Table(title=f"plan for {bag.count} × {bag.name} ({doc['strategy']}, ranked by {source}); nothing submitted",
+              title_justify="left")
+    for col in ("site", "free/total", "pilot", "history bound", "twin", "scheduler", "T̂x", "pred. TTC",
+                "tasks", "pilots (cores)", "role"):
+        t.add_column(col)
+    notes = []
+    for r in doc["sites"]:
+        cores = "—" if r["total_cores"] is None else f"{r['free_cores']}/{r['total_cores']}"
+        marks = {}
+        for name in ("history", "twin", "scheduler"):
+            text = _dur(r[f"{name}_s"])
+            marks[name] = f"[bold]{text}[/bold]" if r["used"] == name else text
+        t.add_row(r["site"], cores, f"{r['pilot_cores']} c × {_dur(r['walltime'])}", marks["history"], marks["twin"],
+                  marks["scheduler"], _dur(r["tx"]), _dur(r["ttc_s"]), str(r["tasks"]),
+                  ", ".join(map(str, r["pilots"])) or "—", r["role"] or ("unreachable" if r["error"] else ""))
+        if r["error"]:
+            notes.append(f"{r['site']}: unreachable — {r['error']}")
+        else:
+            for name in ("history", "twin", "scheduler"):
+                if r[f"{name}_s"] is None and r[f"{name}_note"]:
+                    notes.append(f"{r['site']}: {name}: {r[name + '_note']}")
+            if r["used"] is None:
+                notes.append(f"{r['site']}: no start estimate at all — ranked last, not guessed")
+    c.out.print(t)
+    for n in notes:
+        c.out.print(f"  {n}", markup=False, highlight=False)
+    if why:
+        c.out.print(f"  history: not used ({why})", markup=False)
+    if doc["problem"]:
+        raise ReselError(doc["problem"])
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(plan_cmd)

@@ -1,0 +1,198 @@
+"""``resel plan``: when would a pilot start on each live site, and what would the engine do.
+
+Three estimates of a pilot's start, each with what it rests on (issue 8):
+
+* **history** — a QBETS bound: with ``confidence``, a fraction ``quantile`` of past pilots of
+  this shape class on this site started within it (:mod:`resel.models.history`);
+* **twin** — the site's queue snapshot simulated forward under its policy, every job running
+  to its time limit, nothing new arriving (:mod:`resel.models.twin`);
+* **scheduler** — the site's own answer (``sbatch --test-only`` and its kin).
+
+The plan uses one of them per site (``auto``: the history bound where there is enough history,
+else the twin, else the scheduler) and feeds them to the same :class:`~resel.engine.Engine`
+that ``resel run`` drives, so the plan is the run's first step, minus the submissions. A site
+whose queue cannot be read is *said* to be unreadable — its row carries the error and the
+engine ranks it last (or gives it up, if it cannot be reached at all); nothing is guessed.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+from resel.domain import Bag, Site
+from resel.engine import Engine
+from resel.errors import ReselError
+from resel.events import BagSubmitted, Decision, SiteLost, SubmitPilot
+from resel.models.lim import site_rates
+from resel.selection import Strategy, predicted_ttc
+
+SOURCES = ("auto", "history", "twin", "scheduler")
+
+
+@dataclass
+class SitePlan:
+    """One site's row of the plan. Seconds are from now; None = not known (``*_note`` says why)."""
+
+    site: str
+    kind: str
+    pilot_cores: int
+    walltime: float
+    tx: float                               # T̂x of one task (LIM)
+    free_cores: int | None = None
+    total_cores: int | None = None
+    history_s: float | None = None
+    history_note: str | None = None
+    twin_s: float | None = None
+    twin_note: str | None = None
+    scheduler_s: float | None = None
+    scheduler_note: str | None = None
+    used: str | None = None                 # which estimate the plan ranks the site by
+    wait_s: float | None = None
+    ttc_s: float | None = None              # predicted TTC of the whole bag on this site alone
+    error: str | None = None                # the site could not be reached at all
+    tasks: int = 0                          # tasks the engine assigns here first
+    pilots: list[int] = field(default_factory=list)   # cores of each pilot the engine would submit
+    role: str = ""                          # "origin", "extra pilot" or ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def choose(row: SitePlan, source: str) -> tuple[str | None, float | None]:
+    """The estimate to rank a site by: the one asked for, or (``auto``) the first known of
+    history bound, twin, scheduler."""
+    order = ("history", "twin", "scheduler") if source == "auto" else (source,)
+    for name in order:
+        value = getattr(row, f"{name}_s")
+        if value is not None:
+            return name, value
+    return None, None
+
+
+def _err(exc: BaseException) -> str:
+    return str(exc).strip() or type(exc).__name__
+
+
+def probe_site(site: Site, shape: tuple[int, float], tx: float, history: Any, *, quantile: float,
+               confidence: float, opener: Callable[[Site], Any] | None = None) -> SitePlan:
+    """Ask one live site for availability, its queue and its own start estimate.
+
+    Each estimate fails on its own: a scheduler that refuses ``--test-only`` still gets a twin
+    from its queue, and the reason for every missing number is kept.
+    """
+    from resel.backends.connect import open_site
+    cores, walltime = shape
+    row = SitePlan(site.name, site.kind, cores, walltime, tx)
+    if history is not None:
+        bound = history.bound(site.name, cores, walltime, quantile=quantile, confidence=confidence)
+        row.history_s = bound.seconds
+        row.history_note = (f"q{quantile:g} bound at {confidence:.0%} confidence from {bound.n} waits "
+                            f"({bound.level})" if bound.seconds is not None else bound.reason)
+    else:
+        row.history_note = "no history store"
+    ps = None
+    try:
+        ps = (opener or open_site)(site)
+        sched = ps.scheduler
+        av = sched.availability()
+        row.free_cores, row.total_cores = av.free_cores, av.total_cores
+    except Exception as exc:   # noqa: BLE001 - the row says why; the other sites go on
+        row.error = _err(exc)
+        row.twin_note = row.scheduler_note = "site unreachable"
+        _close(ps)
+        return row
+    try:
+        snapshot_fn = getattr(sched, "queue_snapshot", None)
+        if snapshot_fn is None:
+            row.twin_note = f"no queue snapshot for {site.kind} sites (api {site.access.api if site.access else '?'})"
+        else:
+            from resel.models.twin import twin_start
+            snap = snapshot_fn()
+            est = twin_start(snap, cores, walltime)
+            row.twin_s = max(0.0, est.start - (time.time() - snap.taken_at)) if snap.taken_at > 1e9 else est.start
+            row.twin_note = est.explain if getattr(est, "explain", None) else None
+            if snap.notes:
+                row.twin_note = "; ".join(filter(None, [row.twin_note, *snap.notes]))
+    except Exception as exc:   # noqa: BLE001
+        row.twin_note = f"queue unreadable: {_err(exc)}"
+    try:
+        start = sched.test_only(cores, walltime)
+        if start is None:
+            row.scheduler_note = "the scheduler gave no estimate"
+        else:
+            row.scheduler_s = max(0.0, start - time.time())
+    except Exception as exc:   # noqa: BLE001
+        row.scheduler_note = f"no scheduler estimate: {_err(exc)}"
+    _close(ps)
+    return row
+
+
+def _close(ps: Any) -> None:
+    if ps is not None:
+        try:
+            ps.transport.close()
+        except Exception:   # noqa: BLE001 - a report is being made; a failing close must not spoil it
+            pass
+
+
+def plan(bag: Bag, sites: list[Site], *, strategy: str = "queue+reselect", source: str = "auto",
+         quantile: float = 0.95, confidence: float = 0.95, clock: str = "base", seed: int = 0,
+         history: Any = None, opener: Callable[[Site], Any] | None = None) -> dict[str, Any]:
+    """Probe every site concurrently, choose estimates, run the engine's first step.
+
+    Returns a JSON-ready document: per site the three estimates with their notes, T̂x, the
+    predicted TTC and the engine's plan (tasks, pilots, role); nothing is submitted.
+    """
+    if source not in SOURCES:
+        raise ReselError(f"unknown estimate source {source!r}; one of {', '.join(SOURCES)}")
+    strat = Strategy.parse(strategy)
+    engine = Engine(bag, sites, strat, seed=seed, clock=clock)
+    shapes = engine.probe_shapes()
+    rates = site_rates(sites, clock)
+    txs = [rates[s.name].tx(bag.profile.instructions) for s in sites]
+
+    def one(i: int) -> SitePlan:
+        return probe_site(sites[i], shapes[i], txs[i], history, quantile=quantile, confidence=confidence,
+                          opener=opener)
+
+    with ThreadPoolExecutor(max_workers=max(1, len(sites))) as pool:
+        rows = list(pool.map(one, range(len(sites))))
+    for i, row in enumerate(rows):
+        row.used, row.wait_s = choose(row, source)
+        cores = shapes[i][0]
+        slots = max(1, cores // bag.cores_per_task)
+        if sites[i].pilot.mode == "per-task":
+            slots = max(1, min(bag.count, sites[i].pilot.max_pilots))
+        ttc = predicted_ttc(row.wait_s, row.tx, bag.count, slots)
+        row.ttc_s = None if ttc == float("inf") else ttc
+    estimates = {r.site: r.wait_s for r in rows}
+    events: list[Any] = [BagSubmitted(time=0.0, wait_estimates=estimates)]
+    events += [SiteLost(time=0.0, site=r.site, reason=r.error) for r in rows if r.error]
+    problem = None
+    actions: list[Any] = []
+    try:
+        for ev in events:
+            actions += engine.handle(ev)
+    except ReselError as exc:
+        problem = str(exc)
+    by_name = {r.site: r for r in rows}
+    if problem is None:
+        for t in engine.tasks:
+            by_name[engine.sites[t.origin].name].tasks += 1
+        for a in actions:
+            if isinstance(a, SubmitPilot):
+                by_name[a.site].pilots.append(a.cores)
+        held = engine.reselection_targets
+        for r in rows:
+            r.role = "origin" if r.tasks else ("extra pilot" if r.site in held and r.pilots else "")
+    return {
+        "bag": bag.name, "tasks": bag.count, "strategy": strat.name, "estimate": source,
+        "quantile": quantile, "confidence": confidence, "clock": clock,
+        "sites": [r.as_dict() for r in rows],
+        "moves": [a.kind for a in actions if isinstance(a, Decision) and a.kind == "site-lost"],
+        "problem": problem,
+        "submitted": False,
+    }
