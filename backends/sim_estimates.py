@@ -60,7 +60,7 @@ def start_estimates(source: str, sites: list[Site], shapes: dict[int, tuple[int,
                 out[site.name] = math.inf
             else:
                 from resel.models.twin import twin_start
-                out[site.name] = twin_start(q.snapshot(now), cores, walltime).start
+                out[site.name] = twin_start(q.snapshot(now), cores, walltime).wait
         else:
             from resel.models.qbets import WaitBounds
             tracker = WaitBounds(quantile, confidence)

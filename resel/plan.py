@@ -112,10 +112,8 @@ def probe_site(site: Site, shape: tuple[int, float], tx: float, history: Any, *,
             from resel.models.twin import twin_start
             snap = snapshot_fn()
             est = twin_start(snap, cores, walltime)
-            row.twin_s = max(0.0, est.start - (time.time() - snap.taken_at)) if snap.taken_at > 1e9 else est.start
-            row.twin_note = est.explain if getattr(est, "explain", None) else None
-            if snap.notes:
-                row.twin_note = "; ".join(filter(None, [row.twin_note, *snap.notes]))
+            row.twin_s = max(0.0, est.wait - max(0.0, time.time() - snap.taken_at))
+            row.twin_note = "; ".join(filter(None, [est.explanation, *est.notes]))
     except Exception as exc:   # noqa: BLE001
         row.twin_note = f"queue unreadable: {_err(exc)}"
     try:
