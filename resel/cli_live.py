@@ -20,7 +20,6 @@ from resel.config import LIVE_KINDS, load_bag, load_sites
 from resel.errors import ReselError
 from resel.live import Coordinator, LiveOptions
 from resel.live_view import replayed_engine, snapshot, table
-from resel.models.lim import site_rates
 from resel.selection import Strategy
 from resel.store import default_path, open_store
 
@@ -54,7 +53,9 @@ def _live_sites(sites_file: Path):
 @click.option("--perf", is_flag=True, help="Run every task under `perf stat` and store its counters.")
 @click.option("--task-timeout", type=click.FloatRange(1), default=None, help="Kill an attempt after this many seconds.")
 @click.option("--resume", "resume_id", type=int, default=None, help="Carry on run RUN after a crash (no BAG needed).")
-@click.option("--dry-run", is_flag=True, help="Show the plan (T̂x, scheduler start estimates, chosen sites); submit nothing.")
+@click.option("--dry-run", is_flag=True, help="Show the plan (as `resel plan`: start estimates, T̂x, chosen sites); submit nothing.")
+@click.option("--estimate", type=click.Choice(["auto", "history", "twin", "scheduler"]), default="auto", show_default=True,
+              help="Queue-aware strategy: which start estimate ranks the sites (see `resel plan`).")
 @click.option("--max-time", type=click.FloatRange(1), default=None, help="Give up (and cancel everything) after this many seconds.")
 @click.option("--progress/--no-progress", default=None, help="Live table (default: on a terminal).")
 @click.option("--db", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -62,7 +63,7 @@ def _live_sites(sites_file: Path):
 @click.option("--json", "as_json", is_flag=True, help="Print the final status as JSON.")
 def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed: int, clock: str, poll: float,
             perf: bool,
-            task_timeout: float | None, resume_id: int | None, dry_run: bool, max_time: float | None,
+            task_timeout: float | None, resume_id: int | None, dry_run: bool, estimate: str, max_time: float | None,
             progress: bool | None, db: Path | None, as_json: bool) -> None:
     """Run a bag on live sites: pilots, late binding, re-selection; crash-safe.
 
@@ -96,9 +97,11 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
                 c.err.print(f"probed clocks: {probed or 'none stored; using the sites file'}", soft_wrap=True)
                 clock = "avg"
             options = LiveOptions(strategy=strategy, seed=seed, clock=clock, poll=poll, perf=perf,
-                                  task_timeout=task_timeout)
+                                  task_timeout=task_timeout, estimate=estimate)
             if dry_run:
-                _dry_run(bag, site_list, options, as_json)
+                from resel.cli_plan import show_plan
+                show_plan(bag, site_list, strategy=strategy, source=estimate, quantile=options.quantile,
+                          confidence=options.confidence, clock=clock, seed=seed, db_path=db, as_json=as_json)
                 return
             coord = Coordinator.start(store, bag, site_list, options, open_site,
                                       bag_file=str(bag_file.resolve()), sites_file=str(sites_file.resolve()))
@@ -134,60 +137,6 @@ def _snap(coord: Coordinator):
     if coord.finished:   # the bag's TTC as stored (the agents' clocks), not the time of this print
         elapsed = coord.db["runs"].get(coord.run_id)["ttc_wkd"] or elapsed
     return snapshot(coord.engine, coord.run_id, status, elapsed, {n: v.error for n, v in coord.views.items()})
-
-
-def _dry_run(bag, site_list, options: LiveOptions, as_json: bool) -> None:
-    """Ask every site for availability and a start estimate; show what the engine would do."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from resel.backends.connect import open_site
-    from resel.engine import Engine
-    from resel.events import BagSubmitted, Decision, SiteLost, SubmitPilot
-    c = _cli()
-    engine = Engine(bag, site_list, options.strategy, seed=options.seed, clock=options.clock)
-    shapes = engine.probe_shapes()
-    rates = site_rates(site_list, options.clock)
-
-    def probe(i_site):
-        i, site = i_site
-        row = {"site": site.name, "tx_pred": rates[site.name].tx(bag.profile.instructions), "error": None,
-               "free_cores": None, "total_cores": None, "pilot_cores": shapes[i][0], "start_estimate_s": None}
-        try:
-            ps = open_site(site)
-            try:
-                av = ps.scheduler.availability()
-                row["free_cores"], row["total_cores"] = av.free_cores, av.total_cores
-                start = ps.scheduler.test_only(*shapes[i])
-                row["start_estimate_s"] = None if start is None else max(0.0, start - time.time())
-            finally:
-                ps.transport.close()
-        except Exception as exc:   # noqa: BLE001 - shown per site
-            row["error"] = str(exc)
-        return row
-
-    with ThreadPoolExecutor(max_workers=max(1, len(site_list))) as pool:
-        rows = list(pool.map(probe, enumerate(site_list)))
-    estimates = {r["site"]: r["start_estimate_s"] for r in rows if r["start_estimate_s"] is not None}
-    events = [BagSubmitted(time=0.0, wait_estimates=estimates or None)]
-    events += [SiteLost(time=0.0, site=r["site"], reason=r["error"]) for r in rows if r["error"]]
-    actions = [a for ev in events for a in engine.handle(ev)]
-    for r in rows:
-        name = r["site"]
-        r["tasks_assigned"] = sum(1 for t in engine.tasks if engine.sites[t.origin].name == name)
-        r["pilots"] = [a.cores for a in actions if isinstance(a, SubmitPilot) and a.site == name]
-    if as_json:
-        c._print_json({"bag": bag.name, "tasks": bag.count, "strategy": options.strategy, "sites": rows,
-                       "moves": [a.kind for a in actions if isinstance(a, Decision) and a.kind == "site-lost"]})
-        return
-    t = Table(title=f"plan for {bag.count} × {bag.name} ({options.strategy}); nothing submitted", title_justify="left")
-    for col in ("site", "T̂x s", "free/total cores", "scheduler start estimate", "tasks", "pilots (cores)", "error"):
-        t.add_column(col)
-    for r in rows:
-        est = "—" if r["start_estimate_s"] is None else f"in {r['start_estimate_s']:,.0f} s"
-        cores = "—" if r["total_cores"] is None else f"{r['free_cores']}/{r['total_cores']}"
-        t.add_row(r["site"], f"{r['tx_pred']:,.1f}", cores, est, str(r["tasks_assigned"]),
-                  ", ".join(map(str, r["pilots"])) or "—", r["error"] or "")
-    c.out.print(t)
 
 
 @click.command("status")

@@ -75,12 +75,17 @@ def plan_cmd(bag_file: Path, sites_file: Path, strategy: str, source: str, quant
       resel plan examples/sleep-bag.toml --sites examples/sites-testbed.toml
       resel plan bag.toml --sites sites.toml --estimate twin --json
     """
-    c = _cli()
     from resel.cli_live import _live_sites
     from resel.config import load_bag
+    show_plan(load_bag(bag_file), _live_sites(sites_file), strategy=strategy, source=source, quantile=quantile,
+              confidence=confidence, clock=clock, seed=seed, db_path=db_path, as_json=as_json)
+
+
+def show_plan(bag, site_list, *, strategy: str, source: str, quantile: float, confidence: float, clock: str,
+              seed: int, db_path: Path | None, as_json: bool) -> None:
+    """Probe, plan and print (``resel plan`` and ``resel run --dry-run``)."""
     from resel.plan import plan
-    bag = load_bag(bag_file)
-    site_list = _live_sites(sites_file)
+    c = _cli()
     history, why = _load_history(db_path)
     doc = plan(bag, site_list, strategy=strategy, source=source, quantile=quantile, confidence=confidence,
                clock=clock, seed=seed, history=history)

@@ -60,6 +60,10 @@ class LiveOptions:
     site_timeout: float = 600.0
     #: a pilot the scheduler stops listing is taken as ended after this many polls
     missing_polls: int = 2
+    #: queue-aware strategy: which start estimate ranks the sites (resel.plan.SOURCES)
+    estimate: str = "auto"
+    quantile: float = 0.95
+    confidence: float = 0.95
 
 
 @dataclass
@@ -193,9 +197,14 @@ class Coordinator:
             return self.psites[name]
 
     def _preflight(self) -> tuple[dict[str, str], dict[str, float]]:
-        """Ask every site for its availability and a start estimate for the probe pilot."""
+        """Ask every site for its availability and, for the queue-aware strategy, when its
+        pilot would start (history bound, queue twin or the scheduler's answer: resel.plan)."""
         shapes = self.engine.probe_shapes()
         want_estimates = Strategy.parse(self.options.strategy).base == "queue"
+        history = None
+        if want_estimates:
+            from resel.models.history import load_history
+            history = load_history(self.db)
 
         def check(i: int, site: Site) -> tuple[str, str | None, float | None]:
             try:
@@ -204,9 +213,11 @@ class Coordinator:
                 ps.ship_agent()
                 est = None
                 if want_estimates:
-                    cores, walltime = shapes[i]
-                    start = ps.scheduler.test_only(cores, walltime)
-                    est = max(0.0, start - self.clock()) if start is not None else None
+                    from resel.plan import choose, site_estimates
+                    opts = self.options
+                    row = site_estimates(ps.scheduler, site, shapes[i], self.engine.tx[i], history,
+                                         quantile=opts.quantile, confidence=opts.confidence)
+                    est = choose(row, opts.estimate)[1]
                 return site.name, None, est
             except Exception as exc:   # noqa: BLE001 - any failure disables this site only
                 return site.name, _describe(exc), None

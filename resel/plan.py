@@ -78,36 +78,50 @@ def _err(exc: BaseException) -> str:
 
 def probe_site(site: Site, shape: tuple[int, float], tx: float, history: Any, *, quantile: float,
                confidence: float, opener: Callable[[Site], Any] | None = None) -> SitePlan:
-    """Ask one live site for availability, its queue and its own start estimate.
-
-    Each estimate fails on its own: a scheduler that refuses ``--test-only`` still gets a twin
-    from its queue, and the reason for every missing number is kept.
-    """
+    """Open one live site, ask it (:func:`site_estimates`), close it; an unreachable site's row
+    carries the error instead of estimates."""
     from resel.backends.connect import open_site
-    cores, walltime = shape
-    row = SitePlan(site.name, site.kind, cores, walltime, tx)
-    if history is not None:
-        bound = history.bound(site.name, cores, walltime, quantile=quantile, confidence=confidence)
-        row.history_s = bound.seconds
-        row.history_note = (f"q{quantile:g} bound at {confidence:.0%} confidence from {bound.n} waits "
-                            f"({bound.level})" if bound.seconds is not None else bound.reason)
-    else:
-        row.history_note = "no history store"
     ps = None
     try:
         ps = (opener or open_site)(site)
-        sched = ps.scheduler
-        av = sched.availability()
-        row.free_cores, row.total_cores = av.free_cores, av.total_cores
+        return site_estimates(ps.scheduler, site, shape, tx, history, quantile=quantile, confidence=confidence)
     except Exception as exc:   # noqa: BLE001 - the row says why; the other sites go on
-        row.error = _err(exc)
+        row = SitePlan(site.name, site.kind, shape[0], shape[1], tx, error=_err(exc))
         row.twin_note = row.scheduler_note = "site unreachable"
-        _close(ps)
+        _history(row, history, quantile, confidence)
         return row
+    finally:
+        _close(ps)
+
+
+def _history(row: SitePlan, history: Any, quantile: float, confidence: float) -> None:
+    if history is None:
+        row.history_note = "no history store"
+        return
+    bound = history.bound(row.site, row.pilot_cores, row.walltime, quantile=quantile, confidence=confidence)
+    row.history_s = bound.seconds
+    row.history_note = (f"q{quantile:g} bound at {confidence:.0%} confidence from {bound.n} waits ({bound.level})"
+                        if bound.seconds is not None else bound.reason)
+
+
+def site_estimates(sched: Any, site: Site, shape: tuple[int, float], tx: float, history: Any, *,
+                   quantile: float, confidence: float) -> SitePlan:
+    """The three start estimates of a pilot of ``shape`` from an open scheduler client.
+
+    Availability must answer (else the site is unreachable and this raises); each estimate then
+    fails on its own — a scheduler that refuses ``--test-only`` still gets a twin from its
+    queue — and the reason for every missing number is kept in its note.
+    """
+    cores, walltime = shape
+    row = SitePlan(site.name, site.kind, cores, walltime, tx)
+    _history(row, history, quantile, confidence)
+    av = sched.availability()
+    row.free_cores, row.total_cores = av.free_cores, av.total_cores
     try:
         snapshot_fn = getattr(sched, "queue_snapshot", None)
         if snapshot_fn is None:
-            row.twin_note = f"no queue snapshot for {site.kind} sites (api {site.access.api if site.access else '?'})"
+            api = site.access.api if site.access else "?"
+            row.twin_note = f"no queue snapshot for {site.kind} sites through api {api!r}"
         else:
             from resel.models.twin import twin_start
             snap = snapshot_fn()
@@ -124,7 +138,6 @@ def probe_site(site: Site, shape: tuple[int, float], tx: float, history: Any, *,
             row.scheduler_s = max(0.0, start - time.time())
     except Exception as exc:   # noqa: BLE001
         row.scheduler_note = f"no scheduler estimate: {_err(exc)}"
-    _close(ps)
     return row
 
 

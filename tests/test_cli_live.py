@@ -51,9 +51,10 @@ def test_dry_run_submits_nothing(tmp_path, testbed):
     assert res.returncode == 0, res.stderr
     plan = json.loads(res.stdout)
     rows = {r["site"]: r for r in plan["sites"]}
-    assert rows["tba"]["tasks_assigned"] == 10 and rows["tba"]["pilots"] == [8]
-    assert rows["tbb"]["tasks_assigned"] == 0 and rows["tba"]["tx_pred"] == 2.0
-    assert rows["tba"]["start_estimate_s"] is not None
+    assert rows["tba"]["tasks"] == 10 and rows["tba"]["pilots"] == [8] and rows["tba"]["role"] == "origin"
+    assert rows["tbb"]["tasks"] == 0 and rows["tba"]["tx"] == 2.0
+    assert rows["tba"]["scheduler_s"] is not None and rows["tba"]["twin_s"] is not None
+    assert plan["submitted"] is False
     assert _testbed_jobs(testbed) == before
     assert not (tmp_path / "db").exists() or not list(open_store(tmp_path / "db").query("select * from runs"))
 
