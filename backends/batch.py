@@ -86,6 +86,17 @@ class Policy(ABC):
         self._released(job, now)
         return self.schedule(now)
 
+    def place_running(self, job: QJob) -> None:
+        """Take over a job that has run since ``job.start`` (before this policy existed).
+
+        A twin rebuilds a site's scheduler from a snapshot of its queue: the running jobs are
+        placed first, then the pending ones submitted in priority order. Nothing is scheduled
+        here — the caller submits next, which schedules.
+        """
+        if job.size > self.cores:
+            raise ReselError(f"job {job.id} asks for {job.size} cores; the site has {self.cores}")
+        self._start(job, job.start)
+
     def cancel(self, job: QJob, now: float) -> list[QJob]:
         """Withdraw a waiting job (reallocation); the others may start earlier."""
         self.queue.remove(job)
@@ -279,6 +290,29 @@ class Conservative(Policy):
         self.profile.prune(now)
         job.resv = self.profile.earliest(job.size, job.estimate, now)
         self.profile.reserve(job.resv, job.resv + job.estimate, job.size)
+        self.queue.append(job)
+        return self.schedule(now)
+
+    def place_running(self, job: QJob) -> None:
+        super().place_running(job)
+        job.resv = job.start                      # a running job's reservation is its run
+        self.profile.reserve(job.start, job.start + job.estimate, job.size)
+
+    def submit_reserved(self, job: QJob, at: float, now: float) -> list[QJob]:
+        """Queue a job at the reservation the scheduler already gave it.
+
+        Conservative reservations depend on history (a job keeps a slot found when the queue
+        was different, and compression moves jobs only in priority order), so re-laying the
+        queue from scratch may not reproduce them; a twin that knows them uses them. Raises if
+        the slot is not free in the profile as it stands.
+        """
+        if job.size > self.cores:
+            raise ReselError(f"job {job.id} asks for {job.size} cores; the site has {self.cores}")
+        self.profile.prune(now)
+        if at < now or self.profile.earliest(job.size, job.estimate, at) != at:
+            raise ReselError(f"job {job.id}: no room for {job.size} cores at its reservation {at}")
+        job.resv = at
+        self.profile.reserve(at, at + job.estimate, job.size)
         self.queue.append(job)
         return self.schedule(now)
 

@@ -20,8 +20,9 @@ import math
 import re
 import shlex
 import time
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import tzinfo
+from datetime import datetime, tzinfo
 from typing import Any
 
 from resel.backends import slurm_formats as fmt
@@ -32,6 +33,7 @@ from resel.backends.slurm_formats import (
     SchedulerError,
     SchedulerReplyError,
 )
+from resel.models.twin import QueueSnapshot, SnapJob
 
 __all__ = ["SchedulerError", "SchedulerReplyError", "SlurmCLI"]
 
@@ -75,6 +77,68 @@ def walltime_minutes(walltime: float) -> int:
     return max(1, math.ceil(walltime / 60.0 - 1e-9))
 
 
+#: SchedulerType → the policy of resel.backends.batch that models it (see scheduler_policy)
+_POLICY_OF = {"sched/backfill": "conservative", "sched/builtin": "fcfs"}
+
+#: pending reasons of jobs that only wait for cores (and their turn); any other reason — held,
+#: dependency, begin time, a QOS or association limit, a down partition — keeps a job waiting
+#: whatever the queue does, so the twin leaves it out (and says so)
+_WAITING_FOR_CORES = {"none", "priority", "resources", ""}
+
+
+def _id_key(job_id: str) -> tuple[int, str]:
+    head = job_id.split("_")[0].split("+")[0]
+    return (int(head) if head.isdigit() else 0, job_id)
+
+
+def snapshot_of(part: Partition, jobs: Iterable[JobInfo], policy: str, now: float) -> QueueSnapshot:
+    """The twin's view of one partition's queue from the jobs squeue listed (pure).
+
+    Running jobs' elapsed time is ``now`` minus their start: resel's clock against the
+    controller's, so the two are assumed synchronised (NTP). Pending jobs go in priority order
+    (higher first), then by submission; those waiting for something other than cores are
+    left out, and every such choice is written into the snapshot's notes.
+    """
+    scope = part.name
+    running: list[SnapJob] = []
+    pending: list[JobInfo] = []
+    left_out: Counter[str] = Counter()
+    for job in jobs:
+        if job.partition and scope not in job.partition.split(","):
+            continue
+        if job.cpus is None or job.cpus < 1:
+            left_out["its CPU count is not known"] += 1
+        elif job.state in ("RUNNING", "CONFIGURING"):
+            elapsed = max(0.0, now - job.start) if job.start else 0.0
+            running.append(SnapJob(job.cpus, job.time_limit, elapsed, job.job_id, job.user))
+        elif job.state == "COMPLETING":
+            left_out["completing (ending now)"] += 1
+        elif job.state == "SUSPENDED":
+            left_out["suspended"] += 1
+        elif job.state == "PENDING":
+            reason = (job.reason or "None").strip()
+            if reason.lower() in _WAITING_FOR_CORES:
+                pending.append(job)
+            else:
+                left_out[f"pending for {reason}"] += 1
+    notes = [f"{n} job(s) left out: {why}" for why, n in sorted(left_out.items())]
+    if any(j.priority is None for j in pending):
+        notes.append("some pending jobs have no priority: ordered by submission")
+    pending.sort(key=lambda j: (-(j.priority or 0.0), j.submit or math.inf, _id_key(j.job_id)))
+    unlimited = sum(1 for j in (*running, *pending) if j.time_limit is None)
+    if unlimited:
+        notes.append(f"{unlimited} job(s) without a time limit given the partition's maximum"
+                     + ("" if part.max_time else ", which it does not have: they cannot be simulated"))
+    outside = part.total_cpus - part.idle_cpus - sum(j.cores for j in running)
+    if outside > 0:
+        notes.append(f"{outside} busy core(s) of partition {scope} belong to no job listed in it "
+                     "(another partition shares its nodes?): taken as free")
+    return QueueSnapshot(
+        site=scope, taken_at=now, total_cores=part.total_cpus, running=tuple(running),
+        pending=tuple(SnapJob(j.cpus or 0, j.time_limit, 0.0, j.job_id, j.user) for j in pending),
+        policy=policy, default_limit=part.max_time or None, notes=tuple(notes))
+
+
 class SlurmCLI:
     """Slurm via sinfo/squeue/sbatch/scancel/sacct on the site's login node.
 
@@ -108,6 +172,7 @@ class SlurmCLI:
         self.accounting_enabled: bool | None = None
         self._version: str | None = None
         self._tz: tzinfo | None = None
+        self._scheduler_type: str | None = None
 
     def __repr__(self) -> str:
         return f"SlurmCLI({self.transport!r}, partition={self.partition!r})"
@@ -201,6 +266,58 @@ class SlurmCLI:
         return fmt.make_availability(self.scheduler, version, parts, jobs.values(), time.time(),
                                      target=self.partition, nodes=nodes)
 
+    def scheduler_policy(self) -> str:
+        """The twin's policy for this site, from ``scontrol show config``'s ``SchedulerType``.
+
+        ``sched/backfill`` is conservative backfilling, not EASY: each pass Slurm plans every
+        pending job in priority order on the availability profile and starts a lower-priority
+        job early only where that delays no higher-priority job's planned start (the
+        reservation EASY keeps for the head alone). ``sched/builtin`` starts jobs strictly in
+        priority order: FCFS. Anything else is refused rather than guessed.
+        """
+        if self._scheduler_type is None:
+            cmd = ["scontrol", "show", "config"]
+            self._scheduler_type = fmt.parse_scheduler_type(self._query(cmd), shlex.join(cmd))
+        kind = self._scheduler_type
+        if kind in _POLICY_OF:
+            return _POLICY_OF[kind]
+        raise SchedulerError(f"the site's SchedulerType is {kind}; resel can only model "
+                             f"{' and '.join(_POLICY_OF)}")
+
+    def queue_snapshot(self) -> QueueSnapshot:
+        """The queue of the partition resel submits to (the configured one, else the default):
+        running and pending jobs of every user, pending ones in priority order, for the twin
+        (:mod:`resel.models.twin`).
+
+        Pending jobs that cannot start whatever the queue does (held, waiting on a dependency,
+        a begin time, a limit…) are left out, and the snapshot's notes say so. Jobs without a
+        time limit get the partition's maximum. A queue that cannot be read raises
+        :class:`SchedulerError` (:class:`~resel.errors.TransportError` where the site does not
+        answer at all): a plan must say "unreadable", never guess.
+        """
+        parts, _ = self.partitions()
+        self._check_partition(parts)
+        scope = self.partition or next((p.name for p in parts if p.default), None)
+        if scope is None:
+            raise SchedulerError("the site has no default partition; set the site's `partition`",
+                                 hint="the queue snapshot needs one partition to read")
+        part = next(p for p in parts if p.name == scope)
+        policy = self.scheduler_policy()
+        jobs = self._queue_jobs()
+        return snapshot_of(part, jobs.values(), policy, time.time())
+
+    def _queue_jobs(self) -> dict[str, JobInfo]:
+        """All users' pending and running jobs, with priorities (the text form asks for %Q)."""
+        filters = ["--states=PENDING,RUNNING,CONFIGURING,COMPLETING,SUSPENDED"]
+        kind, out = self._json_or_text(
+            "squeue", ["squeue", "--json", *filters],
+            ["squeue", "-h", *filters, "-o", fmt.QUEUE_TEXT_FORMAT])
+        if kind == "json":
+            doc = fmt.load_json(out, "squeue --json")
+            self._version = self._version or fmt.slurm_release(doc)
+            return fmt.parse_jobs_json(doc)
+        return fmt.parse_queue_text(out, self._tz_for(out))
+
     def _all_jobs(self, user: str | None = None) -> dict[str, JobInfo]:
         # -t all: the text form otherwise hides finished jobs; 22.05's --json ignores the
         # filters (and lists every job anyway), later versions honour them
@@ -252,11 +369,32 @@ class SlurmCLI:
         remembered, and never asked again.
         """
         wanted = check_job_ids(ids)
-        if not wanted or self.accounting_enabled is False:
+        if not wanted:
             return {}
         jobs = ",".join(wanted)
-        json_argv = ["sacct", "--json", "-X", "-j", jobs]
-        text_argv = ["sacct", "-P", "-n", "-X", "-j", jobs, "-o", ",".join(fmt.SACCT_FIELDS)]
+        found = self._sacct(["-X", "-j", jobs])
+        return {jid: j for jid, j in found.items() if jid in set(wanted)}
+
+    def history(self, since: float) -> dict[str, JobInfo]:
+        """Every user's jobs (allocations, not steps) since ``since`` (epoch) from accounting
+        (``sacct -a -X -S``); {} on a site that keeps none.
+
+        The start time is given in the site's own zone: sacct reads a bare time as local.
+        """
+        if not math.isfinite(since):
+            raise SchedulerError(f"history needs a finite start time, not {since!r}")
+        if self.accounting_enabled is False:
+            return {}
+        start = datetime.fromtimestamp(since, self.site_tz()).strftime("%Y-%m-%dT%H:%M:%S")
+        return self._sacct(["-a", "-X", "-S", start, "-E", "now"])
+
+    def _sacct(self, selection: Sequence[str]) -> dict[str, JobInfo]:
+        """``sacct`` with ``--json`` where the site speaks it, else ``-P``; {} (and remembered)
+        where accounting is disabled."""
+        if self.accounting_enabled is False:
+            return {}
+        json_argv = ["sacct", "--json", *selection]
+        text_argv = ["sacct", "-P", "-n", *selection, "-o", ",".join(fmt.SACCT_FIELDS)]
         for argv, kind in ((json_argv, "json"), (text_argv, "text")):
             if kind == "json" and not self.json["sacct"]:
                 continue
@@ -272,10 +410,8 @@ class SlurmCLI:
                 raise self._failed(argv, done)
             self.accounting_enabled = True
             if kind == "json":
-                found = fmt.parse_sacct_json(fmt.load_json(done.stdout, "sacct --json"))
-            else:
-                found = fmt.parse_sacct_text(done.stdout, fmt.SACCT_FIELDS, self._tz_for(done.stdout))
-            return {jid: j for jid, j in found.items() if jid in set(wanted)}
+                return fmt.parse_sacct_json(fmt.load_json(done.stdout, "sacct --json"))
+            return fmt.parse_sacct_text(done.stdout, fmt.SACCT_FIELDS, self._tz_for(done.stdout))
         return {}
 
     def cpu_info(self) -> dict[str, Any]:

@@ -79,7 +79,8 @@ class JobInfo:
     seconds (None = unlimited or unset), ``state`` an upper-case Slurm state name.
 
     ``partition`` (a comma list for jobs pending on several) lets availability count the jobs of
-    one partition; ``exit_code`` is only known from accounting.
+    one partition; ``exit_code`` is only known from accounting. ``priority`` orders the pending
+    queue (higher first); a float, because squeue's ``%p`` prints it normalised to [0, 1].
     """
 
     job_id: str
@@ -94,6 +95,7 @@ class JobInfo:
     user: str | None
     partition: str | None = None
     exit_code: str | None = None
+    priority: float | None = None
 
 
 @dataclass(frozen=True)
@@ -655,7 +657,16 @@ def job_from_json(job: Mapping[str, Any], command: str) -> JobInfo:
         reason=_str_or_none(job.get("state_reason")),
         user=_str_or_none(job.get("user_name")),
         partition=partition,
-        exit_code=_exit_code(job.get("exit_code")) if state not in ("PENDING", "RUNNING") else None)
+        exit_code=_exit_code(job.get("exit_code")) if state not in ("PENDING", "RUNNING") else None,
+        priority=_priority(job.get("priority"), f"{where}: priority", command))
+
+
+def _priority(value: Any, where: str, command: str) -> float | None:
+    """A job's priority, flat or a number object; "N/A" or empty (text replies) is unknown."""
+    if isinstance(value, str) and value.strip().upper() in ("", "N/A"):
+        return None
+    n = number(value, where, command)
+    return None if n is None else float(n)
 
 
 def _exit_code(value: Any) -> str | None:
@@ -709,7 +720,8 @@ def parse_sacct_json(doc: Mapping[str, Any], command: str = "sacct --json") -> d
             reason=_str_or_none(_dig(job, "state/reason")),
             user=_str_or_none(user if isinstance(user, str) else _dig(job, "association/user")),
             partition=_str_or_none(job.get("partition")),
-            exit_code=_exit_code(job.get("exit_code")))
+            exit_code=_exit_code(job.get("exit_code")),
+            priority=_priority(job.get("priority"), f"{where}: priority", command))
     return out
 
 
@@ -721,7 +733,7 @@ _COLUMNS = {
     "submittime": "submit", "submit": "submit", "starttime": "start", "start": "start",
     "endtime": "end", "end": "end", "timelimit": "time_limit", "timelimitraw": "time_limit_raw",
     "reason": "reason", "username": "user", "user": "user", "partition": "partition",
-    "exitcode": "exit_code",
+    "exitcode": "exit_code", "priority": "priority", "prioritylong": "priority",
 }
 
 
@@ -768,7 +780,8 @@ def parse_job_table(text: str, fields: Sequence[str], tz: tzinfo | None = None,
             time_limit=limit,
             cpus=integer(cpus, f"{where}: cpus", command) if cpus else None,
             reason=_str_or_none(row.get("reason")), user=_str_or_none(row.get("user")),
-            partition=_str_or_none(row.get("partition")), exit_code=_str_or_none(row.get("exit_code")))
+            partition=_str_or_none(row.get("partition")), exit_code=_str_or_none(row.get("exit_code")),
+            priority=_priority(row.get("priority"), f"{where}: priority", command))
     return out
 
 
@@ -783,6 +796,28 @@ def parse_squeue_text(text: str, tz: tzinfo | None = None,
                       command: str = f"squeue -h -o '{SQUEUE_TEXT_FORMAT}'") -> dict[str, JobInfo]:
     """``squeue -h -t all -o '%i|%j|%T|%C|%V|%S|%e|%l|%r|%u|%P'`` → jobs by id."""
     return parse_job_table(text, SQUEUE_TEXT_FIELDS, tz, command)
+
+
+#: the text query for a queue snapshot: the jobs format plus the priority as an integer (%Q)
+QUEUE_TEXT_FORMAT = SQUEUE_TEXT_FORMAT + "|%Q"
+QUEUE_TEXT_FIELDS = SQUEUE_TEXT_FIELDS + ("PriorityLong",)
+
+
+def parse_queue_text(text: str, tz: tzinfo | None = None,
+                     command: str = f"squeue -h -o '{QUEUE_TEXT_FORMAT}'") -> dict[str, JobInfo]:
+    """``squeue -h -o '<jobs format>|%Q'`` → jobs by id, with their priorities."""
+    return parse_job_table(text, QUEUE_TEXT_FIELDS, tz, command)
+
+
+_SCHEDULER_TYPE = re.compile(r"^\s*SchedulerType\s*=\s*(\S+)", re.MULTILINE)
+
+
+def parse_scheduler_type(text: str, command: str = "scontrol show config") -> str:
+    """The ``SchedulerType`` line of ``scontrol show config`` (e.g. ``sched/backfill``)."""
+    m = _SCHEDULER_TYPE.search(text)
+    if not m:
+        raise SchedulerReplyError(command, f"no SchedulerType line in {text.strip()[:120]!r}")
+    return m.group(1)
 
 
 def parse_squeue_start(text: str, tz: tzinfo | None = None,

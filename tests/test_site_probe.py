@@ -32,7 +32,7 @@ def test_probe_measures_each_site_through_its_queue_and_feeds_lim(tmp_path, test
     assert {r["site"] for r in stored} == {"tba", "tbb"}
     plan = resel("run", bag, "--sites", sites, "--clock", "probed", "--dry-run", "--json", "--db", db)
     assert plan.returncode == 0, plan.stderr
-    tx = {r["site"]: r["tx_pred"] for r in json.loads(plan.stdout)["sites"]}
+    tx = {r["site"]: r["tx"] for r in json.loads(plan.stdout)["sites"]}
     assert tx["tba"] == pytest.approx(4e9 / (rows["tba"]["clock_ghz"] * 1e9))
     assert tx["tbb"] == pytest.approx(4e9 / (rows["tbb"]["clock_ghz"] * 1e9))
 

@@ -1,0 +1,300 @@
+"""The live twin: a snapshot of a site's queue, simulated forward with the site's own policy.
+
+A scheduler's ``sbatch --test-only`` answer is an estimate made by code the user cannot see,
+under assumptions the user cannot check. The twin makes the same estimate on the user's side,
+in the open: the running jobs (each with its time limit and how long it has run), the pending
+jobs in priority order, and the site's policy (:mod:`resel.backends.batch`) are replayed with
+no new arrivals and every job running exactly its limit, until a pilot of the asked shape,
+submitted now, starts. For EASY this is the honest answer: the pilot may be backfilled earlier
+than :meth:`~resel.backends.batch.Policy.estimate_start`'s upper bound.
+
+What the twin could not know is said, never hidden: a :class:`QueueSnapshot` carries ``notes``
+(what its reader assumed or left out), and the :class:`TwinEstimate` adds its own.
+
+Pure: no I/O, no clock. Times are in the snapshot's own clock (epoch seconds for a live site,
+simulated seconds for a simulated one).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from dataclasses import dataclass
+
+from resel.backends.batch import POLICIES, Conservative, QJob, make_policy
+from resel.errors import ModelError, ReselError
+
+__all__ = ["QueueSnapshot", "SnapJob", "TwinEstimate", "twin_start"]
+
+#: event kinds of the twin's loop, ordered as the simulator orders them at equal times
+#: (backends/simulated.py: a job's end before a scheduler wake-up)
+_END, _WAKE = 1, 5
+
+
+def _finite(value: float, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ModelError(f"{what} must be a finite number, not {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True, slots=True)
+class SnapJob:
+    """One job in a queue snapshot.
+
+    ``time_limit`` is in seconds (None: the site did not say; the snapshot's ``default_limit``
+    is used). ``elapsed`` is how long a running job has run (0 for pending ones). ``reserved``
+    is a pending job's start as the scheduler itself planned it, where the scheduler keeps such
+    plans between events (resel's simulated conservative sites); Slurm re-plans every pass,
+    so its snapshots leave it None.
+    """
+
+    cores: int
+    time_limit: float | None
+    elapsed: float = 0.0
+    job_id: str = ""
+    user: str | None = None
+    reserved: float | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.cores, bool) or not isinstance(self.cores, int):
+            raise ModelError(f"job {self.job_id!r}: cores must be a whole number, not {self.cores!r}")
+        if self.time_limit is not None and _finite(self.time_limit, f"job {self.job_id!r}: time limit") <= 0:
+            raise ModelError(f"job {self.job_id!r}: time limit must be positive, not {self.time_limit!r}")
+        if _finite(self.elapsed, f"job {self.job_id!r}: elapsed") < 0:
+            raise ModelError(f"job {self.job_id!r}: elapsed must not be negative, not {self.elapsed!r}")
+        if self.reserved is not None:
+            _finite(self.reserved, f"job {self.job_id!r}: reserved start")
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSnapshot:
+    """A site's queue at ``taken_at``: what a scheduler would need to plan from it.
+
+    ``pending`` is in priority order, highest first. ``policy`` is one of
+    :data:`resel.backends.batch.POLICIES`. ``default_limit`` stands in for jobs without a time
+    limit (a partition's maximum, where the site has one). ``notes`` say what the reader of
+    the queue assumed or left out (e.g. held jobs), so a plan built on it can say so too.
+    """
+
+    site: str
+    taken_at: float
+    total_cores: int
+    running: tuple[SnapJob, ...] = ()
+    pending: tuple[SnapJob, ...] = ()
+    policy: str = "easy"
+    default_limit: float | None = None
+    notes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        _finite(self.taken_at, "snapshot time")
+        if isinstance(self.total_cores, bool) or not isinstance(self.total_cores, int) or self.total_cores < 1:
+            raise ModelError(f"site {self.site!r}: a snapshot needs at least one core, got {self.total_cores!r}")
+        if self.policy not in POLICIES:
+            raise ModelError(f"site {self.site!r}: unknown policy {self.policy!r}; one of {', '.join(POLICIES)}")
+        if self.default_limit is not None and _finite(self.default_limit, "default limit") <= 0:
+            raise ModelError(f"site {self.site!r}: default limit must be positive, not {self.default_limit!r}")
+        for job in (*self.running, *self.pending):
+            if not isinstance(job, SnapJob):
+                raise ModelError(f"site {self.site!r}: snapshot jobs must be SnapJob, not {type(job).__name__}")
+
+    @property
+    def busy_cores(self) -> int:
+        return sum(j.cores for j in self.running)
+
+
+@dataclass(frozen=True, slots=True)
+class TwinEstimate:
+    """When the pilot would start (``start``, in the snapshot's clock; ``wait`` after it).
+
+    ``ahead``: queued jobs that start before the pilot; ``overtook``: queued jobs the pilot
+    starts ahead of (it was backfilled); ``released_by``: the job whose end let it start
+    (None if it starts at once or at a scheduler wake-up). ``notes``: the snapshot's and the
+    twin's own assumptions — a plan must show them with the number.
+    """
+
+    start: float
+    wait: float
+    policy: str
+    ahead: tuple[str, ...]
+    overtook: tuple[str, ...]
+    released_by: str | None
+    explanation: str
+    notes: tuple[str, ...]
+
+
+def twin_start(snapshot: QueueSnapshot, cores: int, walltime: float, *,
+               runtime_ratio: float = 1.0) -> TwinEstimate:
+    """When a pilot of ``cores`` × ``walltime`` submitted at ``snapshot.taken_at`` would start.
+
+    The snapshot's running jobs are placed as started ``elapsed`` ago, its pending jobs are
+    submitted in priority order, then the pilot; the policy then runs forward with no new
+    arrivals. Every job runs ``runtime_ratio`` × its time limit (the scheduler still plans with
+    the limit): 1.0 is what the scheduler assumes; a smaller ratio is the lever for sites whose
+    users over-request, where jobs end well before their limits.
+    """
+    if isinstance(cores, bool) or not isinstance(cores, int) or cores < 1:
+        raise ModelError(f"pilot cores must be a positive whole number, not {cores!r}")
+    if _finite(walltime, "pilot walltime") <= 0:
+        raise ModelError(f"pilot walltime must be positive, not {walltime!r}")
+    if _finite(runtime_ratio, "runtime ratio") <= 0:
+        raise ModelError(f"runtime ratio must be positive, not {runtime_ratio!r}")
+    if cores > snapshot.total_cores:
+        raise ModelError(f"a pilot of {cores} cores can never start on {snapshot.site}: "
+                         f"its queue has {snapshot.total_cores} cores")
+    return _Twin(snapshot, runtime_ratio).run(cores, float(walltime))
+
+
+class _Twin:
+    """One forward run: the policy, the event heap, and what was assumed on the way."""
+
+    def __init__(self, snapshot: QueueSnapshot, ratio: float):
+        self.snap = snapshot
+        self.ratio = ratio
+        self.now = snapshot.taken_at
+        self.policy = make_policy(snapshot.policy, snapshot.total_cores)
+        self.notes: list[str] = list(snapshot.notes)
+        self.heap: list[tuple[float, int, int, QJob | None]] = []
+        self.seq = itertools.count()
+        self.wakes: set[float] = set()
+        self.ids = _job_ids(snapshot)
+        self.order: dict[int, int] = {}         # id(QJob) -> the order it started in
+
+    # ---------------------------------------------------------------- building the state
+    def _limit(self, job: SnapJob) -> float | None:
+        if job.time_limit is not None:
+            return float(job.time_limit)
+        return self.snap.default_limit
+
+    def _usable(self, jobs: tuple[SnapJob, ...], kind: str) -> list[tuple[int, SnapJob, float]]:
+        """The jobs the twin can place, with their ids and limits; the others noted."""
+        out, too_big, no_limit = [], [], []
+        for i, job in enumerate(jobs):
+            limit = self._limit(job)
+            if job.cores < 1 or job.cores > self.snap.total_cores:
+                too_big.append(f"{job.job_id or '#' + str(i)} ({job.cores})")
+            elif limit is None:
+                no_limit.append(job.job_id or f"#{i}")
+            else:
+                out.append((self.ids[kind, i], job, limit))
+        if too_big:
+            self.notes.append(f"{len(too_big)} {kind} job(s) asking for cores the queue does not have "
+                              f"(of {self.snap.total_cores}) left out: {', '.join(too_big)}")
+        if no_limit:
+            raise ModelError(f"site {self.snap.site}: {kind} job(s) {', '.join(no_limit)} have no time limit "
+                             "and the snapshot has no default limit: the queue cannot be simulated")
+        return out
+
+    def _place(self) -> list[QJob]:
+        """Running jobs placed, pending ones submitted in order; returns the pending ones."""
+        now, ratio = self.now, self.ratio
+        ended_now = []
+        for qid, job, limit in self._usable(self.snap.running, "running"):
+            if job.elapsed >= limit:
+                ended_now.append(job.job_id)       # killed at its limit any moment: frees now
+                continue
+            start = now - job.elapsed
+            q = QJob(qid, job.cores, limit, ratio * limit, start, start=start, ref=job.job_id)
+            self.policy.place_running(q)
+            self._push(max(now, start + q.run), _END, q)
+        if ended_now:
+            self.notes.append(f"{len(ended_now)} running job(s) past their time limit taken as "
+                              f"ending now: {', '.join(ended_now)}")
+        if self.policy.free < 0:
+            self.notes.append(f"the running jobs hold {self.snap.total_cores - self.policy.free} cores "
+                              f"of {self.snap.total_cores}: the snapshot is inconsistent")
+        planned = isinstance(self.policy, Conservative)
+        moved = 0
+        queued: list[QJob] = []
+        for rank, (qid, job, limit) in enumerate(self._usable(self.snap.pending, "pending")):
+            # submit = rank: SJBF breaks estimate ties by submission, and the queue is in order
+            q = QJob(qid, job.cores, limit, ratio * limit, float(rank), ref=job.job_id)
+            queued.append(q)
+            if planned and job.reserved is not None:
+                try:
+                    self._started(self.policy.submit_reserved(q, job.reserved, now))
+                    continue
+                except ReselError:
+                    moved += 1                     # its plan no longer fits: re-planned below
+            self._started(self.policy.submit(q, now))
+        if moved:
+            self.notes.append(f"{moved} pending job(s) whose reserved start no longer fits were re-planned")
+        return queued
+
+    # ---------------------------------------------------------------- the event loop
+    def _push(self, at: float, kind: int, job: QJob | None) -> None:
+        heapq.heappush(self.heap, (at, kind, next(self.seq), job))
+
+    def _started(self, jobs: list[QJob]) -> list[QJob]:
+        """Schedule the ends of started jobs and the policy's wake-up, as the simulator does."""
+        for job in jobs:
+            self.order[id(job)] = len(self.order)
+            if job.ref is not _PILOT:
+                self._push(max(self.now, job.start + job.run), _END, job)
+        wake = self.policy.wakeup()
+        if wake is not None and wake > self.now and wake not in self.wakes:
+            self.wakes.add(wake)
+            self._push(wake, _WAKE, None)
+        return jobs
+
+    def run(self, cores: int, walltime: float) -> TwinEstimate:
+        queued = self._place()
+        pilot = QJob(min(self.ids.values(), default=0) - 1, cores, walltime, walltime,
+                     float(len(queued)), ref=_PILOT)
+        started = self._started(self.policy.submit(pilot, self.now))
+        released_by = None
+        while id(pilot) not in self.order:      # not started (times may be negative: warm-up)
+            if not self.heap:            # every job ends, so the pilot must fit at last
+                raise ModelError(f"site {self.snap.site}: the twin ran out of events before the pilot started")
+            self.now, kind, _, job = heapq.heappop(self.heap)
+            if kind == _END:
+                started = self._started(self.policy.finish(job, self.now))
+                released_by = job.ref if pilot in started else None
+            else:
+                self.wakes.discard(self.now)
+                started = self._started(self.policy.schedule(self.now))
+        return self._estimate(pilot, queued, released_by)
+
+    def _estimate(self, pilot: QJob, queued: list[QJob], released_by: str | None) -> TwinEstimate:
+        rank = self.order[id(pilot)]
+        ahead = tuple(j.ref for j in queued if self.order.get(id(j), math.inf) < rank)
+        overtook = tuple(j.ref for j in queued if self.order.get(id(j), math.inf) > rank)
+        wait = pilot.start - self.snap.taken_at
+        if wait <= 0 and not overtook:
+            text = f"starts at once: {self.snap.total_cores - self.snap.busy_cores} cores free"
+        else:
+            parts = [f"starts after {wait:.0f} s" if wait > 0 else "starts at once"]
+            if ahead:
+                parts.append(f"behind {len(ahead)} queued job(s)")
+            if overtook:
+                parts.append(f"backfilled ahead of {len(overtook)} queued job(s) without delaying "
+                             + ("any of them" if self.snap.policy == "conservative" else "the first"))
+            if released_by:
+                parts.append(f"when job {released_by} ends")
+            text = ", ".join(parts)
+        return TwinEstimate(start=pilot.start, wait=wait, policy=self.snap.policy, ahead=ahead,
+                            overtook=overtook, released_by=released_by,
+                            explanation=f"{self.snap.policy} twin of {self.snap.site}: {text}",
+                            notes=tuple(self.notes))
+
+
+#: the ``ref`` that marks the twin's own pilot among the snapshot's jobs
+_PILOT = object()
+
+
+def _job_ids(snapshot: QueueSnapshot) -> dict[tuple[str, int], int]:
+    """Integer ids for the policy: the site's own where they are distinct whole numbers.
+
+    EASY orders jobs ending at the same instant by id, so keeping the site's ids (submission
+    order, for Slurm and for the simulator) makes the twin break ties as the site does.
+    """
+    keys = [("running", i) for i in range(len(snapshot.running))]
+    keys += [("pending", i) for i in range(len(snapshot.pending))]
+    texts = [j.job_id for j in (*snapshot.running, *snapshot.pending)]
+    try:
+        own = [int(t) for t in texts]
+    except ValueError:
+        own = []
+    if own and len(set(own)) == len(own):
+        return dict(zip(keys, own))
+    return {key: n for n, key in enumerate(keys, 1)}
