@@ -18,35 +18,65 @@ from __future__ import annotations
 import math
 from bisect import insort
 from dataclasses import dataclass, field
+from functools import lru_cache
+
+
+def _log_pmf(i: int, n: int, q: float) -> float:
+    return (math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1)
+            + i * math.log(q) + (n - i) * math.log1p(-q))
 
 
 def binomial_cdf_below(k: int, n: int, q: float) -> float:
-    """P(X < k) for X ~ Binomial(n, q), summed in log space so large n does not underflow."""
+    """P(X < k) for X ~ Binomial(n, q).
+
+    Summed downward from i = k − 1 by the ratio pmf(i − 1)/pmf(i), stopping once below the mode
+    the terms no longer change the sum: only O(√n) terms count, so a tracker that asks for
+    every n up to thousands stays fast, and log-space start values keep large n from underflowing.
+    """
     if k <= 0:
         return 0.0
     if k > n:
         return 1.0
+    i = k - 1
+    term = math.exp(_log_pmf(i, n, q))
     total = 0.0
-    log_q, log_p = math.log(q), math.log1p(-q)
-    for i in range(k):
-        log_term = math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * log_q + (n - i) * log_p
-        total += math.exp(log_term)
+    ratio_base = (1 - q) / q
+    mode = (n + 1) * q
+    while i >= 0:
+        total += term
+        if i < mode and term <= total * 1e-17:
+            break
+        term *= i / (n - i + 1) * ratio_base      # pmf(i - 1) from pmf(i)
+        i -= 1
+        if term == 0.0 and i < mode:
+            break
     return min(1.0, total)
 
 
+@lru_cache(maxsize=65536)
 def bound_index(n: int, quantile: float, confidence: float) -> int | None:
-    """The 1-based rank k of the order statistic bounding the quantile, or None if n is too small."""
+    """The 1-based rank k of the order statistic bounding the quantile, or None if n is too small.
+
+    Cached: a running tracker asks for every n in turn, and every shape class asks again.
+    """
     if not (0.0 < quantile < 1.0 and 0.0 < confidence < 1.0):
         raise ValueError("quantile and confidence must be strictly between 0 and 1")
-    # start near the normal approximation and step, instead of summing from k = 1 every time
-    k = max(1, int(n * quantile + math.sqrt(n * quantile * (1 - quantile))) - 3)
-    while k > 1 and binomial_cdf_below(k - 1, n, quantile) >= confidence:
-        k -= 1
-    while k <= n:
-        if binomial_cdf_below(k, n, quantile) >= confidence:
-            return k
+    if n < 1 or quantile ** n > 1 - confidence:
+        return None          # even the largest wait is not a bound: P(X < n) = 1 - q**n
+    # start near the normal approximation, then step with pmf(k) = P(X < k + 1) - P(X < k)
+    k = min(n, max(1, int(n * quantile + math.sqrt(n * quantile * (1 - quantile))) - 3))
+    below = binomial_cdf_below(k, n, quantile)
+    while k > 1:
+        lower = below - math.exp(_log_pmf(k - 1, n, quantile))
+        if lower < confidence:
+            break
+        k, below = k - 1, lower
+    while below < confidence and k <= n:
+        below += math.exp(_log_pmf(k, n, quantile))
         k += 1
-    return None
+    if below < confidence:
+        return None
+    return k
 
 
 def min_history(quantile: float, confidence: float) -> int:
@@ -83,8 +113,9 @@ class WaitBounds:
         if self.bound is not None and wait > self.bound:
             self.misses += 1
             if (1 - self.quantile) ** self.misses < self.alarm and len(self.history) > self.misses:
-                # a change point: keep the waits since the run of misses began (plus this one)
-                self.history = self.history[-self.misses:]
+                # a change point: keep the misses before this one (this one is appended below);
+                # the wait just before the run belongs to the old queue and goes too
+                self.history = self.history[len(self.history) - (self.misses - 1):]
                 self._sorted = sorted(self.history)
                 self.changes += 1
         else:

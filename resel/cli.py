@@ -382,6 +382,7 @@ def sites_defaults() -> None:
 def _register() -> None:
     """Commands living in their own modules."""
     from resel.cli_grid import grid_cmd, scenario_group
+    from resel.cli_history import register as register_history
     from resel.cli_live import register as register_live
     from resel.cli_model import model_group
     from resel.cli_plan import register as register_plan
@@ -392,6 +393,7 @@ def _register() -> None:
     cli.add_command(model_group)
     register_live(cli, sites)
     register_plan(cli)
+    register_history(cli)
     cli.add_command(grid_cmd)
     cli.add_command(scenario_group)
 

@@ -33,7 +33,7 @@ def _live_sites(sites_file: Path):
     site_list = load_sites(sites_file)
     offline = [s.name for s in site_list if s.kind not in LIVE_KINDS]
     if offline:
-        raise ReselError(f"{sites_file}: sites {', '.join(offline)} are simulated; `resel run` needs live sites "
+        raise ReselError(f"{sites_file}: sites {', '.join(offline)} are simulated; `resel run` and `resel plan` need live sites "
                          f"(kind = one of {', '.join(LIVE_KINDS)}) — use `resel simulate` for simulated ones")
     return site_list
 

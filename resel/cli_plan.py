@@ -77,8 +77,11 @@ def plan_cmd(bag_file: Path, sites_file: Path, strategy: str, source: str, quant
     """
     from resel.cli_live import _live_sites
     from resel.config import load_bag
-    show_plan(load_bag(bag_file), _live_sites(sites_file), strategy=strategy, source=source, quantile=quantile,
-              confidence=confidence, clock=clock, seed=seed, db_path=db_path, as_json=as_json)
+    try:
+        show_plan(load_bag(bag_file), _live_sites(sites_file), strategy=strategy, source=source, quantile=quantile,
+                  confidence=confidence, clock=clock, seed=seed, db_path=db_path, as_json=as_json)
+    except ReselError as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 def show_plan(bag, site_list, *, strategy: str, source: str, quantile: float, confidence: float, clock: str,

@@ -105,6 +105,20 @@ def m006_model_fits(db: Database) -> None:
     }, pk="id")
 
 
+@migrations()
+def m007_wait_history(db: Database) -> None:
+    """``resel history import``: past queue waits per site (sacct, SWF traces) for wait bounds.
+
+    Keyed by (site, source, job_id) so importing the same file twice adds nothing; the index
+    on (site, submit) serves reading one site's history in submission order.
+    """
+    db["wait_history"].create({
+        "site": str, "source": str, "job_id": str, "partition": str, "cores": int, "walltime": float,
+        "submit": float, "start": float,
+    }, pk=("site", "source", "job_id"))
+    db["wait_history"].create_index(["site", "submit"])
+
+
 def default_path() -> Path:
     """``$RESEL_DB``, else ``$XDG_DATA_HOME/resel/resel.db`` (``~/.local/share/resel/resel.db``)."""
     if os.environ.get("RESEL_DB"):

@@ -1,0 +1,194 @@
+"""``resel history``: import past queue waits per site and show the wait bounds they give.
+
+Thin wrappers over :mod:`resel.models.history`; the waits live in the run store's
+``wait_history`` table, beside resel's own pilots (``live_pilots``), which are read too.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from resel.errors import ReselError
+from resel.models import history as wh
+from resel.models.qbets import min_history
+from resel.store import _clean, default_path, open_store
+
+db_option = click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                         help="Run store (default: $RESEL_DB or ~/.local/share/resel/resel.db).")
+json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+_unit = click.FloatRange(0, 1, min_open=True, max_open=True)
+
+
+def _fail_cleanly(fn: Callable) -> Callable:
+    """Turn ReselError into a one-line ClickException (no traceback)."""
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except ReselError as exc:
+            raise click.ClickException(str(exc)) from None
+    return wrapper
+
+
+def _print_json(doc: Any) -> None:
+    click.echo(json.dumps(_clean(doc), indent=2))
+
+
+def _console() -> Console:
+    # piped output (a file, a pager) gets wide lines rather than 80-column wrapping
+    return Console(highlight=False, width=None if sys.stdout.isatty() else 150)
+
+
+def duration(seconds: float | None) -> str:
+    """A wait for people: ``45 s``, ``12.5 min``, ``3.2 h``, ``2.1 d``; ``—`` for none."""
+    if seconds is None or (isinstance(seconds, float) and math.isnan(seconds)):
+        return "—"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.1f} min"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} d"
+
+
+@click.group("history")
+def history_group() -> None:
+    """Queue waits of past jobs per site, and the wait bounds they give.
+
+    A bound says: with CONFIDENCE, at least QUANTILE of jobs of this shape start within B.
+    It is distribution-free (QBETS: an order statistic of the past waits) and follows a queue
+    whose behaviour shifts (a run of waits over the bound cuts the history to the new regime).
+    Waits are grouped by site and shape class (cores in power-of-two buckets, requested
+    walltime in ≤1h/≤4h/≤12h/≤24h/>24h buckets); a 95 % bound at 95 % confidence needs 59 waits
+    in a group, and a thin class falls back to the site's jobs of the same cores, then to all.
+
+    Resel's own pilots count automatically; import a site's accounting for a richer history.
+
+    \b
+    Example:
+      ssh mycluster "SLURM_TIME_FORMAT=%s sacct -a -X -P -S now-30days \\
+        -o JobID,State,Submit,Start,AllocCPUS,TimelimitRaw,Partition" > sacct.txt
+      resel history import --site mycluster --sacct sacct.txt
+      resel history show --site mycluster
+      resel history show --site mycluster --cores 4 --walltime 7200
+    """
+
+
+@history_group.command("import")
+@click.option("--site", required=True, help="Site name the waits belong to (as in the sites file).")
+@click.option("--sacct", "sacct_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Saved sacct output: `sacct --json`, `sacct -P` with its header line, or a recorded "
+                   "command {command, stdout}. The kind is detected from the content.")
+@click.option("--swf", "swf_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="A Standard Workload Format trace (field 3 = wait, 9 = requested time).")
+@click.option("--limit", type=click.IntRange(1), default=None, help="SWF: import at most N jobs.")
+@click.option("--cores-if-unknown", "default_cores", type=click.IntRange(1), default=None,
+              help="sacct: cores to assume for jobs without a CPU column (default: skip them).")
+@db_option
+@json_option
+@_fail_cleanly
+def import_cmd(site, sacct_file, swf_file, limit, default_cores, db_path, as_json) -> None:
+    """Read the waits of the jobs that started from a sacct reply or an SWF trace, and store them.
+
+    Importing the same file again adds nothing (jobs are keyed by site, source and job id).
+    Jobs that never started, or lack a submit/start time, are skipped and counted.
+
+    \b
+    Example:
+      resel history import --site mycluster --sacct sacct.txt
+      resel history import --site seth --swf traces/hpc2n.swf --limit 5000 --json
+    """
+    if (sacct_file is None) == (swf_file is None):
+        raise click.UsageError("give exactly one of --sacct FILE or --swf FILE")
+    if sacct_file is not None:
+        got = wh.records_from_sacct_file(sacct_file, site, default_cores=default_cores)
+    else:
+        got = wh.records_from_swf(swf_file, site, limit=limit)
+    db = open_store(db_path)
+    new = wh.save_records(db, got.records)
+    if as_json:
+        _print_json({"site": site, "file": str(sacct_file or swf_file), "read": len(got.records), "new": new,
+                     "skipped": dict(got.skipped)})
+        return
+    click.echo(f"{site}: {got.describe()}; {new} new, {len(got.records) - new} already stored "
+               f"(in {db_path or default_path()})")
+
+
+@history_group.command("show")
+@click.option("--site", default=None, help="Only this site (default: every site with history).")
+@click.option("--cores", type=click.IntRange(1), default=None,
+              help="Bound for a job of this many cores (with --walltime: of that shape).")
+@click.option("--walltime", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Requested walltime in seconds of the job to bound (needs --cores).")
+@click.option("--quantile", type=_unit, default=0.95, show_default=True,
+              help="Share of jobs that should start within the bound.")
+@click.option("--confidence", type=_unit, default=0.95, show_default=True,
+              help="Probability that the bound really covers that share.")
+@click.option("--alarm", type=_unit, default=0.01, show_default=True,
+              help="A run of waits over the bound this unlikely under a stable queue is a change point.")
+@db_option
+@json_option
+@_fail_cleanly
+def show_cmd(site, cores, walltime, quantile, confidence, alarm, db_path, as_json) -> None:
+    """Per site and shape class: history size, median wait, bound, change points.
+
+    With --cores (and --walltime), one bound per site for a job of that shape, with the group
+    it came from and, when there is none, why.
+
+    \b
+    Example:
+      resel history show
+      resel history show --site seth --quantile 0.9
+      resel history show --cores 4 --walltime 7200 --json
+    """
+    if walltime is not None and cores is None:
+        raise click.UsageError("--walltime needs --cores: the bound is for a job shape")
+    history = wh.load_history(open_store(db_path), site)
+    if not len(history):
+        where = f" for {site}" if site else ""
+        raise ReselError(f"no wait history{where} in {db_path or default_path()}: import some with "
+                         f"`resel history import --site NAME --sacct FILE` (or --swf FILE)")
+    head = (f"{quantile * 100:g} % bound at {confidence * 100:g} % confidence "
+            f"(needs ≥ {min_history(quantile, confidence)} waits per group)")
+    if cores is not None:
+        bounds = [history.bound(s, cores, walltime, quantile, confidence, alarm)
+                  for s in ([site] if site else history.sites())]
+        if as_json:
+            _print_json({"cores": cores, "walltime": walltime, "bounds": [b.as_dict() for b in bounds]})
+            return
+        shape = wh.shape_class(cores, walltime) if walltime is not None else f"{wh.cores_class(cores)}c, any walltime"
+        t = Table(title=f"{head}, {cores}-core job ({shape})", title_justify="left")
+        for col in ("site", "bound", "from", "waits used", "change points", "note"):
+            t.add_column(col, justify="right" if col in ("bound", "waits used", "change points") else "left")
+        for b in bounds:
+            t.add_row(b.site, duration(b.seconds), f"{b.group} ({b.level})" if b.level else "—", str(b.n),
+                      str(b.change_points), b.reason)
+        _console().print(t)
+        return
+    rows = history.summary(site, quantile, confidence, alarm)
+    if as_json:
+        _print_json({"quantile": quantile, "confidence": confidence, "alarm": alarm,
+                     "classes": [r.as_dict() for r in rows]})
+        return
+    t = Table(title=head, title_justify="left")
+    for col in ("site", "shape", "waits", "median wait", "bound", "waits used", "change points"):
+        t.add_column(col, justify="left" if col in ("site", "shape") else "right")
+    for r in rows:
+        t.add_row(r.site, r.shape, str(r.n), duration(r.median_wait), duration(r.bound), str(r.used),
+                  str(r.change_points))
+    _console().print(t)
+
+
+def register(cli: click.Group) -> None:
+    """Add ``resel history`` to the top-level group (called from :mod:`resel.cli`)."""
+    cli.add_command(history_group)

@@ -1,0 +1,70 @@
+"""``resel plan`` against the real testbed queues (issue 8): three start estimates per site,
+the engine's plan, nothing submitted; an unreadable or unreachable site is said to be so."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from live_helpers import REPO, bag_toml, cancel_leftovers, fill, sites_toml, slurm, write_inputs
+
+RESEL = [sys.executable, "-m", "resel.cli"]
+
+
+@pytest.fixture(autouse=True)
+def _clean(testbed):
+    yield
+    cancel_leftovers(testbed)
+    slurm(testbed, "a", "scancel", "-n", "filler", check=False)
+
+
+def resel(*args, timeout=120):
+    return subprocess.run(RESEL + [str(a) for a in args], cwd=REPO, capture_output=True, text=True, timeout=timeout)
+
+
+def _jobs(tb) -> set[str]:
+    return {ln.strip() for c in ("a", "b") for ln in slurm(tb, c, "squeue", "-h", "-o", "%i").stdout.split("\n")
+            if ln.strip()}
+
+
+def test_plan_shows_three_estimates_and_submits_nothing(tmp_path, testbed):
+    """tba is full for 5 minutes (another user's job): its twin and scheduler both say the
+    pilot waits; tbb is idle, so the queue-aware plan sends the bag there and holds an extra
+    pilot on tba."""
+    fill(testbed, "a", 8, 300)
+    sites, bag = write_inputs(tmp_path, sites_toml(testbed), bag_toml(4, "echo hi"))
+    before = _jobs(testbed)
+    res = resel("plan", bag, "--sites", sites, "--json", "--db", tmp_path / "db")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    rows = {r["site"]: r for r in doc["sites"]}
+    assert doc["submitted"] is False and doc["strategy"] == "queue+reselect"
+    a, b = rows["tba"], rows["tbb"]
+    assert a["twin_s"] > 200 and a["scheduler_s"] > 200          # behind the 5-minute filler
+    assert b["twin_s"] < 30 and b["scheduler_s"] < 30
+    assert a["history_s"] is None and "waits" in a["history_note"]   # no history yet: said, not guessed
+    assert a["used"] == b["used"] == "twin"
+    assert b["role"] == "origin" and b["tasks"] == 4
+    assert a["role"] == "extra pilot" and a["pilots"] == [4]
+    assert _jobs(testbed) == before
+    table = resel("plan", bag, "--sites", sites, "--db", tmp_path / "db")
+    assert table.returncode == 0 and "tba" in table.stdout and "extra pilot" in table.stdout
+
+
+def test_plan_says_when_a_site_cannot_be_read(tmp_path, testbed):
+    """A dead SSH site is unreachable; a wrong partition cannot be read either. Both rows say
+    why, neither gets a number, the bag goes to the site that answered."""
+    text = sites_toml(testbed, b={"host": "127.0.0.1", "port": 1}, a={"partition": "nosuch"})
+    ok = sites_toml(testbed).split("[[site]]")[1].replace('name = "tba"', 'name = "good"')
+    sites, bag = write_inputs(tmp_path, text + "[[site]]" + ok, bag_toml(2, "echo hi"))
+    res = resel("plan", bag, "--sites", sites, "--json", "--db", tmp_path / "db")
+    assert res.returncode == 0, res.stderr
+    rows = {r["site"]: r for r in json.loads(res.stdout)["sites"]}
+    assert "127.0.0.1:1" in rows["tbb"]["error"] and rows["tbb"]["used"] is None
+    assert rows["tba"]["error"] and "nosuch" in rows["tba"]["error"] and rows["tba"]["used"] is None
+    assert rows["good"]["tasks"] == 2 and rows["good"]["used"] is not None
+    table = resel("plan", bag, "--sites", sites, "--db", tmp_path / "db")
+    assert "unreachable" in table.stdout and "Traceback" not in table.stderr
