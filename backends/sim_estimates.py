@@ -62,13 +62,12 @@ def start_estimates(source: str, sites: list[Site], shapes: dict[int, tuple[int,
                 from resel.models.twin import twin_start
                 out[site.name] = twin_start(q.snapshot(now), cores, walltime).wait
         else:
-            from resel.models.qbets import WaitBounds
-            tracker = WaitBounds(quantile, confidence)
+            from resel.models.history import WaitHistory, WaitRecord
             if q is None:
-                waits = drawn_history(site, cores, seed)
+                records = [WaitRecord(site.name, None, cores, walltime, now - w - k, now - k, "sim", str(k))
+                           for k, w in enumerate(drawn_history(site, cores, seed))]
             else:
-                waits = q.past_waits(cores, walltime, now)
-            for w in waits:
-                tracker.observe(w)
-            out[site.name] = tracker.bound
+                records = q.past_waits(now)
+            bound = WaitHistory(records).bound(site.name, cores, walltime, quantile, confidence)
+            out[site.name] = bound.seconds
     return out

@@ -37,6 +37,9 @@ class QueueSite:
         self._wakes: set[float] = set()
         self.background_done = 0
         self.background_skipped = 0
+        #: other users' jobs as they started: (submit, start, cores, requested time, id) —
+        #: the history a user of this site could have read from sacct
+        self.started: list[tuple[float, float, int, float, int]] = []
 
     # ---------------------------------------------------------------- background load
     def prime(self) -> None:
@@ -108,6 +111,14 @@ class QueueSite:
                         for j in policy.queue)
         return QueueSnapshot(self.site.name, now, self.site.cores, running, pending, policy.name)
 
+    def past_waits(self, now: float) -> list:
+        """Waits of other users' jobs known by ``now`` (they started), in the order they
+        became known, as :class:`~resel.models.history.WaitRecord` for the history bound."""
+        from resel.models.history import WaitRecord
+        name = self.site.name
+        return [WaitRecord(name, None, size, estimate, submit, start, "sim", str(jid))
+                for submit, start, size, estimate, jid in self.started if start <= now]
+
     # ---------------------------------------------------------------- plumbing
     def _handle(self, now: float, started: list[QJob]) -> list[int]:
         """Schedule ends of started background jobs; return the started pilots' ids."""
@@ -116,6 +127,7 @@ class QueueSite:
             if job.id < 0:
                 pilots.append(job.ref)
             else:
+                self.started.append((job.submit, now, job.size, job.estimate, job.id))
                 self.push(now + job.run, BG_END, self.index, job)
         wake = self.policy.wakeup()
         if wake is not None and wake > now and wake not in self._wakes:

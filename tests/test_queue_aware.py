@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import random
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +19,8 @@ from resel.errors import ReselError
 from resel.events import BagSubmitted, CancelPilot, Decision, DispatchTask, PilotStarted, SubmitPilot
 from resel.models.lim import site_rates
 from resel.selection import Strategy, initial_assignment, predicted_ttc, queue_ranking
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def of(actions, cls):
@@ -107,3 +110,44 @@ def test_queue_aware_beats_reselection_alone_on_the_default_sites(default_sites)
         alone = simulate(bag, default_sites, "reselect", seed=seed, record=False).metrics.ttc_wkd
         queue = simulate(bag, default_sites, "queue+reselect", seed=seed, record=False).metrics.ttc_wkd
         assert queue <= 0.8 * alone, (seed, queue, alone)
+
+
+def test_simulated_start_estimates_from_three_sources():
+    """At the bag's arrival each trace-driven site answers from its scheduler, its twin and its
+    history; the twin is the QueueSite's own snapshot run forward, the history bound comes from
+    other users' jobs that had started by then (nothing from the future)."""
+    import heapq
+
+    import resel
+    from resel.backends.sim_estimates import drawn_history, start_estimates
+    from resel.backends.simqueue import QueueSite
+    from resel.models.twin import twin_start
+
+    sites = resel.load_sites(REPO / "examples" / "sites-traces-hpc.toml")
+    heap: list = []
+    seq = iter(range(10**9))
+    queues = {i: QueueSite(i, s, lambda t, k, x, p: heapq.heappush(heap, (t, k, next(seq), x, p)))
+              for i, s in enumerate(sites)}
+    for q in queues.values():
+        q.prime()
+    while heap and heap[0][0] < 0:           # warm-up, as the simulator does
+        t, kind, _, x, payload = heapq.heappop(heap)
+        q = queues[x]
+        (q.on_arrive if kind == 4 else q.on_end if kind == 1 else lambda now, _p: q.on_wake(now))(t, payload)
+    shapes = {i: (64, 86400.0) for i in queues}
+    est = {src: start_estimates(src, sites, shapes, queues, [None] * 3, quantile=0.9, confidence=0.9)
+           for src in ("scheduler", "twin", "history")}
+    for i, s in enumerate(sites):
+        assert est["twin"][s.name] == twin_start(queues[i].snapshot(0.0), 64, 86400.0).wait
+        assert est["scheduler"][s.name] == queues[i].estimate_wait(64, 86400.0, 0.0)
+        assert all(r.start <= 0.0 for r in queues[i].past_waits(0.0))
+        assert est["history"][s.name] is None or est["history"][s.name] >= 0
+    assert any(est["history"][s.name] is not None for s in sites)
+    waits = drawn_history(resel.default_sites()[0], 28, seed=1)
+    assert len(waits) == 200 and waits == drawn_history(resel.default_sites()[0], 28, seed=1)
+
+
+def test_unknown_estimate_source_is_refused():
+    from resel.backends.sim_estimates import start_estimates
+    with pytest.raises(ReselError, match="unknown wait estimate"):
+        start_estimates("oracle", [], {}, {}, [])
