@@ -68,3 +68,24 @@ def test_plan_says_when_a_site_cannot_be_read(tmp_path, testbed):
     assert rows["good"]["tasks"] == 2 and rows["good"]["used"] is not None
     table = resel("plan", bag, "--sites", sites, "--db", tmp_path / "db")
     assert "unreachable" in table.stdout and "Traceback" not in table.stderr
+
+
+def test_queue_aware_live_run_goes_where_the_pilot_starts(tmp_path, testbed):
+    """`resel run --strategy queue+reselect`: tba is full, so the twin ranks tbb first and the
+    bag runs there; the estimates the engine used are stored with the run's first event."""
+    from live_helpers import done_results
+    from resel.store import open_store
+    fill(testbed, "a", 8, 300)
+    sites, bag = write_inputs(tmp_path, sites_toml(testbed), bag_toml(3, "echo hi"))
+    db = tmp_path / "resel.db"
+    res = resel("run", bag, "--sites", sites, "--strategy", "queue+reselect", "--estimate", "twin",
+                "--poll", "0.3", "--no-progress", "--json", "--db", db, timeout=180)
+    assert res.returncode == 0, res.stderr
+    store = open_store(db)
+    first = next(iter(store.query("select data from events where kind = 'BagSubmitted'")))
+    est = json.loads(first["data"])["wait_estimates"]
+    assert est["tba"] > 200 and est["tbb"] < 30
+    ran = {r["site"] for r in store.query("select site from attempts where outcome = 'done'")}
+    assert ran == {"tbb"}
+    run_key = next(iter(store.query("select run_key from runs")))["run_key"]
+    assert sorted(done_results(testbed, run_key)) == [0, 1, 2]
