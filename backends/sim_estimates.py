@@ -46,28 +46,43 @@ def start_estimates(source: str, sites: list[Site], shapes: dict[int, tuple[int,
                     truths: list[Any], *, quantile: float = 0.9, confidence: float = 0.9, seed: int = 0,
                     now: float = 0.0) -> dict[str, float | None]:
     """Per site name, the predicted wait (seconds from ``now``) of its pilot, or None."""
+    estimate = _estimator(source, sites, queues, truths, quantile, confidence, seed, now)
+    return {sites[i].name: estimate(i, cores, walltime) for i, (cores, walltime) in shapes.items()}
+
+
+def menu_estimates(source: str, sites: list[Site], menu: dict[int, list[tuple[int, int, float]]],
+                   queues: dict[int, Any], truths: list[Any], *, quantile: float = 0.9, confidence: float = 0.9,
+                   seed: int = 0, now: float = 0.0) -> dict[str, list[float | None]]:
+    """Per site name, the predicted wait of each pilot size of :meth:`Engine.probe_menu`."""
+    estimate = _estimator(source, sites, queues, truths, quantile, confidence, seed, now)
+    return {sites[i].name: [estimate(i, cores, walltime) for _, cores, walltime in options]
+            for i, options in menu.items()}
+
+
+def _estimator(source: str, sites: list[Site], queues: dict[int, Any], truths: list[Any], quantile: float,
+               confidence: float, seed: int, now: float):
     if source not in SOURCES:
         raise ReselError(f"unknown wait estimate {source!r}; one of {', '.join(SOURCES)}")
-    out: dict[str, float | None] = {}
-    for i, (cores, walltime) in shapes.items():
+    histories: dict[int, Any] = {}
+
+    def estimate(i: int, cores: int, walltime: float) -> float | None:
         site, q = sites[i], queues.get(i)
+        if q is not None and cores > site.cores:
+            return math.inf
         if source == "scheduler":
-            out[site.name] = q.estimate_wait(cores, walltime, now) if q is not None else truths[i].expected_wait(cores)
-        elif source == "twin":
+            return q.estimate_wait(cores, walltime, now) if q is not None else truths[i].expected_wait(cores)
+        if source == "twin":
             if q is None:
-                out[site.name] = truths[i].expected_wait(cores)
-            elif cores > site.cores:
-                out[site.name] = math.inf
-            else:
-                from resel.models.twin import twin_start
-                out[site.name] = twin_start(q.snapshot(now), cores, walltime).wait
-        else:
-            from resel.models.history import WaitHistory, WaitRecord
-            if q is None:
-                records = [WaitRecord(site.name, None, cores, walltime, now - w - k, now - k, "sim", str(k))
-                           for k, w in enumerate(drawn_history(site, cores, seed))]
-            else:
-                records = q.past_waits(now)
-            bound = WaitHistory(records).bound(site.name, cores, walltime, quantile, confidence)
-            out[site.name] = bound.seconds
-    return out
+                return truths[i].expected_wait(cores)
+            from resel.models.twin import twin_start
+            return twin_start(q.snapshot(now), cores, walltime).wait
+        from resel.models.history import WaitHistory, WaitRecord
+        if q is None:      # a drawn-wait site: earlier pilots of this very shape
+            records = [WaitRecord(site.name, None, cores, walltime, now - w - k, now - k, "sim", str(k))
+                       for k, w in enumerate(drawn_history(site, cores, seed))]
+            return WaitHistory(records).bound(site.name, cores, walltime, quantile, confidence).seconds
+        if i not in histories:
+            histories[i] = WaitHistory(q.past_waits(now))
+        return histories[i].bound(site.name, cores, walltime, quantile, confidence).seconds
+
+    return estimate

@@ -20,7 +20,7 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from resel.backends.sim_estimates import start_estimates
+from resel.backends.sim_estimates import menu_estimates, start_estimates
 from resel.backends.simqueue import BG_ARRIVE, BG_END, QWAKE, QueueSite
 from resel.domain import Bag, Site, Truth
 from resel.engine import Engine
@@ -201,7 +201,11 @@ def simulate(bag: Bag, sites: list[Site], strategy: Strategy | str = "model", *,
     now = 0.0
     estimates = start_estimates(estimate, sites, engine.probe_shapes(), queues, truths,
                                 quantile=quantile, confidence=confidence, seed=seed)
-    first = BagSubmitted(time=0.0, wait_estimates=estimates)
+    menu = None
+    if strat.base == "queue":     # the queue-aware strategy weighs every pilot size
+        menu = menu_estimates(estimate, sites, engine.probe_menu(), queues, truths,
+                              quantile=quantile, confidence=confidence, seed=seed)
+    first = BagSubmitted(time=0.0, wait_estimates=estimates, wait_menu=menu)
     if record:
         log.append((0.0, "BagSubmitted", first))
     apply(0.0, engine.handle(first))

@@ -45,7 +45,7 @@ def _load_history(db_path: Path | None):
               help="queue[:E]+reselect: every task to the lowest predicted TTC, E more sites hold extra pilots; "
                    "any other strategy (model+reselect, …) is planned the same way.")
 @click.option("--estimate", "source", type=click.Choice(["auto", "history", "twin", "scheduler"]), default="auto",
-              show_default=True, help="Which start estimate ranks the sites; auto = history bound, else twin, else scheduler.")
+              show_default=True, help="Which start estimate ranks the sites; auto = twin, else history bound, else scheduler.")
 @click.option("--quantile", type=click.FloatRange(0.5, 0.999), default=0.95, show_default=True,
               help="History bound: the fraction of past pilots that started within it.")
 @click.option("--confidence", type=click.FloatRange(0.5, 0.999), default=0.95, show_default=True,

@@ -37,10 +37,13 @@ from resel.events import (
     TimerFired,
 )
 from resel.models.lim import site_rates
-from resel.selection import Strategy, initial_assignment, viable_sites
+from resel.selection import Strategy, initial_assignment, queue_split, viable_sites
 from resel.states import PilotState, TaskState, next_pilot_state, next_task_state
 
 WAITING, RUNNING, PROVISIONAL = TaskState.WAITING, TaskState.RUNNING, TaskState.PROVISIONAL
+
+#: pilot sizes per single-pilot site the queue-aware strategy weighs (full, half, quarter, …)
+MENU_SIZES = 6
 
 
 class TaskRecord:
@@ -176,6 +179,28 @@ class Engine:
             out[i] = (slots * cpt, site.pilot.walltime)
         return out
 
+    def probe_menu(self) -> dict[int, list[tuple[int, int, float]]]:
+        """Per site index, the pilot sizes the queue-aware strategy may choose between, as
+        (task slots, cores, walltime), largest first: a ``single`` site's full pilot halved
+        down to one slot (at most ``MENU_SIZES`` sizes), a pool's one-task pilot (its slots:
+        how many such pilots run at once). Smaller pilots often start much sooner (backfill);
+        the driver says when each would start, in ``BagSubmitted.wait_menu``.
+        """
+        out = {}
+        cpt = self.bag.cores_per_task
+        for i, (site, book) in enumerate(zip(self.sites, self._books)):
+            if book.cap_slots <= 0:
+                out[i] = []
+            elif site.pilot.mode == "per-task":
+                out[i] = [(max(1, min(book.cap_slots, site.pilot.max_pilots)), cpt, site.pilot.walltime)]
+            else:
+                slots, sizes = max(1, min(self.bag.count, book.cap_slots)), []
+                while slots >= 1 and len(sizes) < MENU_SIZES:
+                    sizes.append((slots, slots * cpt, site.pilot.walltime))
+                    slots //= 2
+                out[i] = sizes
+        return out
+
     @property
     def reselection_targets(self) -> list[str]:
         """Sites that take re-selected tasks, preferred first (empty without re-selection)."""
@@ -196,8 +221,16 @@ class Engine:
         # tasks each site runs at once: one pilot's slots, or a pool's one-slot pilots
         slots = [min(b.cap_slots, s.pilot.max_pilots) if s.pilot.mode == "per-task" else b.cap_slots
                  for s, b in zip(self.sites, self._books)]
-        origins, candidates = initial_assignment(self.strategy, self.bag, viable, self.rates, self._rng,
-                                                 waits, slots)
+        if self.strategy.base == "queue" and ev.wait_menu is not None:
+            menu = self.probe_menu()
+            options = [[(k, w) for (k, _, _), w in zip(menu[i], ev.wait_menu.get(s.name) or [])]
+                       for i, s in enumerate(self.sites)]
+            origins, candidates, caps = queue_split(self.strategy, self.bag, viable, self.tx, options)
+            for x, cap in caps.items():          # the pilot size the split chose for x
+                self._books[x].cap_slots = min(self._books[x].cap_slots, cap)
+        else:
+            origins, candidates = initial_assignment(self.strategy, self.bag, viable, self.rates, self._rng,
+                                                     waits, slots)
         self.started = True
         names = [s.name for s in self.sites]
         for tid, origin in enumerate(origins):
@@ -228,7 +261,7 @@ class Engine:
             book = self._books[x]
             # slowest origin first: the smallest window, so Ŵ <= 0 (move for good) comes first
             book.origins = sorted((r for r in candidates if r != x), key=lambda r: (-self.tx[r], r))
-            book.spec = self.sites[x].pilot.mode == "per-task" or (held and x != candidates[0])
+            book.spec = self.sites[x].pilot.mode == "per-task" or (held and not book.waiting)
 
     def _on_pilot_started(self, ev: PilotStarted, out: list[Action]) -> None:
         pilot = self._pilot(ev.pilot)

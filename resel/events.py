@@ -23,12 +23,15 @@ class Event:
 class BagSubmitted(Event):
     """The run starts: the engine makes its initial selection and asks for pilots.
 
-    ``wait_estimates`` (seconds, per site name) are the sites' own answers to "how long would
-    the pilot of :meth:`Engine.probe_shapes` wait?" — ``sbatch --test-only`` live, the
-    simulated queue's reservation table offline; the queue-aware strategy needs them.
+    ``wait_estimates`` (seconds, per site name) are the sites' answers to "how long would the
+    pilot of :meth:`Engine.probe_shapes` wait?"; ``wait_menu`` (per site name, a list aligned
+    with :meth:`Engine.probe_menu`) the same for each pilot size the queue-aware strategy may
+    choose (None where a size has no estimate). Drivers ask the scheduler, the queue twin or
+    the wait history (:mod:`resel.plan`, :mod:`resel.backends.sim_estimates`).
     """
 
     wait_estimates: dict[str, float] | None = None
+    wait_menu: dict[str, list[float | None]] | None = None
 
 
 @_rec

@@ -109,6 +109,7 @@ class Coordinator:
         self.seq = 0
         self.finished = False
         self.cancelled = False
+        self._wait_menu: dict[str, list[float | None]] | None = None
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=max(1, len(sites)), thread_name_prefix="resel-site")
 
@@ -130,7 +131,7 @@ class Coordinator:
             db["runs"].update(run_id, {"run_key": run_key})
         coord = cls(db, run_id, bag, sites, options, run_key, t0, open_site, clock=clock)
         failures, estimates = coord._preflight()
-        coord.feed([BagSubmitted(time=0.0, wait_estimates=estimates or None)]
+        coord.feed([BagSubmitted(time=0.0, wait_estimates=estimates or None, wait_menu=coord._wait_menu)]
                    + [SiteLost(time=0.0, site=name, reason=why) for name, why in failures.items()])
         return coord
 
@@ -199,36 +200,42 @@ class Coordinator:
     def _preflight(self) -> tuple[dict[str, str], dict[str, float]]:
         """Ask every site for its availability and, for the queue-aware strategy, when its
         pilot would start (history bound, queue twin or the scheduler's answer: resel.plan)."""
-        shapes = self.engine.probe_shapes()
         want_estimates = Strategy.parse(self.options.strategy).base == "queue"
         history = None
         if want_estimates:
             from resel.models.history import load_history
             history = load_history(self.db)
 
-        def check(i: int, site: Site) -> tuple[str, str | None, float | None]:
+        menu = self.engine.probe_menu()
+
+        def check(i: int, site: Site) -> tuple[str, str | None, float | None, list | None]:
             try:
                 ps = self.site(site.name)
                 ps.scheduler.availability()
                 ps.ship_agent()
-                est = None
-                if want_estimates:
+                est, sizes = None, None
+                if want_estimates and menu[i]:
                     from resel.plan import choose, site_estimates
                     opts = self.options
-                    row = site_estimates(ps.scheduler, site, shapes[i], self.engine.tx[i], history,
+                    row = site_estimates(ps.scheduler, site, menu[i], self.engine.tx[i], history,
                                          quantile=opts.quantile, confidence=opts.confidence)
                     est = choose(row, opts.estimate)[1]
-                return site.name, None, est
+                    sizes = [choose(entry, opts.estimate)[1] for entry in row.menu]
+                return site.name, None, est, sizes
             except Exception as exc:   # noqa: BLE001 - any failure disables this site only
-                return site.name, _describe(exc), None
+                return site.name, _describe(exc), None, None
 
-        failures, estimates = {}, {}
-        for name, error, est in self._pool.map(lambda p: check(*p), enumerate(self.sites)):
+        failures, estimates, waits = {}, {}, {}
+        for name, error, est, sizes in self._pool.map(lambda p: check(*p), enumerate(self.sites)):
             if error:
                 failures[name] = error
                 self.views[name].error = error
-            elif est is not None:
-                estimates[name] = est
+            else:
+                if est is not None:
+                    estimates[name] = est
+                if sizes is not None:
+                    waits[name] = sizes
+        self._wait_menu = waits if want_estimates else None
         return failures, estimates
 
     # ------------------------------------------------------------------ the loop

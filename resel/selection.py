@@ -136,3 +136,83 @@ def initial_assignment(strategy: Strategy, bag: Bag, viable: list[int], rates: l
         return [held[0]] * n, held
     best_k = ranked(viable, rates, bag.profile.instructions, strategy.k)
     return [best_k[t % len(best_k)] for t in range(n)], best_k
+
+
+def _capacity(options: list[tuple[int, float | None]], tx: float, horizon: float) -> tuple[int, int]:
+    """Most tasks a site finishes by ``horizon`` with one of its pilot sizes, and that size.
+
+    A pilot of k slots starting at w runs ⌊(horizon − w) / T̂x⌋ waves of k tasks.
+    """
+    best, best_k = 0, 0
+    for k, w in options:
+        if w is None or not math.isfinite(w) or k < 1:
+            continue
+        waves = math.floor((horizon - max(0.0, w)) / tx + 1e-9) if tx > 0 else 0
+        if waves > 0 and k * waves > best:
+            best, best_k = k * waves, k
+    return best, best_k
+
+
+def queue_split(strategy: Strategy, bag: Bag, viable: list[int], tx: list[float],
+                options: list[list[tuple[int, float | None]]]) -> tuple[list[int], list[int], dict[int, int]]:
+    """The queue-aware plan with pilot sizes: split the bag over sites so the predicted
+    makespan — each site's pilot start + its waves of T̂x — is smallest.
+
+    ``options[i]`` lists site i's pilot sizes (task slots) with the predicted start of each
+    (None: unknown). A whole-machine pilot may wait for the machine to drain while half of it
+    backfills at once, so the plan weighs every size. The smallest horizon T at which the
+    sites together finish the bag is found by bisection (capacity grows with T); tasks then go
+    to the sites in order of their earliest possible finish, each up to its capacity at T.
+
+    Returns each task's origin, the sites holding pilots (those with tasks, then the
+    ``strategy.extra`` next best by their own single-site TTC, with ``+reselect``), and the
+    pilot size (slots) chosen per site.
+
+    Raises:
+        ReselError: no viable site has any start estimate.
+    """
+    n = bag.count
+    known = [i for i in viable if any(w is not None and math.isfinite(w) for _, w in options[i])]
+    if not known:
+        raise ReselError("the queue-aware strategy needs a start estimate from at least one site; "
+                         "none of the viable sites' queues could be read")
+
+    def solo(i: int) -> tuple[float, int]:
+        """Site i alone: its best (TTC, slots) over its pilot sizes."""
+        return min(((max(0.0, w) + math.ceil(n / k) * tx[i], k) for k, w in options[i]
+                    if w is not None and math.isfinite(w) and k >= 1), default=(math.inf, 0))
+
+    ranking = sorted(known, key=lambda i: (solo(i)[0], i))
+    lo = min(max(0.0, w) + tx[i] for i in known for _, w in options[i] if w is not None and math.isfinite(w))
+    hi = solo(ranking[0])[0]
+    for _ in range(60):                   # bisection on the horizon; capacity is monotone in it
+        if hi - lo <= 1e-6 * max(1.0, hi):
+            break
+        mid = (lo + hi) / 2
+        if sum(_capacity(options[i], tx[i], mid)[0] for i in known) >= n:
+            hi = mid
+        else:
+            lo = mid
+    caps = {i: _capacity(options[i], tx[i], hi) for i in known}
+    order = sorted(known, key=lambda i: (min((max(0.0, w) + tx[i] for k, w in options[i]
+                                              if w is not None and math.isfinite(w)), default=math.inf), i))
+    origins: list[int] = []
+    sizes: dict[int, int] = {}
+    for i in order:
+        take = min(caps[i][0], n - len(origins))
+        if take > 0:
+            origins += [i] * take
+            sizes[i] = min(caps[i][1], take)
+    if len(origins) < n:                  # numerical slack: the rest to the best single site
+        best = ranking[0]
+        origins += [best] * (n - len(origins))
+        sizes.setdefault(best, min(n, solo(best)[1]))
+    held = [i for i in order if i in sizes]
+    if strategy.reselect:
+        for i in ranking:
+            if len(held) >= len(sizes) + strategy.extra:
+                break
+            if i not in sizes:
+                held.append(i)
+                sizes[i] = solo(i)[1]
+    return origins, held, sizes

@@ -151,3 +151,56 @@ def test_unknown_estimate_source_is_refused():
     from resel.backends.sim_estimates import start_estimates
     with pytest.raises(ReselError, match="unknown wait estimate"):
         start_estimates("oracle", [], {}, {}, [])
+
+
+def test_split_prefers_half_pilots_that_start_now_over_a_whole_machine_that_drains():
+    """Two sites of 8 slots, T̂x 100 s: a full pilot waits 1000 s, half a pilot starts at
+    once. Alone, a site finishes in 2 waves (200 s); split 4 + 4 on half pilots: 100 s."""
+    from resel.selection import queue_split
+    menu = [(8, 1000.0), (4, 0.0), (2, 0.0), (1, 0.0)]
+    origins, held, sizes = queue_split(Strategy.parse("queue:0+reselect"), make_bag(8), [0, 1], [100.0, 100.0],
+                                       [menu, menu])
+    assert sorted(origins) == [0] * 4 + [1] * 4 and sizes == {0: 4, 1: 4} and held == [0, 1]
+
+
+def test_split_keeps_one_site_when_another_is_slower_than_waiting(abc):
+    """The fast site's half pilot in two waves beats anything the others can add."""
+    from resel.selection import queue_split
+    options = [[(4, 0.0), (2, 0.0)], [(4, None), (2, None)], [(4, 10_000.0), (2, 10_000.0)]]
+    origins, held, sizes = queue_split(Strategy.parse("queue:1+reselect"), make_bag(8), [0, 1, 2],
+                                       [100.0, 50.0, 100.0], options)
+    assert origins == [0] * 8 and sizes[0] == 4
+    assert held == [0, 2] and sizes[2] == 4          # c holds the extra pilot; b (unknown) never
+    with pytest.raises(ReselError, match="could be read"):
+        queue_split(Strategy.parse("queue"), make_bag(1), [0], [1.0], [[(1, None)]])
+
+
+def test_engine_sizes_pilots_from_the_menu(abc):
+    """BagSubmitted.wait_menu (aligned with probe_menu) decides the pilots the engine submits."""
+    engine = Engine(make_bag(8), abc, "queue:0+reselect")
+    menu = engine.probe_menu()
+    assert [k for k, _, _ in menu[0]] == [8, 4, 2, 1]
+    waits = {s.name: [1000.0, 0.0, 0.0, 0.0] for s in abc}
+    waits["b"] = [None] * 4
+    out = engine.handle(BagSubmitted(time=0.0, wait_menu=waits, wait_estimates={"a": 1000.0, "c": 1000.0}))
+    # c (T̂x 2.5 s) takes 4 tasks per wave: all 8 on half a pilot beats any split with a (5 s)
+    assert [(p.site, p.cores) for p in of(out, SubmitPilot)] == [("c", 4)]
+
+
+def test_queue_aware_splits_the_bag_where_whole_machine_pilots_wait():
+    """Three Seth queues, 256 tasks (more than a machine): re-selection alone vs queue-aware
+    with the twin, three arrival moments, paired seeds — the full table is
+    benchmarks/eval_queue_aware.py's."""
+    import sys
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import resel
+    from eval_queue_aware import shifted
+    from resel.backends.simulated import simulate
+    base = resel.load_sites(REPO / "examples" / "sites-traces-hpc.toml")
+    bag = resel.default_bag().resized(256)
+    alone = queue = 0.0
+    for i in range(3):
+        sites = shifted(base, i * 3 * 86400)
+        alone += simulate(bag, sites, "reselect", seed=i, record=False).metrics.ttc_wkd
+        queue += simulate(bag, sites, "queue+reselect", seed=i, record=False, estimate="twin").metrics.ttc_wkd
+    assert queue <= 0.8 * alone, (queue, alone)
