@@ -121,6 +121,9 @@ def show_plan(bag, site_list, *, strategy: str, source: str, quantile: float, co
             if r["used"] is None:
                 notes.append(f"{r['site']}: no start estimate at all — ranked last, not guessed")
     c.out.print(t)
+    if doc.get("predicted_ttc_s") is not None:
+        c.out.print(f"  predicted TTC of this plan: {_dur(doc['predicted_ttc_s'])} "
+                    f"(each origin's chosen pilot size: its start estimate + its waves of T̂x)", markup=False)
     for n in notes:
         c.out.print(f"  {n}", markup=False, highlight=False)
     if why:
