@@ -189,6 +189,65 @@ def show_cmd(site, cores, walltime, quantile, confidence, alarm, db_path, as_jso
     _console().print(t)
 
 
+@history_group.command("fetch")
+@click.option("--sites", "sites_file", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="Sites file with live Slurm sites; each one's accounting is asked.")
+@click.option("--days", type=click.FloatRange(min=0, min_open=True), default=30.0, show_default=True,
+              help="How far back to read (sacct -S).")
+@click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Run store (default: $RESEL_DB or ~/.local/share/resel/resel.db).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@_fail_cleanly
+def fetch_cmd(sites_file: Path, days: float, db_path: Path | None, as_json: bool) -> None:
+    """Read every user's recent jobs from each live Slurm site's accounting (sacct -a -X) and
+    store their waits — what `import --sacct` does with a file, without the file.
+
+    A site without accounting (AccountingStorageType=none), of another kind, or unreachable is
+    listed with the reason; the others are imported.
+
+    \b
+    Example:
+      resel history fetch --sites my-sites.toml --days 14
+    """
+    import time
+
+    from resel.backends.connect import open_site
+    from resel.config import load_sites
+    db = open_store(db_path)
+    rows = []
+    for site in load_sites(sites_file):
+        row: dict[str, Any] = {"site": site.name, "read": 0, "new": 0, "skipped": {}, "problem": None}
+        ps = None
+        try:
+            if site.kind != "slurm" or site.access is None or site.access.api != "cli":
+                raise ReselError(f"only live Slurm sites through the CLI keep a history resel can read "
+                                 f"(this one is {site.kind}); import a file with `resel history import`")
+            ps = open_site(site)
+            jobs = ps.scheduler.history(time.time() - days * 86400)
+            if not jobs and ps.scheduler.accounting_enabled is False:
+                raise ReselError("the site keeps no accounting (sacct: accounting storage is disabled)")
+            got = wh.records_from_jobs(jobs, site.name, origin=f"sacct on {site.name}")
+            row.update(read=len(got.records), new=wh.save_records(db, got.records), skipped=dict(got.skipped))
+        except Exception as exc:   # noqa: BLE001 - one row per site; the others go on
+            row["problem"] = str(exc).strip() or type(exc).__name__
+        finally:
+            if ps is not None:
+                try:
+                    ps.transport.close()
+                except Exception:   # noqa: BLE001, S110 - closing a report's connection
+                    pass
+        rows.append(row)
+    if as_json:
+        _print_json({"days": days, "sites": rows})
+        return
+    for r in rows:
+        if r["problem"]:
+            click.echo(f"{r['site']}: nothing imported — {r['problem']}")
+        else:
+            click.echo(f"{r['site']}: {r['read']} wait(s) read, {r['new']} new"
+                       + (f", skipped {r['skipped']}" if r["skipped"] else ""))
+
+
 def register(cli: click.Group) -> None:
     """Add ``resel history`` to the top-level group (called from :mod:`resel.cli`)."""
     cli.add_command(history_group)

@@ -89,3 +89,17 @@ def test_queue_aware_live_run_goes_where_the_pilot_starts(tmp_path, testbed):
     assert ran == {"tbb"}
     run_key = next(iter(store.query("select run_key from runs")))["run_key"]
     assert sorted(done_results(testbed, run_key)) == [0, 1, 2]
+
+
+def test_history_fetch_says_when_a_site_keeps_no_accounting(tmp_path, testbed):
+    """The testbed runs without slurmdbd: `history fetch` reads nothing and says why, per site;
+    a simulated site in the file is refused with its own reason."""
+    text = (sites_toml(testbed) + '[[site]]\nname = "sim"\nkind = "simulated"\ncores = 4\nclock = { base = 1.0 }\n'
+            'wait = { dist = "fixed", value = 0 }\n')
+    sites = tmp_path / "sites.toml"
+    sites.write_text(text)
+    res = resel("history", "fetch", "--sites", sites, "--days", "1", "--json", "--db", tmp_path / "db")
+    assert res.returncode == 0, res.stderr
+    rows = {r["site"]: r for r in json.loads(res.stdout)["sites"]}
+    assert "no accounting" in rows["tba"]["problem"] and "no accounting" in rows["tbb"]["problem"]
+    assert "only live Slurm sites" in rows["sim"]["problem"] and rows["tba"]["new"] == 0
