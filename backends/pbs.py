@@ -44,9 +44,11 @@ from resel.backends.slurm_formats import (
     Partition,
     parse_cpuinfo,
     parse_lscpu_json,
+    parse_scheduler_type,
     parse_utc_offset,
     parse_version,
 )
+from resel.models.twin import QueueSnapshot
 
 from resel.errors import SchedulerError, SchedulerReplyError
 
@@ -147,6 +149,7 @@ class PBSCLI:
         self._version: str | None = None
         self._tz: tzinfo | None = None
         self._default_queue: tuple[str | None] | None = None
+        self._slurm_scheduler: tuple[str | None] | None = None
 
     def __repr__(self) -> str:
         return f"PBSCLI({self.transport!r}, queue={self.queue!r}, dialect={self.flavour or 'auto'!r})"
@@ -326,15 +329,15 @@ class PBSCLI:
                 q.pending if q.pending is not None else r.pending, q.queue_type))
         return out
 
-    def nodes(self) -> list[fmt.NodeRecord]:
+    def nodes(self, jobs_text: str | None = None) -> list[fmt.NodeRecord]:
         """Nodes with their CPUs; a ``mixed`` node (Slurm's wrapper) gets its idle CPUs from
-        the running jobs' ``exec_host``."""
+        the running jobs' ``exec_host`` (``jobs_text``: a ``qstat -f`` reply already read)."""
         if self.dialect == "pro":
             return fmt.nodes_from_json(fmt.load_json(self._query(["pbsnodes", "-a", "-F", "json"]),
                                                      "pbsnodes -a -F json"))
         nodes = fmt.nodes_from_text(self._query(["pbsnodes", "-a"]))
         if any(n.idle is None for n in nodes):
-            text = self._jobs_text()
+            text = self._jobs_text() if jobs_text is None else jobs_text
             nodes = fmt.fill_idle_from_jobs(nodes, fmt.parse_jobs_text(text, self._tz_for(text)).values(),
                                             fmt.exec_hosts_text(text))
         return nodes
@@ -360,6 +363,81 @@ class PBSCLI:
             jobs = self._all_jobs().values()
         return fmt.make_availability(self.scheduler, self.version(), parts, queues, nodes, jobs,
                                      time.time(), target=self.queue)
+
+    def _policy(self) -> tuple[str, str]:
+        """(policy, the note saying it is assumed): see :func:`.pbs_formats.assumed_policy`.
+        Under Slurm's wrappers the Slurm behind them is asked (``scontrol show config``), once."""
+        if self.flavour == "torque" and self._version is None:
+            with contextlib.suppress(SchedulerError):
+                self._detect()                      # a "torque" site may be Slurm's wrappers
+        if self.flavour is None:
+            self._detect()
+        kind = None
+        if self.flavour == "slurm-torque":
+            if self._slurm_scheduler is None:
+                cmd = ["scontrol", "show", "config"]
+                try:
+                    self._slurm_scheduler = (parse_scheduler_type(self._query(cmd), shlex.join(cmd)),)
+                except SchedulerError:
+                    self._slurm_scheduler = (None,)
+            kind = self._slurm_scheduler[0]
+        return fmt.assumed_policy(self.flavour or "torque", kind)
+
+    def scheduler_policy(self) -> str:
+        """The twin's policy for this site, assumed from the dialect (PBS's commands do not
+        report the scheduler's configuration): EASY for PBS Pro/OpenPBS, whose scheduler
+        backfills around ``backfill_depth`` (default 1) top jobs; FCFS for Torque's own
+        ``pbs_sched``; under Debian's Torque wrappers, the Slurm behind them as
+        :meth:`SlurmCLI.scheduler_policy <resel.backends.slurm.SlurmCLI.scheduler_policy>`
+        maps it. See :func:`.pbs_formats.assumed_policy`."""
+        return self._policy()[0]
+
+    def queue_snapshot(self) -> QueueSnapshot:
+        """The queue resel submits to (the configured one, else the server's default; else
+        every queue on every node), for the twin (:mod:`resel.models.twin`): all users' running
+        jobs with their CPUs, walltime and elapsed time, and queued ones in priority order.
+
+        Held, waiting and other jobs that cannot start now are left out and counted in the
+        snapshot's notes, which also say that the policy is assumed (see
+        :meth:`scheduler_policy`). A queue that cannot be read raises :class:`SchedulerError`:
+        a plan must say "unreadable", never guess.
+        """
+        queues = self.queues()
+        if self.queue and self.queue not in {q.name for q in queues}:
+            have = ", ".join(q.name for q in queues) or "(none)"
+            raise SchedulerError(f"queue {self.queue} not found; the site has: {have}",
+                                 hint="set the site's `queue` to one of these")
+        policy, policy_note = self._policy()
+        notes = [policy_note]
+        server_time = None
+        if self.dialect == "pro":
+            command = "qstat -f -F json"
+            text = self._query(["qstat", "-f", "-F", "json"])
+            doc = fmt.load_json(text, command)
+            records: list[tuple[str, Any]] = fmt.job_records_json(doc, command)
+            stamp = doc.get("timestamp")
+            if isinstance(stamp, (int, float)) and not isinstance(stamp, bool) and stamp > 0:
+                server_time = float(stamp)
+            nodes = self.nodes()
+        else:
+            command = "qstat -f"
+            text = self._query(["qstat", "-f"], empty_ok=True)
+            records = fmt.job_records_text(text, command)
+            nodes = self.nodes(jobs_text=text)
+        parts = fmt.partitions(queues, nodes, None if self.queue else self.default_queue())
+        scope = self.queue or next((p.name for p in parts if p.default), None)
+        if scope is not None:
+            part = next(p for p in parts if p.name == scope)
+        else:
+            limits = [q.max_time for q in queues]
+            part = Partition(name="(all queues)", state="UP", total_cpus=sum(n.total for n in nodes),
+                             idle_cpus=sum(n.idle or 0 for n in nodes), nodes=len(nodes),
+                             max_time=max(limits) if limits and None not in limits else None, default=False)
+            notes.append("no queue configured and the server names no default queue: "
+                         "every queue's jobs on every node")
+        return fmt.snapshot_of(part, records, policy, time.time(), flavour=self.flavour or "torque",
+                               tz=self._tz_for(text), server_time=server_time, notes=notes,
+                               scoped=scope is not None, command=command)
 
     def test_only(self, cores: int, walltime: float) -> float | None:
         """None: PBS has no dry-run submission (``qsub`` always queues the job), so there is no

@@ -34,14 +34,16 @@ from datetime import datetime, tzinfo
 from typing import Any
 
 from resel.backends.slurm_formats import Availability, JobInfo, Partition
+from resel.models.twin import QueueSnapshot, SnapJob
 
 from resel.errors import SchedulerError, SchedulerReplyError
 
 __all__ = [
-    "Availability", "JobInfo", "Partition", "QueueInfo", "detect_dialect", "job_state",
-    "load_json", "make_availability", "nodes_from_json", "nodes_from_text", "parse_jobs_json",
-    "parse_jobs_text", "parse_qstat_q", "parse_qsub", "parse_queues_json", "parse_queues_text",
-    "parse_server_default_queue", "parse_walltime", "qdel_problems", "qsub_error",
+    "Availability", "JobInfo", "Partition", "QueueInfo", "assumed_policy", "detect_dialect",
+    "job_records_json", "job_records_text", "job_state", "load_json", "make_availability",
+    "nodes_from_json", "nodes_from_text", "parse_jobs_json", "parse_jobs_text", "parse_qstat_q",
+    "parse_qsub", "parse_queues_json", "parse_queues_text", "parse_server_default_queue",
+    "parse_walltime", "qdel_problems", "qsub_error", "snapshot_of",
 ]
 
 
@@ -695,6 +697,182 @@ def make_availability(scheduler: str, version: str | None, parts: Sequence[Parti
                 pending += 1
     shown = [p for p in parts if p.name == target] if target else list(parts)
     return Availability(scheduler, version, shown, int(free), int(total), running, pending, queried_at)
+
+
+# ---------------------------------------------------------------------------- queue snapshot (the twin)
+
+#: SchedulerType of the Slurm behind Debian's Torque wrappers → the twin's policy (as SlurmCLI)
+_SLURM_POLICY = {"sched/backfill": "conservative", "sched/builtin": "fcfs"}
+#: PBS state letters of jobs that are over (PBS Pro's history, Torque's completed jobs)
+_OVER = {"F", "C", "X", "M"}
+#: PBS states of waiting jobs the twin leaves out, with the words its note uses
+_LEFT_OUT = {"H": "held", "W": "waiting for their start time (-a) or stage-in",
+             "T": "in transit to another queue", "E": "exiting (ending now)", "S": "suspended",
+             "U": "suspended (workstation busy)", "B": "array jobs (their subjobs are not listed)"}
+
+
+def assumed_policy(flavour: str, scheduler_type: str | None = None) -> tuple[str, str]:
+    """The twin's policy for a PBS site, and the note that says it is assumed.
+
+    PBS's commands do not report the scheduler's configuration (``sched_config`` and the
+    scheduler object are for managers), so the policy is the dialect's default:
+
+    * ``"pro"`` (PBS Pro/OpenPBS) — **EASY**. Its scheduler backfills by default around
+      ``backfill_depth`` top jobs, and ``backfill_depth`` defaults to 1: one reservation, for
+      the highest-priority job, and smaller jobs started where they do not delay it — EASY's
+      rule. (A site that raises ``backfill_depth`` moves towards conservative backfilling; a
+      site without ``strict_ordering`` runs any job that fits, earlier still.)
+    * ``"torque"`` — **FCFS**. Torque's own ``pbs_sched`` (fifo) does no backfilling; sites
+      that run Maui or Moab do (EASY-like, ``RESERVATIONDEPTH`` 1), so there the twin's wait
+      is on the safe side, likely too long.
+    * ``"slurm-torque"`` (Debian's wrappers over Slurm) — Slurm's own policy, from
+      ``scontrol show config``'s ``SchedulerType`` (``scheduler_type``) as
+      :meth:`~resel.backends.slurm.SlurmCLI.scheduler_policy` maps it; FCFS if not known.
+    """
+    if flavour == "pro":
+        return "easy", ("policy assumed: PBS Pro's default backfilling around one top job "
+                        "(backfill_depth 1) read as EASY; qstat does not report the scheduler's configuration")
+    if flavour == "slurm-torque" and scheduler_type in _SLURM_POLICY:
+        policy = _SLURM_POLICY[scheduler_type]
+        return policy, (f"policy assumed from the Slurm behind the Torque wrappers ({scheduler_type}: {policy}); "
+                        "the PBS commands do not report the scheduler's configuration")
+    if flavour in ("torque", "slurm-torque"):
+        why = ("Torque's pbs_sched (FIFO, no backfilling); under Maui/Moab backfilling the wait is likely shorter"
+               if flavour == "torque" else
+               f"the Slurm scheduler behind the Torque wrappers is {scheduler_type or 'not known'}")
+        return "fcfs", f"policy assumed: FCFS ({why}); qstat does not report the scheduler's configuration"
+    raise SchedulerError(f"PBS flavour {flavour!r} is not one of pro, torque, slurm-torque")
+
+
+def job_records_json(doc: Mapping[str, Any], command: str = "qstat -f -F json") -> list[tuple[str, dict[str, Any]]]:
+    """The job records of a ``qstat -f -F json`` reply, in its order: (id, attributes)."""
+    return list(_section(doc, "Jobs", command).items())
+
+
+def job_records_text(text: str, command: str = "qstat -f") -> list[tuple[str, dict[str, str]]]:
+    """The job blocks of a ``qstat -f`` text reply, in its order: (id, ``key = value`` attributes)."""
+    if text.strip() and not _JOB_HEADER.match(text.lstrip().splitlines()[0]):
+        raise SchedulerReplyError(command, f"expected 'Job Id:' blocks, got {text.strip()[:80]!r}")
+    return _blocks(text, _JOB_HEADER, command)
+
+
+def _seq_key(job_id: str) -> tuple[int, str]:
+    head = job_id.split(".", 1)[0].split("[", 1)[0]
+    return (int(head) if head.isdigit() else 0, job_id)
+
+
+def snapshot_of(part: Partition, records: Iterable[tuple[str, Mapping[str, Any]]], policy: str, now: float, *,
+                flavour: str = "pro", tz: tzinfo | None = None, server_time: float | None = None,
+                notes: Sequence[str] = (), scoped: bool = True,
+                command: str = "qstat -f") -> QueueSnapshot:
+    """The twin's view of one PBS queue from ``qstat -f`` job records (pure).
+
+    ``part`` is the queue (its CPUs and walltime maximum, from :func:`partitions`); with
+    ``scoped`` False every queue's jobs count (the whole cluster, when no queue is known).
+    ``flavour`` is ``"pro"``, ``"torque"`` or ``"slurm-torque"``; ``notes`` are prepended
+    (the policy's, from :func:`assumed_policy`).
+
+    * Running jobs (``R``): their CPUs (``Resource_List.ncpus``, else ``nodes=N:ppn=P``, else
+      ``procs``), ``Resource_List.walltime``, and elapsed time since their start (``stime``,
+      ``start_time``; the wrappers' ``mtime``) measured against ``server_time`` — the
+      reply's own ``timestamp`` where PBS Pro prints one, so no clock skew enters — else
+      ``now``; ``resources_used.walltime`` where the start is not printed.
+    * Pending jobs (``Q``) in priority order: the ``Priority`` attribute (higher first), then
+      ``qtime``, then the job number. PBS Pro's scheduler sorts by its own formula
+      (``job_sort_formula``, fairshare), which users cannot see: a note says so.
+    * Left out, each counted in a note: held (``H``), waiting (``W``), in transit (``T``),
+      exiting, suspended, array parents, jobs PBS Pro says can never run, and, under Slurm's
+      wrappers, queued jobs of priority 0 (Slurm's held jobs, which the wrappers print as Q).
+      Finished jobs (PBS Pro's history) are skipped silently.
+    * Jobs without a walltime get the queue's maximum (``default_limit``), with a note; a
+      note also says when the queue has none (the twin then refuses to simulate them).
+
+    A record without ``job_state`` or with unreadable values raises
+    :class:`SchedulerReplyError` naming ``command``.
+    """
+    if flavour not in ("pro", "torque", "slurm-torque"):
+        raise SchedulerError(f"PBS flavour {flavour!r} is not one of pro, torque, slurm-torque")
+    if part.total_cpus < 1:
+        raise SchedulerError(f"queue {part.name} has no CPUs (pbsnodes lists none it may use): "
+                             "there is no queue to simulate")
+    dialect = "pro" if flavour == "pro" else "torque"
+    clock = server_time if server_time is not None else now
+    running: list[SnapJob] = []
+    pending: list[tuple[int, float, tuple[int, str], SnapJob]] = []
+    left_out: dict[str, int] = {}
+    no_priority = no_elapsed = 0
+
+    def leave(why: str) -> None:
+        left_out[why] = left_out.get(why, 0) + 1
+
+    for jid, rec in records:
+        if not isinstance(rec, Mapping):
+            raise SchedulerReplyError(command, f"job {jid}: not a record of attributes")
+        info = job_from_record(jid, rec, tz, dialect, command)
+        if scoped and info.partition and info.partition != part.name:
+            continue
+        flat = _flatten(rec)
+        code = str(flat.get("job_state", "")).strip().upper()[:1]
+        if code in _OVER:
+            continue
+        where = f"job {jid}"
+        if code in _LEFT_OUT:
+            leave(_LEFT_OUT[code])
+            continue
+        if code not in ("R", "Q"):
+            leave(f"in state {code}")
+            continue
+        if info.cpus is None or info.cpus < 1:
+            leave("their CPU count is not known")
+            continue
+        if code == "R":
+            if info.start is not None:
+                elapsed = max(0.0, clock - info.start)
+            else:
+                used = parse_walltime(flat.get("resources_used.walltime"), f"{where}: resources_used.walltime",
+                                      command)
+                if used is None:
+                    no_elapsed += 1
+                elapsed = used or 0.0
+            running.append(SnapJob(info.cpus, info.time_limit, elapsed, jid, info.user))
+            continue
+        if info.reason == "PartitionConfig":
+            leave("the scheduler says they can never run")
+            continue
+        raw = flat.get("Priority")
+        priority = _int(raw, f"{where}: Priority", command)
+        if priority is None:
+            no_priority += 1
+        elif flavour == "slurm-torque" and priority == 0:
+            leave("held (priority 0 under Slurm's wrappers)")
+            continue
+        job = SnapJob(info.cpus, info.time_limit, 0.0, jid, info.user)
+        pending.append((-(priority or 0), info.submit if info.submit is not None else math.inf,
+                        _seq_key(jid), job))
+    pending.sort(key=lambda p: p[:3])
+    out = list(notes)
+    out += [f"{n} job(s) left out: {why}" for why, n in sorted(left_out.items())]
+    if pending and flavour == "pro":
+        out.append("pending jobs ordered by their Priority attribute, then submission: "
+                   "the scheduler's own sort formula (fairshare, job_sort_formula) is not visible")
+    if no_priority:
+        out.append(f"{no_priority} pending job(s) without a Priority attribute taken as priority 0")
+    if no_elapsed:
+        out.append(f"{no_elapsed} running job(s) without a start time or used walltime taken as just started")
+    unlimited = sum(1 for j in (*running, *(p[3] for p in pending)) if j.time_limit is None)
+    if unlimited:
+        out.append(f"{unlimited} job(s) without a walltime given the queue's maximum"
+                   + (f" ({part.max_time:.0f} s)" if part.max_time else
+                      ", which it does not have (resources_max.walltime): they cannot be simulated"))
+    busy = sum(j.cores for j in running)
+    outside = part.total_cpus - part.idle_cpus - busy
+    if scoped and outside > 0:
+        out.append(f"{outside} busy core(s) of queue {part.name}'s nodes belong to no job listed in it "
+                   "(another queue shares its nodes?): taken as free")
+    return QueueSnapshot(
+        site=part.name, taken_at=now, total_cores=part.total_cpus, running=tuple(running),
+        pending=tuple(p[3] for p in pending), policy=policy,
+        default_limit=part.max_time or None, notes=tuple(out))
 
 
 # ---------------------------------------------------------------------------- qsub, qdel

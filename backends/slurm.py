@@ -139,6 +139,10 @@ def snapshot_of(part: Partition, jobs: Iterable[JobInfo], policy: str, now: floa
         policy=policy, default_limit=part.max_time or None, notes=tuple(notes))
 
 
+#: job states a queue snapshot reads (the rest have left the queue)
+QUEUE_STATES = frozenset({"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED"})
+
+
 class SlurmCLI:
     """Slurm via sinfo/squeue/sbatch/scancel/sacct on the site's login node.
 
@@ -307,16 +311,21 @@ class SlurmCLI:
         return snapshot_of(part, jobs.values(), policy, time.time())
 
     def _queue_jobs(self) -> dict[str, JobInfo]:
-        """All users' pending and running jobs, with priorities (the text form asks for %Q)."""
-        filters = ["--states=PENDING,RUNNING,CONFIGURING,COMPLETING,SUSPENDED"]
+        """All users' pending and running jobs, with priorities (the text form asks for %Q).
+
+        Filtered here too: Slurm 22.05's ``squeue --json`` ignores ``--states`` and lists
+        finished jobs, which the snapshot must not count (nor note as unsized)."""
+        filters = ["--states=" + ",".join(sorted(QUEUE_STATES))]
         kind, out = self._json_or_text(
             "squeue", ["squeue", "--json", *filters],
             ["squeue", "-h", *filters, "-o", fmt.QUEUE_TEXT_FORMAT])
         if kind == "json":
             doc = fmt.load_json(out, "squeue --json")
             self._version = self._version or fmt.slurm_release(doc)
-            return fmt.parse_jobs_json(doc)
-        return fmt.parse_queue_text(out, self._tz_for(out))
+            jobs = fmt.parse_jobs_json(doc)
+        else:
+            jobs = fmt.parse_queue_text(out, self._tz_for(out))
+        return {jid: j for jid, j in jobs.items() if j.state in QUEUE_STATES}
 
     def _all_jobs(self, user: str | None = None) -> dict[str, JobInfo]:
         # -t all: the text form otherwise hides finished jobs; 22.05's --json ignores the

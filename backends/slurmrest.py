@@ -13,7 +13,12 @@ became a list of ``NAME=value`` strings).
 
 slurmrestd has no "will run" endpoint, so :meth:`SlurmREST.test_only` answers None; the
 pending jobs' ``start_time`` (the scheduler's backfill estimate) serves
-:meth:`SlurmREST.start_estimates`.
+:meth:`SlurmREST.start_estimates`. The queue twin's snapshot (:meth:`SlurmREST.queue_snapshot`)
+is read as SlurmCLI reads it, from ``/partitions``, ``/nodes`` and ``/jobs``; no endpoint
+(v0.0.38: ``/diag``, ``/ping``, ``/jobs``, ``/nodes``, ``/partitions``, ``/licenses``,
+``/reservations``) reports the ``SchedulerType``, so the policy is inferred from ``/diag``'s
+backfill statistics where they show the backfill plugin at work, and assumed otherwise — the
+snapshot's notes say which.
 """
 
 from __future__ import annotations
@@ -21,17 +26,20 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import requests
 from resel.backends import slurm_formats as fmt
-from resel.backends.slurm import check_job_ids, check_job_name, walltime_minutes
+from resel.backends.slurm import QUEUE_STATES, check_job_ids, check_job_name, snapshot_of, walltime_minutes
 from resel.backends.slurm_formats import (
     Availability,
     JobInfo,
+    Partition,
     SchedulerError,
     SchedulerReplyError,
 )
+from resel.models.twin import QueueSnapshot
 
 from resel.errors import TransportError
 
@@ -39,6 +47,7 @@ __all__ = ["SlurmREST"]
 
 _VERSION = re.compile(r"v0\.0\.\d+\Z")
 _WORD = re.compile(r"[A-Za-z0-9_.\-]+\Z")
+#: the states SlurmCLI's snapshot asks squeue for
 _AUTH_HINT = ("check the site's rest_user and token: tokens from `scontrol token` expire "
               "(lifespan=SECONDS sets how long); get a new one")
 
@@ -72,6 +81,8 @@ class SlurmREST:
         self.session = session or requests.Session()
         self.session.headers.update({"X-SLURM-USER-NAME": user, "X-SLURM-USER-TOKEN": token})
         self._version: str | None = None
+        #: True once /diag showed the backfill plugin at work (then SchedulerType is known)
+        self._backfill_seen = False
 
     def __repr__(self) -> str:
         return f"SlurmREST({self.base_url!r}, user={self.user!r}, api={self.api_version})"
@@ -138,20 +149,78 @@ class SlurmREST:
             self._version = release
         return self._version
 
-    def availability(self) -> Availability:
-        """Partitions (``/partitions``), CPUs (``/nodes``) and the queue (``/jobs``)."""
+    def _partitions(self) -> tuple[list[Partition], list[fmt.NodeCpus]]:
+        """Partitions (``/partitions``) with their CPUs (``/nodes``); the configured
+        partition must be one of them."""
         metas = fmt.parse_partitions_json(self._request("GET", "partitions"), "GET /partitions")
         nodes_doc = self._request("GET", "nodes")
         self._version = self._version or fmt.slurm_release(nodes_doc)
         nodes = fmt.parse_nodes_json(nodes_doc, "GET /nodes")
-        parts = fmt.combine_partitions(metas, nodes)
         if self.partition and self.partition not in metas:
             raise SchedulerError(f"partition {self.partition} not found; the site has: "
                                  f"{', '.join(metas) or '(none)'}",
                                  hint="set the site's `partition` to one of these")
+        return fmt.combine_partitions(metas, nodes), nodes
+
+    def availability(self) -> Availability:
+        """Partitions (``/partitions``), CPUs (``/nodes``) and the queue (``/jobs``)."""
+        parts, nodes = self._partitions()
         jobs = self._all_jobs()
         return fmt.make_availability(self.scheduler, self._version, parts, jobs.values(),
                                      time.time(), target=self.partition, nodes=nodes)
+
+    def scheduler_policy(self) -> str:
+        """The twin's policy for this site: ``conservative``.
+
+        slurmrestd does not report ``SchedulerType`` (no ``/config`` endpoint; ``/diag`` has
+        statistics only), so ``sched/backfill`` — Slurm's default, modelled as conservative
+        backfilling (see :meth:`SlurmCLI.scheduler_policy`) — is what a REST site is taken
+        to run. :meth:`queue_snapshot` notes whether ``/diag`` confirmed it.
+        """
+        return "conservative"
+
+    def _policy_note(self) -> str:
+        """What the snapshot's policy rests on: ``/diag``'s backfill statistics, where the
+        backfill plugin has run (a ``sched/builtin`` site never counts a backfill cycle), else
+        nothing but the assumption. Once seen, not asked again."""
+        if not self._backfill_seen:
+            try:
+                stats = self._request("GET", "diag").get("statistics")
+            except SchedulerError as e:           # e.g. a site that keeps its statistics private
+                return ("policy assumed conservative (sched/backfill, Slurm's default): slurmrestd "
+                        f"does not report SchedulerType, and /diag could not be read ({e})")
+            stats = stats if isinstance(stats, dict) else {}
+            counts = []
+            for key in ("bf_cycle_counter", "bf_backfilled_jobs", "bf_when_last_cycle"):
+                try:
+                    counts.append(fmt.integer(stats.get(key), key, "GET /diag") or 0)
+                except SchedulerError:
+                    counts.append(0)
+            self._backfill_seen = any(n > 0 for n in counts)
+        if self._backfill_seen:
+            return ("policy conservative: slurmrestd does not report SchedulerType, but /diag shows "
+                    "backfill cycles (sched/backfill)")
+        return ("policy assumed conservative (sched/backfill, Slurm's default): slurmrestd does not "
+                "report SchedulerType and /diag shows no backfill cycle yet")
+
+    def queue_snapshot(self) -> QueueSnapshot:
+        """The queue of the partition resel submits to (the configured one, else the default),
+        as :meth:`SlurmCLI.queue_snapshot <resel.backends.slurm.SlurmCLI.queue_snapshot>`
+        reads it (:func:`~resel.backends.slurm.snapshot_of`), from ``/partitions``,
+        ``/nodes`` and ``/jobs``; the policy is :meth:`scheduler_policy`, and a note says
+        whether ``/diag`` confirmed it. An unreadable queue raises :class:`SchedulerError`
+        (:class:`~resel.errors.TransportError` where slurmrestd does not answer)."""
+        parts, _ = self._partitions()
+        scope = self.partition or next((p.name for p in parts if p.default), None)
+        if scope is None:
+            raise SchedulerError("the site has no default partition; set the site's `partition`",
+                                 hint="the queue snapshot needs one partition to read")
+        part = next(p for p in parts if p.name == scope)
+        note = self._policy_note()
+        # /jobs also lists recently finished jobs; squeue's --states filter (SlurmCLI) drops them
+        jobs = [j for j in self._all_jobs().values() if j.state in QUEUE_STATES]
+        snap = snapshot_of(part, jobs, self.scheduler_policy(), time.time())
+        return replace(snap, notes=(*snap.notes, note))
 
     def _all_jobs(self) -> dict[str, JobInfo]:
         return fmt.parse_jobs_json(self._request("GET", "jobs"), "GET /jobs")
