@@ -499,8 +499,9 @@ class WaitHistory:
         if not records:
             known = ", ".join(self.sites()) or "none"
             return HistoryBound(site, None, 0, None, site, 0, quantile, confidence,
-                                f"no waits recorded for {site} (sites with history: {known}); import some "
-                                f"with `resel history import --site {site} --sacct FILE`")
+                                f"no waits recorded for {site} (sites with history: {known}); read its accounting "
+                                f"with `resel history fetch --sites FILE` or import a file with "
+                                f"`resel history import --site {site} --sacct FILE`")
         cls = cores_class(cores)
         levels: list[tuple[Level, str, list[WaitRecord]]] = []
         if walltime is not None:

@@ -61,7 +61,7 @@ def duration(seconds: float | None) -> str:
     return f"{seconds / 86400:.1f} d"
 
 
-@click.group("history")
+@click.group("history", context_settings={"help_option_names": ["-h", "--help"]})
 def history_group() -> None:
     """Queue waits of past jobs per site, and the wait bounds they give.
 
@@ -84,7 +84,7 @@ def history_group() -> None:
     """
 
 
-@history_group.command("import")
+@history_group.command("import", context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--site", required=True, help="Site name the waits belong to (as in the sites file).")
 @click.option("--sacct", "sacct_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Saved sacct output: `sacct --json`, `sacct -P` with its header line, or a recorded "
@@ -124,7 +124,7 @@ def import_cmd(site, sacct_file, swf_file, limit, default_cores, db_path, as_jso
                f"(in {db_path or default_path()})")
 
 
-@history_group.command("show")
+@history_group.command("show", context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--site", default=None, help="Only this site (default: every site with history).")
 @click.option("--cores", type=click.IntRange(1), default=None,
               help="Bound for a job of this many cores (with --walltime: of that shape).")
@@ -189,7 +189,7 @@ def show_cmd(site, cores, walltime, quantile, confidence, alarm, db_path, as_jso
     _console().print(t)
 
 
-@history_group.command("fetch")
+@history_group.command("fetch", context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--sites", "sites_file", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="Sites file with live Slurm sites; each one's accounting is asked.")
 @click.option("--days", type=click.FloatRange(min=0, min_open=True), default=30.0, show_default=True,

@@ -97,21 +97,28 @@ def show_plan(bag, site_list, *, strategy: str, source: str, quantile: float, co
     if as_json:
         c._print_json(doc)
         return
-    t = Table(title=f"plan for {bag.count} × {bag.name} ({doc['strategy']}, ranked by {source}); nothing submitted",
+    t = Table(title=f"plan for {bag.count} × {bag.name} ({doc['strategy']}, ranked by {source}); nothing submitted\n"
+                    "start estimates are for the pilot the plan asks for (every size: --json, 'menu'); "
+                    "bag alone = predicted TTC of the whole bag on that site; share done = when its tasks would be",
               title_justify="left")
-    for col in ("site", "free/total", "pilot", "history bound", "twin", "scheduler", "T̂x", "pred. TTC",
-                "tasks", "pilots (cores)", "role"):
+    for col in ("site", "free/total", "pilot", "history bound", "twin", "scheduler", "T̂x", "bag alone",
+                "tasks", "pilots (cores)", "share done", "role"):
         t.add_column(col)
     notes = []
     for r in doc["sites"]:
         cores = "—" if r["total_cores"] is None else f"{r['free_cores']}/{r['total_cores']}"
+        # the estimates of the pilot the plan asks for (a smaller size may have been chosen)
+        shown = next((e for e in r["menu"] if r["pilots"] and e["cores"] == r["pilots"][0]), None) or r
+        used = shown.get("used", r["used"])
         marks = {}
         for name in ("history", "twin", "scheduler"):
-            text = _dur(r[f"{name}_s"])
-            marks[name] = f"[bold]{text}[/bold]" if r["used"] == name else text
-        t.add_row(r["site"], cores, f"{r['pilot_cores']} c × {_dur(r['walltime'])}", marks["history"], marks["twin"],
+            text = _dur(shown[f"{name}_s"])
+            marks[name] = f"[bold]{text}[/bold]" if used == name else text
+        pilot_cores = shown.get("cores", r["pilot_cores"])
+        t.add_row(r["site"], cores, f"{pilot_cores} c × {_dur(r['walltime'])}", marks["history"], marks["twin"],
                   marks["scheduler"], _dur(r["tx"]), _dur(r["ttc_s"]), str(r["tasks"]),
-                  ", ".join(map(str, r["pilots"])) or "—", r["role"] or ("unreachable" if r["error"] else ""))
+                  ", ".join(map(str, r["pilots"])) or "—", _dur(r["finish_s"]) if r["tasks"] else "—",
+                  r["role"] or ("unreachable" if r["error"] else ""))
         if r["error"]:
             notes.append(f"{r['site']}: unreachable — {r['error']}")
         else:
