@@ -7,12 +7,10 @@ traceback (exit status 1); bad usage exits 2 as usual for click.
 
 from __future__ import annotations
 
-import functools
-import json
 import math
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import click
 from rich.console import Console
@@ -21,31 +19,20 @@ from rich.table import Table
 
 from resel import __version__
 from resel.api import default_bag_path, default_sites_path
+from resel.cli_common import fail_cleanly, print_json
 from resel.config import load_bag, load_sites
 from resel.errors import ReselError
 from resel.experiment import Experiment, run_experiment
 from resel.models.lim import site_rates
-from resel.selection import Strategy
-from resel.store import _clean, add_experiment, default_path, get_run, list_runs, open_store, save_run
+from resel.store import add_experiment, default_path, get_run, list_runs, open_store, save_run
 
 # Piped output (a file, a pager) gets wide lines rather than 80-column wrapping.
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
 err = Console(stderr=True, highlight=False)
 
 
-def _fail_cleanly(fn: Callable) -> Callable:
-    """Turn ReselError into a one-line ClickException (no traceback)."""
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except ReselError as exc:
-            raise click.ClickException(str(exc)) from None
-    return wrapper
-
-
-def _print_json(doc: Any) -> None:
-    click.echo(json.dumps(_clean(doc), indent=2))
+_fail_cleanly = fail_cleanly    # the names the command modules import
+_print_json = print_json
 
 
 def _csv_ints(ctx: click.Context, param: click.Parameter, value: str) -> list[int]:

@@ -6,41 +6,26 @@ Thin wrappers over :mod:`resel.models.history`; the waits live in the run store'
 
 from __future__ import annotations
 
-import functools
-import json
 import math
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import click
 from rich.console import Console
 from rich.table import Table
 
+from resel.cli_common import fail_cleanly as _fail_cleanly
+from resel.cli_common import print_json as _print_json
 from resel.errors import ReselError
 from resel.models import history as wh
 from resel.models.qbets import min_history
-from resel.store import _clean, default_path, open_store
+from resel.store import default_path, open_store
 
 db_option = click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
                          help="Run store (default: $RESEL_DB or ~/.local/share/resel/resel.db).")
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 _unit = click.FloatRange(0, 1, min_open=True, max_open=True)
-
-
-def _fail_cleanly(fn: Callable) -> Callable:
-    """Turn ReselError into a one-line ClickException (no traceback)."""
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except ReselError as exc:
-            raise click.ClickException(str(exc)) from None
-    return wrapper
-
-
-def _print_json(doc: Any) -> None:
-    click.echo(json.dumps(_clean(doc), indent=2))
 
 
 def _console() -> Console:
