@@ -93,7 +93,7 @@ def check_site(site: Site) -> dict[str, Any]:
     except Exception as exc:   # noqa: BLE001 - reported per site, never a traceback
         row["error"] = str(exc).strip() or type(exc).__name__
     finally:
-        _close(ps)
+        close_quietly(ps)
     row["seconds"] = round(time.monotonic() - began, 3)
     return row
 
@@ -114,12 +114,12 @@ def site_status(site: Site) -> dict[str, Any]:
     except Exception as exc:   # noqa: BLE001 - shown in its row; the other sites go on
         row["error"] = str(exc).strip() or type(exc).__name__
     finally:
-        _close(ps)
+        close_quietly(ps)
     row["seconds"] = round(time.monotonic() - began, 3)
     return row
 
 
-def _close(ps: PilotSite | None) -> None:
+def close_quietly(ps: PilotSite | None) -> None:
     """Close a site's connection; a report is being made, a failing close must not spoil it."""
     if ps is not None:
         try:

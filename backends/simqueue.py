@@ -12,13 +12,32 @@ from __future__ import annotations
 import math
 from typing import Callable, Iterator
 
-from resel.backends.batch import Conservative, QJob, make_policy, run_and_estimate
+from resel.backends.batch import Conservative, Policy, QJob, make_policy, run_and_estimate
 from resel.domain import Site
 from resel.models.twin import QueueSnapshot, SnapJob
 from resel.swf import Job, read_swf
 
 #: event kinds the simulator routes to a QueueSite (values shared with backends/simulated.py)
 BG_END, BG_ARRIVE, QWAKE = 1, 4, 5
+
+
+def policy_snapshot(policy: Policy, now: float, site: str) -> QueueSnapshot:
+    """A batch policy's state as a live site would show it, for the twin (:mod:`resel.models.twin`).
+
+    Running jobs carry their estimate as time limit and the time since they started; pending
+    ones come in the policy's queue order. A conservative policy's reservations are history
+    (see :meth:`Conservative.submit_reserved`), so they go along as ``reserved``.
+    """
+    planned = isinstance(policy, Conservative)
+
+    def user(job: QJob) -> str:
+        return "resel" if job.id < 0 else "background"
+
+    running = tuple(SnapJob(j.size, j.estimate, now - j.start, str(j.id), user(j))
+                    for j in policy.running.values())
+    pending = tuple(SnapJob(j.size, j.estimate, 0.0, str(j.id), user(j), reserved=j.resv if planned else None)
+                    for j in policy.queue)
+    return QueueSnapshot(site, now, policy.cores, running, pending, policy.name)
 
 
 class QueueSite:
@@ -91,25 +110,9 @@ class QueueSite:
         return self.policy.estimate_start(cores, walltime, now) - now
 
     def snapshot(self, now: float) -> QueueSnapshot:
-        """The queue as a live site would show it, for the twin (:mod:`resel.models.twin`).
-
-        Running jobs carry their estimate as time limit and the time since they started;
-        pending ones come in the policy's queue order. A conservative policy's reservations
-        are history (see :meth:`Conservative.submit_reserved`), so they go along as
-        ``reserved``. Take it after every event at ``now`` has been handled.
-        """
-        policy = self.policy
-        planned = isinstance(policy, Conservative)
-
-        def user(job: QJob) -> str:
-            return "resel" if job.id < 0 else "background"
-
-        running = tuple(SnapJob(j.size, j.estimate, now - j.start, str(j.id), user(j))
-                        for j in policy.running.values())
-        pending = tuple(SnapJob(j.size, j.estimate, 0.0, str(j.id), user(j),
-                                reserved=j.resv if planned else None)
-                        for j in policy.queue)
-        return QueueSnapshot(self.site.name, now, self.site.cores, running, pending, policy.name)
+        """The queue as a live site would show it, for the twin (:func:`policy_snapshot`).
+        Take it after every event at ``now`` has been handled."""
+        return policy_snapshot(self.policy, now, self.site.name)
 
     def past_waits(self, now: float) -> list:
         """Waits of other users' jobs known by ``now`` (they started), in the order they

@@ -199,12 +199,14 @@ def simulate(bag: Bag, sites: list[Site], strategy: Strategy | str = "model", *,
         queue_event(now, kind, a, b)
 
     now = 0.0
-    estimates = start_estimates(estimate, sites, engine.probe_shapes(), queues, truths,
-                                quantile=quantile, confidence=confidence, seed=seed)
     menu = None
-    if strat.base == "queue":     # the queue-aware strategy weighs every pilot size
+    if strat.base == "queue":     # the queue-aware strategy weighs every pilot size, the full one first
         menu = menu_estimates(estimate, sites, engine.probe_menu(), queues, truths,
                               quantile=quantile, confidence=confidence, seed=seed)
+        estimates = {name: waits[0] if waits else None for name, waits in menu.items()}
+    else:
+        estimates = start_estimates(estimate, sites, engine.probe_shapes(), queues, truths,
+                                    quantile=quantile, confidence=confidence, seed=seed)
     first = BagSubmitted(time=0.0, wait_estimates=estimates, wait_menu=menu)
     if record:
         log.append((0.0, "BagSubmitted", first))

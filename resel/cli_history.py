@@ -196,7 +196,7 @@ def fetch_cmd(sites_file: Path, days: float, db_path: Path | None, as_json: bool
     """
     import time
 
-    from resel.backends.connect import open_site
+    from resel.backends.connect import close_quietly, open_site
     from resel.config import load_sites
     db = open_store(db_path)
     rows = []
@@ -216,11 +216,7 @@ def fetch_cmd(sites_file: Path, days: float, db_path: Path | None, as_json: bool
         except Exception as exc:   # noqa: BLE001 - one row per site; the others go on
             row["problem"] = str(exc).strip() or type(exc).__name__
         finally:
-            if ps is not None:
-                try:
-                    ps.transport.close()
-                except Exception:   # noqa: BLE001, S110 - closing a report's connection
-                    pass
+            close_quietly(ps)
         rows.append(row)
     if as_json:
         _print_json({"days": days, "sites": rows})

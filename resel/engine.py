@@ -218,17 +218,15 @@ class Engine:
         waits = None
         if ev.wait_estimates is not None:
             waits = [ev.wait_estimates.get(s.name) for s in self.sites]
-        # tasks each site runs at once: one pilot's slots, or a pool's one-slot pilots
-        slots = [min(b.cap_slots, s.pilot.max_pilots) if s.pilot.mode == "per-task" else b.cap_slots
-                 for s, b in zip(self.sites, self._books)]
+        menu = self.probe_menu()
         if self.strategy.base == "queue" and ev.wait_menu is not None:
-            menu = self.probe_menu()
             options = [[(k, w) for (k, _, _), w in zip(menu[i], ev.wait_menu.get(s.name) or [])]
                        for i, s in enumerate(self.sites)]
             origins, candidates, caps = queue_split(self.strategy, self.bag, viable, self.tx, options)
             for x, cap in caps.items():          # the pilot size the split chose for x
                 self._books[x].cap_slots = min(self._books[x].cap_slots, cap)
-        else:
+        else:   # tasks each site runs at once: its full pilot's slots, or a pool's one-slot pilots
+            slots = [menu[i][0][0] if menu[i] else 0 for i in range(len(self.sites))]
             origins, candidates = initial_assignment(self.strategy, self.bag, viable, self.rates, self._rng,
                                                      waits, slots)
         self.started = True

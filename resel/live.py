@@ -109,7 +109,6 @@ class Coordinator:
         self.seq = 0
         self.finished = False
         self.cancelled = False
-        self._wait_menu: dict[str, list[float | None]] | None = None
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=max(1, len(sites)), thread_name_prefix="resel-site")
 
@@ -130,8 +129,8 @@ class Coordinator:
             run_key = f"r{run_id}-{secrets.token_hex(3)}"
             db["runs"].update(run_id, {"run_key": run_key})
         coord = cls(db, run_id, bag, sites, options, run_key, t0, open_site, clock=clock)
-        failures, estimates = coord._preflight()
-        coord.feed([BagSubmitted(time=0.0, wait_estimates=estimates or None, wait_menu=coord._wait_menu)]
+        failures, estimates, wait_menu = coord._preflight()
+        coord.feed([BagSubmitted(time=0.0, wait_estimates=estimates or None, wait_menu=wait_menu)]
                    + [SiteLost(time=0.0, site=name, reason=why) for name, why in failures.items()])
         return coord
 
@@ -197,46 +196,45 @@ class Coordinator:
                 self.psites[name] = self._open_site(spec)
             return self.psites[name]
 
-    def _preflight(self) -> tuple[dict[str, str], dict[str, float]]:
-        """Ask every site for its availability and, for the queue-aware strategy, when its
-        pilot would start (history bound, queue twin or the scheduler's answer: resel.plan)."""
+    def _preflight(self) -> tuple[dict[str, str], dict[str, float], dict[str, list[float | None]] | None]:
+        """Ask every site for its availability and, for the queue-aware strategy, when each of
+        its pilot sizes would start (twin, history bound or the scheduler's answer: resel.plan).
+
+        Returns the sites that failed (with why), the full pilot's start estimate per site, and
+        the estimates of every size of :meth:`Engine.probe_menu` (None without queue-awareness).
+        """
         want_estimates = Strategy.parse(self.options.strategy).base == "queue"
         history = None
         if want_estimates:
             from resel.models.history import load_history
             history = load_history(self.db)
-
         menu = self.engine.probe_menu()
 
-        def check(i: int, site: Site) -> tuple[str, str | None, float | None, list | None]:
+        def check(i: int, site: Site) -> tuple[str, str | None, list[float | None] | None]:
             try:
                 ps = self.site(site.name)
                 ps.scheduler.availability()
                 ps.ship_agent()
-                est, sizes = None, None
-                if want_estimates and menu[i]:
-                    from resel.plan import choose, site_estimates
-                    opts = self.options
-                    row = site_estimates(ps.scheduler, site, menu[i], self.engine.tx[i], history,
-                                         quantile=opts.quantile, confidence=opts.confidence)
-                    est = choose(row, opts.estimate)[1]
-                    sizes = [choose(entry, opts.estimate)[1] for entry in row.menu]
-                return site.name, None, est, sizes
+                if not (want_estimates and menu[i]):
+                    return site.name, None, None
+                from resel.plan import choose, site_estimates
+                opts = self.options
+                row = site_estimates(ps.scheduler, site, menu[i], self.engine.tx[i], history,
+                                     quantile=opts.quantile, confidence=opts.confidence)
+                return site.name, None, [choose(entry, opts.estimate)[1] for entry in row.menu]
             except Exception as exc:   # noqa: BLE001 - any failure disables this site only
-                return site.name, _describe(exc), None, None
+                return site.name, _describe(exc), None
 
         failures, estimates, waits = {}, {}, {}
-        for name, error, est, sizes in self._pool.map(lambda p: check(*p), enumerate(self.sites)):
+        for name, error, sizes in self._pool.map(lambda p: check(*p), enumerate(self.sites)):
             if error:
                 failures[name] = error
                 self.views[name].error = error
-            else:
-                if est is not None:
-                    estimates[name] = est
-                if sizes is not None:
-                    waits[name] = sizes
-        self._wait_menu = waits if want_estimates else None
-        return failures, estimates
+            elif sizes is not None:
+                waits[name] = sizes
+                if sizes[0] is not None:      # the full pilot comes first
+                    estimates[name] = sizes[0]
+        return failures, estimates, (waits if want_estimates else None)
 
     # ------------------------------------------------------------------ the loop
     def now(self) -> float:

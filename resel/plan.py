@@ -87,7 +87,7 @@ def probe_site(site: Site, shapes: list[tuple[int, int, float]], tx: float, hist
                confidence: float, opener: Callable[[Site], Any] | None = None) -> SitePlan:
     """Open one live site, ask it (:func:`site_estimates`), close it; an unreachable site's row
     carries the error instead of estimates."""
-    from resel.backends.connect import open_site
+    from resel.backends.connect import close_quietly, open_site
     ps = None
     try:
         ps = (opener or open_site)(site)
@@ -99,7 +99,7 @@ def probe_site(site: Site, shapes: list[tuple[int, int, float]], tx: float, hist
         row.history_s, row.history_note = _history(history, site.name, cores, walltime, quantile, confidence)
         return row
     finally:
-        _close(ps)
+        close_quietly(ps)
 
 
 def _history(history: Any, site: str, cores: int, walltime: float, quantile: float,
@@ -161,14 +161,6 @@ def site_estimates(sched: Any, site: Site, shapes: list[tuple[int, int, float]],
         setattr(row, f"{name}_s", full[f"{name}_s"])
         setattr(row, f"{name}_note", full[f"{name}_note"])
     return row
-
-
-def _close(ps: Any) -> None:
-    if ps is not None:
-        try:
-            ps.transport.close()
-        except Exception:   # noqa: BLE001 - a report is being made; a failing close must not spoil it
-            pass
 
 
 def plan(bag: Bag, sites: list[Site], *, strategy: str = "queue+reselect", source: str = "auto",

@@ -179,7 +179,7 @@ def queue_split(strategy: Strategy, bag: Bag, viable: list[int], tx: list[float]
 
     def solo(i: int) -> tuple[float, int]:
         """Site i alone: its best (TTC, slots) over its pilot sizes."""
-        return min(((max(0.0, w) + math.ceil(n / k) * tx[i], k) for k, w in options[i]
+        return min(((predicted_ttc(w, tx[i], n, k), k) for k, w in options[i]
                     if w is not None and math.isfinite(w) and k >= 1), default=(math.inf, 0))
 
     ranking = sorted(known, key=lambda i: (solo(i)[0], i))

@@ -363,17 +363,10 @@ def evaluate(jobs: Sequence[BgJob], policy: str, cores: int, times: Sequence[flo
 
 
 def snapshot_of(policy: Policy, now: float, site: str = "site") -> "QueueSnapshot":
-    """The queue as a live site would show it (as :meth:`QueueSite.snapshot` builds it): running
-    jobs with their requests as time limits and their elapsed time, pending jobs in queue
-    order, a conservative policy's reservations along with them."""
-    from resel.backends.batch import Conservative
-    from resel.models.twin import QueueSnapshot, SnapJob
+    """The queue as a live site would show it (:func:`resel.backends.simqueue.policy_snapshot`)."""
+    from resel.backends.simqueue import policy_snapshot
 
-    planned = isinstance(policy, Conservative)
-    running = tuple(SnapJob(j.size, j.estimate, now - j.start, str(j.id)) for j in policy.running.values())
-    pending = tuple(SnapJob(j.size, j.estimate, 0.0, str(j.id), reserved=j.resv if planned else None)
-                    for j in policy.queue)
-    return QueueSnapshot(site, now, policy.cores, running, pending, policy.name)
+    return policy_snapshot(policy, now, site)
 
 
 def twin_wait(policy: Policy, now: float, cores: int, walltime: float) -> float:
