@@ -69,7 +69,10 @@ TB_USER=reseltb
 TB_HOME=/home/$TB_USER
 SSH_PORT=2222
 REST_PORT=6820
-PACKAGES=(slurm-wlm slurmrestd munge slurm-wlm-torque openssh-server iproute2)
+# slurm-wlm-jwt-plugin: auth/jwt for slurmrestd. It arrives only as a recommendation of other
+# packages, which --no-install-recommends skips, so it is named here (a fresh machine without it:
+# slurmctld dies with "Couldn't find the specified plugin name for auth/jwt").
+PACKAGES=(slurm-wlm slurm-wlm-jwt-plugin slurmrestd munge slurm-wlm-torque openssh-server iproute2)
 
 RUN=$TB/run
 LOG=$TB/log
@@ -679,13 +682,14 @@ EOF
 ensure_sshd() {
     local pid
     write_ssh_files
+    # Privilege separation needs /run/sshd (normally made by the system's unit); even `sshd -t`
+    # refuses to check a config without it ("Missing privilege separation directory").
+    install -d -m 755 /run/sshd
     /usr/sbin/sshd -t -f "$SSHD_DIR/sshd_config" || die "sshd rejects $SSHD_DIR/sshd_config"
     pid=$(running_pid "$RUN/sshd.pid")
     if [ -z "$pid" ] || ! ssh_works tb-ssh; then
         [ -n "$pid" ] && kill_pid "$pid"
         free_port "$SSH_PORT"
-        # Privilege separation needs /run/sshd (normally made by the system's unit).
-        install -d -m 755 /run/sshd
         say "starting sshd on 127.0.0.1:$SSH_PORT"
         # sshd re-executes itself, so it must be started by absolute path.
         spawn "$LOG/sshd.out" /usr/sbin/sshd -f "$SSHD_DIR/sshd_config" -E "$LOG/sshd.log"
