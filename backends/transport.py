@@ -887,9 +887,7 @@ class SSHTransport:
                 _sftp_makedirs(sftp, parent)
             tmp = posixpath.join(parent, f".{base}.{uuid.uuid4().hex[:12]}.tmp")
             try:
-                with sftp.open(tmp, "wbx") as f:   # O_EXCL: never through a planted link
-                    # before the data, and always: the server's umask decided the mode
-                    f.chmod(mode if mode is not None else PRIVATE_FILE)
+                with _sftp_create(sftp, tmp, mode if mode is not None else PRIVATE_FILE) as f:
                     f.set_pipelined(True)
                     f.write(data)
                 try:
@@ -998,6 +996,26 @@ def _kill(chan: paramiko.Channel) -> None:
         msg.add_string("KILL")
         chan.transport._send_user_message(msg)
     chan.close()
+
+
+def _sftp_create(sftp: paramiko.SFTPClient, path: str, mode: int) -> paramiko.SFTPFile:
+    """A new file (O_CREAT|O_EXCL: never through a planted link) that never has more than
+    ``mode``: the permissions go with the SFTP OPEN request itself, which the server applies
+    under its umask (so never more open), instead of a chmod that would cost a round trip per
+    task file. paramiko's public ``open`` sends no attributes, so the request is made the way
+    ``open`` makes it; without that internal, open then chmod."""
+    request = getattr(sftp, "_request", None)
+    if request is None:
+        f = sftp.open(path, "wbx")
+        f.chmod(mode)
+        return f
+    attrs = paramiko.SFTPAttributes()
+    attrs.st_mode = mode
+    flags = paramiko.sftp.SFTP_FLAG_WRITE | paramiko.sftp.SFTP_FLAG_CREATE | paramiko.sftp.SFTP_FLAG_EXCL
+    kind, msg = request(paramiko.sftp.CMD_OPEN, path, flags, attrs)
+    if kind != paramiko.sftp.CMD_HANDLE:
+        raise paramiko.SFTPError(f"expected a handle opening {path}")
+    return paramiko.SFTPFile(sftp, msg.get_binary(), "wb")
 
 
 def _sftp_makedirs(sftp: paramiko.SFTPClient, path: str) -> None:
