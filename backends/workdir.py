@@ -47,11 +47,12 @@ def _writers(mode: int) -> str | None:
 
 
 def _ancestors(path: str) -> list[str]:
-    """The folders above path, nearest first: /a/b/c -> [/a/b, /a, /]."""
+    """The folders above path, nearest first: /a/b/c -> [/a/b, /a, /]; a relative path (taken
+    from the login directory) stops at its first component: a/b -> [a]."""
     out = []
     while True:
         parent = posixpath.dirname(path)
-        if parent == path:
+        if parent in (path, ""):
             return out
         out.append(parent)
         path = parent
