@@ -68,8 +68,9 @@ def _stat(transport: Any, path: str, follow: bool) -> Any | None:
 def prepare_workdir(transport: Any, path: str, *, site: str) -> None:
     """Create ``path`` (0700, with any missing parents) and refuse it unless it is private.
 
-    Raises :class:`WorkdirError` with what is wrong and how to fix it. ``path`` is absolute
-    (``~`` already expanded, as :attr:`PilotSite.workdir` gives it).
+    Raises :class:`WorkdirError` with what is wrong and how to fix it. ``path`` is as
+    :attr:`PilotSite.workdir` gives it (``~`` expanded; a relative path is taken from the login
+    directory, as SFTP does).
     """
     above = _ancestors(path)
     before = {folder: _stat(transport, folder, follow=True) for folder in above}
