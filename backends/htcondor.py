@@ -24,6 +24,13 @@ transport exactly as on a shared filesystem. docs/htcondor.md says why and what 
 the resel pilot script (:meth:`PilotSite.pilot_script`'s ``exec`` line) and builds a pilot
 submit description around the wrapper (:func:`pilot_description`).
 
+Both files travel from the access point with HTCondor's file transfer, and another user who
+could change them there before the job starts would run code as you. The job therefore does not
+execute the wrapper file: its executable is ``/usr/bin/env`` (not transferred), which starts
+Python on :data:`resel.backends.verified.VERIFY`, which runs the wrapper only if its SHA-256 is
+the one in the job's arguments (kept by the schedd, out of other users' reach); the wrapper
+in turn starts the agent only if the agent's SHA-256 is the one the pilot script carries.
+
 OSG conventions
 ---------------
 * **Single-core pilots.** The OSG advises against multi-core pilots (their slots are
@@ -48,6 +55,7 @@ from typing import Any
 
 from resel import chirp_sync
 from resel.backends import htcondor_formats as fmt
+from resel.backends.verified import digest, parse_verified, verified_argv
 from resel.backends.slurm_formats import Availability, JobInfo
 from resel.errors import SchedulerError, SchedulerReplyError
 
@@ -61,6 +69,9 @@ WRAPPER_LOG = chirp_sync.LOG_NAME
 REMOVE_GRACE = 60
 #: seconds a held pilot is left before periodic_remove ends it (a held job never starts by itself)
 HELD_GRACE = 600
+#: what the job executes (present on every Linux execute point): it finds the site's Python on
+#: the PATH, which runs the verified wrapper (see the module docstring)
+LAUNCHER = "/usr/bin/env"
 DEFAULT_MEMORY = "2GB"
 DEFAULT_DISK = "4GB"
 _BAD_TEXT = set("\x00\n\r")
@@ -100,16 +111,23 @@ def periodic_remove(walltime: float) -> str:
             f" || (JobStatus == 1 && NumJobStarts > 0)")
 
 
+def _wrapper_sum() -> str:
+    """The SHA-256 of the chirp wrapper resel ships."""
+    return digest(chirp_sync.source())
+
+
 def pilot_description(*, name: str, pilot_dir: str, agent: str, wrapper: str, python: str,
-                      agent_args: Sequence[str], walltime: float, project: str | None = None,
+                      agent_args: Sequence[str], walltime: float, agent_sha256: str,
+                      wrapper_sha256: str | None = None, project: str | None = None,
                       accounting_group: str | None = None, requirements: str | None = None,
                       extra: Mapping[str, str] | None = None, interval: float = 2.0) -> dict[str, str]:
     """The submit description of one pilot, as the commands ``condor_submit`` reads.
 
-    The job runs the chirp wrapper (transferred as the executable and, under its own name, as
-    an input file next to the agent); its ``initialdir`` is the pilot directory on the access
-    point, which is where ``condor_chirp``'s relative paths land and where the wrapper's log,
-    ``pilot.out``, ``pilot.err`` and the job event log ``pilot.log`` go.
+    The job runs ``/usr/bin/env PYTHON -I -c VERIFY WRAPPER SHA256 ...``: the chirp wrapper
+    (transferred as an input file next to the agent), only if unchanged, and it starts the agent
+    only if the agent is unchanged (``--agent-sha256``). Its ``initialdir`` is the pilot
+    directory on the access point, which is where ``condor_chirp``'s relative paths land and
+    where the wrapper's log, ``pilot.out``, ``pilot.err`` and the job event log ``pilot.log`` go.
     """
     _check_line("job name", name)
     for what, path in (("pilot directory", pilot_dir), ("agent", agent), ("wrapper", wrapper)):
@@ -118,11 +136,17 @@ def pilot_description(*, name: str, pilot_dir: str, agent: str, wrapper: str, py
             raise SchedulerError(f"{what} path {path!r} must not contain ',' (transfer_input_files is a comma list)")
     if not walltime or walltime <= 0 or math.isinf(walltime) or math.isnan(walltime):
         raise SchedulerError(f"walltime must be a positive number of seconds, not {walltime!r}")
-    args = ["--python", python, "--agent", posixpath.basename(agent), "--interval", f"{interval:g}",
-            "--", *agent_args]
+    wrapper_sum = wrapper_sha256 or _wrapper_sum()
+    for what, sha in (("agent", agent_sha256), ("wrapper", wrapper_sum)):
+        if not (isinstance(sha, str) and len(sha) == 64 and all(c in "0123456789abcdef" for c in sha)):
+            raise SchedulerError(f"the {what}'s sha256 {sha!r} must be 64 lowercase hex digits")
+    args = verified_argv(python, posixpath.basename(wrapper), wrapper_sum, [
+        "--agent", posixpath.basename(agent), "--agent-sha256", agent_sha256, "--python", python,
+        "--interval", f"{interval:g}", "--", *agent_args])
     desc = {
         "universe": "vanilla",
-        "executable": wrapper,
+        "executable": LAUNCHER,
+        "transfer_executable": "false",
         "arguments": condor_arguments(args),
         "initialdir": pilot_dir,
         "batch_name": name,
@@ -159,21 +183,22 @@ def render_submit(desc: Mapping[str, str]) -> str:
     return "\n".join(lines) + "\nqueue 1\n"
 
 
-def agent_command(script: str) -> tuple[str, str, list[str]]:
-    """The agent's Python, path and options from a resel pilot script's ``exec`` line.
+def agent_command(script: str) -> tuple[str, str, str, list[str]]:
+    """The agent's Python, path, SHA-256 and options from a resel pilot script's ``exec`` line.
 
-    PilotSite writes that line with :func:`shlex.join`, so :func:`shlex.split` gives the argv
-    back exactly; ``--dir`` (a path on the access point) is dropped: in the slot the wrapper
-    gives the agent its local mirror instead.
+    PilotSite writes that line with :func:`shlex.join` around
+    :func:`~resel.backends.verified.verified_argv`, so :func:`shlex.split` gives the argv back
+    exactly; ``--dir`` (a path on the access point) is dropped: in the slot the wrapper gives the
+    agent its local mirror instead.
     """
     execs = [line for line in script.splitlines() if line.startswith("exec ")]
     if not execs:
         raise SchedulerError("an HTCondor pilot needs a resel pilot script (an 'exec python agent ...' line); "
                              "HTCondor sites run only the resel agent, under its chirp wrapper")
-    argv = shlex.split(execs[-1][len("exec "):])
-    if len(argv) < 2 or not posixpath.basename(argv[1]).startswith("resel-agent"):
-        raise SchedulerError(f"not a resel pilot command: {execs[-1][:120]!r}")
-    python, agent, rest = argv[0], argv[1], argv[2:]
+    verified = parse_verified(shlex.split(execs[-1][len("exec "):]))
+    if verified is None or not posixpath.basename(verified[1]).startswith("resel-agent"):
+        raise SchedulerError(f"not a resel pilot command (one that checks the agent's sha256): {execs[-1][:120]!r}")
+    python, agent, sha256, rest = verified
     options: list[str] = []
     i = 0
     while i < len(rest):
@@ -185,7 +210,7 @@ def agent_command(script: str) -> tuple[str, str, list[str]]:
             continue
         options.append(rest[i])
         i += 1
-    return python, agent, options
+    return python, agent, sha256, options
 
 
 def _check_cores(cores: int) -> None:
@@ -219,9 +244,9 @@ class _Common:
     def description(self, script: str, *, name: str, cores: int, walltime: float, workdir: str,
                     wrapper: str) -> dict[str, str]:
         _check_cores(cores)
-        python, agent, options = agent_command(script)
+        python, agent, sha256, options = agent_command(script)
         return pilot_description(name=name, pilot_dir=workdir, agent=agent, wrapper=wrapper, python=python,
-                                 agent_args=options, walltime=walltime, project=self.project,
+                                 agent_args=options, walltime=walltime, agent_sha256=sha256, project=self.project,
                                  accounting_group=self.accounting_group, requirements=self.requirements,
                                  extra=self.extra_submit)
 
@@ -326,7 +351,7 @@ class HTCondorCLI(_Common):
         """Put the chirp wrapper next to the agent on the access point (once per directory)."""
         path = posixpath.join(posixpath.dirname(agent_path), WRAPPER_NAME)
         if path not in self._wrapper_shipped:
-            self.transport.write_file(path, chirp_sync.source().encode(), mode=0o755)
+            self.transport.write_file(path, chirp_sync.source().encode(), mode=0o600)
             self._wrapper_shipped.add(path)
         return path
 
@@ -337,7 +362,7 @@ class HTCondorCLI(_Common):
         directory. Not idempotent: a lost connection raises ConnectionLost and the caller looks
         the pilot up by its name (``JobBatchName``)."""
         _check_cores(cores)
-        _, agent, _ = agent_command(script)
+        agent = agent_command(script)[1]
         wrapper = self._ship_wrapper(agent)
         desc = self.description(script, name=name, cores=cores, walltime=walltime, workdir=workdir,
                                 wrapper=wrapper)
@@ -470,13 +495,13 @@ class HTCondorBindings(_Common):
     def submit(self, script: str, *, name: str, cores: int, walltime: float, workdir: str,
                output: str | None = None) -> str:
         _check_cores(cores)
-        _, agent, _ = agent_command(script)
+        agent = agent_command(script)[1]
         wrapper = posixpath.join(posixpath.dirname(agent), WRAPPER_NAME)
         sub = self.submit_description(script, name=name, cores=cores, walltime=walltime, workdir=workdir,
                                       wrapper=wrapper)
         if self.transport is not None:
             if wrapper not in self._wrapper_shipped:
-                self.transport.write_file(wrapper, chirp_sync.source().encode(), mode=0o755)
+                self.transport.write_file(wrapper, chirp_sync.source().encode(), mode=0o600)
                 self._wrapper_shipped.add(wrapper)
             for d in ("inbox", "cancel", "started", "results"):
                 self.transport.makedirs(posixpath.join(workdir, d))

@@ -10,6 +10,11 @@ files written atomically in ``{workdir}/{run_key}/p{pilot}/``, following the age
 Every path and name that reaches a command is built here from validated parts (run keys and
 pilot numbers) and quoted by the transport; the bag's command travels inside a JSON file and
 is run by the agent with ``/bin/sh -c`` as the user wrote it.
+
+Other users share that filesystem, so the work directory must be private before the agent is
+shipped into it (:func:`~resel.backends.workdir.prepare_workdir`), everything resel creates
+there is 0700/0600, and the pilot's batch script runs the agent only if its SHA-256 is the
+one written into the script (:mod:`~resel.backends.verified`); docs/security.md.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from resel import agent as agent_module
+from resel.backends.verified import digest, verified_argv
+from resel.backends.workdir import prepare_workdir
 from resel.domain import Site
 from resel.errors import ReselError
 
@@ -98,33 +105,44 @@ class PilotSite:
 
     # ------------------------------------------------------------------ pilots
     def ship_agent(self) -> str:
-        """Copy the agent into the work directory (idempotent); returns its path."""
+        """Copy the agent into the work directory (idempotent); returns its path.
+
+        The work directory is made (0700) and checked first: a directory another user owns or
+        may write is refused with a :class:`~resel.backends.workdir.WorkdirError`.
+        """
         path = posixpath.join(self.workdir, AGENT_NAME)
         if not self._agent_shipped:
-            self.transport.makedirs(self.workdir)
-            self.transport.write_file(path, agent_module.source().encode(), mode=0o755)
+            prepare_workdir(self.transport, self.workdir, site=self.name)
+            self.transport.write_file(path, agent_module.source().encode(), mode=0o600)
             self._agent_shipped = True
         return path
 
     def pilot_script(self, run_key: str, pilot: int, cores: int, walltime: float) -> str:
-        """The batch script of a pilot: start the agent on the pilot's directory."""
+        """The batch script of a pilot: start the agent on the pilot's directory, if the agent
+        file still has the SHA-256 of what resel shipped (written here, in the script)."""
         slots = max(1, cores)
         drain = min(60.0, 0.1 * walltime)
-        argv = [self.site.access.python, self.ship_agent(), "--dir", self.pilot_dir(run_key, pilot),
-                "--pilot", str(int(pilot)), "--slots", str(slots), "--walltime", f"{walltime:g}",
-                "--drain", f"{drain:g}"]
-        return "#!/bin/sh\n# resel pilot: starts the agent, which takes tasks from its inbox\n" \
+        agent = self.ship_agent()
+        options = ["--dir", self.pilot_dir(run_key, pilot), "--pilot", str(int(pilot)), "--slots", str(slots),
+                   "--walltime", f"{walltime:g}", "--drain", f"{drain:g}"]
+        argv = verified_argv(self.site.access.python, agent, digest(agent_module.source()), options)
+        return "#!/bin/sh\n# resel pilot: starts the agent (if unchanged), which takes tasks from its inbox\n" \
                f"exec {shlex.join(argv)}\n"
 
     def submit_pilot(self, run_key: str, pilot: int, cores: int, walltime: float, cores_per_task: int = 1) -> str:
         """Create the pilot's directory and submit its batch job; returns the job id."""
-        pdir = self.pilot_dir(run_key, pilot)
-        for sub in ("inbox", "cancel"):
-            self.transport.makedirs(posixpath.join(pdir, sub))
+        pdir = self.make_pilot_dir(run_key, pilot)
         script = self.pilot_script(run_key, pilot, cores // max(1, cores_per_task), walltime)
         return self.scheduler.submit(script, name=self.job_name(run_key, pilot), cores=cores,
                                      walltime=walltime, workdir=pdir,
                                      output=posixpath.join(pdir, "pilot.out"))
+
+    def make_pilot_dir(self, run_key: str, pilot: int) -> str:
+        """The pilot's directory with its inbox and cancel folders (all 0700); returns it."""
+        pdir = self.pilot_dir(run_key, pilot)
+        for sub in ("inbox", "cancel"):
+            self.transport.makedirs(posixpath.join(pdir, sub))
+        return pdir
 
     def find_pilot_job(self, run_key: str, pilot: int) -> str | None:
         """The job id of a pilot submitted before a crash, found by its name, or None."""
@@ -196,3 +214,14 @@ class PilotSite:
             except (FileNotFoundError, ValueError):
                 pass
         return found
+
+    def rejected(self, run_key: str, pilot: int) -> dict | None:
+        """The agent's record of files in its directory it refused to act on (another user's
+        inbox file, a planted link): ``{"count": N, "files": [...]}``, or None if there are
+        none. The heartbeat's ``rejected`` carries the same count."""
+        path = posixpath.join(self.pilot_dir(run_key, pilot), "rejected.json")
+        try:
+            record = json.loads(self.transport.read_file(path))
+        except (FileNotFoundError, ValueError):
+            return None
+        return record if isinstance(record, dict) else None

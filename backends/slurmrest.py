@@ -11,6 +11,13 @@ is part of every path (``/slurm/v0.0.38/...``) and must be one the site's slurmr
 v0.0.38 for Slurm 22.05; v0.0.39+ for 23.02+ (where the job description's ``environment``
 became a list of ``NAME=value`` strings).
 
+The token is a password for the user's whole Slurm account, so it goes to the configured
+origin only: redirects are followed by hand, and only to the same scheme, host and port (or
+from http to https on the same host); a redirect anywhere else is refused with an error, never
+followed with the token, as ``requests`` would (it strips only ``Authorization``). A plain
+``http://`` URL to another machine than this one sends the token in clear text: resel warns
+(:class:`InsecureTokenWarning`).
+
 slurmrestd has no "will run" endpoint, so :meth:`SlurmREST.test_only` answers None; the
 pending jobs' ``start_time`` (the scheduler's backfill estimate) serves
 :meth:`SlurmREST.start_estimates`. The queue twin's snapshot (:meth:`SlurmREST.queue_snapshot`)
@@ -23,9 +30,12 @@ snapshot's notes say which.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import time
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
+from urllib.parse import urljoin, urlsplit
 from dataclasses import replace
 from typing import Any
 
@@ -43,7 +53,37 @@ from resel.models.twin import QueueSnapshot
 
 from resel.errors import TransportError
 
-__all__ = ["SlurmREST"]
+__all__ = ["InsecureTokenWarning", "SlurmREST"]
+
+#: redirects followed (same origin only) before giving up
+_MAX_REDIRECTS = 5
+_REDIRECTS = (301, 302, 303, 307, 308)
+
+
+class InsecureTokenWarning(UserWarning):
+    """The slurmrestd token would cross the network unencrypted."""
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    default = {"http": 80, "https": 443}.get(parts.scheme)
+    return parts.scheme, (parts.hostname or "").lower(), parts.port or default
+
+
+def _same_origin(old: str, new: str) -> bool:
+    """Whether a redirect from old to new may carry the token: the same scheme, host and port,
+    or an upgrade from http to https on the same host."""
+    (s1, h1, p1), (s2, h2, p2) = _origin(old), _origin(new)
+    return h1 == h2 and ((s1, p1) == (s2, p2) or (s1, s2) == ("http", "https"))
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 _VERSION = re.compile(r"v0\.0\.\d+\Z")
 _WORD = re.compile(r"[A-Za-z0-9_.\-]+\Z")
@@ -79,7 +119,14 @@ class SlurmREST:
         self.environment = dict(environment or {"PATH": "/usr/local/bin:/usr/bin:/bin"})
         self.timeout = timeout
         self.session = session or requests.Session()
-        self.session.headers.update({"X-SLURM-USER-NAME": user, "X-SLURM-USER-TOKEN": token})
+        #: sent with each request made here, never put in the session (which would send it on
+        #: whatever redirect the session follows)
+        self._auth = {"X-SLURM-USER-NAME": user, "X-SLURM-USER-TOKEN": token}
+        scheme, host, _ = _origin(self.base_url)
+        if scheme == "http" and not _loopback(host):
+            warnings.warn(f"slurmrestd URL {self.base_url} is plain http to another machine: the token "
+                          "(a password for your Slurm account) crosses the network unencrypted; use "
+                          "https:// or an SSH tunnel to 127.0.0.1", InsecureTokenWarning, stacklevel=2)
         self._version: str | None = None
         #: True once /diag showed the backfill plugin at work (then SchedulerType is known)
         self._backfill_seen = False
@@ -95,7 +142,7 @@ class SlurmREST:
         url = f"{self.base_url}/slurm/{self.api_version}/{path}"
         what = f"{method} {url}"
         try:
-            reply = self.session.request(method, url, json=body, timeout=self.timeout)
+            reply = self._send(method, url, body)
         except requests.Timeout as e:
             raise TransportError(f"slurmrestd at {self.base_url}: no reply to {method} /{path} "
                                  f"within {self.timeout:g} s") from e
@@ -122,6 +169,29 @@ class SlurmREST:
         if not errors and reply.status_code >= 400:
             errors = [f"HTTP {reply.status_code}"]
         return reply.status_code, doc, errors
+
+    def _send(self, method: str, url: str, body: Any) -> requests.Response:
+        """One request, following redirects by hand and only within the origin (module
+        docstring): the token never reaches another host or port."""
+        for _ in range(_MAX_REDIRECTS + 1):
+            reply = self.session.request(method, url, json=body, headers=self._auth, timeout=self.timeout,
+                                         allow_redirects=False)
+            if reply.status_code not in _REDIRECTS or "location" not in reply.headers:
+                return reply
+            target = urljoin(url, reply.headers["location"])
+            if not _same_origin(url, target):
+                reply.close()
+                raise SchedulerError(
+                    f"slurmrestd at {self.base_url} redirected {method} {urlsplit(url).path} to another "
+                    f"server, {target}; resel does not send the token there",
+                    command=f"{method} {url}", reply=f"HTTP {reply.status_code} Location: {target}",
+                    hint="if that server really is the site's slurmrestd, put its address in the site's rest_url")
+            if reply.status_code == 303 or (reply.status_code in (301, 302) and method == "POST"):
+                method, body = "GET", None        # what browsers and requests do
+            url = target
+            reply.close()
+        raise SchedulerError(f"slurmrestd at {self.base_url}: more than {_MAX_REDIRECTS} redirects for {url}",
+                             command=url)
 
     def _error(self, method: str, path: str, status: int, errors: list[str]) -> SchedulerError:
         said = "; ".join(errors)

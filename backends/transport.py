@@ -27,16 +27,27 @@ a :class:`Transport` from :func:`make_transport` (the site file's ``access`` tab
 User, Port, IdentityFile, IdentitiesOnly, UserKnownHostsFile, GlobalKnownHostsFile,
 StrictHostKeyChecking, HashKnownHosts and ProxyJump (a comma list of hops; each hop uses its
 own config entry, but that entry's own ProxyJump is not followed). ProxyCommand is refused with
-a message rather than silently ignored. Arguments given to :class:`SSHTransport` (the site
-file) win over the config file.
+a message rather than silently ignored. ``Match exec`` (a local command paramiko runs when it
+looks a host up) is honoured only in the user's own ``~/.ssh/config``: another file, named by a
+sites file, holding one is refused with its name and line. Arguments given to
+:class:`SSHTransport` (the site file) win over the config file.
 
 Paths given to the file operations and ``cwd`` may start with ``~/``, expanded to the (remote)
 user's home directory; argv words are never expanded.
+
+**Private by default, whatever the umask.** Other users share a site's filesystem, and a
+folder resel leaves group-writable (umask 002 in a group project folder is common on HPC)
+would let them put files where the agent runs as you. So every directory ``makedirs`` (or
+``write_file``) creates is 0700 and every file ``write_file`` writes is 0600 unless a mode is
+given; both are set explicitly after creation, because mkdir and open pass their mode through
+the umask. Existing directories are left as they are: backends.workdir checks the ones resel
+relies on. ``stat`` and ``uid`` give that check what it needs on either transport.
 """
 
 from __future__ import annotations
 
 import base64
+import errno
 import getpass
 import hashlib
 import itertools
@@ -62,8 +73,9 @@ import paramiko
 from resel.errors import AuthError, ConnectionLost, HostKeyError, TransportError
 
 __all__ = [
-    "AuthError", "Completed", "ConnectionLost", "HostKeyError", "LocalTransport",
-    "SSHTransport", "Transport", "TransportError", "make_transport", "shell_command",
+    "AuthError", "Completed", "ConnectionLost", "FileStat", "HostKeyError", "LocalTransport",
+    "PRIVATE_DIR", "PRIVATE_FILE", "SSHTransport", "Transport", "TransportError", "make_transport",
+    "shell_command",
 ]
 
 T = TypeVar("T")
@@ -73,6 +85,9 @@ _CHUNK = 1 << 16
 _MAX_SESSIONS = 8
 #: Files larger than this are read with paramiko's prefetch (parallel requests).
 _PREFETCH_OVER = 1 << 20
+#: the modes of what resel creates on a site: nobody else may read, add or change anything
+PRIVATE_DIR = 0o700
+PRIVATE_FILE = 0o600
 
 
 @dataclass(frozen=True)
@@ -88,6 +103,22 @@ class Completed:
     returncode: int
     stdout: str
     stderr: str
+
+
+@dataclass(frozen=True)
+class FileStat:
+    """What the ownership checks need of a file: its mode bits (type included) and owner."""
+
+    mode: int
+    uid: int
+
+    @property
+    def is_dir(self) -> bool:
+        return stat_mod.S_ISDIR(self.mode)
+
+    @property
+    def is_link(self) -> bool:
+        return stat_mod.S_ISLNK(self.mode)
 
 
 @runtime_checkable
@@ -112,6 +143,10 @@ class Transport(Protocol):
     def remove(self, path: str) -> None: ...
 
     def exists(self, path: str) -> bool: ...
+
+    def stat(self, path: str, *, follow: bool = False) -> FileStat: ...
+
+    def uid(self) -> int: ...
 
     def home(self) -> str: ...
 
@@ -172,13 +207,31 @@ def _decode(data: bytes) -> str:
 # --------------------------------------------------------------------------- local
 
 
-def _umask() -> int:
-    """The process umask without os.umask's set-and-restore race between threads."""
-    with suppress(OSError, ValueError), open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    return 0o022
+def _local_makedirs(path: str) -> None:
+    """mkdir -p whose new directories are 0700 whatever the umask; existing ones are left
+    alone, and one another writer creates meanwhile is taken as it is (the workdir check of
+    backends.workdir decides whether resel may use it)."""
+    try:
+        if stat_mod.S_ISDIR(os.stat(path).st_mode):
+            return
+        raise FileExistsError(errno.EEXIST, "exists and is not a directory", path)
+    except FileNotFoundError:
+        pass
+    parent = os.path.dirname(path.rstrip("/"))
+    if parent and parent != path:
+        _local_makedirs(parent)
+    try:
+        os.mkdir(path, PRIVATE_DIR)
+    except FileExistsError:
+        if not os.path.isdir(path):
+            raise
+        return
+    # mkdir's mode went through the umask; set it exactly, on the directory just made
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        os.fchmod(fd, PRIVATE_DIR)
+    finally:
+        os.close(fd)
 
 
 class LocalTransport:
@@ -215,14 +268,18 @@ class LocalTransport:
         return Completed(words, proc.returncode, _decode(proc.stdout), _decode(proc.stderr))
 
     def write_file(self, path: str, data: bytes, *, mode: int | None = None) -> None:
-        """Atomic: a reader sees the old content or the new, never a partial file."""
+        """Atomic: a reader sees the old content or the new, never a partial file.
+
+        The temporary file is new (random name, O_EXCL|O_NOFOLLOW: mkstemp) and ``rename``
+        replaces whatever is at ``path``, a planted symlink included, without following it.
+        """
         path = os.path.expanduser(path)
         parent = os.path.dirname(path) or "."
-        os.makedirs(parent, exist_ok=True)
+        _local_makedirs(parent)
         fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{os.path.basename(path)}.",
                                    suffix=".tmp")
         try:
-            os.fchmod(fd, mode if mode is not None else 0o666 & ~_umask())
+            os.fchmod(fd, mode if mode is not None else PRIVATE_FILE)
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
                 f.flush()
@@ -241,7 +298,17 @@ class LocalTransport:
         return sorted(os.listdir(os.path.expanduser(path)))
 
     def makedirs(self, path: str) -> None:
-        os.makedirs(os.path.expanduser(path), exist_ok=True)
+        """mkdir -p; what it creates is 0700 (see the module docstring)."""
+        _local_makedirs(os.path.expanduser(path))
+
+    def stat(self, path: str, *, follow: bool = False) -> FileStat:
+        """Mode and owner of path (of a symlink itself unless ``follow``)."""
+        path = os.path.expanduser(path)
+        st = os.stat(path) if follow else os.lstat(path)
+        return FileStat(st.st_mode, st.st_uid)
+
+    def uid(self) -> int:
+        return os.geteuid()
 
     def remove(self, path: str) -> None:
         """Remove a file or an empty directory; a missing path is fine."""
@@ -299,14 +366,53 @@ def _paths(value: str | list[str] | None) -> list[str]:
     return [os.path.expanduser(p) for p in items]
 
 
+_MATCH_LINE = re.compile(r"\s*match(?:\s*=\s*|\s+)(.*)", re.IGNORECASE)
+
+
+def _own_config(path: str) -> bool:
+    """Whether path is the user's own ~/.ssh/config (the file their ssh reads anyway)."""
+    own = os.path.expanduser("~/.ssh/config")
+    try:
+        return os.path.samefile(path, own)
+    except OSError:
+        return os.path.realpath(path) == os.path.realpath(own)
+
+
+def _refuse_match_exec(path: str) -> None:
+    """A ``Match exec`` line runs a local command when a host is looked up (paramiko runs it
+    through a shell); a sites file naming a config file must not be a way to run commands, so
+    only the user's own ~/.ssh/config may hold one."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return   # paramiko's own reading reports it
+    for number, line in enumerate(lines, 1):
+        m = _MATCH_LINE.match(line)
+        if not m:
+            continue
+        try:
+            words = shlex.split(m.group(1), comments=True)
+        except ValueError:
+            words = m.group(1).split()
+        if any(w.lower().lstrip("!") == "exec" for w in words):
+            raise TransportError(
+                f"{path}, line {number}: `Match exec` runs a local command, and resel runs it only "
+                "from your own ~/.ssh/config: move that block there, or remove it from the ssh_config "
+                "file the sites file names")
+
+
 def _load_config(path: str | None) -> paramiko.SSHConfig | None:
     if path is None:
         default = os.path.expanduser("~/.ssh/config")
         if not os.path.isfile(default):
             return None
         path = default
+    full = os.path.expanduser(path)
+    if not _own_config(full):
+        _refuse_match_exec(full)
     try:
-        return paramiko.SSHConfig.from_path(os.path.expanduser(path))
+        return paramiko.SSHConfig.from_path(full)
     except (OSError, paramiko.SSHException, ValueError) as e:
         raise TransportError(f"cannot read SSH config file {path}: {e}") from e
 
@@ -489,6 +595,7 @@ class SSHTransport:
         self._conn: _Connection | None = None
         self._ever_connected = False
         self._home: str | None = None
+        self._uid: int | None = None
 
     def __repr__(self) -> str:
         via = f" via {','.join(j.where for j in self._jumps)}" if self._jumps else ""
@@ -780,9 +887,7 @@ class SSHTransport:
                 _sftp_makedirs(sftp, parent)
             tmp = posixpath.join(parent, f".{base}.{uuid.uuid4().hex[:12]}.tmp")
             try:
-                with sftp.open(tmp, "wbx") as f:
-                    if mode is not None:
-                        f.chmod(mode)  # before the data: a secret is never world-readable
+                with _sftp_create(sftp, tmp, mode if mode is not None else PRIVATE_FILE) as f:
                     f.set_pipelined(True)
                     f.write(data)
                 try:
@@ -819,8 +924,25 @@ class SSHTransport:
         return sorted(self._sftp("list", path, lambda sftp: sftp.listdir(path)))
 
     def makedirs(self, path: str) -> None:
+        """mkdir -p; what it creates is 0700 (see the module docstring)."""
         path = self._expand(path)
         self._sftp("makedirs", path, lambda sftp: _sftp_makedirs(sftp, path))
+
+    def stat(self, path: str, *, follow: bool = False) -> FileStat:
+        """Mode and owner of path (of a symlink itself unless ``follow``)."""
+        path = self._expand(path)
+        st = self._sftp("stat", path, lambda sftp: sftp.stat(path) if follow else sftp.lstat(path))
+        return FileStat(st.st_mode or 0, st.st_uid if st.st_uid is not None else -1)
+
+    def uid(self) -> int:
+        """The remote user's numeric id (``id -u``, asked once): SFTP reports owners by number."""
+        if self._uid is None:
+            done = self.run(["id", "-u"], idempotent=True)
+            if done.returncode != 0 or not done.stdout.strip().isdigit():
+                raise TransportError(f"{self.name}: `id -u` did not give a user id: "
+                                     f"{(done.stderr or done.stdout).strip()[:200]!r}")
+            self._uid = int(done.stdout.strip())
+        return self._uid
 
     def remove(self, path: str) -> None:
         """Remove a file or an empty directory; a missing path is fine."""
@@ -876,8 +998,29 @@ def _kill(chan: paramiko.Channel) -> None:
     chan.close()
 
 
+def _sftp_create(sftp: paramiko.SFTPClient, path: str, mode: int) -> paramiko.SFTPFile:
+    """A new file (O_CREAT|O_EXCL: never through a planted link) that never has more than
+    ``mode``: the permissions go with the SFTP OPEN request itself, which the server applies
+    under its umask (so never more open), instead of a chmod that would cost a round trip per
+    task file. paramiko's public ``open`` sends no attributes, so the request is made the way
+    ``open`` makes it; without that internal, open then chmod."""
+    request = getattr(sftp, "_request", None)
+    if request is None:
+        f = sftp.open(path, "wbx")
+        f.chmod(mode)
+        return f
+    attrs = paramiko.SFTPAttributes()
+    attrs.st_mode = mode
+    flags = paramiko.sftp.SFTP_FLAG_WRITE | paramiko.sftp.SFTP_FLAG_CREATE | paramiko.sftp.SFTP_FLAG_EXCL
+    kind, msg = request(paramiko.sftp.CMD_OPEN, path, flags, attrs)
+    if kind != paramiko.sftp.CMD_HANDLE:
+        raise paramiko.SFTPError(f"expected a handle opening {path}")
+    return paramiko.SFTPFile(sftp, msg.get_binary(), "wb")
+
+
 def _sftp_makedirs(sftp: paramiko.SFTPClient, path: str) -> None:
-    """mkdir -p over SFTP, tolerant of another writer creating the same directories."""
+    """mkdir -p over SFTP, new directories 0700, tolerant of another writer creating the same
+    directories."""
     try:
         if stat_mod.S_ISDIR(sftp.stat(path).st_mode or 0):
             return
@@ -888,10 +1031,16 @@ def _sftp_makedirs(sftp: paramiko.SFTPClient, path: str) -> None:
     if parent and parent != path:
         _sftp_makedirs(sftp, parent)
     try:
-        sftp.mkdir(path)
-    except OSError:
-        if not stat_mod.S_ISDIR(sftp.stat(path).st_mode or 0):
-            raise
+        sftp.mkdir(path, PRIVATE_DIR)
+    except OSError as e:
+        try:
+            made = stat_mod.S_ISDIR(sftp.stat(path).st_mode or 0)
+        except OSError:
+            made = False
+        if not made:
+            raise e     # mkdir's own reason (permission denied, ...), not the stat's
+        return     # another writer made it: taken as it is (see _local_makedirs)
+    sftp.chmod(path, PRIVATE_DIR)   # the server's umask applied to mkdir's mode
 
 
 # --------------------------------------------------------------------------- factory

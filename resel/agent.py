@@ -66,9 +66,25 @@ seconds (floats).
 * exit.json reasons: "walltime", "terminated", "stopped", "drained", "idle". The agent appends
   timestamped lines to ``agent.log`` (append-only, not atomic). A bad task file or an error
   in one loop iteration is logged and never stops the agent.
+
+Other users (docs/security.md)
+------------------------------
+
+The agent runs everything it finds in its inbox as its own user, so nobody else may be able to
+put a file there. It refuses to start (message on stderr, exit status 2, nothing written in
+PILOTDIR) when PILOTDIR or one of its sub-folders is not a directory of its own user or is
+writable by group or others; folders it creates are 0700 whatever the umask. An inbox, cancel
+or ``stop`` file that is not a regular file of its user (another user's, or a symlink) is
+never acted on: it is logged and counted in ``rejected.json`` = {"count": N, "files":
+[{"name", "uid", "why", "time"}, ... the last 100]} and in the heartbeat's "rejected". The
+agent never writes through a symlink: atomic writes use a temporary file made with
+``O_CREAT|O_EXCL|O_NOFOLLOW`` under a random name, then ``rename`` (which replaces a link, never
+follows it); ``agent.log`` is opened ``O_NOFOLLOW`` (a planted link is removed first); a task's
+stdout, stderr and perf.csv are new files (whatever was at that name is unlinked first).
 """
 
 import argparse
+import binascii
 import errno
 import json
 import os
@@ -77,6 +93,7 @@ import re
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -96,6 +113,9 @@ JOB_ID_VARS = ("SLURM_JOB_ID", "SLURM_JOBID", "PBS_JOBID", "CONDOR_JOBID", "COND
                "LSB_JOBID", "JOB_ID")
 # perf stat reports a child killed by a signal as exit 0: an outer shell keeps the status.
 PERF_WRAPPER = '/bin/sh -c "$1"'
+PRIVATE_DIR = 0o700
+PRIVATE_FILE = 0o600
+REJECTED_KEPT = 100    # rejected.json lists the last this many files
 
 
 def source() -> str:
@@ -108,34 +128,178 @@ def task_key(task, attempt):
     return "t%d-a%d" % (task, attempt)
 
 
-# ---------------------------------------------------------------- files
+# ---------------------------------------------------------------- files others cannot steer
 
 
-def write_json_atomic(path, obj):
-    """Write obj as JSON to path: temporary name in the same directory, fsync, rename."""
+class Refused(Exception):
+    """PILOTDIR (or a folder in it) is not private to this user: the agent will not run there."""
+
+
+class Foreign(Exception):
+    """A file that is not a regular file of this user's: never read, run or written through."""
+
+    def __init__(self, path, st):
+        self.uid = st.st_uid
+        if stat.S_ISLNK(st.st_mode):
+            why = "a symbolic link"
+        elif not stat.S_ISREG(st.st_mode):
+            why = "not a regular file"
+        else:
+            why = "owned by uid %d, not by this agent's user (uid %d)" % (st.st_uid, os.geteuid())
+        self.why = why
+        Exception.__init__(self, "%s is %s" % (path, why))
+
+
+def mine(st):
+    """Whether a stat result is a regular file of this process's user."""
+    return stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid()
+
+
+def own_file(path):
+    """Whether path is a regular file of this user's (not a link, not someone else's)."""
+    try:
+        return mine(os.lstat(path))
+    except OSError:
+        return False
+
+
+def dir_problem(path):
+    """Why path is not a directory only this user controls, or None if it is one."""
+    try:
+        st = os.lstat(path)
+    except OSError as e:
+        return "cannot look at it (%s)" % (e.strerror or e)
+    if stat.S_ISLNK(st.st_mode):
+        return "it is a symbolic link"
+    if not stat.S_ISDIR(st.st_mode):
+        return "it is not a directory"
+    if st.st_uid != os.geteuid():
+        return "it belongs to uid %d, not to this agent's user (uid %d)" % (st.st_uid, os.geteuid())
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return "it is writable by its group or by other users (mode %04o)" % stat.S_IMODE(st.st_mode)
+    return None
+
+
+def make_private_dir(path):
+    """mkdir path 0700 whatever the umask (an existing one is kept); Refused unless it is a
+    directory only this user controls."""
+    try:
+        os.mkdir(path, PRIVATE_DIR)
+    except OSError as e:
+        if e.errno != errno.EEXIST:
+            raise
+    else:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            os.fchmod(fd, PRIVATE_DIR)
+        finally:
+            os.close(fd)
+    problem = dir_problem(path)
+    if problem:
+        raise Refused("%s: %s" % (path, problem))
+
+
+def make_private_dirs(path):
+    """mkdir -p whose new folders are 0700; the last one must be private (make_private_dir)."""
+    parent = os.path.dirname(path)
+    if parent and parent != path and not os.path.isdir(parent):
+        make_private_dirs(parent)
+    make_private_dir(path)
+
+
+def random_name():
+    return binascii.hexlify(os.urandom(8)).decode("ascii")
+
+
+def write_atomic(path, data):
+    """Write bytes to path: a new temporary file (random name, O_EXCL|O_NOFOLLOW, 0600) in the
+    same directory, fsync, rename over path (a link at path is replaced, never followed)."""
     directory, name = os.path.split(path)
-    tmp = os.path.join(directory, ".%s.%d.tmp" % (name, os.getpid()))
-    data = json.dumps(obj, sort_keys=True).encode("utf-8")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    tmp = os.path.join(directory, ".%s.%s.tmp" % (name, random_name()))
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, PRIVATE_FILE)
     try:
         view = memoryview(data)
         while view:
             n = os.write(fd, view)
             view = view[n:]
         os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        os.unlink(tmp)
+        raise
+    os.close(fd)
+    os.replace(tmp, path)
+
+
+def write_json_atomic(path, obj):
+    """Write obj as JSON to path, atomically (write_atomic)."""
+    write_atomic(path, json.dumps(obj, sort_keys=True).encode("utf-8"))
+
+
+def open_new(path):
+    """A new, empty file at path (0600) for writing in binary: whatever was there (a planted
+    link, an old file) is unlinked first, so nothing is ever truncated or written through."""
+    try:
+        os.unlink(path)
+    except OSError as e:
+        if e.errno != errno.ENOENT:
+            raise
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, PRIVATE_FILE)
+    return os.fdopen(fd, "wb")
+
+
+def open_log(path):
+    """agent.log, to append to: never through a link (a planted one is removed), and only a
+    regular file of this user's."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+    try:
+        fd = os.open(path, flags, PRIVATE_FILE)
+    except OSError as e:
+        if e.errno != errno.ELOOP:
+            raise
+        os.unlink(path)
+        fd = os.open(path, flags | os.O_EXCL, PRIVATE_FILE)
+    st = os.fstat(fd)
+    if not mine(st):
+        os.close(fd)
+        raise Foreign(path, st)
+    return os.fdopen(fd, "a", encoding="utf-8")
+
+
+def read_own(path, limit=None, tail=False):
+    """Bytes of path if it is a regular file of this user's: not through a link (O_NOFOLLOW),
+    never blocking on a FIFO; Foreign otherwise. With ``limit``, at most that many bytes, the
+    last ones if ``tail``."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise Foreign(path, os.lstat(path))
+        raise
+    try:
+        st = os.fstat(fd)
+        if not mine(st):
+            raise Foreign(path, st)
+        if tail and limit is not None and st.st_size > limit:
+            os.lseek(fd, st.st_size - limit, os.SEEK_SET)
+        chunks = []
+        left = limit if limit is not None else -1
+        while left != 0:
+            chunk = os.read(fd, 1 << 16 if left < 0 else min(left, 1 << 16))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            if left > 0:
+                left -= len(chunk)
+        return b"".join(chunks)
     finally:
         os.close(fd)
-    os.replace(tmp, path)
 
 
 def read_tail(path, limit=TAIL_BYTES):
     try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - limit))
-            data = f.read(limit)
-    except (OSError, IOError):
+        data = read_own(path, limit, tail=True)
+    except (OSError, IOError, Foreign):
         return ""
     return data.decode("utf-8", "replace")
 
@@ -143,9 +307,8 @@ def read_tail(path, limit=TAIL_BYTES):
 def parse_perf_csv(path):
     """perf stat -x, output -> {event: float or None, ..., "task-clock-ms": float or None}."""
     try:
-        with open(path, "r", encoding="utf-8", errors="replace") as f:
-            lines = f.read().splitlines()
-    except (OSError, IOError):
+        lines = read_own(path).decode("utf-8", "replace").splitlines()
+    except (OSError, IOError, Foreign):
         return {"error": "no perf output"}
     out = {}
     task_clock_ms = None
@@ -323,6 +486,8 @@ class Agent(object):
         self.perf_error = None
         self.perf_checked = False
         self.log_file = None
+        self.rejected = []                # [{"name", "uid", "why", "time"}], oldest first
+        self.rejected_names = set()
 
     # -- helpers
 
@@ -335,10 +500,10 @@ class Agent(object):
         line = "%s %s\n" % (stamp, message.rstrip())
         try:
             if self.log_file is None:
-                self.log_file = open(self.path("agent.log"), "a", encoding="utf-8")
+                self.log_file = open_log(self.path("agent.log"))
             self.log_file.write(line)
             self.log_file.flush()
-        except (OSError, IOError):
+        except (OSError, IOError, Foreign):
             sys.stderr.write(line)
 
     def safely(self, what, fn, *args):
@@ -351,13 +516,35 @@ class Agent(object):
     def remaining(self):
         return self.walltime - (time.monotonic() - self.t0)
 
+    # -- other users' files
+
+    def reject(self, name, error):
+        """Leave a file alone that is not a regular file of ours (Foreign): log it once, and
+        count it in rejected.json and the heartbeat for the coordinator."""
+        if name in self.rejected_names:
+            return
+        self.rejected_names.add(name)
+        self.rejected.append({"name": name, "uid": error.uid, "why": error.why, "time": time.time()})
+        self.log("rejected %s: it is %s; it is left alone, not run" % (name, error.why))
+        self.safely("writing rejected.json", write_json_atomic, self.path("rejected.json"),
+                    {"count": len(self.rejected), "files": self.rejected[-REJECTED_KEPT:]})
+        self.last_heartbeat = None
+
     # -- start
 
-    def setup(self):
+    def make_dirs(self):
+        """PILOTDIR and its folders, 0700; Refused if one exists and is not private."""
+        if not os.path.lexists(self.dir):
+            make_private_dirs(self.dir)
+        for d in [self.dir] + [self.path(sub) for sub in SUBDIRS if os.path.lexists(self.path(sub))]:
+            problem = dir_problem(d)
+            if problem:               # checked before anything is made: nothing is left there
+                raise Refused("%s: %s" % (d, problem))
         for sub in SUBDIRS:
-            d = self.path(sub)
-            if not os.path.isdir(d):
-                os.makedirs(d, exist_ok=True)
+            make_private_dir(self.path(sub))
+
+    def setup(self):
+        self.make_dirs()
         model, mhz = cpu_info()
         info = {
             "pilot": self.pilot, "host": self.host, "pid": os.getpid(), "started": self.started,
@@ -380,7 +567,7 @@ class Agent(object):
     def heartbeat(self):
         write_json_atomic(self.path("heartbeat.json"), {
             "time": time.time(), "state": self.state, "running": sorted(self.running),
-            "free": max(0, self.slots - len(self.running)),
+            "free": max(0, self.slots - len(self.running)), "rejected": len(self.rejected),
         })
         self.last_heartbeat = time.monotonic()
 
@@ -487,12 +674,19 @@ class Agent(object):
         for key in names:
             if key in self.cancel_done or not KEY_RE.match(key):
                 continue
+            try:
+                st = os.lstat(self.path("cancel", key))
+            except OSError:
+                continue
+            if not mine(st):
+                self.reject("cancel/" + key, Foreign(self.path("cancel", key), st))
+                continue
             m = KEY_RE.match(key)
             if key in self.running:
                 self.terminate(self.running[key], "cancelled", "cancelled")
                 self.cancel_done.add(key)
                 continue
-            if key in self.finished or os.path.exists(self.path("results", key + ".json")):
+            if key in self.finished or own_file(self.path("results", key + ".json")):
                 self.cancel_done.add(key)
                 continue
             inboxed = self.path("inbox", key + ".json")
@@ -517,8 +711,11 @@ class Agent(object):
             if not name.endswith(".json") or name.startswith("."):
                 continue
             try:
-                st = os.stat(self.path("inbox", name))
+                st = os.lstat(self.path("inbox", name))
             except OSError:
+                continue
+            if not mine(st):
+                self.reject("inbox/" + name, Foreign(self.path("inbox", name), st))
                 continue
             entries.append((st.st_mtime, name))
         entries.sort()
@@ -541,9 +738,12 @@ class Agent(object):
         stem = name[:-len(".json")]
         m = KEY_RE.match(stem)
         try:
+            raw = read_own(path)
+        except Foreign as e:
+            self.reject("claimed/" + name, e)
+            return
+        try:
             try:
-                with open(path, "rb") as f:
-                    raw = f.read()
                 doc = json.loads(raw.decode("utf-8"))
             except (ValueError, UnicodeDecodeError) as e:
                 raise BadTask("not valid JSON: %s" % e)
@@ -552,10 +752,10 @@ class Agent(object):
             self.bad_task(stem, m, str(e))
             return
         key = stem
-        if key in self.running or key in self.finished or os.path.exists(self.path("results", name)):
+        if key in self.running or key in self.finished or own_file(self.path("results", name)):
             self.log("ignoring %s: this attempt already ran here" % key)
             return
-        if os.path.exists(self.path("cancel", key)):
+        if own_file(self.path("cancel", key)):
             self.cancel_done.add(key)
             self.result(task, attempt, "cancelled", "cancelled")
             return
@@ -594,7 +794,13 @@ class Agent(object):
 
     def launch(self, key, task, attempt, command, env, perf, timeout):
         tdir = self.path("tasks", key)
-        os.makedirs(tdir, exist_ok=True)
+        try:
+            make_private_dir(tdir)
+            if perf:
+                open_new(os.path.join(tdir, "perf.csv")).close()   # perf stat -o follows links
+        except (OSError, Refused) as e:
+            self.result(task, attempt, "failed", "start failed: %s" % e)
+            return
         full_env = dict(os.environ)
         full_env.update(env)
         full_env["RESEL_TASK"] = str(task)
@@ -613,8 +819,8 @@ class Agent(object):
         files = []
         start = time.time()
         try:
-            files.append(open(os.path.join(tdir, "stdout"), "wb"))
-            files.append(open(os.path.join(tdir, "stderr"), "wb"))
+            files.append(open_new(os.path.join(tdir, "stdout")))
+            files.append(open_new(os.path.join(tdir, "stderr")))
             proc = subprocess.Popen(argv, cwd=tdir, env=full_env, stdin=subprocess.DEVNULL,
                                     stdout=files[0], stderr=files[1], close_fds=True,
                                     start_new_session=True)
@@ -633,8 +839,10 @@ class Agent(object):
 
     def read_stop(self):
         try:
-            with open(self.path("stop"), "rb") as f:
-                content = f.read(4096)
+            content = read_own(self.path("stop"), 4096)
+        except Foreign as e:
+            self.reject("stop", e)
+            return None
         except (OSError, IOError):
             return None
         return "drain" if content.decode("utf-8", "replace").strip() == "drain" else "stop"
@@ -744,6 +952,12 @@ def main(argv=None):
     agent = Agent(args)
     try:
         return agent.run()
+    except Refused as e:
+        # nothing is written in a folder others control: the message goes to the job's output
+        sys.stderr.write("resel agent: refusing to start: %s. Another user could put tasks there "
+                         "that would run as you; make it yours with `chmod go-w` (resel makes its "
+                         "folders 0700) or choose another workdir (docs/security.md)\n" % e)
+        return 2
     except Exception:
         agent.log("agent crashed: %s" % traceback.format_exc())
         try:

@@ -6,8 +6,8 @@ like resel/agent.py, because it runs where the agent runs. The coordinator ships
 access point as ``resel-chirp-sync-v1.py``; HTCondor transfers it and the agent into the job's
 scratch directory, and starts it as the job's executable::
 
-    resel-chirp-sync.py --agent resel-agent-v1.py [--python python3] [--interval 2]
-        [--chirp condor_chirp] [--local pilot] -- AGENT_OPTIONS...
+    resel-chirp-sync.py --agent resel-agent-v1.py --agent-sha256 HEX [--python python3]
+        [--interval 2] [--chirp condor_chirp] [--local pilot] -- AGENT_OPTIONS...
 
 Why: an OSG slot does not see the access point's disk, and HTCondor's own file transfer moves
 files only when a job starts and ends. A pilot lives for hours and exchanges task files all the
@@ -40,9 +40,18 @@ a result gets one, outcome ``lost``, reason ``evicted``, so nothing waits for it
 SIGTERM and SIGINT (what condor_rm and an eviction send) are passed to the agent, which ends its
 attempts as ``lost``; the wrapper pushes their results and exits with the agent's status. Its
 own log is ``resel-chirp.log`` in the scratch directory, the one output file transferred back.
+
+Nothing another user changed runs: the job starts this wrapper only if its SHA-256 is the one
+in the job's arguments (resel.backends.verified), and the wrapper starts the agent only if the
+agent's SHA-256 is ``--agent-sha256`` (else it exits 3 with the reason in its log and on
+stderr). The local mirror's folders are 0700 and its files are written under random temporary
+names with ``O_EXCL|O_NOFOLLOW``, as the agent does.
 """
 
 import argparse
+import binascii
+import errno
+import hashlib
 import json
 import os
 import shutil
@@ -58,6 +67,8 @@ SUBDIRS = ("inbox", "claimed", "started", "results", "cancel", "tasks")
 #: where condor_chirp lives when it is not on the job's PATH (it is a libexec tool)
 CHIRP_CANDIDATES = ("/usr/libexec/condor/condor_chirp", "/usr/lib/condor/libexec/condor_chirp")
 CHIRP_TIMEOUT = 120.0
+#: exit status when the agent is not the file resel shipped
+EXIT_MODIFIED = 3
 
 
 def source():
@@ -124,13 +135,43 @@ def find_chirp(given):
 
 
 def write_atomic(path, data):
+    """A new temporary file (random name, O_EXCL|O_NOFOLLOW, 0600), then rename over path."""
     directory, name = os.path.split(path)
-    tmp = os.path.join(directory, ".%s.%d.sync" % (name, os.getpid()))
-    with open(tmp, "wb") as f:
+    tmp = os.path.join(directory, ".%s.%s.sync" % (name, binascii.hexlify(os.urandom(8)).decode("ascii")))
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as f:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
     os.rename(tmp, path)
+
+
+def make_private_dirs(path):
+    """mkdir -p; new folders 0700 whatever the umask (the agent refuses group-writable ones)."""
+    parent = os.path.dirname(path)
+    if parent and parent != path and not os.path.isdir(parent):
+        make_private_dirs(parent)
+    try:
+        os.mkdir(path, 0o700)
+    except OSError as e:
+        if e.errno != errno.EEXIST:
+            raise
+        return
+    os.chmod(path, 0o700)
+
+
+def agent_problem(path, expected):
+    """Why the agent file must not run (its SHA-256 is not the one resel shipped), or None."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except (OSError, IOError) as e:
+        return "cannot read %s: %s" % (path, e)
+    found = hashlib.sha256(data).hexdigest()
+    if found != expected:
+        return ("refusing to run %s: its sha256 is %s, not %s as resel shipped it; it was changed "
+                "after resel wrote it (see docs/security.md)" % (path, found, expected))
+    return None
 
 
 def key_of(name):
@@ -298,6 +339,7 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(prog="resel-chirp-sync.py",
                                 description="run the resel agent, mirroring its directory with condor_chirp")
     p.add_argument("--agent", required=True, help="the agent file (in the scratch directory)")
+    p.add_argument("--agent-sha256", required=True, help="the agent's SHA-256: anything else is not run")
     p.add_argument("--python", default=sys.executable, help="the Python that runs the agent")
     p.add_argument("--interval", type=float, default=2.0, help="seconds between two syncs (2)")
     p.add_argument("--chirp", default=None, help="condor_chirp (default: PATH, then libexec)")
@@ -313,22 +355,28 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    log_file = open(LOG_NAME, "a")
+    log_file = os.fdopen(os.open(LOG_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600), "a")
 
     def log(message):
         log_file.write("%s %s\n" % (time.strftime("%Y-%m-%dT%H:%M:%S"), message))
         log_file.flush()
 
+    problem = agent_problem(args.agent, args.agent_sha256)
+    if problem:
+        log(problem)
+        sys.stderr.write("resel chirp wrapper: %s\n" % problem)
+        log_file.close()
+        return EXIT_MODIFIED
     local = os.path.abspath(args.local)
     for sub in SUBDIRS:
-        os.makedirs(os.path.join(local, sub), exist_ok=True)
+        make_private_dirs(os.path.join(local, sub))
     chirp = Chirp(find_chirp(args.chirp), log)
     sync = Sync(chirp, local, log)
     log("start on %s: chirp %s, agent %s %s" % (socket.gethostname(), chirp.program, args.agent,
                                                 " ".join(args.agent_args)))
     sync.recover()
     sync.pull()    # tasks already waiting are there when the agent first looks
-    agent = subprocess.Popen([args.python, args.agent, "--dir", local] + list(args.agent_args))
+    agent = subprocess.Popen([args.python, "-I", args.agent, "--dir", local] + list(args.agent_args))
     signals = []
 
     def forward(signum, frame):

@@ -35,10 +35,13 @@ from resel import agent as agent_module
 from resel import chirp_sync
 from resel.backends import htcondor as hc
 from resel.backends.transport import LocalTransport
+from resel.backends.verified import VERIFY, digest, verified_argv
 from resel.errors import SchedulerError
 
 REPO = Path(__file__).resolve().parent.parent
 WRAPPER = REPO / "resel" / "chirp_sync.py"
+AGENT_SHA = digest(agent_module.source())
+WRAPPER_SHA = digest(chirp_sync.source())
 
 
 def wait_for(predicate, timeout: float = 20.0, what: str = "condition"):
@@ -54,9 +57,38 @@ def wait_for(predicate, timeout: float = 20.0, what: str = "condition"):
 def pilot_script(agent: str, pdir: str, pilot: int = 3, slots: int = 1, walltime: float = 900) -> str:
     """The script PilotSite.pilot_script writes (same exec line, built the same way)."""
     import shlex
-    argv = ["python3", agent, "--dir", pdir, "--pilot", str(pilot), "--slots", str(slots),
-            "--walltime", f"{walltime:g}", "--drain", "60"]
+    argv = verified_argv("python3", agent, AGENT_SHA, ["--dir", pdir, "--pilot", str(pilot), "--slots", str(slots),
+                                                        "--walltime", f"{walltime:g}", "--drain", "60"])
     return f"#!/bin/sh\n# resel pilot\nexec {shlex.join(argv)}\n"
+
+
+def condor_words(arguments: str) -> list[str]:
+    """The argv HTCondor gives the job for an ``arguments`` value in the new syntax (the whole
+    value in double quotes, ``""`` a double quote; words split on spaces; ``'...'`` one word,
+    ``''`` a single quote inside it) - read back independently of condor_arguments."""
+    assert arguments.startswith('"') and arguments.endswith('"')
+    text = arguments[1:-1].replace('""', '"')
+    words, i = [], 0
+    while i < len(text):
+        if text[i] == " ":
+            i += 1
+            continue
+        word = ""
+        while i < len(text) and text[i] != " ":
+            if text[i] == "'":
+                i += 1
+                while True:
+                    if text[i] == "'" and text.startswith("''", i):
+                        word, i = word + "'", i + 2
+                    elif text[i] == "'":
+                        i += 1
+                        break
+                    else:
+                        word, i = word + text[i], i + 1
+            else:
+                word, i = word + text[i], i + 1
+        words.append(word)
+    return words
 
 
 # ---------------------------------------------------------------------------- submit description
@@ -66,7 +98,7 @@ def osg_description(**kw):
     args = dict(name="resel-r1-abcdef-p3", pilot_dir="/ap/work/r1-abcdef/p3",
                 agent="/ap/work/resel-agent-v1.py", wrapper="/ap/work/resel-chirp-sync-v1.py",
                 python="python3", agent_args=["--pilot", "3", "--slots", "1", "--walltime", "900"],
-                walltime=900, project="OSG-Staff", accounting_group="group_osg.alice")
+                walltime=900, agent_sha256=AGENT_SHA, project="OSG-Staff", accounting_group="group_osg.alice")
     args.update(kw)
     return hc.pilot_description(**args)
 
@@ -79,7 +111,8 @@ def test_bindings_render_the_pilot_description():
     assert 'MY.ProjectName = "OSG-Staff"' in text
     assert "MY.WantIOProxy = true" in text
     assert "transfer_input_files = /ap/work/resel-agent-v1.py, /ap/work/resel-chirp-sync-v1.py" in text
-    assert "executable = /ap/work/resel-chirp-sync-v1.py" in text
+    # the job executes /usr/bin/env, which runs the wrapper only if it is unchanged
+    assert "executable = /usr/bin/env" in text and "transfer_executable = false" in text
     assert "(time() - EnteredCurrentStatus) > 960" in text            # walltime 900 + 60 s grace
     assert "periodic_remove = " in text and "NumJobStarts > 0" in text
     assert "should_transfer_files = YES" in text and "when_to_transfer_output = ON_EXIT_OR_EVICT" in text
@@ -101,7 +134,14 @@ def test_arguments_use_the_new_quoting():
         "\"'a' 'b c' 'it''s' 'say \"\"hi\"\"'\""
     desc = osg_description(agent_args=["--pilot", "3"])
     sub = htcondor2.Submit(desc)
-    assert sub["arguments"].startswith("\"'--python' 'python3' '--agent' 'resel-agent-v1.py'")
+    assert condor_words(sub["arguments"]) == [
+        "python3", "-I", "-c", VERIFY, "resel-chirp-sync-v1.py", WRAPPER_SHA, "--agent", "resel-agent-v1.py",
+        "--agent-sha256", AGENT_SHA, "--python", "python3", "--interval", "2", "--", "--pilot", "3"]
+
+
+def test_description_checks_the_digests():
+    with pytest.raises(SchedulerError, match="sha256"):
+        osg_description(agent_sha256="not-a-digest")
 
 
 def test_multicore_pilots_are_refused_with_the_osg_reason():
@@ -115,9 +155,12 @@ def test_multicore_pilots_are_refused_with_the_osg_reason():
 def test_only_resel_pilot_scripts_are_submitted():
     with pytest.raises(SchedulerError, match="resel pilot script"):
         hc.agent_command("#!/bin/sh\necho hello\n")
-    py, agent, opts = hc.agent_command(pilot_script("/ap/w d/resel-agent-v1.py", "/ap/w d/p3"))
-    assert (py, agent) == ("python3", "/ap/w d/resel-agent-v1.py")
+    py, agent, sha, opts = hc.agent_command(pilot_script("/ap/w d/resel-agent-v1.py", "/ap/w d/p3"))
+    assert (py, agent, sha) == ("python3", "/ap/w d/resel-agent-v1.py", AGENT_SHA)
     assert opts == ["--pilot", "3", "--slots", "1", "--walltime", "900", "--drain", "60"]
+    # an exec line that runs the agent without checking it first is not a resel pilot
+    with pytest.raises(SchedulerError, match="sha256"):
+        hc.agent_command("#!/bin/sh\nexec python3 /ap/resel-agent-v1.py --dir /ap/p3 --pilot 3\n")
 
 
 # ---------------------------------------------------------------------------- CLI replay
@@ -226,8 +269,10 @@ def test_cli_submit_sends_the_description_on_stdin(replay):
     assert sub["request_cpus"] == "1" and sub["MY.WantIOProxy"] == "true"
     assert sub["MY.ProjectName"] == '"OSG-Staff"' and sub["accounting_group"] == "group_osg.alice"
     assert sub["initialdir"] == str(pdir) and sub["batch_name"] == "resel-r1-abcdef-p3"
-    assert sub["executable"] == str(work / hc.WRAPPER_NAME)
-    assert "--dir" not in sub["arguments"] and "'--pilot' '3'" in sub["arguments"]
+    assert sub["executable"] == "/usr/bin/env"
+    words = condor_words(sub["arguments"])
+    assert words[4:6] == [hc.WRAPPER_NAME, WRAPPER_SHA] and words[words.index("--agent-sha256") + 1] == AGENT_SHA
+    assert "--dir" not in words and "'--pilot' '3'" in sub["arguments"]
     # the wrapper was shipped next to the agent; chirp cannot mkdir, so the directories exist
     assert (work / hc.WRAPPER_NAME).read_text() == chirp_sync.source()
     assert all((pdir / d).is_dir() for d in ("inbox", "cancel", "started", "results"))
@@ -345,11 +390,23 @@ def slot(tmp_path):
     return iwd, scratch, chirp
 
 
-def start_wrapper(iwd, scratch, chirp, walltime=120):
-    argv = [sys.executable, hc.WRAPPER_NAME, "--agent", "resel-agent-v1.py", "--python", sys.executable,
-            "--interval", "0.1", "--chirp", str(chirp), "--", "--pilot", "3", "--slots", "1",
-            "--walltime", str(walltime), "--poll", "0.05", "--heartbeat", "0.2"]
-    return subprocess.Popen(argv, cwd=scratch, env={**os.environ, "FAKE_IWD": str(iwd)},
+def job_argv(walltime=120, agent_sha256=AGENT_SHA) -> list[str]:
+    """The command line the execute point runs for resel's pilot description: executable, then
+    the arguments as HTCondor splits them."""
+    desc = hc.pilot_description(
+        name="resel-r1-abcdef-p3", pilot_dir="/ap/p3", agent="/ap/resel-agent-v1.py",
+        wrapper="/ap/" + hc.WRAPPER_NAME, python=sys.executable, interval=0.1, agent_sha256=agent_sha256,
+        agent_args=["--pilot", "3", "--slots", "1", "--walltime", str(walltime), "--poll", "0.05",
+                    "--heartbeat", "0.2"], walltime=walltime)
+    assert desc["transfer_executable"] == "false"
+    return [desc["executable"], *condor_words(desc["arguments"])]
+
+
+def start_wrapper(iwd, scratch, chirp, walltime=120, agent_sha256=AGENT_SHA):
+    """The pilot job as the execute point starts it, in the slot's scratch directory (where
+    HTCondor put the transferred agent and wrapper), condor_chirp on the PATH."""
+    env = {**os.environ, "FAKE_IWD": str(iwd), "PATH": f"{chirp.parent}:{os.environ['PATH']}"}
+    return subprocess.Popen(job_argv(walltime, agent_sha256), cwd=scratch, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
@@ -410,3 +467,39 @@ def test_chirp_wrapper_help_mentions_usage():
     out = subprocess.run([sys.executable, str(WRAPPER), "--help"], capture_output=True, text=True)
     assert out.returncode == 0 and "--agent" in out.stdout
     assert textwrap.dedent(chirp_sync.__doc__).count("condor_chirp") >= 2
+
+
+HOSTILE = "import os\nopen(os.path.join(os.environ['FAKE_IWD'], '..', 'pwned'), 'w').write('ran')\n"
+
+
+@pytest.mark.parametrize("swapped", ["wrapper", "agent"])
+def test_a_file_changed_on_the_access_point_is_not_run(slot, swapped):
+    """Another user swaps the wrapper or the agent between submission and transfer: the job
+    refuses it (the digests are in the job's arguments, which the schedd keeps) and runs
+    nothing of theirs."""
+    iwd, scratch, chirp = slot
+    (iwd / "inbox" / "t1-a0.json").write_text(json.dumps({"task": 1, "attempt": 0, "command": "touch ran"}))
+    name = hc.WRAPPER_NAME if swapped == "wrapper" else "resel-agent-v1.py"
+    (scratch / name).write_text(HOSTILE)
+    proc = start_wrapper(iwd, scratch, chirp)
+    out = proc.communicate(timeout=30)[0].decode()
+    assert proc.returncode == (1 if swapped == "wrapper" else chirp_sync.EXIT_MODIFIED), out
+    assert "refusing to run" in out and "sha256" in out
+    assert not (iwd.parent / "pwned").exists()
+    assert not (scratch / "pilot" / "tasks" / "t1-a0").exists() and not (iwd / "results" / "t1-a0.json").exists()
+    if swapped == "agent":
+        assert "refusing to run resel-agent-v1.py" in (scratch / chirp_sync.LOG_NAME).read_text()
+
+
+def test_the_wrapper_makes_its_mirror_private_whatever_the_umask(slot):
+    iwd, scratch, chirp = slot
+    (iwd / "stop").write_text("stop\n")
+    old = os.umask(0o002)
+    try:
+        proc = start_wrapper(iwd, scratch, chirp)
+    finally:
+        os.umask(old)
+    assert proc.wait(timeout=20) == 0, proc.stdout.read().decode()
+    for folder in [scratch / "pilot", *(scratch / "pilot").iterdir()]:
+        if folder.is_dir():
+            assert folder.stat().st_mode & 0o777 == 0o700, folder

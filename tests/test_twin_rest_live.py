@@ -137,7 +137,7 @@ class _Site:
             "diag": diag,
         }
 
-    def request(self, method, url, json=None, timeout=None):
+    def request(self, method, url, json=None, timeout=None, headers=None, allow_redirects=True):
         path = url.rsplit("/", 1)[1]
         self.asked.append(path)
         return self.replies[path] if isinstance(self.replies[path], _Reply) else _Reply(self.replies[path])
@@ -145,7 +145,7 @@ class _Site:
 
 def _rest(diag, **kw):
     session = _Site(diag)
-    return SlurmREST("http://site:6820", "u", "token", session=session, **kw), session
+    return SlurmREST("https://site:6820", "u", "token", session=session, **kw), session
 
 
 def test_rest_policy_is_assumed_and_said_to_be_without_backfill_evidence():
