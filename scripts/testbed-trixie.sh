@@ -16,6 +16,8 @@
 #   slurmrestd     http://127.0.0.1:6821 for tbc (rest_auth/jwt, API v0.0.40-v0.0.42) + a token file
 #   HTCondor       a personal pool: collector (127.0.0.1:9618), negotiator, schedd, and a startd with
 #                  one partitionable slot of 4 CPUs
+#                  reselap's IDTOKEN in $RESEL_TB/trixie/condor-tokens, for the htcondor2 bindings
+#                  on this machine (as remote clients of the schedd and the collector)
 #   sshd           127.0.0.1:2223 inside the root: the access point. User reselap (exists only in the
 #                  root) logs in with a key; alias tb-ap in $RESEL_TB/trixie/ssh/config
 #   the env file   $RESEL_TB/trixie/testbed.env, KEY=VALUE lines that scripts/testbed.sh copies into
@@ -37,6 +39,11 @@
 #     daemons). Daemons that clear their environment (slurmscriptd, sshd's sessions, a job's
 #     processes) are recognised by their root directory instead: only this script, under its lock,
 #     ever enters the root, so whatever runs inside it is ours. `down` touches nothing else.
+#   * The htcondor2 bindings build a job's ad where they run and insist that its initialdir exists
+#     there: HTCondorBindings is meant to run on the access point itself. To let it run on this
+#     machine all the same, the root holds a link $RESEL_TB_CACHE/trixie to its own top, so that the host's
+#     path of reselap's work directory ($ROOT$WORK_C, TB_WORK_C_HOST) names the same directory
+#     inside the root too, as if the access point's disk were mounted at the same place.
 #   * The chroot's users (munge, slurm, condor, reselap) have the root's own uids; on the host
 #     they may show under other names. Nothing in the root is shared with the host's users.
 #
@@ -101,6 +108,7 @@ SSH_CONFIG=$SSH_DIR/config
 SSH_KEY=$SSH_DIR/id_ed25519_$AP_USER
 KNOWN_HOSTS=$SSH_DIR/known_hosts
 TOKEN_FILE=$TT/rest/token
+CONDOR_TOKENS=$TT/condor-tokens
 ENV_FILE=$TT/testbed.env
 BUILD_LOG=$TT/build.log
 
@@ -331,6 +339,13 @@ ensure_user() {
     # Private: a job running as nobody in an execute slot cannot read the access point's files.
     chmod 700 "$ROOT$AP_HOME"
     in_root install -d -o "$AP_USER" -g "$AP_USER" -m 700 "$WORK_C"
+    # The host's path of the root names the same tree inside it (see the header). A relative link
+    # (../../../ for /var/cache/resel-testbed/trixie), so that on the host too it points at the
+    # root and never out of it.
+    local up
+    up=$(dirname "$ROOT" | sed 's|/[^/]*|../|g')
+    mkdir -p "$ROOT$(dirname "$ROOT")"
+    [ "$(readlink "$ROOT$ROOT" 2>/dev/null)" = "$up" ] || ln -sfn "$up" "$ROOT$ROOT"
 }
 
 ensure_dirs() {
@@ -629,6 +644,16 @@ ensure_condor() {
     STARTED_CONDOR=1
 }
 
+# An IDTOKEN for reselap, signed with the pool's key (made by condor_master at its first start),
+# for clients on this machine: the htcondor2 bindings authenticate with it (IDTOKENS).
+ensure_condor_token() {
+    local tok
+    install -d -m 700 "$CONDOR_TOKENS"
+    tok=$(in_root condor_token_create -identity "$AP_USER@$NODE" -lifetime 86400) || die "condor_token_create failed: $tok"
+    (umask 077 && printf '%s\n' "$tok" >"$CONDOR_TOKENS/$AP_USER.new")
+    mv -f "$CONDOR_TOKENS/$AP_USER.new" "$CONDOR_TOKENS/$AP_USER"
+}
+
 stop_condor() {
     local pid
     pid=$(running_pid "$ROOT/run/condor/condor_master.pid")
@@ -790,8 +815,10 @@ TB_REST_URL_C=http://127.0.0.1:$REST_PORT
 TB_REST_USER_C=$AP_USER
 TB_REST_TOKEN_FILE_C=$TOKEN_FILE
 TB_WORK_C=$WORK_C
+TB_WORK_C_HOST=$ROOT$WORK_C
 TB_CONDOR_COLLECTOR=127.0.0.1:$CONDOR_PORT
 TB_CONDOR_VERSION=$CONDOR_VERSION
+TB_CONDOR_TOKEN_DIR=$CONDOR_TOKENS
 EOF
     chmod 644 "$ENV_FILE.new"
     mv -f "$ENV_FILE.new" "$ENV_FILE"
@@ -822,6 +849,7 @@ cmd_up() {
     ensure_sshd
     chg_condor=$(write_condor_conf)
     ensure_condor "$chg_condor"
+    ensure_condor_token
     # A real job through each scheduler, submitted over SSH as reselap, for what this run
     # (re)started or when no env file said the testbed was up.
     if [ "$had_env" = 0 ] || [ "$STARTED_C" = 1 ] || [ "$STARTED_SSH" = 1 ]; then

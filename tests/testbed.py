@@ -64,8 +64,10 @@ class Testbed:
     rest_user_c: str | None = None
     rest_token_file_c: str | None = None
     work_c: str | None = None              # trixie_user's work directory inside the root
+    work_c_host: str | None = None         # the same directory from this machine (a path valid inside the root too)
     condor_collector: str | None = None    # host:port of the pool's collector
     condor_version: str | None = None
+    condor_token_dir: str | None = None    # trixie_user's IDTOKEN, for htcondor2 clients on this machine
 
     @property
     def has_trixie(self) -> bool:
