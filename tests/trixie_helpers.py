@@ -54,9 +54,12 @@ def condor_env(tb) -> dict[str, str]:
 
 @contextmanager
 def condor_client(tb):
-    """os.environ set for htcondor2 (the bindings read their configuration from it), restored after."""
+    """os.environ set for htcondor2 and its configuration reloaded (it is read once, when the
+    module is first imported); both restored after."""
+    import htcondor2
     saved = {k: os.environ.get(k) for k in condor_env(tb)}
     os.environ.update(condor_env(tb))
+    htcondor2.reload_config()
     try:
         yield
     finally:
@@ -65,6 +68,7 @@ def condor_client(tb):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+        htcondor2.reload_config()
 
 
 def pool_site(tb, name: str = "pool", *, api: str = "cli", workdir: str | None = None, pilots: int = 4,
