@@ -52,6 +52,7 @@ class Testbed:
 
     # The Debian 13 root (optional: None when scripts/testbed-trixie.sh did not run).
     trixie_root: str | None = None         # the root on this machine (its cache folder)
+    trixie_dir: str | None = None          # the script's state on this machine; its processes' mark
     trixie_user: str | None = None         # the access point's unprivileged user (exists in the root only)
     trixie_ssh_port: int | None = None
     trixie_ssh_key: str | None = None
