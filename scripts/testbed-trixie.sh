@@ -560,7 +560,8 @@ ensure_rest() {
     local pid tok
     tok=$(sl scontrol token username="$AP_USER" lifespan=86400) || die "scontrol token failed: $tok"
     tok=${tok#SLURM_JWT=}
-    (umask 022 && printf '%s\n' "$tok" >"$TOKEN_FILE.new")
+    # Private: whoever reads it acts as reselap on tbc.
+    (umask 077 && printf '%s\n' "$tok" >"$TOKEN_FILE.new")
     mv -f "$TOKEN_FILE.new" "$TOKEN_FILE"
     pid=$(running_pid "$HR/run/slurmrestd.pid")
     if [ -n "$pid" ] && rest_works; then return 0; fi
@@ -599,10 +600,12 @@ use SECURITY : HOST_BASED
 use FEATURE : PartitionableSlot
 NUM_CPUS = $CPUS
 MEMORY = 8192
-# Fast tests: ads every 5 s, a negotiation cycle every 5 s.
+# Fast tests: ads every 5 s, a negotiation cycle every 2 s (a new job starts within seconds).
 UPDATE_INTERVAL = 5
-NEGOTIATOR_INTERVAL = 5
-NEGOTIATOR_MIN_INTERVAL = 2
+NEGOTIATOR_INTERVAL = 2
+NEGOTIATOR_MIN_INTERVAL = 1
+# (the cycles are at least NEGOTIATOR_CYCLE_DELAY apart: 20 s by default)
+NEGOTIATOR_CYCLE_DELAY = 1
 SCHEDD_INTERVAL = 5
 STARTER_UPDATE_INTERVAL = 5
 SHADOW_QUEUE_UPDATE_INTERVAL = 5
@@ -777,7 +780,7 @@ ensure_sshd() {
 }
 
 kill_tree() {  # a process and everything below it: TERM all, 2 s grace, KILL what is left
-    local pids=($1) i=0 p c
+    local pids=("$1") i=0 p c
     while ((i < ${#pids[@]})); do
         for c in $(pgrep -P "${pids[$i]}" 2>/dev/null || true); do pids+=("$c"); done
         i=$((i + 1))
