@@ -919,6 +919,10 @@ show() {  # show NAME HOST_PIDFILE
 
 cmd_status() {
     echo "Debian $SUITE part of the testbed in $TB (root $ROOT)"
+    if [ "$(id -u)" != 0 ]; then
+        echo "  (run as root to see it: its daemons run in a chroot)"
+        return 0
+    fi
     if ! root_ok; then
         echo "  root: not built (testbed-trixie.sh up builds it)"
         return 0
