@@ -36,7 +36,9 @@ def open_scheduler(site: Site, transport: Any) -> Any:
                                  "(get a token with `scontrol token` on the cluster)") from None
             if token.startswith("SLURM_JWT="):
                 token = token.split("=", 1)[1]
-            return SlurmREST(acc.rest_url, acc.rest_user, token, partition=acc.partition, account=acc.account)
+            # "auto": the newest API version the site's slurmrestd serves (Slurm 24.11 no longer serves v0.0.38)
+            return SlurmREST(acc.rest_url, acc.rest_user, token, api_version="auto", partition=acc.partition,
+                             account=acc.account)
         if acc.api == "pyslurm":
             from resel.backends.slurm_pyslurm import SlurmPySlurm
             return SlurmPySlurm(partition=acc.partition, account=acc.account)
@@ -47,7 +49,8 @@ def open_scheduler(site: Site, transport: Any) -> Any:
     if site.kind == "htcondor":
         if acc.api == "bindings":
             from resel.backends.htcondor import HTCondorBindings
-            return HTCondorBindings(project=acc.project, accounting_group=acc.accounting_group)
+            # the transport ships the chirp wrapper and makes the pilot's directories before a submit
+            return HTCondorBindings(transport, project=acc.project, accounting_group=acc.accounting_group)
         from resel.backends.htcondor import HTCondorCLI
         return HTCondorCLI(transport, env=dict(acc.env) or None, project=acc.project,
                            accounting_group=acc.accounting_group)

@@ -442,8 +442,15 @@ class HTCondorBindings(_Common):
         return self._schedd
 
     def version(self) -> str:
+        """The pool's HTCondor release, asked once: the schedds' ``CondorVersion`` (as the CLI's
+        ``condor_version`` on the access point says), not the bindings' own release (PyPI's 25.x
+        talks to a 23.x pool as well); that only where no schedd ad carries a version."""
         if self._version is None:
-            self._version = fmt.parse_version(self.htcondor.version(), "htcondor2.version()")
+            ads = self._call("Collector.query(Schedd)", self.collector.query, self.htcondor.AdTypes.Schedd,
+                             projection=["Name", "CondorVersion"])
+            said = [str(v) for v in (fmt.value(ad, "CondorVersion") for ad in ads) if v]
+            self._version = fmt.parse_version(said[0] if said else self.htcondor.version(),
+                                              "the schedd's CondorVersion" if said else "htcondor2.version()")
         return self._version
 
     def slots(self) -> list[fmt.Slot]:

@@ -9,7 +9,10 @@ Authentication is slurmrestd's JWT scheme: headers ``X-SLURM-USER-NAME`` and
 ``X-SLURM-USER-TOKEN`` (a token from ``scontrol token``, which expires). The API version
 is part of every path (``/slurm/v0.0.38/...``) and must be one the site's slurmrestd serves:
 v0.0.38 for Slurm 22.05; v0.0.39+ for 23.02+ (where the job description's ``environment``
-became a list of ``NAME=value`` strings).
+became a list of ``NAME=value`` strings); Slurm 24.11 serves v0.0.40–v0.0.42 and no longer
+v0.0.38. ``api_version="auto"`` (what sites opened from a sites file use) asks ``/ping`` of each
+version resel reads, newest first, once, and keeps the first one served (slurmrestd answers an
+unserved version with 404).
 
 The token is a password for the user's whole Slurm account, so it goes to the configured
 origin only: redirects are followed by hand, and only to the same scheme, host and port (or
@@ -86,10 +89,39 @@ def _loopback(host: str) -> bool:
         return False
 
 _VERSION = re.compile(r"v0\.0\.\d+\Z")
+#: HTTP statuses of a refused identity: 511 is what Slurm 24.11's slurmrestd answers (with an
+#: empty ``errors`` list) when slurmctld rejects the JWT
+_AUTH_STATUS = (401, 403, 511)
+#: the API versions resel reads, newest first: what ``api_version="auto"`` tries
+API_VERSIONS = ("v0.0.42", "v0.0.41", "v0.0.40", "v0.0.39", "v0.0.38")
 _WORD = re.compile(r"[A-Za-z0-9_.\-]+\Z")
 #: the states SlurmCLI's snapshot asks squeue for
 _AUTH_HINT = ("check the site's rest_user and token: tokens from `scontrol token` expire "
               "(lifespan=SECONDS sets how long); get a new one")
+
+
+def default_when_unflagged(metas: dict[str, fmt.PartitionMeta], doc: Any
+                           ) -> tuple[dict[str, fmt.PartitionMeta], str | None]:
+    """The partitions with a default, where ``/partitions`` does not say which one it is; and a
+    note saying what was assumed (None where nothing was).
+
+    Slurm 24.11's slurmrestd (API v0.0.40–v0.0.42, seen live) leaves the partition ``flags``
+    out of ``/partitions``, so ``DEFAULT`` is never there, and REST has no ``scontrol`` to ask
+    instead. A lone partition is taken as the default: a job without a partition can only go
+    there (or nowhere, on a cluster with no default, where it is refused at submission). With
+    several, the default stays unknown and the note says so.
+    """
+    if not metas or any(m.default for m in metas.values()):
+        return metas, None
+    listed = doc.get("partitions") if isinstance(doc, dict) else None
+    if any(isinstance(p, dict) and "flags" in p for p in listed or ()):
+        return metas, None                         # flags are reported: there is no default
+    if len(metas) == 1:
+        (name, meta), = metas.items()
+        return ({name: replace(meta, default=True)},
+                f"slurmrestd does not flag the default partition: its only partition, {name}, taken as the default")
+    return metas, ("slurmrestd does not say which partition is the default "
+                   f"(no partition flags in /partitions; the site has {', '.join(sorted(metas))})")
 
 
 class SlurmREST:
@@ -103,8 +135,8 @@ class SlurmREST:
                  session: requests.Session | None = None):
         if not re.match(r"https?://", base_url or ""):
             raise SchedulerError(f"slurmrestd URL {base_url!r} must start with http:// or https://")
-        if not _VERSION.match(api_version):
-            raise SchedulerError(f"API version {api_version!r} must look like v0.0.38")
+        if api_version != "auto" and not _VERSION.match(api_version):
+            raise SchedulerError(f"API version {api_version!r} must look like v0.0.38, or be 'auto'")
         for kind, value in (("user", user), ("partition", partition), ("account", account), ("qos", qos)):
             if value is not None and not _WORD.match(value):
                 raise SchedulerError(f"{kind} {value!r} is not a valid Slurm name")
@@ -130,16 +162,48 @@ class SlurmREST:
         self._version: str | None = None
         #: True once /diag showed the backfill plugin at work (then SchedulerType is known)
         self._backfill_seen = False
+        #: what the last /partitions said (or did not say) about the default partition
+        self._default_note: str | None = None
 
     def __repr__(self) -> str:
         return f"SlurmREST({self.base_url!r}, user={self.user!r}, api={self.api_version})"
 
     # ------------------------------------------------------------------ HTTP
 
+    def api(self) -> str:
+        """The API version in use: the configured one, or (``"auto"``) the newest of
+        :data:`API_VERSIONS` this slurmrestd serves, found once."""
+        if self.api_version == "auto":
+            for version in API_VERSIONS:
+                status = self._probe(version)
+                if status in (401, 403):
+                    raise SchedulerError(f"slurmrestd at {self.base_url} refused the token (HTTP {status})",
+                                         command=f"GET /slurm/{version}/ping", hint=_AUTH_HINT)
+                if status == 200:
+                    self.api_version = version
+                    break
+            else:
+                raise SchedulerError(f"slurmrestd at {self.base_url} serves none of the API versions resel reads "
+                                     f"({', '.join(reversed(API_VERSIONS))})",
+                                     hint="see its /openapi/v3 for the versions it serves")
+        return self.api_version
+
+    def _probe(self, version: str) -> int:
+        """The HTTP status of ``GET /slurm/{version}/ping`` (404: version not served)."""
+        url = f"{self.base_url}/slurm/{version}/ping"
+        try:
+            return self.session.get(url, timeout=self.timeout).status_code
+        except requests.Timeout as e:
+            raise TransportError(f"slurmrestd at {self.base_url}: no reply to GET /slurm/{version}/ping "
+                                 f"within {self.timeout:g} s") from e
+        except requests.RequestException as e:
+            raise TransportError(f"cannot reach slurmrestd at {self.base_url} ({e.__class__.__name__}); "
+                                 "check the URL and that slurmrestd is running") from e
+
     def _call(self, method: str, path: str, body: Any = None) -> tuple[int, dict[str, Any], list[str]]:
         """One API call → (HTTP status, JSON reply, its error messages); only transport
         failures and unreadable replies raise here."""
-        url = f"{self.base_url}/slurm/{self.api_version}/{path}"
+        url = f"{self.base_url}/slurm/{self.api()}/{path}"
         what = f"{method} {url}"
         try:
             reply = self._send(method, url, body)
@@ -167,7 +231,8 @@ class SlurmREST:
             raise SchedulerReplyError(what, f"expected a JSON object, got {type(doc).__name__}")
         errors = fmt.error_texts(doc)
         if not errors and reply.status_code >= 400:
-            errors = [f"HTTP {reply.status_code}"]
+            errors = [f"HTTP {reply.status_code}"
+                      + (" (authentication refused)" if reply.status_code in _AUTH_STATUS else "")]
         return reply.status_code, doc, errors
 
     def _send(self, method: str, url: str, body: Any) -> requests.Response:
@@ -195,7 +260,7 @@ class SlurmREST:
 
     def _error(self, method: str, path: str, status: int, errors: list[str]) -> SchedulerError:
         said = "; ".join(errors)
-        auth = status in (401, 403) or re.search(
+        auth = status in _AUTH_STATUS or re.search(
             r"auth|slurmctld config is unable to load|Unspecified error", said, re.IGNORECASE)
         return SchedulerError(f"slurmrestd {method} /{path}: {said}", command=f"{method} /{path}",
                               reply=said, hint=_AUTH_HINT if auth else None)
@@ -222,7 +287,9 @@ class SlurmREST:
     def _partitions(self) -> tuple[list[Partition], list[fmt.NodeCpus]]:
         """Partitions (``/partitions``) with their CPUs (``/nodes``); the configured
         partition must be one of them."""
-        metas = fmt.parse_partitions_json(self._request("GET", "partitions"), "GET /partitions")
+        parts_doc = self._request("GET", "partitions")
+        metas = fmt.parse_partitions_json(parts_doc, "GET /partitions")
+        metas, self._default_note = default_when_unflagged(metas, parts_doc)
         nodes_doc = self._request("GET", "nodes")
         self._version = self._version or fmt.slurm_release(nodes_doc)
         nodes = fmt.parse_nodes_json(nodes_doc, "GET /nodes")
@@ -283,14 +350,17 @@ class SlurmREST:
         parts, _ = self._partitions()
         scope = self.partition or next((p.name for p in parts if p.default), None)
         if scope is None:
-            raise SchedulerError("the site has no default partition; set the site's `partition`",
+            said = self._default_note or "the site has no default partition"
+            raise SchedulerError(f"{said}; set the site's `partition`",
                                  hint="the queue snapshot needs one partition to read")
         part = next(p for p in parts if p.name == scope)
-        note = self._policy_note()
+        notes = [self._policy_note()]
+        if self._default_note and not self.partition:
+            notes.append(self._default_note)
         # /jobs also lists recently finished jobs; squeue's --states filter (SlurmCLI) drops them
         jobs = [j for j in self._all_jobs().values() if j.state in QUEUE_STATES]
         snap = snapshot_of(part, jobs, self.scheduler_policy(), time.time())
-        return replace(snap, notes=(*snap.notes, note))
+        return replace(snap, notes=(*snap.notes, *notes))
 
     def _all_jobs(self) -> dict[str, JobInfo]:
         return fmt.parse_jobs_json(self._request("GET", "jobs"), "GET /jobs")
@@ -333,7 +403,7 @@ class SlurmREST:
             raise SchedulerError(f"cores must be a positive whole number, not {cores!r}")
         if not workdir or "\n" in workdir:
             raise SchedulerError(f"work directory {workdir!r} must be a non-empty path on one line")
-        old = self.api_version in ("v0.0.36", "v0.0.37", "v0.0.38")
+        old = self.api() in ("v0.0.36", "v0.0.37", "v0.0.38")
         job: dict[str, Any] = {
             "name": name, "tasks": 1, "cpus_per_task": cores,
             "time_limit": walltime_minutes(walltime), "current_working_directory": workdir,

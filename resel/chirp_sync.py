@@ -89,23 +89,38 @@ class Chirp(object):
         self.log = log
         self.calls = 0
 
-    def run(self, *args):
+    def call(self, *args):
+        """Run condor_chirp; the finished process, whatever its exit status."""
         self.calls += 1
         try:
-            done = subprocess.run([self.program] + list(args), stdout=subprocess.PIPE,
+            return subprocess.run([self.program] + list(args), stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, universal_newlines=True,
                                   timeout=CHIRP_TIMEOUT)
         except (OSError, subprocess.SubprocessError) as e:
             raise ChirpError("%s %s: %s" % (self.program, " ".join(args), e))
+
+    def failed(self, args, done):
+        return ChirpError("%s %s: exit %d: %s" % (self.program, " ".join(args), done.returncode,
+                                                  (done.stderr or done.stdout).strip()[:300]))
+
+    def run(self, *args):
+        done = self.call(*args)
         if done.returncode != 0:
-            raise ChirpError("%s %s: exit %d: %s" % (self.program, " ".join(args), done.returncode,
-                                                     (done.stderr or done.stdout).strip()[:300]))
+            raise self.failed(args, done)
         return done.stdout
 
     def getdir(self, remote):
-        """Names in a remote directory (``.`` and ``..`` left out)."""
-        out = self.run("getdir", remote)
-        return [n.strip() for n in out.splitlines() if n.strip() and n.strip() not in (".", "..")]
+        """Names in a remote directory (``.`` and ``..`` left out).
+
+        getdir's exit status carries no meaning: condor_chirp sets it to the truth value of
+        ``chirp_client_getdir(...) >= 0``, so HTCondor 23.9 exits 1 after printing a listing
+        (seen in a live pool). A failure is told by its message, ``chirp: couldn't getdir:
+        REASON`` on stderr. So: a listing when stderr is empty and the status 0 or 1.
+        """
+        done = self.call("getdir", remote)
+        if done.returncode not in (0, 1) or done.stderr.strip():
+            raise self.failed(("getdir", remote), done)
+        return [n.strip() for n in done.stdout.splitlines() if n.strip() and n.strip() not in (".", "..")]
 
     def fetch(self, remote, local):
         self.run("fetch", remote, local)

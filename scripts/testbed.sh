@@ -16,6 +16,10 @@
 #   slurmrestd        http://127.0.0.1:6820 for tba (as reseltb, rest_auth/jwt) + a token file
 #   sshd              127.0.0.1:2222, own host key and config, key login for reseltb, aliases
 #                     tb-ssh, tb-jump and tb-via-jump (ProxyJump) in $RESEL_TB/ssh/config
+#   Debian 13 part    scripts/testbed-trixie.sh (its own header says more): Slurm 24.11 cluster
+#                     "tbc", its slurmrestd, and a personal HTCondor pool behind an access point's
+#                     sshd, in a Debian 13 root cached in $RESEL_TB_CACHE; RESEL_TB_TRIXIE=0 leaves
+#                     it out of `up`
 #   testbed.env       KEY=VALUE lines, written last and only when all of the above works
 #
 # Why it is built this way:
@@ -707,6 +711,22 @@ ensure_sshd() {
     }
 }
 
+# ---------------------------------------------------------------- the Debian 13 part
+
+# scripts/testbed-trixie.sh keeps its state in $TB/trixie and marks its processes
+# RESEL_TB_OWNER=$TB/trixie, so neither script ever stops the other's. Its `up` fails with one
+# clear line where the root cannot be built (no debootstrap, no mirror); RESEL_TB_TRIXIE=0 skips
+# it then. Its `down` always runs: it stops only what it started, and nothing when nothing runs.
+trixie() {
+    if [ "$1" = up ] && [ "${RESEL_TB_TRIXIE:-1}" = 0 ]; then
+        say "RESEL_TB_TRIXIE=0: the Debian 13 part (Slurm 24.11, HTCondor) is left out"
+        return 0
+    fi
+    RESEL_TB=$TB bash "$(dirname "${BASH_SOURCE[0]}")/testbed-trixie.sh" "$1" 9>&- && return 0
+    [ "$1" = up ] && die "the Debian 13 part failed (above); RESEL_TB_TRIXIE=0 brings up the rest without it"
+    echo "testbed.sh: testbed-trixie.sh $1 failed (above); going on" >&2
+}
+
 # ---------------------------------------------------------------- env file
 
 write_env() {
@@ -729,6 +749,7 @@ TB_REST_TOKEN_FILE=$TOKEN_FILE
 TB_WORK_A=$WORK_A
 TB_WORK_B=$WORK_B
 EOF
+    if [ "${RESEL_TB_TRIXIE:-1}" != 0 ]; then cat "$TB/trixie/testbed.env" >>"$ENV_FILE.new"; fi
     chmod 644 "$ENV_FILE.new"
     mv -f "$ENV_FILE.new" "$ENV_FILE"
 }
@@ -778,6 +799,7 @@ cmd_up() {
     fi
     [ "$STARTED_A" = 1 ] && check_job A "$id_a" "$WORK_A/tb-check-$id_a.out"
     [ "$STARTED_B" = 1 ] && check_job B "$id_b" "$WORK_B/tb-check-$id_b.out"
+    trixie up
 
     write_env
     say "up in $((($(date +%s%N) - t0) / 1000000)) ms; environment in $ENV_FILE"
@@ -787,6 +809,7 @@ cmd_down() {
     local t0 pid x
     need_root
     t0=$(date +%s%N)
+    trixie down
     [ -d "$TB" ] || { say "nothing to stop ($TB does not exist)"; return 0; }
     lock
     rm -f "$ENV_FILE"
@@ -865,6 +888,7 @@ cmd_status() {
         fi
     done
     if [ -f "$ENV_FILE" ]; then echo "  env file: $ENV_FILE"; else echo "  env file: absent (not up)"; fi
+    trixie status
 }
 
 case ${1:-} in

@@ -12,8 +12,11 @@ No HTCondor pool can run here, so three things stand in for one, none of them a 
   parsing end to end;
 * **a recorded-protocol stand-in for condor_chirp** (no shadow exists here): a script that
   maps ``fetch``/``put``/``remove``/``getdir``/``link`` onto a local "access point" directory,
-  with condor_chirp's argument order and exit status 1 on failure (docs: the HTCondor manual's
-  condor_chirp page). The REAL resel/chirp_sync.py runs the REAL resel/agent.py against it.
+  with condor_chirp's argument order, and its exit statuses and messages as the real
+  condor_chirp of HTCondor 23.9.6 gave them in the live pool (tests/test_htcondor_live.py):
+  ``getdir`` exits 1 after a listing too, a failure of fetch/put/getdir exits 1 with
+  ``chirp: couldn't ...`` on stderr, of remove/link 255 with ``\\tError: N (...)`` on stdout.
+  The REAL resel/chirp_sync.py runs the REAL resel/agent.py against it.
 """
 
 from __future__ import annotations
@@ -342,16 +345,19 @@ def test_bindings_import_guard_names_the_extra(monkeypatch):
 FAKE_CHIRP = """\
 #!{python}
 # a recorded-protocol stand-in for condor_chirp (no shadow here): remote paths are relative to
-# $FAKE_IWD, the "access point" directory; exit status 1 on failure, as condor_chirp's
-import os, shutil, sys
+# $FAKE_IWD, the "access point" directory; exit statuses and messages as HTCondor 23.9.6's
+# condor_chirp gave them in the live pool: getdir exits 1 after a listing (and a blank line),
+# fetch/put/getdir failures exit 1 with "chirp: couldn't ..." on stderr, remove/link
+# failures exit 255 with "\\tError: N (...)" on stdout
+import errno, os, shutil, sys
 iwd = os.environ["FAKE_IWD"]
 args = sys.argv[1:]
 with open(os.path.join(iwd, "..", "chirp-calls.log"), "a") as log:
     log.write(" ".join(args) + "\\n")
 def remote(p):
     return os.path.join(iwd, p)
+cmd = args[0]
 try:
-    cmd = args[0]
     if cmd == "fetch":
         shutil.copyfile(remote(args[1]), args[2])
     elif cmd == "put":
@@ -362,14 +368,19 @@ try:
     elif cmd == "remove":
         os.remove(remote(args[1]))
     elif cmd == "getdir":
-        for name in sorted(os.listdir(remote(args[1]))):
-            print(name)
+        names = sorted(os.listdir(remote(args[1])))
+        sys.stdout.write("".join(n + "\\n" for n in names) + "\\n")
+        sys.exit(1)
     elif cmd == "link":
         os.link(remote(args[1]), remote(args[2]))
     else:
         raise SystemExit("unknown chirp command " + cmd)
-except (OSError, IndexError) as e:
-    sys.stderr.write("condor_chirp: %s\\n" % e)
+except OSError as e:
+    if cmd in ("remove", "link"):
+        print("\\tError: %d (%s)" % (e.errno, os.strerror(e.errno)))
+        sys.exit(255)
+    verb = {{"fetch": "getfile", "put": "putfile"}}.get(cmd, cmd)
+    sys.stderr.write("chirp: couldn't %s: %s\\n" % (verb, os.strerror(e.errno or errno.EIO)))
     sys.exit(1)
 """
 

@@ -4,13 +4,19 @@
 daemon answers, as unquoted ``KEY=VALUE`` lines; :func:`load` reads it into a :class:`Testbed`.
 Fields are the keys lowercased without their ``TB_`` prefix (``TB_SLURM_CONF_A`` →
 ``slurm_conf_a``); ``RESEL_TB`` is ``root``. Every value is the file's string (paths too, so
-they go straight into environments and command lines), except ``ssh_port``, an int.
+they go straight into environments and command lines), except the ports, ints.
+
+The Debian 13 part (``scripts/testbed-trixie.sh``: Slurm 24.11 cluster ``tbc`` and an HTCondor
+pool behind an access point's sshd) adds optional keys: an env file without them still loads,
+with those fields None (``RESEL_TB_TRIXIE=0`` skips that part; :attr:`Testbed.has_trixie`).
+Paths inside that root (``slurm_conf_c``, ``work_c``) are as a login on the access point sees
+them; ``trixie_root`` is where the root is on this machine.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 
 DEFAULT_ROOT = "/tmp/resel-testbed"
@@ -44,6 +50,31 @@ class Testbed:
     work_a: str           # root's work directory for a site on cluster A
     work_b: str           # user's work directory (on the SSH side) for cluster B
 
+    # The Debian 13 root (optional: None when scripts/testbed-trixie.sh did not run).
+    trixie_root: str | None = None         # the root on this machine (its cache folder)
+    trixie_dir: str | None = None          # the script's state on this machine; its processes' mark
+    trixie_user: str | None = None         # the access point's unprivileged user (exists in the root only)
+    trixie_ssh_port: int | None = None
+    trixie_ssh_key: str | None = None
+    trixie_known_hosts: str | None = None
+    trixie_ssh_config: str | None = None   # Host tb-ap: the access point (HTCondor schedd, tbc's login)
+    cluster_c: str | None = None           # cluster C (tbc): Slurm 24.11, 4 CPUs, partition debug
+    slurm_conf_c: str | None = None        # inside the root: the login's default slurm.conf
+    slurm_version_c: str | None = None
+    rest_url_c: str | None = None          # slurmrestd of cluster C (API v0.0.40-v0.0.42)
+    rest_user_c: str | None = None
+    rest_token_file_c: str | None = None
+    work_c: str | None = None              # trixie_user's work directory inside the root
+    work_c_host: str | None = None         # the same directory from this machine (a path valid inside the root too)
+    condor_collector: str | None = None    # host:port of the pool's collector
+    condor_version: str | None = None
+    condor_token_dir: str | None = None    # trixie_user's IDTOKEN, for htcondor2 clients on this machine
+
+    @property
+    def has_trixie(self) -> bool:
+        """Whether the Debian 13 part (Slurm 24.11, HTCondor) is up."""
+        return self.trixie_root is not None
+
     def slurm_env(self, cluster: str) -> dict[str, str]:
         """``os.environ`` with ``SLURM_CONF`` set for cluster ``"A"`` or ``"B"``."""
         conf = {"A": self.slurm_conf_a, "B": self.slurm_conf_b}[cluster.upper()]
@@ -76,11 +107,20 @@ def load(path: str | os.PathLike | None = None) -> Testbed | None:
     if not path.is_file():
         return None
     values = parse(path.read_text())
-    missing = [_key(f.name) for f in fields(Testbed) if _key(f.name) not in values]
+    missing = [_key(f.name) for f in fields(Testbed)
+               if f.default is MISSING and _key(f.name) not in values]
     if missing:
         raise ValueError(f"{path} lacks {', '.join(missing)}")
     kwargs = {}
     for f in fields(Testbed):
+        if _key(f.name) not in values:
+            continue                     # an optional key: its default (None)
         raw = values[_key(f.name)]
-        kwargs[f.name] = int(raw) if f.name == "ssh_port" else raw
+        if f.name.endswith("_port"):
+            try:
+                kwargs[f.name] = int(raw)
+            except ValueError:
+                raise ValueError(f"{path}: {_key(f.name)}={raw!r} is not a port number") from None
+        else:
+            kwargs[f.name] = raw
     return Testbed(**kwargs)

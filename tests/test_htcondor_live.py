@@ -1,0 +1,159 @@
+"""The HTCondor backends against a real pool: Debian 13's HTCondor 23.9.6 in the testbed's Debian
+13 part (scripts/testbed-trixie.sh) — collector, negotiator, schedd, and a startd with one
+partitionable slot of 4 CPUs — reached the way OSG users reach an access point:
+
+* the CLI backend over SSH (``tb-ap``, user reselap): ``condor_status -json``, ``condor_q -json``,
+  ``condor_history -json``, ``condor_submit -terse``, ``condor_rm``, ``condor_version``;
+* the htcondor2 bindings (PyPI's 25.x) on this machine, as remote clients of the collector and
+  the schedd with reselap's IDTOKEN; files still go over SSH;
+* whole ``resel run``s whose single-core pilots run in execute slots as ``nobody``, in a scratch
+  directory, sharing no filesystem with the access point: tasks and results travel through the
+  real condor_chirp and condor_starter (``+WantIOProxy``).
+
+A job waits for the negotiator (every 5 s here) before it starts: each pilot takes 10–20 s to
+run. reselap's jobs belong to these tests alone; whatever a test leaves is removed after it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from resel.backends.htcondor import HTCondorBindings, HTCondorCLI
+from resel.backends.pilotsite import PilotSite
+from resel.backends.transport import SSHTransport
+from resel.config import load_sites
+
+from live_helpers import bag_toml, start
+from trixie_helpers import (ap, condor_client, done_once, host_path, pool_site, remove_leftovers, results,  # noqa: F401
+                            trixie, wait_for)
+
+RUN_KEY = "r7-c0ffee"
+
+
+@pytest.fixture
+def ssh(trixie):
+    t = SSHTransport("tb-ap", ssh_config=trixie.trixie_ssh_config)
+    yield t
+    t.close()
+
+
+@pytest.fixture(autouse=True)
+def _no_job_left_behind(trixie):
+    yield
+    remove_leftovers(trixie)
+
+
+def site_of(tmp_path, text: str):
+    path = tmp_path / "sites.toml"
+    path.write_text(text)
+    return load_sites(path)[0]
+
+
+def state(sched, jid: str, want: str, timeout: float = 60):
+    return wait_for(lambda: (j := sched.jobs([jid]).get(jid)) and j.state == want and j, timeout=timeout)
+
+
+def test_cli_over_ssh_reads_the_pool(trixie, ssh):
+    cli = HTCondorCLI(ssh)
+    assert cli.version() == trixie.condor_version and trixie.condor_version.startswith("23.")
+    slots = cli.slots()
+    part = [s for s in slots if s.slot_type == "Partitionable"]
+    assert len(part) == 1 and (part[0].total_cpus, part[0].machine) == (4, trixie.host)
+    av = wait_for(lambda: (a := cli.availability()).free_cores == 4 and a, timeout=30)
+    assert av and (av.scheduler, av.total_cores, av.running_jobs) == ("htcondor", 4, 0)
+    assert [(p.name, p.total_cpus, p.max_time) for p in av.partitions] == [("pool", 4, None)]
+    assert cli.jobs() == {}                                       # an empty queue: condor_q prints nothing
+    assert cli.cpu_info()["cpus"] == 4
+    assert cli.test_only(1, 600) is None                          # matchmaking gives no estimate
+
+
+def test_cli_pilot_runs_in_a_slot_and_condor_rm_ends_it(tmp_path, trixie, ssh):
+    """A real pilot (the agent under its chirp wrapper, no task yet): Idle → Running, a dynamic
+    slot carved out of the partitionable one, agent.json pushed back through condor_chirp; then
+    condor_rm: the job leaves the queue and condor_history says CANCELLED, with its reason."""
+    cli = HTCondorCLI(ssh)
+    ps = PilotSite(site_of(tmp_path, pool_site(trixie)), ssh, cli)
+    jid = ps.submit_pilot(RUN_KEY, 1, 1, 300)
+    try:
+        assert jid.endswith(".0")
+        job = state(cli, jid, "RUNNING")
+        assert job and (job.name, job.user, job.cpus) == (f"resel-{RUN_KEY}-p1", trixie.trixie_user, 1)
+        assert set(cli.jobs(name_prefix=f"resel-{RUN_KEY}-")) == {jid}
+        assert set(cli.jobs(user=trixie.trixie_user)) == {jid}
+        av = wait_for(lambda: (a := cli.availability()).free_cores == 3 and a.running_jobs == 1 and a, timeout=30)
+        assert av, cli.availability()                              # one core claimed by the dynamic slot
+        agent = host_path(trixie, ps.pilot_dir(RUN_KEY, 1)) / "agent.json"
+        assert wait_for(lambda: agent.exists(), timeout=30), "agent.json never came back through chirp"
+        info = json.loads(agent.read_text())
+        assert (info["pilot"], info["slots"], info["job_id"]) == ("1", 1, jid)
+        cli.cancel([jid])
+        gone = state(cli, jid, "CANCELLED", timeout=30)             # from condor_history: it left the queue
+        assert gone and "condor_rm" in (gone.reason or ""), gone
+        cli.cancel([jid])                                          # already gone: no error
+    finally:
+        cli.cancel([jid])
+
+
+def test_bindings_on_this_machine_against_the_real_daemons(tmp_path, trixie, ssh):
+    """htcondor2 (PyPI) as a remote client with an IDTOKEN: the pool's version (the schedd's, not
+    the bindings'), the same availability as the CLI, and a pilot submitted with Schedd.submit,
+    found by name, removed with Schedd.act and found again in the history."""
+    with condor_client(trixie):
+        b = HTCondorBindings(ssh)
+        assert b.version() == trixie.condor_version
+        av = b.availability()
+        assert (av.total_cores, av.partitions[0].name) == (4, "pool")
+        assert av.free_cores == HTCondorCLI(ssh).availability().free_cores
+        site = site_of(tmp_path, pool_site(trixie, api="bindings", workdir=trixie.work_c_host))
+        ps = PilotSite(site, ssh, b)
+        jid = ps.submit_pilot(RUN_KEY, 2, 1, 300)
+        try:
+            job = state(b, jid, "RUNNING")
+            assert job and (job.name, job.user) == (f"resel-{RUN_KEY}-p2", trixie.trixie_user)
+            assert set(b.jobs(name_prefix=f"resel-{RUN_KEY}-p2")) == {jid}
+            b.cancel([jid])
+            gone = state(b, jid, "CANCELLED", timeout=30)
+            assert gone and gone.reason, gone
+            b.cancel([jid])
+        finally:
+            b.cancel([jid])
+
+
+def test_sites_check_and_status_on_the_pool(tmp_path, trixie):
+    sites = tmp_path / "sites.toml"
+    sites.write_text(pool_site(trixie))
+    for cmd in ("check", "status"):
+        done = subprocess.run([sys.executable, "-m", "resel.cli", "sites", cmd, "--sites", str(sites), "--json"],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        row = json.loads(done.stdout)["sites"][0]
+        assert row["error"] is None, row
+        assert (row["scheduler"], row["version"], row["total_cores"]) == ("htcondor", trixie.condor_version, 4)
+
+
+CMD = 'echo "task $RESEL_TASK as $(id -un) in $PWD"'
+
+
+@pytest.mark.parametrize("api", ["cli", "bindings"])
+def test_a_bag_runs_through_the_pool(tmp_path, trixie, api):
+    """A whole `resel run` of 6 tasks with single-core per-task pilots: every task once, run as
+    nobody in the slot's scratch directory (no filesystem shared with the access point), its
+    result back on the access point through condor_chirp."""
+    workdir = trixie.work_c_host if api == "bindings" else f"{trixie.work_c}/run-{api}"
+    with condor_client(trixie):
+        coord = start(tmp_path, pool_site(trixie, api=api, workdir=workdir), bag_toml(6, CMD), strategy="model")
+        coord.run(max_time=240)
+        coord.close()
+    run = coord.db["runs"].get(coord.run_id)
+    assert (run["status"], run["done"], run["failed"]) == ("done", 6, 0), run
+    recs = results(trixie, workdir.removeprefix(trixie.trixie_root), coord.run_key)
+    assert done_once(recs) == {i: 1 for i in range(6)}
+    for rec in recs:
+        out = rec["stdout_tail"].strip()
+        assert out.startswith(f"task {rec['task']} as nobody in /var/lib/condor/execute/dir_"), out
+    pilots = list(coord.db.query("select job_id, host from live_pilots where run_id = ? and started is not null",
+                                 [coord.run_id]))
+    assert pilots and all(p["host"] == trixie.host and p["job_id"].endswith(".0") for p in pilots), pilots

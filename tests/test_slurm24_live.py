@@ -1,0 +1,204 @@
+"""The Slurm backends against a real Slurm 24.11 (Debian 13's 24.11.5): cluster ``tbc`` of the
+testbed's Debian 13 part (scripts/testbed-trixie.sh), 4 CPUs, partition debug.
+
+* the CLI backend over SSH to the access point (``tb-ap``, user reselap), where ``sinfo --json``
+  and ``squeue --json`` answer in the data_parser v0.0.42 layout (``meta.plugin.data_parser``);
+* the slurmrestd backend on http://127.0.0.1:6821 with a JWT, through each API version that
+  slurmrestd serves (v0.0.40, v0.0.41, v0.0.42; v0.0.38 is gone in 24.11), and with "auto";
+* ``resel sites check``/``status`` and a whole ``resel run`` through each.
+
+Every job is cancelled in a ``finally``; reselap's jobs on tbc belong to these tests alone.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from resel.backends import slurm_formats as fmt
+from resel.backends.slurm import SlurmCLI
+from resel.backends.slurmrest import SlurmREST
+from resel.backends.transport import SSHTransport
+from resel.errors import SchedulerError
+
+from live_helpers import bag_toml, start, write_inputs
+from trixie_helpers import ap, done_once, remove_leftovers, results, tbc_site, trixie, wait_for  # noqa: F401
+
+SLEEP = "#!/bin/sh\nsleep {s}\n"
+
+
+def tag() -> str:
+    return f"resel-t-{uuid.uuid4().hex[:6]}"
+
+
+@pytest.fixture
+def ssh(trixie):
+    t = SSHTransport("tb-ap", ssh_config=trixie.trixie_ssh_config)
+    yield t
+    t.close()
+
+
+@pytest.fixture(autouse=True)
+def _no_job_left_behind(trixie):
+    yield
+    remove_leftovers(trixie)
+
+
+def token(tb) -> str:
+    return Path(tb.rest_token_file_c).read_text().strip()
+
+
+def rest(tb, version: str = "auto") -> SlurmREST:
+    return SlurmREST(tb.rest_url_c, tb.rest_user_c, token(tb), api_version=version)
+
+
+def idle(cli, cores: int) -> None:
+    assert wait_for(lambda: cli.availability().free_cores >= cores, timeout=60), \
+        f"tbc did not get {cores} free cores: {cli.jobs()}"
+
+
+def state_of(cli, jid: str, want: str):
+    return wait_for(lambda: (j := cli.jobs([jid]).get(jid)) and j.state == want and j, timeout=30)
+
+
+def test_cli_over_ssh_reads_data_parser_v0042(trixie, ssh):
+    raw = json.loads(ap(trixie, "sinfo --json").stdout)
+    assert fmt.json_layout(raw) == "data_parser/v0.0.42"        # meta.plugin (singular) in 24.11
+    assert fmt.slurm_release(raw) == trixie.slurm_version_c and trixie.slurm_version_c.startswith("24.11")
+    cli = SlurmCLI(ssh)
+    assert cli.version() == trixie.slurm_version_c
+    av = cli.availability()
+    assert (av.scheduler, av.version, av.total_cores) == ("slurm", trixie.slurm_version_c, 4)
+    # 24.11's sinfo --json has no partition flags: the default comes from scontrol's text
+    assert [(p.name, p.default, p.max_time, p.total_cpus) for p in av.partitions] == [("debug", True, 4 * 3600.0, 4)]
+    assert cli.json == {"sinfo": True, "squeue": True, "sacct": True}    # no text fallback was needed
+    assert cli.scheduler_policy() == "conservative"
+    cpu = cli.cpu_info()
+    assert cpu["cpus"] and cpu["model"]
+    assert cli.accounting(["1"]) == {} and cli.accounting_enabled is False   # AccountingStorageType=none
+
+
+def test_cli_and_rest_see_the_same_queue_of_a_full_cluster(trixie, ssh):
+    """A 4-core job fills tbc, a 2-core job waits behind it: states, the backfill estimate (the
+    big job's end: start + its 2-minute limit), --test-only, and the twin's snapshot, through
+    the CLI and through slurmrestd (v0.0.42), job by job."""
+    cli = SlurmCLI(ssh)
+    idle(cli, 4)
+    big = small = None
+    try:
+        big = cli.submit(SLEEP.format(s=120), name=tag(), cores=4, walltime=120, workdir=trixie.work_c)
+        job = state_of(cli, big, "RUNNING")
+        assert job and (job.cpus, job.time_limit, job.user, job.partition) == (4, 120.0, trixie.trixie_user, "debug")
+        small = cli.submit(SLEEP.format(s=5), name=tag(), cores=2, walltime=60, workdir=trixie.work_c)
+        # the reason is "None" until the scheduler has looked at the job
+        waiting = wait_for(lambda: (j := cli.jobs([small]).get(small)) and j.state == "PENDING" and j.reason and j)
+        assert waiting and waiting.reason in ("Resources", "Priority"), cli.jobs([small])
+        est = wait_for(lambda: cli.start_estimates([small])[small], timeout=20)
+        assert est is not None and abs(est - (job.start + 120)) <= 10, (est, job.start)
+        assert cli.test_only(2, 60) >= job.start + 120 - 10
+        av = cli.availability()
+        assert (av.free_cores, av.running_jobs, av.pending_jobs) == (0, 1, 1)
+        snap = cli.queue_snapshot()
+        assert [(j.job_id, j.cores, j.time_limit) for j in snap.running] == [(big, 4, 120.0)]
+        assert [(j.job_id, j.cores) for j in snap.pending] == [(small, 2)]
+        r = rest(trixie, "v0.0.42")
+        rsnap = r.queue_snapshot()
+        assert [(j.job_id, j.cores, j.time_limit) for j in rsnap.running] == [(big, 4, 120.0)]
+        assert [(j.job_id, j.cores) for j in rsnap.pending] == [(small, 2)]
+        assert any("only partition, debug, taken as the default" in n for n in rsnap.notes), rsnap.notes
+        assert r.start_estimates([small])[small] == pytest.approx(est, abs=10)
+        cli.cancel([big, small])
+        assert state_of(cli, big, "CANCELLED") and state_of(cli, small, "CANCELLED")
+        cli.cancel([big, small])                                  # already gone: fine
+    finally:
+        ids = [j for j in (big, small) if j]
+        if ids:
+            cli.cancel(ids)
+
+
+@pytest.mark.parametrize("version", ["v0.0.40", "v0.0.41", "v0.0.42"])
+def test_rest_each_api_version_submits_lists_cancels(trixie, ssh, version):
+    r = rest(trixie, version)
+    assert r.version() == trixie.slurm_version_c
+    av = r.availability()
+    assert (av.scheduler, av.total_cores) == ("slurmrest", 4)
+    assert [(p.name, p.default) for p in av.partitions] == [("debug", True)]
+    idle(r, 1)
+    name = tag()
+    out = f"{trixie.work_c}/{name}.out"
+    jid = r.submit("#!/bin/sh\necho \"$SLURM_JOB_NAME on $(hostname)\"\nsleep 30\n", name=name, cores=1,
+                   walltime=60, workdir=trixie.work_c, output=out)
+    try:
+        job = state_of(r, jid, "RUNNING")
+        assert job and (job.name, job.cpus, job.user, job.time_limit) == (name, 1, trixie.trixie_user, 60.0)
+        assert int(jid) >= 900000                                    # tbc's job ids
+        assert wait_for(lambda: ap(trixie, f"cat {out}", check=False).stdout.strip() == f"{name} on {trixie.host}")
+        r.cancel([jid])
+        assert state_of(r, jid, "CANCELLED")
+        r.cancel([jid])
+    finally:
+        r.cancel([jid])
+
+
+def test_rest_auto_picks_the_newest_served_version_and_old_ones_say_why(trixie):
+    r = rest(trixie)
+    assert r.version() == trixie.slurm_version_c and r.api_version == "v0.0.42"
+    with pytest.raises(SchedulerError) as err:
+        rest(trixie, "v0.0.38").version()                         # served by 22.05, gone in 24.11
+    assert "not found" in str(err.value) and "v0.0.38" in (err.value.hint or "")
+    # a wrong token still gets /ping answered (24.11 pings without asking slurmctld as the user),
+    # so "auto" settles on v0.0.42; the first real query is refused (HTTP 511, error 1007
+    # "Protocol authentication error") and the message says to renew the token
+    bad = SlurmREST(trixie.rest_url_c, trixie.rest_user_c, "not-a-token", api_version="auto")
+    with pytest.raises(SchedulerError) as err:
+        bad.availability()
+    assert bad.api_version == "v0.0.42"
+    assert "authentication" in str(err.value) and "token" in (err.value.hint or ""), err.value
+
+
+def _sites(tb) -> str:
+    return tbc_site(tb, "tbc-cli") + "\n" + tbc_site(tb, "tbc-rest", api="rest")
+
+
+def test_sites_check_and_status_on_tbc(tmp_path, trixie):
+    sites = tmp_path / "sites.toml"
+    sites.write_text(_sites(trixie))
+    for cmd in ("check", "status"):
+        done = subprocess.run([sys.executable, "-m", "resel.cli", "sites", cmd, "--sites", str(sites), "--json"],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        rows = {r["site"]: r for r in json.loads(done.stdout)["sites"]}
+        assert set(rows) == {"tbc-cli", "tbc-rest"}
+        for name, row in rows.items():
+            assert row["error"] is None, (cmd, row)
+            assert (row["version"], row["total_cores"]) == (trixie.slurm_version_c, 4), row
+        assert rows["tbc-rest"]["scheduler"] == "slurmrest" and rows["tbc-cli"]["scheduler"] == "slurm"
+        if cmd == "check":
+            assert rows["tbc-cli"]["reachable"] and rows["tbc-cli"]["start_estimate_s"] is not None
+            assert rows["tbc-rest"]["start_estimate_s"] is None              # slurmrestd has no --test-only
+            assert [p["default"] for p in rows["tbc-rest"]["partitions"]] == [True]
+
+
+@pytest.mark.parametrize("api", ["cli", "rest"])
+def test_a_bag_runs_on_tbc(tmp_path, trixie, api):
+    """A whole `resel run` of 8 tasks on Slurm 24.11: pilots through the CLI over SSH or through
+    slurmrestd, task files over SFTP; every task once, in the agents' own result files."""
+    workdir = f"{trixie.work_c}/run-{api}"
+    coord = start(tmp_path, tbc_site(trixie, api=api, workdir=workdir),
+                  bag_toml(8, "echo task $RESEL_TASK on $(hostname)"), strategy="model")
+    coord.run(max_time=150)
+    coord.close()
+    run = coord.db["runs"].get(coord.run_id)
+    assert (run["status"], run["done"], run["failed"]) == ("done", 8, 0)
+    recs = results(trixie, workdir, coord.run_key)
+    assert done_once(recs) == {i: 1 for i in range(8)}
+    assert {r["stdout_tail"].strip() for r in recs} == {f"task {i} on {trixie.host}" for i in range(8)}
+    jobs = {r["job_id"] for r in coord.db.query("select job_id from live_pilots where run_id = ?", [coord.run_id])}
+    assert jobs and all(int(j) >= 900000 for j in jobs)
+    if api == "rest":
+        assert coord.psites["tbc"].scheduler.api_version == "v0.0.42"     # negotiated

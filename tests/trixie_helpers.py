@@ -1,0 +1,128 @@
+"""Helpers for the tests on the Debian 13 part of the testbed (scripts/testbed-trixie.sh): Slurm
+24.11 cluster ``tbc`` and the personal HTCondor pool, both behind the access point's sshd (alias
+``tb-ap``, user ``reselap``, who exists only inside the root).
+
+Paths: ``tb.work_c`` is reselap's work directory as a login on the access point sees it;
+``tb.work_c_host`` is the same directory from this machine (the root's cache folder + work_c),
+which is also a valid path inside the root (the root links its own cache path to its top), so
+the htcondor2 bindings can run here as if on the access point.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from live_helpers import _inline
+
+
+@pytest.fixture(scope="session")
+def trixie(testbed):
+    """The testbed, with its Debian 13 part up (fails, never skips, unless RESEL_TB_TRIXIE=0)."""
+    if not testbed.has_trixie:
+        if os.environ.get("RESEL_TB_TRIXIE") == "0":
+            pytest.skip("RESEL_TB_TRIXIE=0: the Debian 13 part of the testbed (Slurm 24.11, HTCondor) is left out")
+        pytest.fail("the testbed's env file has no Debian 13 part (TB_TRIXIE_* keys): scripts/testbed-trixie.sh "
+                    "did not run; `scripts/testbed.sh up` runs it", pytrace=False)
+    return testbed
+
+
+def ap(tb, command: str, *, check: bool = True, input: str | None = None, timeout: float = 60
+       ) -> subprocess.CompletedProcess:
+    """One shell command on the access point as reselap, over the testbed's ssh config."""
+    done = subprocess.run(["ssh", "-F", tb.trixie_ssh_config, "tb-ap", command], input=input,
+                          stdin=None if input is not None else subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=timeout)
+    if check and done.returncode != 0:
+        raise AssertionError(f"on the access point: {command!r} exited {done.returncode}: {done.stderr or done.stdout}")
+    return done
+
+
+def condor_env(tb) -> dict[str, str]:
+    """What an htcondor2 client on this machine needs to reach the pool: no local config, the
+    collector's address, and reselap's IDTOKEN."""
+    return {"CONDOR_CONFIG": "/dev/null", "_CONDOR_COLLECTOR_HOST": tb.condor_collector,
+            "_CONDOR_SEC_CLIENT_AUTHENTICATION_METHODS": "IDTOKENS",
+            "_CONDOR_SEC_TOKEN_DIRECTORY": tb.condor_token_dir}
+
+
+@contextmanager
+def condor_client(tb):
+    """os.environ set for htcondor2 and its configuration reloaded (it is read once, when the
+    module is first imported); both restored after."""
+    import htcondor2
+    saved = {k: os.environ.get(k) for k in condor_env(tb)}
+    os.environ.update(condor_env(tb))
+    htcondor2.reload_config()
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        htcondor2.reload_config()
+
+
+def pool_site(tb, name: str = "pool", *, api: str = "cli", workdir: str | None = None, pilots: int = 4,
+              walltime: float = 300, clock: float = 2.0) -> str:
+    """An HTCondor site on the access point: single-core per-task pilots (the OSG way)."""
+    acc = {"transport": "ssh", "host": "tb-ap", "ssh_config": tb.trixie_ssh_config,
+           "workdir": workdir or "~/resel-work", "api": api}
+    return (f'[[site]]\nname = "{name}"\nkind = "htcondor"\ncores = 4\nclock = {{ base = {clock} }}\n'
+            f'pilot = {{ mode = "per-task", max_cores = 1, max_pilots = {pilots}, walltime = {walltime} }}\n'
+            f"access = {_inline(acc)}\n")
+
+
+def tbc_site(tb, name: str = "tbc", *, api: str = "cli", workdir: str = "~/resel-work", walltime: float = 300,
+             clock: float = 2.0) -> str:
+    """Cluster tbc (Slurm 24.11, 4 CPUs): the CLI over SSH, or slurmrestd with files over SSH."""
+    acc = {"transport": "ssh", "host": "tb-ap", "ssh_config": tb.trixie_ssh_config, "workdir": workdir}
+    if api == "rest":
+        acc.update(api="rest", rest_url=tb.rest_url_c, rest_user=tb.rest_user_c, rest_token_file=tb.rest_token_file_c)
+    return (f'[[site]]\nname = "{name}"\nkind = "slurm"\ncores = 4\nclock = {{ base = {clock} }}\n'
+            f'pilot = {{ mode = "single", max_cores = 4, walltime = {walltime} }}\n'
+            f"access = {_inline(acc)}\n")
+
+
+def host_path(tb, path: str) -> Path:
+    """A path on the access point (absolute, inside the root) as seen from this machine."""
+    return Path(tb.trixie_root + path)
+
+
+def results(tb, workdir: str, run_key: str) -> list[dict]:
+    """The agents' result records of a run, read from the access point's disk."""
+    out = []
+    for res in sorted(host_path(tb, workdir).joinpath(run_key).glob("p*/results/*.json")):
+        out.append(json.loads(res.read_text()))
+    return out
+
+
+def done_once(records: list[dict]) -> dict[int, int]:
+    counts: dict[int, int] = {}
+    for rec in records:
+        if rec["outcome"] == "done":
+            counts[rec["task"]] = counts.get(rec["task"], 0) + 1
+    return counts
+
+
+def remove_leftovers(tb) -> None:
+    """Remove every job of reselap from the pool and from tbc (only these tests use them), so a
+    failed test leaves nothing to slow down the next one."""
+    ap(tb, f"condor_rm {tb.trixie_user} >/dev/null 2>&1; scancel -u {tb.trixie_user} >/dev/null 2>&1", check=False)
+
+
+def wait_for(check, timeout: float = 30.0, every: float = 0.5):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(every)
