@@ -192,7 +192,9 @@ class SlurmREST:
         """The HTTP status of ``GET /slurm/{version}/ping`` (404: version not served)."""
         url = f"{self.base_url}/slurm/{version}/ping"
         try:
-            return self.session.get(url, timeout=self.timeout).status_code
+            reply = self._send("GET", url, None)   # the token per request, redirects within the origin
+            reply.close()
+            return reply.status_code
         except requests.Timeout as e:
             raise TransportError(f"slurmrestd at {self.base_url}: no reply to GET /slurm/{version}/ping "
                                  f"within {self.timeout:g} s") from e

@@ -93,7 +93,10 @@ def test_default_partition_rule_corners():
 
 class _Reply:
     def __init__(self, text: str, status: int):
-        self.text, self.status_code = text, status
+        self.text, self.status_code, self.headers = text, status, {}
+
+    def close(self):
+        pass
 
     def json(self):
         return json.loads(self.text)
@@ -117,7 +120,7 @@ class _Replay:
     def get(self, url, timeout=None):
         return self._answer(url)
 
-    def request(self, method, url, json=None, timeout=None):
+    def request(self, method, url, json=None, timeout=None, headers=None, allow_redirects=True):
         return self._answer(url)
 
 
