@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from resel.command_template import problems as template_problems
 from resel.domain import Access, Bag, Clock, PilotPolicy, Profile, QueueModel, Site, Truth, WaitModel
 from resel.errors import InputError
 from resel.models.distributions import KINDS, Dist
@@ -246,6 +247,8 @@ def load_bag(path: str | Path) -> Bag:
     if extra:
         raise reader.fail(extra[0], f"unknown top-level key {extra[0]!r}", "only [bag]")
     raw = reader.check(reader.data["bag"], BAG_KEYS, "bag")
+    for problem in template_problems(raw["command"]):
+        raise reader.fail("bag.command", problem, "a shell command; see docs/configuration.md#command")
     prof = reader.check(raw["profile"], PROFILE_KEYS, "bag.profile")
     profile = Profile(float(prof["instructions"]), prof.get("cycles"), prof.get("ipc"), prof.get("baseline"))
     return Bag(raw["name"], raw["command"], int(raw["count"]), int(raw.get("cores_per_task", 1)),
