@@ -19,7 +19,7 @@ from typing import Iterator
 
 from resel.errors import ReselError
 from resel.grid import HEURISTICS, Cluster, Grid, GridResult, Reallocation, compare
-from resel.swf import Job, drop_zero_runtime, first, fuse, read_swf, rebase
+from resel.swf import Job, drop_zero_runtime, first, fuse, in_submit_order, read_swf, rebase
 
 SEED004_CLUSTERS = [Cluster("zewura", 1600, 1.0), Cluster("zegox", 576, 1.2), Cluster("seth", 240, 1.4)]
 
@@ -40,7 +40,8 @@ def shared_swf_dir() -> Path:
 def fused_jobs(traces: dict[str, Path], load: float = 1.0, limit: int | None = None) -> Iterator[Job]:
     """Several traces, each without zero-run jobs and rebased to 0, fused by submit time
     (tagged with their key), with submit times divided by ``load``, the first ``limit`` only."""
-    streams = {name: rebase(drop_zero_runtime(read_swf(path))) for name, path in traces.items()}
+    streams = {name: rebase(drop_zero_runtime(in_submit_order(read_swf(path), str(path))))
+               for name, path in traces.items()}
     jobs: Iterator[Job] = fuse(streams) if len(streams) > 1 else next(iter(streams.values()))
     if load != 1.0:
         jobs = (dataclasses.replace(j, submit=round(j.submit / load, 3)) for j in jobs)
