@@ -48,7 +48,7 @@ def _num(positive: bool = False, integer: bool = False, allow_zero: bool = True,
             return False
         if integer and not isinstance(v, int):
             return False
-        if not math.isfinite(v):
+        if isinstance(v, float) and not math.isfinite(v):    # (math.isfinite overflows on a huge int)
             return False
         if positive and (v < 0 or (v == 0 and not allow_zero)):
             return False
@@ -86,9 +86,10 @@ BAG_KEYS = {
     "name": _LABEL,
     "command": _Key(_STR.check, _STR.expected, True),
     "count": _Key(_num(True, True, False, high=MAX_COUNT), f"a whole number > 0 and <= {MAX_COUNT:,}", True),
-    "cores_per_task": _Key(_num(True, True, False), "a whole number > 0"),
+    "cores_per_task": _Key(_num(True, True, False, high=MAX_CORES), f"a whole number > 0 and <= {MAX_CORES:,}"),
     "isa": _STR,
-    "perf_every": _Key(_num(True, True), "a whole number >= 0: every Nth task runs under perf (0 none, 1 all)"),
+    "perf_every": _Key(_num(True, True, high=MAX_COUNT),
+                       "a whole number >= 0: every Nth task runs under perf (0 none, 1 all)"),
     "profile": _Key(lambda v: isinstance(v, dict), "a table [bag.profile]", True),
 }
 PROFILE_KEYS = {
