@@ -132,9 +132,9 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
         raise ReselError("--plot draws from the stored runs: drop --no-store")
     check_task_count(max(sizes), "--sizes", hint="give smaller --sizes")
     protect = [("the run store", db or default_path()), ("the bag file", bag_file), ("the sites file", sites_file)]
-    if plot_dir is not None:    # before any work: the figures' folder is not an input
-        from resel.outputs import refuse_inputs
-        refuse_inputs(plot_dir, "--plot", protect)
+    if plot_dir is not None:    # before any work: neither the figures' folder nor a figure is an input
+        from resel.outputs import refuse_plot_inputs
+        refuse_plot_inputs(plot_dir, protect, names=["workload_by_size"])
     store = None if no_store else open_store(db)
     params = {"bag": str(bag_file or "embedded"), "sites": str(sites_file or "embedded"),
               "strategies": strategies, "sizes": sizes, "repeat": repeat, "seed": seed, "clock": clock,
@@ -253,11 +253,11 @@ def report(run_id: int, db: Path | None, n_decisions: int, plot_dir: Path | None
       resel report 12 --plot figures/ --html run12.html
     """
     protect = [("the run store", db or default_path())]
-    from resel.outputs import refuse_inputs
+    from resel.outputs import refuse_inputs, refuse_plot_inputs
     if html_file is not None:   # before anything is read or drawn
         refuse_inputs(html_file, "--html", protect)
     if plot_dir is not None:
-        refuse_inputs(plot_dir, "--plot", protect)
+        refuse_plot_inputs(plot_dir, protect)
     store = open_store(db, write=False)
     run = get_run(store, run_id)
     per_site = list(store.query(

@@ -13,7 +13,7 @@ import click
 from sqlite_utils import Database
 
 from resel.errors import ReselError
-from resel.outputs import create, refuse_inputs
+from resel.outputs import create, refuse_inputs, refuse_plot_inputs
 from resel.safe_text import terminal
 
 
@@ -44,7 +44,7 @@ def emit(db: Database, run_id: int, plot_dir: Path | None, html_file: Path | Non
     if html_file is not None:
         refuse_inputs(html_file, "--html", protect)
     if plot_dir is not None:
-        refuse_inputs(plot_dir, "--plot", protect)
+        refuse_plot_inputs(plot_dir, protect)
     _need_matplotlib()
     from resel.plots import jsonable, write_all
     from resel.report_html import html_report

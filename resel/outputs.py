@@ -50,6 +50,22 @@ def refuse_inputs(output: str | os.PathLike[str], option: str,
                              "choose another file")
 
 
+#: the files a ``--plot`` folder receives (resel.plots writes them; checked before any work)
+FIGURES = ("gantt", "cdfs", "predictions", "workload_by_size")
+FIGURE_FORMATS = ("png", "svg")
+
+
+def refuse_plot_inputs(folder: str | os.PathLike[str],
+                       inputs: Iterable[tuple[str, str | os.PathLike[str] | None]],
+                       names: Iterable[str] = FIGURES) -> None:
+    """:func:`refuse_inputs` for a ``--plot`` folder and every figure file it would receive."""
+    inputs = list(inputs)
+    refuse_inputs(folder, "--plot", inputs)
+    for name in names:
+        for fmt in FIGURE_FORMATS:
+            refuse_inputs(Path(folder) / f"{name}.{fmt}", "--plot", inputs)
+
+
 def private_dir(folder: str | os.PathLike[str]) -> Path:
     """``folder``, created with any missing parents, each 0700 (an existing one is left as is).
 

@@ -199,7 +199,7 @@ def open_store(path: str | Path | None = None, *, memory: bool = False, write: b
         if writable:
             conn = sqlite3.connect(str(target), timeout=BUSY_TIMEOUT_S, isolation_level="IMMEDIATE")
         else:
-            conn = sqlite3.connect(_uri(target, "mode=ro"), uri=True, timeout=BUSY_TIMEOUT_S)
+            conn = _read_only(target)
         db = Store(conn)
         if writable:
             _use_wal(db, target)
@@ -213,6 +213,19 @@ def open_store(path: str | Path | None = None, *, memory: bool = False, write: b
         raise
     except (OSError, sqlite3.DatabaseError) as exc:
         raise StoreError(f"cannot open run store {target}: {exc}") from None
+
+
+def _read_only(target: Path) -> sqlite3.Connection:
+    """A connection that only reads a store this user cannot write.
+
+    A WAL store needs its -shm file even to be read, which a reader without write access to the
+    folder cannot create; when the store has no -wal file (its last writer closed it cleanly,
+    so the file holds everything) it is read as ``immutable`` instead, without locks or -shm.
+    """
+    wal = Path(f"{target}-wal")
+    if not wal.exists() or wal.stat().st_size == 0:
+        return sqlite3.connect(_uri(target, "mode=ro&immutable=1"), uri=True)
+    return sqlite3.connect(_uri(target, "mode=ro"), uri=True, timeout=BUSY_TIMEOUT_S)
 
 
 def _make_private_dirs(folder: Path) -> None:
