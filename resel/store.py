@@ -379,40 +379,59 @@ def add_experiment(db: Database, params: dict) -> int:
 
 
 def save_run(db: Database, result, *, experiment_id: int | None = None, events: bool = True) -> int:
-    """Write one simulated run (a :class:`~resel.backends.simulated.SimResult`) in one transaction."""
+    """Write one simulated run (a :class:`~resel.backends.simulated.SimResult`) in one transaction.
+
+    Every row is built before the transaction starts, and inserted with ``executemany``: the
+    write lock, which other processes sharing the store wait for, is held only for the inserts
+    (about 0.1 s for a 1,024-task run) — not for turning thousands of records into rows.
+    """
     from resel.metrics import task_times
 
     m = result.metrics
     names = [s.name for s in result.sites]
+    run_row = {
+        "experiment_id": experiment_id, "created": _now(), "mode": "simulated",
+        "bag": result.bag.name, "strategy": result.strategy, "size": result.bag.count,
+        "seed": result.seed, "clock": result.engine_clock, "ttc_wkd": m.ttc_wkd, "tx_wkd": m.tx_wkd,
+        "tq_wkd": m.tq_wkd, "done": m.done, "failed": m.failed, "reassigned": m.reassigned,
+        "restarts": m.restarts, "wasted_core_s": m.wasted_core_s, "per_site": to_json(m.per_site),
+        "audit": to_json(result.audit.as_dict()), "sites": to_json(result.sites),
+        "bag_spec": to_json(result.bag), "steps": result.steps,
+    }
+    tables = {
+        "tasks": [_clean(dataclasses.asdict(t)) for t in task_times(result.engine.tasks, names)],
+        "pilots": [{"pilot": p.id, "site": names[p.site], "cores": p.cores, "submitted": p.submitted,
+                    "start": p.start, "started": int(p.started), "cancelled": int(p.cancelled)}
+                   for p in result.pilots],
+        "decisions": [{"seq": i, **_clean(dataclasses.asdict(d))} for i, d in enumerate(result.decisions)],
+        "events": list(_event_rows(result.events)) if events else [],
+    }
     with db.atomic():
-        run_id = db["runs"].insert({
-            "experiment_id": experiment_id, "created": _now(), "mode": "simulated",
-            "bag": result.bag.name, "strategy": result.strategy, "size": result.bag.count,
-            "seed": result.seed, "clock": result.engine_clock, "ttc_wkd": m.ttc_wkd, "tx_wkd": m.tx_wkd,
-            "tq_wkd": m.tq_wkd, "done": m.done, "failed": m.failed, "reassigned": m.reassigned,
-            "restarts": m.restarts, "wasted_core_s": m.wasted_core_s, "per_site": to_json(m.per_site),
-            "audit": to_json(result.audit.as_dict()), "sites": to_json(result.sites),
-            "bag_spec": to_json(result.bag), "steps": result.steps,
-        }).last_pk
-        db["tasks"].insert_all(
-            ({"run_id": run_id, **_clean(dataclasses.asdict(t))} for t in task_times(result.engine.tasks, names)),
-            batch_size=1000)
-        db["pilots"].insert_all(
-            ({"run_id": run_id, "pilot": p.id, "site": names[p.site], "cores": p.cores,
-              "submitted": p.submitted, "start": p.start, "started": int(p.started),
-              "cancelled": int(p.cancelled)} for p in result.pilots), batch_size=1000)
-        db["decisions"].insert_all(
-            ({"run_id": run_id, "seq": i, **_clean(dataclasses.asdict(d))} for i, d in enumerate(result.decisions)),
-            batch_size=1000)
-        if events:
-            db["events"].insert_all(_event_rows(run_id, result.events), batch_size=2000)
+        run_id = db["runs"].insert(run_row).last_pk
+        for table, rows in tables.items():
+            _insert_rows(db, table, run_id, rows)
     return run_id
 
 
-def _event_rows(run_id: int, log: Iterable[tuple]) -> Iterable[dict]:
+def _insert_rows(db: Database, table: str, run_id: int, rows: list[dict]) -> None:
+    """Insert ``rows`` (all with the keys of the first) into ``table``, each with ``run_id``."""
+    if not rows:
+        return
+    columns = list(rows[0])
+    sql = (f"insert into [{table}] ([run_id], {', '.join(f'[{c}]' for c in columns)}) "
+           f"values ({', '.join('?' * (len(columns) + 1))})")
+    db.conn.executemany(sql, ((run_id, *(_sql_value(row[c]) for c in columns)) for row in rows))
+
+
+def _sql_value(value: Any) -> Any:
+    """A value SQLite stores: containers as JSON text (as sqlite-utils stores them)."""
+    return json.dumps(value, default=str) if isinstance(value, (dict, list, tuple)) else value
+
+
+def _event_rows(log: Iterable[tuple]) -> Iterable[dict]:
     for seq, (time, kind, record) in enumerate(log):
         data = {f.name: getattr(record, f.name) for f in dataclasses.fields(record) if f.name != "time"}
-        yield {"run_id": run_id, "seq": seq, "time": time, "kind": kind, "data": json.dumps(data)}
+        yield {"seq": seq, "time": time, "kind": kind, "data": json.dumps(data)}
 
 
 def list_runs(db: Database, limit: int = 50) -> list[dict]:
