@@ -37,7 +37,3 @@ def markup(value: Any) -> str:
     """``value`` for rich (a table cell, a title, ``console.print``): shown literally."""
     return escape(terminal(value, lines=False))
 
-
-def math_text(value: Any) -> str:
-    """``value`` for a matplotlib label: a ``$`` is shown, not taken as the start of mathtext."""
-    return terminal(value, lines=False).replace("$", r"\$")
