@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from resel.backends.batch import Policy, QJob, make_policy, run_and_estimate
-from resel.errors import InputError
 from resel.jobstats import JobStats
 from resel.swf import Job, Trace, unsorted_error
 
@@ -71,7 +70,7 @@ def replay(jobs: Iterable[Job], policy: str, cores: int, *, speed: float = 1.0, 
     jobs and results, without building a :class:`Job` per line.
 
     Raises:
-        InputError: the trace is not sorted by submit time.
+        InputError: the trace is not sorted by submit time (:func:`resel.swf.unsorted_error`).
         ReselError: unknown policy.
     """
     sched = make_policy(policy, cores)
