@@ -15,7 +15,7 @@ from typing import Callable, Iterator
 from resel.backends.batch import Conservative, Policy, QJob, make_policy, run_and_estimate
 from resel.domain import Site
 from resel.models.twin import QueueSnapshot, SnapJob
-from resel.swf import Job, read_swf
+from resel.swf import Job, in_submit_order, read_swf
 
 #: event kinds the simulator routes to a QueueSite (values shared with backends/simulated.py)
 BG_END, BG_ARRIVE, QWAKE = 1, 4, 5
@@ -50,7 +50,7 @@ class QueueSite:
         self.policy = make_policy(queue.policy, site.cores)
         self.push = push
         self.offset, self.load, self.speed = queue.offset, queue.load, queue.speed
-        self._jobs: Iterator[Job] = iter(read_swf(queue.trace))
+        self._jobs: Iterator[Job] = in_submit_order(read_swf(queue.trace), queue.trace)
         self._seq = 0
         self._pilots: dict[int, QJob] = {}
         self._wakes: set[float] = set()

@@ -150,6 +150,8 @@ def number(value: Any, where: str = "value", command: str = "slurm") -> float | 
             return None
         if value in (INFINITE, INFINITE64):
             return math.inf
+        if isinstance(value, float) and (math.isnan(value) or value == -math.inf):
+            raise SchedulerReplyError(command, f"{where}: {value!r} is not a number")   # JSON's NaN/-Infinity
         return value
     if isinstance(value, str):
         text = value.strip()
@@ -157,9 +159,13 @@ def number(value: Any, where: str = "value", command: str = "slurm") -> float | 
             return int(text)
         except ValueError:
             try:
-                return float(text)
+                parsed = float(text)
             except ValueError:
                 pass
+            else:
+                if math.isnan(parsed) or parsed == -math.inf:
+                    raise SchedulerReplyError(command, f"{where}: {value!r} is not a number")
+                return parsed
     raise SchedulerReplyError(command, f"{where}: expected a number, got {value!r}")
 
 
@@ -704,8 +710,11 @@ def parse_sacct_json(doc: Mapping[str, Any], command: str = "sacct --json") -> d
         if current is None:
             raise SchedulerReplyError(command, f"{where}: no state.current")
         t = job.get("time") or {}
+        if not isinstance(t, dict):
+            raise SchedulerReplyError(command, f"{where}: time is {type(t).__name__}, expected an object")
         alloc_cpus = None
-        for tres in _dig(job, "tres/allocated") or []:
+        allocated = _dig(job, "tres/allocated") or []
+        for tres in allocated if isinstance(allocated, list) else []:
             if isinstance(tres, dict) and tres.get("type") == "cpu":
                 alloc_cpus = integer(tres.get("count"), f"{where}: tres cpu", command)
         user = job.get("user")

@@ -184,6 +184,10 @@ def records_from_jobs(jobs: Mapping[str, JobInfo], site: str, *, source: Source 
         if cores is None:
             skipped["without a CPU count"] += 1
             continue
+        if cores > MAX_CORES or not all(math.isfinite(t) and abs(t) < MAX_EPOCH
+                                        for t in (job.submit, job.start, job.time_limit or 0)):
+            skipped["with impossible numbers"] += 1     # beyond what the store (SQLite) holds
+            continue
         out.append(WaitRecord(site=site, partition=job.partition, cores=int(cores),
                               walltime=job.time_limit, submit=float(job.submit), start=float(job.start),
                               source=source, job_id=str(job.job_id or jid)))
@@ -192,6 +196,10 @@ def records_from_jobs(jobs: Mapping[str, JobInfo], site: str, *, source: Source 
 
 _FORMAT_OPTION = re.compile(r"(?:--format[= ]|(?<!\S)-o\s*)['\"]?([A-Za-z0-9_%,:]+)['\"]?")
 _COLUMN_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+#: a job with more cores, or times beyond this epoch (year ~33,600), is not a real record; both
+#: bounds also keep every value inside what SQLite stores (a 40-digit CPU count overflowed it)
+MAX_CORES = 10**9
+MAX_EPOCH = 1e12
 _SACCT_HINT = ("`sacct -P` output with its header line (leave out -n/--noheader), `sacct --json` output, "
                "or a recorded command {command, stdout}")
 
@@ -234,6 +242,10 @@ def _parse_sacct(path: str, text: str, fields: list[str] | None, tz: tzinfo | No
             except json.JSONDecodeError as exc:
                 raise InputError(path, f"line {exc.lineno} column {exc.colno}", f"not valid JSON: {exc.msg}",
                                  _SACCT_HINT) from None
+            except RecursionError:
+                raise InputError(path, None, "JSON nested too deeply to read", _SACCT_HINT) from None
+            except ValueError as exc:     # an integer of more than 4,300 digits
+                raise InputError(path, None, f"not valid JSON: {exc}", _SACCT_HINT) from None
             if not isinstance(doc, dict):
                 raise InputError(path, None, f"is a JSON {type(doc).__name__}, not an object", _SACCT_HINT)
             if "jobs" in doc:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
+import os
+import shutil
 import socket
 import statistics
 from dataclasses import asdict, dataclass, field
@@ -81,6 +83,7 @@ def profile(argv: list[str], repeat: int = 1, label: str | None = None, reduced_
     """
     if not argv:
         raise ReselError("no command to profile: give it after --")
+    _check_runnable(argv[0], cwd)
     if repeat < 1:
         raise ReselError(f"--repeat must be >= 1, got {repeat}")
     if scale is not None and not (scale > 0 and math.isfinite(scale)):
@@ -109,6 +112,25 @@ def profile(argv: list[str], repeat: int = 1, label: str | None = None, reduced_
     return ProfileSummary(label=label or " ".join(argv)[:80], argv=list(argv), host=socket.gethostname(),
                           cpu=cpu, runs=filled, stats=summarize(filled), scale=scale,
                           reduced_argv=list(reduced_argv) if reduced_argv else None)
+
+
+def _check_runnable(program: str, cwd: str | Path | None) -> None:
+    """Refuse a program that cannot run, before perf is started: perf reports a missing one as
+    a run without counters ("no counter lines"), which sent users looking at perf, not at
+    their command.
+
+    Raises:
+        ReselError: ``command not found`` (not on PATH), or found but not executable.
+    """
+    if os.sep in program:
+        path = Path(cwd or ".") / program if not os.path.isabs(program) else Path(program)
+        if not path.exists():
+            raise ReselError(f"command not found: {program} (no such file)")
+        if path.is_dir() or not os.access(path, os.X_OK):
+            raise ReselError(f"command cannot run: {program} is not an executable file")
+        return
+    if shutil.which(program) is None:
+        raise ReselError(f"command not found: {program} (not on PATH)")
 
 
 def ensure_tables(db: Database) -> None:

@@ -19,11 +19,14 @@ from rich.table import Table
 
 from resel import __version__
 from resel.api import default_bag_path, default_sites_path
-from resel.cli_common import fail_cleanly, print_json
-from resel.config import load_bag, load_sites
+from resel.cli_common import CleanErrors, fail_cleanly, print_json
+from resel.cli_common import INT64_MAX, RUN_ID, SEED, Finite
+from resel.config import MAX_COUNT, load_bag, load_sites
 from resel.errors import ReselError
 from resel.experiment import Experiment, run_experiment
+from resel.limits import check_task_count
 from resel.models.lim import site_rates
+from resel.safe_text import markup as m
 from resel.store import add_experiment, default_path, get_run, list_runs, open_store, save_run
 
 # Piped output (a file, a pager) gets wide lines rather than 80-column wrapping.
@@ -37,11 +40,11 @@ _print_json = print_json
 
 def _csv_ints(ctx: click.Context, param: click.Parameter, value: str) -> list[int]:
     try:
-        sizes = [int(v) for v in value.split(",") if v.strip()]
+        sizes = [int(v) if len(v.strip()) <= 12 else 0 for v in value.split(",") if v.strip()]
     except ValueError:
         raise click.BadParameter(f"{value!r}: give whole numbers separated by commas, e.g. 64,256") from None
-    if not sizes or any(n < 1 for n in sizes):
-        raise click.BadParameter("give one or more sizes >= 1, e.g. 64,256")
+    if not sizes or any(not 1 <= n <= MAX_COUNT for n in sizes):
+        raise click.BadParameter(f"give one or more sizes from 1 to {MAX_COUNT:,}, e.g. 64,256")
     return list(dict.fromkeys(sizes))
 
 
@@ -63,7 +66,7 @@ sites_option = click.option("--sites", "sites_file", type=click.Path(dir_okay=Fa
                             help="Sites file (TOML). Default: the embedded thesis sites (`resel sites defaults`).")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=CleanErrors, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="resel")
 def cli() -> None:
     """Run bags of tasks across several sites and finish them sooner.
@@ -92,15 +95,15 @@ def cli() -> None:
                    "BASE+reselect; append @scheduler, @twin or @history to pick a strategy's start estimate.")
 @click.option("--estimate", type=click.Choice(["scheduler", "twin", "history"]), default="scheduler",
               show_default=True, help="Start estimate the queue-aware strategy ranks sites by (no @ suffix).")
-@click.option("--quantile", type=click.FloatRange(0.5, 0.999), default=0.9, show_default=True,
+@click.option("--quantile", type=Finite(0.5, 0.999), default=0.9, show_default=True,
               help="History estimate: the wait quantile bounded.")
-@click.option("--confidence", type=click.FloatRange(0.5, 0.999), default=0.9, show_default=True,
+@click.option("--confidence", type=Finite(0.5, 0.999), default=0.9, show_default=True,
               help="History estimate: confidence of the bound.")
 @click.option("--sizes", default="64,128,256,512,1024", show_default=True, callback=_csv_ints,
               help="Workload sizes (tasks per bag) to simulate.")
 @click.option("--repeat", default=5, show_default=True, type=click.IntRange(1, 10_000),
               help="Repetitions per strategy and size (repetition i uses seed S+i for every strategy).")
-@click.option("--seed", default=0, show_default=True, type=int, help="Base random seed.")
+@click.option("--seed", default=0, show_default=True, type=SEED, help="Base random seed.")
 @click.option("--clock", type=click.Choice(["base", "avg"]), default="base", show_default=True,
               help="Site clock LIM predicts with: nominal (thesis) or measured average.")
 @db_option
@@ -125,9 +128,14 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
     """
     bag = load_bag(bag_file or default_bag_path())
     sites = load_sites(sites_file or default_sites_path())
-    store = None if no_store else open_store(db)
-    if plot_dir is not None and store is None:
+    if plot_dir is not None and no_store:
         raise ReselError("--plot draws from the stored runs: drop --no-store")
+    check_task_count(max(sizes), "--sizes", hint="give smaller --sizes")
+    protect = [("the run store", db or default_path()), ("the bag file", bag_file), ("the sites file", sites_file)]
+    if plot_dir is not None:    # before any work: neither the figures' folder nor a figure is an input
+        from resel.outputs import refuse_plot_inputs
+        refuse_plot_inputs(plot_dir, protect, names=["workload_by_size"])
+    store = None if no_store else open_store(db)
     params = {"bag": str(bag_file or "embedded"), "sites": str(sites_file or "embedded"),
               "strategies": strategies, "sizes": sizes, "repeat": repeat, "seed": seed, "clock": clock,
               "estimate": estimate, "quantile": quantile, "confidence": confidence}
@@ -149,16 +157,16 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
         doc["db"] = str(db or default_path()) if store is not None else None
         if plot_dir is not None:
             from resel.cli_report_plots import write_experiment
-            doc["figures"] = write_experiment(store, exp_id, plot_dir, as_json=True)
+            doc["figures"] = write_experiment(store, exp_id, plot_dir, as_json=True, protect=protect)
         _print_json(doc)
         return
     _print_experiment(exp, bag_file, sites_file)
     if store is not None:
-        out.print(f"[dim]stored as experiment {exp_id} in {db or default_path()}: "
+        out.print(f"[dim]stored as experiment {exp_id} in {m(db or default_path())}: "
                   f"`resel runs`, `resel report RUN`[/dim]")
     if plot_dir is not None:
         from resel.cli_report_plots import write_experiment
-        write_experiment(store, exp_id, plot_dir)
+        write_experiment(store, exp_id, plot_dir, protect=protect)
 
 
 def _hours(s: dict) -> str:
@@ -168,8 +176,8 @@ def _hours(s: dict) -> str:
 
 
 def _print_experiment(exp: Experiment, bag_file: Path | None, sites_file: Path | None) -> None:
-    table = Table(title=f"bag {exp.bag.name} ({exp.bag.profile.instructions:.3g} instructions/task) on "
-                        f"{', '.join(s.name for s in exp.sites)} — {exp.repeat} run(s) each, seed {exp.seed}, "
+    table = Table(title=f"bag {m(exp.bag.name)} ({exp.bag.profile.instructions:.3g} instructions/task) on "
+                        f"{m(', '.join(s.name for s in exp.sites))} — {exp.repeat} run(s) each, seed {exp.seed}, "
                         f"LIM clock {exp.clock}", title_justify="left")
     for col, just in (("size", "right"), ("strategy", "left"), ("TTC_wkd h", "right"), ("T_x,wkd h", "right"),
                       ("T_q,wkd h", "right"), ("TTC vs random", "right"), ("moved", "right"),
@@ -185,7 +193,7 @@ def _print_experiment(exp: Experiment, bag_file: Path | None, sites_file: Path |
                 vs = f"{change:.0f}% lower" if change >= 0 else f"{-change:.0f}% higher"
             rs = d["reselection"]
             wrong = f"{rs['incorrect']}/{rs['judged']}" if rs["judged"] else ""
-            table.add_row(str(size) if i == 0 else "", name, _hours(cell.summary("ttc_wkd")),
+            table.add_row(str(size) if i == 0 else "", m(name), _hours(cell.summary("ttc_wkd")),
                           _hours(cell.summary("tx_wkd")), _hours(cell.summary("tq_wkd")), vs,
                           f"{d['reassigned']:.0f}" if rs["decisions"] else "", wrong,
                           end_section=i == len(exp.strategies) - 1)
@@ -197,7 +205,7 @@ def _print_experiment(exp: Experiment, bag_file: Path | None, sites_file: Path |
 
 @cli.command()
 @db_option
-@click.option("--limit", default=50, show_default=True, type=click.IntRange(1), help="How many runs, newest first.")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, INT64_MAX), help="How many runs, newest first.")
 @json_option
 @_fail_cleanly
 def runs(db: Path | None, limit: int, as_json: bool) -> None:
@@ -207,7 +215,7 @@ def runs(db: Path | None, limit: int, as_json: bool) -> None:
     Example:
       resel runs --limit 10
     """
-    rows = list_runs(open_store(db), limit)
+    rows = list_runs(open_store(db, write=False), limit)
     if as_json:
         _print_json(rows)
         return
@@ -218,16 +226,16 @@ def runs(db: Path | None, limit: int, as_json: bool) -> None:
     for col in ("run", "exp", "created", "bag", "strategy", "size", "seed", "TTC_wkd h", "done", "failed", "moved"):
         table.add_column(col, no_wrap=True)
     for r in rows:
-        table.add_row(str(r["id"]), str(r["experiment_id"] or ""), r["created"], r["bag"], r["strategy"],
-                      str(r["size"]), str(r["seed"]), f"{(r['ttc_wkd'] or 0) / 3600:.2f}", str(r["done"]),
+        table.add_row(str(r["id"]), str(r["experiment_id"] or ""), m(r["created"]), m(r["bag"]), m(r["strategy"]),
+                      m(r["size"]), m(r["seed"]), f"{(r['ttc_wkd'] or 0) / 3600:.2f}", str(r["done"]),
                       str(r["failed"]), str(r["reassigned"]))
     out.print(table)
 
 
 @cli.command()
-@click.argument("run_id", type=int)
+@click.argument("run_id", type=RUN_ID)
 @db_option
-@click.option("--decisions", "n_decisions", default=0, show_default=True, type=click.IntRange(0),
+@click.option("--decisions", "n_decisions", default=0, show_default=True, type=click.IntRange(0, INT64_MAX),
               help="Also list the first N re-selection decisions with their inputs.")
 @click.option("--plot", "plot_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write the run's figures (PNG and SVG) into DIR: Gantt, CDFs, predictions vs measured.")
@@ -244,7 +252,13 @@ def report(run_id: int, db: Path | None, n_decisions: int, plot_dir: Path | None
       resel report 12 --decisions 20
       resel report 12 --plot figures/ --html run12.html
     """
-    store = open_store(db)
+    protect = [("the run store", db or default_path())]
+    from resel.outputs import refuse_inputs, refuse_plot_inputs
+    if html_file is not None:   # before anything is read or drawn
+        refuse_inputs(html_file, "--html", protect)
+    if plot_dir is not None:
+        refuse_plot_inputs(plot_dir, protect)
+    store = open_store(db, write=False)
     run = get_run(store, run_id)
     per_site = list(store.query(
         "select site, origin, count(*) as tasks, avg(tq) as tq, avg(tx) as tx, max(ttc) as ttc "
@@ -258,12 +272,12 @@ def report(run_id: int, db: Path | None, n_decisions: int, plot_dir: Path | None
             run.pop(key, None)
         from resel.cli_report_plots import emit
         _print_json({"run": run, "per_site": per_site, "decisions": kinds, "decision_log": picked,
-                     **emit(store, run_id, plot_dir, html_file, as_json=True)})
+                     **emit(store, run_id, plot_dir, html_file, as_json=True, protect=protect)})
         return
-    out.print(f"[bold]run {run['id']}[/bold]  bag {run['bag']}  strategy {run['strategy']}  size {run['size']}  "
-              f"seed {run['seed']}  LIM clock {run['clock']}")
+    out.print(f"[bold]run {run['id']}[/bold]  bag {m(run['bag'])}  strategy {m(run['strategy'])}  size {m(run['size'])}  "
+              f"seed {m(run['seed'])}  LIM clock {m(run['clock'])}")
     if run["ttc_wkd"] is None:   # a live run still going (or stopped): its numbers come at the end
-        out.print(f"run {run_id} is {run.get('status') or 'not finished'}: no workload times yet "
+        out.print(f"run {run_id} is {m(run.get('status') or 'not finished')}: no workload times yet "
                   f"(`resel status {run_id}` shows where it stands)")
     else:
         out.print(f"TTC_wkd {run['ttc_wkd'] / 3600:.2f} h = T_q,wkd {run['tq_wkd'] / 3600:.2f} h + "
@@ -274,25 +288,25 @@ def report(run_id: int, db: Path | None, n_decisions: int, plot_dir: Path | None
     for col in ("ran on", "assigned to", "tasks", "mean T_q [h]", "mean T_x [h]", "last end [h]"):
         table.add_column(col)
     for r in per_site:
-        table.add_row(r["site"] or "(failed)", r["origin"], str(r["tasks"]), _h(r["tq"]), _h(r["tx"]), _h(r["ttc"]))
+        table.add_row(m(r["site"] or "(failed)"), m(r["origin"]), str(r["tasks"]), _h(r["tq"]), _h(r["tx"]), _h(r["ttc"]))
     out.print(table)
     audit = run["audit"] or {}
-    out.print("decisions: " + (", ".join(f"{k} {v}" for k, v in sorted(kinds.items())) or "none"))
+    out.print("decisions: " + m(", ".join(f"{k} {v}" for k, v in sorted(kinds.items())) or "none"))
     if audit.get("decisions"):
         out.print(f"re-selection audit: {audit['judged']} judged, {audit['incorrect']} where P_RESEL ≠ RESEL "
-                  f"{audit['by_case'] or ''}, penalty total {audit['penalty_total'] / 3600:.2f} h, "
+                  f"{m(audit['by_case'] or '')}, penalty total {audit['penalty_total'] / 3600:.2f} h, "
                   f"max {audit['penalty_max'] / 3600:.2f} h, bound violations {audit['bound_violations']}")
     if picked:
         t = Table(title="re-selection decisions", title_justify="left")
         for col in ("time [s]", "kind", "task", "r", "r'", "a_r", "a_r'", "T̂x(r)", "T̂x(r')", "Ŵ"):
             t.add_column(col, justify="right")
         for d in picked:
-            t.add_row(*(_s(d[k]) for k in ("time", "kind", "task", "origin", "target", "a_r", "a_r2",
+            t.add_row(*(m(_s(d[k])) for k in ("time", "kind", "task", "origin", "target", "a_r", "a_r2",
                                             "tx_r", "tx_r2", "window")))
         out.print(t)
     if plot_dir is not None or html_file is not None:
         from resel.cli_report_plots import emit
-        emit(store, run_id, plot_dir, html_file, as_json=False)
+        emit(store, run_id, plot_dir, html_file, as_json=False, protect=protect)
 
 
 def _h(seconds: float | None) -> str:
@@ -338,10 +352,10 @@ def sites_show(sites_file: Path | None, bag_file: Path | None, clock: str, as_js
     for col in ("site", "cores", "base GHz", "avg GHz", "κ", "T̂x h", "pilots", "target", "queue wait (simulated)"):
         table.add_column(col, no_wrap=col != "queue wait (simulated)")
     for r in rows:
-        table.add_row(r["name"], str(r["cores"]), f"{r['clock_base']:.3f}",
+        table.add_row(m(r["name"]), str(r["cores"]), f"{r['clock_base']:.3f}",
                       "—" if r["clock_avg"] is None else f"{r['clock_avg']:.3f}", f"{r['kappa']:.2f}",
-                      f"{r['tx_pred'] / 3600:.2f}", r["pilot_mode"], "yes" if r["reselect_target"] else "no",
-                      r["wait"] or "—")
+                      f"{r['tx_pred'] / 3600:.2f}", m(r["pilot_mode"]), "yes" if r["reselect_target"] else "no",
+                      m(r["wait"] or "—"))
     out.print(table)
 
 

@@ -8,7 +8,9 @@ import click
 from rich.table import Table
 
 from resel.backends.batch import POLICIES
+from resel.cli_common import INT64_MAX, Finite
 from resel.grid import ALGORITHMS, DISPATCHERS, HEURISTICS, Cluster, Grid, Reallocation, compare
+from resel.safe_text import markup as m
 from resel.scenarios import fused_jobs
 
 
@@ -17,17 +19,25 @@ def _cluster(ctx, param, values: tuple[str, ...]) -> list[Cluster]:
     for value in values:
         parts = value.split(":")
         try:
-            name, cores = parts[0], int(parts[1])
+            name, cores = parts[0], int(parts[1]) if len(parts[1]) < 12 else 0
             speed = float(parts[2]) if len(parts) > 2 and parts[2] else 1.0
             policy = parts[3] if len(parts) > 3 else "conservative"
         except (IndexError, ValueError):
             raise click.BadParameter(f"{value!r}: write NAME:CORES[:SPEED[:POLICY]], e.g. zegox:576:1.2:easy") from None
-        if policy not in POLICIES or cores < 1 or not (0 < speed < float("inf")):
-            raise click.BadParameter(f"{value!r}: cores >= 1, speed > 0, policy one of {', '.join(POLICIES)}")
+        if policy not in POLICIES or not 1 <= cores <= 10**9 or not (1e-6 <= speed <= 1e6):
+            raise click.BadParameter(f"{value!r}: cores from 1 to 10^9, speed from 1e-6 to 1e6, "
+                                     f"policy one of {', '.join(POLICIES)}")
         clusters.append(Cluster(name, cores, speed, policy))
     if not clusters:
         raise click.BadParameter("give at least one --cluster")
     return clusters
+
+
+def _period(ctx, param, value: float) -> float:
+    """0 (no periodic rounds) or at least a second: a tiny period never lets time advance."""
+    if 0 < value < 1:
+        raise click.BadParameter(f"{value!r}: give 0 (no periodic rounds) or at least 1 second")
+    return value
 
 
 @click.command("grid")
@@ -40,17 +50,17 @@ def _cluster(ctx, param, values: tuple[str, ...]) -> list[Cluster]:
               help="Move waiting jobs between clusters: regular (if it gains > margin) or all-cancel.")
 @click.option("--heuristic", type=click.Choice(HEURISTICS), default="mct", show_default=True,
               help="Order in which waiting jobs are considered for reallocation.")
-@click.option("--period", type=click.FloatRange(min=0), default=3600.0, show_default=True,
-              help="Seconds between reallocation rounds (0: only the --early-end trigger).")
+@click.option("--period", type=Finite(min=0, max=1e9), default=3600.0, show_default=True, callback=_period,
+              help="Seconds between reallocation rounds, >= 1 (0: only the --early-end trigger).")
 @click.option("--early-end", is_flag=True, help="Also reallocate whenever a job ends before its estimate.")
 @click.option("--recompute", is_flag=True,
               help="Offline heuristics as in seed 004: recompute every job's ECTs after each pick (slower).")
-@click.option("--margin", type=click.FloatRange(min=0), default=60.0, show_default=True,
+@click.option("--margin", type=Finite(min=0, max=1e9), default=60.0, show_default=True,
               help="Move only when new ECT + margin < old ECT (seconds).")
 @click.option("--exact", is_flag=True, help="Give the schedulers exact walltimes instead of the requests.")
-@click.option("--load", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
+@click.option("--load", type=Finite(min=1e-6, max=1e6), default=1.0, show_default=True,
               help="Divide submit times by this (2 = arrivals twice as dense).")
-@click.option("--first", "first_n", type=click.IntRange(1), default=None, help="Only the first N jobs.")
+@click.option("--first", "first_n", type=click.IntRange(1, INT64_MAX), default=None, help="Only the first N jobs.")
 @click.option("--dry-run", is_flag=True, help="List the moves reallocation would make, without making them "
               "(for all-cancel: the moves the regular algorithm would make).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
@@ -102,7 +112,7 @@ def grid_cmd(traces: tuple[Path, ...], clusters: list[Cluster], dispatch: str, r
 
 def _print_grid(doc: dict, dry_run: bool, console) -> None:
     base = doc["without_reallocation"]
-    console.print(f"{base['jobs']:,} jobs over " + ", ".join(f"{c['name']} ({c['cores']} cores, ×{c['speed']:g}, "
+    console.print(f"{base['jobs']:,} jobs over " + ", ".join(f"{m(c['name'])} ({c['cores']} cores, ×{c['speed']:g}, "
                                                                  f"{c['policy']})" for c in doc["clusters"])
                   + f"; dispatch {base['dispatcher']}; load ×{doc['load']:g}")
     table = Table()
@@ -112,7 +122,7 @@ def _print_grid(doc: dict, dry_run: bool, console) -> None:
     if "with_reallocation" in doc and not dry_run:
         rows.append(("with reallocation", doc["with_reallocation"]))
     for label, s in rows:
-        table.add_row(label, " / ".join(f"{v:,}" for v in s["per_cluster"].values()), f"{s['wait']['mean']:,.0f}",
+        table.add_row(label, m(" / ".join(f"{v:,}" for v in s["per_cluster"].values())), f"{s['wait']['mean']:,.0f}",
                       f"{s['response']['mean']:,.0f}", f"{s['bsld_60']['mean']:.2f}", f"{s['moves']:,}")
     console.print(table)
     if "comparison" in doc:
@@ -126,9 +136,9 @@ def _print_grid(doc: dict, dry_run: bool, console) -> None:
         t = Table(title=f"{len(moves)} move(s) reallocation would make (not made)", title_justify="left")
         for col in ("time s", "job", "from", "to", "old ECT s", "new ECT s", "gain s"):
             t.add_column(col, justify="right")
-        for m in moves[:50]:
-            t.add_row(f"{m['time']:,.0f}", str(m["job"]), m["source"], m["target"], f"{m['old_ect']:,.0f}",
-                      f"{m['new_ect']:,.0f}", f"{m['old_ect'] - m['new_ect']:,.0f}")
+        for mv in moves[:50]:
+            t.add_row(f"{mv['time']:,.0f}", str(mv["job"]), m(mv["source"]), m(mv["target"]), f"{mv['old_ect']:,.0f}",
+                      f"{mv['new_ect']:,.0f}", f"{mv['old_ect'] - mv['new_ect']:,.0f}")
         console.print(t)
         if len(moves) > 50:
             console.print(f"[dim]… {len(moves) - 50} more (use --json for all)[/dim]")
@@ -140,11 +150,11 @@ def scenario_group() -> None:
 
 
 @scenario_group.command("seed004")
-@click.option("--load", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
+@click.option("--load", type=Finite(min=1e-6, max=1e6), default=1.0, show_default=True,
               help="Divide submit times by this (denser arrivals, longer queues).")
-@click.option("--period", type=click.FloatRange(min=0, min_open=True), default=3600.0, show_default=True,
+@click.option("--period", type=Finite(min=1, max=1e9), default=3600.0, show_default=True,
               help="Seconds between reallocation rounds.")
-@click.option("--first", "first_n", type=click.IntRange(1), default=None, help="Only the first N jobs.")
+@click.option("--first", "first_n", type=click.IntRange(1, INT64_MAX), default=None, help="Only the first N jobs.")
 @click.option("--workers", type=click.IntRange(1, 64), default=2, show_default=True, help="Runs in parallel.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def seed004_cmd(load: float, period: float, first_n: int | None, workers: int, as_json: bool) -> None:

@@ -16,16 +16,19 @@ from rich.console import Console
 from rich.table import Table
 
 from resel.cli_common import fail_cleanly as _fail_cleanly
+from resel.cli_common import CORES, INT64_MAX, Finite
 from resel.cli_common import print_json as _print_json
 from resel.errors import ReselError
 from resel.models import history as wh
 from resel.models.qbets import min_history
+from resel.safe_text import markup as m
+from resel.safe_text import terminal
 from resel.store import default_path, open_store
 
 db_option = click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
                          help="Run store (default: $RESEL_DB or ~/.local/share/resel/resel.db).")
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
-_unit = click.FloatRange(0, 1, min_open=True, max_open=True)
+_unit = Finite(0, 1, min_open=True, max_open=True)
 
 
 def _console() -> Console:
@@ -76,8 +79,8 @@ def history_group() -> None:
                    "command {command, stdout}. The kind is detected from the content.")
 @click.option("--swf", "swf_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="A Standard Workload Format trace (field 3 = wait, 9 = requested time).")
-@click.option("--limit", type=click.IntRange(1), default=None, help="SWF: import at most N jobs.")
-@click.option("--cores-if-unknown", "default_cores", type=click.IntRange(1), default=None,
+@click.option("--limit", type=click.IntRange(1, INT64_MAX), default=None, help="SWF: import at most N jobs.")
+@click.option("--cores-if-unknown", "default_cores", type=CORES, default=None,
               help="sacct: cores to assume for jobs without a CPU column (default: skip them).")
 @db_option
 @json_option
@@ -95,25 +98,25 @@ def import_cmd(site, sacct_file, swf_file, limit, default_cores, db_path, as_jso
     """
     if (sacct_file is None) == (swf_file is None):
         raise click.UsageError("give exactly one of --sacct FILE or --swf FILE")
+    db = open_store(db_path)    # a store that cannot take the waits fails before the file is read
     if sacct_file is not None:
         got = wh.records_from_sacct_file(sacct_file, site, default_cores=default_cores)
     else:
         got = wh.records_from_swf(swf_file, site, limit=limit)
-    db = open_store(db_path)
     new = wh.save_records(db, got.records)
     if as_json:
         _print_json({"site": site, "file": str(sacct_file or swf_file), "read": len(got.records), "new": new,
                      "skipped": dict(got.skipped)})
         return
-    click.echo(f"{site}: {got.describe()}; {new} new, {len(got.records) - new} already stored "
-               f"(in {db_path or default_path()})")
+    click.echo(terminal(f"{site}: {got.describe()}; {new} new, {len(got.records) - new} already stored "
+                        f"(in {db_path or default_path()})"))
 
 
 @history_group.command("show", context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--site", default=None, help="Only this site (default: every site with history).")
-@click.option("--cores", type=click.IntRange(1), default=None,
+@click.option("--cores", type=CORES, default=None,
               help="Bound for a job of this many cores (with --walltime: of that shape).")
-@click.option("--walltime", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--walltime", type=Finite(min=0, min_open=True, max=1e12), default=None,
               help="Requested walltime in seconds of the job to bound (needs --cores).")
 @click.option("--quantile", type=_unit, default=0.95, show_default=True,
               help="Share of jobs that should start within the bound.")
@@ -138,7 +141,7 @@ def show_cmd(site, cores, walltime, quantile, confidence, alarm, db_path, as_jso
     """
     if walltime is not None and cores is None:
         raise click.UsageError("--walltime needs --cores: the bound is for a job shape")
-    history = wh.load_history(open_store(db_path), site)
+    history = wh.load_history(open_store(db_path, write=False), site)
     if not len(history):
         where = f" for {site}" if site else ""
         raise ReselError(f"no wait history{where} in {db_path or default_path()}: import some with "
@@ -152,12 +155,12 @@ def show_cmd(site, cores, walltime, quantile, confidence, alarm, db_path, as_jso
             _print_json({"cores": cores, "walltime": walltime, "bounds": [b.as_dict() for b in bounds]})
             return
         shape = wh.shape_class(cores, walltime) if walltime is not None else f"{wh.cores_class(cores)}c, any walltime"
-        t = Table(title=f"{head}, {cores}-core job ({shape})", title_justify="left")
+        t = Table(title=f"{head}, {cores}-core job ({m(shape)})", title_justify="left")
         for col in ("site", "bound", "from", "waits used", "change points", "note"):
             t.add_column(col, justify="right" if col in ("bound", "waits used", "change points") else "left")
         for b in bounds:
-            t.add_row(b.site, duration(b.seconds), f"{b.group} ({b.level})" if b.level else "—", str(b.n),
-                      str(b.change_points), b.reason)
+            t.add_row(m(b.site), duration(b.seconds), m(f"{b.group} ({b.level})") if b.level else "—", str(b.n),
+                      str(b.change_points), m(b.reason))
         _console().print(t)
         return
     rows = history.summary(site, quantile, confidence, alarm)
@@ -169,7 +172,7 @@ def show_cmd(site, cores, walltime, quantile, confidence, alarm, db_path, as_jso
     for col in ("site", "shape", "waits", "median wait", "bound", "waits used", "change points"):
         t.add_column(col, justify="left" if col in ("site", "shape") else "right")
     for r in rows:
-        t.add_row(r.site, r.shape, str(r.n), duration(r.median_wait), duration(r.bound), str(r.used),
+        t.add_row(m(r.site), m(r.shape), str(r.n), duration(r.median_wait), duration(r.bound), str(r.used),
                   str(r.change_points))
     _console().print(t)
 
@@ -177,7 +180,7 @@ def show_cmd(site, cores, walltime, quantile, confidence, alarm, db_path, as_jso
 @history_group.command("fetch", context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--sites", "sites_file", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="Sites file with live Slurm sites; each one's accounting is asked.")
-@click.option("--days", type=click.FloatRange(min=0, min_open=True), default=30.0, show_default=True,
+@click.option("--days", type=Finite(min=0, min_open=True, max=36500), default=30.0, show_default=True,
               help="How far back to read (sacct -S).")
 @click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Run store (default: $RESEL_DB or ~/.local/share/resel/resel.db).")
@@ -223,10 +226,10 @@ def fetch_cmd(sites_file: Path, days: float, db_path: Path | None, as_json: bool
         return
     for r in rows:
         if r["problem"]:
-            click.echo(f"{r['site']}: nothing imported — {r['problem']}")
+            click.echo(terminal(f"{r['site']}: nothing imported — {r['problem']}"))
         else:
-            click.echo(f"{r['site']}: {r['read']} wait(s) read, {r['new']} new"
-                       + (f", skipped {r['skipped']}" if r["skipped"] else ""))
+            click.echo(terminal(f"{r['site']}: {r['read']} wait(s) read, {r['new']} new"
+                                + (f", skipped {r['skipped']}" if r["skipped"] else "")))
 
 
 def register(cli: click.Group) -> None:

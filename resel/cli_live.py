@@ -17,9 +17,12 @@ from rich.live import Live
 from rich.table import Table
 
 from resel.config import LIVE_KINDS, load_bag, load_sites
-from resel.errors import ReselError
+from resel.cli_common import RUN_ID, SEED, Finite
+from resel.errors import ReselError, StoreError
+from resel.limits import check_task_count
 from resel.live import Coordinator, LiveOptions
 from resel.live_view import replayed_engine, snapshot, table
+from resel.safe_text import markup as m
 from resel.selection import Strategy
 from resel.store import default_path, open_store
 
@@ -38,25 +41,39 @@ def _live_sites(sites_file: Path):
     return site_list
 
 
+def readable_run(store, run_id: int):
+    """The run's engine rebuilt from its stored events (as ``status`` shows it), or a StoreError
+    saying the run cannot be read back — before ``--resume`` or ``cancel`` touch any site.
+
+    Stored rows are data another program (or a newer resel, or a damaged disk) may have written:
+    a missing key, a field this version does not know, text that is not JSON.
+    """
+    try:
+        return replayed_engine(store, run_id)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise StoreError(f"run {run_id} cannot be read back from the store ({type(exc).__name__}: {exc}): "
+                         "the store is damaged, or the run was written by another resel version") from None
+
+
 @click.command("run")
 @click.argument("bag_file", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--sites", "sites_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Sites file with live sites (kind = \"slurm\", an [site.access] table each).")
 @click.option("--strategy", default="model+reselect", show_default=True,
               help="Initial selection (random, model, topk:K, queue) with or without +reselect.")
-@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--seed", default=0, show_default=True, type=SEED)
 @click.option("--clock", type=click.Choice(["base", "avg", "probed"]), default="base", show_default=True,
               help="Site clock LIM predicts with: base, measured avg from the sites file, or the latest "
                    "`resel sites probe` of each site (falls back to the sites file).")
-@click.option("--poll", default=2.0, show_default=True, type=click.FloatRange(0.05),
+@click.option("--poll", default=2.0, show_default=True, type=Finite(0.05, 3600),
               help="Seconds between two polls of every site.")
 @click.option("--perf", is_flag=True, help="Run every task under `perf stat` and store its counters.")
-@click.option("--task-timeout", type=click.FloatRange(1), default=None, help="Kill an attempt after this many seconds.")
-@click.option("--resume", "resume_id", type=int, default=None, help="Carry on run RUN after a crash (no BAG needed).")
+@click.option("--task-timeout", type=Finite(1, 1e9), default=None, help="Kill an attempt after this many seconds.")
+@click.option("--resume", "resume_id", type=RUN_ID, default=None, help="Carry on run RUN after a crash (no BAG needed).")
 @click.option("--dry-run", is_flag=True, help="Show the plan (as `resel plan`: start estimates, T̂x, chosen sites); submit nothing.")
 @click.option("--estimate", type=click.Choice(["auto", "history", "twin", "scheduler"]), default="auto", show_default=True,
               help="Queue-aware strategy: which start estimate ranks the sites (see `resel plan`).")
-@click.option("--max-time", type=click.FloatRange(1), default=None, help="Give up (and cancel everything) after this many seconds.")
+@click.option("--max-time", type=Finite(1, 1e9), default=None, help="Give up (and cancel everything) after this many seconds.")
 @click.option("--progress/--no-progress", default=None, help="Live table (default: on a terminal).")
 @click.option("--db", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Run store (SQLite). Default: $RESEL_DB or ~/.local/share/resel/resel.db.")
@@ -85,16 +102,18 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
     try:
         store = open_store(db)
         if resume_id is not None:
+            readable_run(store, resume_id)
             coord = Coordinator.resume(store, resume_id, open_site)
         else:
             if bag_file is None or sites_file is None:
                 raise click.UsageError("give BAG_FILE and --sites FILE (or --resume RUN)")
             bag, site_list = load_bag(bag_file), _live_sites(sites_file)
+            check_task_count(bag.count, f"{bag_file}: bag.count")
             Strategy.parse(strategy)
             if clock == "probed":
                 from resel.site_probe import probed_sites
                 site_list, probed = probed_sites(store, site_list)
-                c.err.print(f"probed clocks: {probed or 'none stored; using the sites file'}", soft_wrap=True)
+                c.err.print(f"probed clocks: {m(probed or 'none stored; using the sites file')}", soft_wrap=True)
                 clock = "avg"
             options = LiveOptions(strategy=strategy, seed=seed, clock=clock, poll=poll, perf=perf,
                                   task_timeout=task_timeout, estimate=estimate)
@@ -105,8 +124,8 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
                 return
             coord = Coordinator.start(store, bag, site_list, options, open_site,
                                       bag_file=str(bag_file.resolve()), sites_file=str(sites_file.resolve()))
-        c.err.print(f"run {coord.run_id}: {coord.bag.count} tasks on {', '.join(s.name for s in coord.sites)} "
-                    f"(store {db or default_path()}; resume with `resel run --resume {coord.run_id}`)", soft_wrap=True)
+        c.err.print(f"run {coord.run_id}: {coord.bag.count} tasks on {m(', '.join(s.name for s in coord.sites))} "
+                    f"(store {m(db or default_path())}; resume with `resel run --resume {coord.run_id}`)", soft_wrap=True)
         show = sys.stderr.isatty() if progress is None else progress
         signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
         try:
@@ -140,7 +159,7 @@ def _snap(coord: Coordinator):
 
 
 @click.command("status")
-@click.argument("run_id", type=int, required=False)
+@click.argument("run_id", type=RUN_ID, required=False)
 @click.option("--db", type=click.Path(dir_okay=False, path_type=Path), default=None)
 @click.option("--json", "as_json", is_flag=True)
 def status_cmd(run_id: int | None, db: Path | None, as_json: bool) -> None:
@@ -152,13 +171,13 @@ def status_cmd(run_id: int | None, db: Path | None, as_json: bool) -> None:
     """
     c = _cli()
     try:
-        store = open_store(db)
+        store = open_store(db, write=False)
         if run_id is None:
             rows = list(store.query("select id from runs where mode = 'live' order by id desc limit 1"))
             if not rows:
                 raise ReselError("no live run in the store yet (start one with `resel run`)")
             run_id = rows[0]["id"]
-        engine, run = replayed_engine(store, run_id)
+        engine, run = readable_run(store, run_id)
         last = list(store.query("select max(time) as t from events where run_id = ?", [run_id]))[0]["t"] or 0.0
         elapsed = (run["ttc_wkd"] if run["status"] == "done" and run["ttc_wkd"] is not None
                    else max(last, time.time() - run["t0"] if run["status"] == "running" else last))
@@ -175,7 +194,7 @@ def status_cmd(run_id: int | None, db: Path | None, as_json: bool) -> None:
 
 
 @click.command("cancel")
-@click.argument("run_id", type=int)
+@click.argument("run_id", type=RUN_ID)
 @click.option("--db", type=click.Path(dir_okay=False, path_type=Path), default=None)
 @click.option("--json", "as_json", is_flag=True)
 def cancel_cmd(run_id: int, db: Path | None, as_json: bool) -> None:
@@ -196,6 +215,7 @@ def cancel_cmd(run_id: int, db: Path | None, as_json: bool) -> None:
             raise ReselError(f"run {run_id} is already cancelled")
         if rows:
             store["runs"].update(run_id, {"status": "cancelling"})   # a running coordinator stops
+        readable_run(store, run_id)
         coord = Coordinator.resume(store, run_id, open_site, to_cancel=True)
         try:
             left = coord.cancel_everything()
@@ -204,7 +224,7 @@ def cancel_cmd(run_id: int, db: Path | None, as_json: bool) -> None:
         if as_json:
             c._print_json({"run": run_id, "cancelled": not left, "left": left})
         elif left:
-            c.err.print(f"run {run_id}: could not cancel: {', '.join(left)}")
+            c.err.print(f"run {run_id}: could not cancel: {m(', '.join(left))}")
         else:
             c.out.print(f"run {run_id} cancelled; no pilot of it is left on any site")
         if left:
@@ -237,19 +257,19 @@ def check_cmd(sites_file: Path, as_json: bool) -> None:
     if as_json:
         c._print_json({"sites": rows})
     else:
-        t = Table(title=f"sites in {sites_file}", title_justify="left")
+        t = Table(title=f"sites in {m(sites_file)}", title_justify="left")
         for col in ("site", "reachable", "scheduler", "partitions", "free/total cores", "pilot start", "CPU", "GHz", "error"):
             t.add_column(col)
         for r in rows:
             cpu = r.get("cpu") or {}
             est = r.get("start_estimate_s")
-            t.add_row(r["site"], "yes" if r["reachable"] else "no",
-                      f"{r.get('scheduler') or '—'} {r.get('version') or ''}".strip(),
-                      ", ".join(p["name"] for p in r.get("partitions") or []) or "—",
+            t.add_row(m(r["site"]), "yes" if r["reachable"] else "no",
+                      m(f"{r.get('scheduler') or '—'} {r.get('version') or ''}".strip()),
+                      m(", ".join(p["name"] for p in r.get("partitions") or []) or "—"),
                       "—" if r.get("total_cores") is None else f"{r['free_cores']}/{r['total_cores']}",
                       "—" if est is None else f"in {est:,.0f} s",
-                      str(cpu.get("model") or "—"), "—" if not cpu.get("mhz") else f"{cpu['mhz'] / 1000:.2f}",
-                      r.get("error") or "")
+                      m(cpu.get("model") or "—"), "—" if not cpu.get("mhz") else f"{cpu['mhz'] / 1000:.2f}",
+                      m(r.get("error") or ""))
         c.out.print(t)
     if any(not r["reachable"] or r.get("error") for r in rows):
         sys.exit(1)
@@ -258,7 +278,7 @@ def check_cmd(sites_file: Path, as_json: bool) -> None:
 @click.command("status")
 @click.option("--sites", "sites_file", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="Sites file with live sites (Slurm, PBS, HTCondor).")
-@click.option("--timeout", default=30.0, show_default=True, type=click.FloatRange(1),
+@click.option("--timeout", default=30.0, show_default=True, type=Finite(1, 1e6),
               help="Seconds to wait for a site before showing it as not answering.")
 @click.option("--json", "as_json", is_flag=True)
 def sites_status_cmd(sites_file: Path, timeout: float, as_json: bool) -> None:
@@ -297,15 +317,15 @@ def sites_status_cmd(sites_file: Path, timeout: float, as_json: bool) -> None:
     if as_json:
         c._print_json({"sites": rows})
     else:
-        t = Table(title=f"availability of the sites in {sites_file}", title_justify="left")
+        t = Table(title=f"availability of the sites in {m(sites_file)}", title_justify="left")
         for col in ("site", "kind", "scheduler", "free/total cores", "running jobs", "pending jobs", "s", "error"):
             t.add_column(col)
         for r in rows:
-            t.add_row(r["site"], r["kind"], f"{r['scheduler'] or '—'} {r['version'] or ''}".strip(),
+            t.add_row(m(r["site"]), m(r["kind"]), m(f"{r['scheduler'] or '—'} {r['version'] or ''}".strip()),
                       "—" if r["total_cores"] is None else f"{r['free_cores']}/{r['total_cores']}",
                       "—" if r["running_jobs"] is None else str(r["running_jobs"]),
                       "—" if r["pending_jobs"] is None else str(r["pending_jobs"]),
-                      "—" if r["seconds"] is None else f"{r['seconds']:.2f}", r["error"] or "")
+                      "—" if r["seconds"] is None else f"{r['seconds']:.2f}", m(r["error"] or ""))
         c.out.print(t)
     if any(r["error"] for r in rows):
         sys.exit(1)
@@ -314,7 +334,7 @@ def sites_status_cmd(sites_file: Path, timeout: float, as_json: bool) -> None:
 @click.command("probe")
 @click.option("--sites", "sites_file", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="Sites file with live sites.")
-@click.option("--timeout", default=300.0, show_default=True, type=click.FloatRange(10),
+@click.option("--timeout", default=300.0, show_default=True, type=Finite(10, 1e6),
               help="Seconds to wait for a site's probe pilot to start and report.")
 @click.option("--db", type=click.Path(dir_okay=False, path_type=Path), default=None)
 @click.option("--json", "as_json", is_flag=True)
@@ -344,14 +364,14 @@ def sites_probe_cmd(sites_file: Path, timeout: float, db: Path | None, as_json: 
     if as_json:
         c._print_json({"probes": rows})
     else:
-        t = Table(title=f"probes of the sites in {sites_file} (stored in site_probes)", title_justify="left")
+        t = Table(title=f"probes of the sites in {m(sites_file)} (stored in site_probes)", title_justify="left")
         for col in ("site", "host", "CPU", "clock GHz", "how", "reference task-clock s", "queue wait s", "error"):
             t.add_column(col)
         for r in rows:
-            t.add_row(r["site"], r["host"] or "—", r["cpu_model"] or "—",
-                      "—" if r["clock_ghz"] is None else f"{r['clock_ghz']:.3f}", r["clock_method"] or "—",
+            t.add_row(m(r["site"]), m(r["host"] or "—"), m(r["cpu_model"] or "—"),
+                      "—" if r["clock_ghz"] is None else f"{r['clock_ghz']:.3f}", m(r["clock_method"] or "—"),
                       "—" if r["task_clock_s"] is None else f"{r['task_clock_s']:.3f}",
-                      "—" if r["wait_s"] is None else f"{r['wait_s']:.1f}", r["error"] or "")
+                      "—" if r["wait_s"] is None else f"{r['wait_s']:.1f}", m(r["error"] or ""))
         c.out.print(t)
     if any(r["error"] for r in rows):
         sys.exit(1)

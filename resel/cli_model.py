@@ -13,18 +13,20 @@ from pathlib import Path
 
 import click
 
+from resel.cli_common import Finite
 from resel.errors import ModelError, ReselError
 from resel.models import calibration as cal
 from resel.models.lim import SiteRate, site_rates
-from resel.store import _clean, open_store
+from resel.safe_text import terminal
+from resel.store import _clean, open_store, stored_json
 
 db_option = click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
                          help="Run store (default: $RESEL_DB or ~/.local/share/resel/resel.db).")
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 
 
-def _open(db_path):
-    return open_store(db_path)   # migrations create model_fits
+def _open(db_path, write: bool = True):
+    return open_store(db_path, write=write)   # migrations create model_fits
 
 
 def _runs_arg(value: str | None) -> list[int] | None:
@@ -47,7 +49,7 @@ def latest_fit(db) -> dict:
         raise ReselError("no model fit in the store: run `resel model fit` first")
     row = dict(rows[0])
     for k in ("runs", "fit", "lim", "evaluation"):
-        row[k] = json.loads(row[k]) if row[k] else None
+        row[k] = stored_json(row[k], f"model_fits.{k} of fit {row['id']}")
     return row
 
 
@@ -55,7 +57,7 @@ def _echo_fit(fits: dict) -> None:
     click.echo(f"{'site':<16}{'kappa':>8}{'clock_eff GHz':>15}{'IPC':>8}{'f GHz':>8}{'s/instr':>12}{'n':>6}"
                f"{'perf':>6}  methods")
     for s, f in fits.items():
-        click.echo(f"{s:<16}{_g(f['kappa'], '.3f'):>8}{_g(f['clock_ghz_eff'], '.3f'):>15}{_g(f['ipc'], '.2f'):>8}"
+        click.echo(f"{terminal(s):<16}{_g(f['kappa'], '.3f'):>8}{_g(f['clock_ghz_eff'], '.3f'):>15}{_g(f['ipc'], '.2f'):>8}"
                    f"{_g(f['clock_ghz'], '.2f'):>8}{_g(f['rate_s_per_instr'], '.4g'):>12}{f['n']:>6}"
                    f"{f['n_counted']:>6}  {', '.join(f'{k}×{v}' for k, v in f['methods'].items())}")
 
@@ -65,7 +67,7 @@ def _echo_eval(ev: dict | None, holdout: str) -> None:
         click.echo(f"held-out evaluation: none ({holdout})")
         return
     click.echo(f"held-out evaluation ({holdout}; {ev['n']} task(s)"
-               + (f"; LIM fallback for {', '.join(ev['fallback'])}" if ev["fallback"] else "") + "):")
+               + (f"; LIM fallback for {terminal(', '.join(ev['fallback']))}" if ev["fallback"] else "") + "):")
     click.echo(f"  {'':<12}{'MAPE %':>10}{'tau-b':>8}{'|W^-W| mean s':>15}{'max s':>10}{'sign errors':>13}")
     for name in ("lim", "calibrated"):
         s = ev[name]
@@ -89,7 +91,7 @@ def model_group() -> None:
 @model_group.command("fit")
 @db_option
 @click.option("--runs", "runs_opt", default=None, help="Live runs to learn from, e.g. 1,2 (default: all).")
-@click.option("--holdout", type=click.FloatRange(0, 1, max_open=True), default=0.25, show_default=True,
+@click.option("--holdout", type=Finite(0, 1, max_open=True), default=0.25, show_default=True,
               help="Share held out for evaluation: the latest runs, or every k-th task of a single run.")
 @click.option("--label", "baseline_label", default=None,
               help="Take the baseline instruction count from `resel profile --label` rows instead of the bag.")
@@ -152,7 +154,7 @@ def show_cmd(db_path, as_json) -> None:
       resel model show --json
     """
     try:
-        row = latest_fit(_open(db_path))
+        row = latest_fit(_open(db_path, write=False))
     except ReselError as exc:
         raise click.ClickException(str(exc)) from None
     if as_json:
@@ -183,7 +185,7 @@ def predict_cmd(bag, sites_file, db_path, as_json) -> None:
     """
     from resel.config import load_bag, load_sites
     try:
-        row = latest_fit(_open(db_path))
+        row = latest_fit(_open(db_path, write=False))
         b = load_bag(bag)
         if sites_file:
             lim = site_rates(load_sites(sites_file), "base")
@@ -203,7 +205,7 @@ def predict_cmd(bag, sites_file, db_path, as_json) -> None:
         click.echo(json.dumps(_clean({"bag": b.name, "instructions": instr, "fit_id": row["id"], "sites": out}),
                               indent=2))
         return
-    click.echo(f"{b.name}: {instr:.4g} instructions per task (fit {row['id']})")
+    click.echo(f"{terminal(b.name)}: {instr:.4g} instructions per task (fit {row['id']})")
     click.echo(f"{'site':<16}{'T^x s':>12}{'LIM s':>12}  source")
     for r in out:
-        click.echo(f"{r['site']:<16}{_g(r['tx'], '.4g'):>12}{_g(r['lim_tx'], '.4g'):>12}  {r['source']}")
+        click.echo(f"{terminal(r['site']):<16}{_g(r['tx'], '.4g'):>12}{_g(r['lim_tx'], '.4g'):>12}  {r['source']}")

@@ -10,6 +10,9 @@ import click
 from rich.table import Table
 
 from resel.errors import ReselError
+from resel.cli_common import SEED, Finite
+from resel.safe_text import markup as m
+from resel.safe_text import terminal
 
 
 def _cli():
@@ -32,7 +35,7 @@ def _load_history(db_path: Path | None):
     try:
         from resel.models.history import load_history
         from resel.store import open_store
-        return load_history(open_store(db_path)), None
+        return load_history(open_store(db_path, write=False)), None
     except Exception as exc:   # noqa: BLE001 - no history is a note, not a failure
         return None, str(exc).strip() or type(exc).__name__
 
@@ -46,13 +49,13 @@ def _load_history(db_path: Path | None):
                    "any other strategy (model+reselect, …) is planned the same way.")
 @click.option("--estimate", "source", type=click.Choice(["auto", "history", "twin", "scheduler"]), default="auto",
               show_default=True, help="Which start estimate ranks the sites; auto = twin, else history bound, else scheduler.")
-@click.option("--quantile", type=click.FloatRange(0.5, 0.999), default=0.95, show_default=True,
+@click.option("--quantile", type=Finite(0.5, 0.999), default=0.95, show_default=True,
               help="History bound: the fraction of past pilots that started within it.")
-@click.option("--confidence", type=click.FloatRange(0.5, 0.999), default=0.95, show_default=True,
+@click.option("--confidence", type=Finite(0.5, 0.999), default=0.95, show_default=True,
               help="History bound: the confidence that the quantile is below the bound.")
 @click.option("--clock", type=click.Choice(["base", "avg"]), default="base", show_default=True,
               help="Site clock LIM predicts T̂x with.")
-@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--seed", default=0, show_default=True, type=SEED)
 @click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Store with the wait history (default: $RESEL_DB or ~/.local/share/resel/resel.db).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
@@ -87,7 +90,9 @@ def plan_cmd(bag_file: Path, sites_file: Path, strategy: str, source: str, quant
 def show_plan(bag, site_list, *, strategy: str, source: str, quantile: float, confidence: float, clock: str,
               seed: int, db_path: Path | None, as_json: bool) -> None:
     """Probe, plan and print (``resel plan`` and ``resel run --dry-run``)."""
+    from resel.limits import check_task_count
     from resel.plan import plan
+    check_task_count(bag.count, f"{bag.source}: bag.count")
     c = _cli()
     history, why = _load_history(db_path)
     doc = plan(bag, site_list, strategy=strategy, source=source, quantile=quantile, confidence=confidence,
@@ -97,7 +102,7 @@ def show_plan(bag, site_list, *, strategy: str, source: str, quantile: float, co
     if as_json:
         c._print_json(doc)
         return
-    t = Table(title=f"plan for {bag.count} × {bag.name} ({doc['strategy']}, ranked by {source}); nothing submitted\n"
+    t = Table(title=f"plan for {bag.count} × {m(bag.name)} ({m(doc['strategy'])}, ranked by {source}); nothing submitted\n"
                     "start estimates are for the pilot the plan asks for (every size: --json, 'menu'); "
                     "bag alone = predicted TTC of the whole bag on that site; share done = when its tasks would be",
               title_justify="left")
@@ -115,10 +120,10 @@ def show_plan(bag, site_list, *, strategy: str, source: str, quantile: float, co
             text = _dur(shown[f"{name}_s"])
             marks[name] = f"[bold]{text}[/bold]" if used == name else text
         pilot_cores = shown.get("cores", r["pilot_cores"])
-        t.add_row(r["site"], cores, f"{pilot_cores} c × {_dur(r['walltime'])}", marks["history"], marks["twin"],
+        t.add_row(m(r["site"]), cores, f"{pilot_cores} c × {_dur(r['walltime'])}", marks["history"], marks["twin"],
                   marks["scheduler"], _dur(r["tx"]), _dur(r["ttc_s"]), str(r["tasks"]),
                   ", ".join(map(str, r["pilots"])) or "—", _dur(r["finish_s"]) if r["tasks"] else "—",
-                  r["role"] or ("unreachable" if r["error"] else ""))
+                  m(r["role"] or ("unreachable" if r["error"] else "")))
         if r["error"]:
             notes.append(f"{r['site']}: unreachable — {r['error']}")
         else:
@@ -132,9 +137,9 @@ def show_plan(bag, site_list, *, strategy: str, source: str, quantile: float, co
         c.out.print(f"  predicted TTC of this plan: {_dur(doc['predicted_ttc_s'])} "
                     f"(each origin's chosen pilot size: its start estimate + its waves of T̂x)", markup=False)
     for n in notes:
-        c.out.print(f"  {n}", markup=False, highlight=False)
+        c.out.print(f"  {terminal(n)}", markup=False, highlight=False)
     if why:
-        c.out.print(f"  history: not used ({why})", markup=False)
+        c.out.print(f"  history: not used ({terminal(why)})", markup=False)
     if doc["problem"]:
         raise ReselError(doc["problem"])
 

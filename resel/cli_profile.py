@@ -11,6 +11,8 @@ from rich.console import Console
 from rich.table import Table
 
 from resel.errors import ReselError
+from resel.cli_common import Finite
+from resel.safe_text import markup as m
 from resel.probes.profile import ProfileSummary, profile, save
 from resel.store import _clean, open_store
 
@@ -27,26 +29,26 @@ def _table(summary: ProfileSummary) -> Table:
     cpu = summary.cpu
     clocks = ", ".join(f"{k} {getattr(cpu, k):.3f} GHz ({cpu.methods.get(k)})"
                        for k in ("base_ghz", "max_ghz") if getattr(cpu, k) is not None) or "clocks unknown"
-    t = Table(title=f"{summary.label} — {len(summary.runs)} run(s) on {summary.host}: {cpu.model or '?'}; {clocks}")
+    t = Table(title=m(f"{summary.label} — {len(summary.runs)} run(s) on {summary.host}: {cpu.model or '?'}; {clocks}"))
     t.add_column("figure")
     t.add_column("mean", justify="right")
     t.add_column("± std", justify="right")
     t.add_column("n", justify="right")
     t.add_column("method")
     for name, s in summary.stats.items():
-        t.add_row(f"{name} {_UNITS[name]}".strip(), _fmt(s.mean), _fmt(s.std), str(s.n), s.method or "not measured")
+        t.add_row(f"{name} {_UNITS[name]}".strip(), _fmt(s.mean), _fmt(s.std), str(s.n), m(s.method or "not measured"))
     statuses = sorted({r.exit_status for r in summary.runs}, key=lambda x: (x is None, x))
     t.caption = f"exit status: {', '.join(str(s) for s in statuses)}"
     return t
 
 
 @click.command("profile", context_settings={"ignore_unknown_options": True})
-@click.option("--repeat", type=click.IntRange(1), default=1, show_default=True, help="Runs of the command.")
+@click.option("--repeat", type=click.IntRange(1, 10_000), default=1, show_default=True, help="Runs of the command.")
 @click.option("--label", default=None, help="Name stored with the runs (default: the command line).")
 @click.option("--reduced", default=None,
               help="A smaller problem for callgrind when perf cannot count instructions, as one "
                    "quoted command line (split like a shell would, but never run by one).")
-@click.option("--scale", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--scale", type=Finite(min=0, min_open=True, max=1e12), default=None,
               help="instructions(full) = instructions(--reduced) × SCALE, e.g. the ratio of GROMACS nsteps.")
 @click.option("--no-callgrind", is_flag=True, help="Do not fall back to valgrind for instruction counts.")
 @click.option("--app-log", default=None, type=click.Path(dir_okay=False),
@@ -76,9 +78,9 @@ def profile_cmd(repeat: int, label: str | None, reduced: str | None, scale: floa
     if scale is not None and not reduced_argv:
         raise click.BadParameter("--scale needs --reduced (the smaller problem it scales)", param_hint="--scale")
     try:
+        db = open_store(db_path)    # a store that cannot take the runs fails before anything runs
         summary = profile(list(command), repeat=repeat, label=label, reduced_argv=reduced_argv, scale=scale,
                           callgrind=not no_callgrind, app_log=app_log)
-        db = open_store(db_path)
         ids = save(db, summary)
     except ReselError as exc:
         raise click.ClickException(str(exc)) from None

@@ -5,12 +5,16 @@ to print. Kept out of cli.py so the CLI imports matplotlib only when figures are
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import click
 from sqlite_utils import Database
 
 from resel.errors import ReselError
+from resel.outputs import create, refuse_inputs, refuse_plot_inputs
+from resel.safe_text import terminal
 
 
 def _need_matplotlib() -> None:
@@ -20,18 +24,27 @@ def _need_matplotlib() -> None:
         raise ReselError("figures need matplotlib: pip install 'resel[plots]'") from None
 
 
-def emit(db: Database, run_id: int, plot_dir: Path | None, html_file: Path | None, as_json: bool) -> dict:
+def emit(db: Database, run_id: int, plot_dir: Path | None, html_file: Path | None, as_json: bool,
+         protect: Sequence[tuple[str, Any]] = ()) -> dict:
     """Write the run's figures into ``plot_dir`` and/or its HTML report into ``html_file``.
 
     Returns the numbers behind every figure (for the ``--json`` document); unless ``as_json``,
     also prints one line per file written and one per figure that could not be drawn, so the
     user knows why a figure is missing instead of finding a gap.
 
+    ``protect`` lists the command's inputs as ``(what, path)``: no output is written over one
+    (checked for every file before anything is drawn).
+
     Raises:
-        ReselError: no such run, matplotlib missing, or the files cannot be written.
+        ReselError: no such run, matplotlib missing, an output is an input, or the files cannot
+            be written.
     """
     if plot_dir is None and html_file is None:
         return {}
+    if html_file is not None:
+        refuse_inputs(html_file, "--html", protect)
+    if plot_dir is not None:
+        refuse_plot_inputs(plot_dir, protect)
     _need_matplotlib()
     from resel.plots import jsonable, write_all
     from resel.report_html import html_report
@@ -39,37 +52,39 @@ def emit(db: Database, run_id: int, plot_dir: Path | None, html_file: Path | Non
     doc: dict = {}
     try:
         if plot_dir is not None:
-            figures = write_all(db, run_id, plot_dir)
+            figures = write_all(db, run_id, plot_dir, protect=protect)
             doc["figures"] = jsonable(figures)
             if not as_json:
                 for name, data in figures.items():
                     if data.get("error"):
-                        click.echo(f"{name}: not drawn: {data['error']}", err=True)
+                        click.echo(terminal(f"{name}: not drawn: {data['error']}"), err=True)
                     else:
-                        click.echo(f"{name}: {', '.join(data['files'])}")
+                        click.echo(terminal(f"{name}: {', '.join(data['files'])}"))
                         if data.get("note"):
-                            click.echo(f"  note: {data['note']}", err=True)
+                            click.echo(terminal(f"  note: {data['note']}"), err=True)
         if html_file is not None:
-            Path(html_file).parent.mkdir(parents=True, exist_ok=True)
-            Path(html_file).write_text(html_report(db, run_id), encoding="utf-8")
+            page = html_report(db, run_id)
+            with create(html_file, "w", parents=True) as f:
+                f.write(page)
             doc["html"] = str(html_file)
             if not as_json:
-                click.echo(f"report: {html_file}")
+                click.echo(terminal(f"report: {html_file}"))
     except OSError as exc:
         raise ReselError(f"cannot write the figures or report: {exc}") from None
     return doc
 
 
-def write_experiment(db: Database, experiment_id: int, out_dir: Path, as_json: bool = False) -> dict:
+def write_experiment(db: Database, experiment_id: int, out_dir: Path, as_json: bool = False,
+                     protect: Sequence[tuple[str, Any]] = ()) -> dict:
     """``resel simulate --plot DIR``: the experiment's T_q/T_x/TTC against size figure."""
     _need_matplotlib()
     from resel.plots import jsonable
     from resel.plots import write_experiment as _write
 
     try:
-        data = jsonable(_write(db, experiment_id, out_dir))
+        data = jsonable(_write(db, experiment_id, out_dir, protect=protect))
     except OSError as exc:
         raise ReselError(f"cannot write the figures into {out_dir}: {exc}") from None
     if not as_json:
-        click.echo(f"workload_by_size: {', '.join(data['files'])}")
+        click.echo(terminal(f"workload_by_size: {', '.join(data['files'])}"))
     return data

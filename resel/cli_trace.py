@@ -9,8 +9,11 @@ import click
 from rich.table import Table
 
 from resel.backends.batch import POLICIES
+from resel.cli_common import CORES, INT64_MAX, Finite
 from resel.errors import ReselError
+from resel.outputs import create, refuse_inputs
 from resel.replay import replay
+from resel.safe_text import markup as m
 from resel.swf import Header, first, only_status, read_swf, write_swf
 
 
@@ -18,13 +21,13 @@ from resel.swf import Header, first, only_status, read_swf, write_swf
 @click.argument("trace", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--policy", type=click.Choice(list(POLICIES)), default="easy", show_default=True,
               help="The site's batch policy.")
-@click.option("--cores", type=click.IntRange(1), default=None,
+@click.option("--cores", type=CORES, default=None,
               help="Cores of the site (default: the trace header's MaxProcs).")
-@click.option("--speed", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
+@click.option("--speed", type=Finite(min=1e-6, max=1e6), default=1.0, show_default=True,
               help="Site speed relative to the trace's machine: runs and requests are divided by it.")
 @click.option("--kill/--no-kill", default=False, show_default=True,
               help="Kill jobs at their requested walltime (default: raise the request to the run).")
-@click.option("--first", "first_n", type=click.IntRange(1), default=None, help="Replay only the first N jobs.")
+@click.option("--first", "first_n", type=click.IntRange(1, INT64_MAX), default=None, help="Replay only the first N jobs.")
 @click.option("--status", "statuses", default=None,
               help="Keep only jobs with these SWF status codes, e.g. 1 or 0,1 (default: all).")
 @click.option("--tau", "taus", default="10,60", show_default=True,
@@ -98,23 +101,19 @@ def replay_cmd(trace: Path, policy: str, cores: int | None, speed: float, kill: 
         _print_summary(summary, out)
         if skipped_lines:
             err.print(f"[yellow]skipped {len(skipped_lines)} malformed line(s), first at line "
-                      f"{skipped_lines[0][0]}: {skipped_lines[0][1]}[/yellow]")
+                      f"{skipped_lines[0][0]}: {m(skipped_lines[0][1])}[/yellow]")
 
     run()
 
 
 def _open_output(output: Path, trace: Path):
-    """Open the schedule file, refusing to overwrite the trace being read."""
-    try:
-        if output.exists() and output.resolve() == trace.resolve():
-            raise ReselError(f"--output {output} is the trace being replayed; choose another file")
-        return open(output, "w", encoding="utf-8", newline="\n")
-    except OSError as exc:
-        raise ReselError(f"cannot write --output {output}: {exc.strerror or exc}") from None
+    """Open the schedule file (0600 if new), refusing to overwrite the trace being read."""
+    refuse_inputs(output, "--output", [("the trace being replayed", trace)])
+    return create(output, "w")
 
 
 def _print_summary(s: dict, console) -> None:
-    console.print(f"[bold]{s['trace']}[/bold]: {s['jobs']:,} jobs on {s['cores']:,} cores, policy {s['policy']}, "
+    console.print(f"[bold]{m(s['trace'])}[/bold]: {s['jobs']:,} jobs on {s['cores']:,} cores, policy {s['policy']}, "
                   f"speed {s['speed']:g}; utilisation {s['utilisation']:.1%}, killed {s['killed']}, "
                   f"makespan {s['makespan'] / 86400:.1f} days")
     table = Table()
@@ -132,4 +131,4 @@ def _print_summary(s: dict, console) -> None:
         console.print(f"[dim]not replayed: {s['skipped_too_large']} job(s) larger than the site, "
                       f"{s['skipped_unknown_runtime']} with unknown run time or size[/dim]")
     if s["output"]:
-        console.print(f"[dim]schedule written to {s['output']}[/dim]")
+        console.print(f"[dim]schedule written to {m(s['output'])}[/dim]")

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from resel.command_template import problems as template_problems
 from resel.domain import Access, Bag, Clock, PilotPolicy, Profile, QueueModel, Site, Truth, WaitModel
 from resel.errors import InputError
 from resel.models.distributions import KINDS, Dist
@@ -39,50 +40,77 @@ class _Key:
     required: bool = False
 
 
-def _num(positive: bool = False, integer: bool = False, allow_zero: bool = True) -> Callable[[Any], bool]:
+def _num(positive: bool = False, integer: bool = False, allow_zero: bool = True,
+         low: float | None = None, high: float | None = None) -> Callable[[Any], bool]:
+    """A number check; ``low``/``high`` (inclusive) keep the simulator's arithmetic finite."""
     def check(v: Any) -> bool:
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             return False
         if integer and not isinstance(v, int):
             return False
-        if not math.isfinite(v):
+        if isinstance(v, float) and not math.isfinite(v):    # (math.isfinite overflows on a huge int)
             return False
         if positive and (v < 0 or (v == 0 and not allow_zero)):
+            return False
+        if (low is not None and v < low) or (high is not None and v > high):
             return False
         return True
 
     return check
 
 
+# Bounds far beyond any real machine or task, but small enough that the simulator's products
+# and powers of them (T_x = instructions · κ / (IPC · clock), waits × nodes^size_exponent) stay
+# finite floats: sigma = 1e10 or kappa = 1e308 used to end a simulation in OverflowError.
+MAX_INSTRUCTIONS = 1e20
+MAX_KAPPA = 1e6
+CLOCK_GHZ = (1e-3, 1e3)
+MAX_CORES = 10**9
+MAX_SECONDS = 1e12
+MAX_FACTOR = 1e6
+MAX_SIZE_EXPONENT = 10.0
+MAX_SIGMA = 10.0
+MAX_COUNT = 10**9
+#: a bag or sites file is a few kilobytes; this bounds the memory a hostile one can take
+MAX_FILE_BYTES = 16 * 1024 * 1024
+#: control characters in a name would be printed raw to a terminal
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
 _STR = _Key(lambda v: isinstance(v, str) and v != "", "a non-empty string")
+_LABEL = _Key(lambda v: isinstance(v, str) and v != "" and not _CONTROL.search(v),
+              "a non-empty name without control characters", True)
 _TABLE = lambda: _Key(lambda v: isinstance(v, dict), "a table")  # noqa: E731
 
 BAG_KEYS = {
-    "name": _Key(_STR.check, _STR.expected, True),
+    "name": _LABEL,
     "command": _Key(_STR.check, _STR.expected, True),
-    "count": _Key(_num(True, True, False), "a whole number > 0", True),
-    "cores_per_task": _Key(_num(True, True, False), "a whole number > 0"),
+    "count": _Key(_num(True, True, False, high=MAX_COUNT), f"a whole number > 0 and <= {MAX_COUNT:,}", True),
+    "cores_per_task": _Key(_num(True, True, False, high=MAX_CORES), f"a whole number > 0 and <= {MAX_CORES:,}"),
     "isa": _STR,
-    "perf_every": _Key(_num(True, True), "a whole number >= 0: every Nth task runs under perf (0 none, 1 all)"),
+    "perf_every": _Key(_num(True, True, high=MAX_COUNT),
+                       "a whole number >= 0: every Nth task runs under perf (0 none, 1 all)"),
     "profile": _Key(lambda v: isinstance(v, dict), "a table [bag.profile]", True),
 }
 PROFILE_KEYS = {
-    "instructions": _Key(_num(True, False, False), "a number of instructions > 0", True),
-    "cycles": _Key(_num(True, False, False), "a number of cycles > 0"),
-    "ipc": _Key(_num(True, False, False), "instructions per cycle > 0"),
+    "instructions": _Key(_num(True, False, False, high=MAX_INSTRUCTIONS),
+                         f"a number of instructions > 0 and <= {MAX_INSTRUCTIONS:g}", True),
+    "cycles": _Key(_num(True, False, False, high=MAX_INSTRUCTIONS), f"a number of cycles > 0 and <= {MAX_INSTRUCTIONS:g}"),
+    "ipc": _Key(_num(True, False, False, high=MAX_FACTOR), f"instructions per cycle > 0 and <= {MAX_FACTOR:g}"),
     "baseline": _STR,
 }
 SITE_KEYS = {
-    "name": _Key(_STR.check, _STR.expected, True),
+    "name": _LABEL,
     "kind": _Key(_STR.check, f"one of {', '.join(SITE_KINDS)}", True),
-    "cores": _Key(_num(True, True, False), "a whole number of cores > 0", True),
+    "cores": _Key(_num(True, True, False, high=MAX_CORES), f"a whole number of cores > 0 and <= {MAX_CORES:,}", True),
     "clock": _Key(lambda v: isinstance(v, dict), "a table {base = GHz, avg = GHz}", True),
-    "kappa": _Key(_num(True, False, False), "an instruction factor > 0"),
+    "kappa": _Key(_num(True, False, False, high=MAX_KAPPA), f"an instruction factor > 0 and <= {MAX_KAPPA:g}"),
     "isa": _STR,
     "reselect_target": _Key(lambda v: isinstance(v, bool), "true or false"),
     "notes": _Key(lambda v: isinstance(v, str), "a string"),
     "pilot": _TABLE(),
-    "wait": _Key(lambda v: isinstance(v, dict) or _num(True)(v), "seconds, or a distribution table"),
+    "wait": _Key(lambda v: isinstance(v, dict) or _num(True, high=MAX_SECONDS)(v),
+                 f"seconds (<= {MAX_SECONDS:g}), or a distribution table"),
     "queue": _TABLE(),
     "truth": _TABLE(),
     "access": _TABLE(),
@@ -121,26 +149,26 @@ QUEUE_POLICIES = ("fcfs", "easy", "easy-sjbf", "conservative")
 QUEUE_KEYS = {
     "policy": _Key(lambda v: v in QUEUE_POLICIES, f"one of {', '.join(QUEUE_POLICIES)}", True),
     "trace": _Key(_STR.check, "the path of an SWF trace (relative to the sites file)", True),
-    "offset": _Key(_num(True), "seconds >= 0 into the trace at which the bag is submitted"),
-    "load": _Key(_num(True, False, False), "a factor > 0 dividing submit times"),
-    "speed": _Key(_num(True, False, False), "a factor > 0 dividing run times"),
+    "offset": _Key(_num(True, high=MAX_SECONDS), "seconds >= 0 into the trace at which the bag is submitted"),
+    "load": _Key(_num(low=1 / MAX_FACTOR, high=MAX_FACTOR), f"a factor dividing submit times, {1 / MAX_FACTOR:g} to {MAX_FACTOR:g}"),
+    "speed": _Key(_num(low=1 / MAX_FACTOR, high=MAX_FACTOR), f"a factor dividing run times, {1 / MAX_FACTOR:g} to {MAX_FACTOR:g}"),
 }
 CLOCK_KEYS = {
-    "base": _Key(_num(True, False, False), "a clock in GHz > 0", True),
-    "avg": _Key(_num(True, False, False), "a clock in GHz > 0"),
+    "base": _Key(_num(low=CLOCK_GHZ[0], high=CLOCK_GHZ[1]), f"a clock in GHz, {CLOCK_GHZ[0]:g} to {CLOCK_GHZ[1]:g}", True),
+    "avg": _Key(_num(low=CLOCK_GHZ[0], high=CLOCK_GHZ[1]), f"a clock in GHz, {CLOCK_GHZ[0]:g} to {CLOCK_GHZ[1]:g}"),
 }
 PILOT_KEYS = {
     "mode": _Key(lambda v: v in PILOT_MODES, f"one of {', '.join(PILOT_MODES)}"),
-    "max_cores": _Key(_num(True, True, False), "a whole number of cores > 0"),
-    "walltime": _Key(_num(True, False, False), "seconds > 0"),
-    "max_pilots": _Key(_num(True, True, False), "a whole number > 0"),
+    "max_cores": _Key(_num(True, True, False, high=MAX_CORES), f"a whole number of cores > 0 and <= {MAX_CORES:,}"),
+    "walltime": _Key(_num(True, False, False, high=MAX_SECONDS), f"seconds > 0 and <= {MAX_SECONDS:g}"),
+    "max_pilots": _Key(_num(True, True, False, high=MAX_CORES), f"a whole number > 0 and <= {MAX_CORES:,}"),
 }
 WAIT_EXTRA_KEYS = {
-    "size_exponent": _Key(_num(True), "a number >= 0"),
-    "cores_per_node": _Key(_num(True, True, False), "a whole number > 0"),
+    "size_exponent": _Key(_num(True, high=MAX_SIZE_EXPONENT), f"a number from 0 to {MAX_SIZE_EXPONENT:g}"),
+    "cores_per_node": _Key(_num(True, True, False, high=MAX_CORES), f"a whole number > 0 and <= {MAX_CORES:,}"),
 }
 TRUTH_KEYS = {
-    "kappa": _Key(_num(True, False, False), "an instruction factor > 0"),
+    "kappa": _Key(_num(True, False, False, high=MAX_KAPPA), f"an instruction factor > 0 and <= {MAX_KAPPA:g}"),
     "ipc": _Key(lambda v: isinstance(v, (dict, int, float)) and not isinstance(v, bool), "a number or a distribution table"),
     "clock": _Key(lambda v: isinstance(v, (dict, int, float)) and not isinstance(v, bool), "GHz or a distribution table"),
 }
@@ -151,14 +179,12 @@ class _Reader:
 
     def __init__(self, path: Path):
         self.path = path
-        try:
-            self.text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise InputError(str(path), None, "file not found") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InputError(str(path), None, f"cannot be read: {exc}") from None
+        self.text = read_text(path, MAX_FILE_BYTES, "a bag or sites file")
         try:
             self.data = tomllib.loads(self.text)
+        except RecursionError:
+            raise InputError(str(path), None, "tables or arrays are nested too deeply to read",
+                             "a few levels of [tables] and arrays, see examples/") from None
         except tomllib.TOMLDecodeError as exc:
             match = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
             where = f"line {match.group(1)}, column {match.group(2)}" if match else None
@@ -228,9 +254,46 @@ class _Reader:
             dist = Dist.of(str(value["dist"]), **params)
         except ValueError as exc:
             raise self.fail(key_path, str(exc), "see docs/configuration.md") from None
+        for name, param in dist.params:
+            values = param if isinstance(param, tuple) else (param,)
+            if any(abs(v) > MAX_SECONDS for v in values):
+                raise self.fail(f"{key_path}.{name}", f"{name} is beyond {MAX_SECONDS:g}",
+                                f"a value from {-MAX_SECONDS:g} to {MAX_SECONDS:g}")
+        if dist.kind == "lognormal" and dist.param("sigma") > MAX_SIGMA:
+            raise self.fail(f"{key_path}.sigma", f"sigma {dist.param('sigma'):g} spreads the draws over more "
+                            "orders of magnitude than a float holds", f"sigma <= {MAX_SIGMA:g}")
         if positive and not _centre(dist) > 0:
             raise self.fail(key_path, f"{dist.describe()} is not > 0", "a positive value (GHz, instructions per cycle)")
         return dist, extras
+
+
+def read_text(path: Path, limit: int, what: str) -> str:
+    """The UTF-8 text of ``path`` (a byte-order mark is dropped), at most ``limit`` bytes.
+
+    The bound keeps a hostile file (2 GB without a newline) from taking memory without end;
+    the size is checked by reading, so a pipe or /dev/zero is bounded too.
+
+    Raises:
+        InputError: missing, unreadable, too large, or not UTF-8.
+    """
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(limit + 1)
+    except FileNotFoundError:
+        raise InputError(str(path), None, "file not found") from None
+    except IsADirectoryError:
+        raise InputError(str(path), None, "is a folder", f"{what} (TOML)") from None
+    except OSError as exc:
+        raise InputError(str(path), None, f"cannot be read: {exc.strerror or exc}") from None
+    if len(raw) > limit:
+        raise InputError(str(path), None, f"is larger than {limit // (1024 * 1024)} MiB",
+                         f"{what} of a few kilobytes")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise InputError(str(path), f"line {line}", f"byte 0x{raw[exc.start]:02x} is not UTF-8",
+                         "a UTF-8 text file") from None
 
 
 def load_bag(path: str | Path) -> Bag:
@@ -246,6 +309,8 @@ def load_bag(path: str | Path) -> Bag:
     if extra:
         raise reader.fail(extra[0], f"unknown top-level key {extra[0]!r}", "only [bag]")
     raw = reader.check(reader.data["bag"], BAG_KEYS, "bag")
+    for problem in template_problems(raw["command"]):
+        raise reader.fail("bag.command", problem, "a shell command; see docs/configuration.md#command")
     prof = reader.check(raw["profile"], PROFILE_KEYS, "bag.profile")
     profile = Profile(float(prof["instructions"]), prof.get("cycles"), prof.get("ipc"), prof.get("baseline"))
     return Bag(raw["name"], raw["command"], int(raw["count"]), int(raw.get("cores_per_task", 1)),

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from resel.command_template import fill
 from resel.models.distributions import Dist
 
 
@@ -53,8 +54,9 @@ class Bag:
         return self.perf_every > 0 and index % self.perf_every == 0
 
     def command_for(self, index: int) -> str:
-        """The command of task ``index`` (0-based): ``{index}`` and ``{name}`` are filled in."""
-        return self.command.format(index=index, name=self.name)
+        """The shell command of task ``index`` (0-based): only ``{index}`` and ``{name}`` are
+        filled in, every other brace is the shell's (:mod:`resel.command_template`)."""
+        return fill(self.command, index, self.name)
 
 
 @dataclass(frozen=True, slots=True)

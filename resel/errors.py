@@ -30,6 +30,11 @@ class InputError(ReselError):
             text += f" (expected {expected})"
         super().__init__(text)
 
+    def __reduce__(self):
+        # pickled with the constructor's own arguments: the default (the message alone) cannot be
+        # unpickled, and an InputError raised in a worker process broke the pool
+        return type(self), (self.path, self.where, self.problem, self.expected)
+
 
 class IllegalTransition(ReselError):
     """The engine was fed an event that its state does not allow; its state is unchanged."""
@@ -76,6 +81,7 @@ class SchedulerError(ReselError):
 
     def __init__(self, message: str, *, command: str | None = None, reply: str | None = None,
                  hint: str | None = None):
+        self.message = message
         self.command = command
         self.reply = reply
         self.hint = hint
@@ -83,6 +89,9 @@ class SchedulerError(ReselError):
         if hint:
             text += f" — {hint}"
         super().__init__(text)
+
+    def __reduce__(self):
+        return _rebuild, (type(self), self.__dict__.copy(), str(self))
 
 
 class SchedulerReplyError(SchedulerError):
@@ -95,3 +104,12 @@ class SchedulerReplyError(SchedulerError):
     def __init__(self, command: str, problem: str):
         self.problem = problem
         super().__init__(f"{command}: unexpected reply: {problem}", command=command)
+
+
+def _rebuild(cls: type, state: dict, text: str) -> Exception:
+    """An error of ``cls`` with ``state`` as attributes, without calling its ``__init__`` (whose
+    arguments differ between classes): what unpickling an error from a worker needs."""
+    exc = cls.__new__(cls)
+    Exception.__init__(exc, text)
+    exc.__dict__.update(state)
+    return exc

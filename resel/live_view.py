@@ -15,6 +15,7 @@ from rich.table import Table
 from sqlite_utils import Database
 
 from resel.engine import Engine
+from resel.safe_text import markup
 from resel.states import PilotState, TaskState
 
 
@@ -72,14 +73,14 @@ def snapshot(engine: Engine, run_id: int, status: str, elapsed: float,
 
 def table(snap: Snapshot) -> Table:
     """The rich table the live display and ``resel status`` print."""
-    t = Table(title=f"run {snap.run_id} ({snap.status}) — {snap.done}/{snap.total} done, {snap.failed} failed, "
+    t = Table(title=f"run {snap.run_id} ({markup(snap.status)}) — {snap.done}/{snap.total} done, {snap.failed} failed, "
                     f"{'TTC' if snap.status == 'done' else 'TTC so far'} {snap.elapsed:,.0f} s", title_justify="left")
     for col in ("site", "pilots pending", "pilots running", "queued", "running", "done", "failed", "note"):
         t.add_column(col, justify="left" if col in ("site", "note") else "right")
     for r in snap.sites:
         note = f"gave up: {r.lost}" if r.lost else (f"error: {r.error}" if r.error else "")
-        t.add_row(r.site, str(r.pilots_pending), str(r.pilots_running), str(r.queued), str(r.running),
-                  str(r.done), str(r.failed), note)
+        t.add_row(markup(r.site), str(r.pilots_pending), str(r.pilots_running), str(r.queued), str(r.running),
+                  str(r.done), str(r.failed), markup(note))
     return t
 
 

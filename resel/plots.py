@@ -18,10 +18,12 @@ prevents the others.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
+import warnings
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 import matplotlib
 
@@ -32,6 +34,7 @@ from matplotlib.patches import Patch  # noqa: E402
 from sqlite_utils import Database  # noqa: E402
 
 from resel.errors import ReselError
+from resel.outputs import create, private_dir, refuse_inputs
 from resel.store import _clean, get_run  # noqa: E402
 from resel.metrics import summarize  # noqa: E402
 
@@ -40,6 +43,21 @@ OUTCOME_COLOURS = {"done": "#2ca02c", "cancelled": "#ff7f0e", "lost": "#d62728",
                    "running": "#1f77b4"}
 MOVE_KINDS = ("reselect-provisional", "reselect-commit", "move-back", "site-lost")
 METRIC_LABELS = {"tq_wkd": "T_q,wkd", "tx_wkd": "T_x,wkd", "ttc_wkd": "TTC_wkd"}
+#: every text of resel's figures is plain: a '$' in a site or bag name is a dollar, not the start
+#: of matplotlib mathtext (an odd number of them made drawing fail); no label uses mathtext
+PLAIN_TEXT = {"text.parse_math": False}
+
+
+def plain_text(fn: Callable) -> Callable:
+    """Run ``fn`` (which builds or draws figures) with mathtext off for every text it makes."""
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with matplotlib.rc_context(PLAIN_TEXT), warnings.catch_warnings():
+            # a name with a control character (from a store edited by hand) has no glyph; the
+            # warning would print that character, raw, on the terminal
+            warnings.filterwarnings("ignore", message="Glyph .* missing", category=UserWarning)
+            return fn(*args, **kwargs)
+    return wrapper
 
 
 # ------------------------------------------------------------------ reading the store
@@ -174,6 +192,7 @@ def _pack(items: list[dict], end_default: float) -> list[int]:
     return slots
 
 
+@plain_text
 def gantt(db: Database, run_id: int) -> tuple[Figure, dict]:
     """One lane per site, one row per pilot in it: queue wait and lifetime bars, task attempts
     as segments coloured by outcome, re-selection moves (▲) and restarts (✕) marked.
@@ -279,6 +298,7 @@ def _experiment_runs(db: Database, experiment_id: int) -> list[dict]:
         "order by id", [experiment_id])]
 
 
+@plain_text
 def workload_by_size(db: Database, experiment_id: int) -> tuple[Figure, dict]:
     """T_q,wkd, T_x,wkd and TTC_wkd (mean ± sample std over repetitions) per strategy against
     workload size: the thesis's Figs 4.6/4.8, three panels side by side.
@@ -327,6 +347,7 @@ def _ecdf(values: list[float]) -> tuple[list[float], list[float]]:
     return xs, [(i + 1) / len(xs) for i in range(len(xs))]
 
 
+@plain_text
 def cdfs(db: Database, run_id: int) -> tuple[Figure, dict]:
     """Empirical CDFs of TTC_task, T_q,task and T_x,task per site where the task finished."""
     run = load_run(db, run_id)
@@ -371,6 +392,7 @@ def window_bound(w: float, w_hat: float) -> tuple[str, float]:
     return "2c", abs(w_hat - w)
 
 
+@plain_text
 def predictions(db: Database, run_id: int) -> tuple[Figure, dict]:
     """Predicted vs measured T_x per site (Figs 4.4–4.5), and Ŵ vs W per re-selection.
 
@@ -463,11 +485,17 @@ _EQ = {"1": "3.7", "2a": "3.8", "2b": "3.9", "2c": "3.10"}
 RUN_FIGURES = {"gantt": gantt, "cdfs": cdfs, "predictions": predictions}
 
 
-def _save(fig: Figure, out_dir: Path, name: str, formats: Iterable[str]) -> list[str]:
+@plain_text
+def _save(fig: Figure, out_dir: Path, name: str, formats: Iterable[str],
+          protect: Sequence[tuple[str, Any]] = ()) -> list[str]:
+    """Write ``fig`` as ``out_dir/name.FORMAT`` files, each created 0600, none over ``protect``
+    (``(what, path)`` of the inputs: see :func:`resel.outputs.refuse_inputs`)."""
     files = []
     for fmt in formats:
         path = out_dir / f"{name}.{fmt}"
-        fig.savefig(path, format=fmt, dpi=110)
+        refuse_inputs(path, "a figure", protect)
+        with create(path, "wb") as f:
+            fig.savefig(f, format=fmt, dpi=110)
         files.append(str(path))
     return files
 
@@ -491,27 +519,29 @@ def run_figures(db: Database, run_id: int) -> dict[str, tuple[Figure | None, dic
     return out
 
 
-def write_all(db: Database, run_id: int, out_dir: str | Path, formats: Iterable[str] = ("png", "svg")) -> dict[str, dict]:
+def write_all(db: Database, run_id: int, out_dir: str | Path, formats: Iterable[str] = ("png", "svg"),
+              protect: Sequence[tuple[str, Any]] = ()) -> dict[str, dict]:
     """Write every figure of a run into ``out_dir`` as ``<name>.<format>``; return name → data
-    (with ``files`` listing what was written, or ``error`` saying why a figure is missing)."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    (with ``files`` listing what was written, or ``error`` saying why a figure is missing).
+    ``out_dir`` is created 0700 if new; no file in ``protect`` is written over."""
+    refuse_inputs(out_dir, "--plot", protect)
+    out_dir = private_dir(out_dir)
     formats = tuple(formats)
     result = {}
     for name, (fig, data) in run_figures(db, run_id).items():
         if fig is not None:
-            data = {**data, "files": _save(fig, out_dir, name, formats)}
+            data = {**data, "files": _save(fig, out_dir, name, formats, protect)}
         result[name] = data
     return result
 
 
 def write_experiment(db: Database, experiment_id: int, out_dir: str | Path,
-                     formats: Iterable[str] = ("png", "svg")) -> dict:
+                     formats: Iterable[str] = ("png", "svg"), protect: Sequence[tuple[str, Any]] = ()) -> dict:
     """The size comparison of one experiment (``resel simulate --plot DIR``)."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    refuse_inputs(out_dir, "--plot", protect)
+    out_dir = private_dir(out_dir)
     fig, data = workload_by_size(db, experiment_id)
-    return {**data, "files": _save(fig, out_dir, "workload_by_size", tuple(formats))}
+    return {**data, "files": _save(fig, out_dir, "workload_by_size", tuple(formats), protect)}
 
 
 def jsonable(value: Any) -> Any:

@@ -20,9 +20,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from resel.backends.batch import Policy, QJob, make_policy, run_and_estimate
-from resel.errors import InputError
 from resel.jobstats import JobStats
-from resel.swf import Job, Trace
+from resel.swf import Job, Trace, unsorted_error
 
 END, ARRIVE, WAKE = 0, 1, 2
 
@@ -71,7 +70,7 @@ def replay(jobs: Iterable[Job], policy: str, cores: int, *, speed: float = 1.0, 
     jobs and results, without building a :class:`Job` per line.
 
     Raises:
-        InputError: the trace is not sorted by submit time.
+        InputError: the trace is not sorted by submit time (:func:`resel.swf.unsorted_error`).
         ReselError: unknown policy.
     """
     sched = make_policy(policy, cores)
@@ -140,9 +139,7 @@ def replay(jobs: Iterable[Job], policy: str, cores: int, *, speed: float = 1.0, 
         else:
             (submit, run, size, req_time, job_id, ref), nxt = nxt, next(rows, None)
             if submit < last_submit:
-                raise InputError(trace_name, f"job {job_id}",
-                                 f"submitted at {submit}, before the previous job ({last_submit})",
-                                 "a trace sorted by submit time (field 2)")
+                raise unsorted_error(trace_name, job_id, submit, last_submit)
             last_submit = submit
             seq += 1
             if on_progress is not None and seq % 1000 == 0:

@@ -16,7 +16,7 @@ from typing import Any, Iterable
 
 from sqlite_utils import Database
 
-from resel.plots import H, load_run, run_figures, site_names
+from resel.plots import H, load_run, plain_text, run_figures, site_names
 
 _CSS = """
 body{font-family:sans-serif;margin:2em;max-width:1400px;color:#222}
@@ -48,6 +48,7 @@ def _table(headers: Iterable[str], rows: Iterable[Iterable[Any]], caption: str =
     return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+@plain_text
 def _png(fig) -> str:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=90)

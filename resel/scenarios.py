@@ -13,20 +13,20 @@ which reallocation matters.
 from __future__ import annotations
 
 import dataclasses
+import os
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Iterator
 
-from resel.errors import ReselError
+from resel.errors import InputError, ReselError
 from resel.grid import HEURISTICS, Cluster, Grid, GridResult, Reallocation, compare
-from resel.swf import Job, drop_zero_runtime, first, fuse, read_swf, rebase
+from resel.swf import Job, drop_zero_runtime, first, fuse, in_submit_order, read_swf, rebase
 
 SEED004_CLUSTERS = [Cluster("zewura", 1600, 1.0), Cluster("zegox", 576, 1.2), Cluster("seth", 240, 1.4)]
 
 
 def shared_swf_dir() -> Path:
     """Where the real traces are: ``$RESEL_TRACES`` or ../shared/data/swf beside the checkout."""
-    import os
     if os.environ.get("RESEL_TRACES"):
         return Path(os.environ["RESEL_TRACES"])
     here = Path(__file__).resolve()
@@ -40,7 +40,8 @@ def shared_swf_dir() -> Path:
 def fused_jobs(traces: dict[str, Path], load: float = 1.0, limit: int | None = None) -> Iterator[Job]:
     """Several traces, each without zero-run jobs and rebased to 0, fused by submit time
     (tagged with their key), with submit times divided by ``load``, the first ``limit`` only."""
-    streams = {name: rebase(drop_zero_runtime(read_swf(path))) for name, path in traces.items()}
+    streams = {name: rebase(drop_zero_runtime(in_submit_order(read_swf(path), str(path))))
+               for name, path in traces.items()}
     jobs: Iterator[Job] = fuse(streams) if len(streams) > 1 else next(iter(streams.values()))
     if load != 1.0:
         jobs = (dataclasses.replace(j, submit=round(j.submit / load, 3)) for j in jobs)
@@ -89,7 +90,14 @@ def run_seed004(load: float = 1.5, period: float = 3600.0, limit: int | None = N
                 isis: bool = True, swf_dir: Path | None = None) -> dict:
     """Every variant of the seed 004 scenario (and the ISIS dispatchers); paired comparisons."""
     variants = seed004_variants(period) + (isis_variants() if isis else [])
-    jobs = [(v, load, limit, swf_dir) for v in variants]
+    folder = swf_dir or shared_swf_dir()
+    for name in ("wagap-2013.swf", "hpc2n.swf"):   # before any worker starts: one clear error
+        if not (folder / name).is_file():
+            where = "$RESEL_TRACES" if swf_dir is None and os.environ.get("RESEL_TRACES") else "the traces folder"
+            raise InputError(str(folder / name), None, "file not found",
+                             f"the real trace {name} in {where} (../shared/data/swf)")
+        read_swf(folder / name)     # its header: a trace that cannot be opened fails here too
+    jobs = [(v, load, limit, folder) for v in variants]
     if workers > 1:
         with ProcessPoolExecutor(max_workers=workers) as pool:
             results = dict(pool.map(_run, jobs))

@@ -8,15 +8,18 @@ inputs) and ``events`` (every event and action, in order).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as _dt
+import functools
 import json
 import math
 import os
+import sqlite3
+import urllib.parse
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
-import sqlite_utils
 from sqlite_utils import Database, Migrations
 
 from resel.errors import StoreError
@@ -127,23 +130,227 @@ def default_path() -> Path:
     return Path(base) / "resel" / "resel.db"
 
 
-def open_store(path: str | Path | None = None, *, memory: bool = False) -> Database:
+#: seconds a writer waits for another process's transaction before giving up
+BUSY_TIMEOUT_S = 120.0
+#: filesystems on which SQLite's WAL (shared memory between processes) does not work
+NETWORK_FILESYSTEMS = frozenset({"nfs", "nfs4", "cifs", "smb3", "smbfs", "lustre", "gpfs", "beegfs", "ceph",
+                                 "glusterfs", "fuse.glusterfs", "fuse.sshfs", "afs", "panfs", "9p", "orangefs"})
+
+
+class Store(Database):
+    """The run store's connection: every top-level transaction takes the write lock up front.
+
+    ``BEGIN IMMEDIATE`` instead of sqlite-utils' deferred ``BEGIN``: a deferred transaction that
+    reads and then writes cannot wait for another writer (SQLite answers ``database is
+    locked`` at once to avoid a deadlock), while an immediate one queues behind it for up to
+    :data:`BUSY_TIMEOUT_S`. Several ``resel simulate`` processes and a live ``resel run`` on
+    one store therefore all finish, each transaction in turn.
+    """
+
+    @contextlib.contextmanager
+    def atomic(self) -> Iterator["Store"]:
+        if self.conn.in_transaction:
+            with super().atomic():
+                yield self
+            return
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self
+        except BaseException:
+            self.conn.rollback()
+            raise
+        else:
+            try:
+                self.conn.execute("COMMIT")
+            except BaseException:
+                self.conn.rollback()
+                raise
+
+
+def open_store(path: str | Path | None = None, *, memory: bool = False, write: bool = True) -> Database:
     """Open (creating if needed) the store and bring its schema up to date.
 
+    A store resel creates is private: the file 0600, each folder it makes 0700. A file that is
+    not a resel store (another application's SQLite file, a report) is refused before anything
+    is written to it, as is a store from a newer resel or one whose tables are damaged. With
+    ``write`` (commands that store something) a store this user cannot write is refused here,
+    before any work starts; without it (commands that only read) it is opened read-only.
+
     Raises:
-        StoreError: the file cannot be created or is not a resel store.
+        StoreError: the file cannot be created or opened, is not a resel store, is from a newer
+            resel, is damaged, or (``write``) is read-only — saying which, and what to do.
     """
-    try:
-        if memory:
-            db = Database(memory=True)
-        else:
-            target = Path(path) if path else default_path()
-            target.parent.mkdir(parents=True, exist_ok=True)
-            db = Database(target)
+    if memory:
+        db = Store(memory=True)
         migrations.apply(db)
         return db
-    except (OSError, sqlite_utils.db.sqlite3.DatabaseError) as exc:
-        raise StoreError(f"cannot open run store {path or default_path()}: {exc}") from None
+    target = Path(path) if path else default_path()
+    try:
+        _make_private_dirs(target.parent)
+        if not target.exists() and (write or os.access(target.parent, os.W_OK)):
+            _create_private_file(target)
+        if target.exists() and not target.is_file():
+            raise StoreError(f"run store {target} is not a file; give the path of a store file with --db")
+        _check_is_resel_store(target)
+        writable = os.access(target, os.W_OK) and os.access(target.parent, os.W_OK)
+        if write and not writable:
+            raise StoreError(f"run store {target} is read-only for this user (it or its folder cannot be "
+                             "written); give a writable store with --db or $RESEL_DB, or fix its permissions")
+        if writable:
+            conn = sqlite3.connect(str(target), timeout=BUSY_TIMEOUT_S, isolation_level="IMMEDIATE")
+        else:
+            conn = _read_only(target)
+        db = Store(conn)
+        if writable:
+            _use_wal(db, target)
+            _migrate(db)
+        elif migrations.pending(db):
+            raise StoreError(f"run store {target} is read-only and was made by an older resel: open it once "
+                             "with write access to upgrade it")
+        _check_schema(db, target)
+        return db
+    except StoreError:
+        raise
+    except (OSError, sqlite3.DatabaseError) as exc:
+        raise StoreError(f"cannot open run store {target}: {exc}") from None
+
+
+def _read_only(target: Path) -> sqlite3.Connection:
+    """A connection that only reads a store this user cannot write.
+
+    A WAL store needs its -shm file even to be read, which a reader without write access to the
+    folder cannot create; when the store has no -wal file (its last writer closed it cleanly,
+    so the file holds everything) it is read as ``immutable`` instead, without locks or -shm.
+    """
+    wal = Path(f"{target}-wal")
+    if not wal.exists() or wal.stat().st_size == 0:
+        return sqlite3.connect(_uri(target, "mode=ro&immutable=1"), uri=True)
+    return sqlite3.connect(_uri(target, "mode=ro"), uri=True, timeout=BUSY_TIMEOUT_S)
+
+
+def _make_private_dirs(folder: Path) -> None:
+    """Create ``folder`` and its missing parents, each 0700 (the store's runs are the user's)."""
+    missing = []
+    for parent in (folder, *folder.parents):
+        if parent.exists():
+            break
+        missing.append(parent)
+    for parent in reversed(missing):
+        try:
+            os.mkdir(parent, 0o700)
+        except FileExistsError:
+            pass
+
+
+def _create_private_file(target: Path) -> None:
+    try:
+        os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:   # another process made it first
+        pass
+
+
+def _uri(target: Path, query: str) -> str:
+    return "file:" + urllib.parse.quote(str(target.resolve())) + "?" + query
+
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _check_is_resel_store(target: Path) -> None:
+    """Refuse, without changing a byte of it, a file that is not an (empty or) resel store.
+
+    Read through ``immutable=1``: no lock, no journal or WAL recovery, no -shm file, so
+    another application's database is only read.
+    """
+    with open(target, "rb") as f:
+        head = f.read(len(_SQLITE_MAGIC))
+    if not head:
+        return      # a new, empty file: the store is made here
+    if head != _SQLITE_MAGIC:
+        raise StoreError(f"{target} is not a resel run store (not an SQLite database); resel leaves it "
+                         "untouched — give the run store with --db or $RESEL_DB")
+    conn = sqlite3.connect(_uri(target, "mode=ro&immutable=1"), uri=True)
+    try:
+        tables = {r[0] for r in conn.execute("select name from sqlite_master where type = 'table'")}
+        if not tables:
+            return
+        applied: set[str] = set()
+        if Migrations.migrations_table in tables:
+            applied = {r[0] for r in conn.execute(
+                f"select name from {Migrations.migrations_table} where migration_set = ?", [migrations.name])}
+    finally:
+        conn.close()
+    if not applied:
+        shown = ", ".join(sorted(tables)[:6]) + (", …" if len(tables) > 6 else "")
+        raise StoreError(f"{target} is not a resel run store: it holds another application's tables ({shown}); "
+                         "resel leaves it untouched — give the run store with --db or $RESEL_DB")
+    newer = sorted(applied - {m.name for m in migrations._migrations})
+    if newer:
+        raise StoreError(f"run store {target} was made by a newer resel (its schema has {', '.join(newer)}, "
+                         f"which resel {_version()} does not know); upgrade resel, or give another store with --db")
+
+
+def _version() -> str:
+    from resel import __version__
+    return __version__
+
+
+def _use_wal(db: Database, target: Path) -> None:
+    """WAL, so readers never block the writer, unless the store is on a network filesystem
+    (WAL's shared memory does not work there: SQLite's rollback journal and the busy
+    timeout serialise writers instead)."""
+    if _filesystem(target) in NETWORK_FILESYSTEMS:
+        return
+    if db.execute("pragma journal_mode").fetchone()[0] != "wal":
+        db.execute("pragma journal_mode = wal")
+
+
+def _filesystem(path: Path) -> str | None:
+    """The type of the filesystem ``path`` is on (from /proc/self/mounts), None if unknown."""
+    try:
+        with open("/proc/self/mounts", encoding="utf-8", errors="replace") as f:
+            mounts = [line.split() for line in f]
+    except OSError:
+        return None
+    real = os.path.realpath(path)
+    best, kind = "", None
+    for fields in mounts:
+        if len(fields) < 3:
+            continue
+        point = fields[1].encode().decode("unicode_escape")    # '\040' is a space
+        if (real == point or real.startswith(point.rstrip("/") + "/")) and len(point) >= len(best):
+            best, kind = point, fields[2]
+    return kind
+
+
+def _migrate(db: Database) -> None:
+    """Apply pending migrations holding the write lock, so processes opening a new store at
+    once apply each migration exactly once (the others wait, then find nothing pending)."""
+    if not migrations.pending(db):
+        return
+    with db.atomic():
+        migrations.apply(db)
+
+
+@functools.lru_cache(maxsize=1)
+def _expected_schema() -> dict[str, frozenset[str]]:
+    """Tables and columns a store of this version has: the migrations applied to an empty one."""
+    db = Database(memory=True)
+    migrations.apply(db)
+    return {t.name: frozenset(c.name for c in t.columns) for t in db.tables
+            if t.name != Migrations.migrations_table}
+
+
+def _check_schema(db: Database, target: Path) -> None:
+    present = {t.name: {c.name for c in t.columns} for t in db.tables}
+    for table, columns in _expected_schema().items():
+        if table not in present:
+            raise StoreError(f"run store {target} is damaged: table {table} is missing (the store's migrations "
+                             "say it exists); give another store with --db")
+        lacking = sorted(columns - present[table])
+        if lacking:
+            raise StoreError(f"run store {target} is damaged: table {table} lacks column(s) {', '.join(lacking)}; "
+                             "give another store with --db")
 
 
 def _now() -> str:
@@ -172,40 +379,59 @@ def add_experiment(db: Database, params: dict) -> int:
 
 
 def save_run(db: Database, result, *, experiment_id: int | None = None, events: bool = True) -> int:
-    """Write one simulated run (a :class:`~resel.backends.simulated.SimResult`) in one transaction."""
+    """Write one simulated run (a :class:`~resel.backends.simulated.SimResult`) in one transaction.
+
+    Every row is built before the transaction starts, and inserted with ``executemany``: the
+    write lock, which other processes sharing the store wait for, is held only for the inserts
+    (about 0.1 s for a 1,024-task run) — not for turning thousands of records into rows.
+    """
     from resel.metrics import task_times
 
     m = result.metrics
     names = [s.name for s in result.sites]
+    run_row = {
+        "experiment_id": experiment_id, "created": _now(), "mode": "simulated",
+        "bag": result.bag.name, "strategy": result.strategy, "size": result.bag.count,
+        "seed": result.seed, "clock": result.engine_clock, "ttc_wkd": m.ttc_wkd, "tx_wkd": m.tx_wkd,
+        "tq_wkd": m.tq_wkd, "done": m.done, "failed": m.failed, "reassigned": m.reassigned,
+        "restarts": m.restarts, "wasted_core_s": m.wasted_core_s, "per_site": to_json(m.per_site),
+        "audit": to_json(result.audit.as_dict()), "sites": to_json(result.sites),
+        "bag_spec": to_json(result.bag), "steps": result.steps,
+    }
+    tables = {
+        "tasks": [_clean(dataclasses.asdict(t)) for t in task_times(result.engine.tasks, names)],
+        "pilots": [{"pilot": p.id, "site": names[p.site], "cores": p.cores, "submitted": p.submitted,
+                    "start": p.start, "started": int(p.started), "cancelled": int(p.cancelled)}
+                   for p in result.pilots],
+        "decisions": [{"seq": i, **_clean(dataclasses.asdict(d))} for i, d in enumerate(result.decisions)],
+        "events": list(_event_rows(result.events)) if events else [],
+    }
     with db.atomic():
-        run_id = db["runs"].insert({
-            "experiment_id": experiment_id, "created": _now(), "mode": "simulated",
-            "bag": result.bag.name, "strategy": result.strategy, "size": result.bag.count,
-            "seed": result.seed, "clock": result.engine_clock, "ttc_wkd": m.ttc_wkd, "tx_wkd": m.tx_wkd,
-            "tq_wkd": m.tq_wkd, "done": m.done, "failed": m.failed, "reassigned": m.reassigned,
-            "restarts": m.restarts, "wasted_core_s": m.wasted_core_s, "per_site": to_json(m.per_site),
-            "audit": to_json(result.audit.as_dict()), "sites": to_json(result.sites),
-            "bag_spec": to_json(result.bag), "steps": result.steps,
-        }).last_pk
-        db["tasks"].insert_all(
-            ({"run_id": run_id, **_clean(dataclasses.asdict(t))} for t in task_times(result.engine.tasks, names)),
-            batch_size=1000)
-        db["pilots"].insert_all(
-            ({"run_id": run_id, "pilot": p.id, "site": names[p.site], "cores": p.cores,
-              "submitted": p.submitted, "start": p.start, "started": int(p.started),
-              "cancelled": int(p.cancelled)} for p in result.pilots), batch_size=1000)
-        db["decisions"].insert_all(
-            ({"run_id": run_id, "seq": i, **_clean(dataclasses.asdict(d))} for i, d in enumerate(result.decisions)),
-            batch_size=1000)
-        if events:
-            db["events"].insert_all(_event_rows(run_id, result.events), batch_size=2000)
+        run_id = db["runs"].insert(run_row).last_pk
+        for table, rows in tables.items():
+            _insert_rows(db, table, run_id, rows)
     return run_id
 
 
-def _event_rows(run_id: int, log: Iterable[tuple]) -> Iterable[dict]:
+def _insert_rows(db: Database, table: str, run_id: int, rows: list[dict]) -> None:
+    """Insert ``rows`` (all with the keys of the first) into ``table``, each with ``run_id``."""
+    if not rows:
+        return
+    columns = list(rows[0])
+    sql = (f"insert into [{table}] ([run_id], {', '.join(f'[{c}]' for c in columns)}) "
+           f"values ({', '.join('?' * (len(columns) + 1))})")
+    db.conn.executemany(sql, ((run_id, *(_sql_value(row[c]) for c in columns)) for row in rows))
+
+
+def _sql_value(value: Any) -> Any:
+    """A value SQLite stores: containers as JSON text (as sqlite-utils stores them)."""
+    return json.dumps(value, default=str) if isinstance(value, (dict, list, tuple)) else value
+
+
+def _event_rows(log: Iterable[tuple]) -> Iterable[dict]:
     for seq, (time, kind, record) in enumerate(log):
         data = {f.name: getattr(record, f.name) for f in dataclasses.fields(record) if f.name != "time"}
-        yield {"run_id": run_id, "seq": seq, "time": time, "kind": kind, "data": json.dumps(data)}
+        yield {"seq": seq, "time": time, "kind": kind, "data": json.dumps(data)}
 
 
 def list_runs(db: Database, limit: int = 50) -> list[dict]:
@@ -225,5 +451,19 @@ def get_run(db: Database, run_id: int) -> dict:
         raise StoreError(f"no run {run_id} in the store (list them with `resel runs`)")
     run = rows[0]
     for key in ("per_site", "audit", "sites", "bag_spec", "options"):
-        run[key] = json.loads(run[key]) if run[key] else None
+        run[key] = stored_json(run[key], f"runs.{key} of run {run_id}")
     return run
+
+
+def stored_json(text: str | None, where: str) -> Any:
+    """A JSON column's value (None for NULL or empty).
+
+    Raises:
+        StoreError: the text is not JSON — the store was damaged or written by something else.
+    """
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        raise StoreError(f"the run store is damaged: {where} is not JSON ({str(text)[:40]!r}…)") from None

@@ -21,10 +21,13 @@ reason: they compose without materialising the trace.
 from __future__ import annotations
 
 import heapq
+import importlib
 import itertools
+import lzma
 import math
 import os
 import re
+import zlib
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from json import loads as _json_loads
@@ -46,6 +49,13 @@ _FLOAT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _KEY_VALUE = re.compile(r";\s*([A-Za-z][\w-]*)\s*:\s?(.*)")
 _NUMBER_EXPECTED = "a number (-1 if unknown)"
 _PREV_JOB = FIELDS.index("prev_job")
+#: every field fits a signed 64-bit integer (SQLite's, for ``history import``), and as a float
+#: stays far from overflow in the schedulers' sums: a 400-digit submit time used to end a
+#: replay in OverflowError
+LIMIT = 2**63 - 1
+_RANGE_EXPECTED = f"a number from {-LIMIT} to {LIMIT} (-1 if unknown)"
+#: a run of digits too long for LIMIT: such a block is read by the careful path
+_LONG_DIGITS = re.compile(rb"[0-9]{19}")
 
 
 @dataclass(slots=True)
@@ -131,8 +141,8 @@ class Header:
         if value is None:
             return None
         text = value.split("\n")[0].strip()
-        if not _INT.fullmatch(text):
-            raise InputError(self.path, f"header {key}", f"value is {text!r}", "a whole number")
+        if not _INT.fullmatch(text) or len(text.lstrip("+-")) > 19 or abs(int(text)) > LIMIT:
+            raise InputError(self.path, f"header {key}", f"value is {_shown(text)}", f"a whole number up to {LIMIT}")
         return int(text)
 
 
@@ -145,15 +155,30 @@ def _add_comment(header: Header, line: str) -> None:
 
 
 def _parse_number(token: str) -> Number | None:
-    """The token as int (whole values) or float, or None if it is not a finite number."""
+    """The token as int (whole values) or float, or None if it is not a finite number
+    (within :data:`LIMIT`)."""
     if _INT.fullmatch(token):
-        return int(token)
+        digits = token.lstrip("+-").lstrip("0")
+        if len(digits) > 19:          # int() would refuse beyond 4,300 digits anyway
+            return None
+        value = int(token[0] + (digits or "0")) if token[0] in "+-" else int(digits or "0")
+        return value if -LIMIT <= value <= LIMIT else None
     if not _FLOAT.fullmatch(token):
         return None
     value = float(token)
-    if not math.isfinite(value):
+    if not -LIMIT <= value <= LIMIT:        # also false for inf and nan
         return None
     return int(value) if value.is_integer() else value
+
+
+def _in_range(values: list) -> bool:
+    """True if every value is within :data:`LIMIT` (and, for floats, finite)."""
+    return -LIMIT <= min(values) and max(values) <= LIMIT
+
+
+def _shown(token: str) -> str:
+    """A token for an error message: its repr, cut short (a hostile field may be huge)."""
+    return repr(token) if len(token) <= 40 else f"{token[:20]!r}… ({len(token)} characters)"
 
 
 def _exact(token: str, value: float) -> Number:
@@ -203,6 +228,8 @@ def _block_rows(lines: list[str]) -> list[tuple] | None:
     if not body.isascii():
         return None
     data = body.encode()
+    if _LONG_DIGITS.search(data):
+        return None     # a number that may be out of range: the careful path says which
     other = data.translate(None, b"0123456789-,")
     try:
         if not other:
@@ -220,7 +247,7 @@ def _block_rows(lines: list[str]) -> list[tuple] | None:
             if len(values) != len(tokens):
                 return None
             try:
-                if not math.isfinite(sum(values)):
+                if not math.isfinite(sum(values)) or not _in_range(values):
                     return None
             except OverflowError:   # an int too large for a float: the careful path decides
                 return None
@@ -242,7 +269,7 @@ def _parse_prev_job(token: str) -> Number | tuple[int, ...] | None:
     if "&" not in token:
         return _parse_number(token)
     parts = token.split("&")
-    if not all(_INT.fullmatch(part) for part in parts):
+    if not all(_INT.fullmatch(part) and len(part) < 20 and abs(int(part)) <= LIMIT for part in parts):
         return None
     return tuple(int(part) for part in parts)
 
@@ -252,14 +279,68 @@ def _is_title_line(tokens: list[str]) -> bool:
     return _parse_number(tokens[0]) is None and any("submit" in t.lower() for t in tokens)
 
 
+#: compressed traces (the Parallel Workloads Archive ships .swf.gz) by their first bytes
+_COMPRESSED = ((b"\x1f\x8b", "gzip"), (b"BZh", "bz2"), (b"\xfd7zXZ\x00", "lzma"))
+
+
 def _open(path: str) -> TextIO:
+    """The trace as text: gzip, bzip2 and xz files are read as they are (by their magic bytes,
+    whatever their name), a UTF-8 byte-order mark is dropped.
+
+    errors="replace": a stray byte becomes a non-numeric field, reported with its line.
+    """
     try:
-        # errors="replace": a stray byte becomes a non-numeric field, reported with its line
-        return open(path, encoding="utf-8", errors="replace")
+        with open(path, "rb") as f:
+            head = f.read(6)
+        for magic, module in _COMPRESSED:
+            if head.startswith(magic):
+                opener = importlib.import_module(module).open
+                return _Decompressed(opener(path, "rt", encoding="utf-8-sig", errors="replace"), path)
+        if head.startswith(b"\x28\xb5\x2f\xfd"):
+            raise InputError(path, None, "is zstd-compressed", "an SWF text file, or one compressed with "
+                             "gzip, bzip2 or xz (decompress it first: zstd -d)")
+        return open(path, encoding="utf-8-sig", errors="replace")
     except FileNotFoundError:
         raise InputError(path, None, "file not found") from None
+    except IsADirectoryError:
+        raise InputError(path, None, "is a folder", "an SWF trace file") from None
     except OSError as exc:
         raise InputError(path, None, f"cannot be read: {exc.strerror or exc}") from None
+
+
+class _Decompressed:
+    """A compressed trace's text stream whose damage (cut short, bad data) is an InputError."""
+
+    def __init__(self, stream: TextIO, path: str):
+        self.stream, self.path = stream, path
+
+    def _fail(self, exc: Exception) -> InputError:
+        return InputError(self.path, None, f"cannot be decompressed: {exc or type(exc).__name__}",
+                          "a complete gzip, bzip2 or xz file")
+
+    def __enter__(self) -> "_Decompressed":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.stream.close()
+
+    def __iter__(self) -> "_Decompressed":
+        return self
+
+    def __next__(self) -> str:
+        try:
+            return next(self.stream)
+        except (EOFError, OSError, lzma.LZMAError, zlib.error) as exc:
+            raise self._fail(exc) from None
+
+    def readlines(self, hint: int = -1) -> list[str]:
+        try:
+            return self.stream.readlines(hint)
+        except (EOFError, OSError, lzma.LZMAError, zlib.error) as exc:
+            raise self._fail(exc) from None
+
+    def close(self) -> None:
+        self.stream.close()
 
 
 class Trace:
@@ -356,18 +437,20 @@ class Trace:
             # int() and float() also take '_' and non-ASCII digits, which SWF fields may not
             if len(head) == n and line.isascii() and not 0 <= under < cut:
                 try:
-                    (id_, submit, _, run, procs, _, _, req_procs, req_time,
-                     _, _, _, _, _, _, _, _, _) = map(int, head)
+                    ints = list(map(int, head))
                 except ValueError:
                     pass
                 else:
-                    yield submit, run, (req_procs if req_procs > 0 else procs), req_time, id_, None
-                    continue
+                    if _in_range(ints):
+                        (id_, submit, _, run, procs, _, _, req_procs, req_time,
+                         _, _, _, _, _, _, _, _, _) = ints
+                        yield submit, run, (req_procs if req_procs > 0 else procs), req_time, id_, None
+                        continue
                 try:   # ascii, no '_': float() takes what _FLOAT does, and inf/nan (not finite)
                     values = list(map(float, head))
                 except ValueError:
                     values = None
-                if values is not None and math.isfinite(sum(values)):
+                if values is not None and math.isfinite(sum(values)) and _in_range(values):
                     procs, req_procs = exact(head[4], values[4]), exact(head[7], values[7])
                     yield (exact(head[1], values[1]), exact(head[3], values[3]),
                            req_procs if req_procs > 0 else procs, exact(head[8], values[8]),
@@ -385,12 +468,15 @@ class Trace:
         joined = " ".join(head)
         if joined.isascii() and "_" not in joined:
             try:   # the common case: 18 plain integers (ASCII, no '_', so int() takes only [+-]digits)
-                return Job(*map(int, head), extra=tuple(tokens[len(FIELDS):]))
+                ints = list(map(int, head))
             except ValueError:
                 pass   # a float or a malformed field: the careful path below says which
+            else:
+                if _in_range(ints):
+                    return Job(*ints, extra=tuple(tokens[len(FIELDS):]))
         values = []
         for index, token in enumerate(head):
-            if token.isascii() and token.isdigit():
+            if token.isascii() and token.isdigit() and len(token) < 19:
                 values.append(int(token))
                 continue
             if token == "-1":
@@ -402,7 +488,9 @@ class Trace:
             else:
                 value, expected = _parse_number(token), _NUMBER_EXPECTED
             if value is None:
-                return self._bad(line_no, f"field {index + 1} ({FIELDS[index]}) is {token!r}",
+                if _FLOAT.fullmatch(token) or _INT.fullmatch(token):
+                    expected = _RANGE_EXPECTED       # a number, but too large (or inf)
+                return self._bad(line_no, f"field {index + 1} ({FIELDS[index]}) is {_shown(token)}",
                                  expected)
             values.append(value)
         return Job(*values, extra=tuple(tokens[len(FIELDS):]))
@@ -484,6 +572,26 @@ def first(jobs: Iterable[Job], n: int) -> Iterator[Job]:
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
     return itertools.islice(jobs, n)
+
+
+def unsorted_error(path: str, job_id: Number, submit: Number, previous: Number) -> InputError:
+    """The one error for a trace whose submit times go backwards (``replay``, ``grid``, queue
+    sites): schedulers and the fusion of traces read jobs in submit order, and silently
+    re-sorting would change which job an SWF ``prev_job`` or a line number refers to."""
+    return InputError(path, f"job {job_id}", f"submitted at {submit}, before the previous job ({previous})",
+                      "a trace sorted by submit time (field 2); sort it with "
+                      "`sort -n -k2 -s` (keeping the ';' header first)")
+
+
+def in_submit_order(jobs: Iterable[Job], path: str) -> Iterator[Job]:
+    """``jobs`` unchanged, raising :func:`unsorted_error` at the first one submitted before the
+    one before it (equal submit times are in order)."""
+    previous = -math.inf
+    for job in jobs:
+        if job.submit < previous:
+            raise unsorted_error(path, job.id, job.submit, previous)
+        previous = job.submit
+        yield job
 
 
 def time_window(jobs: Iterable[Job], start: Number, end: Number) -> Iterator[Job]:

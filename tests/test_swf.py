@@ -402,8 +402,9 @@ def test_write_rejects_nan():
         write_swf(io.StringIO(), [replace(job(1), run=float("nan"))])
 
 
-number = st.one_of(st.integers(-1, 2**63), st.just(-1),
-                   st.floats(allow_nan=False, allow_infinity=False))
+# every field is within a signed 64-bit integer (swf.LIMIT; beyond it is an error, tested below)
+number = st.one_of(st.integers(-1, 2**63 - 1), st.just(-1),
+                   st.floats(min_value=-(2.0**63), max_value=2.0**63, exclude_min=True, exclude_max=True))
 token = st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=1, max_size=12)
 
 
