@@ -349,6 +349,11 @@ class Conservative(Policy):
         queue from scratch may not reproduce them; a twin that knows them uses them. Raises if
         the slot is not free in the profile as it stands.
         """
+        self.enqueue_reserved(job, at, now)
+        return self.schedule(now)
+
+    def enqueue_reserved(self, job: QJob, at: float, now: float) -> None:
+        """:meth:`submit_reserved` without the pass (a change of the instant)."""
         if job.size > self.cores:
             raise ReselError(f"job {job.id} asks for {job.size} cores; the site has {self.cores}")
         self.plan(now)
@@ -357,7 +362,6 @@ class Conservative(Policy):
         job.resv = at
         self.profile.reserve(at, at + job.estimate, job.size)
         self.queue.append(job)
-        return self.schedule(now)
 
     def _released(self, job: QJob, now: float) -> None:
         planned_end = job.resv + job.estimate     # what the profile holds for it

@@ -29,6 +29,26 @@ INF = math.inf
 JobHook = Callable[[QJob, float], None]
 
 
+class ListFeed:
+    """Arrivals from a list, made into jobs one at a time (``make(item, number)``, numbers
+    from 1). Unlike a generator it can be copied, so a :meth:`BatchQueue.clone` goes on from
+    the same arrival while sharing the list (give it in ``shared``)."""
+
+    __slots__ = ("items", "make", "next")
+
+    def __init__(self, items: list, make: Callable[[Any, int], QJob]):
+        self.items, self.make, self.next = items, make, 0
+
+    def __iter__(self) -> "ListFeed":
+        return self
+
+    def __next__(self) -> QJob:
+        if self.next >= len(self.items):
+            raise StopIteration
+        self.next += 1
+        return self.make(self.items[self.next - 1], self.next)
+
+
 class BatchQueue:
     """A batch policy on an :class:`Environment` (its own, unless one is given to share).
 
@@ -56,6 +76,7 @@ class BatchQueue:
         self.shared = tuple(shared)
         self._passes: set[float] = set()      # instants with a pass already scheduled
         self._source: Iterator[QJob] | None = None
+        self._closed = False
 
     # ------------------------------------------------------------------ state
     @property
@@ -82,13 +103,32 @@ class BatchQueue:
         if at is None or at <= now:
             self._arrive(now, job)
         else:
-            self.env.schedule(at, ARRIVE, self._arrive, job)
+            self.env.schedule(at, ARRIVE, self._arrived, job)
 
     def feed(self, jobs: Iterable[QJob]) -> None:
         """Jobs arriving at their ``submit`` times, in submit order, pulled one at a time (a
         trace of any length costs one pending arrival)."""
         self._source = iter(jobs)
         self._next_arrival()
+
+    def adopt(self, job: QJob) -> None:
+        """Take over a job running since ``job.start`` (a twin built from a snapshot); its end
+        is scheduled at ``start + run`` (now, if that has passed)."""
+        self.policy.place_running(job)
+        if job.run != INF:
+            self.env.schedule(max(self.env.now, job.start + job.run), JOB_END, self._end, job)
+
+    def submit_reserved(self, job: QJob, at: float) -> None:
+        """Queue ``job`` now at the reservation its scheduler gave it (conservative only; see
+        :meth:`Conservative.submit_reserved`). Raises ReselError if the slot is not free."""
+        self.policy.enqueue_reserved(job, at, self.env.now)   # type: ignore[attr-defined]
+        self._pass_at(self.env.now)
+
+    def close_feed(self) -> None:
+        """No more arrivals from :meth:`feed` (the one already scheduled is dropped): what
+        happens to the queue as it stands, e.g. a twin's "no new arrivals"."""
+        self._source = None
+        self._closed = True
 
     def cancel(self, job: QJob) -> None:
         """Withdraw a waiting job now."""
@@ -179,9 +219,7 @@ class BatchQueue:
         for hook in (self.on_start, self.on_end):
             if hook is not None:
                 memo[id(hook)] = hook
-        if self._source is not None:
-            memo[id(self._source)] = self._source
-        return copy.deepcopy(self, memo)
+        return copy.deepcopy(self, memo)   # a feed must be copyable (ListFeed is)
 
     # ------------------------------------------------------------------ plumbing
     def _next_arrival(self) -> None:
@@ -192,35 +230,46 @@ class BatchQueue:
             self.env.schedule(job.submit, ARRIVE, self._fed, job)
 
     def _fed(self, now: float, job: QJob) -> None:
+        if self._closed:
+            return
         self.policy.enqueue(job, now)
         nxt = next(self._source, None)  # type: ignore[arg-type]
         if nxt is None:
             self._source = None
         else:
             self.env.schedule(nxt.submit, ARRIVE, self._fed, nxt)
-        self._pass_at(now)
+        self._pass_soon(now)
 
     def _arrive(self, now: float, job: QJob) -> None:
         self.policy.enqueue(job, now)
         self._pass_at(now)
 
+    def _arrived(self, now: float, job: QJob) -> None:
+        self.policy.enqueue(job, now)
+        self._pass_soon(now)
+
     def _end(self, now: float, job: QJob) -> None:
         if self.on_end is not None:
             self.on_end(job, now)
         self.policy.release(job, now)
-        self._pass_at(now)
+        self._pass_soon(now)
 
     def _pass_at(self, at: float) -> None:
-        """One pass at ``at``, after every end and arrival of that instant: scheduled, or run
-        at once when nothing else is due before it (the same order, one heap event less)."""
-        if at in self._passes:
-            return
-        env = self.env
-        if at == env.now and env.idle_after(at, SCHEDULE):
-            self._pass(at)
-        else:
+        """One pass at ``at``, after every end and arrival of that instant."""
+        if at not in self._passes:
             self._passes.add(at)
-            env.schedule(at, SCHEDULE, self._pass)
+            self.env.schedule(at, SCHEDULE, self._pass)
+
+    def _pass_soon(self, now: float) -> None:
+        """:meth:`_pass_at` now, from the last step of an event's callback: the pass runs at
+        once when nothing else is due before it (the same order, one heap event less)."""
+        if now in self._passes:
+            return
+        if self.env.idle_after(now, SCHEDULE):
+            self._pass(now)
+        else:
+            self._passes.add(now)
+            self.env.schedule(now, SCHEDULE, self._pass)
 
     def _pass(self, now: float, _: Any = None) -> None:
         self._passes.discard(now)
