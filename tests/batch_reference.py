@@ -27,23 +27,35 @@ class RJob(NamedTuple):
     run: float
 
 
-def _usage(intervals: list[tuple[float, float, int]], t: float) -> int:
-    """Cores in use at time t by intervals [start, end) of ``size`` cores."""
-    return sum(size for start, end, size in intervals if start <= t < end)
-
-
 def _earliest(intervals: list[tuple[float, float, int]], cores: int, size: int, duration: float,
               t0: float, until: float = INF) -> float:
     """The earliest s >= t0 with ``size`` cores free on all of [s, s + duration), given the
-    intervals in use; ``until`` if none before it. Candidates are t0 and every interval end
-    after it (free cores only grow there); a candidate fits if the usage at s and at every
-    interval start inside (s, s + duration) leaves room."""
-    candidates = sorted({t0} | {end for _, end, _ in intervals if end > t0})
-    for s in candidates:
+    intervals [start, end) of cores in use; ``until`` if none before it.
+
+    The cores in use form a step function: sum every interval's +size at its start and
+    -size at its end, in time order. A start can only be t0 or a time the function steps
+    down; from each candidate, walk the steps until ``duration`` has passed."""
+    delta: dict[float, int] = {}
+    for start, end, n in intervals:
+        if end > t0:
+            start = max(start, t0)
+            delta[start] = delta.get(start, 0) + n
+            delta[end] = delta.get(end, 0) - n
+    delta.setdefault(t0, 0)
+    times = sorted(delta)
+    used, in_use = 0, []
+    for t in times:
+        used += delta[t]
+        in_use.append(used)            # cores in use on [t, next time)
+    for k, s in enumerate(times):
         if s >= until:
             return until
-        points = [s] + [start for start, _, _ in intervals if s < start < s + duration]
-        if all(cores - _usage(intervals, p) >= size for p in points):
+        if cores - in_use[k] < size:
+            continue
+        j = k
+        while j < len(times) and times[j] < s + duration and cores - in_use[j] >= size:
+            j += 1
+        if j == len(times) or times[j] >= s + duration:
             return s
     return until
 
