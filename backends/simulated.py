@@ -305,6 +305,6 @@ def audit_reselection(decisions: list[Decision], pilots: list[SimPilot], truths:
         alt_pilot = pilots[attempt[1]]
         tx_r = instructions * truths[r].kappa / origin_pilot.speed
         tx_r2 = instructions * truths[r2].kappa / alt_pilot.speed
-        # the thesis's a_r' is when r' was acquired; the task starts there at the decision
-        audit.add(judge(tx_r, tx_r2, d.tx_r, d.tx_r2, origin_pilot.start, d.time))
+        # a_r' as the engine logged and used it: when the task got its slot on r'
+        audit.add(judge(tx_r, tx_r2, d.tx_r, d.tx_r2, origin_pilot.start, d.a_r2))
     return audit
