@@ -187,25 +187,50 @@ def save_run(db: Database, result, *, experiment_id: int | None = None, events: 
             "audit": to_json(result.audit.as_dict()), "sites": to_json(result.sites),
             "bag_spec": to_json(result.bag), "steps": result.steps,
         }).last_pk
-        db["tasks"].insert_all(
-            ({"run_id": run_id, **_clean(dataclasses.asdict(t))} for t in task_times(result.engine.tasks, names)),
-            batch_size=1000)
-        db["pilots"].insert_all(
-            ({"run_id": run_id, "pilot": p.id, "site": names[p.site], "cores": p.cores,
-              "submitted": p.submitted, "start": p.start, "started": int(p.started),
-              "cancelled": int(p.cancelled)} for p in result.pilots), batch_size=1000)
-        db["decisions"].insert_all(
-            ({"run_id": run_id, "seq": i, **_clean(dataclasses.asdict(d))} for i, d in enumerate(result.decisions)),
-            batch_size=1000)
+        _insert_rows(db, "tasks", ("run_id", "task", "origin", "site", "tq", "tx", "ttc", "attempts", "state"),
+                     ((run_id, t.task, t.origin, t.site, _finite(t.tq), _finite(t.tx), _finite(t.ttc), t.attempts,
+                       t.state) for t in task_times(result.engine.tasks, names)))
+        _insert_rows(db, "pilots", ("run_id", "pilot", "site", "cores", "submitted", "start", "started", "cancelled"),
+                     ((run_id, p.id, names[p.site], p.cores, p.submitted, p.start, int(p.started),
+                       int(p.cancelled)) for p in result.pilots))
+        _insert_rows(db, "decisions", ("run_id", "seq", *_DECISION_FIELDS),
+                     ((run_id, i, *map(_finite, (getattr(d, f) for f in _DECISION_FIELDS)))
+                      for i, d in enumerate(result.decisions)))
         if events:
-            db["events"].insert_all(_event_rows(run_id, result.events), batch_size=2000)
+            _insert_rows(db, "events", ("run_id", "seq", "time", "kind", "data"), _event_tuples(run_id, result.events))
     return run_id
 
 
-def _event_rows(run_id: int, log: Iterable[tuple]) -> Iterable[dict]:
+#: a Decision's fields as stored, in the decisions table's column order
+_DECISION_FIELDS = ("time", "kind", "task", "origin", "target", "a_r", "a_r2", "tx_r", "tx_r2", "window")
+
+
+def _finite(value: Any) -> Any:
+    """A value as the store keeps it: NaN and infinities as NULL (as :func:`_clean`)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _insert_rows(db: Database, table: str, columns: tuple[str, ...], rows: Iterable[tuple]) -> None:
+    """Bulk insert of prepared rows: one statement, prepared once, for every row (sqlite_utils'
+    ``insert_all`` rebuilds a statement and inspects every value per chunk, which is most of
+    what storing a simulated run cost)."""
+    sql = f"INSERT INTO [{table}] ({', '.join(f'[{c}]' for c in columns)}) VALUES ({', '.join('?' * len(columns))})"
+    db.conn.executemany(sql, rows)
+
+
+def _event_tuples(run_id: int, log: Iterable[tuple]) -> Iterable[tuple]:
+    """The run's events and actions as rows: the record's fields but its time as JSON ``data``
+    (the field names of each record type read once)."""
+    names: dict[type, tuple[str, ...]] = {}
+    dumps = json.dumps
     for seq, (time, kind, record) in enumerate(log):
-        data = {f.name: getattr(record, f.name) for f in dataclasses.fields(record) if f.name != "time"}
-        yield {"run_id": run_id, "seq": seq, "time": time, "kind": kind, "data": json.dumps(data)}
+        cls = type(record)
+        fields = names.get(cls)
+        if fields is None:
+            fields = names[cls] = tuple(f.name for f in dataclasses.fields(record) if f.name != "time")
+        yield run_id, seq, time, kind, dumps({f: getattr(record, f) for f in fields})
 
 
 def list_runs(db: Database, limit: int = 50) -> list[dict]:
