@@ -185,9 +185,8 @@ class Simulation:
 
     def run(self, until: float = math.inf) -> None:
         """Handle every event up to ``until`` or until the bag is done; can be called again."""
-        env, engine = self.env, self.engine
-        while len(env) and not engine.finished and env.peek() <= until:
-            env.step()
+        if not self.engine.finished:
+            self.env.run(until)        # _handle stops it once the bag is done
 
     def result(self) -> SimResult:
         """Metrics, audit and record of the run so far."""
@@ -204,6 +203,8 @@ class Simulation:
         if self.record:
             self.log.append((now, type(event).__name__, event))
         self._apply(now, self.engine.handle(event))
+        if self.engine.finished:
+            self.env.stop()
 
     def _apply(self, now: float, actions: list) -> None:
         env, pilots, record = self.env, self.pilots, self.record
@@ -214,6 +215,9 @@ class Simulation:
                 tx = self._instructions * self.truths[pilot.site].kappa / pilot.speed
                 self._live_attempt[act.task] = act.attempt
                 env.schedule(now + tx, TASK_END, self._task_end, (act.task, act.attempt))
+                if record:
+                    self.log.append((now, "DispatchTask", act))
+                continue
             elif kind is SetTimer:
                 env.schedule(act.at, TIMER, self._timer, (act.task, act.attempt))
             elif kind is Decision:
@@ -248,10 +252,19 @@ class Simulation:
 
     def _task_end(self, now: float, payload: tuple[int, int]) -> None:
         task, attempt = payload
-        if self._live_attempt.get(task) != attempt:
+        live = self._live_attempt
+        if live.get(task) != attempt:
             return
-        del self._live_attempt[task]
-        self._handle(now, TaskFinished(time=now, task=task, attempt=attempt))
+        del live[task]
+        # _handle, inline: the most frequent event
+        event = TaskFinished(time=now, task=task, attempt=attempt)
+        self.steps += 1
+        if self.record:
+            self.log.append((now, "TaskFinished", event))
+        engine = self.engine
+        self._apply(now, engine.handle(event))
+        if engine.finished:
+            self.env.stop()
 
     def _timer(self, now: float, payload: tuple[int, int]) -> None:
         self._handle(now, TimerFired(time=now, task=payload[0], attempt=payload[1]))

@@ -55,10 +55,11 @@ class Environment:
     e.g. a trace's warm-up before a bag arrives at 0).
     """
 
-    __slots__ = ("now", "_heap", "_seq")
+    __slots__ = ("now", "_heap", "_seq", "_stopped")
 
     def __init__(self, initial: float = -math.inf):
         self.now = initial
+        self._stopped = False
         self._heap: list[tuple[float, int, int, Callback, Any]] = []
         self._seq = itertools.count()
 
@@ -94,15 +95,23 @@ class Environment:
     def run(self, until: float = math.inf) -> None:
         """Process every event at or before ``until``; the clock then reads ``until`` (if finite).
 
-        Can be called again with a later ``until`` to go on.
+        Can be called again with a later ``until`` to go on. A callback may :meth:`stop` the
+        run after its event (the bag simulator does when the bag is done).
         """
         heap, pop = self._heap, heapq.heappop
+        self._stopped = False
         while heap and heap[0][0] <= until:
             time, _, _, callback, payload = pop(heap)
             self.now = time
             callback(time, payload)
+            if self._stopped:
+                return
         if until != math.inf and until > self.now:
             self.now = until
+
+    def stop(self) -> None:
+        """End the current :meth:`run` after the event being processed."""
+        self._stopped = True
 
     def __len__(self) -> int:
         return len(self._heap)
