@@ -82,6 +82,7 @@ class SimPilot:
     cancelled: bool = False
     started: bool = False
     queued: bool = False  # in a QueueSite: its start emerges from the schedule (start = inf until then)
+    tx: float = 0.0       # the true T_x of one of the bag's tasks on its slots
 
 
 @dataclass
@@ -211,10 +212,8 @@ class Simulation:
         for act in actions:
             kind = type(act)
             if kind is DispatchTask:
-                pilot = pilots[act.pilot]
-                tx = self._instructions * self.truths[pilot.site].kappa / pilot.speed
                 self._live_attempt[act.task] = act.attempt
-                env.schedule(now + tx, TASK_END, self._task_end, (act.task, act.attempt))
+                env.schedule(now + pilots[act.pilot].tx, TASK_END, self._task_end, (act.task, act.attempt))
                 if record:
                     self.log.append((now, "DispatchTask", act))
                 continue
@@ -229,12 +228,16 @@ class Simulation:
                 x = self._index[act.site]
                 truth = self.truths[x]
                 if x in self.queues:
-                    pilots.append(SimPilot(act.pilot, x, act.cores, now, math.inf, truth.draw_speed(), queued=True))
+                    pilot = SimPilot(act.pilot, x, act.cores, now, math.inf, truth.draw_speed(), queued=True)
+                else:
+                    pilot = SimPilot(act.pilot, x, act.cores, now, now + truth.draw_wait(act.cores),
+                                     truth.draw_speed())
+                pilot.tx = self._instructions * truth.kappa / pilot.speed    # a task's true T_x on it
+                pilots.append(pilot)
+                if pilot.queued:
                     self.queues[x].submit_pilot(act.pilot, act.cores, act.walltime)
                 else:
-                    start = now + truth.draw_wait(act.cores)
-                    pilots.append(SimPilot(act.pilot, x, act.cores, now, start, truth.draw_speed()))
-                    env.schedule(start, STARTED, self._pilot_start, act.pilot)
+                    env.schedule(pilot.start, STARTED, self._pilot_start, act.pilot)
             elif kind is CancelPilot:
                 pilot = pilots[act.pilot]
                 pilot.cancelled = True
