@@ -406,8 +406,9 @@ def _rebuilt_policy(policy: str, cores: int, running: list[Recorded], pending: l
         job = QJob(i + 1, r.size, r.estimate, r.end - r.start, r.submit, start=r.start)
         job.resv = r.start
         sched.place_running(job)
-    for i, r in enumerate(pending, len(running) + 1):
-        sched.submit(QJob(i, r.size, r.estimate, r.end - r.start, r.submit), now)
+    for i, r in enumerate(pending, len(running) + 1):     # all at this instant: one pass after them
+        sched.enqueue(QJob(i, r.size, r.estimate, r.end - r.start, r.submit), now)
+    sched.schedule(now)
     return sched
 
 
