@@ -151,6 +151,8 @@ class Simulation:
         self.decisions: list[Decision] = []
         self.log: list[tuple] = []
         self.steps = 0
+        # the callbacks of the most frequent events, bound once
+        self._on_task_end, self._on_timer = self._task_end, self._timer
         self.queues = {i: QueueSite(i, s, env, self._queued_pilot_started)
                        for i, s in enumerate(self.sites) if s.queue is not None}
         for q in self.queues.values():
@@ -209,16 +211,17 @@ class Simulation:
 
     def _apply(self, now: float, actions: list) -> None:
         env, pilots, record = self.env, self.pilots, self.record
+        schedule, live, task_end = env.schedule, self._live_attempt, self._on_task_end
         for act in actions:
             kind = type(act)
             if kind is DispatchTask:
-                self._live_attempt[act.task] = act.attempt
-                env.schedule(now + pilots[act.pilot].tx, TASK_END, self._task_end, (act.task, act.attempt))
+                live[act.task] = act.attempt
+                schedule(now + pilots[act.pilot].tx, TASK_END, task_end, (act.task, act.attempt))
                 if record:
                     self.log.append((now, "DispatchTask", act))
                 continue
             elif kind is SetTimer:
-                env.schedule(act.at, TIMER, self._timer, (act.task, act.attempt))
+                schedule(act.at, TIMER, self._on_timer, (act.task, act.attempt))
             elif kind is Decision:
                 if record:
                     self.decisions.append(act)

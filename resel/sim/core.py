@@ -1,4 +1,5 @@
-"""The event core: a virtual clock and one heap of ``(time, priority, seq, callback, payload)``.
+"""The event core: a virtual clock and one heap of ``(time, priority, seq, callback, payload)``
+(the callback stored by index, so that the heap holds only numbers and payloads).
 
 Modelled on simpy's ``Environment`` (``core.py``: ``schedule``, ``step``, ``run(until)``,
 ``peek``), without its process and event objects: an event here is a callback with one
@@ -42,6 +43,7 @@ STARTED = 6
 REALLOCATE = 7
 
 Callback = Callable[[float, Any], None]
+_push = heapq.heappush
 
 
 class EmptySchedule(Exception):
@@ -55,19 +57,28 @@ class Environment:
     e.g. a trace's warm-up before a bag arrives at 0).
     """
 
-    __slots__ = ("now", "_heap", "_seq", "_stopped")
+    __slots__ = ("now", "_heap", "_seq", "_stopped", "_callbacks", "_index")
 
     def __init__(self, initial: float = -math.inf):
         self.now = initial
         self._stopped = False
-        self._heap: list[tuple[float, int, int, Callback, Any]] = []
+        self._heap: list[tuple[float, int, int, int, Any]] = []
         self._seq = itertools.count()
+        # callbacks are kept here and the heap holds their index: a heap entry of numbers (and
+        # a payload of numbers) is not tracked by the garbage collector, whose full passes over
+        # a large heap of bound methods cost more than the events themselves
+        self._callbacks: list[Callback] = []
+        self._index: dict[Callback, int] = {}
 
     def schedule(self, time: float, priority: int, callback: Callback, payload: Any = None) -> None:
         """Call ``callback(time, payload)`` when the clock reaches ``time`` (never in the past)."""
         if time < self.now:
             raise ValueError(f"cannot schedule an event at {time} before now ({self.now})")
-        heapq.heappush(self._heap, (time, priority, next(self._seq), callback, payload))
+        index = self._index.get(callback)
+        if index is None:
+            index = self._index[callback] = len(self._callbacks)
+            self._callbacks.append(callback)
+        _push(self._heap, (time, priority, next(self._seq), index, payload))
 
     def idle_after(self, time: float, priority: int) -> bool:
         """True if no event is scheduled at or before ``(time, priority)``: what a callback
@@ -86,11 +97,11 @@ class Environment:
     def step(self) -> None:
         """Process the next event."""
         try:
-            time, _, _, callback, payload = heapq.heappop(self._heap)
+            time, _, _, index, payload = heapq.heappop(self._heap)
         except IndexError:
             raise EmptySchedule() from None
         self.now = time
-        callback(time, payload)
+        self._callbacks[index](time, payload)
 
     def run(self, until: float = math.inf) -> None:
         """Process every event at or before ``until``; the clock then reads ``until`` (if finite).
@@ -98,12 +109,12 @@ class Environment:
         Can be called again with a later ``until`` to go on. A callback may :meth:`stop` the
         run after its event (the bag simulator does when the bag is done).
         """
-        heap, pop = self._heap, heapq.heappop
+        heap, pop, callbacks = self._heap, heapq.heappop, self._callbacks
         self._stopped = False
         while heap and heap[0][0] <= until:
-            time, _, _, callback, payload = pop(heap)
+            time, _, _, index, payload = pop(heap)
             self.now = time
-            callback(time, payload)
+            callbacks[index](time, payload)
             if self._stopped:
                 return
         if until != math.inf and until > self.now:
