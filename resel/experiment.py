@@ -7,6 +7,7 @@ runs it replayed.
 
 from __future__ import annotations
 
+import gc
 import math
 from dataclasses import dataclass, field
 from typing import Callable
@@ -146,5 +147,9 @@ def run_experiment(bag: Bag, sites: list[Site], strategies: list[str], sizes: li
                     run_id = on_run(result)
                     if run_id is not None:
                         cell.run_ids.append(run_id)
+                # a run's objects hold reference cycles (engine handlers, event callbacks): free
+                # them now, while they are all that is garbage, rather than let several runs pile
+                # up until the collector's next full pass (memory flat in the repetitions)
                 del result
+                gc.collect()
     return exp
