@@ -83,7 +83,6 @@ def replay(jobs: Iterable[Job], policy: str, cores: int, *, speed: float = 1.0, 
     stats = JobStats(taus)
     result = ReplayResult(policy, cores, stats)
     wait_append, run_append = stats.wait.append, stats.run.append
-    totals = [0, 0.0, stats.first_submit, stats.last_end]      # killed, area, first submit, last end
     outbox: list[tuple[int, Job, float, float]] = []           # finished, not yet handed on (submit order)
     inflight: list[int] = []                                   # seqs submitted and not finished
     finished_seqs: set[int] = set()
@@ -100,19 +99,22 @@ def replay(jobs: Iterable[Job], policy: str, cores: int, *, speed: float = 1.0, 
             _, record, wait, run = heapq.heappop(outbox)
             on_scheduled(record, wait, run)
 
+    killed_n, area, first_submit, last_end = 0, 0.0, stats.first_submit, stats.last_end
+
     def ended(q: QJob, now: float) -> None:
-        # JobStats.add, inline
-        submitted, start, run = q.submit, q.start, q.run
-        wait_append(start - submitted)
+        # JobStats.add, inline (``now`` is start + run)
+        nonlocal killed_n, area, first_submit, last_end
+        submitted, run = q.submit, q.run
+        wait_append(q.start - submitted)
         run_append(run)
-        totals[0] += q.killed
-        totals[1] += run * q.size
-        if submitted < totals[2]:
-            totals[2] = submitted
-        if start + run > totals[3]:
-            totals[3] = start + run
+        killed_n += q.killed
+        area += run * q.size
+        if submitted < first_submit:
+            first_submit = submitted
+        if now > last_end:
+            last_end = now
         if in_order:
-            heapq.heappush(outbox, (q.id, q.ref, start - submitted, run))
+            heapq.heappush(outbox, (q.id, q.ref, q.start - submitted, run))
             finished_seqs.add(q.id)
             flush()
 
@@ -165,7 +167,7 @@ def replay(jobs: Iterable[Job], policy: str, cores: int, *, speed: float = 1.0, 
     replayed = len(stats.wait)
     result.events = 2 * replayed          # an arrival and an end per job
     result.skipped_unknown, result.skipped_too_large = counts[1], counts[2]
-    stats.killed, stats.area, stats.first_submit, stats.last_end = totals
+    stats.killed, stats.area, stats.first_submit, stats.last_end = killed_n, area, first_submit, last_end
     return result
 
 
