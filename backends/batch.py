@@ -503,9 +503,6 @@ class _Profile:
         ts, fr = self.ts, self.fr
         n = len(ts)
         k = max(0, bisect.bisect_right(ts, now) - 1)
-        last = bisect.bisect_left(ts, resv, k)
-        if last <= k or max(fr[k:last]) < size:    # no step before resv has room: cannot move
-            return False
         run_start = None
         while k < n and ts[k] < resv:
             if fr[k] >= size:
