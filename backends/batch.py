@@ -60,7 +60,15 @@ def run_and_estimate(job: Any, speed: float = 1.0, *, kill: bool = False,
 
 
 class Policy(ABC):
-    """Common state: free cores, the wait queue (priority order), running jobs."""
+    """Common state: free cores, the wait queue (priority order), running jobs.
+
+    **One instant, one pass.** The driver first tells the policy everything that happened at
+    an instant — :meth:`release` (a job ended), :meth:`withdraw` (a queued job left),
+    :meth:`enqueue` (a job arrived), in that order — and then calls :meth:`schedule` once:
+    the pass sees every core freed at that instant, as the textbook policies assume
+    (:class:`resel.sim.queue.BatchQueue` drives it so). :meth:`submit`, :meth:`finish` and
+    :meth:`cancel` are a change and its pass at once, for a change alone at its instant.
+    """
 
     name = "?"
 
@@ -72,18 +80,37 @@ class Policy(ABC):
         self.queue: list[QJob] = []
         self.running: dict[int, QJob] = {}
 
-    # ---- the driver's interface
-    def submit(self, job: QJob, now: float) -> list[QJob]:
+    # ---- the changes of one instant (no scheduling)
+    def enqueue(self, job: QJob, now: float) -> None:
+        """A job arrives; it is considered at the next :meth:`schedule`."""
         if job.size > self.cores:
             raise ReselError(f"job {job.id} asks for {job.size} cores; the site has {self.cores}")
         self.queue.append(job)
-        return self.schedule(now)
 
-    def finish(self, job: QJob, now: float) -> list[QJob]:
+    def release(self, job: QJob, now: float) -> None:
+        """A running job ended (or was stopped): its cores are free."""
         del self.running[job.id]
         self.free += job.size
         job.end = now
         self._released(job, now)
+
+    def withdraw(self, job: QJob, now: float) -> None:
+        """A waiting job leaves the queue (reallocation, a cancelled pilot)."""
+        self.queue.remove(job)
+        self._withdrawn(job, now)
+
+    # ---- a change and its pass at once
+    def submit(self, job: QJob, now: float) -> list[QJob]:
+        self.enqueue(job, now)
+        return self.schedule(now)
+
+    def finish(self, job: QJob, now: float) -> list[QJob]:
+        self.release(job, now)
+        return self.schedule(now)
+
+    def cancel(self, job: QJob, now: float) -> list[QJob]:
+        """Withdraw a waiting job (reallocation); the others may start earlier."""
+        self.withdraw(job, now)
         return self.schedule(now)
 
     def place_running(self, job: QJob) -> None:
@@ -97,12 +124,6 @@ class Policy(ABC):
             raise ReselError(f"job {job.id} asks for {job.size} cores; the site has {self.cores}")
         self._start(job, job.start)
 
-    def cancel(self, job: QJob, now: float) -> list[QJob]:
-        """Withdraw a waiting job (reallocation); the others may start earlier."""
-        self.queue.remove(job)
-        self._withdrawn(job, now)
-        return self.schedule(now)
-
     def cancel_all(self, now: float) -> list[QJob]:
         """Withdraw every waiting job at once (all-cancellation); returns them in queue order."""
         withdrawn, self.queue = self.queue, []
@@ -115,6 +136,9 @@ class Policy(ABC):
     def wakeup(self) -> float | None:
         """A future time at which this policy wants :meth:`schedule` called (None: none)."""
         return None
+
+    #: whether :meth:`wakeup` can ever answer (FCFS and EASY never ask to be woken)
+    wakes = False
 
     def estimate_start(self, size: int, estimate: float, now: float) -> float:
         """When a job of this shape submitted now would start, given the current state.
@@ -157,7 +181,7 @@ class Policy(ABC):
     # ---- hooks
     @abstractmethod
     def schedule(self, now: float) -> list[QJob]:
-        """Start what the policy allows at ``now``; return the started jobs."""
+        """One scheduling pass: start what the policy allows at ``now``; return the started jobs."""
 
     def _released(self, job: QJob, now: float) -> None:
         pass
@@ -194,13 +218,14 @@ class FCFS(Policy):
     schedule = Policy._start_heads
 
 
-
 class EASY(Policy):
     """EASY backfilling (Mu'alem & Feitelson): only the head job holds a reservation.
 
-    A later job may start now if it fits now and either ends before the head's reservation
-    (the *shadow* time) or uses only cores the head will not need then (the *extra* cores).
-    ``order="sjbf"`` tries backfill candidates shortest estimate first instead of by arrival.
+    A later job may start now if it fits now and either ends by the head's reservation (the
+    *shadow* time) or uses only cores the head will not need then (the *extra* cores: every
+    core free at the shadow time — the free ones and those of every running job expected to
+    end by then — beyond the head's). ``order="sjbf"`` tries backfill candidates shortest
+    estimate first instead of by arrival.
     """
 
     def __init__(self, cores: int, order: str = "fcfs"):
@@ -223,20 +248,33 @@ class EASY(Policy):
         del self._ends[i]
 
     def _shadow(self, head: QJob, now: float) -> tuple[float, int]:
-        """When the head can start (shadow) and the cores left over for it then (extra)."""
+        """When the head can start (shadow) and the cores left over for it then (extra).
+
+        Running jobs are walked by expected end until enough cores would be free; the shadow
+        time is that end (now, for jobs past their estimate). *Every* job expected to end by
+        the shadow time frees its cores for it, not only those walked: jobs ending together
+        all count (docs/batch.md).
+        """
+        ends = self._ends
         avail = self.free
-        shadow = now
-        for end, _, size in self._ends:
-            if avail >= head.size:
-                break
+        need = head.size
+        i, n = 0, len(ends)
+        end = now
+        while avail < need and i < n:
+            end, _, size = ends[i]
             avail += size
-            shadow = max(now, end)
-        return shadow, avail - head.size
+            i += 1
+        shadow = end if end > now else now
+        while i < n and ends[i][0] <= shadow:
+            avail += ends[i][2]
+            i += 1
+        return shadow, avail - need
 
     def schedule(self, now: float) -> list[QJob]:
         queue = self.queue
         started = self._start_heads(now) if queue and queue[0].size <= self.free else []
-        if len(queue) < 2 or self.free == 0:
+        queue = self.queue
+        if len(queue) < 2 or self.free <= 0:
             return started
         head = queue[0]
         shadow, extra = self._shadow(head, now)
@@ -260,7 +298,7 @@ class EASY(Policy):
             start(job, now)
             free = self.free
             chosen.append(job)
-            if free == 0:
+            if free <= 0:
                 break
         if chosen:
             ids = {id(j) for j in chosen}
@@ -269,29 +307,34 @@ class EASY(Policy):
         return started
 
 
+#: a conservative job's reservation before its first pass
+UNPLANNED = INF
+
 
 class Conservative(Policy):
     """Conservative backfilling: every queued job holds a reservation, none is ever delayed.
 
     A new job is reserved at the earliest time the availability profile allows without
-    moving any existing reservation. When a job ends before its estimate, each queued job in
-    priority order is moved to the earliest slot not later than its current one.
+    moving any existing reservation. When jobs end before their estimates (or queued jobs
+    leave), the queue is compressed once at that instant: each queued job in priority order
+    is moved to the earliest slot not later than its current one. Jobs arriving at the same
+    instant are reserved after that compression, in arrival order (they come last in
+    priority).
     """
 
     name = "conservative"
+    wakes = True
 
     def __init__(self, cores: int):
         super().__init__(cores)
         self.profile = _Profile(cores)
+        self._new: list[QJob] = []     # arrived this instant, not reserved yet
+        self._freed = False            # cores came back before their planned end this instant
 
-    def submit(self, job: QJob, now: float) -> list[QJob]:
-        if job.size > self.cores:
-            raise ReselError(f"job {job.id} asks for {job.size} cores; the site has {self.cores}")
-        self.profile.prune(now)
-        job.resv = self.profile.earliest(job.size, job.estimate, now)
-        self.profile.reserve(job.resv, job.resv + job.estimate, job.size)
-        self.queue.append(job)
-        return self.schedule(now)
+    def enqueue(self, job: QJob, now: float) -> None:
+        super().enqueue(job, now)
+        job.resv = UNPLANNED
+        self._new.append(job)
 
     def place_running(self, job: QJob) -> None:
         super().place_running(job)
@@ -306,25 +349,32 @@ class Conservative(Policy):
         queue from scratch may not reproduce them; a twin that knows them uses them. Raises if
         the slot is not free in the profile as it stands.
         """
+        self.enqueue_reserved(job, at, now)
+        return self.schedule(now)
+
+    def enqueue_reserved(self, job: QJob, at: float, now: float) -> None:
+        """:meth:`submit_reserved` without the pass (a change of the instant)."""
         if job.size > self.cores:
             raise ReselError(f"job {job.id} asks for {job.size} cores; the site has {self.cores}")
-        self.profile.prune(now)
+        self.plan(now)
         if at < now or self.profile.earliest(job.size, job.estimate, at) != at:
             raise ReselError(f"job {job.id}: no room for {job.size} cores at its reservation {at}")
         job.resv = at
         self.profile.reserve(at, at + job.estimate, job.size)
         self.queue.append(job)
-        return self.schedule(now)
 
     def _released(self, job: QJob, now: float) -> None:
         planned_end = job.resv + job.estimate     # what the profile holds for it
         if now < planned_end:
             self.profile.release(now, planned_end, job.size)
-            self._compress(now)
+            self._freed = True
 
     def _withdrawn(self, job: QJob, now: float) -> None:
+        if job.resv == UNPLANNED:
+            self._new.remove(job)
+            return
         self.profile.release(job.resv, job.resv + job.estimate, job.size)
-        self._compress(now)
+        self._freed = True
 
     def _cleared(self, now: float) -> None:
         """Only the running jobs' planned ends remain in the profile."""
@@ -332,20 +382,39 @@ class Conservative(Policy):
         for job in self.running.values():
             profile.reserve(now, max(now, job.resv + job.estimate), job.size)
         self.profile = profile
+        self._new.clear()
+        self._freed = False
+
+    def plan(self, now: float) -> None:
+        """Bring this instant's changes into the reservations: one compression if cores came
+        back early (or a queued job left), then the new jobs reserved in arrival order.
+        Idempotent at one instant; :meth:`schedule` and the estimates call it first."""
+        profile = self.profile
+        profile.prune(now)
+        if self._freed:
+            self._freed = False
+            self._compress(now)
+        if self._new:
+            for job in self._new:
+                job.resv = start = profile.earliest(job.size, job.estimate, now)
+                profile.reserve(start, start + job.estimate, job.size)
+            self._new.clear()
 
     def _compress(self, now: float) -> None:
         profile = self.profile
-        profile.prune(now)
         for job in self.queue:
-            # A cheap necessary condition first, on the profile as it is (see could_move).
-            if job.resv <= now or not profile.could_move(job.size, job.estimate, now, job.resv):
+            resv = job.resv
+            # new jobs are reserved after the compression; a cheap necessary condition first,
+            # on the profile as it is (see could_move)
+            if resv <= now or resv == UNPLANNED or not profile.could_move(job.size, job.estimate, now, resv):
                 continue
-            profile.release(job.resv, job.resv + job.estimate, job.size)
-            start = profile.earliest(job.size, job.estimate, now, until=job.resv)
+            profile.release(resv, resv + job.estimate, job.size)
+            start = profile.earliest(job.size, job.estimate, now, until=resv)
             job.resv = start
             profile.reserve(start, start + job.estimate, job.size)
 
     def schedule(self, now: float) -> list[QJob]:
+        self.plan(now)
         started = [job for job in self.queue if job.resv <= now]
         if started:
             for job in started:
@@ -357,10 +426,11 @@ class Conservative(Policy):
         return min((j.resv for j in self.queue), default=None)
 
     def planned_start(self, job: QJob, now: float) -> float:
+        self.plan(now)
         return job.resv
 
     def estimate_start(self, size: int, estimate: float, now: float) -> float:
-        self.profile.prune(now)
+        self.plan(now)
         return self.profile.earliest(size, estimate, now)
 
 
@@ -414,8 +484,7 @@ class _Profile:
             return
         i, j = self._split(start), self._split(end)
         fr = self.fr
-        for k in range(i, j):
-            fr[k] += delta
+        fr[i:j] = map(delta.__add__, fr[i:j])      # the steps in between, at C speed
         # steps inside [i, j) moved together, so only the two edges can now equal a neighbour
         ts = self.ts
         if j < len(ts) and fr[j] == fr[j - 1]:
@@ -457,26 +526,31 @@ class _Profile:
     def earliest(self, size: int, duration: float, t0: float, until: float = INF) -> float:
         """The earliest start >= t0 at which ``size`` cores are free for ``duration``.
 
-        ``until`` bounds the search (the caller knows a slot there is feasible).
+        ``until`` bounds the search (the caller knows a slot there is feasible). A candidate
+        start's window is checked at once (``min`` over its steps); when it fails, the search
+        resumes after the window's last step without room (any start before it would hold
+        that step too).
         """
         ts, fr = self.ts, self.fr
         n = len(ts)
-        i = max(0, bisect.bisect_right(ts, t0) - 1)
-        start = max(t0, ts[i])
-        k = i
+        k = max(0, bisect.bisect_right(ts, t0) - 1)
+        start = max(t0, ts[k])
         while True:
             if fr[k] < size:
                 k += 1
+                while k < n and fr[k] < size:
+                    k += 1
                 if k >= n:             # cannot happen: the last step has every core back
                     raise ReselError(f"no slot for {size} cores in the profile")
                 start = ts[k]
                 if start >= until:
                     return until
-                continue
-            nxt = ts[k + 1] if k + 1 < n else INF
-            if nxt >= start + duration:
+            j = bisect.bisect_left(ts, start + duration, k + 1)   # steps k..j-1 meet the window
+            if j == k + 1 or min(fr[k + 1:j]) >= size:
                 return start
-            k += 1
+            k = j - 1
+            while fr[k] >= size:
+                k -= 1
 
 
 POLICIES = {

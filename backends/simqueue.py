@@ -1,10 +1,11 @@
 """A simulated site that is a real batch queue: other users' jobs from an SWF trace, scheduled
 by a batch policy, with resel's pilots in the same queue.
 
-The simulator owns the clock and the event heap; a :class:`QueueSite` only pushes its own
-events (background arrivals and ends, scheduler wake-ups) through the ``push`` function it
-is given, and reports which of resel's pilots the scheduler started. Background jobs are
-streamed from the trace one at a time, so a long trace costs no memory.
+The site is a :class:`~resel.sim.queue.BatchQueue` on the simulator's environment: background
+arrivals and ends, and the scheduling passes, are events of that one heap, ordered with the
+simulator's own (:mod:`resel.sim.core`). Which of resel's pilots a pass started is reported to
+the simulator (``on_pilot_start``). Background jobs are streamed from the trace one at a time,
+so a long trace costs no memory.
 """
 
 from __future__ import annotations
@@ -12,13 +13,12 @@ from __future__ import annotations
 import math
 from typing import Callable, Iterator
 
-from resel.backends.batch import Conservative, Policy, QJob, make_policy, run_and_estimate
+from resel.backends.batch import Conservative, Policy, QJob, run_and_estimate
 from resel.domain import Site
 from resel.models.twin import QueueSnapshot, SnapJob
-from resel.swf import Job, in_submit_order, read_swf
-
-#: event kinds the simulator routes to a QueueSite (values shared with backends/simulated.py)
-BG_END, BG_ARRIVE, QWAKE = 1, 4, 5
+from resel.sim.core import Environment
+from resel.sim.queue import BatchQueue
+from resel.swf import in_submit_order, read_swf
 
 
 def policy_snapshot(policy: Policy, now: float, site: str) -> QueueSnapshot:
@@ -29,6 +29,8 @@ def policy_snapshot(policy: Policy, now: float, site: str) -> QueueSnapshot:
     (see :meth:`Conservative.submit_reserved`), so they go along as ``reserved``.
     """
     planned = isinstance(policy, Conservative)
+    if planned:
+        policy.plan(now)      # jobs that arrived at this instant get their reservation first
 
     def user(job: QJob) -> str:
         return "resel" if job.id < 0 else "background"
@@ -43,65 +45,69 @@ def policy_snapshot(policy: Policy, now: float, site: str) -> QueueSnapshot:
 class QueueSite:
     """One site's batch queue in a simulation."""
 
-    def __init__(self, index: int, site: Site, push: Callable[[float, int, int, object], None]):
+    def __init__(self, index: int, site: Site, env: Environment,
+                 on_pilot_start: Callable[[int, float], None] | None = None):
         queue = site.queue
         self.index = index
         self.site = site
-        self.policy = make_policy(queue.policy, site.cores)
-        self.push = push
+        self.env = env
+        self.on_pilot_start = on_pilot_start
+        self.batch = BatchQueue(queue.policy, site.cores, env, on_start=self._started, on_end=self._ended)
         self.offset, self.load, self.speed = queue.offset, queue.load, queue.speed
-        self._jobs: Iterator[Job] = in_submit_order(read_swf(queue.trace), queue.trace)
-        self._seq = 0
         self._pilots: dict[int, QJob] = {}
-        self._wakes: set[float] = set()
         self.background_done = 0
         self.background_skipped = 0
         #: other users' jobs as they started: (submit, start, cores, requested time, id) —
         #: the history a user of this site could have read from sacct
         self.started: list[tuple[float, float, int, float, int]] = []
 
+    @property
+    def policy(self) -> Policy:
+        return self.batch.policy
+
     # ---------------------------------------------------------------- background load
     def prime(self) -> None:
-        """Schedule the first background arrival (at a negative time: warm-up)."""
-        self._next_arrival()
+        """Start the background arrivals (the first at a negative time: warm-up)."""
+        self.batch.feed(self._background())
 
-    def _next_arrival(self) -> None:
-        for job in self._jobs:
+    def _background(self) -> Iterator[QJob]:
+        seq = 0
+        trace = self.site.queue.trace
+        for job in in_submit_order(read_swf(trace), trace):
             if job.run is None or job.run <= 0 or job.size <= 0 or job.size > self.site.cores:
                 self.background_skipped += 1
                 continue
-            self._seq += 1
+            seq += 1
             run, estimate, _ = run_and_estimate(job, self.speed)
             at = job.submit / self.load - self.offset
-            self.push(at, BG_ARRIVE, self.index, QJob(self._seq, job.size, estimate, run, at, ref=job))
-            return
+            yield QJob(seq, job.size, estimate, run, at, ref=job)
 
-    def on_arrive(self, now: float, job: QJob) -> list[int]:
-        self._next_arrival()
-        return self._handle(now, self.policy.submit(job, now))
+    def _started(self, job: QJob, now: float) -> None:
+        if job.id < 0:
+            if self.on_pilot_start is not None:
+                self.on_pilot_start(job.ref, now)
+        else:
+            self.started.append((job.submit, now, job.size, job.estimate, job.id))
 
-    def on_end(self, now: float, job: QJob) -> list[int]:
+    def _ended(self, job: QJob, now: float) -> None:
         self.background_done += 1
-        return self._handle(now, self.policy.finish(job, now))
-
-    def on_wake(self, now: float) -> list[int]:
-        self._wakes.discard(now)
-        return self._handle(now, self.policy.schedule(now))
 
     # ---------------------------------------------------------------- resel's pilots
-    def submit_pilot(self, pilot: int, cores: int, walltime: float, now: float) -> list[int]:
-        job = QJob(-(pilot + 1), cores, walltime, walltime, now, ref=pilot)
+    def submit_pilot(self, pilot: int, cores: int, walltime: float) -> None:
+        """A pilot joins the queue now; it holds its cores until the simulator ends it."""
+        job = QJob(-(pilot + 1), cores, walltime, math.inf, self.env.now, ref=pilot)
         self._pilots[pilot] = job
-        return self._handle(now, self.policy.submit(job, now))
+        self.batch.submit(job)
 
-    def release_pilot(self, pilot: int, now: float) -> list[int]:
+    def release_pilot(self, pilot: int) -> None:
         """The pilot was cancelled (pending: leaves the queue) or ended (running: frees cores)."""
         job = self._pilots.pop(pilot, None)
         if job is None:
-            return []
+            return
         if job.start < 0:
-            return self._handle(now, self.policy.cancel(job, now))
-        return self._handle(now, self.policy.finish(job, now))
+            self.batch.cancel(job)
+        else:
+            self.batch.stop(job)
 
     def estimate_wait(self, cores: int, walltime: float, now: float) -> float:
         """The scheduler's own answer to "how long would this pilot wait?" (sbatch --test-only)."""
@@ -121,19 +127,3 @@ class QueueSite:
         name = self.site.name
         return [WaitRecord(name, None, size, estimate, submit, start, "sim", str(jid))
                 for submit, start, size, estimate, jid in self.started if start <= now]
-
-    # ---------------------------------------------------------------- plumbing
-    def _handle(self, now: float, started: list[QJob]) -> list[int]:
-        """Schedule ends of started background jobs; return the started pilots' ids."""
-        pilots = []
-        for job in started:
-            if job.id < 0:
-                pilots.append(job.ref)
-            else:
-                self.started.append((job.submit, now, job.size, job.estimate, job.id))
-                self.push(now + job.run, BG_END, self.index, job)
-        wake = self.policy.wakeup()
-        if wake is not None and wake > now and wake not in self._wakes:
-            self._wakes.add(wake)
-            self.push(wake, QWAKE, self.index, None)
-        return pilots

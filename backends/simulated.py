@@ -1,10 +1,10 @@
-"""The simulated backend: the engine driven in virtual time by a discrete-event loop.
+"""The simulated backend: the engine driven in virtual time on the event core.
 
-The loop keeps simpy's skeleton — a heap of ``(time, priority, seq, kind, a, b)`` tuples whose
-counter breaks ties first-in first-out, so runs are deterministic and entries are never
-compared — specialised for speed: plain tuples, dispatch on ``kind``, no process objects.
-At equal times, task ends come before pilot ends, timers and pilot starts, so freed cores are
-seen before new decisions are made.
+A :class:`Simulation` owns one :class:`~resel.sim.core.Environment` (simpy's skeleton: a heap
+of ``(time, priority, seq, callback, payload)`` whose counter breaks ties first-in first-out,
+so runs are deterministic). At equal times task ends come before pilot ends, timers, queue
+arrivals, scheduling passes and pilot starts, so freed cores are seen before new decisions
+are made. It can be stepped and resumed; :func:`simulate` runs one to the end.
 
 Each simulated site has its own truth, distinct from LIM's prediction (``Site.truth``): a
 queue-wait draw per pilot (scaled by its node count), and per pilot (slot) a clock and an IPC,
@@ -15,13 +15,12 @@ same pilots — a paired comparison, like the thesis's replay of its random runs
 
 from __future__ import annotations
 
-import heapq
 import math
 import random
 from dataclasses import dataclass, field
 
 from resel.backends.sim_estimates import menu_estimates, start_estimates
-from resel.backends.simqueue import BG_ARRIVE, BG_END, QWAKE, QueueSite
+from resel.backends.simqueue import QueueSite
 from resel.domain import Bag, Site, Truth
 from resel.engine import Engine
 from resel.events import (
@@ -32,9 +31,7 @@ from resel.metrics import ReselAudit, WorkloadMetrics, judge, workload_metrics
 from resel.models.distributions import Dist
 from resel.models.lim import GHZ
 from resel.selection import Strategy
-
-# event kinds, in the order they are handled at equal times: ends free cores first
-TASK_END, PILOT_END, TIMER, PILOT_START = 0, 2, 3, 6     # BG_END 1, BG_ARRIVE 4, QWAKE 5: simqueue
+from resel.sim.core import PILOT_END, STARTED, TASK_END, TIMER, Environment
 
 
 class _SiteTruth:
@@ -85,6 +82,7 @@ class SimPilot:
     cancelled: bool = False
     started: bool = False
     queued: bool = False  # in a QueueSite: its start emerges from the schedule (start = inf until then)
+    tx: float = 0.0       # the true T_x of one of the bag's tasks on its slots
 
 
 @dataclass
@@ -117,142 +115,182 @@ def simulate(bag: Bag, sites: list[Site], strategy: Strategy | str = "model", *,
         estimate: where the pilots' predicted starts given to the engine come from —
             ``scheduler``, ``twin`` or ``history`` (:mod:`resel.backends.sim_estimates`);
             ``quantile``/``confidence`` set the history bound.
+
+    The same as ``Simulation(...).run(until)`` then ``.result()``.
     """
-    strat = Strategy.parse(strategy) if isinstance(strategy, str) else strategy
-    engine = Engine(bag, sites, strat, seed=seed, clock=clock)
-    truths = [_SiteTruth(s, seed) for s in sites]
-    index = {s.name: i for i, s in enumerate(sites)}
-    instructions = bag.profile.instructions
-    heap: list[tuple] = []
-    seq = 0
-    pilots: list[SimPilot] = []
-    live_attempt: dict[int, int] = {}
-    decisions: list[Decision] = []
-    log: list[tuple] = []
-    push = heapq.heappush
+    sim = Simulation(bag, sites, strategy, seed=seed, clock=clock, record=record, estimate=estimate,
+                     quantile=quantile, confidence=confidence)
+    sim.run(until)
+    return sim.result()
 
-    def push_queue_event(time: float, kind: int, site_index: int, payload) -> None:
-        nonlocal seq
-        seq += 1
-        push(heap, (time, kind, seq, site_index, payload))
 
-    queues = {i: QueueSite(i, s, push_queue_event) for i, s in enumerate(sites) if s.queue is not None}
-    for q in queues.values():
-        q.prime()
+class Simulation:
+    """One bag over simulated sites, in virtual time, that can be stepped.
 
-    def pilots_started(now: float, started: list[int]) -> None:
-        nonlocal seq
-        for pid in started:
-            pilots[pid].start = now
-            seq += 1
-            push(heap, (now, PILOT_START, seq, pid, 0))
+    Building it warms the trace-driven sites up (their queues run until just before 0) and
+    submits the bag at 0; :meth:`step` then handles one event, :meth:`run` every event up to
+    a time (resumable), :meth:`result` reads the outcome at any point. Every site's events —
+    tasks, pilots, timers, and the trace-driven queues' arrivals, ends and passes — are in one
+    :class:`~resel.sim.core.Environment`, ordered at equal times by :mod:`resel.sim.core`'s
+    priorities: task ends, job ends, pilot ends, timers, arrivals, scheduling passes, pilot
+    starts.
+    """
 
-    def apply(now: float, actions: list) -> None:
-        nonlocal seq
+    def __init__(self, bag: Bag, sites: list[Site], strategy: Strategy | str = "model", *, seed: int = 0,
+                 clock: str = "base", record: bool = True, estimate: str = "scheduler",
+                 quantile: float = 0.9, confidence: float = 0.9):
+        self.bag, self.sites, self.seed, self.clock, self.record = bag, list(sites), seed, clock, record
+        self.strategy = Strategy.parse(strategy) if isinstance(strategy, str) else strategy
+        self.engine = Engine(bag, self.sites, self.strategy, seed=seed, clock=clock)
+        self.truths = [_SiteTruth(s, seed) for s in self.sites]
+        self._index = {s.name: i for i, s in enumerate(self.sites)}
+        self._instructions = bag.profile.instructions
+        self.env = env = Environment()
+        self.pilots: list[SimPilot] = []
+        self._live_attempt: dict[int, int] = {}
+        self.decisions: list[Decision] = []
+        self.log: list[tuple] = []
+        self.steps = 0
+        # the callbacks of the most frequent events, bound once
+        self._on_task_end, self._on_timer = self._task_end, self._timer
+        self.queues = {i: QueueSite(i, s, env, self._queued_pilot_started)
+                       for i, s in enumerate(self.sites) if s.queue is not None}
+        for q in self.queues.values():
+            q.prime()
+        env.run(math.nextafter(0.0, -math.inf))     # warm-up: other users' jobs before the bag arrives
+        env.now = 0.0
+        menu = None
+        if self.strategy.base == "queue":   # the queue-aware strategy weighs every pilot size, the full one first
+            menu = menu_estimates(estimate, self.sites, self.engine.probe_menu(), self.queues, self.truths,
+                                  quantile=quantile, confidence=confidence, seed=seed)
+            estimates = {name: waits[0] if waits else None for name, waits in menu.items()}
+        else:
+            estimates = start_estimates(estimate, self.sites, self.engine.probe_shapes(), self.queues, self.truths,
+                                        quantile=quantile, confidence=confidence, seed=seed)
+        first = BagSubmitted(time=0.0, wait_estimates=estimates, wait_menu=menu)
+        if record:
+            self.log.append((0.0, "BagSubmitted", first))
+        self._apply(0.0, self.engine.handle(first))
+
+    # ------------------------------------------------------------------ driving
+    @property
+    def now(self) -> float:
+        return self.env.now
+
+    @property
+    def finished(self) -> bool:
+        """The bag is done (or nothing is left to happen)."""
+        return self.engine.finished or not len(self.env)
+
+    def step(self) -> None:
+        """Handle the next event (of any site)."""
+        self.env.step()
+
+    def run(self, until: float = math.inf) -> None:
+        """Handle every event up to ``until`` or until the bag is done; can be called again."""
+        if not self.engine.finished:
+            self.env.run(until)        # _handle stops it once the bag is done
+
+    def result(self) -> SimResult:
+        """Metrics, audit and record of the run so far."""
+        names = [s.name for s in self.sites]
+        metrics = workload_metrics(self.engine.tasks, names, self.bag.cores_per_task)
+        audit = (audit_reselection(self.decisions, self.pilots, self.truths, self.engine, self._instructions)
+                 if self.record else ReselAudit())
+        return SimResult(self.bag, list(self.sites), self.strategy.name, self.seed, self.clock, metrics, audit,
+                         self.engine, self.pilots, self.decisions, self.log, self.steps)
+
+    # ------------------------------------------------------------------ the engine's side
+    def _handle(self, now: float, event) -> None:
+        self.steps += 1
+        if self.record:
+            self.log.append((now, type(event).__name__, event))
+        self._apply(now, self.engine.handle(event))
+        if self.engine.finished:
+            self.env.stop()
+
+    def _apply(self, now: float, actions: list) -> None:
+        env, pilots, record = self.env, self.pilots, self.record
+        schedule, live, task_end = env.schedule, self._live_attempt, self._on_task_end
         for act in actions:
             kind = type(act)
             if kind is DispatchTask:
-                pilot = pilots[act.pilot]
-                tx = instructions * truths[pilot.site].kappa / pilot.speed
-                live_attempt[act.task] = act.attempt
-                seq += 1
-                push(heap, (now + tx, TASK_END, seq, act.task, act.attempt))
+                live[act.task] = act.attempt
+                schedule(now + pilots[act.pilot].tx, TASK_END, task_end, (act.task, act.attempt))
+                if record:
+                    self.log.append((now, "DispatchTask", act))
+                continue
             elif kind is SetTimer:
-                seq += 1
-                push(heap, (act.at, TIMER, seq, act.task, act.attempt))
+                schedule(act.at, TIMER, self._on_timer, (act.task, act.attempt))
             elif kind is Decision:
                 if record:
-                    decisions.append(act)
+                    self.decisions.append(act)
             elif kind is CancelTask:
-                live_attempt.pop(act.task, None)
+                self._live_attempt.pop(act.task, None)
             elif kind is SubmitPilot:
-                x = index[act.site]
-                truth = truths[x]
-                if x in queues:
-                    pilots.append(SimPilot(act.pilot, x, act.cores, now, math.inf, truth.draw_speed(), queued=True))
-                    pilots_started(now, queues[x].submit_pilot(act.pilot, act.cores, act.walltime, now))
+                x = self._index[act.site]
+                truth = self.truths[x]
+                if x in self.queues:
+                    pilot = SimPilot(act.pilot, x, act.cores, now, math.inf, truth.draw_speed(), queued=True)
                 else:
-                    start = now + truth.draw_wait(act.cores)
-                    pilots.append(SimPilot(act.pilot, x, act.cores, now, start, truth.draw_speed()))
-                    seq += 1
-                    push(heap, (start, PILOT_START, seq, act.pilot, 0))
+                    pilot = SimPilot(act.pilot, x, act.cores, now, now + truth.draw_wait(act.cores),
+                                     truth.draw_speed())
+                pilot.tx = self._instructions * truth.kappa / pilot.speed    # a task's true T_x on it
+                pilots.append(pilot)
+                if pilot.queued:
+                    self.queues[x].submit_pilot(act.pilot, act.cores, act.walltime)
+                else:
+                    env.schedule(pilot.start, STARTED, self._pilot_start, act.pilot)
             elif kind is CancelPilot:
                 pilot = pilots[act.pilot]
                 pilot.cancelled = True
                 if pilot.queued:
-                    pilots_started(now, queues[pilot.site].release_pilot(act.pilot, now))
+                    self.queues[pilot.site].release_pilot(act.pilot)
             if record and kind is not Decision:
-                log.append((now, kind.__name__, act))
+                self.log.append((now, kind.__name__, act))
 
-    def queue_event(now: float, kind: int, site_index: int, payload) -> None:
-        q = queues[site_index]
-        if kind == BG_ARRIVE:
-            pilots_started(now, q.on_arrive(now, payload))
-        elif kind == BG_END:
-            pilots_started(now, q.on_end(now, payload))
-        else:
-            pilots_started(now, q.on_wake(now))
+    # ------------------------------------------------------------------ events
+    def _queued_pilot_started(self, pid: int, now: float) -> None:
+        """A trace-driven site's pass started one of resel's pilots: the engine hears of it
+        after every pass of the instant."""
+        self.pilots[pid].start = now
+        self.env.schedule(now, STARTED, self._pilot_start, pid)
 
-    pop = heapq.heappop
-    while heap and heap[0][0] < 0:        # warm-up: other users' jobs before the bag arrives
-        now, kind, _, a, b = pop(heap)
-        queue_event(now, kind, a, b)
+    def _task_end(self, now: float, payload: tuple[int, int]) -> None:
+        task, attempt = payload
+        live = self._live_attempt
+        if live.get(task) != attempt:
+            return
+        del live[task]
+        # _handle, inline: the most frequent event
+        event = TaskFinished(time=now, task=task, attempt=attempt)
+        self.steps += 1
+        if self.record:
+            self.log.append((now, "TaskFinished", event))
+        engine = self.engine
+        self._apply(now, engine.handle(event))
+        if engine.finished:
+            self.env.stop()
 
-    now = 0.0
-    menu = None
-    if strat.base == "queue":     # the queue-aware strategy weighs every pilot size, the full one first
-        menu = menu_estimates(estimate, sites, engine.probe_menu(), queues, truths,
-                              quantile=quantile, confidence=confidence, seed=seed)
-        estimates = {name: waits[0] if waits else None for name, waits in menu.items()}
-    else:
-        estimates = start_estimates(estimate, sites, engine.probe_shapes(), queues, truths,
-                                    quantile=quantile, confidence=confidence, seed=seed)
-    first = BagSubmitted(time=0.0, wait_estimates=estimates, wait_menu=menu)
-    if record:
-        log.append((0.0, "BagSubmitted", first))
-    apply(0.0, engine.handle(first))
-    steps = 0
-    while heap and not engine.finished:
-        now, kind, _, a, b = pop(heap)
-        if now > until:
-            break
-        if kind in (BG_ARRIVE, BG_END, QWAKE):
-            queue_event(now, kind, a, b)
-            continue
-        if kind == TASK_END:
-            if live_attempt.get(a) != b:
-                continue
-            del live_attempt[a]
-            event = TaskFinished(time=now, task=a, attempt=b)
-        elif kind == PILOT_START:
-            pilot = pilots[a]
-            if pilot.cancelled:
-                continue
-            pilot.started = True
-            site = sites[pilot.site]
-            seq += 1
-            push(heap, (now + site.pilot.walltime, PILOT_END, seq, a, 0))
-            event = PilotStarted(time=now, pilot=a)
-        elif kind == PILOT_END:
-            pilot = pilots[a]
-            if pilot.cancelled:
-                continue
-            pilot.cancelled = True
-            if pilot.queued:
-                pilots_started(now, queues[pilot.site].release_pilot(a, now))
-            event = PilotEnded(time=now, pilot=a, reason="walltime")
-        else:
-            event = TimerFired(time=now, task=a, attempt=b)
-        steps += 1
-        if record:
-            log.append((now, type(event).__name__, event))
-        apply(now, engine.handle(event))
+    def _timer(self, now: float, payload: tuple[int, int]) -> None:
+        self._handle(now, TimerFired(time=now, task=payload[0], attempt=payload[1]))
 
-    names = [s.name for s in sites]
-    metrics = workload_metrics(engine.tasks, names, bag.cores_per_task)
-    audit = audit_reselection(decisions, pilots, truths, engine, instructions) if record else ReselAudit()
-    return SimResult(bag, list(sites), strat.name, seed, clock, metrics, audit, engine, pilots,
-                     decisions, log, steps)
+    def _pilot_start(self, now: float, pid: int) -> None:
+        pilot = self.pilots[pid]
+        if pilot.cancelled:
+            return
+        pilot.started = True
+        self.env.schedule(now + self.sites[pilot.site].pilot.walltime, PILOT_END, self._pilot_end, pid)
+        self._handle(now, PilotStarted(time=now, pilot=pid))
+
+    def _pilot_end(self, now: float, pid: int) -> None:
+        pilot = self.pilots[pid]
+        if pilot.cancelled:
+            return
+        pilot.cancelled = True
+        if pilot.queued:
+            self.queues[pilot.site].release_pilot(pid)
+        self._handle(now, PilotEnded(time=now, pilot=pid, reason="walltime"))
 
 
 def audit_reselection(decisions: list[Decision], pilots: list[SimPilot], truths: list[_SiteTruth],
@@ -286,6 +324,6 @@ def audit_reselection(decisions: list[Decision], pilots: list[SimPilot], truths:
         alt_pilot = pilots[attempt[1]]
         tx_r = instructions * truths[r].kappa / origin_pilot.speed
         tx_r2 = instructions * truths[r2].kappa / alt_pilot.speed
-        # the thesis's a_r' is when r' was acquired; the task starts there at the decision
-        audit.add(judge(tx_r, tx_r2, d.tx_r, d.tx_r2, origin_pilot.start, d.time))
+        # a_r' as the engine logged and used it: when the task got its slot on r'
+        audit.add(judge(tx_r, tx_r2, d.tx_r, d.tx_r2, origin_pilot.start, d.a_r2))
     return audit

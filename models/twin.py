@@ -17,20 +17,15 @@ simulated seconds for a simulated one).
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import math
 from dataclasses import dataclass
 
-from resel.backends.batch import POLICIES, Conservative, QJob, make_policy
+from resel.backends.batch import POLICIES, Conservative, QJob
 from resel.errors import ModelError, ReselError
+from resel.sim.core import Environment
+from resel.sim.queue import BatchQueue
 
 __all__ = ["QueueSnapshot", "SnapJob", "TwinEstimate", "twin_start"]
-
-#: event kinds of the twin's loop, ordered as the simulator orders them at equal times
-#: (backends/simulated.py: a job's end before a scheduler wake-up)
-_END, _WAKE = 1, 5
-
 
 def _finite(value: float, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
@@ -146,19 +141,20 @@ def twin_start(snapshot: QueueSnapshot, cores: int, walltime: float, *,
 
 
 class _Twin:
-    """One forward run: the policy, the event heap, and what was assumed on the way."""
+    """One forward run: a :class:`~resel.sim.queue.BatchQueue` from the snapshot, and what
+    was assumed on the way."""
 
     def __init__(self, snapshot: QueueSnapshot, ratio: float):
         self.snap = snapshot
         self.ratio = ratio
         self.now = snapshot.taken_at
-        self.policy = make_policy(snapshot.policy, snapshot.total_cores)
+        self.queue = BatchQueue(snapshot.policy, snapshot.total_cores, Environment(snapshot.taken_at),
+                                on_start=self._on_start, on_end=self._on_end)
+        self.policy = self.queue.policy
         self.notes: list[str] = list(snapshot.notes)
-        self.heap: list[tuple[float, int, int, QJob | None]] = []
-        self.seq = itertools.count()
-        self.wakes: set[float] = set()
         self.ids = _job_ids(snapshot)
         self.order: dict[int, int] = {}         # id(QJob) -> the order it started in
+        self.last_end: tuple[float, str | None] = (math.nan, None)
 
     # ---------------------------------------------------------------- building the state
     def _limit(self, job: SnapJob) -> float | None:
@@ -186,7 +182,8 @@ class _Twin:
         return out
 
     def _place(self) -> list[QJob]:
-        """Running jobs placed, pending ones submitted in order; returns the pending ones."""
+        """Running jobs placed, pending ones submitted in order; returns the pending ones.
+        Everything happens at the snapshot's instant, so one pass follows all of it."""
         now, ratio = self.now, self.ratio
         ended_now = []
         for qid, job, limit in self._usable(self.snap.running, "running"):
@@ -194,9 +191,7 @@ class _Twin:
                 ended_now.append(job.job_id)       # killed at its limit any moment: frees now
                 continue
             start = now - job.elapsed
-            q = QJob(qid, job.cores, limit, ratio * limit, start, start=start, ref=job.job_id)
-            self.policy.place_running(q)
-            self._push(max(now, start + q.run), _END, q)
+            self.queue.adopt(QJob(qid, job.cores, limit, ratio * limit, start, start=start, ref=job.job_id))
         if ended_now:
             self.notes.append(f"{len(ended_now)} running job(s) past their time limit taken as "
                               f"ending now: {', '.join(ended_now)}")
@@ -212,47 +207,37 @@ class _Twin:
             queued.append(q)
             if planned and job.reserved is not None:
                 try:
-                    self._started(self.policy.submit_reserved(q, job.reserved, now))
+                    self.queue.submit_reserved(q, job.reserved)
                     continue
                 except ReselError:
                     moved += 1                     # its plan no longer fits: re-planned below
-            self._started(self.policy.submit(q, now))
+            self.queue.submit(q)
         if moved:
             self.notes.append(f"{moved} pending job(s) whose reserved start no longer fits were re-planned")
         return queued
 
     # ---------------------------------------------------------------- the event loop
-    def _push(self, at: float, kind: int, job: QJob | None) -> None:
-        heapq.heappush(self.heap, (at, kind, next(self.seq), job))
+    def _on_start(self, job: QJob, now: float) -> None:
+        self.order[id(job)] = len(self.order)
 
-    def _started(self, jobs: list[QJob]) -> list[QJob]:
-        """Schedule the ends of started jobs and the policy's wake-up, as the simulator does."""
-        for job in jobs:
-            self.order[id(job)] = len(self.order)
-            if job.ref is not _PILOT:
-                self._push(max(self.now, job.start + job.run), _END, job)
-        wake = self.policy.wakeup()
-        if wake is not None and wake > self.now and wake not in self.wakes:
-            self.wakes.add(wake)
-            self._push(wake, _WAKE, None)
-        return jobs
+    def _on_end(self, job: QJob, now: float) -> None:
+        if now != self.last_end[0]:          # the first job to end at each instant
+            self.last_end = (now, job.ref)
 
     def run(self, cores: int, walltime: float) -> TwinEstimate:
         queued = self._place()
-        pilot = QJob(min(self.ids.values(), default=0) - 1, cores, walltime, walltime,
+        # the pilot holds its cores for its whole walltime; its end does not matter here
+        pilot = QJob(min(self.ids.values(), default=0) - 1, cores, walltime, math.inf,
                      float(len(queued)), ref=_PILOT)
-        started = self._started(self.policy.submit(pilot, self.now))
-        released_by = None
+        self.queue.submit(pilot)
+        env = self.queue.env
         while id(pilot) not in self.order:      # not started (times may be negative: warm-up)
-            if not self.heap:            # every job ends, so the pilot must fit at last
+            if not len(env):             # every job ends, so the pilot must fit at last
                 raise ModelError(f"site {self.snap.site}: the twin ran out of events before the pilot started")
-            self.now, kind, _, job = heapq.heappop(self.heap)
-            if kind == _END:
-                started = self._started(self.policy.finish(job, self.now))
-                released_by = job.ref if pilot in started else None
-            else:
-                self.wakes.discard(self.now)
-                started = self._started(self.policy.schedule(self.now))
+            env.step()
+        self.now = env.now
+        # the job whose end let the pilot start: the first to end at that instant, if any did
+        released_by = self.last_end[1] if self.last_end[0] == pilot.start and pilot.start > self.snap.taken_at else None
         return self._estimate(pilot, queued, released_by)
 
     def _estimate(self, pilot: QJob, queued: list[QJob], released_by: str | None) -> TwinEstimate:

@@ -14,7 +14,7 @@ from resel.errors import ReselError
 from resel.outputs import create, refuse_inputs
 from resel.replay import replay
 from resel.safe_text import markup as m
-from resel.swf import Header, first, only_status, read_swf, write_swf
+from resel.swf import Header, only_status, read_swf, schedule_line, write_swf
 
 
 @click.command("replay")
@@ -65,29 +65,29 @@ def replay_cmd(trace: Path, policy: str, cores: int | None, speed: float, kill: 
         site_cores = cores or source.header.max_procs
         if not site_cores:
             raise ReselError(f"{trace}: the header gives no MaxProcs; say how many cores with --cores")
-        jobs = iter(source)
+        jobs = source
         if statuses:
             try:
                 keep = {int(s) for s in statuses.split(",") if s.strip()}
             except ValueError:
                 raise click.BadParameter(f"{statuses!r}: give status codes such as 1 or 0,1", param_hint="--status") from None
-            jobs = only_status(jobs, keep)
-        if first_n:
-            jobs = first(jobs, first_n)
+            jobs = only_status(iter(source), keep)
         sink = _open_output(output, trace) if output else None
         try:
-            on_done = None
+            on_scheduled = None
             if sink is not None:
                 header = Header(fields=dict(source.header.fields), comments=list(source.header.comments))
                 header.comments.append(f"; Note: simulated schedule by resel replay --policy {policy} "
                                        f"--cores {site_cores} --speed {speed:g}{' --kill' if kill else ''}; "
                                        "field 3 = simulated wait, field 4 = simulated run")
                 write_swf(sink, [], header)
-                on_done = lambda job: write_swf(sink, [job])  # noqa: E731
+                on_scheduled = _schedule_writer(sink)
             with err.status("replaying…") as status:
                 def progress(n: int) -> None:
                     status.update(f"replaying… {n:,} jobs read")
-                result = replay(jobs, policy, site_cores, speed=speed, kill=kill, on_done=on_done, taus=tau_values,
+                # the Trace itself where nothing is filtered: replay() then reads it by its fast reader
+                result = replay(jobs, policy, site_cores, speed=speed, kill=kill, on_scheduled=on_scheduled,
+                                taus=tau_values, first=first_n,
                                 on_progress=progress if err.is_terminal else None, trace_name=str(trace))
         finally:
             if sink is not None:
@@ -104,6 +104,16 @@ def replay_cmd(trace: Path, policy: str, cores: int | None, speed: float, kill: 
                       f"{skipped_lines[0][0]}: {m(skipped_lines[0][1])}[/yellow]")
 
     run()
+
+
+def _schedule_writer(sink):
+    """``on_scheduled`` for :func:`replay`: each job's SWF line with the simulated wait and run
+    (fields 3 and 4), written as it comes, without copying its record."""
+    write = sink.write
+
+    def scheduled(job, wait: float, run: float) -> None:
+        write(schedule_line(job, wait, run) + "\n")
+    return scheduled
 
 
 def _open_output(output: Path, trace: Path):

@@ -50,7 +50,7 @@ class TaskRecord:
     """The engine's book-keeping for one task (read it; do not write it)."""
 
     __slots__ = ("id", "state", "origin", "first_origin", "site", "pilot", "attempt",
-                 "deadline", "failures", "losses", "attempts")
+                 "deadline", "opened", "failures", "losses", "attempts")
 
     def __init__(self, tid: int, origin: int):
         self.id = tid
@@ -61,6 +61,7 @@ class TaskRecord:
         self.pilot = -1
         self.attempt = 0
         self.deadline = 0.0           # end of the re-selection window while PROVISIONAL
+        self.opened = 0.0             # a_r' of that window: when the task got its slot on r'
         self.failures = 0
         self.losses = 0
         #: [site, pilot, start, end, outcome] per attempt; outcome in done/failed/cancelled/lost
@@ -452,7 +453,7 @@ class Engine:
         self._dirty.add(r)
         out.append(Decision(time=t, kind="window-commit", task=task.id, origin=self.sites[r].name,
                             target=self.sites[x].name, a_r=self._books[r].acquired_at,
-                            a_r2=self.pilots[task.pilot].started, tx_r=self.tx[r], tx_r2=self.tx[x],
+                            a_r2=task.opened, tx_r=self.tx[r], tx_r2=self.tx[x],
                             window=self.tx[x] - self.tx[r]))
 
     # ------------------------------------------------------------------ the decisions
@@ -490,7 +491,7 @@ class Engine:
             old_pilot = self.pilots[task.pilot]
             out.append(CancelTask(task=tid, attempt=task.attempt, pilot=old_pilot.id,
                                   site=self.sites[task.site].name))
-            a_r2 = old_pilot.started
+            a_r2 = task.opened
             r2 = task.site
             self._end_attempt(task, t, "cancelled")
             del book.prov[tid]
@@ -512,19 +513,21 @@ class Engine:
                 task = self.tasks[origin.waiting.popleft()]
                 self._waiting_total -= 1
                 self._waiting_changed = True
+                # a_r' is when the task got its slot on r' (t): the window runs from there
                 if window <= 0:   # r' is no slower: move for good
-                    pilot = self._dispatch(task, x, t, RUNNING, out)
+                    self._dispatch(task, x, t, RUNNING, out)
                     task.origin = x
                     self._dirty.add(r)
                     kind = "reselect-commit"
                 else:             # run on r' while waiting for r, at most Ŵ
-                    pilot = self._dispatch(task, x, t, PROVISIONAL, out)
+                    self._dispatch(task, x, t, PROVISIONAL, out)
+                    task.opened = t
                     task.deadline = t + window
                     origin.prov[task.id] = None
                     out.append(SetTimer(at=task.deadline, task=task.id, attempt=task.attempt))
                     kind = "reselect-provisional"
                 out.append(Decision(time=t, kind=kind, task=task.id, origin=self.sites[r].name,
-                                    target=name_x, a_r=origin.acquired_at, a_r2=pilot.started,
+                                    target=name_x, a_r=origin.acquired_at, a_r2=t,
                                     tx_r=self.tx[r], tx_r2=tx_x, window=window))
             if not book.free:
                 return

@@ -137,8 +137,11 @@ class SetTimer(Action):
 class Decision(Action):
     """An auditable choice: initial selection, re-selection, move-back or window commit.
 
-    ``a_r``/``a_r2`` are the acquisition times of the origin r and the alternative r' (None
-    while unacquired); ``tx_r``/``tx_r2`` the LIM predictions; ``window`` is Ŵ(r', r).
+    ``a_r`` is when the origin r was acquired (None while unacquired); ``a_r2`` is a_r' as the
+    engine uses it: when the task got its slot on the alternative r' (its dispatch there,
+    which is r's acquisition for a task dispatched as r' starts and later for one that takes
+    a slot freed afterwards) — the window closes at a_r' + Ŵ. ``tx_r``/``tx_r2`` are the LIM
+    predictions; ``window`` is Ŵ(r', r).
     """
 
     time: float

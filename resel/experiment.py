@@ -7,6 +7,7 @@ runs it replayed.
 
 from __future__ import annotations
 
+import gc
 import math
 from dataclasses import dataclass, field
 from typing import Callable
@@ -14,10 +15,20 @@ from typing import Callable
 from resel.backends.simulated import SimResult, simulate
 from resel.domain import Bag, Site
 from resel.errors import ReselError
-from resel.metrics import summarize
+from resel.metrics import ReselAudit, WorkloadMetrics, summarize
 from resel.selection import Strategy
 
 METRICS = ("ttc_wkd", "tx_wkd", "tq_wkd")
+
+
+@dataclass(frozen=True, slots=True)
+class RunOutcome:
+    """What a cell keeps of one run: its metrics and audit (the whole :class:`SimResult` —
+    engine, pilots, events — is handed to ``on_run`` to store and then dropped, so memory stays
+    flat in the number of repetitions)."""
+
+    metrics: WorkloadMetrics
+    audit: ReselAudit
 
 
 @dataclass
@@ -26,7 +37,7 @@ class Cell:
 
     strategy: str
     size: int
-    runs: list[SimResult] = field(default_factory=list)
+    runs: list[RunOutcome] = field(default_factory=list)
     run_ids: list[int] = field(default_factory=list)
 
     def summary(self, metric: str) -> dict[str, float]:
@@ -131,9 +142,14 @@ def run_experiment(bag: Bag, sites: list[Site], strategies: list[str], sizes: li
                 result = simulate(sized, sites, strat, seed=seed + i, clock=clock, estimate=source,
                                   quantile=quantile, confidence=confidence)
                 result.strategy = name
-                cell.runs.append(result)
+                cell.runs.append(RunOutcome(result.metrics, result.audit))
                 if on_run is not None:
                     run_id = on_run(result)
                     if run_id is not None:
                         cell.run_ids.append(run_id)
+                # a run's objects hold reference cycles (engine handlers, event callbacks): free
+                # them now, while they are all that is garbage, rather than let several runs pile
+                # up until the collector's next full pass (memory flat in the repetitions)
+                del result
+                gc.collect()
     return exp

@@ -27,23 +27,22 @@ job's ECTs after each pick (quadratic in the waiting jobs per round).
 
 from __future__ import annotations
 
-import heapq
 import math
 import random
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
-from resel.backends.batch import Policy, QJob, make_policy, run_and_estimate
+from resel.backends.batch import Policy, QJob, run_and_estimate
 from resel.errors import ReselError
 from resel.jobstats import JobStats
+from resel.sim.core import ARRIVE, REALLOCATE, Environment
+from resel.sim.queue import BatchQueue
 from resel.swf import Job
 
 DISPATCHERS = ("mct", "less-waittime", "less-sld", "less-jobs-in-queue", "less-work-left",
                "less-submitted-jobs", "random")
 HEURISTICS = ("mct", "minmin", "maxmin", "maxgain", "maxrelgain", "sufferage")
 ALGORITHMS = ("regular", "all-cancel")
-
-END, ARRIVE, WAKE, REALLOC = 0, 1, 2, 3
 
 
 @dataclass(frozen=True)
@@ -174,55 +173,64 @@ class Grid:
         if dispatcher not in DISPATCHERS:
             raise ReselError(f"unknown dispatcher {dispatcher!r}; one of {', '.join(DISPATCHERS)}")
         self.clusters = list(clusters)
-        self.policies: list[Policy] = [make_policy(c.policy, c.cores) for c in clusters]
+        self.env = Environment()
+        self.queues: list[BatchQueue] = [
+            BatchQueue(c.policy, c.cores, self.env,
+                       on_start=lambda q, now, i=i: self._where.pop(q.id, None),
+                       on_end=lambda q, now, i=i: self._on_end(now, i, q))
+            for i, c in enumerate(clusters)]
+        self.policies: list[Policy] = [q.policy for q in self.queues]
         self.dispatcher = dispatcher
         self.realloc = reallocation
         self.exact = exact_walltimes
         self.dry_run = dry_run
         self.rng = random.Random(seed)
         self.result = GridResult(self.clusters, dispatcher, reallocation, stats=JobStats(taus))
-        self._heap: list[tuple] = []
-        self._counter = 0
-        self._wakes: list[set[float]] = [set() for _ in clusters]
         self._submitted = [0] * len(clusters)
         self._where: dict[int, int] = {}          # queued job seq -> cluster index
         self._moves: dict[int, int] = {}
         self._realloc_at: set[float] = set()
+        self._source: Iterator[Job] | None = None
+        self._seq = 0
+        self._progress: Callable[[int], None] | None = None
 
     # ------------------------------------------------------------------ driving
     def run(self, jobs: Iterable[Job], on_progress: Callable[[int], None] | None = None) -> GridResult:
-        """Simulate every job of ``jobs`` (sorted by submit time) to completion."""
-        source = iter(jobs)
-        nxt = next(source, None)
-        seq = 0
-        if self.realloc is not None and self.realloc.period > 0 and nxt is not None:
-            self._push(nxt.submit + self.realloc.period, REALLOC, "periodic")
-        heap = self._heap
-        while nxt is not None or heap:
-            if heap and (nxt is None or heap[0][0] < nxt.submit or (heap[0][0] == nxt.submit and heap[0][1] == END)):
-                now, kind, _, payload = heapq.heappop(heap)
-                if kind == END:
-                    self._on_end(now, *payload)
-                elif kind == WAKE:
-                    self._wakes[payload].discard(now)
-                    self._started(now, payload, self.policies[payload].schedule(now))
-                else:
-                    self._realloc_at.discard(now)
-                    self._reallocate(now)
-                    # only the periodic chain re-arms itself; early-end rounds are one-offs
-                    if payload == "periodic" and (nxt is not None or self._where or any(k == END for _, k, _, _ in heap)):
-                        self._push(now + self.realloc.period, REALLOC, "periodic")
-                continue
-            job, nxt = nxt, next(source, None)
-            seq += 1
-            if on_progress is not None and seq % 1000 == 0:
-                on_progress(seq)
-            self._arrive(seq, job)
+        """Simulate every job of ``jobs`` (sorted by submit time) to completion.
+
+        All clusters share one :class:`~resel.sim.core.Environment`: at every instant the jobs
+        ending everywhere, then the arrivals (each dispatched as it comes), then one pass per
+        cluster, then a reallocation round if one is due."""
+        self._source = iter(jobs)
+        self._progress = on_progress
+        first = self._next_arrival()
+        if self.realloc is not None and self.realloc.period > 0 and first is not None:
+            self.env.schedule(first.submit + self.realloc.period, REALLOCATE, self._round, "periodic")
+        self.env.run()
         return self.result
 
-    def _push(self, time: float, kind: int, payload) -> None:
-        self._counter += 1
-        heapq.heappush(self._heap, (time, kind, self._counter, payload))
+    def _next_arrival(self) -> Job | None:
+        job = next(self._source, None) if self._source is not None else None
+        if job is None:
+            self._source = None
+        else:
+            self.env.schedule(job.submit, ARRIVE, self._arrival, job)
+        return job
+
+    def _arrival(self, now: float, job: Job) -> None:
+        self._seq += 1
+        if self._progress is not None and self._seq % 1000 == 0:
+            self._progress(self._seq)
+        self._arrive(self._seq, job)
+        self._next_arrival()
+
+    def _round(self, now: float, payload: str) -> None:
+        self._realloc_at.discard(now)
+        self._reallocate(now)
+        # only the periodic chain re-arms itself; early-end rounds are one-offs
+        busy = self._source is not None or self._where or any(q.running for q in self.queues)
+        if payload == "periodic" and busy:
+            self.env.schedule(now + self.realloc.period, REALLOCATE, self._round, "periodic")
 
     def _times(self, job: Job, c: int) -> tuple[float, float]:
         """(run, estimate) of ``job`` on cluster ``c`` (see :func:`run_and_estimate`)."""
@@ -247,25 +255,15 @@ class Grid:
     def _submit(self, q: QJob, c: int, now: float) -> None:
         self._where[q.id] = c
         self._submitted[c] += 1
-        self._started(now, c, self.policies[c].submit(q, now))
-
-    def _started(self, now: float, c: int, jobs: list[QJob]) -> None:
-        for q in jobs:
-            self._where.pop(q.id, None)
-            self._push(now + q.run, END, (c, q))
-        wake = self.policies[c].wakeup()
-        if wake is not None and wake > now and wake not in self._wakes[c]:
-            self._wakes[c].add(wake)
-            self._push(wake, WAKE, c)
+        self.queues[c].submit(q)
 
     def _on_end(self, now: float, c: int, q: QJob) -> None:
         self.result.stats.add(q.submit, q.start, q.run, q.size)
         self.result.outcomes[q.id] = Outcome(self.clusters[c].name, q.submit, q.start, now, self._moves.get(q.id, 0))
         early = q.run < q.estimate - 1e-9
-        self._started(now, c, self.policies[c].finish(q, now))
         if early and self.realloc is not None and self.realloc.on_early_end and now not in self._realloc_at:
             self._realloc_at.add(now)
-            self._push(now, REALLOC, "early-end")
+            self.env.schedule(now, REALLOCATE, self._round, "early-end")
 
     # ------------------------------------------------------------------ estimates
     def _ect(self, c: int, size: int, estimate: float, now: float) -> float:
@@ -363,8 +361,8 @@ class Grid:
         # one pass: the order from the ECTs taken while every job still holds its place;
         # recompute: from the emptied queues, re-ranked after each resubmission
         order = None if self.realloc.recompute else self._keys(now, waiting)
-        for policy in self.policies:
-            for q in policy.cancel_all(now):
+        for queue in self.queues:
+            for q in queue.withdraw_all():
                 del self._where[q.id]
         for c, q in order if order is not None else self._order(now, waiting):
             ects = self._ects(q.ref, now)
@@ -377,6 +375,6 @@ class Grid:
 
     def _move(self, now: float, c: int, q: QJob, target: int) -> None:
         del self._where[q.id]
-        self._started(now, c, self.policies[c].cancel(q, now))
+        self.queues[c].cancel(q)
         self._moves[q.id] = self._moves.get(q.id, 0) + 1
         self._submit(self._qjob(q.id, q.ref, target), target, now)

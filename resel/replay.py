@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
+import itertools
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
-from resel.backends.batch import Policy, QJob, make_policy, run_and_estimate
+from resel.backends.batch import QJob, run_and_estimate
 from resel.jobstats import JobStats
+from resel.sim.queue import BatchQueue
 from resel.swf import Job, Trace, unsorted_error
-
-END, ARRIVE, WAKE = 0, 1, 2
 
 
 @dataclass
@@ -55,89 +55,75 @@ def to_qjob(job: Job, seq: int, speed: float, kill: bool) -> QJob | None:
 
 def replay(jobs: Iterable[Job], policy: str, cores: int, *, speed: float = 1.0, kill: bool = False,
            taus: tuple[float, ...] = (10.0, 60.0), on_done: Callable[[Job], None] | None = None,
-           on_progress: Callable[[int], None] | None = None, trace_name: str = "trace") -> ReplayResult:
+           on_scheduled: Callable[[Job, float, float], None] | None = None,
+           on_progress: Callable[[int], None] | None = None, trace_name: str = "trace",
+           first: int | None = None) -> ReplayResult:
     """Simulate ``jobs`` (in submit order) on ``cores`` cores under ``policy``.
 
     Args:
         on_done: receives each finished job as a copy of its trace record with the simulated
             wait and run, in submit order (for writing SWF).
+        on_scheduled: ``on_scheduled(record, wait, run)`` in submit order, the trace record
+            as it was read: what ``on_done`` gives without building a copy per job.
         on_progress: called with the number of jobs read so far, every 1,000 jobs.
-
         trace_name: the trace's file name, for error messages.
+        first: replay only the first that many jobs read.
 
-    A :class:`~resel.swf.Trace` given as it is (not filtered) and no ``on_done`` is read by
-    :meth:`~resel.swf.Trace.replay_rows`, which parses only what the replay needs: the same
-    jobs and results, without building a :class:`Job` per line.
+    The site is a :class:`~resel.sim.queue.BatchQueue`: at every instant the jobs ending
+    free their cores, then the jobs arriving join the queue, then the policy makes one pass.
+    A :class:`~resel.swf.Trace` given as it is (not filtered) and no record wanted back is
+    read by :meth:`~resel.swf.Trace.replay_rows`, which parses only what the replay needs:
+    the same jobs and results, without building a :class:`Job` per line.
 
     Raises:
         InputError: the trace is not sorted by submit time (:func:`resel.swf.unsorted_error`).
         ReselError: unknown policy.
     """
-    sched = make_policy(policy, cores)
-    wakes_up = type(sched).wakeup is not Policy.wakeup   # FCFS and EASY never ask to be woken
     stats = JobStats(taus)
     result = ReplayResult(policy, cores, stats)
-    heap: list[tuple] = []
-    push, pop = heapq.heappush, heapq.heappop
-    submit_job, finish_job, schedule = sched.submit, sched.finish, sched.schedule
     wait_append, run_append = stats.wait.append, stats.run.append
-    killed_count, area, first_submit, last_end = stats.killed, stats.area, stats.first_submit, stats.last_end
-    counter = 0
-    events = skipped_unknown = skipped_too_large = 0
-    inflight: list[int] = []          # seqs of jobs submitted and not finished (lazy heap)
+    outbox: list[tuple[int, Job, float, float]] = []           # finished, not yet handed on (submit order)
+    inflight: list[int] = []                                   # seqs submitted and not finished
     finished_seqs: set[int] = set()
-    outbox: list[tuple[int, Job]] = []
-    wakes: set[float] = set()
-    last_submit = float("-inf")
-    seq = 0
+    if on_done is not None:
+        user_done = on_done
+        on_scheduled = lambda record, wait, run: user_done(   # noqa: E731
+            dataclasses.replace(record, wait=_num(wait), run=_num(run)))
+    in_order = on_scheduled is not None
 
     def flush() -> None:
         while inflight and inflight[0] in finished_seqs:
             finished_seqs.discard(heapq.heappop(inflight))
         while outbox and (not inflight or outbox[0][0] < inflight[0]):
-            on_done(heapq.heappop(outbox)[1])
+            _, record, wait, run = heapq.heappop(outbox)
+            on_scheduled(record, wait, run)
 
-    def wake_at(now: float) -> None:
-        nonlocal counter
-        wake = sched.wakeup()
-        if wake is not None and wake > now and wake not in wakes:
-            wakes.add(wake)
-            counter += 1
-            push(heap, (wake, WAKE, counter, None))
+    killed_n, area, first_submit, last_end = 0, 0.0, stats.first_submit, stats.last_end
 
-    # rows: (submit, run, size, req_time, id, trace record or None)
-    if on_done is None and type(jobs) is Trace:
-        rows = jobs.replay_rows()
-    else:
-        rows = _rows(jobs)
-    nxt = next(rows, None)
-    while nxt is not None or heap:
-        # at equal times: job ends free their cores, then arrivals, then wake-ups
-        if heap and (nxt is None or heap[0][0] < nxt[0] or (heap[0][0] == nxt[0] and heap[0][1] == END)):
-            now, kind, _, q = pop(heap)
-            events += 1
-            if kind == END:
-                # JobStats.add, inline
-                submitted, start, run = q.submit, q.start, q.run
-                wait_append(start - submitted)
-                run_append(run)
-                killed_count += q.killed
-                area += run * q.size
-                if submitted < first_submit:
-                    first_submit = submitted
-                if start + run > last_end:
-                    last_end = start + run
-                if on_done is not None:
-                    record = dataclasses.replace(q.ref, wait=_num(q.start - q.submit), run=_num(q.run))
-                    heapq.heappush(outbox, (q.id, record))
-                    finished_seqs.add(q.id)
-                    flush()
-                started = finish_job(q, now)
-            else:
-                wakes.discard(now)
-                started = schedule(now)
-        else:
-            (submit, run, size, req_time, job_id, ref), nxt = nxt, next(rows, None)
+    def ended(q: QJob, now: float) -> None:
+        # JobStats.add, inline (``now`` is start + run)
+        nonlocal killed_n, area, first_submit, last_end
+        submitted, run = q.submit, q.run
+        wait_append(q.start - submitted)
+        run_append(run)
+        killed_n += q.killed
+        area += run * q.size
+        if submitted < first_submit:
+            first_submit = submitted
+        if now > last_end:
+            last_end = now
+        if in_order:
+            heapq.heappush(outbox, (q.id, q.ref, q.start - submitted, run))
+            finished_seqs.add(q.id)
+            flush()
+
+    counts = [0, 0, 0]           # jobs read, unknown run or size, larger than the site
+
+    def arrivals(rows) -> Iterator[QJob]:
+        """The trace's usable jobs as the scheduler sees them, checked for order."""
+        last_submit = float("-inf")
+        seq = 0
+        for submit, run, size, req_time, job_id, ref in rows:
             if submit < last_submit:
                 raise unsorted_error(trace_name, job_id, submit, last_submit)
             last_submit = submit
@@ -145,10 +131,10 @@ def replay(jobs: Iterable[Job], policy: str, cores: int, *, speed: float = 1.0, 
             if on_progress is not None and seq % 1000 == 0:
                 on_progress(seq)
             if run is None or run < 0 or size <= 0:      # as to_qjob
-                skipped_unknown += 1
+                counts[1] += 1
                 continue
             if size > cores:
-                skipped_too_large += 1
+                counts[2] += 1
                 continue
             # run_and_estimate, inline
             estimate = (req_time if req_time > 0 else run) / speed
@@ -159,21 +145,26 @@ def replay(jobs: Iterable[Job], policy: str, cores: int, *, speed: float = 1.0, 
                     run, killed = estimate, True
                 else:
                     estimate = run
-            now = float(submit)
-            q = QJob(seq, size, estimate, run, now, -1.0, -1.0, killed, ref)
-            events += 1
-            if on_done is not None:
+            if in_order:
                 heapq.heappush(inflight, seq)
-            started = submit_job(q, now)
-        for s in started:
-            counter += 1
-            push(heap, (now + s.run, END, counter, s))
-        if wakes_up:
-            wake_at(now)
-    if on_done is not None:
+            yield QJob(seq, size, estimate, run, float(submit), -1.0, -1.0, killed, ref)
+        counts[0] = seq
+
+    # rows: (submit, run, size, req_time, id, trace record or None)
+    if not in_order and type(jobs) is Trace:
+        rows = jobs.replay_rows()
+    else:
+        rows = _rows(jobs)
+    if first is not None:
+        rows = itertools.islice(rows, first)
+    queue = BatchQueue(policy, cores, on_end=ended)
+    queue.run_closed(arrivals(rows))
+    if in_order:
         flush()
-    result.events, result.skipped_unknown, result.skipped_too_large = events, skipped_unknown, skipped_too_large
-    stats.killed, stats.area, stats.first_submit, stats.last_end = killed_count, area, first_submit, last_end
+    replayed = len(stats.wait)
+    result.events = 2 * replayed          # an arrival and an end per job
+    result.skipped_unknown, result.skipped_too_large = counts[1], counts[2]
+    stats.killed, stats.area, stats.first_submit, stats.last_end = killed_n, area, first_submit, last_end
     return result
 
 

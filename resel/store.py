@@ -398,40 +398,56 @@ def save_run(db: Database, result, *, experiment_id: int | None = None, events: 
         "audit": to_json(result.audit.as_dict()), "sites": to_json(result.sites),
         "bag_spec": to_json(result.bag), "steps": result.steps,
     }
+    # (columns, rows without run_id): prepared tuples, built before the lock is taken
     tables = {
-        "tasks": [_clean(dataclasses.asdict(t)) for t in task_times(result.engine.tasks, names)],
-        "pilots": [{"pilot": p.id, "site": names[p.site], "cores": p.cores, "submitted": p.submitted,
-                    "start": p.start, "started": int(p.started), "cancelled": int(p.cancelled)}
-                   for p in result.pilots],
-        "decisions": [{"seq": i, **_clean(dataclasses.asdict(d))} for i, d in enumerate(result.decisions)],
-        "events": list(_event_rows(result.events)) if events else [],
+        "tasks": (("task", "origin", "site", "tq", "tx", "ttc", "attempts", "state"),
+                  [(t.task, t.origin, t.site, _finite(t.tq), _finite(t.tx), _finite(t.ttc), t.attempts, t.state)
+                   for t in task_times(result.engine.tasks, names)]),
+        "pilots": (("pilot", "site", "cores", "submitted", "start", "started", "cancelled"),
+                   [(p.id, names[p.site], p.cores, p.submitted, p.start, int(p.started), int(p.cancelled))
+                    for p in result.pilots]),
+        "decisions": (("seq", *_DECISION_FIELDS),
+                      [(i, *map(_finite, (getattr(d, f) for f in _DECISION_FIELDS)))
+                       for i, d in enumerate(result.decisions)]),
+        "events": (("seq", "time", "kind", "data"), list(_event_tuples(result.events)) if events else []),
     }
     with db.atomic():
         run_id = db["runs"].insert(run_row).last_pk
-        for table, rows in tables.items():
-            _insert_rows(db, table, run_id, rows)
+        for table, (columns, rows) in tables.items():
+            _insert_rows(db, table, ("run_id", *columns), ((run_id, *row) for row in rows))
     return run_id
 
 
-def _insert_rows(db: Database, table: str, run_id: int, rows: list[dict]) -> None:
-    """Insert ``rows`` (all with the keys of the first) into ``table``, each with ``run_id``."""
-    if not rows:
-        return
-    columns = list(rows[0])
-    sql = (f"insert into [{table}] ([run_id], {', '.join(f'[{c}]' for c in columns)}) "
-           f"values ({', '.join('?' * (len(columns) + 1))})")
-    db.conn.executemany(sql, ((run_id, *(_sql_value(row[c]) for c in columns)) for row in rows))
+#: a Decision's fields as stored, in the decisions table's column order
+_DECISION_FIELDS = ("time", "kind", "task", "origin", "target", "a_r", "a_r2", "tx_r", "tx_r2", "window")
 
 
-def _sql_value(value: Any) -> Any:
-    """A value SQLite stores: containers as JSON text (as sqlite-utils stores them)."""
-    return json.dumps(value, default=str) if isinstance(value, (dict, list, tuple)) else value
+def _finite(value: Any) -> Any:
+    """A value as the store keeps it: NaN and infinities as NULL (as :func:`_clean`)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
 
 
-def _event_rows(log: Iterable[tuple]) -> Iterable[dict]:
+def _insert_rows(db: Database, table: str, columns: tuple[str, ...], rows: Iterable[tuple]) -> None:
+    """Bulk insert of prepared rows: one statement, prepared once, for every row (sqlite_utils'
+    ``insert_all`` rebuilds a statement and inspects every value per chunk, which is most of
+    what storing a simulated run cost)."""
+    sql = f"INSERT INTO [{table}] ({', '.join(f'[{c}]' for c in columns)}) VALUES ({', '.join('?' * len(columns))})"
+    db.conn.executemany(sql, rows)
+
+
+def _event_tuples(log: Iterable[tuple]) -> Iterable[tuple]:
+    """The run's events and actions as (seq, time, kind, data) rows: the record's fields but its
+    time as JSON ``data`` (the field names of each record type read once)."""
+    names: dict[type, tuple[str, ...]] = {}
+    dumps = json.dumps
     for seq, (time, kind, record) in enumerate(log):
-        data = {f.name: getattr(record, f.name) for f in dataclasses.fields(record) if f.name != "time"}
-        yield {"seq": seq, "time": time, "kind": kind, "data": json.dumps(data)}
+        cls = type(record)
+        fields = names.get(cls)
+        if fields is None:
+            fields = names[cls] = tuple(f.name for f in dataclasses.fields(record) if f.name != "time")
+        yield seq, time, kind, dumps({f: getattr(record, f) for f in fields})
 
 
 def list_runs(db: Database, limit: int = 50) -> list[dict]:

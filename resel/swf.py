@@ -715,6 +715,20 @@ def write_swf(path_or_file: str | os.PathLike[str] | TextIO, jobs: Iterable[Job]
     return count
 
 
+def schedule_line(job: Job, wait: Number, run: Number) -> str:
+    """``job`` as one SWF line (no newline) with fields 3 (wait) and 4 (run) replaced: a
+    simulated schedule, as :func:`write_swf` would write ``dataclasses.replace(job, wait=…,
+    run=…)`` (whole numbers without decimals, others to the millisecond), without the copy."""
+    parts = [_format(getattr(job, name)) for name in FIELDS]
+    parts[2], parts[3] = _format(_schedule_number(wait)), _format(_schedule_number(run))
+    parts.extend(job.extra)
+    return " ".join(parts)
+
+
+def _schedule_number(value: float) -> Number:
+    return int(value) if float(value).is_integer() else round(value, 3)
+
+
 # ------------------------------------------------------------------ machines
 
 

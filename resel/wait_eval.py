@@ -24,7 +24,6 @@ judges them against the trace's *recorded* waits, with the queue rebuilt from th
 from __future__ import annotations
 
 import copy
-import heapq
 import math
 import random
 import statistics
@@ -34,12 +33,12 @@ from typing import TYPE_CHECKING, Callable, Iterable, Protocol, Sequence
 from resel.backends.batch import Policy, QJob, make_policy, run_and_estimate
 from resel.errors import ReselError
 from resel.models.qbets import WaitBounds
+from resel.sim.queue import BatchQueue, ListFeed
 from resel.swf import Job
 
 if TYPE_CHECKING:
     from resel.models.twin import QueueSnapshot
 
-END, WAKE = 0, 2          # heap event kinds; arrivals come from the job list (between the two)
 #: real waits shorter than this count as "started at once" for the tightness ratio
 MIN_WAIT = 60.0
 
@@ -108,87 +107,60 @@ def injection_times(jobs: Sequence[BgJob], n: int, *, warmup: float = 0.1, tail:
     return sorted(rng.uniform(a, b) for _ in range(n))
 
 
+def _arrival(bg: BgJob, number: int) -> QJob:
+    return QJob(number, bg.size, bg.estimate, bg.run, bg.submit)
+
+
 class QueueSim:
-    """One site's queue replaying a job list: a small event loop that can be paused and cloned.
+    """One site's queue replaying a job list: a :class:`~resel.sim.queue.BatchQueue` that can
+    be paused and cloned.
 
     ``on_start(job, now)`` sees every background job as it starts (the history feed). The
-    same tie order as :func:`resel.replay.replay`: at equal times ends first, then arrivals,
-    then scheduler wake-ups.
+    order of :func:`resel.replay.replay`: at every instant the ends, then the arrivals, then
+    one scheduling pass.
     """
 
     def __init__(self, jobs: Sequence[BgJob], policy: str, cores: int,
                  on_start: Callable[[QJob, float], None] | None = None):
         self.jobs = jobs
         self.cores = cores
-        self.policy: Policy = make_policy(policy, cores)
         self.on_start = on_start
-        self.heap: list[tuple[float, int, int, QJob | None]] = []
-        self.next = 0            # index of the next arrival in ``jobs``
-        self.counter = 0
-        self.wakes: set[float] = set()
-        self.now = -math.inf
-        self._wakes_up = type(self.policy).wakeup is not Policy.wakeup
+        self.queue = BatchQueue(policy, cores, on_start=self._report, shared=(jobs,))
+        self.queue.feed(ListFeed(jobs, _arrival))   # type: ignore[arg-type]
+        self._last: list[QJob] = []
 
-    def _next_time(self) -> tuple[float, int] | None:
-        """(time, kind) of the next event, arrivals as kind 1; None when nothing is left."""
-        arrival = self.jobs[self.next].submit if self.next < len(self.jobs) else math.inf
-        if self.heap:
-            t, kind = self.heap[0][0], self.heap[0][1]
-            if t < arrival or (t == arrival and kind == END):
-                return t, kind
-        return None if arrival == math.inf else (arrival, 1)
+    @property
+    def policy(self) -> Policy:
+        return self.queue.policy
+
+    @property
+    def now(self) -> float:
+        return self.queue.now
+
+    def _report(self, job: QJob, now: float) -> None:
+        self._last.append(job)
+        if self.on_start is not None and job.id > 0:
+            self.on_start(job, now)
 
     def step(self) -> list[QJob]:
         """Process one event; return the jobs it started."""
-        nxt = self._next_time()
-        if nxt is None:
+        if not len(self.queue.env):
             raise ReselError("the simulation has no events left")
-        now, kind = nxt
-        policy = self.policy
-        if kind == 1:
-            bg = self.jobs[self.next]
-            self.next += 1
-            job = QJob(self.next, bg.size, bg.estimate, bg.run, bg.submit)
-            started = policy.submit(job, now)
-        else:
-            _, _, _, job = heapq.heappop(self.heap)
-            if kind == END:
-                started = policy.finish(job, now)
-            else:
-                self.wakes.discard(now)
-                started = policy.schedule(now)
-        self.now = now
-        self._started(started, now)
-        return started
-
-    def _started(self, started: list[QJob], now: float) -> None:
-        """Schedule the ends of jobs that just started, and the scheduler's next wake-up."""
-        for s in started:
-            self.counter += 1
-            heapq.heappush(self.heap, (now + s.run, END, self.counter, s))
-            if self.on_start is not None and s.id > 0:
-                self.on_start(s, now)
-        if self._wakes_up:
-            wake = self.policy.wakeup()
-            if wake is not None and wake > now and wake not in self.wakes:
-                self.wakes.add(wake)
-                self.counter += 1
-                heapq.heappush(self.heap, (wake, WAKE, self.counter, None))
+        self._last = []
+        self.queue.env.step()
+        return self._last
 
     def advance(self, until: float) -> None:
         """Process every event at or before ``until``."""
-        while True:
-            nxt = self._next_time()
-            if nxt is None or nxt[0] > until:
-                break
-            self.step()
-        self.now = max(self.now, until)
+        self.queue.advance(until)
 
     def clone(self) -> "QueueSim":
         """An independent copy of the queue state (the job list is shared: it is read-only)."""
         twin = copy.copy(self)
-        twin.policy, twin.heap, twin.wakes = copy.deepcopy((self.policy, self.heap, self.wakes))
         twin.on_start = None
+        twin.queue = self.queue.clone()
+        twin.queue.on_start = twin._report
+        twin._last = []
         return twin
 
     def real_start(self, shape: Shape, at: float) -> float:
@@ -200,10 +172,11 @@ class QueueSim:
             raise ReselError(f"a {shape.cores}-core pilot does not fit on {self.cores} cores")
         sim = self.clone()
         sim.advance(at)
-        pilot = QJob(-1, shape.cores, shape.walltime, shape.walltime, at)
-        sim._started(sim.policy.submit(pilot, at), at)
+        pilot = QJob(-1, shape.cores, shape.walltime, math.inf, at)
+        sim.queue.submit(pilot)
+        env = sim.queue.env
         while pilot.start < 0:
-            sim.step()
+            env.step()
         return pilot.start
 
 
@@ -433,8 +406,9 @@ def _rebuilt_policy(policy: str, cores: int, running: list[Recorded], pending: l
         job = QJob(i + 1, r.size, r.estimate, r.end - r.start, r.submit, start=r.start)
         job.resv = r.start
         sched.place_running(job)
-    for i, r in enumerate(pending, len(running) + 1):
-        sched.submit(QJob(i, r.size, r.estimate, r.end - r.start, r.submit), now)
+    for i, r in enumerate(pending, len(running) + 1):     # all at this instant: one pass after them
+        sched.enqueue(QJob(i, r.size, r.estimate, r.end - r.start, r.submit), now)
+    sched.schedule(now)
     return sched
 
 

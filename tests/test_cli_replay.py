@@ -180,3 +180,44 @@ def test_help_shows_an_example():
     assert "Example" in result.stdout
     assert "resel replay" in result.stdout
     assert "--policy" in result.stdout and "--cores" in result.stdout
+
+
+def test_the_command_reads_the_trace_by_its_fast_reader(monkeypatch):
+    """Unfiltered, with or without --first, ``resel replay`` hands replay() the Trace itself,
+    so it is read by Trace.replay_rows (no Job per line); --status filters Job records."""
+    from resel.swf import Trace
+    calls = []
+    original = Trace.replay_rows
+    monkeypatch.setattr(Trace, "replay_rows", lambda self: calls.append(self.path) or original(self))
+    whole, first = as_json(invoke(HPC2N, "--policy", "easy", "--json")), as_json(invoke(HPC2N, "--first", "500", "--json"))
+    assert calls == [str(HPC2N)] * 2
+    assert whole["jobs"] == 3145 and first["jobs"] + first["skipped_unknown_runtime"] == 500
+    as_json(invoke(HPC2N, "--status", "1", "--json"))
+    assert len(calls) == 2
+
+
+def test_first_counts_jobs_read_as_before(tmp_path):
+    """--first N keeps the first N jobs read (after --status), as slicing the Job stream did."""
+    from resel.replay import replay
+    from resel.swf import first, only_status
+    direct = replay(first(only_status(iter(read_swf(HPC2N)), {1}), 700), "easy", 240).summary()
+    summary = as_json(invoke(HPC2N, "--status", "1", "--first", "700", "--json"))
+    assert {k: summary[k] for k in direct} == direct
+
+
+def test_schedule_lines_are_what_write_swf_writes_for_the_replaced_records(tmp_path):
+    """The output's lines, written without copying each record, equal write_swf of
+    dataclasses.replace(record, wait=…, run=…) — whole numbers and fractions, extra columns."""
+    import dataclasses
+
+    from resel.swf import schedule_line, write_swf
+    jobs = read_jobs(WAGAP)[:300] + read_jobs(HPC2N)[:300]
+    values = [(0, 7), (12.5, 3.25), (1e-3, 1e6), (3.0, 2.0004), (86400 * 400, 0.1)]
+    expected, got = tmp_path / "a.swf", []
+    with open(expected, "w") as fh:
+        for i, job in enumerate(jobs):
+            wait, run = values[i % len(values)]
+            num = (lambda v: int(v) if float(v).is_integer() else round(v, 3))
+            write_swf(fh, [dataclasses.replace(job, wait=num(wait), run=num(run))])
+            got.append(schedule_line(job, wait, run))
+    assert expected.read_text().splitlines() == got

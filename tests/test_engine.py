@@ -156,6 +156,41 @@ def test_window_closes_before_origin_acquired_commits_to_target(sites):
     assert engine.tasks[0].origin == 1
 
 
+def test_a_dispatch_after_the_acquisition_logs_the_a_r2_it_uses(sites):
+    """The pool pilot is acquired at 1; task 1 only gets its slot at 11, when task 0 finishes
+    there. Its window runs from the dispatch: timer at 11 + 5, and the Decision says
+    a_r' = 11 (not the pilot's start, 1). hpc acquired at 14: a_r − a_r' = 3 < Ŵ = 5, so the
+    move-back the log shows is the one the rule gives for the logged values."""
+    engine = Engine(make_bag(2), sites, "model+reselect")
+    engine.handle(BagSubmitted(time=0.0))
+    pool = [p.id for p in engine.pilots.values() if engine.sites[p.site].name == "pool"]
+    out = engine.handle(PilotStarted(time=1.0, pilot=pool[0]))
+    assert [d.a_r2 for d in decisions(out, "reselect-provisional")] == [1.0]
+    assert of(out, SetTimer) == [SetTimer(at=6.0, task=0, attempt=1)]
+    out = engine.handle(TaskFinished(time=11.0, task=0, attempt=1))
+    assert of(out, DispatchTask) == [DispatchTask(task=1, attempt=1, pilot=pool[0], site="pool")]
+    assert of(out, SetTimer) == [SetTimer(at=16.0, task=1, attempt=1)]
+    [d] = decisions(out, "reselect-provisional")
+    assert (d.time, d.a_r, d.a_r2, d.window) == (11.0, None, 11.0, 5.0)
+    hpc = next(p.id for p in engine.pilots.values() if engine.sites[p.site].name == "hpc")
+    out = engine.handle(PilotStarted(time=14.0, pilot=hpc))
+    [back] = decisions(out, "move-back")
+    assert (back.a_r, back.a_r2, back.window) == (14.0, 11.0, 5.0)
+    assert back.a_r - back.a_r2 < back.window
+
+
+def test_a_window_commit_logs_the_a_r2_of_its_window(sites):
+    """The same dispatch at 11, no hpc: the window closes at 16 and the commit logs a_r' = 11."""
+    engine = Engine(make_bag(2), sites, "model+reselect")
+    engine.handle(BagSubmitted(time=0.0))
+    pool = [p.id for p in engine.pilots.values() if engine.sites[p.site].name == "pool"]
+    engine.handle(PilotStarted(time=1.0, pilot=pool[0]))
+    engine.handle(TaskFinished(time=11.0, task=0, attempt=1))
+    out = engine.handle(TimerFired(time=16.0, task=1, attempt=1))
+    [d] = decisions(out, "window-commit")
+    assert (d.a_r2, d.time) == (11.0, 16.0) and d.time == d.a_r2 + d.window
+
+
 def test_origin_acquired_after_commit_moves_nothing(sites):
     """hpc starting at t=7 (> window) after the commit moves nothing; its pilot is cancelled."""
     engine = reselect_one(sites)

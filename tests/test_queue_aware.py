@@ -116,24 +116,20 @@ def test_simulated_start_estimates_from_three_sources():
     """At the bag's arrival each trace-driven site answers from its scheduler, its twin and its
     history; the twin is the QueueSite's own snapshot run forward, the history bound comes from
     other users' jobs that had started by then (nothing from the future)."""
-    import heapq
+    import math
 
     import resel
     from resel.backends.sim_estimates import drawn_history, start_estimates
     from resel.backends.simqueue import QueueSite
     from resel.models.twin import twin_start
+    from resel.sim.core import Environment
 
     sites = resel.load_sites(REPO / "examples" / "sites-traces-hpc.toml")
-    heap: list = []
-    seq = iter(range(10**9))
-    queues = {i: QueueSite(i, s, lambda t, k, x, p: heapq.heappush(heap, (t, k, next(seq), x, p)))
-              for i, s in enumerate(sites)}
+    env = Environment()
+    queues = {i: QueueSite(i, s, env) for i, s in enumerate(sites)}
     for q in queues.values():
         q.prime()
-    while heap and heap[0][0] < 0:           # warm-up, as the simulator does
-        t, kind, _, x, payload = heapq.heappop(heap)
-        q = queues[x]
-        (q.on_arrive if kind == 4 else q.on_end if kind == 1 else lambda now, _p: q.on_wake(now))(t, payload)
+    env.run(math.nextafter(0.0, -math.inf))   # warm-up, as the simulator does
     shapes = {i: (64, 86400.0) for i in queues}
     est = {src: start_estimates(src, sites, shapes, queues, [None] * 3, quantile=0.9, confidence=0.9)
            for src in ("scheduler", "twin", "history")}

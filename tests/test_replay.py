@@ -166,16 +166,17 @@ def test_unsorted_trace_raises_input_error():
         replay([job(1, 10, 5), job(2, 5, 5)], "easy", 4)
 
 
-def test_equal_times_end_before_arrival():
-    """At equal times a job end is handled before an arrival: the queued job backfills first."""
+def test_equal_times_one_pass_after_the_end_and_the_arrival():
+    """At one instant the end and the arrival both happen before the single scheduling pass."""
     # 4 cores. Jobs 1 (2 cores, 0-100) and 2 (2 cores, 0-10) run; job 3 (4 cores) waits for 100;
     # job 4 (2 cores, est 50) queues at 2. At t=10 job 2 ends and job 5 (2 cores, est 20)
-    # arrives. End first: job 4 backfills at 10 (10 + 50 <= 100) and job 5 waits for job 4's
-    # end at 60 (60 + 20 <= 100). Arrival first, SJBF would have picked the shorter job 5.
+    # arrives; the one pass at 10 sees both 2 free cores and job 5: SJBF backfills the shorter
+    # job 5 (10 + 20 <= 100), and job 4 follows at its end, 30 (30 + 50 <= 100): wait 28.
+    # (Scheduling after the end alone, before the arrival, would have backfilled job 4 at 10.)
     jobs = [job(1, 0, 100, 2, 100), job(2, 0, 10, 2, 10), job(3, 1, 10, 4, 10),
             job(4, 2, 50, 2, 50), job(5, 10, 20, 2, 20)]
     _, done = collect(jobs, "easy-sjbf", 4)
-    assert [(j.id, j.wait) for j in done] == [(1, 0), (2, 0), (3, 99), (4, 8), (5, 50)]
+    assert [(j.id, j.wait) for j in done] == [(1, 0), (2, 0), (3, 99), (4, 28), (5, 0)]
 
 
 # ------------------------------------------------------------------ hpc2n: output order

@@ -184,3 +184,35 @@ def test_store_is_readable_by_sqlite_utils(tmp_path, result):
     plain = sqlite_utils.Database(path)
     assert plain["runs"].count == 1
     assert plain["tasks"].count == 20
+
+
+def test_bulk_rows_are_what_sqlite_utils_stored(tmp_path, result):
+    """save_run's prepared rows hold exactly what the per-row dicts through sqlite_utils'
+    insert_all held (NaN/inf as NULL, decisions' fields in order, events' data as JSON)."""
+    import dataclasses
+    import json
+
+    from resel.metrics import task_times
+    from resel.store import _clean
+
+    db, run_id = open_store(tmp_path / "a.db"), None
+    run_id = save_run(db, result)
+    names = [s.name for s in result.sites]
+    old = sqlite_utils.Database(memory=True)
+    old["tasks"].insert_all({"run_id": run_id, **_clean(dataclasses.asdict(t))}
+                            for t in task_times(result.engine.tasks, names))
+    old["pilots"].insert_all({"run_id": run_id, "pilot": p.id, "site": names[p.site], "cores": p.cores,
+                              "submitted": p.submitted, "start": p.start, "started": int(p.started),
+                              "cancelled": int(p.cancelled)} for p in result.pilots)
+    old["decisions"].insert_all({"run_id": run_id, "seq": i, **_clean(dataclasses.asdict(d))}
+                                for i, d in enumerate(result.decisions))
+    old["events"].insert_all(
+        {"run_id": run_id, "seq": seq, "time": time, "kind": kind,
+         "data": json.dumps({f.name: getattr(r, f.name) for f in dataclasses.fields(r) if f.name != "time"})}
+        for seq, (time, kind, r) in enumerate(result.events))
+    assert result.decisions and result.events
+    for table in ("tasks", "pilots", "decisions", "events"):
+        cols = [c.name for c in old[table].columns]
+        ours = list(db.query(f"select {', '.join(cols)} from {table} order by rowid"))
+        theirs = list(old.query(f"select {', '.join(cols)} from {table} order by rowid"))
+        assert ours == theirs, table

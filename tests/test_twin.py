@@ -10,14 +10,14 @@ very second the simulator starts the pilot.
 
 from __future__ import annotations
 
-import heapq
 import json
 from pathlib import Path
 
 import pytest
 from resel.backends import slurm_formats as f
 from resel.backends.batch import EASY, QJob
-from resel.backends.simqueue import BG_ARRIVE, BG_END, QueueSite
+from resel.backends.simqueue import QueueSite
+from resel.sim.core import Environment
 from resel.domain import Clock, QueueModel, Site
 from resel.models.twin import QueueSnapshot, SnapJob, twin_start
 
@@ -173,38 +173,22 @@ def exact_trace(tmp_path_factory) -> Path:
 def simulate(trace: Path, policy: str, at: float, cores: int, walltime: float, site_cores: int = 64):
     """Replay up to ``at``; snapshot; submit a pilot; continue with no arrivals until it starts.
 
-    The heap orders events as backends/simulated.py does: (time, kind, push order).
+    The site is the simulator's own QueueSite on an event core, as backends/simulated.py runs it.
     """
-    heap: list[tuple] = []
-    seq = [0]
-
-    def push(t: float, kind: int, index: int, payload) -> None:
-        seq[0] += 1
-        heapq.heappush(heap, (t, kind, seq[0], index, payload))
-
+    env = Environment()
+    started: list[float] = []
     site = Site(name="hpc2n", kind="simulated", cores=site_cores, clock=Clock(1.0),
                 queue=QueueModel(policy, str(trace), offset=0.0))
-    queue = QueueSite(0, site, push)
+    queue = QueueSite(0, site, env, on_pilot_start=lambda pilot, now: started.append(now))
     queue.prime()
-
-    def handle(t, kind, payload):
-        if kind == BG_ARRIVE:
-            return queue.on_arrive(t, payload)
-        if kind == BG_END:
-            return queue.on_end(t, payload)
-        return queue.on_wake(t)
-
-    while heap and heap[0][0] <= at:
-        t, kind, _, _, payload = heapq.heappop(heap)
-        handle(t, kind, payload)
+    env.run(at)
     snapshot = queue.snapshot(at)
     bound = at + queue.estimate_wait(cores, walltime, at)
-    started, now = queue.submit_pilot(0, cores, walltime, at), at
+    queue.batch.close_feed()                       # nothing new arrives
+    queue.submit_pilot(0, cores, walltime)
     while not started:
-        now, kind, _, _, payload = heapq.heappop(heap)
-        if kind != BG_ARRIVE:                      # nothing new arrives
-            started = handle(now, kind, payload)
-    return snapshot, now, bound
+        env.step()
+    return snapshot, started[0], bound
 
 
 INSTANTS = range(200_000, 3_000_000, 311_000)
