@@ -1,0 +1,36 @@
+"""The checkout works wherever it is cloned: CI (and scripts/fresh-check.sh) clones it anywhere,
+with the shared folder beside it as ``../shared``. A path of the machine the code was written on
+(its ``/work`` tree) passes there and fails everywhere else, so no source may name one."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+FOLDERS = ("resel", "backends", "probes", "models", "tests", "benchmarks", "examples", "scripts", ".ci")
+#: an absolute path into the authors' /work tree (not e.g. "/ap/work/..."); built in two parts
+#: so that this file does not match itself
+AUTHORS_TREE = re.compile(r"(?<![\w.~/-])/" + r"work/")
+
+
+def _sources() -> list[Path]:
+    found = []
+    for folder in FOLDERS:
+        for path in sorted((REPO / folder).rglob("*")):
+            if path.is_file() and (path.suffix in {".py", ".sh", ".toml"} or path.parent.name == ".ci"):
+                found.append(path)
+    return found
+
+
+def test_the_sources_are_found():
+    names = {p.relative_to(REPO).as_posix() for p in _sources()}
+    assert {"tests/htcondor_samples.py", "scripts/test.sh", ".ci/run", "resel/cli.py"} <= names
+
+
+def test_no_source_names_a_path_of_the_authors_machine():
+    offenders = [f"{path.relative_to(REPO)}:{n}: {line.strip()}"
+                 for path in _sources()
+                 for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1)
+                 if AUTHORS_TREE.search(line)]
+    assert offenders == [], "use Path(__file__).resolve().parents[...] / 'shared' instead:\n" + "\n".join(offenders)
