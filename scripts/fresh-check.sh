@@ -105,7 +105,10 @@ if [ "${1:-}" = __inside ]; then
 fi
 
 # ------------------------------------------------------------------ on the host
-
+#
+# One brace group, which bash reads whole before running it: editing this file while a check
+# runs (a long one, from a worktree) cannot derail the check. It ends in `exit`.
+{
 REBUILD=0 KEEP=0 VERBOSE=0 CHECKS=() EXTRA=() RUN_CMD=
 while (($#)); do
     case $1 in
@@ -148,6 +151,14 @@ SHARED=${RESEL_FRESH_SHARED:-$REPO/../shared}
 SHARED=$(readlink -f "$SHARED")
 
 install -d -m 700 "$CACHE" "$CACHE/runs" "$CACHE/logs"
+# Copies left by a fresh-check that was killed outright (its teardown never ran): its
+# namespace died with it, so nothing is mounted there any more; --keep copies stay.
+for d in "$CACHE"/runs/*/; do
+    d=${d%/}
+    [ -f "$d/owner.pid" ] && [ ! -e "$d/keep" ] || continue
+    kill -0 "$(cat "$d/owner.pid")" 2>/dev/null && continue
+    grep -qF " $d/" /proc/self/mountinfo || rm -rf --one-file-system "$d"
+done
 STAMP=$(date +%Y%m%d-%H%M%S)-${HEAD:0:7}
 LOGDIR=$CACHE/logs/$STAMP
 install -d -m 700 "$LOGDIR"
@@ -226,6 +237,7 @@ teardown() {
         if grep -qF " $RUNDIR/" /proc/self/mountinfo; then
             say "mounts under $RUNDIR are still visible; leaving it in place"
         elif ((KEEP)); then
+            touch "$RUNDIR/keep"
             say "root kept in $RUNDIR/root"
         else
             rm -rf --one-file-system "$RUNDIR"
@@ -251,6 +263,7 @@ run_check() {
     local name=$1 cmd=$2 logf r t rc i took tailpid=
     logf=$LOGDIR/$name.log
     RUNDIR=$(mktemp -d "$CACHE/runs/$STAMP-$name.XXXX")
+    echo $$ >"$RUNDIR/owner.pid"
     r=$RUNDIR/root
     t=$(date +%s)
     mkdir "$r"
@@ -279,14 +292,16 @@ run_check() {
     } >>"$logf"
 
     t=$(date +%s)
-    unshare --mount --uts --ipc --net --pid --fork --kill-child -- \
+    # If this script is killed outright (no trap runs), unshare gets SIGKILL (pdeathsig), and
+    # --kill-child passes it on to the namespace's PID 1: the kernel then kills the rest.
+    setpriv --pdeathsig KILL unshare --mount --uts --ipc --net --pid --fork --kill-child -- \
         bash "$SELF" __inside "$r" "$SHARED" "$logf" "$cmd" &
     UNSHARE_PID=$!
     for ((i = 0; i < 100; i++)); do
         [ "$(readlink "/proc/$UNSHARE_PID/ns/net" 2>/dev/null)" != "$(readlink /proc/self/ns/net)" ] && break
         sleep 0.05
     done
-    slirp4netns --configure --mtu=65520 --disable-host-loopback "$UNSHARE_PID" tap0 \
+    setpriv --pdeathsig TERM slirp4netns --configure --mtu=65520 --disable-host-loopback "$UNSHARE_PID" tap0 \
         >"$LOGDIR/slirp4netns-$name.log" 2>&1 &
     SLIRP_PID=$!
     if ((VERBOSE)); then
@@ -339,3 +354,5 @@ if ((FAILED)); then
     exit 1
 fi
 say "PASS"
+exit 0
+}
