@@ -25,7 +25,7 @@
 #   4. The commands are read from the README of the clone (the first two ```sh blocks under
 #      "## Two commands") and run exactly as written, as root, in /build/resel, with a clean
 #      environment (nothing of the host's: no PIP_FIND_LINKS, no proxies, no venv). The one
-#      thing added is PYTEST_ADDOPTS=-rs, which only lists skipped tests with their reasons.
+#      thing added is PYTEST_ADDOPTS=-rfEs: pytest's summary also lists skipped tests, with why.
 #      `main` first does what the README asks of a bare Debian (python3-venv); `test` starts
 #      from the bare root, as .ci/run does.
 #   5. Teardown however it exits: the root's PID namespace is killed (the kernel then kills every
@@ -94,7 +94,7 @@ inside() {
     chroot "$r" /usr/bin/env -i \
         HOME=/root USER=root LOGNAME=root SHELL=/bin/bash TERM=dumb \
         PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-        PYTEST_ADDOPTS=-rs \
+        PYTEST_ADDOPTS=-rfEs \
         /bin/bash -c 'cd /build/resel && eval "$1"' fresh-check "$cmd" </dev/null >>"$logf" 2>&1
 }
 
@@ -216,8 +216,8 @@ exec 8>&-
 
 RUNDIR= UNSHARE_PID= SLIRP_PID=
 
-# Kill the namespace (the kernel kills everything in it), stop slirp4netns, remove the copy.
-teardown() {
+# Kill the namespace (the kernel kills everything in it) and stop slirp4netns.
+stop_namespace() {
     local pid1 m
     if [ -n "$UNSHARE_PID" ]; then
         pid1=$(cat "/proc/$UNSHARE_PID/task/$UNSHARE_PID/children" 2>/dev/null || true)
@@ -231,6 +231,10 @@ teardown() {
         wait "$SLIRP_PID" 2>/dev/null || true
         SLIRP_PID=
     fi
+}
+
+# Remove the root's copy (a minute or two for the ~2 GB a test run leaves, on a busy disk).
+remove_copy() {
     if [ -n "$RUNDIR" ] && [ -d "$RUNDIR" ]; then
         # The mounts lived in the namespace's private mount table; refuse to delete through one
         # that is somehow visible here.
@@ -244,6 +248,11 @@ teardown() {
         fi
     fi
     RUNDIR=
+}
+
+teardown() {
+    stop_namespace
+    remove_copy
 }
 trap teardown EXIT
 trap 'say "interrupted"; exit 130' INT TERM HUP
@@ -280,7 +289,6 @@ run_check() {
         install -d -m 755 "$r/etc/resel-fresh"
         install -m 644 /etc/ssl/certs/ca-certificates.crt "$r/etc/resel-fresh/ca-bundle.pem"
         printf '[global]\ncert = /etc/resel-fresh/ca-bundle.pem\n' >"$r/etc/pip.conf"
-        echo "# the host's CA bundle given to the root's pip (/etc/pip.conf): this network intercepts TLS" >>"$logf"
     fi
     mkdir -p "$r/build/shared"
     git clone -q --no-hardlinks "$REPO" "$r/build/resel" 2>>"$logf"
@@ -288,6 +296,8 @@ run_check() {
     say "$name: pristine root and clone of ${HEAD:0:10} ready in $(secs "$t") s; log: $logf"
     {
         echo "# fresh-check $name, commit $HEAD, $(date -Is)"
+        [ -f "$r/etc/pip.conf" ] &&
+            echo "# the host's CA bundle is given to the root's pip (/etc/pip.conf): this network intercepts TLS"
         echo "# \$ $cmd"
     } >>"$logf"
 
@@ -313,16 +323,19 @@ run_check() {
     UNSHARE_PID=
     [ -n "$tailpid" ] && { wait "$tailpid" 2>/dev/null || true; }
     took=$(secs "$t")
-    teardown
+    stop_namespace
     RESULTS+=("$(printf '%-5s %s  %8s  %s' "$name" "$( ((rc == 0)) && echo PASS || echo "FAIL (exit $rc)")" "$(mmss "$took")" "$cmd")")
     if ((rc == 0)); then
         say "$name: PASS in $(mmss "$took")"
         grep -E '[0-9]+ (passed|failed)' "$logf" | tail -n 1 | sed 's/^/  pytest: /' || true
-        return 0
+    else
+        say "$name: FAIL (exit $rc) after $(mmss "$took"); last lines of $logf:"
+        tail -n 40 "$logf" | sed 's/^/  | /'
     fi
-    say "$name: FAIL (exit $rc) after $(mmss "$took"); last lines of $logf:"
-    tail -n 40 "$logf" | sed 's/^/  | /'
-    return 1
+    t=$(date +%s)
+    remove_copy
+    ((KEEP)) || say "$name: root's copy removed in $(secs "$t") s"
+    return $((rc != 0))
 }
 
 # The README of HEAD, not of the working tree.
