@@ -4,7 +4,10 @@ with the shared folder beside it as ``../shared``. A path of the machine the cod
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -34,3 +37,25 @@ def test_no_source_names_a_path_of_the_authors_machine():
                  for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1)
                  if AUTHORS_TREE.search(line)]
     assert offenders == [], "use Path(__file__).resolve().parents[...] / 'shared' instead:\n" + "\n".join(offenders)
+
+
+def test_venv_script_repairs_a_venv_left_without_pip(tmp_path):
+    """`python3 -m venv` on a Debian without python3-venv leaves bin/python without pip (what
+    the README's main-job command leaves when tried first on a bare Debian); scripts/test.sh
+    took such a .venv as made and failed with "No module named pip"."""
+    venv = tmp_path / "venv"
+    base = getattr(sys, "_base_executable", sys.executable)
+    subprocess.run([base, "-m", "venv", "--without-pip", str(venv)], check=True)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "--version"]
+    assert subprocess.run(pip, capture_output=True).returncode != 0
+
+    out = subprocess.run(["bash", str(REPO / "scripts" / "venv.sh"), str(venv)], capture_output=True,
+                         text=True, env={**os.environ, "PYTHON": base}, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert subprocess.run(pip, capture_output=True).returncode == 0
+    # a working one is left as it is
+    marker = venv / "bin" / "python"
+    before = marker.lstat().st_mtime_ns
+    subprocess.run(["bash", str(REPO / "scripts" / "venv.sh"), str(venv)], check=True,
+                   env={**os.environ, "PYTHON": base}, timeout=300)
+    assert marker.lstat().st_mtime_ns == before
