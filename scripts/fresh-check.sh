@@ -22,7 +22,12 @@
 #      root; its /proc shows only its own processes, so its `testbed.sh down` cannot touch the
 #      host's daemons. slirp4netns (user-space NAT, the host's network settings are not
 #      touched) lets it reach Debian's mirror and PyPI.
-#   4. The commands are read from the README of the clone (the first two ```sh blocks under
+#      It gets what any machine has and nothing of the project's: a hostname and /etc/hosts,
+#      a resolver (slirp4netns's), /proc, /sys, the machine's cgroup mounts read-only (slurmd
+#      refuses to start without one), a /dev of its own. On a network that intercepts TLS with
+#      a local CA (this machine's /usr/local/share/ca-certificates), the root's pip is given a
+#      copy of the machine's CA bundle in /etc/pip.conf, as every machine there needs.
+#   4. The commands are read from the README of HEAD (the first two ```sh blocks under
 #      "## Two commands") and run exactly as written, as root, in /build/resel, with a clean
 #      environment (nothing of the host's: no PIP_FIND_LINKS, no proxies, no venv). The one
 #      thing added is PYTEST_ADDOPTS=-rfEs: pytest's summary also lists skipped tests, with why.
