@@ -36,7 +36,7 @@ if [ ${#missing[@]} -gt 0 ]; then
         exit 1
     fi
 fi
-[ -x .venv/bin/python ] || "$PY" -m venv .venv
+PYTHON=$PY bash scripts/venv.sh .venv     # made, or repaired if an earlier try left it without pip
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[test,htcondor]"
 

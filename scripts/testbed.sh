@@ -34,6 +34,15 @@
 #   * Every process this script starts carries RESEL_TB_OWNER=$RESEL_TB in its environment (and
 #     its config path on its command line); `down` and the stale-process cleanup only ever
 #     touch processes with that mark, never anything else on the machine.
+#   * $RESEL_TB is a fixed, predictable path, by default in /tmp where every user may create
+#     names, and root daemons obey what is written there (slurm.conf, sshd_config, keys). So
+#     every command first checks the whole path (safe_tb_dir): each component a real directory
+#     (no symlink), owned by root, writable by nobody else (a sticky one such as /tmp itself
+#     excepted, above $RESEL_TB); missing components are created root 0755, one at a time. A
+#     folder someone else made or planted is refused before anything is written or started.
+#     Inside it, files are written through a random temporary name and renamed into place
+#     (put), so a symlink in their place is replaced, never followed; what is written in the
+#     home of reseltb is written as reseltb.
 #   * `up` takes a lock so two test sessions cannot build the testbed at the same time; every
 #     daemon is started with the lock's descriptor closed (9>&-), or it would hold the lock for
 #     its whole life.
@@ -253,9 +262,80 @@ spawn_bg() {
 }
 
 lock() {
-    mkdir -p "$TB"
+    safe_tb_dir create
     exec 9>"$TB/.lock"
     flock -w 600 9 || die "another testbed.sh holds $TB/.lock"
+}
+
+# ---------------------------------------------------------------- the testbed's own folder
+
+# Why PATH cannot hold the testbed (nothing printed when it can). FINAL=1: PATH is $TB itself,
+# which nobody else may write even with the sticky bit.
+dir_problem() {
+    local path=$1 final=$2 uid= mode= type=
+    IFS=: read -r uid mode type < <(stat -c '%u:%a:%F' -- "$path" 2>/dev/null) || true
+    if [ -z "$type" ]; then
+        echo "cannot be examined"
+    elif [ "$type" = "symbolic link" ]; then
+        echo "is a symbolic link (to $(readlink -- "$path"))"
+    elif [ "$type" != directory ]; then
+        echo "is a $type, not a directory"
+    elif [ "$uid" != 0 ]; then
+        echo "is owned by $(id -nu "$uid" 2>/dev/null || echo "uid $uid"), not root"
+    elif ((8#$mode & 8#022)) && { ((final)) || ! ((8#$mode & 8#1000)); }; then
+        echo "is writable by group or others (mode $mode)"
+    fi
+}
+
+# Make sure every component of $TB is a real directory owned by root and writable by nobody
+# else (a sticky world-writable parent such as /tmp excepted), creating the missing ones
+# (`safe_tb_dir create`) root 0755 one at a time: a plain mkdir fails when someone else made the
+# name in between, and the check then finds out whose it is. Without `create` a missing
+# component just means there is no testbed (returns 1).
+safe_tb_dir() {
+    local create=${1:-} p= comp why
+    local -a comps
+    IFS=/ read -ra comps <<<"${TB#/}"
+    for comp in "${comps[@]}"; do
+        [ -n "$comp" ] || continue
+        p=$p/$comp
+        if [ ! -e "$p" ] && [ ! -L "$p" ]; then
+            [ "$create" = create ] || return 1
+            mkdir -m 755 -- "$p" 2>/dev/null || true
+        fi
+        why=$(dir_problem "$p" "$([ "$p" = "$TB" ] && echo 1 || echo 0)")
+        [ -z "$why" ] || die "refusing the testbed folder $TB: $p $why; another user may have" \
+            "made or planted it: remove it (as root) or choose another RESEL_TB"
+    done
+}
+
+# put FILE MODE <CONTENT: write FILE whole, never through a symlink. The content goes to a new
+# file with a random name (mktemp opens it O_EXCL: nothing planted is ever opened), which is
+# then renamed over FILE (rename replaces a symlink standing there instead of following it).
+put() {
+    local f=$1 mode=$2 tmp
+    tmp=$(mktemp "$(dirname -- "$f")/.$(basename -- "$f").XXXXXX")
+    if ! { cat >"$tmp" && chmod "$mode" "$tmp" && mv -fT -- "$tmp" "$f"; }; then
+        rm -f -- "$tmp"
+        die "cannot write $f"
+    fi
+}
+
+# Files the daemons open themselves (logs, pid files, state, keys): none of the testbed's own
+# folders may hold a symlink. Only root can make one there, but a daemon would follow it.
+no_symlinks() {
+    local links
+    links=$(find "$TB" -maxdepth 1 -type l
+        find "$RUN" "$LOG" "$SSHD_DIR" "$TB/rest" "$(cdir A)" "$(cdir B)" -type l 2>/dev/null)
+    [ -z "$links" ] || die "refusing the testbed folder $TB: symbolic links where only its own" \
+        "files belong: $(tr '\n' ' ' <<<"$links")"
+}
+
+# A command run as the testbed user, for files in its home: root writing there would follow
+# whatever symlink the user left in place, with root's rights.
+as_tb_user() {
+    setpriv --reuid="$TB_USER" --regid="$TB_USER" --init-groups \
+        env HOME="$TB_HOME" USER="$TB_USER" "$@"
 }
 
 # ---------------------------------------------------------------- packages, user, dirs
@@ -283,21 +363,28 @@ ensure_user() {
         usermod -p '*' "$TB_USER"
     fi
     # sshd's StrictModes wants a home that nobody else can write.
-    chmod go-w "$TB_HOME"
+    as_tb_user chmod go-w "$TB_HOME"
 }
 
 ensure_dirs() {
-    local x
+    local x d
     umask 022
-    mkdir -p "$RUN" "$LOG" "$SSHD_DIR" "$TB/rest" "$WORK_A"
+    # $TB is safe (lock), so only root can have made anything in it; a symlink in place of one
+    # of our folders is refused all the same, before mkdir/chmod would follow it.
+    for d in "$RUN" "$LOG" "$SSHD_DIR" "$TB/rest" "$WORK_A" "$(cdir A)" "$(cdir B)" \
+        "$(cdir A)/state" "$(cdir A)/spool" "$(cdir B)/state" "$(cdir B)/spool"; do
+        [ -L "$d" ] && die "refusing the testbed folder $TB: $d is a symbolic link"
+        mkdir -p "$d"
+    done
     # reseltb (slurmrestd, jobs on tbb) must read the slurm.conf files: the tree is 755.
     chmod 755 "$TB" "$RUN" "$LOG" "$SSHD_DIR" "$TB/rest" "$WORK_A"
     for x in A B; do
-        mkdir -p "$(cdir $x)/state" "$(cdir $x)/spool"
         chmod 755 "$(cdir $x)" "$(cdir $x)/spool"
         chmod 700 "$(cdir $x)/state"
     done
-    install -d -o "$TB_USER" -g "$TB_USER" -m 755 "$WORK_B"
+    no_symlinks
+    as_tb_user mkdir -p "$WORK_B"
+    as_tb_user chmod 755 "$WORK_B"
 }
 
 # ---------------------------------------------------------------- munge
@@ -334,7 +421,7 @@ write_slurm_conf() {  # write_slurm_conf A|B; prints "changed" when the file cha
     local x=$1 d f tmp
     d=$(cdir "$x")
     f=$(conf "$x")
-    tmp=$f.new
+    tmp=$(mktemp "$d/.slurm.conf.XXXXXX")
     {
         cat <<EOF
 # Generated by scripts/testbed.sh: cluster ${CLUSTER[$x]} of resel's test bed. Do not edit.
@@ -399,7 +486,7 @@ EOF
     if [ -f "$f" ] && cmp -s "$tmp" "$f"; then
         rm -f "$tmp"
     else
-        mv -f "$tmp" "$f"
+        mv -fT "$tmp" "$f"
         echo changed
     fi
 }
@@ -407,10 +494,10 @@ EOF
 ensure_jwt_key() {
     local k
     k=$(cdir A)/jwt.key
-    if [ ! -s "$k" ]; then
-        (umask 077 && head -c 32 /dev/urandom >"$k")
+    if [ -L "$k" ] || [ ! -s "$k" ]; then
+        head -c 32 /dev/urandom | put "$k" 600
     fi
-    chown root:root "$k"
+    chown -h root:root "$k"
     chmod 600 "$k"
 }
 
@@ -577,8 +664,7 @@ ensure_rest() {
     # A fresh token each `up` (older ones stay valid until they expire).
     tok=$(sl A scontrol token username="$TB_USER" lifespan=86400) || die "scontrol token failed: $tok"
     tok=${tok#SLURM_JWT=}
-    (umask 022 && printf '%s\n' "$tok" >"$TOKEN_FILE.new")
-    mv -f "$TOKEN_FILE.new" "$TOKEN_FILE"
+    printf '%s\n' "$tok" | put "$TOKEN_FILE" 644
     pid=$(running_pid "$RUN/slurmrestd.pid")
     if [ -n "$pid" ] && rest_works; then
         return 0
@@ -598,7 +684,7 @@ ensure_rest() {
         die "slurmrestd did not come up"
     }
     pid=$(ss -ltnpH "sport = :$REST_PORT" | grep -o 'pid=[0-9]*' | head -n 1 | cut -d= -f2)
-    echo "$pid" >"$RUN/slurmrestd.pid"
+    echo "$pid" | put "$RUN/slurmrestd.pid" 644
 }
 
 # ---------------------------------------------------------------- sshd
@@ -612,7 +698,7 @@ write_ssh_files() {
     [ -s "$SSH_KEY" ] || ssh-keygen -q -t ed25519 -N '' -C "$TB_USER@resel-testbed" -f "$SSH_KEY"
     chmod 600 "$SSH_KEY"
 
-    cat >"$SSHD_DIR/sshd_config" <<EOF
+    put "$SSHD_DIR/sshd_config" 644 <<EOF
 # Generated by scripts/testbed.sh: resel's test bed sshd (the system sshd is not touched).
 Port $SSH_PORT
 ListenAddress 127.0.0.1
@@ -637,27 +723,22 @@ MaxSessions 100
 LoginGraceTime 30
 Subsystem sftp internal-sftp
 EOF
-    chmod 644 "$SSHD_DIR/sshd_config"
 
-    # reseltb's authorized_keys.
-    install -d -o "$TB_USER" -g "$TB_USER" -m 700 "$TB_HOME/.ssh"
+    # reseltb's authorized_keys, written as reseltb (its home is its own to arrange).
     line=$(cat "$SSH_KEY.pub")
-    touch "$TB_HOME/.ssh/authorized_keys"
-    grep -qxF "$line" "$TB_HOME/.ssh/authorized_keys" || echo "$line" >>"$TB_HOME/.ssh/authorized_keys"
-    chown "$TB_USER:$TB_USER" "$TB_HOME/.ssh/authorized_keys"
-    chmod 600 "$TB_HOME/.ssh/authorized_keys"
+    # shellcheck disable=SC2016  # expanded by the inner shell
+    as_tb_user sh -c 'umask 077 && mkdir -p "$HOME/.ssh" && chmod 700 "$HOME/.ssh" &&
+        f=$HOME/.ssh/authorized_keys && touch "$f" && chmod 600 "$f" &&
+        { grep -qxF "$1" "$f" || printf "%s\n" "$1" >>"$f"; }' sh "$line"
 
     # known_hosts: the address and every alias, so both OpenSSH (which looks up HostName)
     # and clients that look up the alias (e.g. paramiko) find the key.
     line=$(cut -d' ' -f1,2 "$hostkey.pub")
-    : >"$KNOWN_HOSTS.new"
     for h in 127.0.0.1 localhost "$NODE" tb-ssh tb-jump tb-via-jump; do
-        echo "[$h]:$SSH_PORT $line" >>"$KNOWN_HOSTS.new"
-    done
-    chmod 644 "$KNOWN_HOSTS.new"
-    mv -f "$KNOWN_HOSTS.new" "$KNOWN_HOSTS"
+        echo "[$h]:$SSH_PORT $line"
+    done | put "$KNOWN_HOSTS" 644
 
-    cat >"$SSH_CONFIG" <<EOF
+    put "$SSH_CONFIG" 644 <<EOF
 # Generated by scripts/testbed.sh: use with ssh -F $SSH_CONFIG HOST.
 Host tb-ssh tb-jump
     HostName 127.0.0.1
@@ -680,7 +761,6 @@ Host tb-ssh tb-jump tb-via-jump
     ConnectTimeout 10
     LogLevel ERROR
 EOF
-    chmod 644 "$SSH_CONFIG"
 }
 
 ensure_sshd() {
@@ -730,7 +810,8 @@ trixie() {
 # ---------------------------------------------------------------- env file
 
 write_env() {
-    cat >"$ENV_FILE.new" <<EOF
+    {
+        cat <<EOF
 RESEL_TB=$TB
 TB_SLURM_CONF_A=$(conf A)
 TB_SLURM_CONF_B=$(conf B)
@@ -749,9 +830,9 @@ TB_REST_TOKEN_FILE=$TOKEN_FILE
 TB_WORK_A=$WORK_A
 TB_WORK_B=$WORK_B
 EOF
-    if [ "${RESEL_TB_TRIXIE:-1}" != 0 ]; then cat "$TB/trixie/testbed.env" >>"$ENV_FILE.new"; fi
-    chmod 644 "$ENV_FILE.new"
-    mv -f "$ENV_FILE.new" "$ENV_FILE"
+        # the Debian 13 part's keys (scripts/testbed-trixie.sh), when it is up
+        if [ "${RESEL_TB_TRIXIE:-1}" != 0 ]; then cat "$TB/trixie/testbed.env"; fi
+    } | put "$ENV_FILE" 644
 }
 
 # ---------------------------------------------------------------- commands
@@ -762,6 +843,7 @@ cmd_up() {
     local t0 chg_a chg_b id_a id_b x
     need_root
     t0=$(date +%s%N)
+    safe_tb_dir create   # before anything is installed, written or started
     ensure_packages
     lock
     # If anything below fails, no env file may claim the testbed is up.
@@ -809,8 +891,8 @@ cmd_down() {
     local t0 pid x
     need_root
     t0=$(date +%s%N)
+    safe_tb_dir || { say "nothing to stop ($TB does not exist)"; return 0; }
     trixie down
-    [ -d "$TB" ] || { say "nothing to stop ($TB does not exist)"; return 0; }
     lock
     rm -f "$ENV_FILE"
     cancel_all_jobs
@@ -844,7 +926,7 @@ cmd_restart_ctld() {
         B | b | tbb) x=B ;;
         *) die "usage: testbed.sh restart-ctld A|B" ;;
     esac
-    [ -f "$(conf "$x")" ] || die "no testbed in $TB (run: testbed.sh up)"
+    safe_tb_dir && [ -f "$(conf "$x")" ] || die "no testbed in $TB (run: testbed.sh up)"
     t0=$(date +%s%N)
     lock
     # Under the lock: a `down` that ran while we waited must not be undone by us.
@@ -867,6 +949,7 @@ show() {  # show NAME PIDFILE
 
 cmd_status() {
     local x
+    safe_tb_dir || { echo "no testbed in $TB"; return 0; }
     echo "testbed in $TB"
     for x in A B; do
         show "slurmctld ${CLUSTER[$x]}" "$(ctld_pid "$x")"

@@ -24,7 +24,9 @@ from pathlib import Path
 
 import classad2
 
-REAL_LONG = Path("/work/shared/data/formats/htcondor/condor_status_long.txt")
+# ../shared beside the checkout, wherever the clone is (CI's layout)
+REAL_LONG = (Path(__file__).resolve().parents[2] / "shared" / "data" / "formats" / "htcondor"
+             / "condor_status_long.txt")
 
 #: constructed CPU models per machine of the real recording
 CONSTRUCTED_MODELS = {
