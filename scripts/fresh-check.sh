@@ -65,6 +65,9 @@ mmss() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
 inside() {
     local r=$1 shared=$2 logf=$3 cmd=$4 d i
     mount --make-rprivate /
+    # The root is a mount point of its own, as / is on any booted machine: a chroot into a
+    # plain folder makes `unshare --propagation private` (testbed-trixie.sh) fail with EINVAL.
+    mount --bind "$r" "$r"
     mount -t proc -o nosuid,nodev,noexec proc "$r/proc"     # this PID namespace's processes only
     mount -t sysfs -o ro,nosuid,nodev,noexec sysfs "$r/sys"
     # The cgroup file systems as this machine has them, read-only, as a container on it sees
