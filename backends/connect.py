@@ -25,7 +25,7 @@ def open_scheduler(site: Site, transport: Any) -> Any:
         if acc.api == "cli":
             from resel.backends.slurm import SlurmCLI
             return SlurmCLI(transport, env=dict(acc.env) or None, partition=acc.partition, account=acc.account,
-                            qos=acc.qos, extra_sbatch=acc.submit_args)
+                            qos=acc.qos, extra_sbatch=acc.submit_args, requeue=acc.requeue)
         if acc.api == "rest":
             from resel.backends.slurmrest import SlurmREST
             token_file = Path(acc.rest_token_file or "")
@@ -36,21 +36,23 @@ def open_scheduler(site: Site, transport: Any) -> Any:
                                  "(get a token with `scontrol token` on the cluster)") from None
             if token.startswith("SLURM_JWT="):
                 token = token.split("=", 1)[1]
-            return SlurmREST(acc.rest_url, acc.rest_user, token, partition=acc.partition, account=acc.account)
+            return SlurmREST(acc.rest_url, acc.rest_user, token, partition=acc.partition, account=acc.account,
+                             requeue=acc.requeue)
         if acc.api == "pyslurm":
             from resel.backends.slurm_pyslurm import SlurmPySlurm
             return SlurmPySlurm(partition=acc.partition, account=acc.account)
     if site.kind == "pbs":
         from resel.backends.pbs import PBSCLI
         return PBSCLI(transport, env=dict(acc.env) or None, queue=acc.partition, account=acc.account,
-                      dialect=acc.dialect, extra_qsub=acc.submit_args)
+                      dialect=acc.dialect, extra_qsub=acc.submit_args, rerunnable=acc.requeue)
     if site.kind == "htcondor":
         if acc.api == "bindings":
             from resel.backends.htcondor import HTCondorBindings
-            return HTCondorBindings(project=acc.project, accounting_group=acc.accounting_group)
+            return HTCondorBindings(project=acc.project, accounting_group=acc.accounting_group,
+                                    requeue=acc.requeue)
         from resel.backends.htcondor import HTCondorCLI
         return HTCondorCLI(transport, env=dict(acc.env) or None, project=acc.project,
-                           accounting_group=acc.accounting_group)
+                           accounting_group=acc.accounting_group, requeue=acc.requeue)
     raise ReselError(f"site {site.name!r}: no live backend for kind {site.kind!r} with api {acc.api!r}")
 
 

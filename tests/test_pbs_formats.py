@@ -393,7 +393,7 @@ class Replay:
 
 def test_pro_submit_argv_stdin_and_refusal():
     qsub = ("qsub", "-N", "resel-r1-abcdef-p0", "-l", "select=1:ncpus=4", "-l", "walltime=00:15:00",
-            "-q", "workq", "-A", "proj1", "-o", "/w/p0/pilot.out", "-j", "oe")
+            "-q", "workq", "-A", "proj1", "-r", "n", "-o", "/w/p0/pilot.out", "-j", "oe")
     tr = Replay({qsub: "1.pbs\n"})
     cli = PBSCLI(tr, queue="workq", account="proj1", dialect="pro")
     jid = cli.submit("#!/bin/sh\nexec agent\n", name="resel-r1-abcdef-p0", cores=4, walltime=900,
@@ -436,7 +436,7 @@ def test_pro_availability_from_recorded_replies():
 
 def test_torque_submit_writes_a_script_file_and_cancel_tolerates_gone_jobs():
     path = "/w/p0/.resel-r1-abcdef-p0.qsub.sh"
-    qsub = ("qsub", "-N", "resel-r1-abcdef-p0", "-l", "nodes=1:ppn=2,walltime=00:01:01", "-o", "/w/p0/pilot.out",
+    qsub = ("qsub", "-N", "resel-r1-abcdef-p0", "-l", "nodes=1:ppn=2,walltime=00:01:01", "-r", "n", "-o", "/w/p0/pilot.out",
             "-j", "oe", path)
     tr = Replay({qsub: "42.head\n", ("qdel", "42.head"): ("", "qdel: Unknown Job Id 42.head\n")},
                 codes={("qdel", "42.head"): 153})
