@@ -52,7 +52,7 @@ seconds (floats).
 * Result: ``results/{key}.json`` when the attempt ends = {"task", "attempt", "exit_code": int
   or null, "signal": int or null, "start", "end", "host", "outcome", "reason": str or null,
   "perf": dict or null, "stdout_tail", "stderr_tail" (last 2000 bytes, UTF-8, bad bytes
-  replaced)}. A result is written once (created with a hard link, never replaced): the first
+  replaced), "incarnation" (of the agent that wrote it)}. A result is written once (created with a hard link, never replaced): the first
   word on an attempt is the only one. outcome is "done" (exit 0), "failed" (nonzero exit: reason "exit code N" or
   "signal N"; timeout: reason "timeout"; unusable task file: reason "bad task file: ...";
   could not start: reason "start failed: ..."), "cancelled" (reason "cancelled" or "stopped")
@@ -535,7 +535,7 @@ class Agent(object):
         doc = {
             "task": task, "attempt": attempt, "exit_code": exit_code, "signal": sig,
             "start": end if start is None else start, "end": end, "host": self.host,
-            "outcome": outcome, "reason": reason, "perf": perf,
+            "outcome": outcome, "reason": reason, "perf": perf, "incarnation": self.incarnation,
             "stdout_tail": read_tail(os.path.join(tdir, "stdout")) if tdir else "",
             "stderr_tail": read_tail(os.path.join(tdir, "stderr")) if tdir else "",
         }
