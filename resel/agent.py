@@ -564,9 +564,10 @@ class Agent(object):
             exit_code = returncode
         if a.kill_reason is not None:
             outcome, reason = a.kill_outcome, a.kill_reason
-        elif sig is not None and self.signalled is not None:
+        elif self.signalled is not None:
             # scancel and the walltime kill signal the whole job: the task may die of it before
-            # the agent's own handler runs; it was lost with the pilot, it did not fail
+            # the agent's own handler runs — or only a child of it may, and its shell carries
+            # on to exit 0. Cut short or not, nobody can tell: lost with the pilot, never done
             outcome, reason = "lost", "terminated"
         elif exit_code == 0:
             outcome, reason = "done", None

@@ -321,6 +321,30 @@ def test_job_wide_sigterm_reaching_the_task_first_is_still_lost(pilot):
     assert (r["outcome"], r["reason"]) == ("lost", "terminated"), r
 
 
+def test_a_task_whose_shell_survives_the_job_wide_sigterm_is_lost_not_done(pilot):
+    """The job-wide SIGTERM kills the task's `sleep`, its shell goes on to `echo` and exits 0:
+    reported done, another attempt of the task would complete it twice. Once the agent was
+    signalled, whatever an attempt exits with, it is lost. (The agent is frozen while the two
+    signals land, so they arrive together, as scancel delivers them.)"""
+    p = pilot(slots=1)
+    key = p.submit(1, "sleep 30; echo carried on")
+    p.started(key)
+    shell = int(re.search(rf"started {key}: pid (\d+)", (p.dir / "agent.log").read_text()).group(1))
+    sleep = int(Path(f"/proc/{shell}/task/{shell}/children").read_text().split()[0])
+    p.proc.send_signal(signal.SIGSTOP)
+    try:
+        os.kill(sleep, signal.SIGTERM)                     # only the child: the shell carries on
+        wait_for(lambda: not pid_alive(shell) or Path(f"/proc/{shell}/stat").read_text().split()[2] == "Z",
+                 5, "the shell to exit")
+        p.proc.send_signal(signal.SIGTERM)
+    finally:
+        p.proc.send_signal(signal.SIGCONT)
+    assert p.wait_exit(8) == 0
+    r = p.read("results", f"{key}.json")
+    assert (r["outcome"], r["reason"], r["exit_code"]) == ("lost", "terminated", 0), r
+    assert "carried on" in r["stdout_tail"]
+
+
 def test_stop_cancels_running_tasks(pilot):
     p = pilot(slots=1)
     key = p.submit(1, "sleep 30")
