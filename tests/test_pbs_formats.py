@@ -325,7 +325,6 @@ def test_with_workdir_keeps_directives_first():
     (lambda t: f.parse_jobs_json(f.load_json(t, "qstat"), UTC), "[1, 2]"),
     (lambda t: f.parse_jobs_json(f.load_json(t, "qstat"), UTC), '{"Jobs": []}'),
     (lambda t: f.parse_jobs_json(f.load_json(t, "qstat"), UTC), '{"Jobs": {"1.pbs": {"Job_Name": "x"}}}'),
-    (lambda t: f.parse_jobs_json(f.load_json(t, "qstat"), UTC), '{"Jobs": {"1.pbs": {"job_state": "Z"}}}'),
     (lambda t: f.parse_jobs_json(f.load_json(t, "qstat"), UTC),
      '{"Jobs": {"1.pbs": {"job_state": "R", "stime": "yesterday"}}}'),
     (lambda t: f.parse_jobs_json(f.load_json(t, "qstat"), UTC),
@@ -463,3 +462,11 @@ def test_torque_empty_job_list_is_exit_153():
     with pytest.raises(SchedulerError) as info:
         PBSCLI(tr, dialect="torque").jobs()
     assert "cannot connect" in str(info.value) and "did not answer" in info.value.hint
+
+
+def test_an_unknown_state_letter_is_kept_as_such_not_taken_as_final():
+    """A letter not in the table (a newer PBS) must not make the reply unreadable nor look final:
+    it becomes PBS_<letter>, which the coordinator keeps polling (issue 13 §2)."""
+    jobs = f.parse_jobs_json(f.load_json('{"Jobs": {"1.pbs": {"job_state": "Z", "Job_Name": "x"}}}', "qstat"), UTC)
+    assert (jobs["1.pbs"].state, jobs["1.pbs"].reason) == ("PBS_Z", "unknown PBS state 'Z'")
+    assert f.job_state("?") == ("PBS_UNKNOWN", "unknown PBS state '?'")
