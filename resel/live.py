@@ -403,7 +403,7 @@ class Coordinator:
     def _wait(self) -> None:
         t = self.now()
         due = [t + self.options.poll]
-        due += [at for at in self._next_poll.values()]
+        due += [at for name, at in self._next_poll.items() if name not in self._polling]
         if self.timers:
             due.append(self.timers[0][0])
         due += [at for _s, _a, at in self.undone]
@@ -465,15 +465,21 @@ class Coordinator:
 
     def _polled(self, report: Report, t: float) -> list[Event]:
         name, view = report.site, self.views[report.site]
-        if report.error is not None:
-            view.error = _describe(report.error)
+        failed = report.error if report.error is not None else report.result[3]
+        events: list[Event] = []
+        if failed is not None:
+            # the scheduler (or the whole site) did not answer: nothing is concluded from
+            # silence, but what the agents wrote meanwhile is read if the files could be
+            view.error = _describe(failed)
             view.failing_since = view.failing_since or t
             live_notes.put(self.db, self.run_id, name, "unreachable", "unreachable", view.failing_since,
                            f"no answer: {view.error}")
             if t - view.failing_since > self.options.site_timeout and name not in self.engine.lost_sites:
-                return [SiteLost(time=t, site=name, reason=f"unreachable for {self.options.site_timeout:g} s: "
-                                                           f"{view.error}")]
-            return []
+                events.append(SiteLost(time=t, site=name, reason=f"unreachable for {self.options.site_timeout:g} s: "
+                                                                  f"{view.error}"))
+            if report.error is None:
+                events.extend(self._site_events(t, report.result))
+            return events
         if view.failing_since is not None:
             log.warning("site %s answers again after %.0f s", name, t - view.failing_since)
             live_notes.drop(self.db, self.run_id, name, "unreachable")
@@ -481,50 +487,52 @@ class Coordinator:
         return self._site_events(t, report.result)
 
     def _poll_site(self, name: str, views: list[PilotView]) -> tuple:
-        """Runs on the site's worker: scheduler states first, then the pilots' files."""
+        """Runs on the site's worker: scheduler states first, then the pilots' files.
+
+        A scheduler that does not answer (a controller restarting) does not stop the files of
+        running pilots from being read: their agents go on, and what they finished counts."""
         ps = self.site(name)
-        jobs = ps.pilot_jobs([v.job_id for v in views])
+        try:
+            jobs, failed = ps.pilot_jobs([v.job_id for v in views]), None
+        except Exception as exc:   # noqa: BLE001 - reported with the poll; the files still count
+            jobs, failed = None, exc
         files: dict[int, PilotFiles] = {}
         for v in views:
-            info = jobs.get(v.job_id)
-            phase = job_phase(info.state) if info is not None else "missing"
-            if v.state == "running" or phase != "pending":
+            if jobs is None:
+                phase = "unknown"
+            else:
+                info = jobs.get(v.job_id)
+                phase = job_phase(info.state) if info is not None else "missing"
+            if v.state == "running" or (jobs is not None and phase != "pending"):
                 files[v.pilot] = ps.collect(self.run_key, v.pilot, v.seen, heartbeat=True)
-        return views, jobs, files
+        return views, jobs, files, failed
 
     # ------------------------------------------------------------------ what a poll means
     def _site_events(self, t: float, result: tuple) -> list[Event]:
-        views, jobs, files = result
+        """One poll's findings as events, pilot by pilot: what its agent wrote first (results
+        read in the same poll as a requeue or an end count before it), then what its job's
+        state means — nothing, when the scheduler did not answer."""
+        views, jobs, files, _failed = result
         out: list[Event] = []
         for v in sorted(views, key=lambda v: v.pilot):
             if v.state not in ("pending", "running"):
                 continue             # ended or cancelled while the poll ran
-            info = jobs.get(v.job_id)
-            if info is not None and info.name and not f"resel-{self.run_key}-p{v.pilot}".startswith(info.name):
-                # the job id was given to another job (a controller that lost its state reuses ids)
-                self._note(v.site, f"reused:p{v.pilot}", "job-state", t,
-                           f"pilot {v.pilot}: job {v.job_id} is now someone else's job ({info.name})")
-                info = None
-            state = info.state if info is not None else "MISSING"
-            phase = job_phase(state) if info is not None else "missing"
-            v.job_state = state
-            self._state_note(v, state, phase, t)
-            if phase == "pending" and v.state == "running":
-                # back in the queue (scontrol requeue, a node failure with requeue on): its
-                # agent is gone, what it ran is lost; it may start again as a new incarnation
-                v.state, v.missing = "pending", 0
-                v.parked.clear()
-                out.append(PilotRequeued(time=t, pilot=v.pilot, reason=f"job {v.job_id} {state}"))
-                self._pilot_row(v, reason=f"requeued ({state})")
-                self._note(v.site, f"requeue:p{v.pilot}", "requeue", t,
-                           f"pilot {v.pilot}: job {v.job_id} went back to the queue ({state})")
-                log.warning("run %s: pilot %s (job %s on %s) went back to the queue (%s); its attempts are lost",
-                            self.run_id, v.pilot, v.job_id, v.site, state)
-                continue
-            if phase == "running" and v.state == "pending":
-                v.state = "running"
-                out.append(PilotStarted(time=t, pilot=v.pilot))
-                self._pilot_row(v, started=t)
+            info, state, phase = None, "", "unknown"
+            if jobs is not None:
+                info = jobs.get(v.job_id)
+                if info is not None and info.name and not f"resel-{self.run_key}-p{v.pilot}".startswith(info.name):
+                    # the job id was given to another job (a controller that lost its state reuses ids)
+                    self._note(v.site, f"reused:p{v.pilot}", "job-state", t,
+                               f"pilot {v.pilot}: job {v.job_id} is now someone else's job ({info.name})")
+                    info = None
+                state = info.state if info is not None else "MISSING"
+                phase = job_phase(state) if info is not None else "missing"
+                v.job_state = state
+                self._state_note(v, state, phase, t)
+                if phase == "running" and v.state == "pending":
+                    v.state = "running"
+                    out.append(PilotStarted(time=t, pilot=v.pilot))
+                    self._pilot_row(v, started=t)
             found = files.get(v.pilot)
             if found is not None:
                 if v.state == "pending" and (found.started or found.results or found.agent):
@@ -540,6 +548,21 @@ class Coordinator:
                 for path, why in found.bad:
                     self._bad_record(v.site, path, why, t)
                 out.extend(self._file_events(t, v, found))
+            if jobs is None:
+                continue
+            if phase == "pending" and v.state == "running":
+                # back in the queue (scontrol requeue, a node failure with requeue on, a
+                # controller that lost the job's start): its agent is gone, what it ran and
+                # did not report is lost; it may start again as a new incarnation
+                v.state, v.missing = "pending", 0
+                v.parked.clear()
+                out.append(PilotRequeued(time=t, pilot=v.pilot, reason=f"job {v.job_id} {state}"))
+                self._pilot_row(v, reason=f"requeued ({state})")
+                self._note(v.site, f"requeue:p{v.pilot}", "requeue", t,
+                           f"pilot {v.pilot}: job {v.job_id} went back to the queue ({state})")
+                log.warning("run %s: pilot %s (job %s on %s) went back to the queue (%s); its attempts are lost",
+                            self.run_id, v.pilot, v.job_id, v.site, state)
+                continue
             if phase == "pending" and info is not None and info.reason in NEVER_REASONS:
                 why = (f"the scheduler will never start pilot {v.pilot} ({v.cores} cores, {v.walltime:g} s): "
                        f"job {v.job_id} pending with reason {info.reason}")
