@@ -122,6 +122,10 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
             sys.exit(130)
         finally:
             coord.close()
+        if coord.cancelled:
+            c.err.print(f"run {coord.run_id} is being cancelled (`resel cancel {coord.run_id}`); this coordinator "
+                        "let go of it", soft_wrap=True)
+            sys.exit(1)
         snap = _snap(coord)
         if as_json:
             c._print_json(snap.as_dict())

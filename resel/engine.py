@@ -634,10 +634,6 @@ class Engine:
         for x in self._targets:
             if self._books[x].free:
                 self._fill_reselect(x, t, out)
-        if self.prefetch:
-            for x, book in enumerate(self._books):
-                if book.waiting and (book.active or book.pending):
-                    self._hand_ahead(x, t, out)
         if self._remaining == 0:
             self._finish(t, out)
             return
@@ -647,6 +643,10 @@ class Engine:
         for x in sorted(self._dirty):
             self._size_pilots(x, t, out)
         self._dirty.clear()
+        if self.prefetch:   # after sizing: a pilot just asked for gets its first wave at once
+            for x, book in enumerate(self._books):
+                if book.waiting and (book.active or book.pending):
+                    self._hand_ahead(x, t, out)
 
     def _fill_home(self, x: int, t: float, out: list[Action]) -> None:
         book = self._books[x]

@@ -62,7 +62,8 @@ EVENT_TYPES = {cls.__name__: cls for cls in (BagSubmitted, PilotStarted, PilotEn
 ACTION_TYPES = {cls.__name__: cls for cls in (SubmitPilot, CancelPilot, DispatchTask, CancelTask, SetTimer,
                                               Decision, BagDone)}
 #: lost results that say the attempt died with an agent that is gone while its pilot lives on
-LOST_WITH_AGENT = ("agent restarted", "superseded")
+#: ("evicted": written by the HTCondor wrapper of a rerun for the run before)
+LOST_WITH_AGENT = ("agent restarted", "superseded", "evicted")
 
 
 @dataclass

@@ -66,9 +66,9 @@ def test_a_busy_pilot_gets_one_task_per_slot_ahead_and_a_freed_slot_needs_no_dis
     engine = Engine(make_bag(7), [make_site("a", 2.0, cores=2)], "model", prefetch=1)
     out = engine.handle(BagSubmitted(time=0.0))
     assert of(out, SubmitPilot) == [SubmitPilot(pilot=0, site="a", cores=2, walltime=48 * 3600.0)]
-    # the next event hands the pending pilot its first wave (its two slots)
-    out = engine.handle(TimerFired(time=0.5, task=0, attempt=0))
+    # the pilot just asked for is handed its first wave (its two slots), after its submission
     assert [(a.task, a.pilot) for a in of(out, DispatchTask)] == [(0, 0), (1, 0)]
+    assert out.index(of(out, SubmitPilot)[0]) < out.index(of(out, DispatchTask)[0])
     assert [t.state for t in engine.tasks[:2]] == [TaskState.QUEUED] * 2
     # started: the first wave takes its slots (reserved for the agent to start them)
     out = engine.handle(PilotStarted(time=1.0, pilot=0))
