@@ -25,7 +25,7 @@ def open_scheduler(site: Site, transport: Any) -> Any:
         if acc.api == "cli":
             from resel.backends.slurm import SlurmCLI
             return SlurmCLI(transport, env=dict(acc.env) or None, partition=acc.partition, account=acc.account,
-                            qos=acc.qos, extra_sbatch=acc.submit_args)
+                            qos=acc.qos, extra_sbatch=acc.submit_args, requeue=acc.requeue)
         if acc.api == "rest":
             from resel.backends.slurmrest import SlurmREST
             token_file = Path(acc.rest_token_file or "")
@@ -38,22 +38,23 @@ def open_scheduler(site: Site, transport: Any) -> Any:
                 token = token.split("=", 1)[1]
             # "auto": the newest API version the site's slurmrestd serves (Slurm 24.11 no longer serves v0.0.38)
             return SlurmREST(acc.rest_url, acc.rest_user, token, api_version="auto", partition=acc.partition,
-                             account=acc.account)
+                             account=acc.account, requeue=acc.requeue)
         if acc.api == "pyslurm":
             from resel.backends.slurm_pyslurm import SlurmPySlurm
             return SlurmPySlurm(partition=acc.partition, account=acc.account)
     if site.kind == "pbs":
         from resel.backends.pbs import PBSCLI
         return PBSCLI(transport, env=dict(acc.env) or None, queue=acc.partition, account=acc.account,
-                      dialect=acc.dialect, extra_qsub=acc.submit_args)
+                      dialect=acc.dialect, extra_qsub=acc.submit_args, rerunnable=acc.requeue)
     if site.kind == "htcondor":
         if acc.api == "bindings":
             from resel.backends.htcondor import HTCondorBindings
             # the transport ships the chirp wrapper and makes the pilot's directories before a submit
-            return HTCondorBindings(transport, project=acc.project, accounting_group=acc.accounting_group)
+            return HTCondorBindings(transport, project=acc.project, accounting_group=acc.accounting_group,
+                                    requeue=acc.requeue)
         from resel.backends.htcondor import HTCondorCLI
         return HTCondorCLI(transport, env=dict(acc.env) or None, project=acc.project,
-                           accounting_group=acc.accounting_group)
+                           accounting_group=acc.accounting_group, requeue=acc.requeue)
     raise ReselError(f"site {site.name!r}: no live backend for kind {site.kind!r} with api {acc.api!r}")
 
 

@@ -100,15 +100,17 @@ def classad_string(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def periodic_remove(walltime: float) -> str:
+def periodic_remove(walltime: float, requeue: bool = False) -> str:
     """When the schedd ends a pilot by itself: running past its walltime (the agent stops on
     time; this is the backstop), held too long, or evicted and about to run again (a re-run
     pilot would start over with a fresh agent, so it is ended and the coordinator asks for a
-    new one — see docs/htcondor.md)."""
+    new one — HTCondor's "no requeue", see docs/htcondor.md). With ``requeue`` (the site's
+    ``requeue = true``) an evicted pilot may run again: its new agent reports what the old
+    one left unfinished."""
     limit = int(math.ceil(walltime)) + REMOVE_GRACE
-    return (f"(JobStatus == 2 && (time() - EnteredCurrentStatus) > {limit})"
-            f" || (JobStatus == 5 && (time() - EnteredCurrentStatus) > {HELD_GRACE})"
-            f" || (JobStatus == 1 && NumJobStarts > 0)")
+    rule = (f"(JobStatus == 2 && (time() - EnteredCurrentStatus) > {limit})"
+            f" || (JobStatus == 5 && (time() - EnteredCurrentStatus) > {HELD_GRACE})")
+    return rule if requeue else rule + " || (JobStatus == 1 && NumJobStarts > 0)"
 
 
 def _wrapper_sum() -> str:
@@ -120,7 +122,8 @@ def pilot_description(*, name: str, pilot_dir: str, agent: str, wrapper: str, py
                       agent_args: Sequence[str], walltime: float, agent_sha256: str,
                       wrapper_sha256: str | None = None, project: str | None = None,
                       accounting_group: str | None = None, requirements: str | None = None,
-                      extra: Mapping[str, str] | None = None, interval: float = 2.0) -> dict[str, str]:
+                      extra: Mapping[str, str] | None = None, interval: float = 2.0,
+                      requeue: bool = False) -> dict[str, str]:
     """The submit description of one pilot, as the commands ``condor_submit`` reads.
 
     The job runs ``/usr/bin/env PYTHON -I -c VERIFY WRAPPER SHA256 ...``: the chirp wrapper
@@ -162,7 +165,7 @@ def pilot_description(*, name: str, pilot_dir: str, agent: str, wrapper: str, py
         "request_disk": DEFAULT_DISK,
         "+WantIOProxy": "true",
         "+ReselWalltime": str(int(math.ceil(walltime))),
-        "periodic_remove": periodic_remove(walltime),
+        "periodic_remove": periodic_remove(walltime, requeue),
     }
     if project:
         desc["+ProjectName"] = classad_string(project)
@@ -227,8 +230,9 @@ class _Common:
     scheduler = "htcondor"
 
     def __init__(self, *, project: str | None, accounting_group: str | None,
-                 requirements: str | None, extra_submit: Mapping[str, str] | None):
+                 requirements: str | None, extra_submit: Mapping[str, str] | None, requeue: bool = False):
         self.project = project
+        self.requeue = bool(requeue)
         self.accounting_group = accounting_group
         self.requirements = requirements
         self.extra_submit = dict(extra_submit or {})
@@ -248,7 +252,7 @@ class _Common:
         return pilot_description(name=name, pilot_dir=workdir, agent=agent, wrapper=wrapper, python=python,
                                  agent_args=options, walltime=walltime, agent_sha256=sha256, project=self.project,
                                  accounting_group=self.accounting_group, requirements=self.requirements,
-                                 extra=self.extra_submit)
+                                 extra=self.extra_submit, requeue=self.requeue)
 
     def test_only(self, cores: int, walltime: float) -> float | None:
         """None: HTCondor's negotiator gives no start estimate (there is no ``--test-only``); a
@@ -267,9 +271,9 @@ class HTCondorCLI(_Common):
 
     def __init__(self, transport: Any, *, env: Mapping[str, str] | None = None, project: str | None = None,
                  accounting_group: str | None = None, requirements: str | None = None,
-                 extra_submit: Mapping[str, str] | None = None, timeout: float = 60.0):
+                 extra_submit: Mapping[str, str] | None = None, timeout: float = 60.0, requeue: bool = False):
         super().__init__(project=project, accounting_group=accounting_group, requirements=requirements,
-                         extra_submit=extra_submit)
+                         extra_submit=extra_submit, requeue=requeue)
         self.transport = transport
         self.env = dict(env or {})
         self.timeout = timeout
@@ -412,9 +416,9 @@ class HTCondorBindings(_Common):
 
     def __init__(self, transport: Any = None, *, project: str | None = None, accounting_group: str | None = None,
                  requirements: str | None = None, extra_submit: Mapping[str, str] | None = None,
-                 collector: Any = None, schedd: Any = None):
+                 collector: Any = None, schedd: Any = None, requeue: bool = False):
         super().__init__(project=project, accounting_group=accounting_group, requirements=requirements,
-                         extra_submit=extra_submit)
+                         extra_submit=extra_submit, requeue=requeue)
         self.htcondor = _bindings()
         self.transport = transport
         self._collector = collector

@@ -441,9 +441,11 @@ def schedd_totals(ads: Iterable[classad2.ClassAd], command: str = "condor_status
 
 
 def job_state(status: int, exit_code: int | None = None, by_signal: bool = False) -> str:
-    """JobStatus → a Slurm state word (see the table in the module docstring)."""
+    """JobStatus → a Slurm state word (see the table in the module docstring); a code not in
+    the table becomes ``JOBSTATUS_{n}``, which no table of the coordinator holds: the pilot is
+    polled on and the state shown, never taken as ended."""
     if status not in JOB_STATES:
-        raise SchedulerReplyError("condor_q", f"unknown JobStatus {status!r}")
+        return f"JOBSTATUS_{int(status)}"
     state = JOB_STATES[status]
     if status == 4 and (by_signal or (exit_code not in (None, 0))):
         return "FAILED"

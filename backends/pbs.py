@@ -132,7 +132,8 @@ class PBSCLI:
 
     def __init__(self, transport: Any, *, env: Mapping[str, str] | None = None,
                  queue: str | None = None, account: str | None = None,
-                 dialect: str = "auto", extra_qsub: Sequence[str] = (), timeout: float = 60.0):
+                 dialect: str = "auto", extra_qsub: Sequence[str] = (), timeout: float = 60.0,
+                 rerunnable: bool = False):
         if dialect not in _DIALECTS:
             raise SchedulerError(f"PBS dialect {dialect!r} is not one of {', '.join(_DIALECTS)}")
         self.transport = transport
@@ -143,6 +144,9 @@ class PBSCLI:
             if not isinstance(opt, str) or not opt or _BAD_TEXT.search(opt):
                 raise SchedulerError(f"extra qsub argument {opt!r} must be one printable word")
         self.extra_qsub = tuple(extra_qsub)
+        #: ``-r n`` unless the site's ``requeue = true``: a rerun pilot would start a new agent
+        #: on its predecessor's half-done attempts (PBS Pro, Torque and Slurm's wrapper know -r)
+        self.rerunnable = bool(rerunnable)
         self.timeout = timeout
         #: "pro", "torque" or "slurm-torque" (Torque's dialect spoken by Slurm's wrappers)
         self.flavour: str | None = None if dialect == "auto" else dialect
@@ -473,6 +477,7 @@ class PBSCLI:
             argv += ["-q", self.queue]
         if self.account:
             argv += ["-A", self.account]
+        argv += ["-r", "y" if self.rerunnable else "n"]
         return argv + list(self.extra_qsub)
 
     def _check_path(self, kind: str, path: str) -> str:

@@ -194,7 +194,10 @@ def job_state(code: str, exit_status: int | None = None, dialect: str = "pro",
     by a signal: PBS reports 256 + the signal) or TIMEOUT (PBS Pro's -29). M (moved to another
     server) → COMPLETED with reason ``Moved``: it is gone from this site. U is PBS Pro's
     "suspended, workstation busy" (SUSPENDED); the Slurm wrappers print U for a state they have
-    no letter for (out of memory, deadline), all final: FAILED there.
+    no letter for (out of memory, deadline), all final: FAILED there. Any other letter becomes
+    ``PBS_`` + the letter (reason ``unknown PBS state``): a word in none of the coordinator's
+    tables, so the pilot is polled on instead of being taken as ended (one odd job never makes
+    the whole reply unreadable either).
     """
     c = str(code or "").strip().upper()[:1]
     if c in _PENDING:
@@ -217,7 +220,7 @@ def job_state(code: str, exit_status: int | None = None, dialect: str = "pro",
         if exit_status > 256:
             return "CANCELLED", f"killed by signal {exit_status - 256}"
         return "FAILED", f"exit status {exit_status}"
-    raise SchedulerReplyError(command, f"job_state: not a PBS state: {code!r}")
+    return ("PBS_" + c if c.isalpha() else "PBS_UNKNOWN"), f"unknown PBS state {code!r}"
 
 
 def _exit_code(status: int | None) -> str | None:

@@ -20,6 +20,7 @@ one written into the script (:mod:`~resel.backends.verified`); docs/security.md.
 from __future__ import annotations
 
 import json
+import math
 import posixpath
 import re
 import shlex
@@ -36,9 +37,16 @@ from resel.errors import ReselError
 AGENT_NAME = f"resel-agent-v{agent_module.PROTOCOL_VERSION}.py"
 _RUN_KEY = re.compile(r"r\d+-[0-9a-f]{6}")
 
-#: Slurm states in which a pilot holds its cores, and in which it is still waiting
+#: Slurm states (every scheduler's states are mapped to Slurm's words) in which a pilot holds
+#: its cores, in which it is still waiting (or waiting again: a requeue), and in which it is
+#: over. A state in none of the three (SIGNALING, STAGE_OUT, RESV_DEL_HOLD, a word a newer
+#: Slurm adds, a PBS or HTCondor code resel does not know) concludes nothing: the pilot keeps
+#: the state it had, is polled on, and the state is shown (see :func:`job_phase`)
 RUNNING_STATES = {"RUNNING", "COMPLETING", "SUSPENDED", "STOPPED"}
-PENDING_STATES = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING"}
+PENDING_STATES = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING",
+                  "SPECIAL_EXIT"}
+FINAL_STATES = {"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
+                "DEADLINE", "OUT_OF_MEMORY", "REVOKED"}
 #: reasons for which Slurm keeps a job pending although it can never start (limits per job,
 #: not per moment): such a pilot is cancelled and its site given up, instead of waiting forever
 NEVER_REASONS = {"PartitionConfig", "PartitionTimeLimit", "PartitionNodeLimit", "InvalidAccount", "InvalidQOS",
@@ -47,13 +55,32 @@ NEVER_REASONS = {"PartitionConfig", "PartitionTimeLimit", "PartitionNodeLimit", 
                  "AssocMaxNodePerJobLimit", "DependencyNeverSatisfied"}
 
 
+def job_phase(state: str) -> str:
+    """``running``, ``pending``, ``final`` or ``unknown`` (never taken as final) for a job state."""
+    if state in RUNNING_STATES:
+        return "running"
+    if state in PENDING_STATES:
+        return "pending"
+    if state in FINAL_STATES:
+        return "final"
+    return "unknown"
+
+
+#: what an agent may write as an attempt's outcome (docs/agent.md)
+OUTCOMES = ("done", "failed", "cancelled", "lost")
+
+
 @dataclass
 class PilotFiles:
-    """What one poll found in a pilot's directory: new start and result records."""
+    """What one poll found in a pilot's directory: new start and result records (each checked
+    against the protocol), the agent's registration and heartbeat, and the records refused."""
 
     started: list[dict] = field(default_factory=list)
     results: list[dict] = field(default_factory=list)
     agent: dict | None = None
+    heartbeat: dict | None = None
+    #: (file, why) of every record that broke the protocol: logged, counted, skipped
+    bad: list[tuple[str, str]] = field(default_factory=list)
 
 
 def task_key(task: int, attempt: int) -> str:
@@ -185,10 +212,19 @@ class PilotSite:
         path = posixpath.join(self.pilot_dir(run_key, pilot), "cancel", task_key(task, attempt))
         self.transport.write_file(path, b"cancel\n")
 
-    def collect(self, run_key: str, pilot: int, seen: set[str]) -> PilotFiles:
-        """New ``started/`` and ``results/`` records of a pilot; ``seen`` holds names read before."""
+    def collect(self, run_key: str, pilot: int, seen: set[str], *, heartbeat: bool = False) -> PilotFiles:
+        """New ``started/`` and ``results/`` records of a pilot; ``seen`` holds names read before.
+
+        Every record is checked (:func:`check_started`, :func:`check_result`): one that breaks
+        the protocol (not JSON, wrong types, a name that is not its key, a stray README.json)
+        is never returned, but listed in ``bad`` once, so one bad file never stops a run.
+        With ``heartbeat``, ``heartbeat.json`` is read too (every poll: it tells a relaunched
+        agent from its predecessor); ``agent.json`` is read once, or again after ``seen``
+        forgets it.
+        """
         pdir = self.pilot_dir(run_key, pilot)
         found = PilotFiles()
+        checks = {"started": check_started, "results": check_result}
         for sub, bucket in (("started", found.started), ("results", found.results)):
             try:
                 names = sorted(self.transport.listdir(posixpath.join(pdir, sub)))
@@ -196,23 +232,29 @@ class PilotSite:
                 continue
             for name in names:
                 tag = f"{sub}/{name}"
-                if not name.endswith(".json") or tag in seen:
+                if not name.endswith(".json") or name.startswith(".") or tag in seen:
                     continue
                 try:
-                    record = json.loads(self.transport.read_file(posixpath.join(pdir, sub, name)))
+                    raw = self.transport.read_file(posixpath.join(pdir, sub, name))
                 except FileNotFoundError:
                     continue
-                except ValueError:
-                    record = None
                 seen.add(tag)
-                if isinstance(record, dict) and "task" in record and "attempt" in record:
+                record, why = _load_record(raw)
+                if record is not None:
+                    why = checks[sub](record, name[:-len(".json")])
+                if why:
+                    found.bad.append((f"p{int(pilot)}/{tag}", why))
+                else:
                     bucket.append(record)
         if "agent.json" not in seen:
-            try:
-                found.agent = json.loads(self.transport.read_file(posixpath.join(pdir, "agent.json")))
+            doc = self._read_json(posixpath.join(pdir, "agent.json"))
+            if isinstance(doc, dict):
+                found.agent = doc
                 seen.add("agent.json")
-            except (FileNotFoundError, ValueError):
-                pass
+        if heartbeat:
+            doc = self._read_json(posixpath.join(pdir, "heartbeat.json"))
+            if isinstance(doc, dict) and check_heartbeat(doc) is None:
+                found.heartbeat = doc
         return found
 
     def rejected(self, run_key: str, pilot: int) -> dict | None:
@@ -220,8 +262,89 @@ class PilotSite:
         inbox file, a planted link): ``{"count": N, "files": [...]}``, or None if there are
         none. The heartbeat's ``rejected`` carries the same count."""
         path = posixpath.join(self.pilot_dir(run_key, pilot), "rejected.json")
+        record = self._read_json(path)
+        return record if isinstance(record, dict) else None
+
+    def _read_json(self, path: str) -> Any:
         try:
-            record = json.loads(self.transport.read_file(path))
+            return json.loads(self.transport.read_file(path))
         except (FileNotFoundError, ValueError):
             return None
-        return record if isinstance(record, dict) else None
+
+
+# ---------------------------------------------------------------------- the agent's records
+def _load_record(raw: bytes) -> tuple[dict | None, str | None]:
+    try:
+        doc = json.loads(raw)
+    except ValueError as exc:          # includes UnicodeDecodeError
+        return None, f"not JSON: {exc}"
+    except RecursionError:
+        return None, "not JSON: nested too deep"
+    if not isinstance(doc, dict):
+        return None, f"not a JSON object but {type(doc).__name__}"
+    return doc, None
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2 ** 53
+
+
+def _is_time(value: Any, optional: bool = False) -> bool:
+    if value is None:
+        return optional
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _key_problem(rec: dict, stem: str) -> str | None:
+    task, attempt = rec.get("task"), rec.get("attempt")
+    if not _is_count(task) or not _is_count(attempt):
+        return f"task and attempt must be non-negative integers, not {task!r} and {attempt!r}"
+    if stem != task_key(task, attempt):
+        return f"the file name is not the key {task_key(task, attempt)} of its task and attempt"
+    return None
+
+
+def check_started(rec: dict, stem: str) -> str | None:
+    """Why a ``started/{key}.json`` record breaks the protocol, or None."""
+    problem = _key_problem(rec, stem)
+    if problem:
+        return problem
+    if not _is_time(rec.get("time")):
+        return f"time must be a number, not {rec.get('time')!r}"
+    if rec.get("host") is not None and not isinstance(rec.get("host"), str):
+        return f"host must be a string, not {rec.get('host')!r}"
+    return None
+
+
+def check_result(rec: dict, stem: str) -> str | None:
+    """Why a ``results/{key}.json`` record breaks the protocol, or None."""
+    problem = _key_problem(rec, stem)
+    if problem:
+        return problem
+    if rec.get("outcome") not in OUTCOMES:
+        return f"outcome must be one of {', '.join(OUTCOMES)}, not {rec.get('outcome')!r}"
+    for name in ("start", "end"):
+        if not _is_time(rec.get(name), optional=True):
+            return f"{name} must be a number or null, not {rec.get(name)!r}"
+    for name in ("exit_code", "signal"):
+        value = rec.get(name)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+            return f"{name} must be an integer or null, not {value!r}"
+    for name in ("reason", "host", "stdout_tail", "stderr_tail", "incarnation"):
+        value = rec.get(name)
+        if value is not None and not isinstance(value, str):
+            return f"{name} must be a string or null, not {type(value).__name__}"
+    if rec.get("perf") is not None and not isinstance(rec.get("perf"), dict):
+        return f"perf must be an object or null, not {type(rec.get('perf')).__name__}"
+    return None
+
+
+def check_heartbeat(rec: dict) -> str | None:
+    """Why a ``heartbeat.json`` cannot be used (an older agent's is fine without an incarnation)."""
+    if not _is_time(rec.get("time")):
+        return "time must be a number"
+    if rec.get("incarnation") is not None and not isinstance(rec.get("incarnation"), str):
+        return "incarnation must be a string"
+    if not _is_time(rec.get("started"), optional=True):
+        return "started must be a number"
+    return None

@@ -149,7 +149,8 @@ class SlurmCLI:
     ``env`` is added to every command's environment (e.g. ``{"SLURM_CONF": ...}`` for a
     cluster that is not the login node's default); ``partition``, ``account`` and ``qos`` go to
     every submission (``-p``/``-A``/``-q``) and restrict :meth:`availability` to that
-    partition; ``extra_sbatch`` are further sbatch options from the site file.
+    partition; ``extra_sbatch`` are further sbatch options from the site file. Jobs are
+    submitted ``--no-requeue`` unless ``requeue`` (the site's ``requeue = true``).
     ``use_json=False`` starts in text mode (the mode a site without ``--json`` falls into).
     """
 
@@ -158,7 +159,7 @@ class SlurmCLI:
     def __init__(self, transport: Any, *, env: Mapping[str, str] | None = None,
                  partition: str | None = None, account: str | None = None,
                  qos: str | None = None, extra_sbatch: Sequence[str] = (),
-                 use_json: bool = True, timeout: float = 60.0):
+                 use_json: bool = True, timeout: float = 60.0, requeue: bool = False):
         self.transport = transport
         self.env = dict(env or {})
         self.partition = _check_word("partition", partition, _PARTITION)
@@ -169,6 +170,9 @@ class SlurmCLI:
                 raise SchedulerError(f"extra sbatch option {opt!r} must be one option word "
                                      "starting with '-' (e.g. '--mem=2G')")
         self.extra_sbatch = tuple(extra_sbatch)
+        #: pilots are submitted --no-requeue unless the site asks otherwise: a requeued or
+        #: relaunched pilot starts a new agent on its predecessor's half-done attempts
+        self.requeue = bool(requeue)
         self.timeout = timeout
         #: per tool: does this site's version speak --json? (learnt from its first refusal)
         self.json = {"sinfo": use_json, "squeue": use_json, "sacct": use_json}
@@ -462,7 +466,7 @@ class SlurmCLI:
         if not workdir or _NAME_BAD.search(workdir):
             raise SchedulerError(f"work directory {workdir!r} must be a non-empty path on one line")
         argv = ["sbatch", "--parsable", f"--job-name={name}", *self._resources(cores, walltime),
-                f"--chdir={workdir}"]
+                "--requeue" if self.requeue else "--no-requeue", f"--chdir={workdir}"]
         if output:
             if _NAME_BAD.search(output):
                 raise SchedulerError(f"output path {output!r} must be on one line")

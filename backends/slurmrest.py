@@ -132,7 +132,7 @@ class SlurmREST:
     def __init__(self, base_url: str, user: str, token: str, *, api_version: str = "v0.0.38",
                  partition: str | None = None, account: str | None = None, qos: str | None = None,
                  environment: Mapping[str, str] | None = None, timeout: float = 30.0,
-                 session: requests.Session | None = None):
+                 session: requests.Session | None = None, requeue: bool = False):
         if not re.match(r"https?://", base_url or ""):
             raise SchedulerError(f"slurmrestd URL {base_url!r} must start with http:// or https://")
         if api_version != "auto" and not _VERSION.match(api_version):
@@ -146,6 +146,7 @@ class SlurmREST:
         self.user = user
         self.api_version = api_version
         self.partition, self.account, self.qos = partition, account, qos
+        self.requeue = bool(requeue)      # the job description's "requeue" (sbatch --[no-]requeue)
         #: the environment of submitted jobs: slurmrestd passes none of its own, and Slurm
         #: refuses a job without one
         self.environment = dict(environment or {"PATH": "/usr/local/bin:/usr/bin:/bin"})
@@ -413,6 +414,12 @@ class SlurmREST:
             "environment": dict(self.environment) if old else
             [f"{k}={v}" for k, v in self.environment.items()],
         }
+        if old:
+            # ≤ v0.0.38 reads each key as the sbatch option of that name: "requeue": false
+            # still means --requeue; --no-requeue is the (undocumented) key "no_requeue"
+            job["requeue" if self.requeue else "no_requeue"] = True
+        else:
+            job["requeue"] = self.requeue
         if output:
             job["standard_output"] = output
         for key, value in (("partition", self.partition), ("account", self.account), ("qos", self.qos)):

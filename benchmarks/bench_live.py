@@ -1,24 +1,41 @@
-"""Live coordinator on the real testbed: poll-cycle time, SSH connections per run, dispatch latency.
+"""Live coordinator on the real testbed: slot turnaround, a pilot's first task, dispatch latency,
+poll time per site, SSH connections per run, and the bag's TTC.
 
     scripts/testbed.sh up                       # two Slurm clusters, slurmrestd, sshd (root)
-    .venv/bin/python benchmarks/bench_live.py   # [--tasks 32] [--repeat 3]
+    .venv/bin/python benchmarks/bench_live.py   # [--tasks 64] [--seconds 3] [--poll 2] [--repeat 3]
+    .venv/bin/python benchmarks/bench_live.py --compare          # hand-ahead off, then on
+    .venv/bin/python benchmarks/bench_live.py --tasks 200 --repeat 2 --compare   # the issue's bag
 
-Runs a bag of short real tasks across tba (local) and tbb (over SSH), ``--repeat`` times, and
-prints a table with medians:
+Runs a bag of ``--tasks`` real tasks (``sleep --seconds``) across tba (local, 8 slots) and tbb
+(over SSH, 4 slots), ``--repeat`` times, at the CLI's default ``--poll 2``, and prints a table
+of medians (every figure from the agents' own clocks, read back from the store):
 
-* poll cycle: wall time of one :meth:`Coordinator.step` while both sites have a running pilot
-  (squeue over SSH + listing the pilots' result directories over SFTP); goal <= 0.3 s;
-* SSH connections opened per run to tbb (goal: one per site);
-* dispatch latency: from the moment the engine dispatched a task to an acquired pilot (the
-  DispatchTask action, stamped by the coordinator's clock) to the agent's own start stamp of
-  that attempt; goal <= 1 s median;
-* slot turnaround: from a task's end to the next task's start on the same pilot (agents'
-  stamps), i.e. dispatch latency plus the wait for the next poll to notice the free slot.
+* slot turnaround: a task ends on a pilot -> the next task starts in the slot it freed (each
+  end paired with the first later start on that pilot not yet paired); goal <= 0.1 s: with
+  tasks handed ahead the agent refills a slot itself, the poll period no longer sets it;
+* first task: the pilot's agent started -> its first task started;
+* dispatch latency: the coordinator dispatched an attempt to an acquired pilot -> the agent
+  started it; hand-ahead off only (a task handed ahead waits for its slot by design);
+* poll time per site: one poll of one site (squeue over SSH for tbb, then the pilots' files);
+  each site is polled on its own thread, so one site's poll never waits for the other's;
+* SSH connections opened per run to tbb (goal: one);
+* TTC of the bag; the span from the first agent's start to the last task's end (the pilots'
+  queue waits — other users' jobs on the shared testbed — left out), and the slot-seconds
+  idle within it: 12 x span - the time tasks ran.
+
+Both sites are equally fast and both are re-selection targets, the bag is split in halves
+(``topk:2+reselect``): a site with a free slot takes the other's next waiting task, so
+neither idles while the other has work.
+
+``--compare`` runs with hand-ahead off (``prefetch = 0``: a freed slot waits for the next
+poll, as before issue 13) and on (``prefetch = 1``) and prints both columns. Run against an
+older resel (one without ``LiveOptions.prefetch``), the script measures that resel as it is.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import sys
 import tempfile
@@ -31,70 +48,145 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 from live_helpers import bag_toml, sites_toml, start  # noqa: E402
 from testbed import load  # noqa: E402
 
+from resel.live import LiveOptions  # noqa: E402
 
-def one_run(tb, tasks: int, workdir: Path) -> dict:
-    coord = start(workdir, sites_toml(tb, clock_b=2.0), bag_toml(tasks, "sleep 1"), strategy="topk:2", poll=0.25)
-    cycles: list[float] = []
-    original = coord.step
+HAS_PREFETCH = "prefetch" in {f.name for f in dataclasses.fields(LiveOptions)}
 
-    def timed_step():
-        began = time.perf_counter()
-        events = original()
-        both_running = {v.site for v in coord.pilots.values() if v.state == "running"} == {"tba", "tbb"}
-        if both_running:
-            cycles.append(time.perf_counter() - began)
-        return events
-    coord.step = timed_step
-    coord.run(max_time=600)
+
+def pair_turnarounds(spans: list[tuple[float, float]]) -> list[float]:
+    """Per pilot: each end paired with the first start at or after it not yet paired (a freed
+    slot and the task that took it); the gaps."""
+    starts = sorted(s for s, _ in spans)
+    used = [False] * len(starts)
+    gaps = []
+    for end in sorted(e for _, e in spans):
+        for i, s in enumerate(starts):
+            if not used[i] and s >= end:
+                used[i] = True
+                gaps.append(s - end)
+                break
+    return gaps
+
+
+def one_run(tb, tasks: int, seconds: float, poll: float, prefetch: int | None, workdir: Path,
+            strategy: str = "topk:2+reselect") -> dict:
+    """One bag on both sites; the measures of the module docstring for it."""
+    options = {"strategy": strategy, "poll": poll}
+    if HAS_PREFETCH and prefetch is not None:
+        options["prefetch"] = prefetch
+    handed_ahead = (prefetch if prefetch is not None else LiveOptions().prefetch) if HAS_PREFETCH else 0
+    # both sites equally fast (and re-selection targets, the default): with topk:2+reselect
+    # whichever has a free slot takes the other's next waiting task (Ŵ = 0: moved for good)
+    coord = start(workdir, sites_toml(tb, clock_b=2.0), bag_toml(tasks, f"sleep {seconds:g}"), **options)
+    polls: dict[str, list[float]] = {"tba": [], "tbb": []}
+    if hasattr(coord, "_on_report"):                 # the per-site workers: time each poll
+        original = coord._on_report
+
+        def timed(report, t):
+            if report.kind == "poll" and report.error is None:
+                polls[report.site].append(report.seconds)
+            return original(report, t)
+        coord._on_report = timed
+    else:                                            # one poll of every site per step
+        original_step = coord.step
+
+        def timed_step(*a, **kw):
+            began = time.perf_counter()
+            out = original_step(*a, **kw)
+            polls["tba"].append(time.perf_counter() - began)
+            return out
+        coord.step = timed_step
+    coord.run(max_time=1200)
     coord.close()
     db = coord.db
+    run = db["runs"].get(coord.run_id)
+    t0 = coord.t0
     dispatched = {(r["task"], r["attempt"]): r["time"] for r in db.query(
         "select json_extract(data, '$.task') as task, json_extract(data, '$.attempt') as attempt, time "
         "from events where run_id = ? and kind = 'DispatchTask'", [coord.run_id])}
-    latency = [r["start"] - coord.t0 - dispatched[(r["task"], r["attempt"])]
-               for r in db.query("select task, attempt, start from attempts where run_id = ? and start is not null",
-                                 [coord.run_id]) if (r["task"], r["attempt"]) in dispatched]
-    # a freed slot's turnaround: a task ends on a pilot -> the next task starts on that pilot
-    turnaround = []
-    by_pilot: dict[int, list] = {}
-    for r in db.query("select pilot, start, end from attempts where run_id = ? and start is not null "
-                      "and end is not null", [coord.run_id]):
+    pilots = {r["pilot"]: r for r in db.query("select pilot, started, agent_started from live_pilots where run_id = ?",
+                                              [coord.run_id])}
+    by_pilot: dict[int, list[tuple[float, float]]] = {}
+    latency, first = [], {}
+    for r in db.query("select task, attempt, pilot, start, end from attempts where run_id = ? and start is not null "
+                      "and end is not null and outcome = 'done'", [coord.run_id]):
         by_pilot.setdefault(r["pilot"], []).append((r["start"], r["end"]))
-    for spans in by_pilot.values():
-        starts = sorted(s for s, _ in spans)
-        for _, end in spans:
-            later = [s for s in starts if s >= end]
-            if later:
-                turnaround.append(later[0] - end)
-    return {"turnaround": statistics.median(turnaround) if turnaround else float("nan"),
-            "cycle": statistics.median(cycles) if cycles else float("nan"), "cycles": len(cycles),
-            "connections": coord.psites["tbb"].transport.connections_opened,
-            "latency": statistics.median(latency), "latency_p95": sorted(latency)[int(0.95 * (len(latency) - 1))],
-            "ttc": db["runs"].get(coord.run_id)["ttc_wkd"]}
+        first[r["pilot"]] = min(first.get(r["pilot"], r["start"]), r["start"])
+        sent = dispatched.get((r["task"], r["attempt"]))
+        acquired = pilots.get(r["pilot"], {}).get("started")
+        if not handed_ahead and sent is not None and acquired is not None and sent >= acquired:
+            latency.append(r["start"] - t0 - sent)
+    turnaround = [g for spans in by_pilot.values() for g in pair_turnarounds(spans)]
+    first_task = [first[p] - pilots[p]["agent_started"] for p in first
+                  if pilots.get(p) and pilots[p]["agent_started"]]
+    ttc = run["ttc_wkd"]
+    busy = sum(e - s for spans in by_pilot.values() for s, e in spans)
+    # from the first agent's start to the last task's end: the queue waits of the pilots (other
+    # users' jobs on the shared testbed) left out
+    agents = [p["agent_started"] for p in pilots.values() if p["agent_started"]]
+    ends = [e for spans in by_pilot.values() for _, e in spans]
+    span = max(ends) - min(agents) if agents and ends else float("nan")
+    slots = 12
+    return {"turnaround": _median(turnaround), "turnaround_p90": _quantile(turnaround, 0.9),
+            "first_task": _median(first_task), "latency": _median(latency),
+            "poll_tba": _median(polls["tba"]), "poll_tbb": _median(polls["tbb"]),
+            "connections": coord.psites["tbb"].transport.connections_opened, "ttc": ttc, "span": span,
+            "idle": slots * span - busy, "done": run["done"]}
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def _quantile(values: list[float], q: float) -> float:
+    return sorted(values)[int(q * (len(values) - 1))] if values else float("nan")
+
+
+ROWS = [("turnaround", "slot turnaround, task ends -> next starts in that slot (s)", "{:.3f}", "<= 0.1"),
+        ("turnaround_p90", "slot turnaround P90 (s)", "{:.3f}", ""),
+        ("first_task", "pilot's agent started -> its first task started (s)", "{:.3f}", ""),
+        ("latency", "dispatch latency, acquired pilot -> task running, hand-ahead off (s)", "{:.3f}", "<= 1"),
+        ("poll_tba", "one poll of tba, local (s)", "{:.3f}", "<= 0.3"),
+        ("poll_tbb", "one poll of tbb, over SSH (s)", "{:.3f}", "<= 0.3"),
+        ("connections", "SSH connections opened per run (tbb)", "{:.0f}", "1"),
+        ("ttc", "TTC of the bag (s)", "{:.1f}", ""),
+        ("span", "first agent started -> last task ended (s)", "{:.1f}", ""),
+        ("idle", "slot-seconds idle in that span (12 slots)", "{:.0f}", "")]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tasks", type=int, default=32)
+    ap.add_argument("--tasks", type=int, default=64)
+    ap.add_argument("--seconds", type=float, default=3.0, help="each task sleeps this long")
+    ap.add_argument("--poll", type=float, default=2.0, help="the coordinator's poll period (the CLI's default)")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--prefetch", type=int, default=None, help="tasks handed ahead per slot (default: resel's)")
+    ap.add_argument("--compare", action="store_true", help="run with hand-ahead off, then on")
+    ap.add_argument("--strategy", default="topk:2+reselect",
+                    help="how the bag is spread (default: in halves, a free site takes the other's waiting tasks)")
     args = ap.parse_args()
     tb = load()
     if tb is None:
         sys.exit("the testbed is not up: run `scripts/testbed.sh up` first (as root)")
-    runs = []
+    if args.compare and not HAS_PREFETCH:
+        sys.exit("this resel has no hand-ahead (LiveOptions.prefetch): run without --compare")
+    settings = [0, 1] if args.compare else [args.prefetch]
+    results: dict = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for i in range(args.repeat):
-            runs.append(one_run(tb, args.tasks, Path(tmp) / f"run{i}"))
-            print(f"run {i + 1}/{args.repeat}: {runs[-1]}", file=sys.stderr)
-    med = lambda key: statistics.median(r[key] for r in runs)  # noqa: E731
-    print(f"\nlive coordinator on the testbed, {args.tasks} tasks x {args.repeat} runs (medians)\n")
-    print(f"| measure | median | goal |\n|---|---|---|")
-    print(f"| poll cycle, both sites running (s) | {med('cycle'):.3f} | <= 0.3 |")
-    print(f"| SSH connections opened per run (tbb) | {med('connections'):.0f} | 1 |")
-    print(f"| dispatch latency, acquired pilot -> task running (s) | {med('latency'):.3f} | <= 1 |")
-    print(f"| dispatch latency P95 (s) | {med('latency_p95'):.3f} | |")
-    print(f"| slot turnaround, task ends -> next task starts on that pilot (s) | {med('turnaround'):.3f} | |")
-    print(f"| TTC of the bag (s) | {med('ttc'):.1f} | |")
+        for prefetch in settings:
+            runs = []
+            for i in range(args.repeat):
+                runs.append(one_run(tb, args.tasks, args.seconds, args.poll, prefetch,
+                                    Path(tmp) / f"p{prefetch}-run{i}", args.strategy))
+                print(f"prefetch {prefetch}, run {i + 1}/{args.repeat}: {runs[-1]}", file=sys.stderr)
+            results[prefetch] = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
+    heads = [("hand-ahead off" if p == 0 else "hand-ahead on" if p else "median") for p in settings]
+    print(f"\nlive coordinator on the testbed: {args.tasks} x sleep {args.seconds:g} s, --poll {args.poll:g}, "
+          f"--strategy {args.strategy}, {args.repeat} run(s) each (medians)\n")
+    print("| measure | " + " | ".join(heads) + " | goal |")
+    print("|---|" + "---|" * len(heads) + "---|")
+    for key, label, fmt, goal in ROWS:
+        print(f"| {label} | " + " | ".join(fmt.format(results[p][key]) for p in settings) + f" | {goal} |")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ starts it inside a batch job (a *pilot*)::
         [--drain SECONDS (60)] [--heartbeat SECONDS (5)] [--poll SECONDS (0.5)]
         [--idle-exit SECONDS (0 = never)]
 
-Protocol (version 1; docs/agent.md says the same with examples)
+Protocol (version 2; docs/agent.md says the same with examples and what changed since 1)
 ----------------------------------------------------------------
 
 Agent and coordinator talk only through files in PILOTDIR on the site's shared filesystem.
@@ -18,12 +18,21 @@ directory (the agent's start with ``.`` and never end in ``.json``), fsync'ed, t
 The key of a task attempt is ``t{task}-a{attempt}``, e.g. ``t12-a0``. All times are epoch
 seconds (floats).
 
-* Start: create ``inbox/ claimed/ started/ results/ cancel/ tasks/`` if missing; write
+* Start: create ``inbox/ claimed/ started/ results/ cancel/ tasks/`` if missing. An agent
+  relaunched in the same PILOTDIR (the batch job was requeued or restarted under the same id)
+  first writes a result "lost" (reason "agent restarted") for every attempt in ``claimed/``
+  that has none: its predecessor took them and is gone. Then it writes
   ``agent.json`` = {"pilot", "host", "pid", "started", "slots", "walltime", "python" ("3.x.y"),
   "job_id" ($SLURM_JOB_ID, $PBS_JOBID, $CONDOR_JOBID, ... or null), "cpu_model", "cpu_mhz"
-  (from /proc/cpuinfo, or null)}.
+  (from /proc/cpuinfo, or null), "incarnation" (a random id of this agent process),
+  "previous" (the incarnation it replaced, or null), "restart_count" ($SLURM_RESTART_COUNT,
+  $PBS_RUN_COUNT or null), "protocol"}.
 * Heartbeat every --heartbeat s (and on every state change): ``heartbeat.json`` =
-  {"time", "state": "running" | "draining" | "stopping", "running": [keys], "free": slots - running}.
+  {"time", "state": "running" | "draining" | "stopping", "running": [keys], "free": slots - running,
+  "incarnation", "started", "pid"}. The coordinator reads it every poll: a new incarnation means
+  the agent was relaunched.
+* Superseded: an agent that finds another incarnation in ``agent.json`` stops at once (exit
+  reason "superseded"): it kills its attempts and writes no result the newer agent wrote.
 * Inbox: the coordinator writes ``inbox/{key}.json`` = {"task": int, "attempt": int,
   "command": str, "env": {str: str}, "perf": bool, "timeout": float or null}. The agent takes
   files in order of (mtime, name), at most --slots running at once; it claims one by renaming it
@@ -43,10 +52,12 @@ seconds (floats).
 * Result: ``results/{key}.json`` when the attempt ends = {"task", "attempt", "exit_code": int
   or null, "signal": int or null, "start", "end", "host", "outcome", "reason": str or null,
   "perf": dict or null, "stdout_tail", "stderr_tail" (last 2000 bytes, UTF-8, bad bytes
-  replaced)}. outcome is "done" (exit 0), "failed" (nonzero exit: reason "exit code N" or
+  replaced), "incarnation" (of the agent that wrote it)}. A result is written once (created with a hard link, never replaced): the first
+  word on an attempt is the only one. outcome is "done" (exit 0), "failed" (nonzero exit: reason "exit code N" or
   "signal N"; timeout: reason "timeout"; unusable task file: reason "bad task file: ...";
   could not start: reason "start failed: ..."), "cancelled" (reason "cancelled" or "stopped")
-  or "lost" (reason "walltime" or "terminated"). An attempt that never started has
+  or "lost" (reason "walltime", "terminated", "agent restarted" or "superseded"). An attempt
+  that never started has
   start == end == the time the agent gave up on it, exit_code and signal null.
 * Timeout: "timeout" seconds after its start the attempt's process group gets SIGTERM, then
   SIGKILL 5 s later; outcome "failed", reason "timeout".
@@ -54,6 +65,8 @@ seconds (floats).
   process group gets SIGTERM (SIGKILL after 5 s) and its result says "cancelled". An attempt
   still in the inbox (or arriving there later): removed, result "cancelled" without running.
   A finished attempt: nothing happens.
+* Slots: the agent wakes as soon as an attempt's process exits (SIGCHLD), reaps it and starts
+  the next inbox file in the freed slot, so a task handed ahead starts within milliseconds.
 * Drain: when the remaining walltime (W - time since the agent started) falls below --drain,
   the agent stops claiming (state "draining"). Below 5 s, or on SIGTERM / SIGINT (what scancel
   and the walltime kill send), it kills the running attempts (results "lost", reason
@@ -63,7 +76,7 @@ seconds (floats).
   "cancelled", reason "stopped") and exits (reason "stopped"). A ``drain`` stop rewritten to
   anything else becomes a hard stop.
 * --idle-exit T > 0: exit (reason "idle") after T s with nothing running and an empty inbox.
-* exit.json reasons: "walltime", "terminated", "stopped", "drained", "idle". The agent appends
+* exit.json reasons: "walltime", "terminated", "stopped", "drained", "idle", "superseded". The agent appends
   timestamped lines to ``agent.log`` (append-only, not atomic). A bad task file or an error
   in one loop iteration is logged and never stops the agent.
 
@@ -90,6 +103,7 @@ import json
 import os
 import platform
 import re
+import select
 import shutil
 import signal
 import socket
@@ -99,7 +113,7 @@ import sys
 import time
 import traceback
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 
 SUBDIRS = ("inbox", "claimed", "started", "results", "cancel", "tasks")
 KEY_RE = re.compile(r"^t(\d+)-a(\d+)$")
@@ -111,6 +125,7 @@ FINAL_MARGIN = 5.0     # exit when less walltime than this remains
 SHUTDOWN_GRACE = 2.0   # SIGTERM -> SIGKILL when the agent itself exits
 JOB_ID_VARS = ("SLURM_JOB_ID", "SLURM_JOBID", "PBS_JOBID", "CONDOR_JOBID", "CONDOR_JOB_ID",
                "LSB_JOBID", "JOB_ID")
+RESTART_VARS = ("SLURM_RESTART_COUNT", "PBS_RUN_COUNT")
 # perf stat reports a child killed by a signal as exit 0: an outer shell keeps the status.
 PERF_WRAPPER = '/bin/sh -c "$1"'
 PRIVATE_DIR = 0o700
@@ -294,6 +309,43 @@ def read_own(path, limit=None, tail=False):
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def write_json_once(path, obj):
+    """Create path with obj as JSON unless it exists; True if this call created it.
+
+    The document is first written whole under a temporary name, then hard-linked to its final
+    name: link() fails when the name exists, so of two writers (an agent and the relaunched
+    one after it) the first wins, and a reader never sees a partial file.
+    """
+    directory, name = os.path.split(path)
+    staged = os.path.join(directory, ".%s.%d.once.tmp" % (name, os.getpid()))
+    write_json_atomic(staged, obj)
+    try:
+        os.link(staged, path)
+        return True
+    except OSError as e:
+        if e.errno != errno.EEXIST:
+            raise
+        return False
+    finally:
+        try:
+            os.remove(staged)
+        except OSError:
+            pass
+
+
+def new_incarnation():
+    """A random id for this agent process: tells a relaunched agent from its predecessor."""
+    return binascii.hexlify(os.urandom(8)).decode("ascii")
+
+
+def restart_count():
+    for var in RESTART_VARS:
+        value = os.environ.get(var)
+        if value and value.isdigit():
+            return int(value)
+    return None
 
 
 def read_tail(path, limit=TAIL_BYTES):
@@ -488,6 +540,10 @@ class Agent(object):
         self.log_file = None
         self.rejected = []                # [{"name", "uid", "why", "time"}], oldest first
         self.rejected_names = set()
+        self.incarnation = new_incarnation()
+        self.previous = None              # the incarnation this agent replaced, if any
+        self.agent_json_stat = None       # (inode, mtime_ns) of the agent.json we wrote
+        self.wake_r = self.wake_w = None  # self-pipe: SIGCHLD wakes the loop when a task ends
 
     # -- helpers
 
@@ -545,20 +601,105 @@ class Agent(object):
 
     def setup(self):
         self.make_dirs()
+        self.safely("recovering a previous incarnation", self.recover_previous)
         model, mhz = cpu_info()
         info = {
             "pilot": self.pilot, "host": self.host, "pid": os.getpid(), "started": self.started,
             "slots": self.slots, "walltime": self.walltime, "python": platform.python_version(),
             "job_id": batch_job_id(), "cpu_model": model, "cpu_mhz": mhz,
-            "protocol": PROTOCOL_VERSION,
+            "protocol": PROTOCOL_VERSION, "incarnation": self.incarnation, "previous": self.previous,
+            "restart_count": restart_count(),
         }
         write_json_atomic(self.path("agent.json"), info)
-        self.log("agent started: pilot %s on %s, pid %d, %d slot(s), walltime %gs, python %s"
+        self.agent_json_stat = self.stat_key(self.path("agent.json"))
+        self.log("agent started: pilot %s on %s, pid %d, %d slot(s), walltime %gs, python %s, incarnation %s"
                  % (self.pilot, self.host, os.getpid(), self.slots, self.walltime,
-                    platform.python_version()))
+                    platform.python_version(), self.incarnation))
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self.on_signal)
+        self.safely("wake-up pipe", self.setup_wakeup)
         self.heartbeat()
+
+    # -- incarnations
+
+    @staticmethod
+    def stat_key(path):
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        return (st.st_ino, getattr(st, "st_mtime_ns", st.st_mtime))
+
+    def recover_previous(self):
+        """A relaunch in the same PILOTDIR: what the previous agent took and never finished is
+        lost with it; say so, once per attempt, so the coordinator runs it again."""
+        try:
+            with open(self.path("agent.json"), "rb") as f:
+                before = json.loads(f.read().decode("utf-8"))
+        except (OSError, IOError, ValueError):
+            before = None
+        if isinstance(before, dict):
+            self.previous = before.get("incarnation") or "%s:%s" % (before.get("host"), before.get("pid"))
+            self.log("relaunched: the previous agent (incarnation %s, pid %s on %s) is gone"
+                     % (self.previous, before.get("pid"), before.get("host")))
+        try:
+            names = sorted(os.listdir(self.path("claimed")))
+        except OSError:
+            return
+        for name in names:
+            stem = name[:-len(".json")] if name.endswith(".json") else None
+            m = KEY_RE.match(stem or "")
+            if not m or os.path.exists(self.path("results", name)):
+                continue
+            self.result(int(m.group(1)), int(m.group(2)), "lost", "agent restarted")
+
+    def superseded(self):
+        """True when agent.json names another incarnation: a newer agent owns this directory."""
+        key = self.stat_key(self.path("agent.json"))
+        if key is None or key == self.agent_json_stat:
+            return False
+        try:
+            with open(self.path("agent.json"), "rb") as f:
+                doc = json.loads(f.read().decode("utf-8"))
+        except (OSError, IOError, ValueError):
+            return False
+        if isinstance(doc, dict) and doc.get("incarnation") not in (None, self.incarnation):
+            self.log("superseded by incarnation %s (pid %s on %s)" % (doc.get("incarnation"), doc.get("pid"),
+                                                                      doc.get("host")))
+            return True
+        self.agent_json_stat = key
+        return False
+
+    # -- waking up
+
+    def setup_wakeup(self):
+        """SIGCHLD (a task ended) and SIGTERM/SIGINT write a byte to a pipe the loop sleeps on,
+        so a freed slot is filled at once instead of at the next --poll."""
+        r, w = os.pipe()
+        for fd in (r, w):
+            os.set_blocking(fd, False)
+        signal.set_wakeup_fd(w)
+        signal.signal(signal.SIGCHLD, self.on_child)
+        self.wake_r, self.wake_w = r, w
+
+    def on_child(self, signum, frame):
+        pass   # the wake-up byte is the point
+
+    def sleep(self, seconds):
+        if self.wake_r is None:
+            time.sleep(seconds)
+            return
+        try:
+            ready, _, _ = select.select([self.wake_r], [], [], seconds)
+        except (OSError, ValueError):
+            time.sleep(seconds)
+            return
+        if ready:
+            try:
+                while os.read(self.wake_r, 512):
+                    pass
+            except OSError:
+                pass
 
     def on_signal(self, signum, frame):
         if self.signalled is None:
@@ -568,6 +709,7 @@ class Agent(object):
         write_json_atomic(self.path("heartbeat.json"), {
             "time": time.time(), "state": self.state, "running": sorted(self.running),
             "free": max(0, self.slots - len(self.running)), "rejected": len(self.rejected),
+            "incarnation": self.incarnation, "started": self.started, "pid": os.getpid(),
         })
         self.last_heartbeat = time.monotonic()
 
@@ -579,13 +721,15 @@ class Agent(object):
         doc = {
             "task": task, "attempt": attempt, "exit_code": exit_code, "signal": sig,
             "start": end if start is None else start, "end": end, "host": self.host,
-            "outcome": outcome, "reason": reason, "perf": perf,
+            "outcome": outcome, "reason": reason, "perf": perf, "incarnation": self.incarnation,
             "stdout_tail": read_tail(os.path.join(tdir, "stdout")) if tdir else "",
             "stderr_tail": read_tail(os.path.join(tdir, "stderr")) if tdir else "",
         }
         key = name if name is not None else task_key(task, attempt)
-        write_json_atomic(self.path("results", key + ".json"), doc)
         self.finished.add(key)
+        if not write_json_once(self.path("results", key + ".json"), doc):
+            self.log("result %s: %s%s not written: a result was there first" % (key, outcome, " (%s)" % reason if reason else ""))
+            return
         self.log("result %s: %s%s" % (key, outcome, " (%s)" % reason if reason else ""))
 
     def finish(self, a, returncode):
@@ -606,9 +750,10 @@ class Agent(object):
             exit_code = returncode
         if a.kill_reason is not None:
             outcome, reason = a.kill_outcome, a.kill_reason
-        elif sig is not None and self.signalled is not None:
+        elif self.signalled is not None:
             # scancel and the walltime kill signal the whole job: the task may die of it before
-            # the agent's own handler runs; it was lost with the pilot, it did not fail
+            # the agent's own handler runs — or only a child of it may, and its shell carries
+            # on to exit 0. Cut short or not, nobody can tell: lost with the pilot, never done
             outcome, reason = "lost", "terminated"
         elif exit_code == 0:
             outcome, reason = "done", None
@@ -855,6 +1000,8 @@ class Agent(object):
             return "terminated"
         if self.remaining() < FINAL_MARGIN:
             return "walltime"
+        if self.safely("checking agent.json", self.superseded):
+            return "superseded"
         self.safely("reaping", self.reap)
         self.safely("cancels", self.handle_cancels)
         self.safely("deadlines", self.enforce_deadlines)
@@ -893,16 +1040,18 @@ class Agent(object):
                 self.log("error in loop: %s" % traceback.format_exc())
                 reason = None
             if reason is None:
-                time.sleep(self.poll)
+                self.sleep(self.poll)
         self.shutdown(reason)
         return 0
 
     def shutdown(self, reason):
         self.log("exiting: %s" % reason)
         self.state = "stopping"
+        owner = reason != "superseded"   # a superseded agent leaves the newer one's files alone
         self.safely("reaping", self.reap)
-        self.safely("heartbeat", self.heartbeat)
-        outcome = {"walltime": "lost", "terminated": "lost", "stopped": "cancelled"}.get(reason)
+        if owner:
+            self.safely("heartbeat", self.heartbeat)
+        outcome = {"walltime": "lost", "terminated": "lost", "stopped": "cancelled", "superseded": "lost"}.get(reason)
         if self.running and outcome is not None:
             for a in list(self.running.values()):
                 a.kill_outcome, a.kill_reason = outcome, reason
@@ -921,9 +1070,10 @@ class Agent(object):
                 self.running.pop(a.key, None)
         for pgid, _deadline in self.lingering:
             signal_group(pgid, signal.SIGKILL)
-        self.safely("exit file", write_json_atomic, self.path("exit.json"),
-                    {"time": time.time(), "reason": reason})
-        self.safely("heartbeat", self.heartbeat)
+        if owner:
+            self.safely("exit file", write_json_atomic, self.path("exit.json"),
+                        {"time": time.time(), "reason": reason})
+            self.safely("heartbeat", self.heartbeat)
         self.log("exited: %s" % reason)
 
 

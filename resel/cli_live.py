@@ -21,7 +21,8 @@ from resel.cli_common import RUN_ID, SEED, Finite
 from resel.errors import ReselError, StoreError
 from resel.limits import check_task_count
 from resel.live import Coordinator, LiveOptions
-from resel.live_view import replayed_engine, snapshot, table
+from resel import live_notes
+from resel.live_view import replayed_engine, snapshot, stored_notes, table
 from resel.safe_text import markup as m
 from resel.selection import Strategy
 from resel.store import default_path, open_store
@@ -140,6 +141,10 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
             sys.exit(130)
         finally:
             coord.close()
+        if coord.cancelled:
+            c.err.print(f"run {coord.run_id} is being cancelled (`resel cancel {coord.run_id}`); this coordinator "
+                        "let go of it", soft_wrap=True)
+            sys.exit(1)
         snap = _snap(coord)
         if as_json:
             c._print_json(snap.as_dict())
@@ -155,7 +160,8 @@ def _snap(coord: Coordinator):
     status, elapsed = ("done" if coord.finished else "running"), coord.now()
     if coord.finished:   # the bag's TTC as stored (the agents' clocks), not the time of this print
         elapsed = coord.db["runs"].get(coord.run_id)["ttc_wkd"] or elapsed
-    return snapshot(coord.engine, coord.run_id, status, elapsed, {n: v.error for n, v in coord.views.items()})
+    return snapshot(coord.engine, coord.run_id, status, elapsed, {n: v.error for n, v in coord.views.items()},
+                    coord.site_notes())
 
 
 @click.command("status")
@@ -181,7 +187,7 @@ def status_cmd(run_id: int | None, db: Path | None, as_json: bool) -> None:
         last = list(store.query("select max(time) as t from events where run_id = ?", [run_id]))[0]["t"] or 0.0
         elapsed = (run["ttc_wkd"] if run["status"] == "done" and run["ttc_wkd"] is not None
                    else max(last, time.time() - run["t0"] if run["status"] == "running" else last))
-        snap = snapshot(engine, run_id, run["status"], elapsed)
+        snap = snapshot(engine, run_id, run["status"], elapsed, notes=stored_notes(store, run_id))
         if as_json:
             doc = snap.as_dict()
             doc["pilots"] = list(store.query("select pilot, site, job_id, cores, state, reason from live_pilots "
@@ -200,7 +206,9 @@ def status_cmd(run_id: int | None, db: Path | None, as_json: bool) -> None:
 def cancel_cmd(run_id: int, db: Path | None, as_json: bool) -> None:
     """Cancel every pilot and task of a live run; checks that nothing is left on any site.
 
-    A coordinator still running that run notices and stops too.
+    A coordinator still running that run notices and lets go of it first. The agents' last
+    results (attempts that finished before the stop) are read, so the run's counts agree with
+    what ran. A finished run is left as it is.
 
     \b
     Example:
@@ -210,11 +218,15 @@ def cancel_cmd(run_id: int, db: Path | None, as_json: bool) -> None:
     c = _cli()
     try:
         store = open_store(db)
-        rows = list(store.query("select status from runs where id = ? and mode = 'live'", [run_id]))
+        rows = list(store.query("select status, options from runs where id = ? and mode = 'live'", [run_id]))
         if rows and rows[0]["status"] == "cancelled":
             raise ReselError(f"run {run_id} is already cancelled")
+        if rows and rows[0]["status"] == "done":
+            raise ReselError(f"run {run_id} is done (every task finished or failed); there is nothing to cancel, "
+                             "and it stays done")
         if rows:
             store["runs"].update(run_id, {"status": "cancelling"})   # a running coordinator stops
+            _wait_for_coordinator(store, run_id, rows[0]["options"])
         readable_run(store, run_id)
         coord = Coordinator.resume(store, run_id, open_site, to_cancel=True)
         try:
@@ -231,6 +243,20 @@ def cancel_cmd(run_id: int, db: Path | None, as_json: bool) -> None:
             sys.exit(1)
     except ReselError as exc:
         raise click.ClickException(str(exc)) from None
+
+
+def _wait_for_coordinator(store, run_id: int, options: str | None) -> None:
+    """A coordinator still driving the run notices the cancel at its next turn and lets go;
+    wait for that (or for its lease to go stale: it was killed) before taking the run over."""
+    import json
+    try:
+        poll = float(json.loads(options or "{}").get("poll", 1.0))
+    except (TypeError, ValueError):
+        poll = 1.0
+    stale = max(10.0, 3 * poll + 5.0)
+    deadline = time.monotonic() + stale + 5.0
+    while time.monotonic() < deadline and live_notes.holder(store, run_id, stale) is not None:
+        time.sleep(0.2)
 
 
 @click.command("check")

@@ -141,6 +141,7 @@ ACCESS_KEYS = {
     "qos": _NAME,
     "submit_args": _Key(lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
                         "a list of strings passed to the submit command"),
+    "requeue": _Key(lambda v: isinstance(v, bool), "true or false (let the scheduler requeue a pilot; default false)"),
     "rest_url": _Key(lambda v: isinstance(v, str) and v.startswith(("http://", "https://")), "an http(s) URL"),
     "rest_user": _NAME,
     "rest_token_file": _STR,
@@ -426,7 +427,7 @@ def _access(reader: _Reader, raw: Any, key_path: str, kind: str) -> Access:
         python=a.get("python", "python3"), env=dict(a.get("env", {})), api=a.get("api", APIS[kind][0]),
         partition=a.get("partition") or a.get("queue"), account=a.get("account"), qos=a.get("qos"),
         dialect=a.get("dialect", "auto"), project=a.get("project"), accounting_group=a.get("accounting_group"),
-        submit_args=tuple(a.get("submit_args", ())), rest_url=a.get("rest_url"),
+        submit_args=tuple(a.get("submit_args", ())), requeue=a.get("requeue", False), rest_url=a.get("rest_url"),
         rest_user=a.get("rest_user"), rest_token_file=local_path("rest_token_file"),
     )
 

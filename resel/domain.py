@@ -160,6 +160,9 @@ class Access:
     account: str | None = None
     qos: str | None = None
     submit_args: tuple[str, ...] = ()
+    #: let the scheduler requeue or rerun a pilot (off: a relaunched agent would find its
+    #: predecessor's attempts half done; resel asks for a new pilot instead)
+    requeue: bool = False
     rest_url: str | None = None
     rest_user: str | None = None
     rest_token_file: str | None = None

@@ -21,26 +21,34 @@ Choices the thesis leaves open, made here and documented in docs/engine.md: a sl
 goes first to r's own waiting tasks, then to move-backs; a free target slot pulls a task from
 the slowest origin first (smallest Ŵ, so W ≤ 0 moves come first); tasks of an origin leave in
 submission order.
+
+**Hand-ahead** (``prefetch`` > 0, the live coordinator): since a slot freed on r goes to r's
+own waiting tasks first anyway, the engine hands each pilot of r the next of those tasks
+before a slot frees (state QUEUED), so the agent starts one the instant a slot frees instead
+of a poll later. A queued task still counts as waiting for every decision: re-selection may
+take it back (a CancelTask to the pilot, then a dispatch elsewhere), and a pilot withdrawn or
+ended gives its queued tasks back. Only the start is early; the choice is the engine's.
 """
 
 from __future__ import annotations
 
 import random
 from collections import deque
+from itertools import chain
 from typing import Callable
 
 from resel.domain import Bag, Site
 from resel.errors import IllegalTransition, ReselError
 from resel.events import (
-    Action, BagDone, BagSubmitted, CancelPilot, CancelTask, Decision, DispatchTask, Event,
-    PilotEnded, PilotStarted, SetTimer, SiteLost, SubmitPilot, TaskFailed, TaskFinished, TaskStarted,
-    TimerFired,
+    Action, BagCancelled, BagDone, BagSubmitted, CancelPilot, CancelTask, Decision, DispatchTask, Event,
+    PilotEnded, PilotRequeued, PilotStarted, SetTimer, SiteLost, SubmitPilot, TaskFailed, TaskFinished,
+    TaskLost, TaskStarted, TimerFired,
 )
 from resel.models.lim import site_rates
 from resel.selection import Strategy, initial_assignment, queue_split, viable_sites
 from resel.states import PilotState, TaskState, next_pilot_state, next_task_state
 
-WAITING, RUNNING, PROVISIONAL = TaskState.WAITING, TaskState.RUNNING, TaskState.PROVISIONAL
+WAITING, QUEUED, RUNNING, PROVISIONAL = TaskState.WAITING, TaskState.QUEUED, TaskState.RUNNING, TaskState.PROVISIONAL
 
 #: pilot sizes per single-pilot site the queue-aware strategy weighs (full, half, quarter, …)
 MENU_SIZES = 6
@@ -69,23 +77,37 @@ class TaskRecord:
 
 
 class PilotRecord:
-    __slots__ = ("id", "site", "slots", "free", "state", "submitted", "started", "ended", "tasks")
+    """A pilot's slots as the engine counts them.
+
+    ``tasks`` hold a slot each (running or provisional); ``queued`` were handed ahead and wait
+    in the agent's inbox. ``free`` slots take a task now; ``reserved`` slots have freed but the
+    agent is starting a queued task in them; ``debt`` counts queued tasks the agent started
+    before the engine heard that a slot freed (paid back by the next slot that frees).
+    """
+
+    __slots__ = ("id", "site", "slots", "free", "state", "submitted", "started", "ended", "tasks",
+                 "queued", "reserved", "debt")
 
     def __init__(self, pid: int, site: int, slots: int, submitted: float):
         self.id, self.site, self.slots, self.free = pid, site, slots, slots
         self.state = PilotState.PENDING
         self.submitted, self.started, self.ended = submitted, None, None
         self.tasks: dict[int, None] = {}
+        self.queued: dict[int, None] = {}
+        self.reserved = 0
+        self.debt = 0
 
 
 class _SiteBook:
     """Per-site indices that keep every decision O(sites), not O(tasks)."""
 
-    __slots__ = ("waiting", "prov", "pending", "active", "free_pilots", "free", "pending_slots",
-                 "acquired_at", "cap_slots", "origins", "spec")
+    __slots__ = ("waiting", "queued", "prov", "pending", "active", "free_pilots", "free", "reserved",
+                 "pending_slots", "acquired_at", "cap_slots", "origins", "spec")
 
     def __init__(self, cap_slots: int):
         self.waiting: deque[int] = deque()
+        self.queued: dict[int, None] = {}    # handed ahead to this site's pilots, not started
+        self.reserved = 0                    # freed slots held for queued tasks (sum over pilots)
         self.prov: dict[int, None] = {}
         self.pending: dict[int, None] = {}
         self.active: dict[int, None] = {}
@@ -109,11 +131,15 @@ class Engine:
         clock: ``"base"`` (thesis) or ``"avg"`` — which site clock LIM predicts with.
         max_attempts: failures (non-zero exit) after which a task is given up as failed.
         max_losses: pilot losses (walltime, node failure) after which a task is given up.
+        prefetch: per slot of a pilot, how many of its site's waiting tasks it is handed ahead of
+            a free slot (0: none, the simulator; the live coordinator uses 1).
     """
 
     def __init__(self, bag: Bag, sites: list[Site], strategy: Strategy | str = "model", *,
-                 seed: int = 0, clock: str = "base", max_attempts: int = 3, max_losses: int = 5):
+                 seed: int = 0, clock: str = "base", max_attempts: int = 3, max_losses: int = 5,
+                 prefetch: int = 0):
         self.bag = bag
+        self.prefetch = max(0, int(prefetch))
         self.sites = list(sites)
         self.strategy = Strategy.parse(strategy) if isinstance(strategy, str) else strategy
         self.max_attempts, self.max_losses = max_attempts, max_losses
@@ -128,10 +154,11 @@ class Engine:
         self._next_pilot = 0
         self._dirty: set[int] = set()
         self._waiting_changed = False
-        self._waiting_total = 0       # tasks WAITING anywhere (sum of the waiting deques)
+        self._waiting_total = 0       # tasks WAITING or QUEUED anywhere (waiting deques + queued)
         self._remaining = 0
         self.started = False
         self.finished = False
+        self.cancelled = False
         self.done_count = 0
         self.failed_count = 0
         self._targets: list[int] = []
@@ -140,6 +167,8 @@ class Engine:
             PilotEnded: self._on_pilot_ended, TaskStarted: self._on_task_started,
             TaskFinished: self._on_task_finished, TaskFailed: self._on_task_failed,
             TimerFired: self._on_timer, SiteLost: self._on_site_lost,
+            PilotRequeued: self._on_pilot_requeued, TaskLost: self._on_task_lost,
+            BagCancelled: self._on_bag_cancelled,
         }
         self.lost_sites: dict[str, str] = {}
 
@@ -156,6 +185,8 @@ class Engine:
             raise IllegalTransition(f"unknown event type {type(event).__name__}")
         if not self.started and not isinstance(event, BagSubmitted):
             raise IllegalTransition(f"{type(event).__name__} before BagSubmitted")
+        if self.cancelled:
+            return []   # a report arriving after the user cancelled the run changes nothing
         out: list[Action] = []
         handler(event, out)
         if not self.finished:
@@ -275,8 +306,14 @@ class Engine:
         del book.pending[pilot.id]
         book.pending_slots -= pilot.slots
         book.active[pilot.id] = None
-        book.free_pilots[pilot.id] = None
-        book.free += pilot.slots
+        # tasks handed ahead while it was pending take its first slots: the agent starts them
+        busy = min(len(pilot.tasks), pilot.slots)
+        pilot.reserved = min(len(pilot.queued), pilot.slots - busy)
+        pilot.free = pilot.slots - busy - pilot.reserved
+        book.reserved += pilot.reserved
+        if pilot.free:
+            book.free_pilots[pilot.id] = None
+        book.free += pilot.free
         if book.acquired_at is None:
             book.acquired_at = ev.time
         self._dirty.add(pilot.site)
@@ -285,6 +322,7 @@ class Engine:
         pilot = self._pilot(ev.pilot)
         if pilot.state.final:
             return
+        self._give_back_queued(pilot, ev.time)
         self._withdraw(pilot)
         for tid in list(pilot.tasks):
             self._lose(self.tasks[tid], ev.time)
@@ -292,13 +330,69 @@ class Engine:
         pilot.ended = ev.time
         self._dirty.add(pilot.site)
 
+    def _on_pilot_requeued(self, ev: PilotRequeued, out: list[Action]) -> None:
+        """The running pilot's job is back in the queue: what it ran is lost, its slots are
+        pending again. Its queued tasks stay queued (the next incarnation starts them); each
+        lost attempt is cancelled too, so that an attempt still in the inbox never runs twice."""
+        pilot = self._pilot(ev.pilot)
+        if pilot.state is not PilotState.ACTIVE:
+            return   # already pending (a repeated report) or over: nothing runs there
+        name = self.sites[pilot.site].name
+        for tid in pilot.tasks:
+            out.append(CancelTask(task=tid, attempt=self.tasks[tid].attempt, pilot=pilot.id, site=name))
+        self._withdraw(pilot)
+        lost = list(pilot.tasks)
+        pilot.tasks.clear()
+        pilot.state = next_pilot_state(pilot.state, "requeue")
+        pilot.free, pilot.reserved, pilot.debt = pilot.slots, 0, 0
+        book = self._books[pilot.site]
+        book.pending[pilot.id] = None
+        book.pending_slots += pilot.slots
+        for tid in reversed(lost):   # each goes to the front: keep their order
+            self._lose(self.tasks[tid], ev.time)
+        self._dirty.add(pilot.site)
+
     def _on_task_started(self, ev: TaskStarted, out: list[Action]) -> None:
         task = self._task(ev.task)
-        if task.attempt == ev.attempt and task.state in (RUNNING, PROVISIONAL):
+        if task.attempt != ev.attempt:
+            return
+        if task.state is QUEUED:
+            self._start_queued(task, ev.time)
+        elif task.state in (RUNNING, PROVISIONAL):
             task.attempts[-1][2] = ev.time
+
+    def _on_task_lost(self, ev: TaskLost, out: list[Action]) -> None:
+        task = self._task(ev.task)
+        if task.attempt != ev.attempt:
+            return
+        if task.state is QUEUED:       # taken by the agent that died before we read its start
+            self._start_queued(task, ev.time)
+        if task.state not in (RUNNING, PROVISIONAL):
+            return
+        self._end_attempt(task, ev.time, "lost")   # the pilot lives on: its slot is free again
+        task.losses += 1
+        self._requeue(task, give_up=task.losses >= self.max_losses)
+
+    def _on_bag_cancelled(self, ev: BagCancelled, out: list[Action]) -> None:
+        for pilot in list(self.pilots.values()):
+            if pilot.state.final:
+                continue
+            self._give_back_queued(pilot, ev.time)
+            for tid in list(pilot.tasks):
+                task = self.tasks[tid]
+                task.attempts[-1][3], task.attempts[-1][4] = ev.time, "cancelled"
+                if task.state is PROVISIONAL:
+                    del self._books[task.origin].prov[tid]
+                task.state = next_task_state(task.state, "stop")
+                task.pilot = task.site = -1
+            pilot.tasks.clear()
+            self._cancel_pilot(pilot, ev.time, out)
+        self.cancelled = self.finished = True
 
     def _on_task_finished(self, ev: TaskFinished, out: list[Action]) -> None:
         task = self._task(ev.task)
+        if task.attempt == ev.attempt and task.state is QUEUED:
+            self._start_queued(task, ev.time)   # its result came with (or before) its start
         if task.attempt != ev.attempt or task.state not in (RUNNING, PROVISIONAL):
             return  # a cancelled attempt finishing late: not ours any more
         self._end_attempt(task, ev.time, "done")
@@ -310,6 +404,8 @@ class Engine:
 
     def _on_task_failed(self, ev: TaskFailed, out: list[Action]) -> None:
         task = self._task(ev.task)
+        if task.attempt == ev.attempt and task.state is QUEUED:
+            self._start_queued(task, ev.time)   # e.g. a bad task file: failed without a start
         if task.attempt != ev.attempt or task.state not in (RUNNING, PROVISIONAL):
             return
         self._end_attempt(task, ev.time, "failed")
@@ -387,12 +483,86 @@ class Engine:
         pilot = self.pilots[task.pilot]
         del pilot.tasks[task.id]
         if pilot.state is PilotState.ACTIVE:
+            self._free_slot(pilot)
+        task.pilot = task.site = -1
+
+    def _free_slot(self, pilot: PilotRecord) -> None:
+        """A slot of an active pilot freed: the agent fills it with a queued task if it has one."""
+        book = self._books[pilot.site]
+        if pilot.debt:
+            pilot.debt -= 1               # a queued task already started in it
+        elif len(pilot.queued) > pilot.reserved:
+            pilot.reserved += 1
+            book.reserved += 1
+        else:
             pilot.free += 1
-            book = self._books[pilot.site]
             book.free += 1
             book.free_pilots[pilot.id] = None
-            self._dirty.add(pilot.site)
+        self._dirty.add(pilot.site)
+
+    def _queue(self, task: TaskRecord, pilot: PilotRecord, t: float, out: list[Action]) -> None:
+        """Hand a waiting task to a pilot ahead of a free slot (WAITING -> QUEUED)."""
+        task.attempt += 1
+        task.state = next_task_state(task.state, "queue")
+        task.site, task.pilot = pilot.site, pilot.id
+        task.attempts.append([pilot.site, pilot.id, t, None, ""])
+        pilot.queued[task.id] = None
+        self._books[pilot.site].queued[task.id] = None
+        out.append(DispatchTask(task=task.id, attempt=task.attempt, pilot=pilot.id, site=self.sites[pilot.site].name))
+
+    def _start_queued(self, task: TaskRecord, t: float) -> None:
+        """The agent started a queued attempt (QUEUED -> RUNNING): it takes its reserved slot."""
+        pilot = self.pilots[task.pilot]
+        book = self._books[pilot.site]
+        del pilot.queued[task.id]
+        del book.queued[task.id]
+        pilot.tasks[task.id] = None
+        if pilot.state is PilotState.ACTIVE:
+            if pilot.reserved:
+                pilot.reserved -= 1
+                book.reserved -= 1
+            elif pilot.free:
+                pilot.free -= 1
+                book.free -= 1
+                if pilot.free == 0:
+                    del book.free_pilots[pilot.id]
+            else:
+                pilot.debt += 1           # the slot's end is still on its way to us
+        task.state = next_task_state(task.state, "start")
+        task.attempts[-1][2] = t
+        self._waiting_total -= 1
+        self._waiting_changed = True
+        self._dirty.add(pilot.site)
+
+    def _unqueue(self, task: TaskRecord, t: float, out: list[Action] | None) -> None:
+        """Take a queued attempt back before it started (QUEUED -> WAITING): with ``out``, the
+        agent is told to cancel it (a pilot being stopped or gone needs no word)."""
+        pilot = self.pilots[task.pilot]
+        book = self._books[pilot.site]
+        del pilot.queued[task.id]
+        del book.queued[task.id]
+        if pilot.reserved > len(pilot.queued):   # the slot it was to take is free again
+            pilot.reserved -= 1
+            book.reserved -= 1
+            if pilot.state is PilotState.ACTIVE:
+                pilot.free += 1
+                book.free += 1
+                book.free_pilots[pilot.id] = None
+        task.attempts[-1][4] = "withdrawn"       # never started: no end, no time counted
+        if out is not None:
+            out.append(CancelTask(task=task.id, attempt=task.attempt, pilot=pilot.id,
+                                  site=self.sites[pilot.site].name))
         task.pilot = task.site = -1
+        task.state = next_task_state(task.state, "withdraw")
+        self._dirty.add(pilot.site)
+
+    def _give_back_queued(self, pilot: PilotRecord, t: float) -> None:
+        """A pilot that stops or ends returns its queued tasks to the front of their queue."""
+        for tid in reversed(list(pilot.queued)):
+            task = self.tasks[tid]
+            self._unqueue(task, t, None)
+            self._books[task.origin].waiting.appendleft(tid)
+            self._waiting_changed = True
 
     def _lose(self, task: TaskRecord, time: float) -> None:
         """The pilot under a running task vanished: back to waiting (not the task's fault)."""
@@ -474,6 +644,10 @@ class Engine:
         for x in sorted(self._dirty):
             self._size_pilots(x, t, out)
         self._dirty.clear()
+        if self.prefetch:   # after sizing: a pilot just asked for gets its first wave at once
+            for x, book in enumerate(self._books):
+                if book.waiting and (book.active or book.pending):
+                    self._hand_ahead(x, t, out)
 
     def _fill_home(self, x: int, t: float, out: list[Action]) -> None:
         book = self._books[x]
@@ -501,16 +675,35 @@ class Engine:
                                 target=self.sites[x].name, a_r=book.acquired_at, a_r2=a_r2,
                                 tx_r=self.tx[x], tx_r2=self.tx[r2], window=self.tx[r2] - self.tx[x]))
 
+    def _hand_ahead(self, x: int, t: float, out: list[Action]) -> None:
+        """Queue r's next waiting tasks on its busy or pending pilots, ``prefetch`` per slot:
+        the tasks their next free slots would take anyway (r's own waiting ones come first)."""
+        book = self._books[x]
+        for pid in chain(list(book.active), list(book.pending)):
+            pilot = self.pilots[pid]
+            if pilot.state is PilotState.ACTIVE and pilot.free:
+                continue   # a free slot takes a task at once (_fill_home), it needs no queue
+            room = self.prefetch * pilot.slots - len(pilot.queued)
+            while room > 0 and book.waiting:
+                self._queue(self.tasks[book.waiting.popleft()], pilot, t, out)
+                room -= 1
+            if not book.waiting:
+                return
+
     def _fill_reselect(self, x: int, t: float, out: list[Action]) -> None:
         book = self._books[x]
         name_x, tx_x = self.sites[x].name, self.tx[x]
         for r in book.origins:
             origin = self._books[r]
-            if not origin.waiting:
+            if not (origin.waiting or origin.queued):
                 continue
             window = tx_x - self.tx[r]
-            while book.free and origin.waiting:
-                task = self.tasks[origin.waiting.popleft()]
+            while book.free and (origin.waiting or origin.queued):
+                if origin.waiting:
+                    task = self.tasks[origin.waiting.popleft()]
+                else:   # handed ahead to a busy pilot of r, not started: it still waits for r
+                    task = self.tasks[next(reversed(origin.queued))]
+                    self._unqueue(task, t, out)
                 self._waiting_total -= 1
                 self._waiting_changed = True
                 # a_r' is when the task got its slot on r' (t): the window runs from there
@@ -535,9 +728,10 @@ class Engine:
     def _size_pilots(self, x: int, t: float, out: list[Action]) -> None:
         """Ask for the slots the site's tasks still need; withdraw what nobody needs."""
         book, site = self._books[x], self.sites[x]
-        need = len(book.waiting) + len(book.prov)
+        # a queued task whose slot already freed (reserved) needs nothing more
+        need = len(book.waiting) + len(book.queued) - book.reserved + len(book.prov)
         if book.spec:   # every other candidate site is an origin of this target
-            need += self._waiting_total - len(book.waiting)
+            need += self._waiting_total - len(book.waiting) - len(book.queued)
         have = book.free + book.pending_slots
         if need > have and book.cap_slots > 0:
             count = len(book.pending) + len(book.active)
@@ -583,8 +777,11 @@ class Engine:
             del book.active[pilot.id]
             book.free_pilots.pop(pilot.id, None)
             book.free -= pilot.free
+            book.reserved -= pilot.reserved
+            pilot.reserved = 0
 
     def _cancel_pilot(self, pilot: PilotRecord, t: float, out: list[Action]) -> None:
+        self._give_back_queued(pilot, t)   # the stop file tells its agent; no cancel per task
         self._withdraw(pilot)
         pilot.state = next_pilot_state(pilot.state, "cancel")
         pilot.ended = t

@@ -50,6 +50,17 @@ class PilotEnded(Event):
 
 
 @_rec
+class PilotRequeued(Event):
+    """The pilot's batch job went back to the queue while it ran (``scontrol requeue``, a node
+    failure with requeue on): its agent is gone, so the attempts it ran are lost; the pilot is
+    pending again and may start later as a new incarnation of the same job.
+    """
+
+    pilot: int
+    reason: str = "requeued"
+
+
+@_rec
 class SiteLost(Event):
     """A site cannot be used any more (unreachable, rejects submissions, unknown partition).
 
@@ -80,6 +91,25 @@ class TaskFailed(Event):
     task: int
     attempt: int
     reason: str = "failed"
+
+
+@_rec
+class TaskLost(Event):
+    """One attempt died with the agent that ran it while its pilot lives on: the agent was
+    relaunched under the same batch job (a new incarnation) and reported the attempts its
+    predecessor had taken. The task is waiting again (a loss, as for a pilot that ended)."""
+
+    task: int
+    attempt: int
+    reason: str = "lost"
+
+
+@_rec
+class BagCancelled(Event):
+    """The user cancelled the run (``resel cancel``): every pilot is stopped, nothing more is
+    dispatched; tasks not done stay waiting (their running attempts count as cancelled)."""
+
+    reason: str = "cancelled"
 
 
 @_rec

@@ -1,17 +1,26 @@
 """The live coordinator: the pure engine driven by real schedulers, crash-safe through SQLite.
 
-One loop, as docs/architecture.md draws it: poll every site (concurrently: a slow site does
-not hold up the others), turn what changed into engine events, **record each event and the
-actions it produced in the store before carrying any of them out**, then carry them out. The
-engine is deterministic given its seed and the events it saw, so a coordinator killed at any
-instant resumes (:meth:`Coordinator.resume`) by replaying the recorded events into a fresh
-engine and finishing the actions still marked undone; each action is idempotent or checked
-first (a pilot is found again by its job name before it is submitted twice; an inbox file is
-written atomically with the same content).
+One loop, as docs/architecture.md draws it: each site is polled on its own worker thread
+(:mod:`resel.live_sites`: a slow or dead site never holds up another), what changed becomes
+engine events, **each event and the actions it produced are recorded in the store before any
+of them is carried out**, then the actions run, each on its site's thread. The engine is
+deterministic given its seed and the events it saw, so a coordinator killed at any instant
+resumes (:meth:`Coordinator.resume`) by replaying the recorded events into a fresh engine and
+finishing the actions still marked undone; each action is idempotent or checked first (a
+pilot is found again by its job name before it is submitted twice; an inbox file is written
+atomically with the same content). A run killed before its bag was recorded is started afresh
+by ``--resume``.
 
-Times fed to the engine are seconds since the run started (``t0``) at the poll that saw the
-change; the agents' own start/end stamps go to the ``attempts`` table and give the stored
-T_q, T_x and TTC of each task.
+Faults in the middle of a run (docs/live.md): a job state resel does not know concludes
+nothing; a running pilot back in the queue is :class:`~resel.events.PilotRequeued`; an agent
+relaunched under the same job is told by its heartbeat, and what its predecessor left
+unfinished comes back as :class:`~resel.events.TaskLost`; a record that breaks the agent's
+protocol is logged, counted and skipped; a failure is retried only if it is transient
+(:mod:`resel.live_errors`).
+
+Times fed to the engine are seconds since the run started (``t0``) when the coordinator
+handles the change; the agents' own start/end stamps go to the ``attempts`` table and give the
+stored T_q, T_x and TTC of each task.
 """
 
 from __future__ import annotations
@@ -19,31 +28,42 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import json
+import logging
+import queue
 import secrets
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from sqlite_utils import Database
 
-from resel.backends.pilotsite import NEVER_REASONS, PENDING_STATES, RUNNING_STATES, PilotFiles, PilotSite, task_key
+from resel import live_notes
+from resel.backends.pilotsite import NEVER_REASONS, PilotFiles, PilotSite, job_phase, task_key
 from resel.domain import Bag, Site
 from resel.engine import Engine
-from resel.errors import ReselError, SchedulerError, SchedulerReplyError
+from resel.errors import IllegalTransition, ReselError
 from resel.events import (
-    Action, BagDone, BagSubmitted, CancelPilot, CancelTask, Decision, DispatchTask, Event, PilotEnded,
-    PilotStarted, SetTimer, SiteLost, SubmitPilot, TaskFailed, TaskFinished, TaskStarted, TimerFired,
+    Action, BagCancelled, BagDone, BagSubmitted, CancelPilot, CancelTask, Decision, DispatchTask, Event, PilotEnded,
+    PilotRequeued, PilotStarted, SetTimer, SiteLost, SubmitPilot, TaskFailed, TaskFinished, TaskLost, TaskStarted,
+    TimerFired,
 )
+from resel.live_errors import is_transient
+from resel.live_sites import Report, SiteWorker
 from resel.metrics import task_times, workload_metrics
 from resel.selection import Strategy
 from resel.store import _clean, _now, to_json
 
-EVENT_TYPES = {cls.__name__: cls for cls in (BagSubmitted, PilotStarted, PilotEnded, SiteLost, TaskStarted,
-                                             TaskFinished, TaskFailed, TimerFired)}
+log = logging.getLogger("resel.live")
+
+EVENT_TYPES = {cls.__name__: cls for cls in (BagSubmitted, PilotStarted, PilotEnded, PilotRequeued, SiteLost,
+                                             TaskStarted, TaskFinished, TaskFailed, TaskLost, TimerFired,
+                                             BagCancelled)}
 ACTION_TYPES = {cls.__name__: cls for cls in (SubmitPilot, CancelPilot, DispatchTask, CancelTask, SetTimer,
                                               Decision, BagDone)}
+#: lost results that say the attempt died with an agent that is gone while its pilot lives on
+#: ("evicted": written by the HTCondor wrapper of a rerun for the run before)
+LOST_WITH_AGENT = ("agent restarted", "superseded", "evicted")
 
 
 @dataclass
@@ -64,6 +84,13 @@ class LiveOptions:
     estimate: str = "auto"
     quantile: float = 0.95
     confidence: float = 0.95
+    #: tasks handed ahead per pilot slot, so a freed slot is refilled by the agent at once
+    #: (0: none; runs stored before this option replay with 0)
+    prefetch: int = 1
+    #: a site whose command has not answered for this long is shown as not answering
+    slow_after: float = 10.0
+    #: seconds the first check of the sites may take; a site silent that long is given up
+    check_timeout: float = 120.0
 
 
 @dataclass
@@ -79,6 +106,13 @@ class PilotView:
     missing: int = 0
     seen: set = field(default_factory=set)
     job_state: str = ""
+    #: the agent now running it (heartbeat.json), and when it started (live_pilots.agent_started)
+    incarnation: str | None = None
+    agent_started: float | None = None
+    #: lost results its current agent wrote (walltime, terminated): PilotEnded or PilotRequeued
+    #: settles them, unless that agent turns out to be replaced — then they are TaskLost
+    parked: dict = field(default_factory=dict)
+    unknown_state: str | None = None
 
 
 @dataclass
@@ -88,6 +122,8 @@ class SiteView:
     error: str | None = None
     failing_since: float | None = None
     last_poll: float = 0.0
+    bad_records: int = 0
+    notes: dict = field(default_factory=dict)      # key -> words (unknown states, relaunches)
 
 
 class Coordinator:
@@ -98,26 +134,36 @@ class Coordinator:
                  clock: Callable[[], float] = time.time):
         self.db, self.run_id, self.bag, self.sites, self.options = db, run_id, bag, sites, options
         self.run_key, self.t0, self.clock = run_key, t0, clock
-        self.engine = Engine(bag, sites, options.strategy, seed=options.seed, clock=options.clock)
+        self.engine = Engine(bag, sites, options.strategy, seed=options.seed, clock=options.clock,
+                             prefetch=options.prefetch)
         self._open_site = open_site
         self.psites: dict[str, PilotSite] = {}
         self.views = {s.name: SiteView() for s in sites}
         self.pilots: dict[int, PilotView] = {}
         self.timers: list[tuple[float, int, int]] = []
         self.consumed: set[tuple[str, int, int]] = set()
-        self.undone: list[tuple[int, Action]] = []      # (seq, action) to retry
+        self.undone: list[tuple[int, Action, float]] = []      # (seq, action, not before) to retry
         self.seq = 0
         self.finished = False
         self.cancelled = False
         self._lock = threading.Lock()
-        self._pool = ThreadPoolExecutor(max_workers=max(1, len(sites)), thread_name_prefix="resel-site")
+        self._reports: "queue.Queue[Report]" = queue.Queue()
+        self.workers = {s.name: SiteWorker(s.name, self._reports) for s in sites}
+        self._polling: set[str] = set()
+        self._next_poll: dict[str, float] = {}
+        self._held: list[Report] = []                   # reports taken while waiting
+        self._last_lease = 0.0
 
     # ------------------------------------------------------------------ construction
     @classmethod
     def start(cls, db: Database, bag: Bag, sites: list[Site], options: LiveOptions,
               open_site: Callable[[Site], PilotSite], *, bag_file: str = "", sites_file: str = "",
               clock: Callable[[], float] = time.time) -> "Coordinator":
-        """Create the run in the store, check every site, and submit the bag to the engine."""
+        """Create the run in the store, check every site, and submit the bag to the engine.
+
+        A crash between the run's row and its first event leaves a run that ``--resume``
+        starts afresh (:meth:`resume`), so no window strands it.
+        """
         t0 = clock()
         with db.atomic():
             run_id = db["runs"].insert({
@@ -129,18 +175,24 @@ class Coordinator:
             run_key = f"r{run_id}-{secrets.token_hex(3)}"
             db["runs"].update(run_id, {"run_key": run_key})
         coord = cls(db, run_id, bag, sites, options, run_key, t0, open_site, clock=clock)
-        failures, estimates, wait_menu = coord._preflight()
-        coord.feed([BagSubmitted(time=0.0, wait_estimates=estimates or None, wait_menu=wait_menu)]
-                   + [SiteLost(time=0.0, site=name, reason=why) for name, why in failures.items()])
+        coord._lease(force=True)
+        coord._begin()
         return coord
+
+    def _begin(self) -> None:
+        """Check every site, then record the bag's submission (and the sites that failed)."""
+        failures, estimates, wait_menu = self._preflight()
+        self.feed([BagSubmitted(time=0.0, wait_estimates=estimates or None, wait_menu=wait_menu)]
+                  + [SiteLost(time=0.0, site=name, reason=why) for name, why in failures.items()])
 
     @classmethod
     def resume(cls, db: Database, run_id: int, open_site: Callable[[Site], PilotSite], *,
                clock: Callable[[], float] = time.time, to_cancel: bool = False) -> "Coordinator":
         """Rebuild a run's engine from its recorded events and carry on where it stopped.
 
-        With ``to_cancel`` (``resel cancel``) the run's status is left alone, so a coordinator
-        still running it sees the cancel request.
+        A run with no recorded submission (killed while its sites were first checked) starts
+        afresh: nothing was submitted for it yet. With ``to_cancel`` (``resel cancel``) the
+        run's status is left alone, so a coordinator still running it sees the cancel request.
         """
         run, bag, sites, options = load_live_run(db, run_id)
         if run["status"] in ("done", "cancelled") and not to_cancel:
@@ -151,20 +203,36 @@ class Coordinator:
         coord._replay()
         if not to_cancel:
             db["runs"].update(run_id, {"status": "running"})
+            coord._lease(force=True)
+            if not coord.engine.started:
+                log.warning("run %s: its bag was never recorded (a crash while the sites were first checked); "
+                            "starting it afresh", run_id)
+                coord._begin()
         return coord
 
     def _replay(self) -> None:
         for row in self.db.query("select * from live_pilots where run_id = ?", [self.run_id]):
             self.pilots[row["pilot"]] = PilotView(row["pilot"], row["site"], row["cores"] or 0,
-                                                  row["walltime"] or 0.0, row["job_id"], row["state"] or "pending")
+                                                  row["walltime"] or 0.0, row["job_id"], row["state"] or "pending",
+                                                  agent_started=row.get("agent_started"))
         for row in self.db.query("select seq, kind, time, data, done from events where run_id = ? order by seq",
                                  [self.run_id]):
             self.seq = row["seq"] + 1
-            data = json.loads(row["data"])
+            try:
+                data = json.loads(row["data"])
+            except (TypeError, ValueError):
+                log.warning("run %s: event %s (%s) is not readable JSON; skipped", self.run_id, row["seq"], row["kind"])
+                continue
             if row["kind"] in EVENT_TYPES:
-                event = EVENT_TYPES[row["kind"]](time=row["time"], **data)
-                self.engine.handle(event)   # the actions it returns were recorded with it
-                if isinstance(event, (TaskStarted, TaskFinished, TaskFailed)):
+                try:
+                    event = EVENT_TYPES[row["kind"]](time=row["time"], **data)
+                    self.engine.handle(event)   # the actions it returns were recorded with it
+                except (IllegalTransition, TypeError) as exc:
+                    # a record an older resel let through (a result for a task that does not
+                    # exist): the engine refused it then too, so skipping it changes nothing
+                    log.warning("run %s: recorded %s %s skipped on replay: %s", self.run_id, row["kind"], data, exc)
+                    continue
+                if isinstance(event, (TaskStarted, TaskFinished, TaskFailed, TaskLost)):
                     self.consumed.add((row["kind"], event.task, event.attempt))
             elif row["kind"] in ACTION_TYPES:
                 action = _action_from(row["kind"], row["time"], data)
@@ -175,7 +243,7 @@ class Coordinator:
                 elif isinstance(action, BagDone):
                     self.finished = True
                 if row["done"] == 0:
-                    self.undone.append((row["seq"], action))
+                    self.undone.append((row["seq"], action, 0.0))
         # results already read became events; mark their files seen so they are not re-read
         for (kind, task, attempt) in self.consumed:
             sub = "started" if kind == "TaskStarted" else "results"
@@ -196,12 +264,31 @@ class Coordinator:
                 self.psites[name] = self._open_site(spec)
             return self.psites[name]
 
+    def _on_sites(self, kind: str, jobs: dict[str, Callable[[], Any]], timeout: float) -> dict[str, Report]:
+        """Run one job per site on the sites' workers and wait for them all, at most ``timeout``
+        seconds; a site that has not answered by then is absent from the answer."""
+        for name, job in jobs.items():
+            self.workers[name].submit(kind, None, job)
+        got: dict[str, Report] = {}
+        deadline = time.monotonic() + timeout
+        while len(got) < len(jobs):
+            try:
+                report = self._reports.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            if report.kind == kind and report.site in jobs and report.site not in got:
+                got[report.site] = report
+            else:
+                self._held.append(report)       # a poll or an action: handled by the loop
+        return got
+
     def _preflight(self) -> tuple[dict[str, str], dict[str, float], dict[str, list[float | None]] | None]:
         """Ask every site for its availability and, for the queue-aware strategy, when each of
         its pilot sizes would start (twin, history bound or the scheduler's answer: resel.plan).
 
         Returns the sites that failed (with why), the full pilot's start estimate per site, and
         the estimates of every size of :meth:`Engine.probe_menu` (None without queue-awareness).
+        A site that does not answer within ``check_timeout`` is one that failed.
         """
         want_estimates = Strategy.parse(self.options.strategy).base == "queue"
         history = None
@@ -210,30 +297,33 @@ class Coordinator:
             history = load_history(self.db)
         menu = self.engine.probe_menu()
 
-        def check(i: int, site: Site) -> tuple[str, str | None, list[float | None] | None]:
-            try:
-                ps = self.site(site.name)
-                ps.scheduler.availability()
-                ps.ship_agent()
-                if not (want_estimates and menu[i]):
-                    return site.name, None, None
-                from resel.plan import choose, site_estimates
-                opts = self.options
-                row = site_estimates(ps.scheduler, site, menu[i], self.engine.tx[i], history,
-                                     quantile=opts.quantile, confidence=opts.confidence)
-                return site.name, None, [choose(entry, opts.estimate)[1] for entry in row.menu]
-            except Exception as exc:   # noqa: BLE001 - any failure disables this site only
-                return site.name, _describe(exc), None
+        def check(i: int, site: Site) -> list[float | None] | None:
+            ps = self.site(site.name)
+            ps.scheduler.availability()
+            ps.ship_agent()
+            if not (want_estimates and menu[i]):
+                return None
+            from resel.plan import choose, site_estimates
+            opts = self.options
+            row = site_estimates(ps.scheduler, site, menu[i], self.engine.tx[i], history,
+                                 quantile=opts.quantile, confidence=opts.confidence)
+            return [choose(entry, opts.estimate)[1] for entry in row.menu]
 
+        answers = self._on_sites("check", {s.name: (lambda i=i, s=s: check(i, s)) for i, s in enumerate(self.sites)},
+                                 self.options.check_timeout)
         failures, estimates, waits = {}, {}, {}
-        for name, error, sizes in self._pool.map(lambda p: check(*p), enumerate(self.sites)):
-            if error:
-                failures[name] = error
-                self.views[name].error = error
-            elif sizes is not None:
-                waits[name] = sizes
-                if sizes[0] is not None:      # the full pilot comes first
-                    estimates[name] = sizes[0]
+        for site in self.sites:
+            report = answers.get(site.name)
+            if report is None:
+                failures[site.name] = f"no answer within {self.options.check_timeout:g} s"
+            elif report.error is not None:
+                failures[site.name] = _describe(report.error)
+            elif report.result is not None:
+                waits[site.name] = report.result
+                if report.result[0] is not None:      # the full pilot comes first
+                    estimates[site.name] = report.result[0]
+            if site.name in failures:
+                self.views[site.name].error = failures[site.name]
         return failures, estimates, (waits if want_estimates else None)
 
     # ------------------------------------------------------------------ the loop
@@ -242,83 +332,208 @@ class Coordinator:
 
     def run(self, on_cycle: Callable[["Coordinator"], None] | None = None,
             max_time: float | None = None) -> None:
-        """Poll until the bag is done (or cancelled); ``on_cycle`` refreshes a display."""
+        """Poll until the bag is done (or cancelled); ``on_cycle`` refreshes a display.
+
+        When ``resel cancel`` asks for the run, this coordinator lets go of it (the cancel
+        command stops the pilots and collects what the agents wrote) and returns.
+        """
         try:
             while not self.finished:
-                began = self.clock()
-                self.step()
+                self.step(wait=True)
                 if on_cycle:
                     on_cycle(self)
-                if self.finished or self._cancel_requested():
+                if self.finished:
                     break
+                if self.cancelled or self._cancel_requested():
+                    self.cancelled = True
+                    self._lease(force=True, state="released")
+                    return
                 if max_time is not None and self.now() > max_time:
                     left = self.cancel_everything()
                     raise ReselError(f"run {self.run_id} did not finish within {max_time:g} s; cancelled it"
                                      + (f" (could not cancel: {', '.join(left)})" if left else ""))
-                time.sleep(max(0.0, self.options.poll - (self.clock() - began)))
-            if self.finished:
-                self._cleanup()
-                self._write_results("done")
-            else:
-                self.cancel_everything()
+            self._finish_actions()
+            self._cleanup()
+            self._write_results("done")
+            self._lease(force=True, state="released")
         finally:
-            self._pool.shutdown(wait=False)
+            self._stop_workers()
 
-    def step(self) -> list[Event]:
-        """One poll cycle: collect changes from every site, feed them, retry undone actions."""
+    def _finish_actions(self, wait: float = 10.0) -> None:
+        """The bag is done: let the last actions (the pilots' cancels) reach their sites and
+        record them, for at most ``wait`` seconds (a dead site's are left undone)."""
+        deadline = time.monotonic() + wait
+        while any(w.pending for w in self.workers.values()) and time.monotonic() < deadline:
+            try:
+                self._held.append(self._reports.get(timeout=max(0.0, deadline - time.monotonic())))
+            except queue.Empty:
+                break
+            for report in self._take_reports():
+                if report.kind == "act":
+                    self._acted(*report.tag, report)
+        for report in self._take_reports():
+            if report.kind == "act":
+                self._acted(*report.tag, report)
+
+    def step(self, wait: bool = False) -> list[Event]:
+        """One turn of the loop: take what the sites reported, feed it, start the polls due.
+
+        With ``wait``, first sleep until a site reports or the next poll, timer or retry is
+        due (at most one poll period). Never waits for a site: each site's poll and actions
+        run on its own thread.
+        """
+        self._lease()
         if self._cancel_requested():
+            self.cancelled = True
             return []
-        self._retry_undone()
-        by_site: dict[str, list[PilotView]] = {}
-        for view in self.pilots.values():
-            if view.state in ("pending", "running") and view.job_id:
-                by_site.setdefault(view.site, []).append(view)
-        polled = list(self._pool.map(lambda item: self._poll_site(*item), by_site.items()))
+        if wait:
+            self._wait()
         t = self.now()
         events: list[Event] = []
-        for name, result in polled:
-            view = self.views[name]
-            if isinstance(result, Exception):
-                view.error = _describe(result)
-                view.failing_since = view.failing_since or t
-                if t - view.failing_since > self.options.site_timeout and name not in self.engine.lost_sites:
-                    events.append(SiteLost(time=t, site=name, reason=f"unreachable for "
-                                           f"{self.options.site_timeout:g} s: {view.error}"))
-                continue
-            view.error, view.failing_since, view.last_poll = None, None, t
-            events.extend(self._site_events(t, result))
+        for report in self._take_reports():
+            events.extend(self._on_report(report, t))
+        events.extend(self._watch_sites(t))
         while self.timers and self.timers[0][0] <= t:
             _at, task, attempt = heapq.heappop(self.timers)
             events.append(TimerFired(time=t, task=task, attempt=attempt))
         self.feed(events)
+        self._retry_undone(t)
+        self._start_polls(t)
         return events
 
-    def _poll_site(self, name: str, views: list[PilotView]) -> tuple[str, Any]:
-        """Runs in a worker thread: scheduler states first, then the pilots' files."""
+    def _wait(self) -> None:
+        t = self.now()
+        due = [t + self.options.poll]
+        due += [at for name, at in self._next_poll.items() if name not in self._polling]
+        if self.timers:
+            due.append(self.timers[0][0])
+        due += [at for _s, _a, at in self.undone]
+        timeout = max(0.0, min(due) - t)
+        if self._held or not timeout:
+            return
         try:
-            ps = self.site(name)
-            jobs = ps.pilot_jobs([v.job_id for v in views])
-            files: dict[int, PilotFiles] = {}
-            for v in views:
-                info = jobs.get(v.job_id)
-                state = info.state if info is not None else "MISSING"
-                if v.state == "running" or state not in PENDING_STATES:
-                    files[v.pilot] = ps.collect(self.run_key, v.pilot, v.seen)
-            return name, (views, jobs, files)
-        except Exception as exc:   # noqa: BLE001 - reported per site; the others go on
-            return name, exc
+            self._held.append(self._reports.get(timeout=timeout))
+        except queue.Empty:
+            pass
 
+    def _take_reports(self) -> list[Report]:
+        out, self._held = self._held, []
+        while True:
+            try:
+                out.append(self._reports.get_nowait())
+            except queue.Empty:
+                return out
+
+    def _start_polls(self, t: float) -> None:
+        """Every site whose last poll is over and whose next is due is polled, on its thread."""
+        by_site: dict[str, list[PilotView]] = {}
+        for view in self.pilots.values():
+            if view.state in ("pending", "running") and view.job_id:
+                by_site.setdefault(view.site, []).append(view)
+        for name, views in by_site.items():
+            if name in self._polling or self._next_poll.get(name, 0.0) > t:
+                continue
+            self._polling.add(name)
+            self._next_poll[name] = t + self.options.poll
+            self.workers[name].submit("poll", views, lambda n=name, v=views: self._poll_site(n, v))
+
+    def _watch_sites(self, t: float) -> list[Event]:
+        """A site whose command has run for ``slow_after`` seconds is not answering: say so,
+        and give it up after ``site_timeout``."""
+        events: list[Event] = []
+        for name, worker in self.workers.items():
+            busy = worker.busy
+            view = self.views[name]
+            if busy is None or busy[1] < self.options.slow_after:
+                continue
+            since = t - busy[1]
+            view.failing_since = min(view.failing_since or since, since)
+            view.error = f"not answering ({busy[0]} running for {busy[1]:.0f} s)"
+            live_notes.put(self.db, self.run_id, name, "unreachable", "unreachable", view.failing_since, view.error)
+            if t - view.failing_since > self.options.site_timeout and name not in self.engine.lost_sites:
+                events.append(SiteLost(time=t, site=name, reason=f"unreachable for {self.options.site_timeout:g} s: "
+                                                                   f"{view.error}"))
+        return events
+
+    def _on_report(self, report: Report, t: float) -> list[Event]:
+        if report.kind == "poll":
+            self._polling.discard(report.site)
+            return self._polled(report, t)
+        if report.kind == "act":
+            seq, action = report.tag
+            return self._acted(seq, action, report)
+        return []       # a late answer to a check or a drain that was given up on
+
+    def _polled(self, report: Report, t: float) -> list[Event]:
+        name, view = report.site, self.views[report.site]
+        failed = report.error if report.error is not None else report.result[3]
+        events: list[Event] = []
+        if failed is not None:
+            # the scheduler (or the whole site) did not answer: nothing is concluded from
+            # silence, but what the agents wrote meanwhile is read if the files could be
+            view.error = _describe(failed)
+            view.failing_since = view.failing_since or t
+            live_notes.put(self.db, self.run_id, name, "unreachable", "unreachable", view.failing_since,
+                           f"no answer: {view.error}")
+            if t - view.failing_since > self.options.site_timeout and name not in self.engine.lost_sites:
+                events.append(SiteLost(time=t, site=name, reason=f"unreachable for {self.options.site_timeout:g} s: "
+                                                                  f"{view.error}"))
+            if report.error is None:
+                events.extend(self._site_events(t, report.result))
+            return events
+        if view.failing_since is not None:
+            log.warning("site %s answers again after %.0f s", name, t - view.failing_since)
+            live_notes.drop(self.db, self.run_id, name, "unreachable")
+        view.error, view.failing_since, view.last_poll = None, None, t
+        return self._site_events(t, report.result)
+
+    def _poll_site(self, name: str, views: list[PilotView]) -> tuple:
+        """Runs on the site's worker: scheduler states first, then the pilots' files.
+
+        A scheduler that does not answer (a controller restarting) does not stop the files of
+        running pilots from being read: their agents go on, and what they finished counts."""
+        ps = self.site(name)
+        try:
+            jobs, failed = ps.pilot_jobs([v.job_id for v in views]), None
+        except Exception as exc:   # noqa: BLE001 - reported with the poll; the files still count
+            jobs, failed = None, exc
+        files: dict[int, PilotFiles] = {}
+        for v in views:
+            if jobs is None:
+                phase = "unknown"
+            else:
+                info = jobs.get(v.job_id)
+                phase = job_phase(info.state) if info is not None else "missing"
+            if v.state == "running" or (jobs is not None and phase != "pending"):
+                files[v.pilot] = ps.collect(self.run_key, v.pilot, v.seen, heartbeat=True)
+        return views, jobs, files, failed
+
+    # ------------------------------------------------------------------ what a poll means
     def _site_events(self, t: float, result: tuple) -> list[Event]:
-        views, jobs, files = result
+        """One poll's findings as events, pilot by pilot: what its agent wrote first (results
+        read in the same poll as a requeue or an end count before it), then what its job's
+        state means — nothing, when the scheduler did not answer."""
+        views, jobs, files, _failed = result
         out: list[Event] = []
         for v in sorted(views, key=lambda v: v.pilot):
-            info = jobs.get(v.job_id)
-            state = info.state if info is not None else "MISSING"
-            v.job_state = state
-            if state in RUNNING_STATES and v.state == "pending":
-                v.state = "running"
-                out.append(PilotStarted(time=t, pilot=v.pilot))
-                self._pilot_row(v, started=t)
+            if v.state not in ("pending", "running"):
+                continue             # ended or cancelled while the poll ran
+            info, state, phase = None, "", "unknown"
+            if jobs is not None:
+                info = jobs.get(v.job_id)
+                if info is not None and info.name and not f"resel-{self.run_key}-p{v.pilot}".startswith(info.name):
+                    # the job id was given to another job (a controller that lost its state reuses ids)
+                    self._note(v.site, f"reused:p{v.pilot}", "job-state", t,
+                               f"pilot {v.pilot}: job {v.job_id} is now someone else's job ({info.name})")
+                    info = None
+                state = info.state if info is not None else "MISSING"
+                phase = job_phase(state) if info is not None else "missing"
+                v.job_state = state
+                self._state_note(v, state, phase, t)
+                if phase == "running" and v.state == "pending":
+                    v.state = "running"
+                    out.append(PilotStarted(time=t, pilot=v.pilot))
+                    self._pilot_row(v, started=t)
             found = files.get(v.pilot)
             if found is not None:
                 if v.state == "pending" and (found.started or found.results or found.agent):
@@ -329,43 +544,118 @@ class Coordinator:
                     self._pilot_row(v, host=found.agent.get("host"), cpu_model=found.agent.get("cpu_model"),
                                     cpu_mhz=_number(found.agent.get("cpu_mhz")),
                                     agent_started=_number(found.agent.get("started")))
+                if found.heartbeat and v.state == "running":
+                    out.extend(self._incarnation(t, v, found.heartbeat))
+                for path, why in found.bad:
+                    self._bad_record(v.site, path, why, t)
                 out.extend(self._file_events(t, v, found))
-            ended = state not in RUNNING_STATES and state not in PENDING_STATES
-            if state in PENDING_STATES and info is not None and info.reason in NEVER_REASONS:
+            if jobs is None:
+                continue
+            if phase == "pending" and v.state == "running":
+                # back in the queue (scontrol requeue, a node failure with requeue on, a
+                # controller that lost the job's start): its agent is gone, what it ran and
+                # did not report is lost; it may start again as a new incarnation
+                v.state, v.missing = "pending", 0
+                v.parked.clear()
+                out.append(PilotRequeued(time=t, pilot=v.pilot, reason=f"job {v.job_id} {state}"))
+                self._pilot_row(v, reason=f"requeued ({state})")
+                self._note(v.site, f"requeue:p{v.pilot}", "requeue", t,
+                           f"pilot {v.pilot}: job {v.job_id} went back to the queue ({state})")
+                log.warning("run %s: pilot %s (job %s on %s) went back to the queue (%s); its attempts are lost",
+                            self.run_id, v.pilot, v.job_id, v.site, state)
+                continue
+            if phase == "pending" and info is not None and info.reason in NEVER_REASONS:
                 why = (f"the scheduler will never start pilot {v.pilot} ({v.cores} cores, {v.walltime:g} s): "
                        f"job {v.job_id} pending with reason {info.reason}")
-                try:
-                    self.site(v.site).stop_pilot(self.run_key, v.pilot, v.job_id)
-                except Exception:   # noqa: BLE001 - cleanup at the end retries
-                    pass
+                self.workers[v.site].submit("stop", None, lambda v=v: self.site(v.site).stop_pilot(
+                    self.run_key, v.pilot, v.job_id))
                 v.state = "ended"
                 out.append(PilotEnded(time=t, pilot=v.pilot, reason=info.reason))
                 out.append(SiteLost(time=t, site=v.site, reason=why))
                 self._pilot_row(v, ended=t, reason=info.reason)
                 self.views[v.site].error = why
                 continue
-            if state == "MISSING":
+            if phase == "missing":
                 v.missing += 1
                 ended = v.missing >= self.options.missing_polls
             else:
                 v.missing = 0
+                ended = phase == "final"
             if ended:
                 v.state = "ended"
+                v.parked.clear()
                 out.append(PilotEnded(time=t, pilot=v.pilot, reason=state.lower()))
                 self._pilot_row(v, ended=t, reason=state)
         return out
 
-    def _file_events(self, t: float, v: PilotView, found: PilotFiles) -> list[Event]:
+    def _state_note(self, v: PilotView, state: str, phase: str, t: float) -> None:
+        """A job state in none of resel's tables concludes nothing: keep polling, say so."""
+        key = f"state:p{v.pilot}"
+        if phase == "unknown":
+            if v.unknown_state != state:
+                log.warning("run %s: pilot %s (job %s on %s) is in job state %s, which resel does not know; "
+                            "it is not taken as ended, and polled on", self.run_id, v.pilot, v.job_id, v.site, state)
+            v.unknown_state = state
+            self._note(v.site, key, "job-state", t, f"pilot {v.pilot}: job {v.job_id} in state {state} "
+                                                    "(unknown to resel: still polled)")
+        elif v.unknown_state is not None:
+            v.unknown_state = None
+            self.views[v.site].notes.pop(key, None)
+            live_notes.drop(self.db, self.run_id, v.site, key)
+
+    def _incarnation(self, t: float, v: PilotView, beat: dict) -> list[Event]:
+        """The heartbeat names the agent running the pilot: a new one means it was relaunched
+        under the same job (Slurm relaunching a batch script, a requeue seen too late)."""
+        inc = beat.get("incarnation") or f"{beat.get('pid')}@{beat.get('started')}"
+        started = _number(beat.get("started"))
+        if v.incarnation is None:
+            relaunched = (v.agent_started is not None and started is not None
+                          and abs(started - v.agent_started) > 1e-6)
+        else:
+            relaunched = inc != v.incarnation
         out: list[Event] = []
-        for rec in found.started:
-            task, attempt = int(rec["task"]), int(rec["attempt"])
-            self._attempt_row(task, attempt, v, {"start": rec.get("time"), "host": rec.get("host")})
-            if ("TaskStarted", task, attempt) not in self.consumed:
-                self.consumed.add(("TaskStarted", task, attempt))
-                out.append(TaskStarted(time=t, task=task, attempt=attempt))
-        for rec in found.results:
-            task, attempt = int(rec["task"]), int(rec["attempt"])
-            outcome = rec.get("outcome")
+        if relaunched:
+            self._note(v.site, f"relaunch:p{v.pilot}:{inc}", "relaunch", t,
+                       f"pilot {v.pilot}: agent relaunched under job {v.job_id} at {t:.0f} s")
+            log.warning("run %s: pilot %s (job %s on %s) runs a new agent (incarnation %s): what the previous one "
+                        "ran is lost", self.run_id, v.pilot, v.job_id, v.site, inc)
+            for (task, attempt), by in list(v.parked.items()):
+                if by != inc:
+                    out.extend(self._lost(t, task, attempt, "agent relaunched"))
+                    del v.parked[(task, attempt)]
+            v.seen.discard("agent.json")       # read the new agent's registration next poll
+        v.incarnation = inc
+        if started is not None and started != v.agent_started:
+            v.agent_started = started
+            self._pilot_row(v, agent_started=started)
+        return out
+
+    def _lost(self, t: float, task: int, attempt: int, reason: str) -> list[Event]:
+        if ("TaskLost", task, attempt) in self.consumed:
+            return []
+        self.consumed.add(("TaskLost", task, attempt))
+        return [TaskLost(time=t, task=task, attempt=attempt, reason=reason)]
+
+    def _file_events(self, t: float, v: PilotView, found: PilotFiles) -> list[Event]:
+        """The agent's records in the order its clock saw them (a slot freed, then taken)."""
+        records = [(float(r["time"]), 1, "started", r) for r in found.started]
+        records += [(float(r["end"] if r.get("end") is not None else r.get("start") or 0.0), 0, "results", r)
+                    for r in found.results]
+        records.sort(key=lambda item: item[:2])
+        out: list[Event] = []
+        for _stamp, _order, sub, rec in records:
+            task, attempt = rec["task"], rec["attempt"]
+            why = self._foreign(task, attempt)
+            if why:
+                self._bad_record(v.site, f"p{v.pilot}/{sub}/{task_key(task, attempt)}.json", why, t)
+                continue
+            if sub == "started":
+                self._attempt_row(task, attempt, v, {"start": rec.get("time"), "host": rec.get("host")})
+                if ("TaskStarted", task, attempt) not in self.consumed:
+                    self.consumed.add(("TaskStarted", task, attempt))
+                    out.append(TaskStarted(time=t, task=task, attempt=attempt))
+                continue
+            outcome = rec["outcome"]
             self._attempt_row(task, attempt, v, {
                 "start": rec.get("start"), "end": rec.get("end"), "host": rec.get("host"),
                 "exit_code": rec.get("exit_code"), "outcome": outcome, "reason": rec.get("reason"),
@@ -376,19 +666,47 @@ class Coordinator:
             elif outcome == "failed":
                 kind, event = "TaskFailed", TaskFailed(time=t, task=task, attempt=attempt,
                                                        reason=str(rec.get("reason") or f"exit {rec.get('exit_code')}"))
+            elif outcome == "lost":
+                by = rec.get("incarnation")
+                if rec.get("reason") in LOST_WITH_AGENT or (by and v.incarnation and by != v.incarnation):
+                    out.extend(self._lost(t, task, attempt, str(rec.get("reason") or "lost")))
+                else:   # its agent is ending (walltime, signal): PilotEnded or PilotRequeued says so
+                    v.parked[(task, attempt)] = by
+                continue
             else:
-                continue   # cancelled: the engine asked for it; lost: PilotEnded says so
+                continue   # cancelled: the engine asked for it
             if (kind, task, attempt) not in self.consumed:
                 self.consumed.add((kind, task, attempt))
                 out.append(event)
         return out
 
+    def _foreign(self, task: int, attempt: int) -> str | None:
+        """Why a well-formed record names no attempt of this run, or None."""
+        if task >= len(self.engine.tasks):
+            return f"no task {task} in this run (it has {len(self.engine.tasks)})"
+        if not 1 <= attempt <= self.engine.tasks[task].attempt:
+            return f"task {task} has no attempt {attempt} (attempts so far: {self.engine.tasks[task].attempt})"
+        return None
+
+    def _bad_record(self, site: str, path: str, why: str, t: float) -> None:
+        key = f"bad:{path}"
+        if key not in self.views[site].notes:
+            self.views[site].notes[key] = why
+            self.views[site].bad_records += 1
+            log.warning("run %s, site %s: skipped %s: %s", self.run_id, site, path, why)
+        live_notes.put(self.db, self.run_id, site, key, "bad-record", t, f"{path}: {why}")
+
+    def _note(self, site: str, key: str, kind: str, t: float, words: str) -> None:
+        self.views[site].notes[key] = words
+        live_notes.put(self.db, self.run_id, site, key, kind, t, words)
+
     # ------------------------------------------------------------------ record, then act
-    def feed(self, events: list[Event]) -> None:
+    def feed(self, events: list[Event], *, execute: bool = True) -> None:
         """Record each event and its actions, then carry the actions out, in order.
 
         All events of one poll are applied before any action runs, so an action that a later
         event made moot (a pilot withdrawn because its site was lost) is skipped, not done.
+        Without ``execute`` (a run being cancelled) the actions are recorded as done.
         """
         todo: list[tuple[int, Action]] = []
         for event in events:
@@ -396,12 +714,15 @@ class Coordinator:
                 self._record(type(event).__name__, event.time, event, None)
                 actions = self.engine.handle(event)
                 seqs = [self._record(type(a).__name__, _action_time(a, event.time), a,
-                                     None if isinstance(a, Decision) else 0) for a in actions]
+                                     None if isinstance(a, Decision) or not execute else 0) for a in actions]
                 for seq, a in zip(seqs, actions):
                     if isinstance(a, Decision):
                         self.db["decisions"].insert({"run_id": self.run_id, "seq": seq, **_clean(
                             dataclasses.asdict(a))}, replace=True)
-            todo += [(seq, a) for seq, a in zip(seqs, actions) if not isinstance(a, Decision)]
+                    elif not execute:
+                        self.db["events"].update((self.run_id, seq), {"done": 1, "error": "run cancelled"})
+            if execute:
+                todo += [(seq, a) for seq, a in zip(seqs, actions) if not isinstance(a, Decision)]
         for seq, action in todo:
             self._execute(seq, action)
 
@@ -413,85 +734,125 @@ class Coordinator:
                                   "data": json.dumps(_clean(data)), "done": done})
         return seq
 
-    def _mark(self, seq: int, error: str | None = None) -> None:
-        self.db["events"].update((self.run_id, seq), {"done": 0 if error else 1, "error": error})
+    def _mark(self, seq: int, error: str | None = None, *, done: bool | None = None) -> None:
+        finished = (error is None) if done is None else done
+        self.db["events"].update((self.run_id, seq), {"done": 1 if finished else 0, "error": error})
 
     def _execute(self, seq: int, action: Action) -> None:
-        try:
-            self._act(action)
-        except Exception as exc:   # noqa: BLE001 - kept for a retry; the site may be back next poll
-            self._mark(seq, _describe(exc))
-            self.undone.append((seq, action))
-            self._note_failure(action, exc)
+        """Carry out one recorded action: at once if it needs no site, else on its site's thread."""
+        if isinstance(action, SetTimer):
+            heapq.heappush(self.timers, (action.at, action.task, action.attempt))
+            self._mark(seq)
             return
-        self._mark(seq)
+        if isinstance(action, BagDone):
+            self.finished = True
+            self._mark(seq)
+            return
+        try:
+            job = self._prepare(action)
+        except Exception as exc:   # noqa: BLE001 - e.g. a command template that cannot be filled
+            self.feed(self._failed_action(seq, action, exc))
+            return
+        if job is None:
+            self._mark(seq)
+            return
+        self.workers[action.site].submit("act", (seq, action), job)
 
-    def _act(self, action: Action) -> None:
+    def _prepare(self, action: Action) -> Callable[[], Any] | None:
+        """What the site must do for an action (run on its thread), or None if nothing."""
         if isinstance(action, SubmitPilot):
             view = self.pilots.setdefault(action.pilot, PilotView(action.pilot, action.site, action.cores,
                                                                  action.walltime))
             if view.state in ("cancelled", "failed"):
-                return
+                return None
             if self.engine.pilots[action.pilot].state.final:   # withdrawn before we got to it
                 view.state = "cancelled"
                 self._pilot_row(view, ended=self.now(), reason="withdrawn before submission")
-                return
-            ps = self.site(action.site)
-            if view.job_id is None:
-                view.job_id = ps.find_pilot_job(self.run_key, action.pilot)   # submitted before a crash?
-            if view.job_id is None:
-                view.job_id = ps.submit_pilot(self.run_key, action.pilot, action.cores, action.walltime,
-                                              self.bag.cores_per_task)
-            self._pilot_row(view, submitted=self.now())
-        elif isinstance(action, DispatchTask):
-            self.site(action.site).dispatch(
-                self.run_key, action.pilot, action.task, action.attempt, self.bag.command_for(action.task),
-                env={"RESEL_RUN": str(self.run_id), "RESEL_SITE": action.site}, perf=self.options.perf or self.bag.measured(action.task),
+                return None
+
+            def submit() -> str:
+                ps = self.site(action.site)
+                if view.job_id is None:
+                    view.job_id = ps.find_pilot_job(self.run_key, action.pilot)   # submitted before a crash?
+                if view.job_id is None:
+                    view.job_id = ps.submit_pilot(self.run_key, action.pilot, action.cores, action.walltime,
+                                                  self.bag.cores_per_task)
+                return view.job_id
+            return submit
+        if isinstance(action, DispatchTask):
+            command = self.bag.command_for(action.task)
+            env = {"RESEL_RUN": str(self.run_id), "RESEL_SITE": action.site}
+            perf = self.options.perf or self.bag.measured(action.task)
+            return lambda: self.site(action.site).dispatch(
+                self.run_key, action.pilot, action.task, action.attempt, command, env=env, perf=perf,
                 timeout=self.options.task_timeout)
-        elif isinstance(action, CancelTask):
-            self.site(action.site).cancel_task(self.run_key, action.pilot, action.task, action.attempt)
-        elif isinstance(action, CancelPilot):
+        if isinstance(action, CancelTask):
+            return lambda: self.site(action.site).cancel_task(self.run_key, action.pilot, action.task, action.attempt)
+        if isinstance(action, CancelPilot):
             view = self.pilots.get(action.pilot)
             if view is None or view.state in ("ended", "cancelled", "failed"):
-                return
-            if view.job_id is None:   # never submitted (or the submission failed)
-                view.state = "cancelled"
-                self._pilot_row(view, ended=self.now(), reason="cancelled before submission")
-                return
-            self.site(action.site).stop_pilot(self.run_key, action.pilot, view.job_id)
-            view.state = "cancelled"
-            self._pilot_row(view, ended=self.now(), reason="cancelled")
-        elif isinstance(action, SetTimer):
-            heapq.heappush(self.timers, (action.at, action.task, action.attempt))
-        elif isinstance(action, BagDone):
-            self.finished = True
+                return None
 
-    def _note_failure(self, action: Action, exc: Exception) -> None:
-        """A submission the scheduler *rejected* disables the site; other failures are retried."""
-        if isinstance(action, SubmitPilot) and isinstance(exc, SchedulerError) \
-                and not isinstance(exc, SchedulerReplyError):
+            def stop() -> str:
+                if view.job_id is None:   # never submitted (or the submission failed)
+                    return "cancelled before submission"
+                self.site(action.site).stop_pilot(self.run_key, action.pilot, view.job_id)
+                return "cancelled"
+            return stop
+        return None
+
+    def _acted(self, seq: int, action: Action, report: Report) -> list[Event]:
+        """An action's site work is over: record it done, or decide what its failure means."""
+        if report.error is not None:
+            return self._failed_action(seq, action, report.error)
+        if isinstance(action, SubmitPilot):
+            view = self.pilots[action.pilot]
+            self._pilot_row(view, submitted=self.now())
+        elif isinstance(action, CancelPilot):
+            view = self.pilots[action.pilot]
+            if view.state in ("pending", "running"):
+                view.state = "cancelled"
+            self._pilot_row(view, ended=self.now(), reason=report.result)
+        self._mark(seq)
+        return []
+
+    def _failed_action(self, seq: int, action: Action, exc: BaseException) -> list[Event]:
+        """A transient failure is retried next poll; any other is acted on now: a refused
+        pilot gives its site up, a task that cannot be dispatched fails with the reason."""
+        why = _describe(exc)
+        site = getattr(action, "site", None)
+        if is_transient(exc):
+            self._mark(seq, why)
+            self.undone.append((seq, action, self.now() + self.options.poll))
+            if site in self.views:
+                self.views[site].error = why
+            return []
+        log.warning("run %s: %s failed for good: %s", self.run_id, type(action).__name__, why)
+        self._mark(seq, why, done=True)
+        if isinstance(action, SubmitPilot):
             view = self.pilots[action.pilot]
             view.state = "failed"
-            self._pilot_row(view, ended=self.now(), reason=_describe(exc))
-            self.undone = [(s, a) for s, a in self.undone if a is not action]
-            self._mark_done_quietly(action)
-            self.views[action.site].error = _describe(exc)
-            self.feed([SiteLost(time=self.now(), site=action.site, reason=_describe(exc))])
+            self._pilot_row(view, ended=self.now(), reason=why)
+            self.views[action.site].error = why
+            return [SiteLost(time=self.now(), site=action.site, reason=why)]
+        if isinstance(action, DispatchTask):
+            if ("TaskFailed", action.task, action.attempt) in self.consumed:
+                return []
+            self.consumed.add(("TaskFailed", action.task, action.attempt))
+            self._attempt_row(action.task, action.attempt, self.pilots.get(action.pilot) or
+                              PilotView(action.pilot, action.site),
+                              {"outcome": "failed", "reason": f"dispatch failed: {why}"})
+            return [TaskFailed(time=self.now(), task=action.task, attempt=action.attempt,
+                               reason=f"dispatch failed: {why}")]
+        return []   # a cancel that cannot be written: the stop at the end still ends everything
 
-    def _mark_done_quietly(self, action: Action) -> None:
-        for row in self.db.query("select seq from events where run_id = ? and done = 0 and kind = ? and data = ?",
-                                 [self.run_id, type(action).__name__, json.dumps(_clean(
-                                     {f.name: getattr(action, f.name) for f in dataclasses.fields(action)
-                                      if f.name != "time"}))]):
-            self.db["events"].update((self.run_id, row["seq"]), {"done": 1})
-
-    def _retry_undone(self) -> None:
-        pending, self.undone = self.undone, []
-        for seq, action in pending:
+    def _retry_undone(self, t: float) -> None:
+        due = [(s, a) for s, a, at in self.undone if at <= t]
+        self.undone = [(s, a, at) for s, a, at in self.undone if at > t]
+        for seq, action in due:
             self._execute(seq, action)
         # a site that keeps refusing for too long is given up
-        t = self.now()
-        for seq, action in self.undone:
+        for seq, action, _at in self.undone:
             site = getattr(action, "site", None)
             view = self.views.get(site) if site else None
             if view is not None:
@@ -516,40 +877,103 @@ class Coordinator:
         rows = list(self.db.query("select status from runs where id = ?", [self.run_id]))
         return bool(rows) and rows[0]["status"] == "cancelling"
 
-    def _cleanup(self, wait: float = 30.0) -> list[str]:
-        """Cancel every batch job of this run still listed anywhere; returns what is left."""
-        deadline = self.clock() + wait
-        left: list[str] = []
-        while True:
-            left = []
-            for s in self.sites:
-                if s.name in self.engine.lost_sites and self.views[s.name].error:
-                    continue
-                try:
-                    ps = self.site(s.name)
-                    jobs = ps.run_jobs(self.run_key)
-                    live = [j for j, i in jobs.items() if i.state in RUNNING_STATES or i.state in PENDING_STATES]
-                    if live:
-                        ps.scheduler.cancel(live)
-                        left += [f"{s.name}:{j}" for j in live]
-                except Exception as exc:   # noqa: BLE001
-                    left.append(f"{s.name}: {_describe(exc)}")
-            if not left or self.clock() > deadline:
-                return left
-            time.sleep(1.0)
+    def _lease(self, force: bool = False, state: str = "running") -> None:
+        """Tell ``resel cancel`` (another process) that this coordinator drives the run."""
+        now = time.monotonic()
+        if force or now - self._last_lease >= 1.0:
+            self._last_lease = now
+            live_notes.hold(self.db, self.run_id, self.now(), state)
 
-    def cancel_everything(self) -> list[str]:
-        """Stop every pilot and task of the run (``resel cancel``); returns what could not be."""
-        for view in self.pilots.values():
-            if view.state in ("pending", "running") and view.job_id:
-                try:
-                    self.site(view.site).stop_pilot(self.run_key, view.pilot, view.job_id)
-                    view.state = "cancelled"
-                    self._pilot_row(view, ended=self.now(), reason="run cancelled")
-                except Exception:   # noqa: BLE001 - _cleanup retries and reports
-                    pass
+    def _each_site(self, kind: str, job: Callable[[str], Any], timeout: float,
+                   names: list[str] | None = None) -> dict[str, Report]:
+        names = [s.name for s in self.sites] if names is None else names
+        return self._on_sites(kind, {n: (lambda n=n: job(n)) for n in names}, timeout)
+
+    def _cleanup(self, wait: float = 30.0) -> list[str]:
+        """Cancel every batch job of this run still listed anywhere; returns what is left.
+
+        Each site is asked on its own thread; a site that does not answer within ``wait``
+        seconds is reported as left, it does not hold up the others.
+        """
+        names = [s.name for s in self.sites
+                 if not (s.name in self.engine.lost_sites and self.views[s.name].error)]
+
+        def clean(name: str) -> list[str]:
+            ps = self.site(name)
+            deadline = time.monotonic() + wait
+            while True:
+                jobs = ps.run_jobs(self.run_key)
+                live = [j for j, i in jobs.items() if job_phase(i.state) in ("running", "pending", "unknown")]
+                if not live:
+                    return []
+                ps.scheduler.cancel(live)
+                if time.monotonic() > deadline:
+                    return [f"{name}:{j}" for j in live]
+                time.sleep(1.0)
+
+        answers = self._each_site("cleanup", clean, wait + 10.0, names)
+        left: list[str] = []
+        for name in names:
+            report = answers.get(name)
+            if report is None:
+                left.append(f"{name}: no answer within {wait + 10.0:g} s")
+            elif report.error is not None:
+                left.append(f"{name}: {_describe(report.error)}")
+            else:
+                left += report.result
+        return left
+
+    def cancel_everything(self, wait: float = 30.0) -> list[str]:
+        """Stop every pilot and task of the run (``resel cancel``); returns what could not be.
+
+        The pilots are told to stop (a ``stop`` file, then the scheduler's cancel), the agents
+        get up to ``wait`` seconds to write what their attempts came to, and those records are
+        read: the store then agrees with the agents' files (an attempt that finished before
+        the stop is done). The bag is then recorded as cancelled, so ``resel status`` shows no
+        pilot and no task running.
+        """
+        live = [v for v in self.pilots.values() if v.state in ("pending", "running") and v.job_id]
+        by_site: dict[str, list[PilotView]] = {}
+        for v in self.pilots.values():
+            if v.job_id:
+                by_site.setdefault(v.site, []).append(v)
+
+        def stop_and_drain(name: str) -> dict[int, PilotFiles]:
+            ps = self.site(name)
+            mine = [v for v in live if v.site == name]
+            for v in mine:
+                ps.stop_pilot(self.run_key, v.pilot, v.job_id)
+            deadline = time.monotonic() + wait
+            while mine and time.monotonic() < deadline:
+                jobs = ps.pilot_jobs([v.job_id for v in mine])
+                mine = [v for v in mine if v.job_id in jobs and job_phase(jobs[v.job_id].state) != "final"
+                        and not ps.transport.exists(f"{ps.pilot_dir(self.run_key, v.pilot)}/exit.json")]
+                if mine:
+                    time.sleep(0.5)
+            return {v.pilot: ps.collect(self.run_key, v.pilot, v.seen) for v in by_site.get(name, [])}
+
+        answers = self._each_site("drain", stop_and_drain, wait + 30.0, list(by_site))
+        t = self.now()
+        events: list[Event] = []
+        for name in by_site:
+            report = answers.get(name)
+            if report is None or report.error is not None:
+                log.warning("run %s: could not read what the agents on %s wrote: %s", self.run_id, name,
+                            "no answer" if report is None else _describe(report.error))
+                continue
+            for pilot, found in sorted(report.result.items()):
+                v = self.pilots[pilot]
+                for path, why in found.bad:
+                    self._bad_record(name, path, why, t)
+                events.extend(self._file_events(t, v, found))
+        for v in live:
+            v.state = "cancelled"
+            self._pilot_row(v, ended=t, reason="run cancelled")
+        self.feed(events + [BagCancelled(time=t)], execute=False)
+        self.cancelled = True
         left = self._cleanup()
         self._write_results("cancelled")
+        self._lease(force=True, state="released")
         return left
 
     def _write_results(self, status: str) -> None:
@@ -566,7 +990,21 @@ class Coordinator:
                 "failed": m.failed, "reassigned": m.reassigned, "restarts": m.restarts,
                 "wasted_core_s": m.wasted_core_s, "per_site": to_json(m.per_site), "steps": self.seq})
 
+    def site_notes(self) -> dict[str, "live_notes.SiteNotes"]:
+        """What this coordinator noticed per site, as the live table shows it."""
+        out = {}
+        for name, view in self.views.items():
+            out[name] = live_notes.SiteNotes(
+                not_answering_since=view.failing_since, not_answering=view.error, bad_records=view.bad_records,
+                lines=[words for key, words in view.notes.items() if not key.startswith("bad:")])
+        return out
+
+    def _stop_workers(self) -> None:
+        for worker in self.workers.values():
+            worker.stop()
+
     def close(self) -> None:
+        self._stop_workers()
         for ps in self.psites.values():
             try:
                 ps.transport.close()
@@ -587,8 +1025,10 @@ def load_live_run(db: Database, run_id: int) -> tuple[dict, Bag, list[Site], Liv
     run = rows[0]
     if run["mode"] != "live":
         raise ReselError(f"run {run_id} is a {run['mode']} run, not a live one: use `resel report {run_id}`")
+    options = json.loads(run["options"])
+    options.setdefault("prefetch", 0)   # stored before hand-ahead existed: replay as it ran
     return (run, bag_from_json(json.loads(run["bag_spec"])), sites_from_json(json.loads(run["sites"])),
-            LiveOptions(**json.loads(run["options"])))
+            LiveOptions(**options))
 
 
 @dataclass

@@ -2,12 +2,15 @@
 
 Computed from an engine's state, so the live display (inside the coordinator) and
 ``resel status`` (another process, which rebuilds the engine by replaying the stored events)
-show the same numbers.
+show the same numbers; what the coordinator noticed besides events (a site not answering and
+since when, a job state resel does not know, a relaunched agent, records skipped) comes from
+its view inside the run and from ``live_notes`` in ``resel status``.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -15,8 +18,13 @@ from rich.table import Table
 from sqlite_utils import Database
 
 from resel.engine import Engine
+from resel.errors import IllegalTransition
+from resel.live_notes import SiteNotes
+from resel.live_notes import read as read_notes
 from resel.safe_text import markup
 from resel.states import PilotState, TaskState
+
+log = logging.getLogger("resel.live")
 
 
 @dataclass
@@ -30,6 +38,10 @@ class SiteRow:
     failed: int = 0
     error: str | None = None
     lost: str | None = None
+    #: seconds since the run started at which the site stopped answering (None: it answers)
+    not_answering_since: float | None = None
+    bad_records: int = 0
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -47,10 +59,18 @@ class Snapshot:
 
 
 def snapshot(engine: Engine, run_id: int, status: str, elapsed: float,
-             errors: dict[str, str | None] | None = None) -> Snapshot:
-    """Counts per site: queued = waiting with the site as origin, running/done where they run."""
+             errors: dict[str, str | None] | None = None, notes: dict[str, SiteNotes] | None = None) -> Snapshot:
+    """Counts per site: queued = waiting (or handed ahead) with the site as origin, running/done
+    where they run; ``notes`` what the coordinator noticed per site."""
     names = [s.name for s in engine.sites]
     rows = {n: SiteRow(n, error=(errors or {}).get(n), lost=engine.lost_sites.get(n)) for n in names}
+    for name, found in (notes or {}).items():
+        if name in rows:
+            row = rows[name]
+            row.not_answering_since, row.bad_records, row.notes = (found.not_answering_since, found.bad_records,
+                                                                   list(found.lines))
+            if found.not_answering and not row.error:
+                row.error = found.not_answering
     for pilot in engine.pilots.values():
         row = rows[names[pilot.site]]
         if pilot.state is PilotState.PENDING:
@@ -58,7 +78,7 @@ def snapshot(engine: Engine, run_id: int, status: str, elapsed: float,
         elif pilot.state is PilotState.ACTIVE:
             row.pilots_running += 1
     for task in engine.tasks:
-        if task.state is TaskState.WAITING:
+        if task.state in (TaskState.WAITING, TaskState.QUEUED):
             rows[names[task.origin]].queued += 1
         elif task.state in (TaskState.RUNNING, TaskState.PROVISIONAL):
             rows[names[task.site]].running += 1
@@ -78,10 +98,24 @@ def table(snap: Snapshot) -> Table:
     for col in ("site", "pilots pending", "pilots running", "queued", "running", "done", "failed", "note"):
         t.add_column(col, justify="left" if col in ("site", "note") else "right")
     for r in snap.sites:
-        note = f"gave up: {r.lost}" if r.lost else (f"error: {r.error}" if r.error else "")
         t.add_row(markup(r.site), str(r.pilots_pending), str(r.pilots_running), str(r.queued), str(r.running),
-                  str(r.done), str(r.failed), markup(note))
+                  str(r.done), str(r.failed), markup("; ".join(site_notes(r))))
     return t
+
+
+def site_notes(r: SiteRow) -> list[str]:
+    """The note column: given up, not answering (since when), job states, relaunches, skips."""
+    out = []
+    if r.lost:
+        out.append(f"gave up: {r.lost}")
+    if r.not_answering_since is not None:
+        out.append(f"not answering since {r.not_answering_since:,.0f} s" + (f" ({r.error})" if r.error else ""))
+    elif r.error:
+        out.append(f"error: {r.error}")
+    out += r.notes
+    if r.bad_records:
+        out.append(f"{r.bad_records} bad record(s) skipped")
+    return out
 
 
 def replayed_engine(db: Database, run_id: int) -> tuple[Engine, dict]:
@@ -89,8 +123,16 @@ def replayed_engine(db: Database, run_id: int) -> tuple[Engine, dict]:
     from resel.live import EVENT_TYPES, load_live_run
 
     run, bag, sites, options = load_live_run(db, run_id)
-    engine = Engine(bag, sites, options.strategy, seed=options.seed, clock=options.clock)
-    for row in db.query("select kind, time, data from events where run_id = ? order by seq", [run_id]):
+    engine = Engine(bag, sites, options.strategy, seed=options.seed, clock=options.clock, prefetch=options.prefetch)
+    for row in db.query("select seq, kind, time, data from events where run_id = ? order by seq", [run_id]):
         if row["kind"] in EVENT_TYPES:
-            engine.handle(EVENT_TYPES[row["kind"]](time=row["time"], **json.loads(row["data"])))
+            try:
+                engine.handle(EVENT_TYPES[row["kind"]](time=row["time"], **json.loads(row["data"])))
+            except (IllegalTransition, TypeError, ValueError) as exc:   # a record an older resel let in
+                log.warning("run %s: recorded %s #%s skipped: %s", run_id, row["kind"], row["seq"], exc)
     return engine, run
+
+
+def stored_notes(db: Database, run_id: int) -> dict[str, SiteNotes]:
+    """What the run's coordinator noticed, per site (``live_notes``)."""
+    return read_notes(db, run_id)

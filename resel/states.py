@@ -16,6 +16,7 @@ class TaskState(Enum):
     """Where a task is in its life. ``final`` states never change again."""
 
     WAITING = "waiting"          # not running anywhere; bound to its origin site
+    QUEUED = "queued"            # handed ahead to a busy pilot of its origin; starts when a slot frees
     RUNNING = "running"          # running, committed to the site it runs on
     PROVISIONAL = "provisional"  # running on r' inside the re-selection window of its origin r
     DONE = "done"
@@ -29,7 +30,7 @@ class TaskState(Enum):
 class PilotState(Enum):
     """A pilot job's life; ``order`` lets a poller ignore updates that would move backwards."""
 
-    PENDING = "pending"      # submitted, waiting in the site's queue
+    PENDING = "pending"      # submitted, waiting in the site's queue (again, after a requeue)
     ACTIVE = "active"        # acquired: its cores can run tasks
     ENDED = "ended"          # ran and stopped (released, walltime, failure)
     CANCELLED = "cancelled"  # withdrawn before it started
@@ -43,21 +44,28 @@ class PilotState(Enum):
         return {PilotState.PENDING: 0, PilotState.ACTIVE: 1, PilotState.ENDED: 2, PilotState.CANCELLED: 2}[self]
 
 
-W, R, P, D, F = TaskState.WAITING, TaskState.RUNNING, TaskState.PROVISIONAL, TaskState.DONE, TaskState.FAILED
+W, Q, R, P, D, F = (TaskState.WAITING, TaskState.QUEUED, TaskState.RUNNING, TaskState.PROVISIONAL,
+                    TaskState.DONE, TaskState.FAILED)
 
 #: TASK_TRANSITIONS[state][what happened] -> next state
 TASK_TRANSITIONS: dict[TaskState, dict[str, TaskState]] = {
-    W: {"dispatch": R, "dispatch-provisional": P, "give-up": F},
-    R: {"finish": D, "fail": W, "give-up": F, "lost": W},
+    W: {"dispatch": R, "dispatch-provisional": P, "queue": Q, "give-up": F},
+    # a queued attempt runs once its pilot's agent starts it (its own start record, or a
+    # result read before the start record); withdrawn = taken back before it started
+    Q: {"start": R, "withdraw": W},
+    # stop: the user cancelled the run (the task is left waiting, never to run)
+    R: {"finish": D, "fail": W, "give-up": F, "lost": W, "stop": W},
     # move-back: cancelled on r' and handed straight to r, through WAITING's "dispatch"
-    P: {"finish": D, "fail": W, "give-up": F, "lost": W, "commit": R, "move-back": W},
+    P: {"finish": D, "fail": W, "give-up": F, "lost": W, "commit": R, "move-back": W, "stop": W},
     D: {},
     F: {},
 }
 
 PILOT_TRANSITIONS: dict[PilotState, dict[str, PilotState]] = {
     PilotState.PENDING: {"start": PilotState.ACTIVE, "cancel": PilotState.CANCELLED, "end": PilotState.ENDED},
-    PilotState.ACTIVE: {"end": PilotState.ENDED, "cancel": PilotState.ENDED},
+    # requeue: the batch job went back to the queue (scontrol requeue, a node failure with
+    # requeue on): its agent is gone, the scheduler may start it again later
+    PilotState.ACTIVE: {"end": PilotState.ENDED, "cancel": PilotState.ENDED, "requeue": PilotState.PENDING},
     PilotState.ENDED: {},
     PilotState.CANCELLED: {},
 }

@@ -122,6 +122,21 @@ def m007_wait_history(db: Database) -> None:
     db["wait_history"].create_index(["site", "submit"])
 
 
+@migrations()
+def m008_live_notes(db: Database) -> None:
+    """What a live coordinator noticed besides events, for ``resel status`` in another process:
+    a site not answering (and since when), a pilot in a job state resel does not know, an agent
+    relaunched under the same job, a record refused by the protocol check, and the
+    coordinator's own lease (so ``resel cancel`` can wait for it to let go of the run).
+
+    One row per (run, site, key); ``first``/``last`` are seconds since the run started,
+    ``count`` how often it was seen, ``detail`` the words to show.
+    """
+    db["live_notes"].create({"run_id": int, "site": str, "key": str, "kind": str, "first": float,
+                             "last": float, "count": int, "detail": str},
+                            pk=("run_id", "site", "key"), foreign_keys=[("run_id", "runs", "id")])
+
+
 def default_path() -> Path:
     """``$RESEL_DB``, else ``$XDG_DATA_HOME/resel/resel.db`` (``~/.local/share/resel/resel.db``)."""
     if os.environ.get("RESEL_DB"):

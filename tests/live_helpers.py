@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 from resel.backends.connect import open_site
 from resel.config import load_bag, load_sites
@@ -63,11 +66,13 @@ def write_inputs(tmp_path: Path, sites: str, bag: str) -> tuple[Path, Path]:
     return sp, bp
 
 
-def start(tmp_path: Path, sites: str, bag: str, **options) -> Coordinator:
+def start(tmp_path: Path, sites: str, bag: str, *, opener=open_site, **options) -> Coordinator:
     sp, bp = write_inputs(tmp_path, sites, bag)
     opts = LiveOptions(**{"poll": 0.3, "strategy": "topk:2+reselect", **options})
     db = open_store(tmp_path / "resel.db")
-    return Coordinator.start(db, load_bag(bp), load_sites(sp), opts, open_site, bag_file=str(bp), sites_file=str(sp))
+    coord = Coordinator.start(db, load_bag(bp), load_sites(sp), opts, opener, bag_file=str(bp), sites_file=str(sp))
+    STARTED_KEYS.add(coord.run_key)
+    return coord
 
 
 def slurm(tb, cluster: str, *argv: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -102,20 +107,39 @@ def our_jobs(tb, run_key: str) -> list[str]:
 def done_results(tb, run_key: str, work_b: str | None = None) -> dict[int, int]:
     """From the agents' own files on both sites: how many attempts of each task finished done."""
     counts: dict[int, int] = {}
-    for root in (tb.work_a, work_b or tb.work_b):
-        for res in Path(root, run_key).glob("p*/results/*.json"):
-            rec = json.loads(res.read_text())
-            if rec["outcome"] == "done":
-                counts[rec["task"]] = counts.get(rec["task"], 0) + 1
+    for rec in agents_results(tb, run_key, work_b):
+        if rec.get("outcome") == "done" and isinstance(rec.get("task"), int):
+            counts[rec["task"]] = counts.get(rec["task"], 0) + 1
     return counts
 
 
-def cancel_leftovers(tb) -> list[str]:
-    """Cancel every resel pilot still queued or running on the testbed (after a failed test)."""
+#: run keys of the runs this test process started (``start``) — the only pilots it may cancel
+STARTED_KEYS: set[str] = set()
+
+
+def run_keys_under(root: Path) -> set[str]:
+    """Run keys of every run stored in a ``*.db`` under ``root`` (runs a test made via the CLI)."""
+    import sqlite3
+    keys: set[str] = set()
+    for db in Path(root).rglob("*.db"):
+        try:
+            with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
+                keys |= {row[0] for row in con.execute("select run_key from runs where run_key is not null")}
+        except sqlite3.Error:
+            continue
+    return keys
+
+
+def cancel_leftovers(tb, root: Path | None = None) -> list[str]:
+    """Cancel the pilots this test left queued or running on the testbed: those of runs it
+    started (``start``, or a run store under ``root``) — never another session's, since the
+    testbed is shared by concurrent test sessions."""
+    keys = STARTED_KEYS | (run_keys_under(root) if root is not None else set())
     left = []
     for cluster in ("a", "b"):
         lines = slurm(tb, cluster, "squeue", "-h", "-o", "%i %j %T", check=False).stdout.split("\n")
-        ids = [ln.split()[0] for ln in lines if ln.strip() and ln.split()[1].startswith("resel-r")
+        ids = [ln.split()[0] for ln in lines if len(ln.split()) == 3
+               and any(ln.split()[1].startswith(f"resel-{k}-") for k in keys)
                and ln.split()[2] in ("PENDING", "RUNNING", "CONFIGURING")]
         if ids:
             slurm(tb, cluster, "scancel", *ids, check=False)
@@ -131,3 +155,125 @@ def wait_for(check, timeout: float = 15.0, every: float = 0.3):
         if value or time.monotonic() > deadline:
             return value
         time.sleep(every)
+
+
+# ---------------------------------------------------------------------- faults made with real parts
+FORWARDER = r"""
+import socket, sys, threading
+target = (sys.argv[1], int(sys.argv[2]))
+server = socket.socket()
+server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+server.bind(("127.0.0.1", 0))
+server.listen(16)
+print(server.getsockname()[1], flush=True)
+
+def pump(a, b):
+    try:
+        while True:
+            data = a.recv(65536)
+            if not data:
+                break
+            b.sendall(data)
+    except OSError:
+        pass
+    for s in (a, b):
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+while True:
+    client, _ = server.accept()
+    upstream = socket.create_connection(target)
+    for a, b in ((client, upstream), (upstream, client)):
+        threading.Thread(target=pump, args=(a, b), daemon=True).start()
+"""
+
+
+class Forwarder:
+    """A TCP forwarder in its own process: SSH to a site through it, then SIGSTOP it and the
+    connection stalls as a hung network or server would (the kernel still accepts new
+    connections on its port; nothing answers)."""
+
+    def __init__(self, host: str, port: int):
+        self.proc = subprocess.Popen([sys.executable, "-c", FORWARDER, host, str(port)], stdout=subprocess.PIPE,
+                                     text=True)
+        self.port = int(self.proc.stdout.readline())
+
+    def stall(self) -> None:
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self.proc.send_signal(signal.SIGCONT)
+
+    def close(self) -> None:
+        self.resume()
+        self.proc.kill()
+        self.proc.wait()
+
+
+def forwarded_tbb(tb, fwd: Forwarder, tmp_path: Path) -> dict:
+    """tbb's access table reaching its sshd through ``fwd`` (its own known_hosts: a new port)."""
+    empty = tmp_path / "empty_ssh_config"
+    empty.write_text("")
+    known = tmp_path / "known_hosts_fwd"
+    known.write_text("")
+    return {"host": "127.0.0.1", "port": fwd.port, "user": tb.user, "key": tb.ssh_key, "ssh_config": str(empty),
+            "known_hosts": str(known), "accept_new_host_keys": True}
+
+
+class Rewriting:
+    """A transport that runs every command for real and lets a test rewrite the output of some
+    (``rule(argv, stdout) -> stdout``): the scheduler's real reply, in its real format, with one
+    field changed — read by the real parser."""
+
+    def __init__(self, inner, rule: Callable[[list[str], str], str]):
+        self.inner, self.rule = inner, rule
+
+    def run(self, argv, **kw):
+        done = self.inner.run(argv, **kw)
+        out = self.rule(list(argv), done.stdout)
+        if out is done.stdout:
+            return done
+        from resel.backends.transport import Completed
+        return Completed(done.argv, done.returncode, out, done.stderr)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def opener_with(rule: Callable[[list[str], str], str], sites: tuple[str, ...]):
+    """``open_site`` whose scheduler commands for ``sites`` go through :class:`Rewriting`."""
+    def opener(site):
+        ps = open_site(site)
+        if site.name in sites:
+            ps.scheduler.transport = Rewriting(ps.scheduler.transport, rule)
+        return ps
+    return opener
+
+
+def kill_ctld(tb, cluster: str) -> int:
+    """kill -9 a testbed cluster's slurmctld (its pid file); returns the pid."""
+    name = {"a": "tba", "b": "tbb"}[cluster]
+    pid = int(Path(tb.root, "run", f"slurmctld-{name}.pid").read_text().split()[0])
+    os.kill(pid, signal.SIGKILL)
+    return pid
+
+
+def restart_ctld(cluster: str) -> None:
+    subprocess.run(["bash", str(REPO / "scripts" / "testbed.sh"), "restart-ctld", cluster.upper()], check=True,
+                   capture_output=True, timeout=120)
+
+
+def agents_results(tb, run_key: str, work_b: str | None = None) -> list[dict]:
+    """Every result file the agents of a run wrote, on both sites."""
+    out = []
+    for root in (tb.work_a, work_b or tb.work_b):
+        for res in Path(root, run_key).glob("p*/results/*.json"):
+            try:
+                rec = json.loads(res.read_text())
+            except ValueError:
+                continue
+            if isinstance(rec, dict):
+                out.append(rec)
+    return out

@@ -51,9 +51,9 @@ def wait_for(predicate, timeout: float = 10.0, what: str = "condition"):
 
 
 class Pilot:
-    def __init__(self, root: Path, slots: int = 2, walltime: float = 300, extra=(), env=None):
-        self.dir = root / "pilot"
-        (self.dir / "inbox").mkdir(parents=True)
+    def __init__(self, root: Path, slots: int = 2, walltime: float = 300, extra=(), env=None, directory=None):
+        self.dir = directory or root / "pilot"      # `directory`: a second agent on the same pilot
+        (self.dir / "inbox").mkdir(parents=True, exist_ok=True)
         self.args = [sys.executable, str(AGENT), "--dir", str(self.dir), "--pilot", "p-test",
                      "--slots", str(slots), "--walltime", str(walltime), *FAST, *extra]
         self.env = env
@@ -321,6 +321,30 @@ def test_job_wide_sigterm_reaching_the_task_first_is_still_lost(pilot):
     assert (r["outcome"], r["reason"]) == ("lost", "terminated"), r
 
 
+def test_a_task_whose_shell_survives_the_job_wide_sigterm_is_lost_not_done(pilot):
+    """The job-wide SIGTERM kills the task's `sleep`, its shell goes on to `echo` and exits 0:
+    reported done, another attempt of the task would complete it twice. Once the agent was
+    signalled, whatever an attempt exits with, it is lost. (The agent is frozen while the two
+    signals land, so they arrive together, as scancel delivers them.)"""
+    p = pilot(slots=1)
+    key = p.submit(1, "sleep 30; echo carried on")
+    p.started(key)
+    shell = int(re.search(rf"started {key}: pid (\d+)", (p.dir / "agent.log").read_text()).group(1))
+    sleep = int(Path(f"/proc/{shell}/task/{shell}/children").read_text().split()[0])
+    p.proc.send_signal(signal.SIGSTOP)
+    try:
+        os.kill(sleep, signal.SIGTERM)                     # only the child: the shell carries on
+        wait_for(lambda: not pid_alive(shell) or Path(f"/proc/{shell}/stat").read_text().split()[2] == "Z",
+                 5, "the shell to exit")
+        p.proc.send_signal(signal.SIGTERM)
+    finally:
+        p.proc.send_signal(signal.SIGCONT)
+    assert p.wait_exit(8) == 0
+    r = p.read("results", f"{key}.json")
+    assert (r["outcome"], r["reason"], r["exit_code"]) == ("lost", "terminated", 0), r
+    assert "carried on" in r["stdout_tail"]
+
+
 def test_stop_cancels_running_tasks(pilot):
     p = pilot(slots=1)
     key = p.submit(1, "sleep 30")
@@ -378,7 +402,97 @@ def test_idle_exit(pilot):
 
 
 def test_source_and_protocol_version():
-    assert agent_module.PROTOCOL_VERSION == 1
+    assert agent_module.PROTOCOL_VERSION == 2
     text = agent_module.source()
     assert text == AGENT.read_text(encoding="utf-8")
     assert "def source()" in text and 'if __name__ == "__main__":' in text
+
+
+def _kill_group_of(pilot: "Pilot", key: str) -> None:
+    """Kill an orphaned attempt's process group (its agent was SIGKILLed, as slurmd may)."""
+    pid = int(re.search(r"started %s: pid (\d+)" % key, (pilot.dir / "agent.log").read_text()).group(1))
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def test_relaunched_agent_reports_what_its_predecessor_took_and_runs_the_inbox(tmp_path):
+    """Protocol 2: an agent started again in the same directory (the batch job relaunched
+    under the same id) writes one "lost" result per attempt its predecessor claimed, names the
+    incarnation it replaced, and runs what still waits in the inbox."""
+    first = Pilot(tmp_path, slots=2).start()
+    a, b = first.submit(1, "sleep 30"), first.submit(2, "sleep 30")
+    wait_for(lambda: len(first.read("heartbeat.json")["running"]) == 2, 5, "both attempts running")
+    old = first.read("agent.json")
+    assert old["incarnation"] == first.read("heartbeat.json")["incarnation"]
+    first.proc.kill()                                     # SIGKILL: no result, no exit.json
+    first.proc.wait()
+    for key in (a, b):
+        _kill_group_of(first, key)
+    assert not (first.dir / "results" / f"{a}.json").exists()
+    waiting = first.submit(3, "echo third")               # arrives while no agent runs
+    second = Pilot(tmp_path, slots=2, directory=first.dir)
+    try:
+        second.start()
+        wait_for(lambda: second.read("heartbeat.json")["pid"] == second.proc.pid, 5, "the new agent's heartbeat")
+        new = second.read("agent.json")
+        assert new["incarnation"] != old["incarnation"] and new["previous"] == old["incarnation"]
+        assert new["protocol"] == 2 and "restart_count" in new
+        for key in (a, b):
+            res = second.result(key)
+            assert (res["outcome"], res["reason"]) == ("lost", "agent restarted")
+        assert second.result(waiting)["outcome"] == "done"
+        beat = second.read("heartbeat.json")
+        assert beat["incarnation"] == new["incarnation"] and beat["pid"] == second.proc.pid
+        assert beat["started"] == new["started"]
+    finally:
+        second.close()
+
+
+def test_an_agent_superseded_by_a_newer_one_stops_and_leaves_its_files_alone(tmp_path):
+    """Two agents on one directory (the old step was not killed): the older one notices the
+    newer agent.json, kills its attempt and exits; the newer one's result and files stand."""
+    old = Pilot(tmp_path, slots=1).start()
+    key = old.submit(1, "sleep 30")
+    wait_for(lambda: old.read("heartbeat.json")["running"] == [key], 5, "the attempt running")
+    new = Pilot(tmp_path, slots=1, directory=old.dir)
+    try:
+        new.start()
+        wait_for(lambda: new.read("heartbeat.json").get("pid") == new.proc.pid, 5, "the new agent's heartbeat")
+        assert old.proc.wait(timeout=10) == 0
+        res = new.result(key)
+        assert (res["outcome"], res["reason"]) == ("lost", "agent restarted")   # the first word stands
+        assert "superseded by incarnation" in (old.dir / "agent.log").read_text()
+        assert not (old.dir / "exit.json").exists()       # the old agent did not write the new one's
+        assert new.read("heartbeat.json")["incarnation"] == new.read("agent.json")["incarnation"]
+        assert new.proc.poll() is None
+        assert new.result(new.submit(2, "echo still here"))["outcome"] == "done"
+    finally:
+        new.close()
+        old.close()
+
+
+def test_a_freed_slot_takes_the_next_inbox_file_without_waiting_for_the_poll(tmp_path):
+    """With --poll 5, a task queued behind a running one starts when the first ends (SIGCHLD
+    wakes the agent), not at the next poll; the margin is wide: this is not a benchmark."""
+    p = Pilot(tmp_path, slots=1)
+    p.args = [w for w in p.args if w not in FAST] + ["--poll", "5", "--heartbeat", "5"]
+    p.submit(1, "sleep 0.5")
+    time.sleep(0.02)
+    p.submit(2, "true")
+    try:
+        p.start()
+        first, second = p.result("t1-a0", 15), p.result("t2-a0", 15)
+        assert second["start"] - first["end"] < 2.0, (first, second)
+    finally:
+        p.close()
+
+
+def test_a_result_is_written_once(tmp_path):
+    path = tmp_path / "results" / "t1-a0.json"
+    path.parent.mkdir()
+    assert agent_module.write_json_once(str(path), {"outcome": "lost"}) is True
+    assert agent_module.write_json_once(str(path), {"outcome": "done"}) is False
+    assert json.loads(path.read_text()) == {"outcome": "lost"}
+    assert [n for n in os.listdir(path.parent)] == ["t1-a0.json"]     # no temporary left behind

@@ -13,10 +13,10 @@ from live_helpers import cancel_leftovers, REPO, bag_toml, our_jobs, sites_toml,
 from resel.store import open_store
 
 @pytest.fixture(autouse=True)
-def _no_pilot_left_behind(testbed):
+def _no_pilot_left_behind(testbed, tmp_path):
     """Whatever a test does, no pilot of it stays on the testbed to slow down the next one."""
     yield
-    cancel_leftovers(testbed)
+    cancel_leftovers(testbed, tmp_path)
 
 
 RESEL = [sys.executable, "-m", "resel.cli"]

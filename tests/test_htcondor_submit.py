@@ -434,7 +434,7 @@ def test_chirp_wrapper_runs_a_task_from_the_access_point(slot):
         assert rec["outcome"] == "done" and rec["stdout_tail"].strip() == "hello from the slot"
         assert json.loads((iwd / "started" / "t1-a0.json").read_text())["task"] == 1
         agent_json = json.loads((iwd / "agent.json").read_text())
-        assert agent_json["pilot"] == "3" and agent_json["protocol"] == 1
+        assert agent_json["pilot"] == "3" and agent_json["protocol"] == agent_module.PROTOCOL_VERSION
         assert wait_for(lambda: (iwd / "heartbeat.json").exists(), what="a heartbeat")
         # a cancel for an attempt not yet dispatched, then the attempt: cancelled, not run
         ap.write_file(str(iwd / "cancel" / "t2-a0"), b"cancel\n")

@@ -325,7 +325,6 @@ def test_with_workdir_keeps_directives_first():
     (lambda t: f.parse_jobs_json(f.load_json(t, "qstat"), UTC), "[1, 2]"),
     (lambda t: f.parse_jobs_json(f.load_json(t, "qstat"), UTC), '{"Jobs": []}'),
     (lambda t: f.parse_jobs_json(f.load_json(t, "qstat"), UTC), '{"Jobs": {"1.pbs": {"Job_Name": "x"}}}'),
-    (lambda t: f.parse_jobs_json(f.load_json(t, "qstat"), UTC), '{"Jobs": {"1.pbs": {"job_state": "Z"}}}'),
     (lambda t: f.parse_jobs_json(f.load_json(t, "qstat"), UTC),
      '{"Jobs": {"1.pbs": {"job_state": "R", "stime": "yesterday"}}}'),
     (lambda t: f.parse_jobs_json(f.load_json(t, "qstat"), UTC),
@@ -393,7 +392,7 @@ class Replay:
 
 def test_pro_submit_argv_stdin_and_refusal():
     qsub = ("qsub", "-N", "resel-r1-abcdef-p0", "-l", "select=1:ncpus=4", "-l", "walltime=00:15:00",
-            "-q", "workq", "-A", "proj1", "-o", "/w/p0/pilot.out", "-j", "oe")
+            "-q", "workq", "-A", "proj1", "-r", "n", "-o", "/w/p0/pilot.out", "-j", "oe")
     tr = Replay({qsub: "1.pbs\n"})
     cli = PBSCLI(tr, queue="workq", account="proj1", dialect="pro")
     jid = cli.submit("#!/bin/sh\nexec agent\n", name="resel-r1-abcdef-p0", cores=4, walltime=900,
@@ -436,7 +435,7 @@ def test_pro_availability_from_recorded_replies():
 
 def test_torque_submit_writes_a_script_file_and_cancel_tolerates_gone_jobs():
     path = "/w/p0/.resel-r1-abcdef-p0.qsub.sh"
-    qsub = ("qsub", "-N", "resel-r1-abcdef-p0", "-l", "nodes=1:ppn=2,walltime=00:01:01", "-o", "/w/p0/pilot.out",
+    qsub = ("qsub", "-N", "resel-r1-abcdef-p0", "-l", "nodes=1:ppn=2,walltime=00:01:01", "-r", "n", "-o", "/w/p0/pilot.out",
             "-j", "oe", path)
     tr = Replay({qsub: "42.head\n", ("qdel", "42.head"): ("", "qdel: Unknown Job Id 42.head\n")},
                 codes={("qdel", "42.head"): 153})
@@ -463,3 +462,11 @@ def test_torque_empty_job_list_is_exit_153():
     with pytest.raises(SchedulerError) as info:
         PBSCLI(tr, dialect="torque").jobs()
     assert "cannot connect" in str(info.value) and "did not answer" in info.value.hint
+
+
+def test_an_unknown_state_letter_is_kept_as_such_not_taken_as_final():
+    """A letter not in the table (a newer PBS) must not make the reply unreadable nor look final:
+    it becomes PBS_<letter>, which the coordinator keeps polling (issue 13 §2)."""
+    jobs = f.parse_jobs_json(f.load_json('{"Jobs": {"1.pbs": {"job_state": "Z", "Job_Name": "x"}}}', "qstat"), UTC)
+    assert (jobs["1.pbs"].state, jobs["1.pbs"].reason) == ("PBS_Z", "unknown PBS state 'Z'")
+    assert f.job_state("?") == ("PBS_UNKNOWN", "unknown PBS state '?'")

@@ -15,9 +15,9 @@ RESEL = [sys.executable, "-m", "resel.cli"]
 
 
 @pytest.fixture(autouse=True)
-def _clean(testbed):
+def _clean(testbed, tmp_path):
     yield
-    cancel_leftovers(testbed)
+    cancel_leftovers(testbed, tmp_path)
     slurm(testbed, "a", "scancel", "-n", "filler", check=False)
 
 

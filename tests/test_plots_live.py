@@ -10,9 +10,9 @@ from resel.report_html import html_report
 
 
 @pytest.fixture(autouse=True)
-def _no_pilot_left_behind(testbed):
+def _no_pilot_left_behind(testbed, tmp_path):
     yield
-    cancel_leftovers(testbed)
+    cancel_leftovers(testbed, tmp_path)
 
 
 def test_figures_from_a_live_run(tmp_path, testbed):

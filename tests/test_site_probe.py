@@ -12,9 +12,9 @@ from resel.store import open_store
 
 
 @pytest.fixture(autouse=True)
-def _no_pilot_left_behind(testbed):
+def _no_pilot_left_behind(testbed, tmp_path):
     yield
-    cancel_leftovers(testbed)
+    cancel_leftovers(testbed, tmp_path)
 
 
 def test_probe_measures_each_site_through_its_queue_and_feeds_lim(tmp_path, testbed):

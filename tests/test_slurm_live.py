@@ -165,7 +165,7 @@ def test_out_of_quota_reply_through_submit(testbed):
         cli.submit(SLEEP.format(s=1), name="resel-x", cores=3, walltime=61, workdir=testbed.work_a)
     assert "Job violates accounting/QOS policy" in str(err.value) and "max_pilots" in str(err.value)
     assert rec.calls[-1] == ["sbatch", "--parsable", "--job-name=resel-x", "--ntasks=1", "--cpus-per-task=3",
-                             "--time=2", "--partition=debug", "--account=acct", "--qos=normal",
+                             "--time=2", "--partition=debug", "--account=acct", "--qos=normal", "--no-requeue",
                              f"--chdir={testbed.work_a}"]
 
 

@@ -1,0 +1,96 @@
+"""What a live coordinator noticed besides engine events, kept in the store (``live_notes``)
+so ``resel status`` in another process shows it too: a site not answering and since when, a
+pilot in a job state resel does not know, an agent relaunched under the same job, a record
+refused by the protocol check — and the coordinator's lease on the run, which ``resel cancel``
+reads to wait until a running coordinator has let go.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from dataclasses import dataclass, field
+
+from sqlite_utils import Database
+
+#: kinds of note, and how ``resel status`` words them
+KINDS = ("unreachable", "job-state", "relaunch", "requeue", "bad-record")
+LEASE = "coordinator"
+
+
+def put(db: Database, run_id: int, site: str, key: str, kind: str, at: float, detail: str) -> None:
+    """Record (or refresh) one note: ``first`` stays, ``last`` and ``count`` move on."""
+    rows = list(db.query("select first, count from live_notes where run_id = ? and site = ? and key = ?",
+                         [run_id, site, key]))
+    first, count = (rows[0]["first"], (rows[0]["count"] or 0) + 1) if rows else (at, 1)
+    db["live_notes"].upsert({"run_id": run_id, "site": site, "key": key, "kind": kind, "first": first,
+                             "last": at, "count": count, "detail": detail}, pk=("run_id", "site", "key"))
+
+
+def drop(db: Database, run_id: int, site: str, key: str) -> None:
+    """Forget a note that no longer holds (the site answers again, the state is known again)."""
+    db["live_notes"].delete_where("run_id = ? and site = ? and key = ?", [run_id, site, key])
+
+
+@dataclass
+class SiteNotes:
+    """One site's notes, as the live table and ``resel status`` show them."""
+
+    not_answering_since: float | None = None
+    not_answering: str | None = None
+    bad_records: int = 0
+    lines: list[str] = field(default_factory=list)
+
+
+def read(db: Database, run_id: int) -> dict[str, SiteNotes]:
+    """Every site's notes of a run (an empty dict for a store without the table)."""
+    out: dict[str, SiteNotes] = {}
+    if "live_notes" not in db.table_names():
+        return out
+    for row in db.query("select * from live_notes where run_id = ? and kind != 'lease' order by first, key",
+                        [run_id]):
+        notes = out.setdefault(row["site"], SiteNotes())
+        if row["kind"] == "unreachable":
+            notes.not_answering_since, notes.not_answering = row["first"], row["detail"]
+        elif row["kind"] == "bad-record":
+            notes.bad_records += 1
+        else:
+            notes.lines.append(row["detail"])
+    return out
+
+
+# ---------------------------------------------------------------------- the coordinator's lease
+def hold(db: Database, run_id: int, at: float, state: str = "running") -> None:
+    """The coordinator says it drives the run (``state`` "running") or has let go ("released")."""
+    db["live_notes"].upsert({"run_id": run_id, "site": "", "key": LEASE, "kind": "lease", "first": at,
+                             "last": time.time(), "count": 1,
+                             "detail": json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "state": state})},
+                            pk=("run_id", "site", "key"))
+
+
+def holder(db: Database, run_id: int, stale_after: float) -> dict | None:
+    """The coordinator that holds the run now — {pid, host, age} — or None (released, stale,
+    or its process is gone from this host)."""
+    if "live_notes" not in db.table_names():
+        return None
+    rows = list(db.query("select last, detail from live_notes where run_id = ? and site = '' and key = ?",
+                         [run_id, LEASE]))
+    if not rows:
+        return None
+    try:
+        info = json.loads(rows[0]["detail"] or "{}")
+    except ValueError:
+        return None
+    age = time.time() - (rows[0]["last"] or 0.0)
+    if info.get("state") != "running" or age > stale_after:
+        return None
+    if info.get("host") == socket.gethostname() and isinstance(info.get("pid"), int):
+        try:
+            os.kill(info["pid"], 0)
+        except ProcessLookupError:
+            return None            # killed (kill -9) without letting go
+        except PermissionError:
+            pass
+    return {"pid": info.get("pid"), "host": info.get("host"), "age": age}

@@ -1,0 +1,95 @@
+"""One worker thread per live site: a slow or dead site never holds up another.
+
+Everything the coordinator asks of a site — a poll (scheduler states, then the pilots' files),
+a submission, a dispatch, a cancel — runs on that site's own thread, in the order asked, and
+reports back through one queue the coordinator's loop reads. The coordinator's thread alone
+touches the engine and the store; a worker only talks to its site. A site whose command hangs
+(a stopped controller, a stalled SSH connection) keeps its own thread busy, and the
+coordinator sees for how long (:attr:`SiteWorker.busy`) and says so.
+
+The threads are daemons: a command that never returns does not keep the process alive.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+
+@dataclass
+class Report:
+    """What one job on a site came to: its result, or the exception it raised."""
+
+    site: str
+    kind: str            # "poll", "act", "check", "drain", ...
+    tag: Any             # the caller's: e.g. (seq, action) for an action
+    result: Any = None
+    error: BaseException | None = None
+    seconds: float = 0.0
+
+
+class SiteWorker:
+    """Runs one site's jobs one after the other on a daemon thread.
+
+    Args:
+        site: the site's name (for reports and the thread's name).
+        reports: where every finished job is put, as a :class:`Report`.
+        clock: for :attr:`busy` (monotonic seconds).
+    """
+
+    def __init__(self, site: str, reports: "queue.Queue[Report]", clock: Callable[[], float] = time.monotonic):
+        self.site = site
+        self.reports = reports
+        self.clock = clock
+        self._jobs: "queue.Queue[tuple[str, Any, Callable[[], Any]] | None]" = queue.Queue()
+        self._current: tuple[str, float] | None = None
+        self._queued = 0
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._loop, name=f"resel-site-{site}", daemon=True)
+        self._thread.start()
+
+    def submit(self, kind: str, tag: Any, job: Callable[[], Any]) -> None:
+        """Queue a job; its :class:`Report` arrives on the reports queue when it is done."""
+        with self._lock:
+            self._queued += 1
+        self._jobs.put((kind, tag, job))
+
+    @property
+    def busy(self) -> tuple[str, float] | None:
+        """(kind, seconds) of the job running now, or None when idle."""
+        current = self._current
+        if current is None:
+            return None
+        return current[0], self.clock() - current[1]
+
+    @property
+    def pending(self) -> int:
+        """Jobs queued or running."""
+        return self._queued
+
+    def stop(self) -> None:
+        """No more jobs: the thread ends after the one it runs (or at once when idle)."""
+        self._jobs.put(None)
+
+    def _loop(self) -> None:
+        while True:
+            item = self._jobs.get()
+            if item is None:
+                return
+            kind, tag, job = item
+            began = self.clock()
+            self._current = (kind, began)
+            report = Report(self.site, kind, tag)
+            try:
+                report.result = job()
+            except BaseException as exc:   # noqa: BLE001 - handed to the coordinator as is
+                report.error = exc
+            finally:
+                self._current = None
+                report.seconds = self.clock() - began
+                with self._lock:
+                    self._queued -= 1
+            self.reports.put(report)

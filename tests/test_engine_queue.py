@@ -1,0 +1,282 @@
+"""Hand-ahead (QUEUED tasks), requeued pilots, agents relaunched under the same job, and a
+cancelled bag: the engine's side of issue 13 §0b.
+
+The engine is pure, so these tests drive it with events; the randomized test plays the agent's
+rules (docs/agent.md: take inbox files oldest first while a slot is free, honour a cancel of a
+file still in the inbox) against it and checks the books after every event.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+
+import pytest
+
+from conftest import make_bag, make_site
+from resel.engine import Engine
+from resel.events import (
+    BagCancelled, BagDone, BagSubmitted, CancelPilot, CancelTask, DispatchTask, PilotEnded, PilotRequeued,
+    PilotStarted, SetTimer, SubmitPilot, TaskFailed, TaskFinished, TaskLost, TaskStarted, TimerFired,
+)
+from resel.states import PilotState, TaskState
+
+
+def of(actions, cls):
+    return [a for a in actions if isinstance(a, cls)]
+
+
+def check_books(engine: Engine) -> None:
+    """Every count the engine keeps per site agrees with its pilots and tasks."""
+    for x, book in enumerate(engine._books):
+        pilots = [p for p in engine.pilots.values() if p.site == x]
+        active = [p for p in pilots if p.state is PilotState.ACTIVE]
+        pending = [p for p in pilots if p.state is PilotState.PENDING]
+        assert book.free == sum(p.free for p in active)
+        assert book.reserved == sum(p.reserved for p in active)
+        assert book.pending_slots == sum(p.slots for p in pending)
+        assert set(book.free_pilots) == {p.id for p in active if p.free > 0}
+        assert set(book.queued) == {t for p in pilots for t in p.queued}
+        for p in active:
+            assert len(p.tasks) + p.reserved + p.free == p.slots + p.debt, vars(p) if hasattr(p, "__dict__") else p.id
+            assert p.reserved <= len(p.queued)
+        for p in pilots:
+            if p.state.final:
+                assert not p.queued
+    waiting = 0
+    for task in engine.tasks:
+        if task.state is TaskState.QUEUED:
+            assert task.id in engine.pilots[task.pilot].queued
+        elif task.state in (TaskState.RUNNING, TaskState.PROVISIONAL):
+            assert task.id in engine.pilots[task.pilot].tasks
+        waiting += task.state in (TaskState.WAITING, TaskState.QUEUED)
+    if not engine.finished:
+        assert engine._waiting_total == waiting
+
+
+def test_without_prefetch_nothing_is_handed_ahead():
+    engine = Engine(make_bag(6), [make_site("a", 2.0, cores=2)], "model")
+    engine.handle(BagSubmitted(time=0.0))
+    out = engine.handle(PilotStarted(time=1.0, pilot=0))
+    assert [(a.task, a.attempt) for a in of(out, DispatchTask)] == [(0, 1), (1, 1)]
+    assert all(t.state is not TaskState.QUEUED for t in engine.tasks)
+
+
+def test_a_busy_pilot_gets_one_task_per_slot_ahead_and_a_freed_slot_needs_no_dispatch():
+    engine = Engine(make_bag(7), [make_site("a", 2.0, cores=2)], "model", prefetch=1)
+    out = engine.handle(BagSubmitted(time=0.0))
+    assert of(out, SubmitPilot) == [SubmitPilot(pilot=0, site="a", cores=2, walltime=48 * 3600.0)]
+    # the pilot just asked for is handed its first wave (its two slots), after its submission
+    assert [(a.task, a.pilot) for a in of(out, DispatchTask)] == [(0, 0), (1, 0)]
+    assert out.index(of(out, SubmitPilot)[0]) < out.index(of(out, DispatchTask)[0])
+    assert [t.state for t in engine.tasks[:2]] == [TaskState.QUEUED] * 2
+    # started: the first wave takes its slots (reserved for the agent to start them)
+    out = engine.handle(PilotStarted(time=1.0, pilot=0))
+    assert of(out, DispatchTask) == []
+    pilot = engine.pilots[0]
+    assert (pilot.free, pilot.reserved, list(pilot.queued)) == (0, 2, [0, 1])
+    check_books(engine)
+    # each start makes room in the queue: the second wave is handed ahead
+    assert [a.task for a in of(engine.handle(TaskStarted(time=1.1, task=0, attempt=1)), DispatchTask)] == [2]
+    assert [a.task for a in of(engine.handle(TaskStarted(time=1.1, task=1, attempt=1)), DispatchTask)] == [3]
+    assert engine.tasks[0].state is TaskState.RUNNING and pilot.reserved == 0
+    check_books(engine)
+    # a slot frees: task 2 (queued) is the agent's to start; the engine queues task 4 behind it
+    out = engine.handle(TaskFinished(time=4.0, task=0, attempt=1))
+    assert of(out, DispatchTask) == []                     # nothing new: the queue is full
+    assert pilot.reserved == 1 and pilot.free == 0
+    out = engine.handle(TaskStarted(time=4.01, task=2, attempt=1))
+    assert [a.task for a in of(out, DispatchTask)] == [4]
+    assert engine.tasks[4].state is TaskState.QUEUED
+    check_books(engine)
+    # T_x of a queued task counts from its start, not from when it was handed ahead
+    engine.handle(TaskFinished(time=7.01, task=2, attempt=1))
+    assert engine.tasks[2].attempts[-1][2:] == [4.01, 7.01, "done"]
+    check_books(engine)
+
+
+def test_reselection_takes_a_queued_task_back_before_moving_it():
+    """A queued task still waits for r: a free target slot takes it, with a CancelTask to r."""
+    fast = make_site("fast", 2.0, cores=1)
+    pool = make_site("pool", 1.0, mode="per-task", target=True, cores=4)
+    engine = Engine(make_bag(3), [fast, pool], "model+reselect", prefetch=1)
+    engine.handle(BagSubmitted(time=0.0))
+    engine.handle(PilotStarted(time=1.0, pilot=0))             # fast: 1 slot, task 0 runs
+    engine.handle(TaskStarted(time=1.1, task=0, attempt=1))
+    queued = [t.id for t in engine.tasks if t.state is TaskState.QUEUED]
+    assert queued == [1]                                       # one per slot; task 2 waits
+    pool_pilot = next(p.id for p in engine.pilots.values() if engine.sites[p.site].name == "pool")
+    out = engine.handle(PilotStarted(time=2.0, pilot=pool_pilot))
+    # the waiting task 2 goes first, then the queued task 1 is taken back from fast
+    moved = [(a.task, a.site) for a in of(out, DispatchTask)]
+    assert (2, "pool") in moved
+    if (1, "pool") in moved:
+        assert CancelTask(task=1, attempt=1, pilot=0, site="fast") in out
+        assert engine.tasks[1].attempts[0][4] == "withdrawn" and engine.tasks[1].attempts[0][3] is None
+    check_books(engine)
+
+
+def test_requeued_pilot_loses_what_ran_keeps_its_queue_and_starts_again():
+    engine = Engine(make_bag(4), [make_site("a", 2.0, cores=2)], "model", prefetch=1)
+    engine.handle(BagSubmitted(time=0.0))
+    engine.handle(PilotStarted(time=1.0, pilot=0))
+    for tid in (0, 1):
+        engine.handle(TaskStarted(time=1.1, task=tid, attempt=1))
+    assert [t.state for t in engine.tasks] == [TaskState.RUNNING] * 2 + [TaskState.QUEUED] * 2
+    out = engine.handle(PilotRequeued(time=5.0, pilot=0, reason="requeued"))
+    assert of(out, CancelTask) == [CancelTask(task=0, attempt=1, pilot=0, site="a"),
+                                   CancelTask(task=1, attempt=1, pilot=0, site="a")]
+    assert engine.pilots[0].state is PilotState.PENDING
+    assert [t.state for t in engine.tasks] == [TaskState.WAITING] * 2 + [TaskState.QUEUED] * 2
+    assert [t.losses for t in engine.tasks] == [1, 1, 0, 0]
+    assert of(out, SubmitPilot) == []                          # its own slots come back when it restarts
+    check_books(engine)
+    assert engine.handle(PilotRequeued(time=5.5, pilot=0)) == []   # repeated: nothing
+    out = engine.handle(PilotStarted(time=30.0, pilot=0))
+    # the next incarnation starts the queued 2 and 3 first; 0 and 1 are handed ahead behind them
+    assert of(out, DispatchTask) == []
+    check_books(engine)
+    handed = []
+    for tid in (2, 3):
+        handed += of(engine.handle(TaskStarted(time=30.1, task=tid, attempt=1)), DispatchTask)
+    assert [(a.task, a.attempt) for a in handed] == [(0, 2), (1, 2)]
+    for tid in (2, 3):
+        engine.handle(TaskFinished(time=33.0, task=tid, attempt=1))
+        check_books(engine)
+    for tid in (0, 1):
+        engine.handle(TaskStarted(time=33.1, task=tid, attempt=2))
+        out = engine.handle(TaskFinished(time=36.0, task=tid, attempt=2))
+    assert of(out, BagDone) == [BagDone(time=36.0, done=4, failed=0)]
+
+
+def test_a_relaunched_agent_reports_its_predecessors_attempts_lost():
+    """TaskLost frees the slot on the living pilot and the task is dispatched there again."""
+    engine = Engine(make_bag(2), [make_site("a", 2.0, cores=2)], "model", prefetch=1)
+    engine.handle(BagSubmitted(time=0.0))
+    engine.handle(PilotStarted(time=1.0, pilot=0))
+    engine.handle(TaskStarted(time=1.1, task=0, attempt=1))
+    engine.handle(TaskStarted(time=1.1, task=1, attempt=1))
+    out = engine.handle(TaskLost(time=9.0, task=0, attempt=1, reason="agent restarted"))
+    assert of(out, DispatchTask) == [DispatchTask(task=0, attempt=2, pilot=0, site="a")]
+    assert engine.tasks[0].losses == 1 and engine.tasks[0].attempts[0][4] == "lost"
+    assert engine.handle(TaskLost(time=9.1, task=0, attempt=1)) == []   # stale: ignored
+    check_books(engine)
+    # a queued attempt the dead agent took (no start record read) is lost the same way
+    engine2 = Engine(make_bag(3), [make_site("a", 2.0, cores=1)], "model", prefetch=1)
+    engine2.handle(BagSubmitted(time=0.0))
+    engine2.handle(PilotStarted(time=1.0, pilot=0))
+    engine2.handle(TaskStarted(time=1.1, task=0, attempt=1))
+    assert engine2.tasks[1].state is TaskState.QUEUED
+    engine2.handle(TaskFinished(time=3.0, task=0, attempt=1))
+    out = engine2.handle(TaskLost(time=9.0, task=1, attempt=1, reason="agent restarted"))
+    # the freed slot takes it again at once (the front of the queue), task 2 queues behind it
+    assert of(out, DispatchTask) == [DispatchTask(task=1, attempt=2, pilot=0, site="a"),
+                                     DispatchTask(task=2, attempt=1, pilot=0, site="a")]
+    assert engine2.tasks[1].state is TaskState.RUNNING and engine2.tasks[2].state is TaskState.QUEUED
+    check_books(engine2)
+
+
+def test_bag_cancelled_stops_everything_and_ignores_later_reports():
+    engine = Engine(make_bag(5), [make_site("a", 2.0, cores=2), make_site("b", 1.0, cores=2)], "topk:2",
+                    prefetch=1)
+    engine.handle(BagSubmitted(time=0.0))
+    engine.handle(PilotStarted(time=1.0, pilot=0))
+    engine.handle(TaskStarted(time=1.1, task=0, attempt=1))
+    engine.handle(TaskFinished(time=2.0, task=0, attempt=1))
+    out = engine.handle(BagCancelled(time=3.0))
+    assert {a.pilot for a in of(out, CancelPilot)} == {p.id for p in engine.pilots.values()}
+    assert all(p.state.final for p in engine.pilots.values())
+    assert [t.state for t in engine.tasks].count(TaskState.DONE) == 1
+    assert all(t.state in (TaskState.DONE, TaskState.WAITING) for t in engine.tasks)
+    assert engine.finished and engine.cancelled
+    assert engine.handle(TaskFinished(time=4.0, task=2, attempt=1)) == []
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_runs_with_the_agents_rules_finish_every_task_exactly_once(seed):
+    """Two sites with re-selection, prefetch 1, random task lengths, pilot requeues and agent
+    relaunches; an agent model that follows docs/agent.md. Books checked after every event."""
+    rng = random.Random(seed)
+    sites = [make_site("hpc", 2.0, cores=4), make_site("pool", 1.5, mode="per-task", target=True, cores=3)]
+    engine = Engine(make_bag(30), sites, "model+reselect", prefetch=1)
+    heap: list = []
+    seq = 0
+
+    def push(t, *item):
+        nonlocal seq
+        seq += 1
+        heapq.heappush(heap, (t, seq, *item))
+
+    inbox: dict[int, list] = {}      # pilot -> [(task, attempt)] in arrival order
+    running: dict[int, dict] = {}    # pilot -> {(task, attempt): end}
+    slots: dict[int, int] = {}
+    alive: dict[int, bool] = {}
+    cancelled: set = set()
+    done_runs: dict[int, int] = {}
+    requeues = 0
+
+    def act(actions, now):
+        for a in actions:
+            if isinstance(a, SubmitPilot):
+                slots[a.pilot] = a.cores
+                inbox[a.pilot], running[a.pilot], alive[a.pilot] = [], {}, False
+                push(now + rng.uniform(0.5, 6.0), "start", a.pilot)
+            elif isinstance(a, DispatchTask):
+                inbox[a.pilot].append((a.task, a.attempt))
+                push(now + 0.05, "claim", a.pilot)
+            elif isinstance(a, CancelTask):
+                cancelled.add((a.task, a.attempt))
+                key = (a.task, a.attempt)
+                if key in inbox.get(a.pilot, []):
+                    inbox[a.pilot].remove(key)
+                elif key in running.get(a.pilot, {}):
+                    running[a.pilot].pop(key)
+                    push(now + 0.05, "claim", a.pilot)
+            elif isinstance(a, CancelPilot):
+                alive[a.pilot] = False
+                inbox[a.pilot], running[a.pilot] = [], {}
+            elif isinstance(a, SetTimer):
+                push(a.at, "timer", (a.task, a.attempt))
+
+    def feed(event):
+        out = engine.handle(event)
+        check_books(engine)
+        act(out, event.time)
+
+    feed(BagSubmitted(time=0.0))
+    while heap and not engine.finished:
+        now, _, kind, what = heapq.heappop(heap)
+        if kind == "start":
+            if what in alive and not alive[what] and engine.pilots[what].state is PilotState.PENDING:
+                alive[what] = True
+                feed(PilotStarted(time=now, pilot=what))
+                push(now, "claim", what)
+        elif kind == "claim" and alive.get(what):
+            while inbox[what] and len(running[what]) < slots[what]:
+                key = inbox[what].pop(0)
+                running[what][key] = now + rng.uniform(1.0, 4.0)
+                feed(TaskStarted(time=now, task=key[0], attempt=key[1]))
+                push(running[what][key], "end", (what, key))
+            if running[what] and rng.random() < 0.03 and requeues < 3:   # a requeue or a relaunch
+                requeues += 1
+                if rng.random() < 0.5:
+                    alive[what] = False
+                    running[what] = {}
+                    feed(PilotRequeued(time=now, pilot=what))
+                    push(now + rng.uniform(1, 5), "start", what)
+                else:
+                    for key in list(running[what]):
+                        running[what].pop(key)
+                        feed(TaskLost(time=now, task=key[0], attempt=key[1], reason="agent restarted"))
+                    push(now, "claim", what)
+        elif kind == "end":
+            pilot, key = what
+            if alive.get(pilot) and running[pilot].get(key) == now:
+                del running[pilot][key]
+                done_runs[key[0]] = done_runs.get(key[0], 0) + 1
+                feed(TaskFinished(time=now, task=key[0], attempt=key[1]))
+                push(now, "claim", pilot)
+        elif kind == "timer":
+            feed(TimerFired(time=now, task=what[0], attempt=what[1]))
+    assert engine.finished and engine.done_count == 30
+    assert done_runs == {i: 1 for i in range(30)}     # no task ran to completion twice

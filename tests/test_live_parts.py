@@ -1,0 +1,118 @@
+"""The coordinator's small parts that need no testbed: the job-state table, the check of the
+agents' records, the lease `resel cancel` waits on, and how old runs replay."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from resel import live_notes
+from resel.backends.pilotsite import check_result, check_started, job_phase
+from resel.backends.slurm_formats import STATE_CODES
+from resel.live import LiveOptions, load_live_run
+from resel.store import open_store, to_json
+
+
+@pytest.mark.parametrize("state, phase", [
+    ("RUNNING", "running"), ("COMPLETING", "running"), ("SUSPENDED", "running"),
+    ("PENDING", "pending"), ("REQUEUED", "pending"), ("REQUEUE_HOLD", "pending"), ("SPECIAL_EXIT", "pending"),
+    ("COMPLETED", "final"), ("CANCELLED", "final"), ("TIMEOUT", "final"), ("NODE_FAIL", "final"),
+    ("PREEMPTED", "final"), ("OUT_OF_MEMORY", "final"),
+    ("SIGNALING", "unknown"), ("STAGE_OUT", "unknown"), ("RESV_DEL_HOLD", "unknown"),
+    ("PBS_Z", "unknown"), ("JOBSTATUS_8", "unknown"), ("", "unknown"),
+])
+def test_job_phases(state, phase):
+    assert job_phase(state) == phase
+
+
+def test_every_slurm_state_code_has_a_phase_and_only_the_three_in_between_are_unknown():
+    """squeue's own list of states: each is running, pending or final, except the three that
+    say nothing about the pilot's end (the job signals, stages out, or waits on a deleted
+    reservation) — so a state Slurm adds is unknown until it is put in a table on purpose."""
+    unknown = {name for name in STATE_CODES.values() if job_phase(name) == "unknown"}
+    assert unknown == {"SIGNALING", "STAGE_OUT", "RESV_DEL_HOLD"}
+
+
+GOOD = {"task": 3, "attempt": 1, "exit_code": 0, "signal": None, "start": 10.0, "end": 12.5, "host": "c1",
+        "outcome": "done", "reason": None, "perf": None, "stdout_tail": "x", "stderr_tail": "",
+        "incarnation": "ab12"}
+
+
+@pytest.mark.parametrize("change, stem, why", [
+    ({}, "t3-a1", None),
+    ({}, "t3-a2", "not the key t3-a1"),
+    ({"task": None, "attempt": None}, "README", "non-negative integers"),
+    ({"task": "3"}, "t3-a1", "non-negative integers"),
+    ({"task": True}, "t3-a1", "non-negative integers"),
+    ({"attempt": -1}, "t3-a-1", "non-negative integers"),
+    ({"outcome": "finished"}, "t3-a1", "outcome must be one of"),
+    ({"end": "noon"}, "t3-a1", "end must be a number"),
+    ({"end": float("nan")}, "t3-a1", "end must be a number"),
+    ({"exit_code": 1.5}, "t3-a1", "exit_code must be an integer"),
+    ({"reason": ["x"]}, "t3-a1", "reason must be a string"),
+    ({"perf": "fast"}, "t3-a1", "perf must be an object"),
+])
+def test_result_records_are_checked(change, stem, why):
+    got = check_result({**GOOD, **change}, stem)
+    assert (got is None) if why is None else (why in got), got
+
+
+def test_started_records_are_checked():
+    assert check_started({"task": 1, "attempt": 2, "time": 5.0, "host": "c"}, "t1-a2") is None
+    assert "time must be a number" in check_started({"task": 1, "attempt": 2, "time": "x"}, "t1-a2")
+    assert "host must be a string" in check_started({"task": 1, "attempt": 2, "time": 1, "host": 7}, "t1-a2")
+
+
+def _live_row(db, options: dict) -> int:
+    return db["runs"].insert({"mode": "live", "bag": "b", "status": "running", "t0": 0.0, "run_key": "r1-abcdef",
+                              "options": json.dumps(options), "sites": "[]",
+                              "bag_spec": to_json({"name": "b", "command": "true", "count": 1, "cores_per_task": 1,
+                                                   "profile": {"instructions": 1e9}})}).last_pk
+
+
+def test_a_run_stored_before_hand_ahead_replays_without_it(tmp_path):
+    """The engine must replay a run as it ran: options without "prefetch" mean none."""
+    db = open_store(tmp_path / "s.db")
+    old = _live_row(db, {"strategy": "model", "poll": 1.0})
+    new = _live_row(db, {"strategy": "model", "poll": 1.0, "prefetch": 1})
+    assert load_live_run(db, old)[3].prefetch == 0
+    assert load_live_run(db, new)[3].prefetch == 1
+    assert LiveOptions().prefetch == 1
+
+
+def test_the_lease_is_held_released_stale_or_dead(tmp_path):
+    db = open_store(tmp_path / "s.db")
+    run = _live_row(db, {})
+    assert live_notes.holder(db, run, 10) is None                   # nobody ever held it
+    live_notes.hold(db, run, 1.0)
+    held = live_notes.holder(db, run, 10)
+    assert held and held["pid"] == os.getpid()
+    live_notes.hold(db, run, 2.0, state="released")
+    assert live_notes.holder(db, run, 10) is None
+    live_notes.hold(db, run, 3.0)
+    assert live_notes.holder(db, run, stale_after=0.0) is None      # not refreshed in time
+    # a coordinator killed with kill -9 on this host: its pid is gone, the lease is not honoured
+    proc = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = int(proc.stdout)
+    db["live_notes"].update((run, "", "coordinator"), {"detail": json.dumps(
+        {"pid": dead, "host": __import__("socket").gethostname(), "state": "running"}), "last": time.time()})
+    assert live_notes.holder(db, run, 10) is None
+
+
+def test_notes_per_site(tmp_path):
+    db = open_store(tmp_path / "s.db")
+    run = _live_row(db, {})
+    live_notes.put(db, run, "a", "unreachable", "unreachable", 5.0, "no answer: timed out")
+    live_notes.put(db, run, "a", "unreachable", "unreachable", 9.0, "no answer: timed out")
+    live_notes.put(db, run, "a", "bad:p0/results/README.json", "bad-record", 6.0, "bad")
+    live_notes.put(db, run, "a", "state:p0", "job-state", 7.0, "pilot 0: job 1 in state SIGNALING")
+    notes = live_notes.read(db, run)
+    assert notes["a"].not_answering_since == 5.0 and notes["a"].bad_records == 1
+    assert notes["a"].lines == ["pilot 0: job 1 in state SIGNALING"]
+    live_notes.drop(db, run, "a", "unreachable")
+    assert live_notes.read(db, run)["a"].not_answering_since is None
