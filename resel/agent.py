@@ -317,16 +317,23 @@ def write_json_once(path, obj):
     The document is first written whole under a temporary name, then hard-linked to its final
     name: link() fails when the name exists, so of two writers (an agent and the relaunched
     one after it) the first wins, and a reader never sees a partial file.
+    A name taken by anything but a regular file of this user's (a link or file someone else
+    planted) does not count as written: it is removed and the link made anew.
     """
     directory, name = os.path.split(path)
     staged = os.path.join(directory, ".%s.%d.once.tmp" % (name, os.getpid()))
     write_json_atomic(staged, obj)
     try:
-        os.link(staged, path)
-        return True
-    except OSError as e:
-        if e.errno != errno.EEXIST:
-            raise
+        for _ in range(2):
+            try:
+                os.link(staged, path)
+                return True
+            except OSError as e:
+                if e.errno != errno.EEXIST:
+                    raise
+            if own_file(path):
+                return False
+            os.unlink(path)        # not ours: never taken as "already written", never followed
         return False
     finally:
         try:

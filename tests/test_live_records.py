@@ -128,7 +128,10 @@ def test_unknown_slurm_states_are_never_taken_as_the_end(tmp_path, testbed):
                     job["job_state"] = plan["state"]
             return json.dumps(doc)
         return out
-    coord = start(tmp_path, sites_toml(testbed), bag_toml(24, "sleep 2; echo $RESEL_TASK"), strategy="model",
+    # 24 x 5 s tasks keep tba's 8 slots busy for ~15 s: long enough for the four states (~1.5 s
+    # each, after 4 tasks run) and the return to RUNNING to be polled before the bag is done,
+    # even on a loaded machine (2 s tasks left the last state in place at the end)
+    coord = start(tmp_path, sites_toml(testbed), bag_toml(24, "sleep 5; echo $RESEL_TASK"), strategy="model",
                   opener=opener_with(rule, ("tba",)))
     plan["key"] = coord.run_key
     seen: dict[str, list[str]] = {}
