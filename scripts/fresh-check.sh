@@ -98,12 +98,21 @@ inside() {
         sleep 0.1
     done
     ip route show default | grep -q . || { echo "fresh-check: no network in the namespace" >>"$logf"; exit 97; }
+    # The root becomes / of this mount namespace (pivot_root, the host's tree unmounted), not
+    # a chroot: paths the kernel shows, such as /proc/PID/root of a process the testbed chroots
+    # further, are then what they are on a booted machine (in a chroot they showed the host's
+    # full path, and the Debian 13 part did not recognise its own daemons).
+    exec 3>>"$logf"
+    cd "$r"
+    mkdir -p .fresh-oldroot
+    pivot_root . .fresh-oldroot
     # A clean environment: what a root login on a fresh machine has, nothing of ours.
-    chroot "$r" /usr/bin/env -i \
+    exec /usr/sbin/chroot . /usr/bin/env -i \
         HOME=/root USER=root LOGNAME=root SHELL=/bin/bash TERM=dumb \
         PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
         PYTEST_ADDOPTS=-rfEs \
-        /bin/bash -c 'cd /build/resel && eval "$1"' fresh-check "$cmd" </dev/null >>"$logf" 2>&1
+        /bin/bash -c 'umount -l /.fresh-oldroot && rmdir /.fresh-oldroot && cd /build/resel && eval "$1"' \
+        fresh-check "$cmd" </dev/null >&3 2>&1
 }
 
 if [ "${1:-}" = __inside ]; then
