@@ -546,6 +546,7 @@ class Coordinator:
                                     agent_started=_number(found.agent.get("started")))
                 if found.heartbeat and v.state == "running":
                     out.extend(self._incarnation(t, v, found.heartbeat))
+                    self._rejected(t, v, found.heartbeat)
                 for path, why in found.bad:
                     self._bad_record(v.site, path, why, t)
                 out.extend(self._file_events(t, v, found))
@@ -629,6 +630,20 @@ class Coordinator:
             v.agent_started = started
             self._pilot_row(v, agent_started=started)
         return out
+
+    def _rejected(self, t: float, v: PilotView, beat: dict) -> None:
+        """Files the agent refused to act on (not a regular file of its user: someone else's
+        inbox file, a planted link; resel/agent.py) are shown per site, never run: someone may
+        be trying to run code as you, or the work directory was open before."""
+        count = beat.get("rejected")
+        if not isinstance(count, int) or isinstance(count, bool) or count <= 0:
+            return
+        key = f"rejected:p{v.pilot}"
+        words = (f"pilot {v.pilot}: the agent refused {count} file(s) that are not your own "
+                 f"(listed in p{v.pilot}/rejected.json; see docs/security.md)")
+        if self.views[v.site].notes.get(key) != words:
+            log.warning("run %s, site %s: %s", self.run_id, v.site, words)
+            self._note(v.site, key, "rejected", t, words)
 
     def _lost(self, t: float, task: int, attempt: int, reason: str) -> list[Event]:
         if ("TaskLost", task, attempt) in self.consumed:

@@ -1,7 +1,8 @@
 """What a live coordinator noticed besides engine events, kept in the store (``live_notes``)
 so ``resel status`` in another process shows it too: a site not answering and since when, a
 pilot in a job state resel does not know, an agent relaunched under the same job, a record
-refused by the protocol check — and the coordinator's lease on the run, which ``resel cancel``
+refused by the protocol check, files an agent refused to act on (another user's or a
+link: docs/security.md) — and the coordinator's lease on the run, which ``resel cancel``
 reads to wait until a running coordinator has let go.
 """
 
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from sqlite_utils import Database
 
 #: kinds of note, and how ``resel status`` words them
-KINDS = ("unreachable", "job-state", "relaunch", "requeue", "bad-record")
+KINDS = ("unreachable", "job-state", "relaunch", "requeue", "bad-record", "rejected")
 LEASE = "coordinator"
 
 

@@ -379,3 +379,38 @@ def test_a_dispatch_refused_for_good_fails_the_task_with_its_reason(tmp_path, te
         [coord.run_id])} == {t: 3 for t in (1, 3, 5, 7)}
     undone = list(db.query("select count(*) as n from events where run_id = ? and done = 0", [coord.run_id]))
     assert undone[0]["n"] == 0
+
+
+# ---------------------------------------------------------------------- files the agent refused
+def test_files_the_agent_refused_are_shown_per_site(tmp_path, testbed):
+    """A link planted in a running pilot's inbox (what another user or a careless script could
+    leave) is never run by the agent (resel/agent.py, docs/security.md); the coordinator reads
+    the agent's count from its heartbeat and `resel status` shows it on that site — before, only
+    rejected.json on the site knew."""
+    sites, bag = write_inputs(tmp_path, sites_toml(testbed, clock_b=2.0), bag_toml(16, "sleep 2"))
+    db_path = tmp_path / "resel.db"
+    cmd = RESEL + ["run", str(bag), "--sites", str(sites), "--db", str(db_path), "--poll", "0.3",
+                   "--strategy", "model", "--no-progress"]
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        db = open_store(db_path)
+        row = wait_for(lambda: list(db.query("select p.pilot, r.run_key, r.id from live_pilots p join runs r "
+                                             "on r.id = p.run_id where p.site = 'tba' and p.started is not null")),
+                       timeout=90)
+        assert row, proc.stderr.read() if proc.poll() is not None else "no tba pilot started"
+        pilot, run_key, run_id = row[0]["pilot"], row[0]["run_key"], row[0]["id"]
+        pdir = Path(testbed.work_a, run_key, f"p{pilot}")
+        assert wait_for(lambda: (pdir / "heartbeat.json").exists(), timeout=30)
+        target = tmp_path / "elsewhere.json"
+        target.write_text(json.dumps({"task": 0, "attempt": 9, "command": f"touch {tmp_path}/ran"}))
+        (pdir / "inbox" / "t0-a9.json").symlink_to(target)
+        assert wait_for(lambda: list(db.query("select detail from live_notes where kind = 'rejected'")),
+                        timeout=30), "the coordinator never showed the refused file"
+        assert proc.wait(timeout=180) == 0, proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert not (tmp_path / "ran").exists()
+    status = resel("status", run_id, "--db", db_path)
+    assert "refused 1 file(s) that are not your own" in " ".join(status.stdout.split()), status.stdout
+    assert done_results(testbed, run_key) == {i: 1 for i in range(16)}
