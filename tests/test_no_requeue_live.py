@@ -86,5 +86,6 @@ def test_htcondor_pilot_is_removed_instead_of_rerun_unless_the_site_asks():
     assert periodic_remove(600).endswith(" || " + rerun_clause)
     assert rerun_clause not in periodic_remove(600, requeue=True)
     desc = pilot_description(name="resel-r1-abcdef-p0", pilot_dir="/ap/p0", agent="/ap/resel-agent.py",
-                             wrapper="/ap/sync.py", python="python3", agent_args=[], walltime=600, requeue=True)
+                             wrapper="/ap/sync.py", python="python3", agent_args=[], walltime=600, requeue=True,
+                             agent_sha256="0" * 64)
     assert rerun_clause not in desc["periodic_remove"]
