@@ -107,7 +107,8 @@ class SimResult:
 
 def simulate(bag: Bag, sites: list[Site], strategy: Strategy | str = "model", *, seed: int = 0,
              clock: str = "base", record: bool = True, until: float = math.inf,
-             estimate: str = "scheduler", quantile: float = 0.9, confidence: float = 0.9) -> SimResult:
+             estimate: str = "scheduler", quantile: float = 0.9, confidence: float = 0.9,
+             rates=None) -> SimResult:
     """Run one bag over simulated sites with the engine; return metrics and the full record.
 
     Args:
@@ -117,9 +118,11 @@ def simulate(bag: Bag, sites: list[Site], strategy: Strategy | str = "model", *,
         estimate: where the pilots' predicted starts given to the engine come from —
             ``scheduler``, ``twin`` or ``history`` (:mod:`resel.backends.sim_estimates`);
             ``quantile``/``confidence`` set the history bound.
+        rates: the engine's T̂x rates (:class:`~resel.models.runtime.EngineRates` or a mapping
+            site → SiteRate); default LIM with ``clock``.
     """
     strat = Strategy.parse(strategy) if isinstance(strategy, str) else strategy
-    engine = Engine(bag, sites, strat, seed=seed, clock=clock)
+    engine = Engine(bag, sites, strat, seed=seed, clock=clock, rates=rates)
     truths = [_SiteTruth(s, seed) for s in sites]
     index = {s.name: i for i, s in enumerate(sites)}
     instructions = bag.profile.instructions

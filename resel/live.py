@@ -64,6 +64,14 @@ class LiveOptions:
     estimate: str = "auto"
     quantile: float = 0.95
     confidence: float = 0.95
+    #: the engine's T̂x rates (:meth:`resel.models.runtime.EngineRates.to_json`), stored so a
+    #: resumed run decides with the same numbers; None: LIM with ``clock``
+    rates: dict | None = None
+
+    def engine_rates(self):
+        """The stored rates as the engine takes them (None: LIM)."""
+        from resel.models.runtime import EngineRates
+        return EngineRates.from_json(self.rates) if self.rates else None
 
 
 @dataclass
@@ -98,7 +106,8 @@ class Coordinator:
                  clock: Callable[[], float] = time.time):
         self.db, self.run_id, self.bag, self.sites, self.options = db, run_id, bag, sites, options
         self.run_key, self.t0, self.clock = run_key, t0, clock
-        self.engine = Engine(bag, sites, options.strategy, seed=options.seed, clock=options.clock)
+        self.engine = Engine(bag, sites, options.strategy, seed=options.seed, clock=options.clock,
+                             rates=options.engine_rates())
         self._open_site = open_site
         self.psites: dict[str, PilotSite] = {}
         self.views = {s.name: SiteView() for s in sites}
