@@ -316,3 +316,31 @@ def walk_forward(cases: Iterable[Case], ps: Sequence[float] = (0.05, 0.5, 0.9, 0
         if censor:
             model.submitted(i, c.site, c.cores, c.walltime, c.estimate, c.at)
     return out
+
+
+# ------------------------------------------------------------------ the store
+#: the table of past errors: (site, source, cores, walltime, estimate, real, submit, origin)
+TABLE = "wait_errors"
+
+
+def save_errors(db, rows: Iterable[dict]) -> int:
+    """Store past errors (dicts with the :data:`TABLE` columns); replaces rows of the same
+    (site, source, origin, submit, cores) so learning from a trace twice adds nothing."""
+    rows = list(rows)
+    if rows:
+        db[TABLE].upsert_all(rows, pk=("site", "source", "origin", "submit", "cores"), alter=True)
+    return len(rows)
+
+
+def load_wait_errors(db, *, min_errors: int = MIN_ERRORS) -> dict[str, ConditionedWait]:
+    """Per estimate source, a :class:`ConditionedWait` holding every stored error in
+    submission order (empty dict without a store or errors)."""
+    if db is None or TABLE not in db.table_names():
+        return {}
+    out: dict[str, ConditionedWait] = {}
+    for r in db.query(f"select * from {TABLE} order by submit"):
+        model = out.get(r["source"])
+        if model is None:
+            model = out[r["source"]] = ConditionedWait(min_errors)
+        model.observe(r["site"], int(r["cores"]), r["walltime"], float(r["estimate"]), float(r["real"]))
+    return out
