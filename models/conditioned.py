@@ -47,12 +47,11 @@ SHIFT = 60.0
 MIN_ERRORS = 20
 #: most recent errors kept per group
 WINDOW = 1000
-#: step sizes of the online recalibration (see ConditionedWait): the interval's scale moves by
-#: exp(GAMMA_SCALE · (miss − α)) per judged outcome, the centre by GAMMA_SHIFT · (above − ½)
-GAMMA_SCALE = 0.05
-GAMMA_SHIFT = 0.02
-#: the interval the scale is tuned for: central 90 %
-ALPHA = 0.10
+#: step of the online recalibration (see :meth:`ConditionedWait.judge`): each judged outcome
+#: moves the level at which a quantile is read by GAMMA · (miss − target)
+GAMMA = 0.01
+#: the quantiles whose levels are recalibrated, and their targets
+ANCHORS = (0.05, 0.5, 0.95)
 LEVELS = ("shape", "cores", "estimate", "site")
 #: upper limits (seconds) of the estimate's buckets: "starts now", minutes, hours, a day, more
 ESTIMATE_BUCKETS = (60.0, 3600.0, 6 * 3600.0, 24 * 3600.0, math.inf)
@@ -164,10 +163,9 @@ class ConditionedWait:
 
     def __init__(self, min_errors: int = MIN_ERRORS, window: int = WINDOW, adapt: bool = True):
         self.min_errors, self.window, self.adapt = min_errors, window, adapt
-        #: per site, the online recalibration: errors e are used as shift + m + scale · (e − m),
-        #: m their median (see :meth:`judge`)
-        self.scale: dict[str, float] = {}
-        self.shift: dict[str, float] = {}
+        #: per (site, estimate bucket), the levels at which the 5/50/95 % quantiles are read
+        #: (see :meth:`judge`); other levels are interpolated between them
+        self.anchors: dict[tuple, list[float]] = {}
         self.groups: dict[tuple, _Group] = {}
         self.pending: dict[tuple, dict] = {}          # group key -> {ident: (submitted at, g(ê))}
         self._pending_of: dict = {}                   # ident -> (site, cores, walltime, estimate, keys)
@@ -235,33 +233,48 @@ class ConditionedWait:
             censored = [g(now - at) - ge for at, ge in self.pending.get(key, {}).values() if now > at]
         base = g(estimate)
         ps = sorted(ps)
-        errs = km_quantiles(grp.sorted, censored, ps)
-        if self.adapt:
-            m = km_quantiles(grp.sorted, censored, (0.5,))[0]
-            k, d = self.scale.get(site, 1.0), self.shift.get(site, 0.0)
-            errs = [d + m + k * (e - m) for e in errs]
+        levels = [self.level(site, estimate, p) for p in ps] if self.adapt else ps
+        errs = km_quantiles(grp.sorted, censored, levels)
         qs = tuple((p, g_inv(base + e)) for p, e in zip(ps, errs))
         return WaitQuantiles(estimate, qs, level, len(grp.sorted) + len(censored))
 
+    def level(self, site: str, estimate: float, p: float) -> float:
+        """The level at which the nominal p-quantile is read now: the recalibrated anchors,
+        linearly interpolated between (0, 0), the anchors and (1, 1)."""
+        a = self.anchors.get((site, estimate_bucket(estimate)))
+        if a is None:
+            return p
+        xs = (0.0, *ANCHORS, 1.0)
+        ys = (0.0, *a, 1.0)
+        for x0, x1, y0, y1 in zip(xs, xs[1:], ys, ys[1:]):
+            if p <= x1:
+                return min(1.0, max(0.0, y0 + (y1 - y0) * (p - x0) / (x1 - x0)))
+        return 1.0
+
     def judge(self, site: str, predicted: WaitQuantiles, real: float) -> None:
         """Online recalibration from one outcome (adaptive conformal inference, Gibbs & Candès
-        2021): a real wait outside the predicted [P5, P95] widens the site's interval, one
-        inside narrows it, so that over time 10 % fall outside even when the errors drift or
-        come in bursts (which the exchangeability behind a plain quantile does not allow); a
-        real wait above the predicted median moves the centre up, one below moves it down.
+        2021): each anchor quantile's reading level moves by GAMMA · (miss − target) — a real
+        wait above the predicted P95 raises the P95's level, one below lowers it by a twentieth
+        as much — so over time 5 % fall above the P95, 5 % below the P5 and half above the
+        median, even when the errors drift or come in bursts (which the exchangeability behind
+        a plain quantile does not allow). Levels stay in [0, 1]: at the edge the quantile is the
+        largest (smallest) error seen, never beyond. Kept per site and size of the estimate,
+        since the estimate's errors differ most between "starts now" and "in ten hours".
         Call it when the job starts, with the prediction made when it was submitted.
         """
         if not self.adapt:
             return
         try:
-            lo, mid, hi = predicted.at(0.05), predicted.at(0.5), predicted.at(0.95)
+            q = [predicted.at(p) for p in ANCHORS]
         except KeyError:
             return
-        miss = 1.0 if (real < lo or real > hi) else 0.0
-        k = self.scale.get(site, 1.0) * math.exp(GAMMA_SCALE * (miss - ALPHA))
-        self.scale[site] = min(20.0, max(0.05, k))
-        above = 1.0 if g(real) > g(mid) else 0.0 if g(real) < g(mid) else 0.5
-        self.shift[site] = self.shift.get(site, 0.0) + GAMMA_SHIFT * (above - 0.5)
+        key = (site, estimate_bucket(predicted.estimate))
+        a = self.anchors.setdefault(key, list(ANCHORS))
+        for i, (p, w) in enumerate(zip(ANCHORS, q)):
+            above = 1.0 if real > w else 0.0
+            a[i] = min(1.0, max(0.0, a[i] + GAMMA * (above - (1.0 - p))))
+        for i in range(1, len(a)):        # keep them ordered
+            a[i] = max(a[i], a[i - 1])
 
 
 # ------------------------------------------------------------------ walk-forward evaluation
