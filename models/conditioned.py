@@ -52,6 +52,9 @@ WINDOW = 1000
 GAMMA = 0.01
 #: the quantiles whose levels are recalibrated, and their targets
 ANCHORS = (0.05, 0.5, 0.95)
+#: how far beyond [0, 1] a reading level may go: past the largest (smallest) error seen, the
+#: law is extended linearly at the slope of its outer tail (see :func:`read_level`)
+LEVEL_SPAN = (-0.5, 1.5)
 LEVELS = ("shape", "cores", "estimate", "site")
 #: upper limits (seconds) of the estimate's buckets: "starts now", minutes, hours, a day, more
 ESTIMATE_BUCKETS = (60.0, 3600.0, 6 * 3600.0, 24 * 3600.0, math.inf)
@@ -151,6 +154,26 @@ def km_quantiles(complete: Sequence[float], censored: Sequence[float], ps: Seque
     return out
 
 
+def read_level(complete: Sequence[float], censored: Sequence[float], levels: Sequence[float]) -> list[float]:
+    """Error quantiles at reading levels that may lie outside [0, 1].
+
+    Inside, the (Kaplan–Meier) quantile. Above 1 the law is extended past the largest error e₁
+    at the slope of its upper tail, e₁ + (L − 1) · s with s = max((e₁ − e_.95) / 0.05,
+    (e_.95 − e_.5) / 0.45); below 0 likewise past the smallest. Why extend at all: when a queue
+    jams, waits exceed every error seen so far for a while, and an interval that can never
+    reach past them keeps missing until the jam's waits are known — after the jam.
+    """
+    inside = [min(1.0, max(0.0, x)) for x in levels]
+    base = km_quantiles(complete, censored, inside + [0.0, 0.05, 0.5, 0.95, 1.0])
+    vals, (e0, e05, e5, e95, e1) = base[:len(levels)], base[len(levels):]
+    up = max((e1 - e95) / 0.05, (e95 - e5) / 0.45, 0.0)
+    down = max((e05 - e0) / 0.05, (e5 - e05) / 0.45, 0.0)
+    out = []
+    for x, v in zip(levels, vals):
+        out.append(e1 + (x - 1.0) * up if x > 1.0 else e0 - (0.0 - x) * down if x < 0.0 else v)
+    return out
+
+
 class ConditionedWait:
     """Errors of one point estimate per site and shape class; predicted wait quantiles.
 
@@ -234,7 +257,7 @@ class ConditionedWait:
         base = g(estimate)
         ps = sorted(ps)
         levels = [self.level(site, estimate, p) for p in ps] if self.adapt else ps
-        errs = km_quantiles(grp.sorted, censored, levels)
+        errs = read_level(grp.sorted, censored, levels)
         qs = tuple((p, g_inv(base + e)) for p, e in zip(ps, errs))
         return WaitQuantiles(estimate, qs, level, len(grp.sorted) + len(censored))
 
@@ -245,11 +268,11 @@ class ConditionedWait:
         if a is None:
             return p
         xs = (0.0, *ANCHORS, 1.0)
-        ys = (0.0, *a, 1.0)
+        ys = (min(0.0, a[0]), *a, max(1.0, a[-1]))
         for x0, x1, y0, y1 in zip(xs, xs[1:], ys, ys[1:]):
             if p <= x1:
-                return min(1.0, max(0.0, y0 + (y1 - y0) * (p - x0) / (x1 - x0)))
-        return 1.0
+                return y0 + (y1 - y0) * (p - x0) / (x1 - x0)
+        return ys[-1]
 
     def judge(self, site: str, predicted: WaitQuantiles, real: float) -> None:
         """Online recalibration from one outcome (adaptive conformal inference, Gibbs & Candès
@@ -257,8 +280,9 @@ class ConditionedWait:
         wait above the predicted P95 raises the P95's level, one below lowers it by a twentieth
         as much — so over time 5 % fall above the P95, 5 % below the P5 and half above the
         median, even when the errors drift or come in bursts (which the exchangeability behind
-        a plain quantile does not allow). Levels stay in [0, 1]: at the edge the quantile is the
-        largest (smallest) error seen, never beyond. Kept per site and size of the estimate,
+        a plain quantile does not allow). Levels may leave [0, 1] by up to half
+        (:data:`LEVEL_SPAN`); past the errors seen the law is extended (:func:`read_level`).
+        Kept per site and size of the estimate,
         since the estimate's errors differ most between "starts now" and "in ten hours".
         Call it when the job starts, with the prediction made when it was submitted.
         """
@@ -272,7 +296,7 @@ class ConditionedWait:
         a = self.anchors.setdefault(key, list(ANCHORS))
         for i, (p, w) in enumerate(zip(ANCHORS, q)):
             above = 1.0 if real > w else 0.0
-            a[i] = min(1.0, max(0.0, a[i] + GAMMA * (above - (1.0 - p))))
+            a[i] = min(LEVEL_SPAN[1], max(LEVEL_SPAN[0], a[i] + GAMMA * (above - (1.0 - p))))
         for i in range(1, len(a)):        # keep them ordered
             a[i] = max(a[i], a[i - 1])
 
