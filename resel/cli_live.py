@@ -115,7 +115,8 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
             rates = runtime.engine_rates(bag.profile.instructions, risk=risk, objective=objective)
             c.err.print(rates.label, soft_wrap=True, markup=False)
             options = LiveOptions(strategy=strategy, seed=seed, clock=clock, poll=poll, perf=perf,
-                                  task_timeout=task_timeout, estimate=estimate, rates=rates.to_json())
+                                  task_timeout=task_timeout, estimate=estimate, rates=rates.to_json(),
+                                  objective=objective)
             coord = Coordinator.start(store, bag, site_list, options, open_site,
                                       bag_file=str(bag_file.resolve()), sites_file=str(sites_file.resolve()))
         c.err.print(f"run {coord.run_id}: {coord.bag.count} tasks on {', '.join(s.name for s in coord.sites)} "

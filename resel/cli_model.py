@@ -278,7 +278,9 @@ def predict_cmd(bag, sites_file, model, level, db_path, as_json) -> None:
                                  "(LIM from its clocks) or run `resel model fit` first")
             site_list = [Site(n, "slurm", 1, Clock(lim_rows.get(n, {}).get("clock_ghz") or 1.0),
                               kappa=lim_rows.get(n, {}).get("kappa") or 1.0) for n in names]
-        rm = runtime_model(b, site_list, model=model, db=db)
+        from resel.config import LIVE_KINDS
+        simulated = bool(sites_file) and all(s.kind not in LIVE_KINDS for s in site_list)
+        rm = runtime_model(b, site_list, model=model, db=db, simulated_ads=simulated)
     except ReselError as exc:
         raise click.ClickException(str(exc)) from None
     instr = b.profile.instructions

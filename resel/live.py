@@ -67,6 +67,8 @@ class LiveOptions:
     #: the engine's T̂x rates (:meth:`resel.models.runtime.EngineRates.to_json`), stored so a
     #: resumed run decides with the same numbers; None: LIM with ``clock``
     rates: dict | None = None
+    #: queue-aware split: minimise the P50 (point estimates) or the P90 finish (resel.plan.menu_waits)
+    objective: str = "p50"
 
     def engine_rates(self):
         """The stored rates as the engine takes them (None: LIM)."""
@@ -213,10 +215,12 @@ class Coordinator:
         the estimates of every size of :meth:`Engine.probe_menu` (None without queue-awareness).
         """
         want_estimates = Strategy.parse(self.options.strategy).base == "queue"
-        history = None
+        history = wait_errors = None
         if want_estimates:
+            from resel.models.conditioned import load_wait_errors
             from resel.models.history import load_history
             history = load_history(self.db)
+            wait_errors = load_wait_errors(self.db) if self.options.objective == "p90" else None
         menu = self.engine.probe_menu()
 
         def check(i: int, site: Site) -> tuple[str, str | None, list[float | None] | None]:
@@ -226,11 +230,11 @@ class Coordinator:
                 ps.ship_agent()
                 if not (want_estimates and menu[i]):
                     return site.name, None, None
-                from resel.plan import choose, site_estimates
+                from resel.plan import menu_waits, site_estimates
                 opts = self.options
                 row = site_estimates(ps.scheduler, site, menu[i], self.engine.tx[i], history,
                                      quantile=opts.quantile, confidence=opts.confidence)
-                return site.name, None, [choose(entry, opts.estimate)[1] for entry in row.menu]
+                return site.name, None, menu_waits(row, opts.estimate, opts.objective, wait_errors)
             except Exception as exc:   # noqa: BLE001 - any failure disables this site only
                 return site.name, _describe(exc), None
 

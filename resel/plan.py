@@ -253,12 +253,7 @@ def plan(bag: Bag, sites: list[Site], *, strategy: str = "queue+reselect", sourc
         row.ttc_s = None if best == math.inf else best
     estimates = {r.site: r.wait_s for r in rows}
 
-    def planned_wait(e: dict) -> float | None:   # what the split weighs: the point, or the P90 wait
-        if objective == "p90" and e.get("wait_quantiles"):
-            return e["wait_quantiles"]["0.9"]
-        return e["wait_s"]
-
-    wait_menu = ({r.site: [planned_wait(e) for e in r.menu] for r in rows if not r.error}
+    wait_menu = ({r.site: [planned_wait(e, objective) for e in r.menu] for r in rows if not r.error}
                  if strat.base == "queue" else None)
     events: list[Any] = [BagSubmitted(time=0.0, wait_estimates=estimates, wait_menu=wait_menu)]
     events += [SiteLost(time=0.0, site=r.site, reason=r.error) for r in rows if r.error]
@@ -301,6 +296,28 @@ def plan(bag: Bag, sites: list[Site], *, strategy: str = "queue+reselect", sourc
         "problem": problem,
         "submitted": False,
     }
+
+
+def planned_wait(entry: dict, objective: str) -> float | None:
+    """What the queue-aware split weighs for one pilot size: its start estimate, or with the
+    ``p90`` objective its conditioned 90th percentile where the site has an error history."""
+    if objective == "p90" and entry.get("wait_quantiles"):
+        return entry["wait_quantiles"]["0.9"]
+    return entry.get("wait_s")
+
+
+def menu_waits(row: SitePlan, source: str, objective: str, wait_errors: Any) -> list[float | None]:
+    """The waits of every size of a probed row as the split weighs them (the live coordinator's
+    preflight uses this, so a run plans exactly as ``resel plan`` shows)."""
+    out = []
+    for entry in row.menu:
+        used, w = choose(entry, source)
+        entry["wait_s"] = w
+        if objective == "p90" and not entry.get("wait_quantiles"):
+            entry["wait_quantiles"], entry["wait_note"] = _wait_quantiles(wait_errors, used, row.site, entry, w,
+                                                                         walltime=row.walltime)
+        out.append(planned_wait(entry, objective))
+    return out
 
 
 def _wait_quantiles(wait_errors: Any, used: str | None, site: str, entry: dict, w: float | None, *,
