@@ -135,11 +135,11 @@ def show_plan(bag, site_list, *, strategy: str, source: str, quantile: float, co
                     f"{doc['model']['summary']}\n"
                     "start estimates are for the pilot the plan asks for (every size: --json, 'menu'); "
                     "bag alone = predicted TTC of the whole bag on that site; share done = when that site's "
-                    "tasks would be finished (point, then P50 / P90)",
+                    "tasks would be finished (point estimate, then P50 / P90)",
               title_justify="left")
-    for col in ("site", "free/total", "pilot", "history bound", "twin", "scheduler", "T̂x (90 % interval)",
-                "model", "bag alone", "tasks", "pilots (cores)", "share done", "P50 / P90", "role"):
-        t.add_column(col)
+    for col in ("site", "free/total", "pilot", "history bound", "twin", "scheduler", "T̂x (model; 90 % interval)",
+                "bag alone", "tasks", "pilots (cores)", "share done (P50 / P90)", "role"):
+        t.add_column(col, no_wrap=col in ("site", "role"))
     notes = []
     for r in doc["sites"]:
         cores = "—" if r["total_cores"] is None else f"{'?' if r['free_cores'] is None else r['free_cores']}/{r['total_cores']}"
@@ -152,13 +152,14 @@ def show_plan(bag, site_list, *, strategy: str, source: str, quantile: float, co
             marks[name] = f"[bold]{text}[/bold]" if used == name else text
         pilot_cores = shown.get("cores", r["pilot_cores"])
         iv = r["tx_interval"]
-        tx_text = _dur(r["tx"]) + (f" ({_dur(iv[0])}–{_dur(iv[1])})" if iv else " (—)")
-        pq = (f"{_dur(r['finish_p50'])} / {_dur(r['finish_p90'])}" if r["tasks"] and r["finish_p50"] is not None
-              else "—")
+        tx_text = (_dur(r["tx"]) + (" fit" if r["tx_model"] == "fit" else " LIM")
+                   + (f"; {_dur(iv[0])}–{_dur(iv[1])}" if iv else ""))
+        done = "—"
+        if r["tasks"]:
+            done = _dur(r["finish_s"]) + (f" ({_dur(r['finish_p50'])} / {_dur(r['finish_p90'])})"
+                                          if r["finish_p50"] is not None else "")
         t.add_row(r["site"], cores, f"{pilot_cores} c × {_dur(r['walltime'])}", marks["history"], marks["twin"],
-                  marks["scheduler"], tx_text, "fit" if r["tx_model"] == "fit" else "LIM", _dur(r["ttc_s"]),
-                  str(r["tasks"]), _pilots(r["pilots"]),
-                  _dur(r["finish_s"]) if r["tasks"] else "—", pq,
+                  marks["scheduler"], tx_text, _dur(r["ttc_s"]), str(r["tasks"]), _pilots(r["pilots"]), done,
                   r["role"] or ("unreachable" if r["error"] else ""))
         if r["error"]:
             notes.append(f"{r['site']}: unreachable — {r['error']}")
