@@ -73,15 +73,19 @@ def measured_clocks(db: Any, site: str) -> list[float]:
 
 def slot_speeds_from_ads(slots: Iterable[Any]) -> tuple[list[float], list[float], str] | None:
     """Per-slot speeds from a pool's slot ads (:class:`~resel.backends.htcondor_formats.Slot`):
-    ``Mips`` where every slot has it (a measured benchmark), else the advertised clock; weights
-    are the slots' cpus (a partitionable slot's free ones plus its dynamic slots' cover the
-    machine once). None when the pool publishes neither (the recorded pool does not)."""
+    ``Mips`` (a measured benchmark) where slots publish it, else the advertised clock (or the
+    ``@ x.xxGHz`` of the CPU model); weights are the slots' cpus (a partitionable slot's free
+    ones plus its dynamic slots' cover the machine once). Slots without the figure are left
+    out, and the description says how many cpus it covers. None when no slot publishes either
+    (the recorded pool does not)."""
     slots = [s for s in slots if (getattr(s, "cpus", 1) or 0) > 0]
+    total = sum(getattr(s, "cpus", 1) or 1 for s in slots)
     for attr, what in (("mips", "collector Mips"), ("clock_mhz", "collector clocks")):
-        vals = [(getattr(s, attr), getattr(s, "cpus", 1) or 1) for s in slots]
-        known = [(v, w) for v, w in vals if v]
-        if known and len(known) == len(vals):
-            return [float(v) for v, _ in known], [float(w) for _, w in known], what
+        known = [(float(getattr(s, attr)), float(getattr(s, "cpus", 1) or 1)) for s in slots if getattr(s, attr)]
+        if known:
+            covered = sum(w for _, w in known)
+            note = what if covered == total else f"{what} of {covered:g} of {total:g} cpus"
+            return [v for v, _ in known], [w for _, w in known], note
     return None
 
 

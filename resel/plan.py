@@ -80,6 +80,8 @@ class SitePlan:
     wait_p50: float | None = None           # the chosen pilot's wait percentiles (None: spread unknown)
     wait_p90: float | None = None
     wait_note: str | None = None
+    #: a pool's per-slot speeds from its ads: {"speeds", "weights", "what"} (None: not published)
+    slot_spread: dict[str, Any] | None = None
     #: every pilot size weighed: {slots, cores, history_s, twin_s, scheduler_s, used, wait_s}
     menu: list[dict[str, Any]] = field(default_factory=list)
 
@@ -110,7 +112,9 @@ def probe_site(site: Site, shapes: list[tuple[int, int, float]], tx: float, hist
     ps = None
     try:
         ps = (opener or open_site)(site)
-        return site_estimates(ps.scheduler, site, shapes, tx, history, quantile=quantile, confidence=confidence)
+        row = site_estimates(ps.scheduler, site, shapes, tx, history, quantile=quantile, confidence=confidence)
+        row.slot_spread = _slot_spread(ps.scheduler)
+        return row
     except Exception as exc:   # noqa: BLE001 - the row says why; the other sites go on
         _, cores, walltime = shapes[0] if shapes else (0, 0, 0.0)
         row = SitePlan(site.name, site.kind, cores, walltime, tx, error=_err(exc))
@@ -119,6 +123,23 @@ def probe_site(site: Site, shapes: list[tuple[int, int, float]], tx: float, hist
         return row
     finally:
         close_quietly(ps)
+
+
+def _slot_spread(sched: Any) -> dict[str, Any] | None:
+    """A pool's slot speeds from its collector's ads (HTCondor), or None (other kinds, or none
+    published; a failure to read them is no reason to fail the row)."""
+    slots_fn = getattr(sched, "slots", None)
+    if slots_fn is None:
+        return None
+    try:
+        from resel.models.fitted import slot_speeds_from_ads
+        found = slot_speeds_from_ads(slots_fn())
+    except Exception:   # noqa: BLE001 - the interval is then simply not known
+        return None
+    if found is None:
+        return None
+    speeds, weights, what = found
+    return {"speeds": speeds, "weights": weights, "what": what}
 
 
 def _history(history: Any, site: str, cores: int, walltime: float, quantile: float,
@@ -232,6 +253,12 @@ def plan(bag: Bag, sites: list[Site], *, strategy: str = "queue+reselect", sourc
             rows = list(pool.map(one, range(len(sites))))
     for i, row in enumerate(rows):
         srt = runtime.sites[row.site]
+        if srt.source == "lim" and not srt.ratios and row.slot_spread and len(set(row.slot_spread["speeds"])) > 1:
+            from dataclasses import replace as _replace
+            from resel.models.runtime import slot_ratios
+            sp = row.slot_spread
+            srt = runtime.sites[row.site] = _replace(
+                srt, ratios=slot_ratios(sp["speeds"], sp["weights"]), spread=f"{sp['what']} (n={len(sp['speeds'])} slots)")
         row.tx = txs[i]
         iv = srt.interval(instr, 0.9)
         row.tx_interval = list(iv) if iv else None

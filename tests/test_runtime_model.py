@@ -230,3 +230,33 @@ def test_measured_clocks_give_a_spread_only_when_they_differ(tmp_path, sites):
     assert runtime_model(make_bag(1), sites, db=db).sites["hpc"].ratios == ()   # identical: no spread known
     db["live_pilots"].insert({"run_id": 1, "pilot": 9, "site": "hpc", "cpu_mhz": 3600.0}, alter=True)
     assert runtime_model(make_bag(1), sites, db=db).sites["hpc"].ratios == pytest.approx((2 / 3, 1.0, 1.0, 1.0))
+
+
+# ------------------------------------------------------------------ a pool's ads in resel plan
+from test_htcondor_submit import replay  # noqa: E402,F401 - the real HTCondorCLI over replayed outputs
+
+
+def test_plan_gives_a_pool_the_spread_of_its_slot_clocks(replay):
+    """`resel plan` on an HTCondor site: the real HTCondorCLI reads `condor_status -json`
+    (the recorded ads plus constructed CPU models: 2.4 GHz and 2.2 GHz Xeons, an AMD model
+    without a clock) and the row's T̂x interval is the spread of those clocks, saying how many
+    cpus they cover."""
+    from resel.backends.pilotsite import PilotSite
+    from resel.backends.transport import LocalTransport
+    from resel.domain import Clock, PilotPolicy, Site
+    from resel.plan import plan
+
+    cli, _, _, _ = replay
+    from resel.domain import Access
+    site = Site("pool", "htcondor", 24, Clock(2.3), pilot=PilotPolicy(mode="per-task", max_pilots=8),
+                access=Access(workdir=str(replay[3] / "work")))
+    doc = plan(make_bag(4), [site], strategy="model", opener=lambda s: PilotSite(s, LocalTransport(), cli))
+    row = doc["sites"][0]
+    assert row["error"] is None, row
+    spread = row["slot_spread"]
+    assert spread["what"] == "collector clocks of 24 of 26 cpus"
+    ratios = sorted(slot_ratios(spread["speeds"], spread["weights"]))
+    tx = 1e10 / 2.3e9
+    assert row["tx"] == pytest.approx(tx)
+    assert row["tx_interval"] == pytest.approx([tx * quantile(ratios, 0.05), tx * quantile(ratios, 0.95)])
+    assert "collector clocks" in row["tx_detail"]
