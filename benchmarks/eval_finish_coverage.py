@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import pickle
 import sys
 import time
 from pathlib import Path
@@ -46,6 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--first", type=int, help="only the first N trace lines (quick runs)")
     ap.add_argument("--runtime", type=Path, default=RUNTIME, help="JSON with train/test run-time ratios")
     ap.add_argument("--tx", type=float, default=3600.0, help="T̂x of the probe's tasks, seconds")
+    ap.add_argument("--cache", type=Path, default=None,
+                    help="keep the probes (the slow part) in this directory and reuse them when the trace, "
+                         "reality, policy, points and load are the same")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
 
@@ -55,12 +59,21 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("give --cores for a trace resel does not know")
     started = time.perf_counter()
     lines = list(Trace(path)) if args.first is None else list(Trace(path))[:args.first]
+    key = f"{path.stem}-{args.reality}-{args.policy}-{cores}-{args.points}-{args.load}-{args.first}.pickle"
+    cached = args.cache / key if args.cache else None
     if args.reality == "recorded":
         jobs = we.load_recorded(lines, cores)
-        probes = fe.recorded_probes(jobs, args.policy, cores)
     else:
         jobs = we.load_jobs(lines, cores, load=args.load)
+    if cached is not None and cached.exists():
+        probes = pickle.loads(cached.read_bytes())
+    elif args.reality == "recorded":
+        probes = fe.recorded_probes(jobs, args.policy, cores)
+    else:
         probes = fe.simulated_probes(jobs, args.policy, cores, args.points)
+    if cached is not None and not cached.exists():
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        cached.write_bytes(pickle.dumps(probes))
     t_probes = time.perf_counter() - started
     ratios = json.loads(args.runtime.read_text()) if args.runtime.exists() else None
     table, out = [], {}

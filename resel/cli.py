@@ -169,7 +169,7 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
         return
     _print_experiment(exp, bag_file, sites_file)
     out.print(f"[dim]{runtime.summary()}" + (f"; re-selection windows at risk {risk:g}" if risk is not None else "")
-              + (f"; queue-aware split on P90" if objective == "p90" else "") + "[/dim]")
+              + ("; queue-aware split on P90" if objective == "p90" else "") + "[/dim]")
     for note in runtime.notes:
         out.print(f"[dim]{note}[/dim]")
     if store is not None:

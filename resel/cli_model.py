@@ -15,7 +15,7 @@ import click
 
 from resel.errors import ModelError, ReselError
 from resel.models import calibration as cal
-from resel.models.lim import SiteRate, site_rates
+from resel.models.lim import site_rates
 from resel.store import _clean, open_store
 
 db_option = click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path), default=None,

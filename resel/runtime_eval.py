@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from resel.models.calibration import Evidence, fit
-from resel.models.lim import SiteRate
 from resel.models.runtime import SiteRuntime, quantile, rate_from_seconds_per_instruction
 
 SITE = "this-vm"

@@ -96,7 +96,6 @@ def learn_queue_errors(sites: list[Site], menu: dict[int, list[tuple[int, int, f
     once it started, and only probes that started before the bag's arrival teach at all)."""
     from pathlib import Path
 
-    from resel import finish_eval as fe
     from resel import wait_eval as we
     from resel.models.conditioned import ConditionedWait
     from resel.swf import Trace

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_bag, make_site
+from conftest import make_bag
 from resel.backends.htcondor_formats import parse_slots
 from resel.backends.simulated import simulate
 from resel.engine import Engine
 from resel.errors import ModelError
-from resel.events import BagSubmitted, Decision, DispatchTask, PilotStarted, SubmitPilot
+from resel.events import BagSubmitted, Decision, PilotStarted
 from resel.models.calibration import SiteFit, application_of
 from resel.models.fitted import runtime_model, slot_speeds_from_ads, stored_fits
 from resel.models.lim import SiteRate, site_rates
