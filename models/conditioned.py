@@ -116,6 +116,33 @@ class WaitQuantiles:
                 return w
         raise KeyError(p)
 
+    def cdf(self, w: float) -> float:
+        """P(wait ≤ w), interpolated between the stored quantiles (0 below the first, 1 above
+        the last: the tails beyond them are not resolved)."""
+        qs = self.quantiles
+        if w < qs[0][1]:
+            return 0.0
+        if w >= qs[-1][1]:
+            return 1.0
+        for (p0, w0), (p1, w1) in zip(qs, qs[1:]):
+            if w < w1:
+                return p0 + (p1 - p0) * (w - w0) / (w1 - w0) if w1 > w0 else p1
+        return 1.0
+
+    def likeliest(self, half: float = 600.0) -> float:
+        """The start prediction most likely to be within ±``half`` of the real wait: the
+        centre of the (2·half)-wide window holding the most probability. Why not the median:
+        a wait law with a spike at "starts now" and a long tail has its median in the tail's
+        foot, where a ±10-minute window catches little; this is the point a ±10-minute hit rate
+        rewards (candidates: every stored quantile as a window's centre or its left edge)."""
+        best, best_mass = self.quantiles[0][1], -1.0
+        for _, w in self.quantiles:
+            for c in (w, w + half, max(half, w)):
+                mass = self.cdf(c + half) - self.cdf(c - half)
+                if mass > best_mass + 1e-12:
+                    best, best_mass = c, mass
+        return max(0.0, best)
+
     def sample(self, u: float) -> float:
         """The wait at quantile ``u`` by linear interpolation between the stored quantiles
         (used to draw waits; clamped at the outermost stored quantiles)."""

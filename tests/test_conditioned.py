@@ -152,3 +152,14 @@ def test_sum_quantiles_by_hand():
 def test_wait_law_from_quantiles_interpolates_and_holds_the_ends():
     law = fin.wait_law_from_quantiles([(0.1, 10.0), (0.9, 90.0)])
     assert law(0.5) == pytest.approx(50.0) and law(0.0) == 10.0 and law(1.0) == 90.0
+
+
+def test_likeliest_window_beats_the_median_for_a_spike_at_zero():
+    """45 % of waits are 0, the rest spread over 2–21 h: the median lies in the tail's foot, where
+    a ±10 min window catches almost nothing; the likeliest window is at "now"."""
+    qs = tuple((p / 100, 0.0 if p <= 45 else 7200.0 + (p - 45) * 1200.0) for p in range(1, 100))
+    law = cw.WaitQuantiles(0.0, qs, "site", 100)
+    assert law.at(0.5) > 3600                         # the median is in the tail
+    assert law.likeliest(600.0) <= 600.0              # the window holding 45 % is at "now"
+    assert law.cdf(-1.0) == 0.0 and law.cdf(1e9) == 1.0
+    assert law.cdf(7200.0 + 5 * 1200.0) == pytest.approx(0.50)
