@@ -259,6 +259,10 @@ def plan(bag: Bag, sites: list[Site], *, strategy: str = "queue+reselect", sourc
             sp = row.slot_spread
             srt = runtime.sites[row.site] = _replace(
                 srt, ratios=slot_ratios(sp["speeds"], sp["weights"]), spread=f"{sp['what']} (n={len(sp['speeds'])} slots)")
+        if row.slot_spread:     # the JSON keeps what the ads said, not every slot
+            sp = row.slot_spread
+            row.slot_spread = {"what": sp["what"], "slots": len(sp["speeds"]),
+                               "speed_min": min(sp["speeds"]), "speed_max": max(sp["speeds"])}
         row.tx = txs[i]
         iv = srt.interval(instr, 0.9)
         row.tx_interval = list(iv) if iv else None
