@@ -53,8 +53,8 @@ def main(argv: list[str] | None = None) -> int:
         if s.ratios:
             print(f"  {s.site}: runtime ratios from {s.spread}: P5 {s.ratio(0.05):.3f}, P95 {s.ratio(0.95):.3f}")
     print()
-    print("| tasks | strategy | windows | TTC_wkd mean h | TTC / point (paired median) | seeds sooner | moved | "
-          "P_RESEL wrong / judged |")
+    print("| tasks | strategy | windows | TTC_wkd mean h | TTC / point (paired median) | seeds sooner / later "
+          "| moved | P_RESEL wrong / judged |")
     print("|---:|---|---|---:|---:|---:|---:|---:|")
     for size in sizes:
         for strat in strategies:
@@ -64,11 +64,12 @@ def main(argv: list[str] | None = None) -> int:
                 ttc = [r.metrics.ttc_wkd for r in runs]
                 ratio = statistics.median(t / b for t, b in zip(ttc, base))
                 sooner = sum(t < b - 1e-6 for t, b in zip(ttc, base))
+                later = sum(t > b + 1e-6 for t, b in zip(ttc, base))
                 moved = statistics.fmean(r.metrics.reassigned for r in runs)
                 wrong = sum(r.audit.incorrect for r in runs)
                 judged = sum(r.audit.judged for r in runs)
                 print(f"| {size} | {strat} | {label} | {statistics.fmean(ttc) / 3600:.2f} | {ratio:.3f} | "
-                      f"{sooner}/{len(runs)} | {moved:.0f} | {wrong}/{judged} |")
+                      f"{sooner} / {later} of {len(runs)} | {moved:.0f} | {wrong}/{judged} |")
     return 0
 
 
