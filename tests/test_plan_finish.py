@@ -101,3 +101,24 @@ def test_queue_aware_split_on_p90(tmp_path):
     assert doc["finish_p50_s"] is not None and doc["finish_p50_s"] <= doc["finish_p90_s"]
     notes = [r["wait_note"] for r in doc["sites"] if r["tasks"]]
     assert notes and all("past errors" in n or "too few" in n or "no error history" in n for n in notes)
+
+
+def test_simulate_says_which_model_and_passes_risk_windows(tmp_path):
+    """`resel simulate --risk 0.9 --json`: the document names the model per site (the pool's
+    spread from its published slot clocks), and the runs' decisions log the risk windows."""
+    r = CliRunner().invoke(cli, ["simulate", "--sizes", "16", "--repeat", "1", "--strategies", "reselect",
+                                 "--risk", "0.9", "--db", str(tmp_path / "s.db"), "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    assert doc["model"]["used"] == "lim" and doc["risk"] == 0.9
+    osg = doc["model"]["sites"]["osg"]
+    assert osg["n_ratios"] > 0 and "slot clocks" in osg["spread"]
+    db = open_store(tmp_path / "s.db")
+    windows = {(d["origin"], d["window"]) for d in db.query(
+        "select origin, window from decisions where kind like 'reselect%' and target = 'osg'")}
+    from resel.models.fitted import runtime_model
+    from resel.models.runtime import window_quantile
+    import resel
+    rm = runtime_model(resel.default_bag(), resel.default_sites(), model="lim", simulated_ads=True)
+    expect = {o: window_quantile(rm.sites["osg"], rm.sites[o], 2e13, 0.9) for o, _ in windows}
+    assert windows and all(w == pytest.approx(expect[o]) for o, w in windows)
