@@ -383,16 +383,17 @@ def walk_forward(cases: Iterable[Case], ps: Sequence[float] = (0.05, 0.5, 0.9, 0
 
 
 # ------------------------------------------------------------------ the store
-#: the table of past errors: (site, source, cores, walltime, estimate, real, submit, origin)
+#: the table of past errors: (site, source, origin, job, cores, walltime, estimate, real, submit)
 TABLE = "wait_errors"
 
 
 def save_errors(db, rows: Iterable[dict]) -> int:
-    """Store past errors (dicts with the :data:`TABLE` columns); replaces rows of the same
-    (site, source, origin, submit, cores) so learning from a trace twice adds nothing."""
+    """Store past errors (dicts with the :data:`TABLE` columns); ``job`` identifies the job
+    within its ``origin`` (e.g. its position in a trace), so learning from the same trace twice
+    replaces rather than adds."""
     rows = list(rows)
     if rows:
-        db[TABLE].upsert_all(rows, pk=("site", "source", "origin", "submit", "cores"), alter=True)
+        db[TABLE].upsert_all(rows, pk=("site", "source", "origin", "job"), alter=True)
     return len(rows)
 
 

@@ -261,9 +261,9 @@ def learn_cmd(site, swf_file, cores, policy, db_path, as_json) -> None:
         raise ReselError(f"{swf_file}: the header names no MaxProcs; give --cores")
     jobs = we.load_recorded(trace, cores)
     probes = fe.recorded_probes(jobs, policy, cores, warmup=0.0)
-    rows = [{"site": site, "source": src, "cores": p.shape.cores, "walltime": p.shape.walltime,
-             "estimate": p.estimates[src], "real": p.real, "submit": p.at, "origin": f"swf:{swf_file.name}"}
-            for p in probes for src in ("twin", "scheduler") if p.estimates.get(src) is not None]
+    rows = [{"site": site, "source": src, "origin": f"swf:{swf_file.name}", "job": k, "cores": p.shape.cores,
+             "walltime": p.shape.walltime, "estimate": p.estimates[src], "real": p.real, "submit": p.at}
+            for k, p in enumerate(probes) for src in ("twin", "scheduler") if p.estimates.get(src) is not None]
     n = save_errors(open_store(db_path), rows)
     doc = {"site": site, "trace": str(swf_file), "cores": cores, "policy": policy, "jobs": len(probes), "errors": n}
     if as_json:

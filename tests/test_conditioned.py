@@ -112,7 +112,7 @@ def test_online_recalibration_reaches_the_nominal_coverage_under_drift():
 def test_stored_errors_round_trip(tmp_path):
     db = open_store(tmp_path / "w.db")
     rows = [{"site": "s", "source": "twin", "cores": 1, "walltime": 60.0, "estimate": 0.0, "real": float(r),
-             "submit": float(i), "origin": "swf:x"} for i, r in enumerate(range(30))]
+             "submit": 5.0, "origin": "swf:x", "job": i} for i, r in enumerate(range(30))]   # one submit time
     assert cw.save_errors(db, rows) == 30
     cw.save_errors(db, rows)                      # learning twice adds nothing
     assert db[cw.TABLE].count == 30
@@ -163,3 +163,29 @@ def test_likeliest_window_beats_the_median_for_a_spike_at_zero():
     assert law.likeliest(600.0) <= 600.0              # the window holding 45 % is at "now"
     assert law.cdf(-1.0) == 0.0 and law.cdf(1e9) == 1.0
     assert law.cdf(7200.0 + 5 * 1200.0) == pytest.approx(0.50)
+
+
+def test_history_learn_stores_the_estimates_errors_from_a_trace(tmp_path):
+    """`resel history learn` on the real HPC2N trace: one twin and one scheduler error per job
+    with a recorded wait; learning twice adds nothing; the plan's loader then predicts."""
+    import json as _json
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    from resel.cli import cli
+    swf = Path(__file__).resolve().parents[2] / "shared" / "data" / "swf" / "hpc2n.swf"
+    db = tmp_path / "l.db"
+    args = ["history", "learn", "--site", "seth", "--swf", str(swf), "--db", str(db), "--json"]
+    r = CliRunner().invoke(cli, args)
+    assert r.exit_code == 0, r.output
+    doc = _json.loads(r.output)
+    assert doc["cores"] == 240 and doc["errors"] == 2 * doc["jobs"] and doc["jobs"] > 3000
+    CliRunner().invoke(cli, args)
+    store = open_store(db)
+    assert store[cw.TABLE].count == doc["errors"]
+    models = cw.load_wait_errors(store)
+    q = models["twin"].predict("seth", 8, 3600.0, 600.0)
+    assert q is not None and q.at(0.05) <= q.at(0.5) <= q.at(0.95)
+    bad = CliRunner().invoke(cli, ["history", "learn", "--site", "x", "--swf", str(tmp_path / "none.swf")])
+    assert bad.exit_code == 2 and "does not exist" in bad.output
