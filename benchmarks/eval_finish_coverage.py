@@ -47,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--first", type=int, help="only the first N trace lines (quick runs)")
     ap.add_argument("--runtime", type=Path, default=RUNTIME, help="JSON with train/test run-time ratios")
     ap.add_argument("--tx", type=float, default=3600.0, help="T̂x of the probe's tasks, seconds")
+    ap.add_argument("--wave", default="1", help="tasks in the probe's first wave: a number, or 'cores' (one per core)")
     ap.add_argument("--cache", type=Path, default=None,
                     help="keep the probes (the slow part) in this directory and reuse them when the trace, "
                          "reality, policy, points and load are the same")
@@ -80,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     for base in ("twin", "scheduler"):
         rows = fe.conditioned_rows(probes, base)
         if ratios:
-            fe.add_finish(rows, ratios["train"], ratios["test"], args.tx)
+            fe.add_finish(rows, ratios["train"], ratios["test"], args.tx,
+                          wave=args.wave if args.wave == "cores" else int(args.wave))
         sc = fe.scores(rows)
         table += [(f"{base}", s) for s in sc]
         out[base] = [s.as_dict() for s in sc]
@@ -89,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.perf_counter() - started
     params = {"trace": path.name, "cores": cores, "policy": args.policy, "reality": args.reality,
               "jobs": len(jobs), "probes": len(probes), "points": args.points if args.reality == "simulated" else None,
-              "load": args.load, "tx": args.tx, "runtime": str(args.runtime) if ratios else None,
+              "load": args.load, "tx": args.tx, "wave": args.wave, "runtime": str(args.runtime) if ratios else None,
               "runtime_n": {"train": len(ratios["train"]), "test": len(ratios["test"])} if ratios else None,
               "seconds": round(elapsed, 1), "probe_seconds": round(t_probes, 1)}
     if args.json:
@@ -97,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(f"{path.name}: {cores} cores, {args.policy} model, {args.reality} reality, {len(jobs)} jobs, "
           f"{len(probes)} probes, {elapsed:.0f} s (probes {t_probes:.0f} s)"
-          + (f"; run-time ratios {params['runtime_n']}" if ratios else "; no run-time ratios (finish columns empty)"))
+          + (f"; run-time ratios {params['runtime_n']}, first wave of {args.wave} task(s) of {args.tx:g} s"
+             if ratios else "; no run-time ratios (finish columns empty)"))
     for base in ("twin", "scheduler"):
         now = out[base + "_always_now_hit_waited"]
         if now is not None:

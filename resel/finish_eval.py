@@ -16,8 +16,10 @@ For each probe, in submission order (:func:`resel.models.conditioned.walk_forwar
   median, for the conditioned law's likeliest 20-minute window
   (:meth:`~resel.models.conditioned.WaitQuantiles.likeliest`, the point this metric rewards),
   and for the base estimate itself and the scheduler's own answer;
-* the **finish time** of a pilot running one wave of tasks: F = W + T̂x · max over its tasks of
-  ρ, with ρ the run-time ratios measured / predicted. Predicted: the conditioned wait's
+* the **finish time** of a pilot's first wave: F = W + T̂x · max over its tasks of ρ, with ρ
+  the run-time ratios measured / predicted — one task (the default, ``wave=1``) or one task per
+  core of the pilot (``wave="cores"``: the plan's rule for a full wave, whose maximum reaches
+  far into the ratios' tail). Predicted: the conditioned wait's
   quantiles combined with the calibration residuals (:func:`resel.models.finish.sum_quantiles`);
   real: the probe's real wait plus T̂x times the maximum of held-out ratios drawn for its
   tasks (seeded per probe). Both ratio sets come from real GROMACS runs on this machine
@@ -101,14 +103,15 @@ def conditioned_rows(probes: Sequence[Any], base: str = "twin", *, qbets: str = 
 
 
 def add_finish(rows: Sequence[Row], train_ratios: Sequence[float], test_ratios: Sequence[float], tx: float,
-               *, seed: int = 0, k: int = 50) -> None:
-    """Predicted and real finish times of one wave of ``cores`` tasks of T̂x = ``tx`` per probe."""
+               *, seed: int = 0, k: int = 50, wave: int | str = 1) -> None:
+    """Predicted and real finish times of a first wave of tasks of T̂x = ``tx`` per probe: ``wave``
+    tasks, or (``"cores"``) one per core of the probe."""
     train = sorted(train_ratios)
     test = list(test_ratios)
     for i, r in enumerate(rows):
         if r.cond is None:
             continue
-        m = max(1, r.cores)
+        m = max(1, r.cores) if wave == "cores" else int(wave)
         run_grid = [tx * quantile(train, ((j + 0.5) / k) ** (1.0 / m)) for j in range(k)]
         wait_grid = grid(r.cond.sample, k)
         r.finish_pred = sum_quantiles(wait_grid, run_grid, PS)
