@@ -105,7 +105,8 @@ class SimResult:
 
 def simulate(bag: Bag, sites: list[Site], strategy: Strategy | str = "model", *, seed: int = 0,
              clock: str = "base", record: bool = True, until: float = math.inf,
-             estimate: str = "scheduler", quantile: float = 0.9, confidence: float = 0.9) -> SimResult:
+             estimate: str = "scheduler", quantile: float = 0.9, confidence: float = 0.9,
+             rates=None) -> SimResult:
     """Run one bag over simulated sites with the engine; return metrics and the full record.
 
     Args:
@@ -115,11 +116,13 @@ def simulate(bag: Bag, sites: list[Site], strategy: Strategy | str = "model", *,
         estimate: where the pilots' predicted starts given to the engine come from —
             ``scheduler``, ``twin`` or ``history`` (:mod:`resel.backends.sim_estimates`);
             ``quantile``/``confidence`` set the history bound.
+        rates: the engine's T̂x rates (:class:`~resel.models.runtime.EngineRates` or a mapping
+            site → SiteRate); default LIM with ``clock``.
 
     The same as ``Simulation(...).run(until)`` then ``.result()``.
     """
     sim = Simulation(bag, sites, strategy, seed=seed, clock=clock, record=record, estimate=estimate,
-                     quantile=quantile, confidence=confidence)
+                     quantile=quantile, confidence=confidence, rates=rates)
     sim.run(until)
     return sim.result()
 
@@ -138,10 +141,10 @@ class Simulation:
 
     def __init__(self, bag: Bag, sites: list[Site], strategy: Strategy | str = "model", *, seed: int = 0,
                  clock: str = "base", record: bool = True, estimate: str = "scheduler",
-                 quantile: float = 0.9, confidence: float = 0.9):
+                 quantile: float = 0.9, confidence: float = 0.9, rates=None):
         self.bag, self.sites, self.seed, self.clock, self.record = bag, list(sites), seed, clock, record
         self.strategy = Strategy.parse(strategy) if isinstance(strategy, str) else strategy
-        self.engine = Engine(bag, self.sites, self.strategy, seed=seed, clock=clock)
+        self.engine = Engine(bag, self.sites, self.strategy, seed=seed, clock=clock, rates=rates)
         self.truths = [_SiteTruth(s, seed) for s in self.sites]
         self._index = {s.name: i for i, s in enumerate(self.sites)}
         self._instructions = bag.profile.instructions

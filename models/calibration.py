@@ -17,12 +17,21 @@ Evaluation is on held-out runs and reports what re-selection actually depends on
 MAPE, the Kendall τ-b of the site ranking (P_RESEL picks by order) and the window error
 |Ŵ − W| per pair of sites, which bounds the penalty of a wrong re-selection (eq. 3.7–3.10).
 The same numbers for uncalibrated LIM are computed beside them so the gain is visible.
+
+A fit belongs to one **application** (:func:`application_of`: the program a bag's command
+runs, e.g. ``gmx`` or ``sleep``): an effective rate folds in the application's IPC, so a rate
+learned from ``sleep`` tasks says nothing about ``gmx``. Each site's fit records its evidence —
+the runs, the dates of the first and last task, and the leave-one-out residual ratios
+measured / predicted — which :mod:`resel.models.runtime` turns into prediction intervals.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import math
+import os
+import shlex
 import statistics
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
@@ -50,6 +59,38 @@ class Evidence:
     method: str = "attempt:end-start"
     run_id: int | None = None
     task: int | None = None
+    application: str = ""
+    at: float | None = None           # when the task ended (epoch seconds), for the fit's dates
+
+
+#: programs that only start another one: the application is what they run
+WRAPPERS = frozenset({"env", "exec", "nice", "time", "nohup", "stdbuf", "taskset", "chrt", "ionice"})
+
+
+def application_of(command: str) -> str:
+    """The application a bag's command runs: the base name of its first program, after any
+    ``VAR=value`` assignments and wrappers such as ``env`` or ``nice`` (with their options).
+
+    ``gmx mdrun -s topol.tpr`` → ``gmx``; ``OMP_NUM_THREADS=1 /opt/bin/gmx_d mdrun`` → ``gmx_d``;
+    ``sleep 2; echo done`` → ``sleep``. A command that cannot be split (unbalanced quotes) is
+    read up to its first blank.
+    """
+    try:
+        words = shlex.split(command, comments=False)
+    except ValueError:
+        words = command.split()
+    for w in words:
+        w = w.rstrip(";&|")
+        if not w or w.startswith("-") or ("=" in w and not w.startswith(("/", "."))
+                                         and w.split("=", 1)[0].replace("_", "").isalnum()):
+            continue
+        if w.isdigit():                   # an option's value (nice -n 10)
+            continue
+        name = os.path.basename(w)
+        if name in WRAPPERS:
+            continue
+        return name
+    return ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +107,12 @@ class SiteFit:
     n_counted: int = 0                # rows with perf instruction counts on the site
     spread: float = 0.0               # median |ratio/median − 1| of the rate ratios (MAD, relative)
     methods: dict[str, int] = field(default_factory=dict)
+    application: str = ""             # the program the evidence ran (application_of)
+    runs: list[int] = field(default_factory=list)              # live runs the evidence came from
+    first: str | None = None          # UTC date-time of the first and last task of the evidence
+    last: str | None = None
+    #: leave-one-out residuals, measured / predicted T_x, ascending (the runtime interval)
+    residuals: list[float] = field(default_factory=list)
 
     def tx(self, instructions: float) -> float:
         return self.rate_s_per_instr * instructions
@@ -152,9 +199,11 @@ def load_evidence(db, runs: Sequence[int] | None = None, *, baseline_label: str 
         return out
     for run in live_runs(db, runs):
         try:
-            base = override or float(json.loads(run["bag_spec"])["profile"]["instructions"])
+            spec = json.loads(run["bag_spec"])
+            base = override or float(spec["profile"]["instructions"])
         except (TypeError, KeyError, ValueError):
             continue
+        app = application_of(str(spec.get("command") or ""))
         for a in db.query("select * from attempts where run_id = ? and outcome = 'done' order by task, attempt",
                           [run["id"]]):
             if a["start"] is None or a["end"] is None or a["end"] <= a["start"]:
@@ -165,7 +214,8 @@ def load_evidence(db, runs: Sequence[int] | None = None, *, baseline_label: str 
                 perf = None
             instr, cycles, tc = _perf_counts(perf if isinstance(perf, dict) else None)
             out.append(Evidence(a["site"], base, a["end"] - a["start"], instr, cycles, tc,
-                                "attempt:end-start" + ("+perf" if instr else ""), run["id"], a["task"]))
+                                "attempt:end-start" + ("+perf" if instr else ""), run["id"], a["task"],
+                                app, a["end"]))
     return out
 
 
@@ -189,6 +239,37 @@ def lim_rates_from_runs(db, runs: Sequence[int] | None = None, clock: str = "bas
 def _median_ratio(pairs: Iterable[tuple[float | None, float | None]]) -> tuple[float | None, list[float]]:
     ratios = [a / b for a, b in pairs if a is not None and b is not None and b > 0]
     return (statistics.median(ratios) if ratios else None), ratios
+
+
+def loo_ratios(ratios: Sequence[float]) -> list[float]:
+    """Leave-one-out residuals: each ratio divided by the median of the *others*, ascending.
+
+    A task's own time must not pull the rate it is judged against, or small fits would look
+    tighter than they predict; with one ratio there is nothing to compare (empty).
+    """
+    n = len(ratios)
+    if n < 2:
+        return []
+    s = sorted(ratios)
+    out = []
+    for k, v in enumerate(s):
+        rest = s[:k] + s[k + 1:]
+        out.append(v / statistics.median(rest))
+    return sorted(out)
+
+
+def _iso(epoch: float | None) -> str | None:
+    if epoch is None:
+        return None
+    return _dt.datetime.fromtimestamp(epoch, _dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def by_application(evidence: Iterable[Evidence]) -> dict[str, list[Evidence]]:
+    """Evidence grouped by application, in first-seen order."""
+    out: dict[str, list[Evidence]] = {}
+    for e in evidence:
+        out.setdefault(e.application, []).append(e)
+    return out
 
 
 def fit(evidence: Iterable[Evidence]) -> dict[str, SiteFit]:
@@ -218,8 +299,13 @@ def fit(evidence: Iterable[Evidence]) -> dict[str, SiteFit]:
         ipc, _ = _median_ratio((e.instructions_site, e.cycles_site) for e in rows)
         hz, _ = _median_ratio((e.cycles_site, e.task_clock) for e in rows)
         clock_eff = (kappa or 1.0) / (rate * GHZ)
+        apps = sorted({e.application for e in rows})
+        ats = [e.at for e in rows if e.at is not None]
         fits[site] = SiteFit(site, rate, clock_eff, kappa, ipc, hz / GHZ if hz else None, len(rows),
-                             len(counted), spread, dict(Counter(e.method for e in rows)))
+                             len(counted), spread, dict(Counter(e.method for e in rows)),
+                             ",".join(apps), sorted({e.run_id for e in rows if e.run_id is not None}),
+                             _iso(min(ats)) if ats else None, _iso(max(ats)) if ats else None,
+                             loo_ratios(ratios))
     return fits
 
 

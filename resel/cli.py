@@ -21,6 +21,7 @@ from resel import __version__
 from resel.api import default_bag_path, default_sites_path
 from resel.cli_common import CleanErrors, fail_cleanly, print_json
 from resel.cli_common import INT64_MAX, RUN_ID, SEED, Finite
+from resel.cli_rates import model_option, objective_option, risk_option
 from resel.config import MAX_COUNT, load_bag, load_sites
 from resel.errors import ReselError
 from resel.experiment import Experiment, run_experiment
@@ -106,6 +107,9 @@ def cli() -> None:
 @click.option("--seed", default=0, show_default=True, type=SEED, help="Base random seed.")
 @click.option("--clock", type=click.Choice(["base", "avg"]), default="base", show_default=True,
               help="Site clock LIM predicts with: nominal (thesis) or measured average.")
+@model_option
+@risk_option
+@objective_option
 @db_option
 @click.option("--no-store", is_flag=True, help="Do not write runs to the store.")
 @click.option("--plot", "plot_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -114,6 +118,7 @@ def cli() -> None:
 @_fail_cleanly
 def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[str], estimate: str,
              quantile: float, confidence: float, sizes: list[int], repeat: int, seed: int, clock: str,
+             model: str, risk: float | None, objective: str,
              db: Path | None, no_store: bool, plot_dir: Path | None, as_json: bool) -> None:
     """Compare strategies on simulated sites: TTC, T_x and T_q of the whole bag.
 
@@ -126,6 +131,7 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
       resel simulate --sizes 256,1024 --repeat 10
       resel simulate examples/gromacs-bag.toml --sites my-sites.toml --strategies model,model+reselect --json
     """
+    from resel.cli_rates import runtime_for, store_if_exists
     bag = load_bag(bag_file or default_bag_path())
     sites = load_sites(sites_file or default_sites_path())
     if plot_dir is not None and no_store:
@@ -136,9 +142,13 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
         from resel.outputs import refuse_plot_inputs
         refuse_plot_inputs(plot_dir, protect, names=["workload_by_size"])
     store = None if no_store else open_store(db)
+    runtime = runtime_for(bag, sites, model=model, db=store if store is not None else store_if_exists(db),
+                          clock=clock, simulated=True, seed=seed)
+    rates = runtime.engine_rates(bag.profile.instructions, risk=risk, objective=objective)
     params = {"bag": str(bag_file or "embedded"), "sites": str(sites_file or "embedded"),
               "strategies": strategies, "sizes": sizes, "repeat": repeat, "seed": seed, "clock": clock,
-              "estimate": estimate, "quantile": quantile, "confidence": confidence}
+              "estimate": estimate, "quantile": quantile, "confidence": confidence,
+              "model": model, "model_used": runtime.summary(), "risk": risk, "objective": objective}
     exp_id = add_experiment(store, params) if store is not None else None
     total = len(strategies) * len(sizes) * repeat
     with Progress(TextColumn("[bold]simulating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -150,10 +160,15 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
             return save_run(store, result, experiment_id=exp_id) if store is not None else None
 
         exp = run_experiment(bag, sites, strategies, sizes, repeat=repeat, seed=seed, clock=clock,
-                             estimate=estimate, quantile=quantile, confidence=confidence, on_run=on_run)
+                             estimate=estimate, quantile=quantile, confidence=confidence, on_run=on_run,
+                             rates=rates)
     exp.experiment_id = exp_id
     if as_json:
         doc = exp.as_dict()
+        doc["model"] = {"asked": model, "used": runtime.used, "summary": runtime.summary(),
+                        "application": runtime.application, "notes": runtime.notes,
+                        "sites": {s: r.as_dict(bag.profile.instructions) for s, r in runtime.sites.items()}}
+        doc["risk"], doc["objective"] = risk, objective
         doc["db"] = str(db or default_path()) if store is not None else None
         if plot_dir is not None:
             from resel.cli_report_plots import write_experiment
@@ -161,6 +176,10 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
         _print_json(doc)
         return
     _print_experiment(exp, bag_file, sites_file)
+    out.print(f"[dim]{runtime.summary()}" + (f"; re-selection windows at risk {risk:g}" if risk is not None else "")
+              + ("; queue-aware split on P90" if objective == "p90" else "") + "[/dim]")
+    for note in runtime.notes:
+        out.print(f"[dim]{note}[/dim]")
     if store is not None:
         out.print(f"[dim]stored as experiment {exp_id} in {m(db or default_path())}: "
                   f"`resel runs`, `resel report RUN`[/dim]")

@@ -232,6 +232,50 @@ def fetch_cmd(sites_file: Path, days: float, db_path: Path | None, as_json: bool
                                 + (f", skipped {r['skipped']}" if r["skipped"] else "")))
 
 
+@history_group.command("learn", context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--site", required=True, help="Site name the errors belong to (as in the sites file).")
+@click.option("--swf", "swf_file", type=click.Path(dir_okay=False, exists=True, path_type=Path), required=True,
+              help="The site's workload trace (SWF) with recorded waits.")
+@click.option("--cores", type=click.IntRange(1), default=None,
+              help="The machine's cores (default: the trace header's MaxProcs).")
+@click.option("--policy", type=click.Choice(["fcfs", "easy", "easy-sjbf", "conservative"]), default="easy",
+              show_default=True, help="The policy the twin and the scheduler's estimate model the queue with.")
+@db_option
+@json_option
+@_fail_cleanly
+def learn_cmd(site, swf_file, cores, policy, db_path, as_json) -> None:
+    """Learn how wrong the twin's and the scheduler's start estimates are on a site, from its
+    trace: every job's estimate at its submission (the queue rebuilt from the trace) against its
+    recorded wait. `resel plan` then corrects those estimates with these errors (per shape class)
+    and shows the wait's P50/P90 instead of a point.
+
+    \b
+    Example:
+      resel history learn --site seth --swf ../shared/data/swf/hpc2n.swf
+      resel history learn --site meta --swf wagap-2013.swf --cores 2176 --json
+    """
+    from resel import finish_eval as fe
+    from resel import wait_eval as we
+    from resel.models.conditioned import save_errors
+    from resel.swf import Trace
+    trace = Trace(swf_file)
+    cores = cores or trace.header.max_procs
+    if not cores:
+        raise ReselError(f"{swf_file}: the header names no MaxProcs; give --cores")
+    jobs = we.load_recorded(trace, cores)
+    probes = fe.recorded_probes(jobs, policy, cores, warmup=0.0)
+    rows = [{"site": site, "source": src, "origin": f"swf:{swf_file.name}", "job": k, "cores": p.shape.cores,
+             "walltime": p.shape.walltime, "estimate": p.estimates[src], "real": p.real, "submit": p.at}
+            for k, p in enumerate(probes) for src in ("twin", "scheduler") if p.estimates.get(src) is not None]
+    n = save_errors(open_store(db_path), rows)
+    doc = {"site": site, "trace": str(swf_file), "cores": cores, "policy": policy, "jobs": len(probes), "errors": n}
+    if as_json:
+        _print_json(doc)
+        return
+    _console().print(f"{site}: {n} errors of the twin's and the scheduler's estimates from {len(probes)} jobs of "
+                     f"{swf_file.name} ({cores} cores, {policy} model)", markup=False)
+
+
 def register(cli: click.Group) -> None:
     """Add ``resel history`` to the top-level group (called from :mod:`resel.cli`)."""
     cli.add_command(history_group)

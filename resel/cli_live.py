@@ -16,6 +16,7 @@ import click
 from rich.live import Live
 from rich.table import Table
 
+from resel.cli_rates import model_option, objective_option, risk_option
 from resel.config import LIVE_KINDS, load_bag, load_sites
 from resel.cli_common import RUN_ID, SEED, Finite
 from resel.errors import ReselError, StoreError
@@ -76,13 +77,20 @@ def readable_run(store, run_id: int):
               help="Queue-aware strategy: which start estimate ranks the sites (see `resel plan`).")
 @click.option("--max-time", type=Finite(1, 1e9), default=None, help="Give up (and cancel everything) after this many seconds.")
 @click.option("--progress/--no-progress", default=None, help="Live table (default: on a terminal).")
+@model_option
+@risk_option
+@objective_option
+@click.option("--refit", is_flag=True,
+              help="When the run is done, refit the model of the bag's application from every live run "
+                   "(as `resel model fit --application APP`), so the next run and plan use it.")
 @click.option("--db", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Run store (SQLite). Default: $RESEL_DB or ~/.local/share/resel/resel.db.")
 @click.option("--json", "as_json", is_flag=True, help="Print the final status as JSON.")
 def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed: int, clock: str, poll: float,
             perf: bool,
             task_timeout: float | None, resume_id: int | None, dry_run: bool, estimate: str, max_time: float | None,
-            progress: bool | None, db: Path | None, as_json: bool) -> None:
+            progress: bool | None, model: str, risk: float | None, objective: str, refit: bool,
+            db: Path | None, as_json: bool) -> None:
     """Run a bag on live sites: pilots, late binding, re-selection; crash-safe.
 
     Every event and action is written to the run store before it is carried out, so a
@@ -116,13 +124,19 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
                 site_list, probed = probed_sites(store, site_list)
                 c.err.print(f"probed clocks: {m(probed or 'none stored; using the sites file')}", soft_wrap=True)
                 clock = "avg"
-            options = LiveOptions(strategy=strategy, seed=seed, clock=clock, poll=poll, perf=perf,
-                                  task_timeout=task_timeout, estimate=estimate)
             if dry_run:
                 from resel.cli_plan import show_plan
-                show_plan(bag, site_list, strategy=strategy, source=estimate, quantile=options.quantile,
-                          confidence=options.confidence, clock=clock, seed=seed, db_path=db, as_json=as_json)
+                show_plan(bag, site_list, strategy=strategy, source=estimate, quantile=LiveOptions.quantile,
+                          confidence=LiveOptions.confidence, clock=clock, seed=seed, db_path=db, as_json=as_json,
+                          model=model, objective=objective, risk=risk)
                 return
+            from resel.cli_rates import runtime_for
+            runtime = runtime_for(bag, site_list, model=model, db=store, clock=clock)
+            rates = runtime.engine_rates(bag.profile.instructions, risk=risk, objective=objective)
+            c.err.print(rates.label, soft_wrap=True, markup=False)
+            options = LiveOptions(strategy=strategy, seed=seed, clock=clock, poll=poll, perf=perf,
+                                  task_timeout=task_timeout, estimate=estimate, rates=rates.to_json(),
+                                  objective=objective)
             coord = Coordinator.start(store, bag, site_list, options, open_site,
                                       bag_file=str(bag_file.resolve()), sites_file=str(sites_file.resolve()))
         c.err.print(f"run {coord.run_id}: {coord.bag.count} tasks on {m(', '.join(s.name for s in coord.sites))} "
@@ -146,14 +160,38 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
                         "let go of it", soft_wrap=True)
             sys.exit(1)
         snap = _snap(coord)
+        refitted = _refit(store, coord) if refit and coord.finished else None
         if as_json:
-            c._print_json(snap.as_dict())
+            doc = snap.as_dict()
+            if refitted is not None:
+                doc["refit"] = refitted
+            c._print_json(doc)
         else:
             c.out.print(table(snap))
         if snap.failed:
             sys.exit(1)
     except ReselError as exc:
         raise click.ClickException(str(exc)) from None
+
+
+def _refit(store, coord: Coordinator) -> list[dict]:
+    """``--refit``: fit the bag's application again from every live run, and say what changed."""
+    from resel.cli_model import refit
+    from resel.models.calibration import application_of
+    c = _cli()
+    app = application_of(coord.bag.command)
+    try:
+        docs = refit(store, application=app, holdout=0.0)
+    except ReselError as exc:
+        c.err.print(f"--refit: not refitted: {exc}", soft_wrap=True, markup=False)
+        return []
+    before = {s.name: tx for s, tx in zip(coord.engine.sites, coord.engine.tx)}
+    for doc in docs:
+        after = {s: f["rate_s_per_instr"] * coord.bag.profile.instructions for s, f in doc["fit"].items()}
+        changes = ", ".join(f"{s} {before[s]:.3g} s → {after[s]:.3g} s" for s in after if s in before)
+        c.err.print(f"--refit: fit {doc['id']} of {app} from {doc['n_evidence']} task(s) of run(s) "
+                    f"{', '.join(map(str, doc['runs']))}; T̂x per task {changes}", soft_wrap=True, markup=False)
+    return docs
 
 
 def _snap(coord: Coordinator):

@@ -16,7 +16,7 @@ import click
 from resel.cli_common import Finite
 from resel.errors import ModelError, ReselError
 from resel.models import calibration as cal
-from resel.models.lim import SiteRate, site_rates
+from resel.models.lim import site_rates
 from resel.safe_text import terminal
 from resel.store import _clean, open_store, stored_json
 
@@ -42,15 +42,83 @@ def _g(v: float | None, fmt: str = ".4g") -> str:
     return "—" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, fmt)
 
 
+def _decode(row: dict) -> dict:
+    row = dict(row)
+    for k in ("runs", "fit", "lim", "evaluation"):
+        row[k] = stored_json(row.get(k), f"model_fits.{k} of fit {row.get('id')}")
+    row.setdefault("application", None)
+    return row
+
+
 def latest_fit(db) -> dict:
     """The newest ``model_fits`` row, decoded. Raises ReselError when there is none."""
     rows = list(db.query("select * from model_fits order by id desc limit 1"))
     if not rows:
         raise ReselError("no model fit in the store: run `resel model fit` first")
-    row = dict(rows[0])
-    for k in ("runs", "fit", "lim", "evaluation"):
-        row[k] = stored_json(row[k], f"model_fits.{k} of fit {row['id']}")
-    return row
+    return _decode(rows[0])
+
+
+def latest_fits(db, application: str | None = None) -> list[dict]:
+    """The newest fit of each application (or of ``application``), newest first.
+
+    Raises:
+        ReselError: none stored (for that application).
+    """
+    has_app = "application" in db["model_fits"].columns_dict
+    rows = [_decode(r) for r in db.query("select * from model_fits order by id desc")]
+    seen: set = set()
+    out = []
+    for r in rows:
+        app = r["application"] if has_app else None
+        if app in seen or (application is not None and app != application):
+            continue
+        seen.add(app)
+        out.append(r)
+    if not out:
+        raise ReselError("no model fit in the store" + (f" for application {application!r}" if application else "")
+                         + ": run `resel model fit` first")
+    return out
+
+
+def refit(db, runs: list[int] | None = None, *, holdout: float = 0.25, baseline_label: str | None = None,
+          clock: str = "base", application: str | None = None) -> list[dict]:
+    """Fit every application found in the runs' evidence (or only ``application``) and store
+    one ``model_fits`` row per application, with its evidence; returns the stored documents.
+
+    ``resel model fit`` and ``resel run --refit`` (after a live run) both come here.
+
+    Raises:
+        ModelError: no evidence at all (for that application).
+    """
+    evidence = cal.load_evidence(db, runs, baseline_label=baseline_label)
+    groups = cal.by_application(evidence)
+    if application is not None:
+        groups = {a: e for a, e in groups.items() if a == application}
+    if not groups:
+        cal.fit([])    # raises the one clear "no evidence" error
+    lim = cal.lim_rates_from_runs(db, runs, clock)
+    lim_doc = {s: {"kappa": r.kappa, "clock_ghz": r.clock_ghz} for s, r in lim.items()}
+    docs = []
+    for app, rows in groups.items():
+        fits = cal.fit(rows)
+        train, test, how = cal.split(rows, holdout)
+        evaluation = None
+        if test and lim:
+            try:
+                evaluation = cal.evaluate(cal.fit(train), test, lim)
+            except ModelError as exc:
+                how += f" — not evaluated: {exc}"
+        fit_doc = {s: f.as_dict() for s, f in fits.items()}
+        used_runs = sorted({e.run_id for e in rows if e.run_id is not None})
+        row_id = db["model_fits"].insert({
+            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "runs": json.dumps(used_runs), "holdout": how, "baseline_label": baseline_label,
+            "n_evidence": len(rows), "fit": json.dumps(_clean(fit_doc)), "lim": json.dumps(lim_doc),
+            "evaluation": json.dumps(_clean(evaluation)) if evaluation else None, "application": app},
+            alter=True).last_pk
+        docs.append({"id": row_id, "application": app, "runs": used_runs, "n_evidence": len(rows),
+                     "holdout": how, "fit": fit_doc, "lim": lim_doc, "evaluation": evaluation})
+    return docs
 
 
 def _echo_fit(fits: dict) -> None:
@@ -95,12 +163,17 @@ def model_group() -> None:
               help="Share held out for evaluation: the latest runs, or every k-th task of a single run.")
 @click.option("--label", "baseline_label", default=None,
               help="Take the baseline instruction count from `resel profile --label` rows instead of the bag.")
+@click.option("--application", default=None,
+              help="Fit only this application (the program a bag's command runs, e.g. gmx); default: each found.")
 @click.option("--clock", type=click.Choice(["base", "avg"]), default="base", show_default=True,
               help="Site clock uncalibrated LIM is scored with.")
 @json_option
-def fit_cmd(db_path, runs_opt, holdout, baseline_label, clock, as_json) -> None:
+def fit_cmd(db_path, runs_opt, holdout, baseline_label, application, clock, as_json) -> None:
     """Fit per site κ, effective clock, IPC and rate from finished live tasks; store the fit.
 
+    One fit per application (the program the bags ran: gmx, sleep, …), since a rate folds in
+    the program's IPC. Each site's fit keeps its evidence: runs, dates, and the leave-one-out
+    residuals that give `resel model predict` and `resel plan` their runtime intervals.
     The stored fit uses all evidence; the held-out numbers come from a fit on the rest, beside
     uncalibrated LIM (site file clocks and κ), so the gain is visible.
 
@@ -112,100 +185,128 @@ def fit_cmd(db_path, runs_opt, holdout, baseline_label, clock, as_json) -> None:
     """
     runs = _runs_arg(runs_opt)
     try:
-        db = _open(db_path)
-        evidence = cal.load_evidence(db, runs, baseline_label=baseline_label)
-        fits = cal.fit(evidence)
-        lim = cal.lim_rates_from_runs(db, runs, clock)
-        train, test, how = cal.split(evidence, holdout)
-        evaluation = None
-        if test and lim:
-            try:
-                evaluation = cal.evaluate(cal.fit(train), test, lim)
-            except ModelError as exc:
-                how += f" — not evaluated: {exc}"
+        docs = refit(_open(db_path), runs, holdout=holdout, baseline_label=baseline_label, clock=clock,
+                     application=application)
     except ReselError as exc:
         raise click.ClickException(str(exc)) from None
-    fit_doc = {s: f.as_dict() for s, f in fits.items()}
-    lim_doc = {s: {"kappa": r.kappa, "clock_ghz": r.clock_ghz} for s, r in lim.items()}
-    used_runs = sorted({e.run_id for e in evidence})
-    row_id = db["model_fits"].insert({
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "runs": json.dumps(used_runs), "holdout": how, "baseline_label": baseline_label,
-        "n_evidence": len(evidence), "fit": json.dumps(_clean(fit_doc)), "lim": json.dumps(lim_doc),
-        "evaluation": json.dumps(_clean(evaluation)) if evaluation else None}).last_pk
     if as_json:
-        click.echo(json.dumps(_clean({"id": row_id, "runs": used_runs, "n_evidence": len(evidence), "holdout": how,
-                                      "fit": fit_doc, "lim": lim_doc, "evaluation": evaluation}), indent=2))
+        click.echo(json.dumps(_clean({"fits": docs}), indent=2))
         return
-    click.echo(f"fit {row_id} from {len(evidence)} finished task(s) of run(s) {', '.join(map(str, used_runs))}")
-    _echo_fit(fit_doc)
-    _echo_eval(evaluation, how)
+    for doc in docs:
+        click.echo(f"fit {doc['id']} of {doc['application'] or '?'} from {doc['n_evidence']} finished task(s) "
+                   f"of run(s) {', '.join(map(str, doc['runs']))}")
+        _echo_fit(doc["fit"])
+        _echo_eval(doc["evaluation"], doc["holdout"])
 
 
 @model_group.command("show")
 @db_option
+@click.option("--application", default=None, help="Only this application's latest fit.")
 @json_option
-def show_cmd(db_path, as_json) -> None:
-    """Print the latest fit: per-site parameters, evidence counts and methods, held-out scores.
+def show_cmd(db_path, application, as_json) -> None:
+    """Print the latest fit of each application: per-site parameters, evidence, held-out scores.
 
     \b
     Example:
       resel model show
-      resel model show --json
+      resel model show --application gmx --json
     """
     try:
-        row = latest_fit(_open(db_path, write=False))
+        rows = latest_fits(_open(db_path, write=False), application)
     except ReselError as exc:
         raise click.ClickException(str(exc)) from None
     if as_json:
-        click.echo(json.dumps(row, indent=2))
+        click.echo(json.dumps({"fits": rows}, indent=2))
         return
-    click.echo(f"fit {row['id']} ({row['created']}) from {row['n_evidence']} task(s) of run(s) "
-               f"{', '.join(map(str, row['runs']))}"
-               + (f", baseline from profiles {row['baseline_label']!r}" if row["baseline_label"] else ""))
-    _echo_fit(row["fit"])
-    _echo_eval(row["evaluation"], row["holdout"])
+    for row in rows:
+        click.echo(f"fit {row['id']} ({row['created']}) of {row['application'] or '? (made before fits were kept per application: not used)'}"
+                   f" from {row['n_evidence']} task(s) of run(s) {', '.join(map(str, row['runs']))}"
+                   + (f", baseline from profiles {row['baseline_label']!r}" if row["baseline_label"] else ""))
+        _echo_fit(row["fit"])
+        _echo_evidence(row["fit"])
+        _echo_eval(row["evaluation"], row["holdout"])
+
+
+def _echo_evidence(fits: dict) -> None:
+    for s, f in fits.items():
+        res = sorted(f.get("residuals") or [])
+        if not res:
+            continue
+        from resel.models.runtime import quantile
+        click.echo(f"  {s}: evidence {f.get('first') or '?'} to {f.get('last') or '?'}; residuals measured/predicted "
+                   f"P5 {quantile(res, 0.05):.3f}, P50 {quantile(res, 0.5):.3f}, P95 {quantile(res, 0.95):.3f} "
+                   f"(n={len(res)}, leave-one-out)")
 
 
 @model_group.command("predict")
 @click.argument("bag", type=click.Path(exists=True, dir_okay=False))
 @click.option("--sites", "sites_file", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="Sites file: predict for its sites, LIM from its clocks (default: the sites of the fit).")
+              help="Sites file: predict for its sites, LIM from its clocks (default: the sites of the fits).")
+@click.option("--model", "model", type=click.Choice(["auto", "lim", "fitted"]), default="auto", show_default=True,
+              help="auto: the stored fit of the bag's application where one exists for the site, else LIM.")
+@click.option("--level", type=click.FloatRange(0.5, 0.99), default=0.9, show_default=True,
+              help="Prediction interval level (from the fit's residuals or the slots' clocks).")
 @db_option
 @json_option
-def predict_cmd(bag, sites_file, db_path, as_json) -> None:
-    """T̂x of one task of BAG per site from the latest fit, with uncalibrated LIM beside it.
+def predict_cmd(bag, sites_file, model, level, db_path, as_json) -> None:
+    """T̂x of one task of BAG per site, with its prediction interval and uncalibrated LIM beside it.
 
-    Sites without a fit fall back to LIM and are marked so.
+    Each row says which model produced it (the fit's id and evidence, or LIM) and where its
+    interval comes from; a site with nothing measured has no interval, and says so.
 
     \b
     Example:
       resel model predict examples/gromacs-bag.toml
       resel model predict examples/gromacs-bag.toml --sites examples/sites-testbed.toml --json
+      resel model predict examples/sleep-bag.toml --model lim
     """
     from resel.config import load_bag, load_sites
+    from resel.domain import Clock, Site
+    from resel.models.fitted import runtime_model, stored_fits
     try:
-        row = latest_fit(_open(db_path, write=False))
+        db = _open(db_path, write=False)
         b = load_bag(bag)
+        app = cal.application_of(b.command)
         if sites_file:
-            lim = site_rates(load_sites(sites_file), "base")
+            site_list = load_sites(sites_file)
         else:
-            lim = {s: SiteRate(s, d["kappa"], d["clock_ghz"]) for s, d in row["lim"].items()}
+            fits = stored_fits(db, app)
+            lim_rows = {}
+            for row in (latest_fits(db, app) if fits else []):
+                lim_rows.update(row["lim"] or {})
+            names = sorted(set(fits) | set(lim_rows))
+            if not names:
+                raise ReselError(f"no model fit of application {app!r} in the store: give --sites FILE "
+                                 "(LIM from its clocks) or run `resel model fit` first")
+            site_list = [Site(n, "slurm", 1, Clock(lim_rows.get(n, {}).get("clock_ghz") or 1.0),
+                              kappa=lim_rows.get(n, {}).get("kappa") or 1.0) for n in names]
+        from resel.config import LIVE_KINDS
+        simulated = bool(sites_file) and all(s.kind not in LIVE_KINDS for s in site_list)
+        rm = runtime_model(b, site_list, model=model, db=db, simulated_ads=simulated)
     except ReselError as exc:
         raise click.ClickException(str(exc)) from None
-    fits = {s: cal.SiteFit.from_dict(d) for s, d in row["fit"].items()}
-    names = list(lim) if sites_file else sorted(set(fits) | set(lim))
     instr = b.profile.instructions
+    lim = site_rates(site_list, "base")
     out = []
-    for s in names:
-        calibrated = fits[s].tx(instr) if s in fits else (lim[s].tx(instr) if s in lim else None)
-        out.append({"site": s, "tx": calibrated, "lim_tx": lim[s].tx(instr) if s in lim else None,
-                    "source": "fit" if s in fits else "LIM (no fit)"})
+    for s in site_list:
+        r = rm.sites[s.name]
+        d = r.as_dict(instr, level)
+        out.append({"site": s.name, "tx": d["tx"], "tx_interval": d["tx_interval"], "lim_tx": lim[s.name].tx(instr),
+                    "source": r.source, "detail": r.detail, "spread": r.spread or None, "n_ratios": len(r.ratios),
+                    "interval_ok": r.enough(level) if r.ratios else None})
     if as_json:
-        click.echo(json.dumps(_clean({"bag": b.name, "instructions": instr, "fit_id": row["id"], "sites": out}),
-                              indent=2))
+        click.echo(json.dumps(_clean({"bag": b.name, "application": app, "instructions": instr, "model": model,
+                                      "used": rm.used, "level": level, "notes": rm.notes, "sites": out}), indent=2))
         return
-    click.echo(f"{terminal(b.name)}: {instr:.4g} instructions per task (fit {row['id']})")
-    click.echo(f"{'site':<16}{'T^x s':>12}{'LIM s':>12}  source")
+    click.echo(f"{terminal(b.name)} ({terminal(app)}): {instr:.4g} instructions per task — {terminal(rm.summary())}")
+    lv = f"{level:.0%} interval"
+    click.echo(f"{'site':<16}{'T^x s':>12}{lv:>24}{'LIM s':>12}  model")
     for r in out:
-        click.echo(f"{terminal(r['site']):<16}{_g(r['tx'], '.4g'):>12}{_g(r['lim_tx'], '.4g'):>12}  {r['source']}")
+        iv = r["tx_interval"]
+        iv_text = f"{_g(iv[0])} – {_g(iv[1])}" if iv else "— (nothing measured)"
+        click.echo(f"{terminal(r['site']):<16}{_g(r['tx'], '.4g'):>12}{iv_text:>24}{_g(r['lim_tx'], '.4g'):>12}  "
+                   f"{terminal(r['detail'])}"
+                   + (f"; interval from {terminal(r['spread'])}" if r["spread"] else "")
+                   + ("" if r["interval_ok"] in (None, True) else " (too few for the interval's ranks)"))
+    for n in rm.notes:
+        click.echo(f"  {terminal(n)}")

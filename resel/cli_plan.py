@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 from rich.table import Table
 
+from resel.cli_rates import model_option, objective_option, risk_option
 from resel.errors import ReselError
 from resel.cli_common import SEED, Finite
 from resel.safe_text import markup as m
@@ -56,12 +57,16 @@ def _load_history(db_path: Path | None):
 @click.option("--clock", type=click.Choice(["base", "avg"]), default="base", show_default=True,
               help="Site clock LIM predicts T̂x with.")
 @click.option("--seed", default=0, show_default=True, type=SEED)
+@model_option
+@objective_option
+@risk_option
 @click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Store with the wait history (default: $RESEL_DB or ~/.local/share/resel/resel.db).")
+              help="Store with the wait history and the fits (default: $RESEL_DB or ~/.local/share/resel/resel.db).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def plan_cmd(bag_file: Path, sites_file: Path, strategy: str, source: str, quantile: float, confidence: float,
-             clock: str, seed: int, db_path: Path | None, as_json: bool) -> None:
-    """Ask the live sites when a pilot would start, and show the plan; submit nothing.
+             clock: str, seed: int, model: str, objective: str, risk: float | None, db_path: Path | None,
+             as_json: bool) -> None:
+    """Ask the sites when a pilot would start, and show the plan; submit nothing.
 
     \b
     For every site, three estimates of when the bag's pilot would start:
@@ -69,49 +74,80 @@ def plan_cmd(bag_file: Path, sites_file: Path, strategy: str, source: str, quant
                  (`resel history import` adds sacct or SWF history; live runs add their pilots)
       twin       the site's queue, read now and simulated forward under its policy
       scheduler  the scheduler's own answer (sbatch --test-only and kin)
-    then T̂x (LIM), the predicted TTC of the bag, and what the engine would do first:
-    which site gets the tasks, which sites hold extra pilots, the pilot sizes.
+    then T̂x (the stored fit of the bag's application where there is one, else LIM; each row
+    says which) with its 90 % interval, the predicted TTC of the bag, what the engine would do
+    first — which site gets the tasks, which sites hold extra pilots, the pilot sizes — and
+    when each share and the whole plan would be done: median (P50) and 90th percentile (P90).
     A site whose queue cannot be read says so in its row; it is ranked last, not guessed.
+    Simulated sites (a sites file without live sites) are planned from the simulator.
 
     \b
     Example:
       resel plan examples/sleep-bag.toml --sites examples/sites-testbed.toml
       resel plan bag.toml --sites sites.toml --estimate twin --json
+      resel plan examples/gromacs-bag.toml --sites examples/sites-thesis.toml --objective p90
     """
     from resel.cli_live import _live_sites
-    from resel.config import load_bag
+    from resel.config import LIVE_KINDS, load_bag, load_sites
     try:
-        show_plan(load_bag(bag_file), _live_sites(sites_file), strategy=strategy, source=source, quantile=quantile,
-                  confidence=confidence, clock=clock, seed=seed, db_path=db_path, as_json=as_json)
+        bag = load_bag(bag_file)
+        all_sites = load_sites(sites_file)
+        simulated = all(s.kind not in LIVE_KINDS for s in all_sites)
+        site_list = all_sites if simulated else _live_sites(sites_file)
+        show_plan(bag, site_list, strategy=strategy, source=source, quantile=quantile,
+                  confidence=confidence, clock=clock, seed=seed, db_path=db_path, as_json=as_json,
+                  model=model, objective=objective, risk=risk, simulated=simulated)
     except ReselError as exc:
         raise click.ClickException(str(exc)) from None
 
 
 def show_plan(bag, site_list, *, strategy: str, source: str, quantile: float, confidence: float, clock: str,
-              seed: int, db_path: Path | None, as_json: bool) -> None:
+              seed: int, db_path: Path | None, as_json: bool, model: str = "auto", objective: str = "p50",
+              risk: float | None = None, simulated: bool = False) -> None:
     """Probe, plan and print (``resel plan`` and ``resel run --dry-run``)."""
+    from resel.cli_rates import runtime_for, store_if_exists
     from resel.limits import check_task_count
+    from resel.models.conditioned import load_wait_errors
     from resel.plan import plan
     check_task_count(bag.count, f"{bag.source}: bag.count")
     c = _cli()
-    history, why = _load_history(db_path)
-    doc = plan(bag, site_list, strategy=strategy, source=source, quantile=quantile, confidence=confidence,
-               clock=clock, seed=seed, history=history)
+    db = store_if_exists(db_path)
+    runtime = runtime_for(bag, site_list, model=model, db=db, clock=clock, simulated=simulated, seed=seed)
+    if simulated:
+        from resel.sim_plan import simulated_rows
+        src = "twin" if source == "auto" else source
+        rows, errors = simulated_rows(bag, site_list, strategy, quantile=quantile, confidence=confidence, seed=seed,
+                                      rates=runtime.engine_rates(bag.profile.instructions, risk=risk,
+                                                                 objective=objective), clock=clock)
+        doc = plan(bag, site_list, strategy=strategy, source=src, quantile=quantile, confidence=confidence,
+                   clock=clock, seed=seed, runtime=runtime, risk=risk, objective=objective, wait_errors=errors,
+                   rows=rows)
+        why = None
+    else:
+        history, why = _load_history(db_path)
+        doc = plan(bag, site_list, strategy=strategy, source=source, quantile=quantile, confidence=confidence,
+                   clock=clock, seed=seed, history=history, runtime=runtime, risk=risk, objective=objective,
+                   wait_errors=load_wait_errors(db))
+    doc["sites_kind"] = "simulated" if simulated else "live"
     if why:
         doc["history_problem"] = why
     if as_json:
         c._print_json(doc)
         return
-    t = Table(title=f"plan for {bag.count} × {m(bag.name)} ({m(doc['strategy'])}, ranked by {source}); nothing submitted\n"
+    t = Table(title=f"plan for {bag.count} × {m(bag.name)} ({m(doc['strategy'])}, ranked by {m(doc['estimate'])}, "
+                    f"objective {objective}{'' if risk is None else f', risk {risk:g}'}; "
+                    f"{doc['sites_kind']} sites); nothing submitted\n"
+                    f"{m(doc['model']['summary'])}\n"
                     "start estimates are for the pilot the plan asks for (every size: --json, 'menu'); "
-                    "bag alone = predicted TTC of the whole bag on that site; share done = when its tasks would be",
+                    "bag alone = predicted TTC of the whole bag on that site; share done = when that site's "
+                    "tasks would be finished (point estimate, then P50 / P90)",
               title_justify="left")
-    for col in ("site", "free/total", "pilot", "history bound", "twin", "scheduler", "T̂x", "bag alone",
-                "tasks", "pilots (cores)", "share done", "role"):
-        t.add_column(col)
+    for col in ("site", "free/total", "pilot", "history bound", "twin", "scheduler", "T̂x (model; 90 % interval)",
+                "bag alone", "tasks", "pilots (cores)", "share done (P50 / P90)", "role"):
+        t.add_column(col, no_wrap=col in ("site", "role"))
     notes = []
     for r in doc["sites"]:
-        cores = "—" if r["total_cores"] is None else f"{r['free_cores']}/{r['total_cores']}"
+        cores = "—" if r["total_cores"] is None else f"{'?' if r['free_cores'] is None else r['free_cores']}/{r['total_cores']}"
         # the estimates of the pilot the plan asks for (a smaller size may have been chosen)
         shown = next((e for e in r["menu"] if r["pilots"] and e["cores"] == r["pilots"][0]), None) or r
         used = shown.get("used", r["used"])
@@ -120,9 +156,15 @@ def show_plan(bag, site_list, *, strategy: str, source: str, quantile: float, co
             text = _dur(shown[f"{name}_s"])
             marks[name] = f"[bold]{text}[/bold]" if used == name else text
         pilot_cores = shown.get("cores", r["pilot_cores"])
+        iv = r["tx_interval"]
+        tx_text = (_dur(r["tx"]) + (" fit" if r["tx_model"] == "fit" else " LIM")
+                   + (f"; {_dur(iv[0])}–{_dur(iv[1])}" if iv else ""))
+        done = "—"
+        if r["tasks"]:
+            done = _dur(r["finish_s"]) + (f" ({_dur(r['finish_p50'])} / {_dur(r['finish_p90'])})"
+                                          if r["finish_p50"] is not None else "")
         t.add_row(m(r["site"]), cores, f"{pilot_cores} c × {_dur(r['walltime'])}", marks["history"], marks["twin"],
-                  marks["scheduler"], _dur(r["tx"]), _dur(r["ttc_s"]), str(r["tasks"]),
-                  ", ".join(map(str, r["pilots"])) or "—", _dur(r["finish_s"]) if r["tasks"] else "—",
+                  marks["scheduler"], tx_text, _dur(r["ttc_s"]), str(r["tasks"]), _pilots(r["pilots"]), done,
                   m(r["role"] or ("unreachable" if r["error"] else "")))
         if r["error"]:
             notes.append(f"{r['site']}: unreachable — {r['error']}")
@@ -132,16 +174,33 @@ def show_plan(bag, site_list, *, strategy: str, source: str, quantile: float, co
                     notes.append(f"{r['site']}: {name}: {r[name + '_note']}")
             if r["used"] is None:
                 notes.append(f"{r['site']}: no start estimate at all — ranked last, not guessed")
+            notes.append(f"{r['site']}: T̂x {r['tx_detail']}")
+            if r["tasks"] and r["wait_note"]:
+                notes.append(f"{r['site']}: wait spread: {r['wait_note']}")
     c.out.print(t)
     if doc.get("predicted_ttc_s") is not None:
         c.out.print(f"  predicted TTC of this plan: {_dur(doc['predicted_ttc_s'])} "
                     f"(each origin's chosen pilot size: its start estimate + its waves of T̂x)", markup=False)
+    if doc.get("finish_p50_s") is not None:
+        c.out.print(f"  the plan is done by {_dur(doc['finish_p50_s'])} (P50) / {_dur(doc['finish_p90_s'])} (P90): "
+                    "the latest origin's share, wait and run-time spreads drawn together (re-selection, which "
+                    "can only shorten it, left out)", markup=False)
     for n in notes:
         c.out.print(f"  {terminal(n)}", markup=False, highlight=False)
     if why:
         c.out.print(f"  history: not used ({terminal(why)})", markup=False)
     if doc["problem"]:
         raise ReselError(doc["problem"])
+
+
+def _pilots(cores: list[int]) -> str:
+    """``240`` or ``500 × 1`` (a pool's one-task pilots), in submission order of first size."""
+    if not cores:
+        return "—"
+    counts: dict[int, int] = {}
+    for c in cores:
+        counts[c] = counts.get(c, 0) + 1
+    return ", ".join(str(c) if n == 1 else f"{n} × {c}" for c, n in counts.items())
 
 
 def register(cli: click.Group) -> None:

@@ -35,7 +35,7 @@ from __future__ import annotations
 import random
 from collections import deque
 from itertools import chain
-from typing import Callable
+from typing import Callable, Mapping
 
 from resel.domain import Bag, Site
 from resel.errors import IllegalTransition, ReselError
@@ -44,7 +44,8 @@ from resel.events import (
     PilotEnded, PilotRequeued, PilotStarted, SetTimer, SiteLost, SubmitPilot, TaskFailed, TaskFinished,
     TaskLost, TaskStarted, TimerFired,
 )
-from resel.models.lim import site_rates
+from resel.models.lim import SiteRate, site_rates
+from resel.models.runtime import EngineRates
 from resel.selection import Strategy, initial_assignment, queue_split, viable_sites
 from resel.states import PilotState, TaskState, next_pilot_state, next_task_state
 
@@ -128,7 +129,13 @@ class Engine:
         sites: candidate sites, in the order used for tie-breaking.
         strategy: a :class:`Strategy` or its spec (``random``, ``model``, ``reselect``, …).
         seed: seeds the random initial selection; the engine is deterministic given it.
-        clock: ``"base"`` (thesis) or ``"avg"`` — which site clock LIM predicts with.
+        clock: ``"base"`` (thesis) or ``"avg"`` — which site clock LIM predicts with when no
+            ``rates`` are given.
+        rates: T̂x rates per site name (:class:`~resel.models.lim.SiteRate`), or
+            :class:`~resel.models.runtime.EngineRates` (rates plus risk windows and the split's
+            rates). The driver builds them (LIM or a calibrated fit, :mod:`resel.models.runtime`)
+            so the simulator and the live coordinator decide with the same numbers; sites
+            missing from them fall back to LIM with ``clock``.
         max_attempts: failures (non-zero exit) after which a task is given up as failed.
         max_losses: pilot losses (walltime, node failure) after which a task is given up.
         prefetch: per slot of a pilot, how many of its site's waiting tasks it is handed ahead of
@@ -137,15 +144,20 @@ class Engine:
 
     def __init__(self, bag: Bag, sites: list[Site], strategy: Strategy | str = "model", *,
                  seed: int = 0, clock: str = "base", max_attempts: int = 3, max_losses: int = 5,
-                 prefetch: int = 0):
+                 prefetch: int = 0, rates: Mapping[str, SiteRate] | EngineRates | None = None):
         self.bag = bag
         self.prefetch = max(0, int(prefetch))
         self.sites = list(sites)
         self.strategy = Strategy.parse(strategy) if isinstance(strategy, str) else strategy
         self.max_attempts, self.max_losses = max_attempts, max_losses
-        rates = site_rates(self.sites, clock)
-        self.rates = [rates[s.name] for s in self.sites]
+        given = rates if isinstance(rates, EngineRates) else EngineRates(rates or {})
+        lim = site_rates(self.sites, clock)
+        self.rates = [given.rates.get(s.name, lim[s.name]) for s in self.sites]
         self.tx = [r.tx(bag.profile.instructions) for r in self.rates]   # T̂x per site
+        split = given.split or {}
+        self._split_tx = [split[s.name].tx(bag.profile.instructions) if s.name in split else self.tx[i]
+                          for i, s in enumerate(self.sites)]
+        self._windows = given.windows      # Ŵ(r', r) by name pair (--risk), else T̂x(r') − T̂x(r)
         self._rng = random.Random(seed)
         self.tasks: list[TaskRecord] = []
         self.pilots: dict[int, PilotRecord] = {}
@@ -254,7 +266,7 @@ class Engine:
         if self.strategy.base == "queue" and ev.wait_menu is not None:
             options = [[(k, w) for (k, _, _), w in zip(menu[i], ev.wait_menu.get(s.name) or [])]
                        for i, s in enumerate(self.sites)]
-            origins, candidates, caps = queue_split(self.strategy, self.bag, viable, self.tx, options)
+            origins, candidates, caps = queue_split(self.strategy, self.bag, viable, self._split_tx, options)
             for x, cap in caps.items():          # the pilot size the split chose for x
                 self._books[x].cap_slots = min(self._books[x].cap_slots, cap)
         else:   # tasks each site runs at once: its full pilot's slots, or a pool's one-slot pilots
@@ -290,7 +302,7 @@ class Engine:
         for x in self._targets:
             book = self._books[x]
             # slowest origin first: the smallest window, so Ŵ <= 0 (move for good) comes first
-            book.origins = sorted((r for r in candidates if r != x), key=lambda r: (-self.tx[r], r))
+            book.origins = sorted((r for r in candidates if r != x), key=lambda r: (self._window(x, r), r))
             book.spec = self.sites[x].pilot.mode == "per-task" or (held and not book.waiting)
 
     def _on_pilot_started(self, ev: PilotStarted, out: list[Action]) -> None:
@@ -476,6 +488,14 @@ class Engine:
                 return i
         raise ReselError(f"unknown site {site!r}; the engine has {', '.join(s.name for s in self.sites)}")
 
+    def _window(self, target: int, origin: int) -> float:
+        """Ŵ(r', r): T̂x(r') − T̂x(r), or the given window of the pair (an upper quantile, --risk)."""
+        if self._windows is not None:
+            w = self._windows.get((self.sites[target].name, self.sites[origin].name))
+            if w is not None:
+                return w
+        return self.tx[target] - self.tx[origin]
+
     def _end_attempt(self, task: TaskRecord, time: float, outcome: str) -> None:
         """Close the running attempt and give its slot back."""
         rec = task.attempts[-1]
@@ -624,7 +644,7 @@ class Engine:
         out.append(Decision(time=t, kind="window-commit", task=task.id, origin=self.sites[r].name,
                             target=self.sites[x].name, a_r=self._books[r].acquired_at,
                             a_r2=task.opened, tx_r=self.tx[r], tx_r2=self.tx[x],
-                            window=self.tx[x] - self.tx[r]))
+                            window=self._window(x, r)))
 
     # ------------------------------------------------------------------ the decisions
     def _settle(self, t: float, out: list[Action]) -> None:
@@ -673,7 +693,7 @@ class Engine:
             self._dispatch(task, x, t, RUNNING, out)                # … -> RUNNING on r
             out.append(Decision(time=t, kind="move-back", task=tid, origin=self.sites[x].name,
                                 target=self.sites[x].name, a_r=book.acquired_at, a_r2=a_r2,
-                                tx_r=self.tx[x], tx_r2=self.tx[r2], window=self.tx[r2] - self.tx[x]))
+                                tx_r=self.tx[x], tx_r2=self.tx[r2], window=self._window(r2, x)))
 
     def _hand_ahead(self, x: int, t: float, out: list[Action]) -> None:
         """Queue r's next waiting tasks on its busy or pending pilots, ``prefetch`` per slot:
@@ -697,7 +717,7 @@ class Engine:
             origin = self._books[r]
             if not (origin.waiting or origin.queued):
                 continue
-            window = tx_x - self.tx[r]
+            window = self._window(x, r)
             while book.free and (origin.waiting or origin.queued):
                 if origin.waiting:
                     task = self.tasks[origin.waiting.popleft()]

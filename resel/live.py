@@ -91,6 +91,16 @@ class LiveOptions:
     slow_after: float = 10.0
     #: seconds the first check of the sites may take; a site silent that long is given up
     check_timeout: float = 120.0
+    #: the engine's T̂x rates (:meth:`resel.models.runtime.EngineRates.to_json`), stored so a
+    #: resumed run decides with the same numbers; None: LIM with ``clock``
+    rates: dict | None = None
+    #: queue-aware split: minimise the P50 (point estimates) or the P90 finish (resel.plan.menu_waits)
+    objective: str = "p50"
+
+    def engine_rates(self):
+        """The stored rates as the engine takes them (None: LIM)."""
+        from resel.models.runtime import EngineRates
+        return EngineRates.from_json(self.rates) if self.rates else None
 
 
 @dataclass
@@ -135,7 +145,7 @@ class Coordinator:
         self.db, self.run_id, self.bag, self.sites, self.options = db, run_id, bag, sites, options
         self.run_key, self.t0, self.clock = run_key, t0, clock
         self.engine = Engine(bag, sites, options.strategy, seed=options.seed, clock=options.clock,
-                             prefetch=options.prefetch)
+                             prefetch=options.prefetch, rates=options.engine_rates())
         self._open_site = open_site
         self.psites: dict[str, PilotSite] = {}
         self.views = {s.name: SiteView() for s in sites}
@@ -291,10 +301,12 @@ class Coordinator:
         A site that does not answer within ``check_timeout`` is one that failed.
         """
         want_estimates = Strategy.parse(self.options.strategy).base == "queue"
-        history = None
+        history = wait_errors = None
         if want_estimates:
+            from resel.models.conditioned import load_wait_errors
             from resel.models.history import load_history
             history = load_history(self.db)
+            wait_errors = load_wait_errors(self.db) if self.options.objective == "p90" else None
         menu = self.engine.probe_menu()
 
         def check(i: int, site: Site) -> list[float | None] | None:
@@ -303,11 +315,11 @@ class Coordinator:
             ps.ship_agent()
             if not (want_estimates and menu[i]):
                 return None
-            from resel.plan import choose, site_estimates
+            from resel.plan import menu_waits, site_estimates
             opts = self.options
             row = site_estimates(ps.scheduler, site, menu[i], self.engine.tx[i], history,
                                  quantile=opts.quantile, confidence=opts.confidence)
-            return [choose(entry, opts.estimate)[1] for entry in row.menu]
+            return menu_waits(row, opts.estimate, opts.objective, wait_errors)
 
         answers = self._on_sites("check", {s.name: (lambda i=i, s=s: check(i, s)) for i, s in enumerate(self.sites)},
                                  self.options.check_timeout)

@@ -123,7 +123,8 @@ def replayed_engine(db: Database, run_id: int) -> tuple[Engine, dict]:
     from resel.live import EVENT_TYPES, load_live_run
 
     run, bag, sites, options = load_live_run(db, run_id)
-    engine = Engine(bag, sites, options.strategy, seed=options.seed, clock=options.clock, prefetch=options.prefetch)
+    engine = Engine(bag, sites, options.strategy, seed=options.seed, clock=options.clock, prefetch=options.prefetch,
+                    rates=options.engine_rates())
     for row in db.query("select seq, kind, time, data from events where run_id = ? order by seq", [run_id]):
         if row["kind"] in EVENT_TYPES:
             try:

@@ -16,6 +16,13 @@ the same :class:`~resel.engine.Engine`
 that ``resel run`` drives, so the plan is the run's first step, minus the submissions. A site
 whose queue cannot be read is *said* to be unreadable — its row carries the error and the
 engine ranks it last (or gives it up, if it cannot be reached at all); nothing is guessed.
+
+Each row also says *when the share would be done, and how sure that is* (issue 16): T̂x comes
+from the runtime model the run would use (LIM or the stored fit, :mod:`resel.models.fitted`),
+with its interval; the wait's spread from the conditioned predictor where the site has an
+error history for the estimate used (:mod:`resel.models.conditioned`), else it is unknown and
+the row says so; the share's and the whole plan's P50/P90 finish times are drawn by
+:mod:`resel.models.finish`.
 """
 
 from __future__ import annotations
@@ -30,8 +37,12 @@ from resel.domain import Bag, Site
 from resel.engine import Engine
 from resel.errors import ReselError
 from resel.events import BagSubmitted, Decision, SiteLost, SubmitPilot
+from resel.models.finish import constant, plan_finish, quantiles_of, share_samples, wait_law_from_quantiles
 from resel.models.lim import site_rates
 from resel.selection import Strategy, predicted_ttc
+
+#: wait quantiles kept per menu entry (the finish-time draws interpolate between them)
+WAIT_PS = (0.01, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99)
 
 SOURCES = ("auto", "history", "twin", "scheduler")
 
@@ -61,6 +72,16 @@ class SitePlan:
     tasks: int = 0                          # tasks the engine assigns here first
     pilots: list[int] = field(default_factory=list)   # cores of each pilot the engine would submit
     role: str = ""                          # "origin", "extra pilot" or ""
+    tx_interval: list[float] | None = None  # 90 % interval of one task's T_x (None: nothing measured)
+    tx_model: str = "lim"                   # "lim" or "fit"
+    tx_detail: str = ""                     # which fit, or LIM's formula; and where the spread comes from
+    finish_p50: float | None = None         # the share's finish time, median and 90th percentile
+    finish_p90: float | None = None
+    wait_p50: float | None = None           # the chosen pilot's wait percentiles (None: spread unknown)
+    wait_p90: float | None = None
+    wait_note: str | None = None
+    #: a pool's per-slot speeds from its ads: {"speeds", "weights", "what"} (None: not published)
+    slot_spread: dict[str, Any] | None = None
     #: every pilot size weighed: {slots, cores, history_s, twin_s, scheduler_s, used, wait_s}
     menu: list[dict[str, Any]] = field(default_factory=list)
 
@@ -91,7 +112,9 @@ def probe_site(site: Site, shapes: list[tuple[int, int, float]], tx: float, hist
     ps = None
     try:
         ps = (opener or open_site)(site)
-        return site_estimates(ps.scheduler, site, shapes, tx, history, quantile=quantile, confidence=confidence)
+        row = site_estimates(ps.scheduler, site, shapes, tx, history, quantile=quantile, confidence=confidence)
+        row.slot_spread = _slot_spread(ps.scheduler)
+        return row
     except Exception as exc:   # noqa: BLE001 - the row says why; the other sites go on
         _, cores, walltime = shapes[0] if shapes else (0, 0, 0.0)
         row = SitePlan(site.name, site.kind, cores, walltime, tx, error=_err(exc))
@@ -100,6 +123,23 @@ def probe_site(site: Site, shapes: list[tuple[int, int, float]], tx: float, hist
         return row
     finally:
         close_quietly(ps)
+
+
+def _slot_spread(sched: Any) -> dict[str, Any] | None:
+    """A pool's slot speeds from its collector's ads (HTCondor), or None (other kinds, or none
+    published; a failure to read them is no reason to fail the row)."""
+    slots_fn = getattr(sched, "slots", None)
+    if slots_fn is None:
+        return None
+    try:
+        from resel.models.fitted import slot_speeds_from_ads
+        found = slot_speeds_from_ads(slots_fn())
+    except Exception:   # noqa: BLE001 - the interval is then simply not known
+        return None
+    if found is None:
+        return None
+    speeds, weights, what = found
+    return {"speeds": speeds, "weights": weights, "what": what}
 
 
 def _history(history: Any, site: str, cores: int, walltime: float, quantile: float,
@@ -165,28 +205,75 @@ def site_estimates(sched: Any, site: Site, shapes: list[tuple[int, int, float]],
 
 def plan(bag: Bag, sites: list[Site], *, strategy: str = "queue+reselect", source: str = "auto",
          quantile: float = 0.95, confidence: float = 0.95, clock: str = "base", seed: int = 0,
-         history: Any = None, opener: Callable[[Site], Any] | None = None) -> dict[str, Any]:
+         history: Any = None, opener: Callable[[Site], Any] | None = None, runtime: Any = None,
+         risk: float | None = None, objective: str = "p50", wait_errors: Any = None,
+         rows: list[SitePlan] | None = None) -> dict[str, Any]:
     """Probe every site concurrently, choose estimates, run the engine's first step.
 
-    Returns a JSON-ready document: per site the three estimates with their notes, T̂x, the
-    predicted TTC and the engine's plan (tasks, pilots, role); nothing is submitted.
+    Args:
+        runtime: the :class:`~resel.models.runtime.RuntimeModel` the run would use (default:
+            LIM with ``clock``, no intervals).
+        risk: re-selection windows at this upper quantile of Ŵ (the engine's input, shown).
+        objective: ``p50`` or ``p90`` — what the queue-aware split minimises: the plan's
+            predicted finish with point waits and T̂x, or with each site's 90th-percentile wait
+            and run time.
+        wait_errors: per estimate source (``twin``, ``scheduler``, ``history``), a
+            :class:`~resel.models.conditioned.ConditionedWait` holding the sites' past errors of
+            that estimate; the spread of each wait comes from it.
+        rows: the sites' rows already probed (simulated sites); None asks the live sites.
+
+    Returns a JSON-ready document: per site the three estimates with their notes, T̂x and its
+    interval, the predicted TTC, the engine's plan (tasks, pilots, role) and the share's P50/P90
+    finish; the plan's P50/P90 finish; nothing is submitted.
     """
     if source not in SOURCES:
         raise ReselError(f"unknown estimate source {source!r}; one of {', '.join(SOURCES)}")
+    if objective not in ("p50", "p90"):
+        raise ReselError(f"unknown objective {objective!r}; p50 or p90")
     strat = Strategy.parse(strategy)
-    engine = Engine(bag, sites, strat, seed=seed, clock=clock)
+    if runtime is None:
+        from resel.models.runtime import RuntimeModel, SiteRuntime
+        lim = site_rates(sites, clock)
+        runtime = RuntimeModel({s.name: SiteRuntime(s.name, lim[s.name], "lim", f"LIM ({clock} clock)")
+                                for s in sites}, "lim")
+    instr = bag.profile.instructions
+    engine_rates = runtime.engine_rates(instr, risk=risk, objective=objective)
+    engine = Engine(bag, sites, strat, seed=seed, clock=clock, rates=engine_rates)
     shapes = engine.probe_shapes()
     menu = engine.probe_menu()
-    rates = site_rates(sites, clock)
-    txs = [rates[s.name].tx(bag.profile.instructions) for s in sites]
+    txs = list(engine.tx)
 
     def one(i: int) -> SitePlan:
         sizes = menu[i] if strat.base == "queue" and menu[i] else [(0, *shapes[i])]
         return probe_site(sites[i], sizes, txs[i], history, quantile=quantile, confidence=confidence,
                           opener=opener)
 
-    with ThreadPoolExecutor(max_workers=max(1, len(sites))) as pool:
-        rows = list(pool.map(one, range(len(sites))))
+    if rows is None:
+        with ThreadPoolExecutor(max_workers=max(1, len(sites))) as pool:
+            rows = list(pool.map(one, range(len(sites))))
+    for i, row in enumerate(rows):
+        srt = runtime.sites[row.site]
+        if srt.source == "lim" and not srt.ratios and row.slot_spread and len(set(row.slot_spread["speeds"])) > 1:
+            from dataclasses import replace as _replace
+            from resel.models.runtime import slot_ratios
+            sp = row.slot_spread
+            srt = runtime.sites[row.site] = _replace(
+                srt, ratios=slot_ratios(sp["speeds"], sp["weights"]), spread=f"{sp['what']} (n={len(sp['speeds'])} slots)")
+        if row.slot_spread:     # the JSON keeps what the ads said, not every slot
+            sp = row.slot_spread
+            row.slot_spread = {"what": sp["what"], "slots": len(sp["speeds"]),
+                               "speed_min": min(sp["speeds"]), "speed_max": max(sp["speeds"])}
+        row.tx = txs[i]
+        iv = srt.interval(instr, 0.9)
+        row.tx_interval = list(iv) if iv else None
+        row.tx_model = srt.source
+        row.tx_detail = srt.detail + (f"; interval from {srt.spread}" if srt.spread else "; no interval: nothing measured")
+        for entry in row.menu:
+            if entry.get("wait_quantiles"):      # given with the rows (a drawn-wait simulated site)
+                continue
+            used, w = choose(entry, source)
+            entry["wait_quantiles"], entry["wait_note"] = _wait_quantiles(wait_errors, used, row.site, entry, w,
+                                                                         walltime=row.walltime)
     for i, row in enumerate(rows):
         row.used, row.wait_s = choose(row, source)
         best = math.inf
@@ -196,7 +283,8 @@ def plan(bag: Bag, sites: list[Site], *, strategy: str = "queue+reselect", sourc
             best = min(best, predicted_ttc(entry["wait_s"], row.tx, bag.count, slots))
         row.ttc_s = None if best == math.inf else best
     estimates = {r.site: r.wait_s for r in rows}
-    wait_menu = ({r.site: [e["wait_s"] for e in r.menu] for r in rows if not r.error}
+
+    wait_menu = ({r.site: [planned_wait(e, objective) for e in r.menu] for r in rows if not r.error}
                  if strat.base == "queue" else None)
     events: list[Any] = [BagSubmitted(time=0.0, wait_estimates=estimates, wait_menu=wait_menu)]
     events += [SiteLost(time=0.0, site=r.site, reason=r.error) for r in rows if r.error]
@@ -223,13 +311,85 @@ def plan(bag: Bag, sites: list[Site], *, strategy: str = "queue+reselect", sourc
                 wait = next((e["wait_s"] for e in r.menu if e["slots"] == slots), r.wait_s)
                 finish = predicted_ttc(wait, r.tx, r.tasks, slots)
                 r.finish_s = None if finish == math.inf else finish
+    shares = _finish_distributions(rows, runtime, bag, seed) if problem is None else {}
+    whole = plan_finish(shares) if shares and len(shares) == sum(1 for r in rows if r.tasks) else None
     finishes = [r.finish_s for r in rows if r.tasks]
     return {
         "bag": bag.name, "tasks": bag.count, "strategy": strat.name, "estimate": source,
         "quantile": quantile, "confidence": confidence, "clock": clock,
+        "model": {"asked": runtime.model, "used": runtime.used, "application": runtime.application,
+                  "summary": runtime.summary(), "notes": runtime.notes},
+        "objective": objective, "risk": risk,
+        "finish_p50_s": whole.p50 if whole else None, "finish_p90_s": whole.p90 if whole else None,
         "predicted_ttc_s": max(finishes) if finishes and None not in finishes else None,
         "sites": [r.as_dict() for r in rows],
         "moves": [a.kind for a in actions if isinstance(a, Decision) and a.kind == "site-lost"],
         "problem": problem,
         "submitted": False,
     }
+
+
+def planned_wait(entry: dict, objective: str) -> float | None:
+    """What the queue-aware split weighs for one pilot size: its start estimate, or with the
+    ``p90`` objective its conditioned 90th percentile where the site has an error history."""
+    if objective == "p90" and entry.get("wait_quantiles"):
+        return entry["wait_quantiles"]["0.9"]
+    return entry.get("wait_s")
+
+
+def menu_waits(row: SitePlan, source: str, objective: str, wait_errors: Any) -> list[float | None]:
+    """The waits of every size of a probed row as the split weighs them (the live coordinator's
+    preflight uses this, so a run plans exactly as ``resel plan`` shows)."""
+    out = []
+    for entry in row.menu:
+        used, w = choose(entry, source)
+        entry["wait_s"] = w
+        if objective == "p90" and not entry.get("wait_quantiles"):
+            entry["wait_quantiles"], entry["wait_note"] = _wait_quantiles(wait_errors, used, row.site, entry, w,
+                                                                         walltime=row.walltime)
+        out.append(planned_wait(entry, objective))
+    return out
+
+
+def _wait_quantiles(wait_errors: Any, used: str | None, site: str, entry: dict, w: float | None, *,
+                    walltime: float) -> tuple[dict[str, float] | None, str | None]:
+    """The conditioned wait percentiles of one menu entry, or None with why."""
+    if w is None or not math.isfinite(w):
+        return None, None
+    model = (wait_errors or {}).get(used) if used else None
+    if model is None:
+        return None, (f"no error history of the {used} estimate on {site}: its spread is unknown"
+                      + ("" if used != "history" else " (the history bound is a bound, not a distribution)"))
+    q = model.predict(site, int(entry.get("cores") or 1), walltime, w, WAIT_PS)
+    if q is None:
+        return None, f"too few past errors of the {used} estimate on {site} (needs {model.min_errors})"
+    return ({f"{p:g}": v for p, v in q.quantiles},
+            f"{used} estimate corrected by {q.n} past errors ({q.level} level)")
+
+
+def _finish_distributions(rows: list[SitePlan], runtime: Any, bag: Bag, seed: int) -> dict[str, list[float]]:
+    """Each origin site's share finish draws (P50/P90 stored on the row); the dict feeds the
+    plan's own finish time. A share whose wait is unknown is left out (its row says so)."""
+    shares: dict[str, list[float]] = {}
+    for r in rows:
+        if not (r.tasks and r.pilots):
+            continue
+        slots = max(1, r.pilots[0] // bag.cores_per_task)
+        entry = next((e for e in r.menu if e["slots"] == slots), None) or (r.menu[0] if r.menu else {})
+        w = entry.get("wait_s", r.wait_s)
+        if w is None or not math.isfinite(w):
+            continue
+        wq = entry.get("wait_quantiles")
+        if wq:
+            law = wait_law_from_quantiles([(float(p), v) for p, v in wq.items()])
+            r.wait_p50, r.wait_p90 = wq["0.5"], wq["0.9"]
+        else:
+            law = constant(w)
+        r.wait_note = entry.get("wait_note")
+        import random as _random
+        draws = share_samples(law, r.tx, runtime.sites[r.site].ratios, r.tasks, slots,
+                              _random.Random(f"finish:{seed}:{r.site}"))
+        fq = quantiles_of(draws)
+        r.finish_p50, r.finish_p90 = fq.p50, fq.p90
+        shares[r.site] = draws
+    return shares

@@ -218,16 +218,28 @@ def test_cli_fit_show_predict_json(store, tmp_path):
     _, ids, path = store
     r = _run(["model", "fit", "--db", str(path), "--holdout", "0.3", "--json"])
     assert r.exit_code == 0, r.output
-    doc = json.loads(r.output)
+    fits = json.loads(r.output)["fits"]
+    assert [d["application"] for d in fits] == ["gmx"]       # one fit per application
+    doc = fits[0]
     assert doc["runs"] == ids and doc["n_evidence"] == 144
     assert doc["fit"]["supermic"]["kappa"] == pytest.approx(1.05, rel=0.01)
     assert doc["evaluation"]["calibrated"]["mape"] < doc["evaluation"]["lim"]["mape"]
     assert doc["lim"]["osg"] == {"kappa": 1.0, "clock_ghz": 2.6}
 
+    # the fit records its evidence: runs, dates, leave-one-out residuals
+    osg = doc["fit"]["osg"]
+    assert osg["runs"] == ids and osg["application"] == "gmx"
+    db = open_store(path)
+    ends = [r["end"] for r in db.query("select end from attempts where site = 'osg' and outcome = 'done'")]
+    import datetime as dt
+    iso = lambda t: dt.datetime.fromtimestamp(t, dt.timezone.utc).isoformat(timespec="seconds")  # noqa: E731
+    assert (osg["first"], osg["last"]) == (iso(min(ends)), iso(max(ends)))
+    assert len(osg["residuals"]) == 36 and osg["residuals"] == sorted(osg["residuals"])
+
     r = _run(["model", "show", "--db", str(path), "--json"])
     assert r.exit_code == 0, r.output
-    shown = json.loads(r.output)
-    assert shown["id"] == doc["id"] and shown["n_evidence"] == 144
+    shown = json.loads(r.output)["fits"][0]
+    assert shown["id"] == doc["id"] and shown["n_evidence"] == 144 and shown["application"] == "gmx"
     assert shown["fit"]["osg"]["methods"] == {"attempt:end-start": 36}
 
     bag = tmp_path / "bag.toml"
@@ -238,6 +250,9 @@ def test_cli_fit_show_predict_json(store, tmp_path):
     assert pred["osg"]["tx"] == pytest.approx(true_rate("osg") * 1e11, rel=0.03)
     assert pred["osg"]["lim_tx"] == pytest.approx(1e11 / 2.6e9)
     assert all(s["source"] == "fit" for s in pred.values())
+    # the interval comes from the residuals: the straggler (×3) lies outside the 90 % interval
+    lo, hi = pred["osg"]["tx_interval"]
+    assert lo < pred["osg"]["tx"] < hi < 3 * pred["osg"]["tx"]
 
     sites = tmp_path / "sites.toml"
     sites.write_text('[[site]]\nname = "comet"\nkind = "simulated"\ncores = 8\nclock = { base = 2.5 }\n'
@@ -248,9 +263,20 @@ def test_cli_fit_show_predict_json(store, tmp_path):
     assert r.exit_code == 0, r.output
     pred = {s["site"]: s for s in json.loads(r.output)["sites"]}
     assert set(pred) == {"comet", "new"}
-    assert pred["new"] == {"site": "new", "tx": pytest.approx(50.0), "lim_tx": pytest.approx(50.0),
-                           "source": "LIM (no fit)"}
+    assert pred["new"]["tx"] == pytest.approx(50.0) and pred["new"]["lim_tx"] == pytest.approx(50.0)
+    assert pred["new"]["source"] == "lim" and pred["new"]["tx_interval"] is None   # nothing measured
     assert pred["comet"]["source"] == "fit"
+    # --model lim ignores the fit
+    r = _run(["model", "predict", str(bag), "--sites", str(sites), "--db", str(path), "--json", "--model", "lim"])
+    pred = {s["site"]: s for s in json.loads(r.output)["sites"]}
+    assert pred["comet"]["source"] == "lim" and pred["comet"]["tx"] == pytest.approx(1e11 / 2.5e9)
+    # another application has no fit: auto is LIM, fitted is an error naming it
+    other = tmp_path / "other.toml"
+    other.write_text('[bag]\nname = "s"\ncommand = "sleep 1"\ncount = 1\n[bag.profile]\ninstructions = 1e11\n')
+    r = _run(["model", "predict", str(other), "--sites", str(sites), "--db", str(path), "--json"])
+    assert r.exit_code == 0 and {s["source"] for s in json.loads(r.output)["sites"]} == {"lim"}
+    r = _run(["model", "predict", str(other), "--sites", str(sites), "--db", str(path), "--model", "fitted"])
+    assert r.exit_code == 1 and "no stored fit for application 'sleep'" in r.output
 
 
 def test_cli_text_output(store, tmp_path):

@@ -2,7 +2,11 @@
 
 Never skipped: GROMACS is a test dependency of this project (the test script installs it with
 ``apt-get install gromacs``); a machine without it fails here with that instruction.
-Takes ~30 s on two idle cores (callgrind dominates).
+Takes ~45 s on two idle cores (callgrind dominates), ~2.5 min on a loaded one.
+
+The assertions are the figures docs/experiment1.md and the README state, with the margin one
+quick measurement on a shared two-core machine needs (:data:`DOCUMENTED`); the README's
+wording of them is checked too, so neither can change without the other.
 """
 
 from __future__ import annotations
@@ -20,6 +24,19 @@ from resel.config import load_bag
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
+
+#: figure → (what README.md says, the bound a quick run must meet). Documented: calibrated
+#: held-out error 1–4 % (docs/experiment1.md: 1.0–4.0 % with two repeats; 2.2 / 3.2 % in the
+#: quick mode under a load of 5–6); κ 1.63 from callgrind counts (1.622–1.630 measured, counts
+#: do not depend on load); uncalibrated LIM over by 200–320 % depending on the host's IPC and
+#: clock (208–233 % at 2.445 GHz, 290–321 % at 2.596 GHz); I(n) linear with R² ≥ 0.9999.
+DOCUMENTED = {
+    "calibrated_heldout_mape": ("calibrated 1–4 % on held-out nsteps", 6.0),
+    "kappa": ("κ(gmx_d/gmx) = 1.63", (1.60, 1.66)),
+    "uncalibrated_mape": ("uncalibrated LIM 200–320 % over", (150.0, 400.0)),
+    "r2": ("instructions linear in nsteps", 0.9999),
+    "transfer_mape": ("predicting gmx_d with gmx's calibrated rate and κ", 10.0),
+}
 
 
 def _require(tool: str, install: str) -> None:
@@ -84,11 +101,27 @@ def test_reproduce_experiment1_quick():
     res = json.loads(proc.stdout)
     gmx, gmx_d = res["configs"]["gmx"], res["configs"]["gmx_d"]
     assert gmx["fit"]["per_step"] > 0 and gmx_d["fit"]["per_step"] > 0
-    assert gmx["fit"]["points"] >= 3 and gmx["fit"]["r2"] > 0.99       # instructions linear in nsteps
-    assert res["kappa"]["gmx_d/gmx"] > 1                                 # double precision does more
-    for cfg in (gmx, gmx_d):
+    assert gmx["fit"]["points"] >= 3 and gmx["fit"]["r2"] >= DOCUMENTED["r2"][1]   # instructions linear in nsteps
+    lo, hi = DOCUMENTED["kappa"][1]
+    assert lo <= res["kappa"]["gmx_d/gmx"] <= hi                          # double precision does 1.63× per step
+    assert res["kappa"]["transfer_mape_gmx_rate_for_gmx_d"] <= DOCUMENTED["transfer_mape"][1]
+    for name, cfg in (("gmx", gmx), ("gmx_d", gmx_d)):
+        assert cfg["calibrated"]["heldout_nsteps"] == [2000] and cfg["calibrated"]["fit_nsteps"] == [1000]
         mape = cfg["calibrated"]["heldout_mape"]
-        assert isinstance(mape, float) and math.isfinite(mape) and mape >= 0
-        assert cfg["calibrated"]["heldout_nsteps"]
+        assert math.isfinite(mape) and mape <= DOCUMENTED["calibrated_heldout_mape"][1], (name, mape)
+        lo, hi = DOCUMENTED["uncalibrated_mape"][1]
+        assert lo <= cfg["uncalibrated_mape"] <= hi, (name, cfg["uncalibrated_mape"])
+        # LIM over-predicts, as in the thesis: every timed size, not only on average
+        assert all(r["uncalibrated_error_pct"] > 0 for r in cfg["timed"])
         assert all(r["task_clock_s"] > 0 for r in cfg["timed"])
-        assert math.isfinite(cfg["uncalibrated_mape"])
+
+
+def test_readme_states_the_figures_this_file_asserts():
+    """The README's headline figures are the ones asserted above (change both or neither)."""
+    readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
+    doc = " ".join((REPO / "docs" / "experiment1.md").read_text(encoding="utf-8").split())
+    for key, (text, _bound) in DOCUMENTED.items():
+        if key in ("transfer_mape",):
+            assert text in doc, text
+        else:
+            assert text in readme, text

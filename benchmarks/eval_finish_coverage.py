@@ -1,0 +1,115 @@
+"""Coverage of conditioned wait and finish-time intervals on replayed traces (issue 16 item 5).
+
+    nice .venv/bin/python benchmarks/eval_finish_coverage.py --trace hpc2n --reality recorded
+    nice .venv/bin/python benchmarks/eval_finish_coverage.py --trace wagap --reality recorded
+    nice .venv/bin/python benchmarks/eval_finish_coverage.py --trace hpc2n --reality simulated --points 500
+
+Recorded reality: every trace job after a 10 % warm-up is a probe, judged against its recorded
+wait, with the queue rebuilt from the trace at its submission (resel.wait_eval.evaluate_recorded).
+Simulated reality: probe pilots of 8 shapes injected at ``--points`` instants into the replay
+(resel.wait_eval.evaluate). The conditioned predictor (resel.models.conditioned) corrects the
+twin's and the scheduler's estimates with their past errors; the finish time joins each
+probe's wait with one wave of tasks of T̂x = ``--tx`` seconds whose run-time errors are real
+GROMACS measurements of this machine (``--runtime``: the ratios written by
+benchmarks/eval_gromacs_runtime.py; training residuals predict, held-out ratios are "real").
+Prints one markdown table (resel.finish_eval.markdown); ``--json`` prints the scores instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pickle
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from resel import finish_eval as fe  # noqa: E402
+from resel import wait_eval as we  # noqa: E402
+from resel.swf import Trace  # noqa: E402
+
+DATA = ROOT.parent / "shared" / "data" / "swf"
+KNOWN = {"hpc2n": (DATA / "hpc2n.swf", 240), "wagap": (DATA / "wagap-2013.swf", 2176)}
+RUNTIME = ROOT / "benchmarks" / "data" / "gromacs-runtime-ratios.json"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--trace", default="hpc2n", help="hpc2n, wagap, or an SWF path (then give --cores)")
+    ap.add_argument("--cores", type=int, help="site cores (default: hpc2n 240, wagap 2176)")
+    ap.add_argument("--policy", default="easy", help="policy the estimates model the queue with")
+    ap.add_argument("--reality", choices=("recorded", "simulated"), default="recorded")
+    ap.add_argument("--points", type=int, default=500, help="simulated: injection instants (× 8 shapes)")
+    ap.add_argument("--load", type=float, default=1.0, help="simulated: compress arrivals by this factor")
+    ap.add_argument("--first", type=int, help="only the first N trace lines (quick runs)")
+    ap.add_argument("--runtime", type=Path, default=RUNTIME, help="JSON with train/test run-time ratios")
+    ap.add_argument("--tx", type=float, default=3600.0, help="T̂x of the probe's tasks, seconds")
+    ap.add_argument("--wave", default="1", help="tasks in the probe's first wave: a number, or 'cores' (one per core)")
+    ap.add_argument("--cache", type=Path, default=None,
+                    help="keep the probes (the slow part) in this directory and reuse them when the trace, "
+                         "reality, policy, points and load are the same")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+
+    path, cores = KNOWN.get(args.trace, (Path(args.trace), None))
+    cores = args.cores or cores
+    if cores is None:
+        ap.error("give --cores for a trace resel does not know")
+    started = time.perf_counter()
+    lines = list(Trace(path)) if args.first is None else list(Trace(path))[:args.first]
+    key = f"{path.stem}-{args.reality}-{args.policy}-{cores}-{args.points}-{args.load}-{args.first}.pickle"
+    cached = args.cache / key if args.cache else None
+    if args.reality == "recorded":
+        jobs = we.load_recorded(lines, cores)
+    else:
+        jobs = we.load_jobs(lines, cores, load=args.load)
+    if cached is not None and cached.exists():
+        probes = pickle.loads(cached.read_bytes())
+    elif args.reality == "recorded":
+        probes = fe.recorded_probes(jobs, args.policy, cores)
+    else:
+        probes = fe.simulated_probes(jobs, args.policy, cores, args.points)
+    if cached is not None and not cached.exists():
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        cached.write_bytes(pickle.dumps(probes))
+    t_probes = time.perf_counter() - started
+    ratios = json.loads(args.runtime.read_text()) if args.runtime.exists() else None
+    table, out = [], {}
+    for base in ("twin", "scheduler"):
+        rows = fe.conditioned_rows(probes, base)
+        if ratios:
+            fe.add_finish(rows, ratios["train"], ratios["test"], args.tx,
+                          wave=args.wave if args.wave == "cores" else int(args.wave))
+        sc = fe.scores(rows)
+        table += [(f"{base}", s) for s in sc]
+        out[base] = [s.as_dict() for s in sc]
+        waited = [r for r in rows if r.real > 0]
+        out[base + "_always_now_hit_waited"] = (sum(r.real <= fe.HIT for r in waited) / len(waited)) if waited else None
+    elapsed = time.perf_counter() - started
+    params = {"trace": path.name, "cores": cores, "policy": args.policy, "reality": args.reality,
+              "jobs": len(jobs), "probes": len(probes), "points": args.points if args.reality == "simulated" else None,
+              "load": args.load, "tx": args.tx, "wave": args.wave, "runtime": str(args.runtime) if ratios else None,
+              "runtime_n": {"train": len(ratios["train"]), "test": len(ratios["test"])} if ratios else None,
+              "seconds": round(elapsed, 1), "probe_seconds": round(t_probes, 1)}
+    if args.json:
+        print(json.dumps({"params": params, "scores": out}, indent=1, default=str))
+        return 0
+    print(f"{path.name}: {cores} cores, {args.policy} model, {args.reality} reality, {len(jobs)} jobs, "
+          f"{len(probes)} probes, {elapsed:.0f} s (probes {t_probes:.0f} s)"
+          + (f"; run-time ratios {params['runtime_n']}, first wave of {args.wave} task(s) of {args.tx:g} s"
+             if ratios else "; no run-time ratios (finish columns empty)"))
+    for base in ("twin", "scheduler"):
+        now = out[base + "_always_now_hit_waited"]
+        if now is not None:
+            print(f"({base}) always predicting 'starts now' hits ±10 min for {100 * now:.1f} % of the probes that waited")
+            break
+    print()
+    print(fe.markdown(table))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,143 @@
+"""When will the bag be done, and how sure is that? Finish-time distributions (issue 16 item 4).
+
+A site's share of the bag is done at
+
+    F = W + Σ_waves  T̂x · max_{tasks of the wave} ρ_task
+
+— the pilot's wait W, then the waves of tasks its slots run (the same decomposition as
+:func:`resel.selection.predicted_ttc`, whose point value is W + ⌈n / k⌉ · T̂x), each wave as
+long as its slowest task. The two uncertain parts are drawn by simulation (the stated rule):
+
+* W from the wait's quantile function: the conditioned predictor's quantiles
+  (:mod:`resel.models.conditioned`) interpolated, an empirical wait history, or a constant
+  when nothing is known of the wait's spread;
+* ρ from the site's runtime ratios measured / predicted (:mod:`resel.models.runtime`),
+  independently per task: the maximum of m draws is drawn directly as the ratios' quantile at
+  U^(1/m) (the maximum of m independent uniforms is distributed as U^(1/m)), so a wave costs one
+  draw whatever its width. Without ratios every task takes T̂x.
+
+Waits, and tasks on different sites, are independent. The whole plan is done when its last
+origin site is: F_plan = max over sites of F_site, drawn jointly from the same samples.
+Percentiles come from ``samples`` draws with a seeded generator (default 4,000: a P90's sampling
+error is then ~0.5 percentile point), so the same inputs always give the same numbers.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from typing import Callable, Mapping, Sequence
+
+from resel.models.runtime import quantile
+
+SAMPLES = 4000
+PS = (0.05, 0.5, 0.9, 0.95)
+
+
+@dataclass(frozen=True, slots=True)
+class FinishQuantiles:
+    """Percentiles of a finish time (seconds from now)."""
+
+    p05: float
+    p50: float
+    p90: float
+    p95: float
+
+    def as_dict(self) -> dict:
+        return {"p05": self.p05, "p50": self.p50, "p90": self.p90, "p95": self.p95}
+
+
+def quantiles_of(samples: Sequence[float]) -> FinishQuantiles:
+    s = sorted(samples)
+    return FinishQuantiles(*(quantile(s, p) for p in PS))
+
+
+WaitLaw = Callable[[float], float]
+
+
+def constant(w: float) -> WaitLaw:
+    return lambda _u: w
+
+
+def empirical(waits: Sequence[float]) -> WaitLaw:
+    """The quantile function of observed waits (e.g. a drawn-wait site's history)."""
+    s = sorted(waits)
+    return lambda u: quantile(s, u)
+
+
+def share_samples(wait: WaitLaw, tx: float, ratios: Sequence[float], tasks: int, slots: int,
+                  rng: random.Random, samples: int = SAMPLES) -> list[float]:
+    """Draws of one site's share finish time F (see the module docstring)."""
+    if tasks <= 0:
+        return [0.0] * samples
+    slots = max(1, min(slots, tasks))
+    waves = []
+    left = tasks
+    while left > 0:
+        waves.append(min(slots, left))
+        left -= waves[-1]
+    s = sorted(ratios)
+    out = []
+    for _ in range(samples):
+        w = max(0.0, wait(rng.random()))
+        if s:
+            run = sum(tx * quantile(s, rng.random() ** (1.0 / m)) for m in waves)
+        else:
+            run = tx * len(waves)
+        out.append(w + run)
+    return out
+
+
+def share_finish(wait: WaitLaw, tx: float, ratios: Sequence[float], tasks: int, slots: int, *,
+                 seed: int | str = 0, samples: int = SAMPLES) -> FinishQuantiles:
+    return quantiles_of(share_samples(wait, tx, ratios, tasks, slots, random.Random(f"finish:{seed}"), samples))
+
+
+def plan_finish(shares: Mapping[str, list[float]]) -> FinishQuantiles | None:
+    """The plan's finish time: the latest of its sites' shares, sample by sample."""
+    lists = [v for v in shares.values() if v]
+    if not lists:
+        return None
+    n = min(len(v) for v in lists)
+    return quantiles_of([max(v[i] for v in lists) for i in range(n)])
+
+
+def wait_law_from_quantiles(qs: Sequence[tuple[float, float]]) -> WaitLaw:
+    """Linear interpolation between known (p, wait) points; flat beyond the outermost ones.
+
+    Between p = 0 and the first point and beyond the last the wait is held at the nearest
+    point: a stated simplification (tails beyond P5/P95 are not modelled).
+    """
+    pts = sorted(qs)
+
+    def law(u: float) -> float:
+        if u <= pts[0][0]:
+            return pts[0][1]
+        for (p0, w0), (p1, w1) in zip(pts, pts[1:]):
+            if u <= p1:
+                return w0 + (w1 - w0) * (u - p0) / (p1 - p0) if p1 > p0 else w1
+        return pts[-1][1]
+
+    return law
+
+
+def finite(x: float | None) -> bool:
+    return x is not None and math.isfinite(x)
+
+
+def grid(law: WaitLaw | Sequence[float], k: int = 50) -> list[float]:
+    """``k`` equiprobable values of a law (its quantiles at (i + ½) / k), from a quantile
+    function or from ascending samples."""
+    if callable(law):
+        return [law((i + 0.5) / k) for i in range(k)]
+    s = list(law)
+    return [quantile(s, (i + 0.5) / k) for i in range(k)] if s else [0.0] * k
+
+
+def sum_quantiles(a: Sequence[float], b: Sequence[float], ps: Sequence[float] = PS) -> list[float]:
+    """Quantiles of A + B for independent A, B each given by equiprobable grid values: every
+    pair weighs alike (a deterministic stand-in for sampling, used where many finish times are
+    predicted, e.g. the coverage evaluation)."""
+    sums = sorted(x + y for x in a for y in b)
+    return [quantile(sums, p) for p in ps]

@@ -1,0 +1,128 @@
+"""``resel plan`` on simulated sites: the same table as for live ones, from the simulator.
+
+The three start estimates of each pilot size come from the simulator itself — a run of
+:func:`resel.backends.simulated.simulate` stopped when the bag arrives (virtual time 0), once
+per source (``scheduler``, ``twin``, ``history``), reading the estimates it handed the engine
+from the recorded :class:`~resel.events.BagSubmitted` — so the plan shows exactly what a
+simulated run would decide with.
+
+The spread of each wait:
+
+* a site with a drawn wait (a wait distribution, no queue) has no "now" to condition on: its
+  waits are independent draws, so the past waits of pilots of the same shape
+  (:func:`resel.backends.sim_estimates.drawn_history`, the history source's own sample) give
+  the wait's percentiles directly;
+* a site whose queue replays a trace gets the conditioned predictor: probe pilots of each
+  menu size injected into the same trace before the bag arrives
+  (:func:`resel.finish_eval.simulated_probes`) teach it the errors the twin and the scheduler's
+  estimate made on this site.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from resel.domain import Bag, Site
+from resel.plan import WAIT_PS, SitePlan
+
+#: probe instants per queue site when learning the estimates' errors before the bag arrives
+LEARN_POINTS = 120
+
+
+def _bag_submitted(result: Any) -> Any:
+    for _t, kind, ev in result.events:
+        if kind == "BagSubmitted":
+            return ev
+    raise RuntimeError("the simulation recorded no BagSubmitted")
+
+
+def simulated_rows(bag: Bag, sites: list[Site], strategy: str, *, quantile: float, confidence: float,
+                   seed: int, rates: Any, clock: str = "base") -> tuple[list[SitePlan], dict[str, Any]]:
+    """The plan's rows for simulated sites, and the wait-error models learned for queue sites
+    (per source, as :func:`resel.plan.plan` takes them)."""
+    from resel.backends.sim_estimates import drawn_history
+    from resel.backends.simulated import simulate
+    from resel.engine import Engine
+    from resel.models.finish import empirical
+    from resel.selection import Strategy
+
+    strat = Strategy.parse(strategy)
+    engine = Engine(bag, sites, strat, seed=seed, clock=clock, rates=rates)
+    shapes, menu = engine.probe_shapes(), engine.probe_menu()
+    by_source: dict[str, Any] = {}
+    for src in ("scheduler", "twin", "history"):
+        res = simulate(bag, sites, strat, seed=seed, clock=clock, until=0.0, estimate=src, quantile=quantile,
+                       confidence=confidence, rates=rates)
+        by_source[src] = _bag_submitted(res)
+    rows = []
+    for i, site in enumerate(sites):
+        sizes = menu[i] if strat.base == "queue" and menu[i] else [(0, *shapes[i])]
+        _, cores, walltime = sizes[0]
+        row = SitePlan(site.name, site.kind, cores, walltime, engine.tx[i], total_cores=site.cores)
+        for k, (slots, cores_k, walltime_k) in enumerate(sizes):
+            entry: dict[str, Any] = {"slots": slots, "cores": cores_k}
+            for src, ev in by_source.items():
+                if ev.wait_menu is not None and strat.base == "queue":
+                    vals = ev.wait_menu.get(site.name) or []
+                    v = vals[k] if k < len(vals) else None
+                else:
+                    v = (ev.wait_estimates or {}).get(site.name) if k == 0 else None
+                v = None if v is None or not math.isfinite(v) else v
+                entry[f"{src}_s"] = v
+                entry[f"{src}_note"] = None if v is not None else f"no {src} estimate"
+            if site.queue is None:
+                past = drawn_history(site, cores_k, seed)
+                law = empirical(past)
+                entry["wait_quantiles"] = {f"{p:g}": law(p) for p in WAIT_PS}
+                entry["wait_note"] = (f"drawn waits are independent: percentiles of {len(past)} past pilots "
+                                      f"of {cores_k} cores")
+            row.menu.append(entry)
+        full = row.menu[0]
+        for name in ("history", "twin", "scheduler"):
+            setattr(row, f"{name}_s", full[f"{name}_s"])
+            setattr(row, f"{name}_note", full[f"{name}_note"])
+        rows.append(row)
+    errors = learn_queue_errors(sites, menu if strat.base == "queue" else
+                                {i: [(0, *shapes[i])] for i in range(len(sites))})
+    return rows, errors
+
+
+def learn_queue_errors(sites: list[Site], menu: dict[int, list[tuple[int, int, float]]],
+                       points: int = LEARN_POINTS) -> dict[str, Any]:
+    """The twin's and the scheduler's errors on each queue site's trace before the bag
+    arrives: probe pilots of the site's menu sizes at ``points`` instants of the replay,
+    walked forward (:func:`resel.models.conditioned.walk_forward` order: a probe teaches only
+    once it started, and only probes that started before the bag's arrival teach at all)."""
+    from pathlib import Path
+
+    from resel import wait_eval as we
+    from resel.models.conditioned import ConditionedWait
+    from resel.swf import Trace
+
+    models = {"twin": ConditionedWait(), "scheduler": ConditionedWait()}
+    for i, site in enumerate(sites):
+        q = site.queue
+        if q is None:
+            continue
+        shapes = sorted({we.Shape(c, w) for _, c, w in menu.get(i, []) if 0 < c <= site.cores},
+                        key=lambda sh: (sh.cores, sh.walltime))
+        if not shapes:
+            continue
+        arrive = q.offset                   # trace seconds (after the load's compression)
+        jobs = [j for j in we.load_jobs(Trace(Path(q.trace)), site.cores, speed=q.speed, load=q.load)]
+        if not jobs or jobs[0].submit >= arrive:
+            continue
+        start = jobs[0].submit + 0.1 * (arrive - jobs[0].submit)
+        times = [start + (k + 0.5) * (arrive - start) / points for k in range(points)]
+        probes = we.evaluate(jobs, q.policy, site.cores, times, shapes,
+                             [we.SchedulerEstimate(), we.FunctionEstimate("twin", we.twin_wait)])
+        for p in probes:
+            if p.at + p.real >= arrive:      # not started by the bag's arrival: unknown then
+                continue
+            for src, model in models.items():
+                est = p.estimates.get(src)
+                if est is not None:
+                    model.observe(site.name, p.shape.cores, p.shape.walltime, est, p.real)
+    return models
+

@@ -1,0 +1,68 @@
+"""The coverage figures docs/calibration.md reports, re-measured (issue 16 items 5–6).
+
+* Recorded HPC2N (every job after a 10 % warm-up predicted from what was known at its
+  submission, judged against its recorded wait): the conditioned twin's 90 % wait interval
+  covers 90.1 % of the jobs that waited (goal 88–92 %); its likeliest ±10 min start hits 32.1 %
+  of them against the scheduler's 18.5 % (1.7×; the goal of 3× is missed, and said so). The
+  computation is deterministic, so the margin is only the rounding of the documented figures.
+* GROMACS: the held-out scores of the committed measurements (benchmarks/data), re-analysed by
+  resel's model code — deterministic too; the figures are those of docs/calibration.md.
+
+wagap (17,181 probes, minutes of CPU) is left to the benchmark.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from resel import finish_eval as fe
+from resel import wait_eval as we
+from resel.swf import Trace
+
+REPO = Path(__file__).resolve().parent.parent
+HPC2N = REPO.parent / "shared" / "data" / "swf" / "hpc2n.swf"
+DOC = " ".join((REPO / "docs" / "calibration.md").read_text(encoding="utf-8").split())
+
+
+@pytest.fixture(scope="module")
+def hpc2n_rows():
+    jobs = we.load_recorded(Trace(HPC2N), 240)
+    return fe.conditioned_rows(fe.recorded_probes(jobs, "easy", 240), "twin")
+
+
+def test_conditioned_wait_interval_covers_ninety_percent_of_recorded_hpc2n_waits(hpc2n_rows):
+    waited = fe.score([r for r in hpc2n_rows if r.real > 0], "waited")
+    assert waited.probes == 2972 and waited.predicted == 2925
+    assert waited.wait_cov90 == pytest.approx(0.901, abs=0.0006)
+    assert 0.88 <= waited.wait_cov90 <= 0.92
+    assert waited.wait_width_med / 3600 == pytest.approx(14.36, abs=0.01)
+    assert "90.1 %" in DOC and "14.36 h" in DOC
+
+
+def test_likeliest_start_hit_rate_against_the_scheduler_on_hpc2n(hpc2n_rows):
+    waited = fe.score([r for r in hpc2n_rows if r.real > 0], "waited")
+    assert waited.hit_likeliest == pytest.approx(0.321, abs=0.0006)
+    assert waited.hit_scheduler == pytest.approx(0.185, abs=0.0006)
+    assert waited.hit_likeliest / waited.hit_scheduler == pytest.approx(1.74, abs=0.01)
+    assert "32.1 %" in DOC and "18.5 %" in DOC
+
+
+def test_gromacs_held_out_figures_of_the_committed_measurements():
+    """100 real runs (50 × gmx, 50 × gmx_d, nsteps 1030–93450) re-analysed by resel's model code:
+    the figures of docs/calibration.md, each against the issue's goal."""
+    from resel import runtime_eval as rt
+    res = rt.evaluate(rt.read(REPO / "benchmarks" / "data" / "gromacs-runtime.jsonl"))
+    loo, split = res["pooled"]["loo"], res["pooled"]["split"]
+    assert (loo["n"], split["n"]) == (100, 50)
+    assert loo["mdape"] == pytest.approx(1.33, abs=0.006) and loo["mdape"] <= 5
+    assert loo["mape"] == pytest.approx(1.49, abs=0.006) and loo["mape"] <= 8
+    assert loo["p90_ape"] == pytest.approx(2.97, abs=0.006) and loo["p90_ape"] <= 15
+    assert loo["coverage"] == pytest.approx(0.91) and 0.88 <= loo["coverage"] <= 0.92
+    assert split["coverage"] == pytest.approx(0.92)
+    for cfg in ("gmx", "gmx_d"):
+        assert res["configs"][cfg]["runs"] == 50
+        assert res["configs"][cfg]["lim_uncalibrated"]["mape"] > 300      # LIM's IPC = 1 on this host
+    for text in ("1.33 %", "1.49 %", "2.97 %", "91.0 % ± 2.9"):
+        assert text in DOC, text
