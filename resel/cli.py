@@ -176,10 +176,10 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
         _print_json(doc)
         return
     _print_experiment(exp, bag_file, sites_file)
-    out.print(f"[dim]{runtime.summary()}" + (f"; re-selection windows at risk {risk:g}" if risk is not None else "")
+    out.print(f"[dim]{m(runtime.summary())}" + (f"; re-selection windows at risk {risk:g}" if risk is not None else "")
               + ("; queue-aware split on P90" if objective == "p90" else "") + "[/dim]")
     for note in runtime.notes:
-        out.print(f"[dim]{note}[/dim]")
+        out.print(f"[dim]{m(note)}[/dim]")
     if store is not None:
         out.print(f"[dim]stored as experiment {exp_id} in {m(db or default_path())}: "
                   f"`resel runs`, `resel report RUN`[/dim]")
