@@ -220,8 +220,8 @@ def _print_experiment(exp: Experiment, bag_file: Path | None, sites_file: Path |
                           f"{d['reassigned']:.0f}" if rs["decisions"] else "", wrong,
                           end_section=i == len(exp.strategies) - 1)
     out.print(table)
-    out.print(f"[dim]times in {unit.words}, mean±sample std over runs; moved = tasks (mean per run) that finished away from "
-              "their initial site; P_RESEL wrong = re-selections (all runs) that the oracle RESEL, knowing true "
+    out.print(f"[dim]times in {unit.words}, mean±sample std over runs; moved = tasks (mean per run) that finished "
+              "away from their initial site; P_RESEL wrong = re-selections (all runs) that the oracle RESEL, knowing true "
               "T_x and a_r, would have decided otherwise[/dim]")
 
 

@@ -81,7 +81,8 @@ def grid_cmd(traces: tuple[Path, ...], clusters: list[Cluster], dispatch: str, r
       resel grid ../shared/data/swf/wagap-2013.swf ../shared/data/swf/hpc2n.swf \\
           --cluster zewura:1600:1.0 --cluster zegox:576:1.2 --cluster seth:240:1.4 \\
           --realloc regular --heuristic minmin --load 1.5
-      resel grid hpc2n.swf --cluster a:120 --cluster b:120:1.4 --realloc regular --dry-run --first 2000
+      resel grid ../shared/data/swf/hpc2n.swf --cluster a:120 --cluster b:120:1.4 --realloc regular \\
+          --dry-run --first 2000
     """
     from resel.cli import _fail_cleanly, _print_json, err, out
 
@@ -207,9 +208,9 @@ def _variant_progress(console) -> Iterator[Callable[[str, int, int], None]]:
 SEED004_LEGEND = (
     "variant: baseline = no reallocation; regular/H = move a waiting job when another cluster's estimated "
     "completion time (ECT) is better by the margin, jobs taken in heuristic H's order; all-cancel/H = cancel "
-    "every waiting job and resubmit each, in H's order, to the cluster with the least ECT; exact/… = the schedulers get the real run times instead "
-    "of the requests; fcfs/… = FCFS queues instead of conservative backfilling; isis/D = no reallocation, "
-    "dispatcher D instead of MCT",
+    "every waiting job and resubmit each, in H's order, to the cluster with the least ECT; exact/… = the "
+    "schedulers get the real run times instead of the requests; fcfs/… = FCFS queues instead of conservative "
+    "backfilling; isis/D = no reallocation, dispatcher D instead of MCT",
     "moves = reallocations made; mean resp. = mean response time (wait + run) and mean bsld τ=60 = mean "
     "bounded slowdown (run times under 60 s counted as 60 s), over every job",
     "rel. resp. / rel. wait = this variant's mean response / wait over its paired baseline's (baseline, "
