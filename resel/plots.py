@@ -346,8 +346,7 @@ def gantt(db: Database, run_id: int) -> tuple[Figure, dict]:
         ax.axhspan(a - 0.3, b - 0.3, color="#f4f4f4", zorder=-1)
     ax.invert_yaxis()
     ax.set_xlabel(f"time since the bag was submitted [{uname}]")
-    ax.set_ylabel("site (one row per pilot)" if not bands else
-                  "site (one row per pilot; a band of slot counts for a site with many pilots)")
+    ax.set_ylabel("site (one row per pilot)" if not bands else "site (rows: pilots; bands: slots)")
     state = f" — {run.get('status')}" if run.get("status") and run.get("status") != "done" else ""
     ax.set_title(f"run {run_id}: pilots and task attempts per site ({run.get('strategy')}, "
                  f"{run.get('size')} tasks){state}")
