@@ -51,6 +51,7 @@ from resel.backends.slurm_formats import (
 from resel.models.twin import QueueSnapshot
 
 from resel.errors import SchedulerError, SchedulerReplyError
+from resel.site_options import check_qsub_options
 
 __all__ = ["PBSCLI", "SchedulerError", "SchedulerReplyError"]
 
@@ -140,9 +141,8 @@ class PBSCLI:
         self.env = dict(env or {})
         self.queue = _check_word("queue", queue)
         self.account = _check_word("account", account)
-        for opt in extra_qsub:
-            if not isinstance(opt, str) or not opt or _BAD_TEXT.search(opt):
-                raise SchedulerError(f"extra qsub argument {opt!r} must be one printable word")
+        for _, why in check_qsub_options(list(extra_qsub), torque=dialect == "torque")[:1]:
+            raise SchedulerError(f"extra qsub option refused: {why}")
         self.extra_qsub = tuple(extra_qsub)
         #: ``-r n`` unless the site's ``requeue = true``: a rerun pilot would start a new agent
         #: on its predecessor's half-done attempts (PBS Pro, Torque and Slurm's wrapper know -r)
@@ -478,6 +478,9 @@ class PBSCLI:
         if self.account:
             argv += ["-A", self.account]
         argv += ["-r", "y" if self.rerunnable else "n"]
+        if self.dialect == "torque":   # known only now for dialect "auto"; the wrapper is a shell
+            for _, why in check_qsub_options(list(self.extra_qsub), torque=True)[:1]:
+                raise SchedulerError(f"extra qsub option refused: {why}")
         return argv + list(self.extra_qsub)
 
     def _check_path(self, kind: str, path: str) -> str:

@@ -34,6 +34,7 @@ from resel.backends.slurm_formats import (
     SchedulerReplyError,
 )
 from resel.models.twin import QueueSnapshot, SnapJob
+from resel.site_options import check_sbatch_options
 
 __all__ = ["SchedulerError", "SchedulerReplyError", "SlurmCLI"]
 
@@ -165,10 +166,8 @@ class SlurmCLI:
         self.partition = _check_word("partition", partition, _PARTITION)
         self.account = _check_word("account", account, _ACCOUNT)
         self.qos = _check_word("qos", qos, _ACCOUNT)
-        for opt in extra_sbatch:
-            if not isinstance(opt, str) or not opt.startswith("-") or _NAME_BAD.search(opt):
-                raise SchedulerError(f"extra sbatch option {opt!r} must be one option word "
-                                     "starting with '-' (e.g. '--mem=2G')")
+        for _, why in check_sbatch_options(list(extra_sbatch))[:1]:
+            raise SchedulerError(f"extra sbatch option refused: {why}")
         self.extra_sbatch = tuple(extra_sbatch)
         #: pilots are submitted --no-requeue unless the site asks otherwise: a requeued or
         #: relaunched pilot starts a new agent on its predecessor's half-done attempts

@@ -17,7 +17,7 @@ from rich.live import Live
 from rich.table import Table
 
 from resel.cli_rates import model_option, objective_option, risk_option
-from resel.config import LIVE_KINDS, load_bag, load_sites
+from resel.config import LIVE_KINDS, check_site_commands, load_bag, load_sites
 from resel.cli_common import RUN_ID, SEED, Finite
 from resel.errors import ReselError, StoreError
 from resel.limits import check_task_count
@@ -117,6 +117,7 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
             if bag_file is None or sites_file is None:
                 raise click.UsageError("give BAG_FILE and --sites FILE (or --resume RUN)")
             bag, site_list = load_bag(bag_file), _live_sites(sites_file)
+            check_site_commands(bag, site_list)
             check_task_count(bag.count, f"{bag_file}: bag.count")
             Strategy.parse(strategy)
             if clock == "probed":

@@ -88,10 +88,11 @@ def plan_cmd(bag_file: Path, sites_file: Path, strategy: str, source: str, quant
       resel plan examples/gromacs-bag.toml --sites examples/sites-thesis.toml --objective p90
     """
     from resel.cli_live import _live_sites
-    from resel.config import LIVE_KINDS, load_bag, load_sites
+    from resel.config import LIVE_KINDS, check_site_commands, load_bag, load_sites
     try:
         bag = load_bag(bag_file)
         all_sites = load_sites(sites_file)
+        check_site_commands(bag, all_sites)
         simulated = all(s.kind not in LIVE_KINDS for s in all_sites)
         site_list = all_sites if simulated else _live_sites(sites_file)
         show_plan(bag, site_list, strategy=strategy, source=source, quantile=quantile,

@@ -807,7 +807,7 @@ class Coordinator:
                 return view.job_id
             return submit
         if isinstance(action, DispatchTask):
-            command = self.bag.command_for(action.task)
+            command = self.bag.command_for(action.task, action.site)
             env = {"RESEL_RUN": str(self.run_id), "RESEL_SITE": action.site}
             perf = self.options.perf or self.bag.measured(action.task)
             return lambda: self.site(action.site).dispatch(
@@ -1111,7 +1111,8 @@ def _describe(exc: BaseException) -> str:
 def bag_from_json(d: dict) -> Bag:
     from resel.domain import Profile
     return Bag(d["name"], d["command"], d["count"], d["cores_per_task"], Profile(**d["profile"]),
-               d.get("isa", "x86"), d.get("source", "<store>"), d.get("perf_every", 0))
+               d.get("isa", "x86"), d.get("source", "<store>"), d.get("perf_every", 0),
+               tuple((str(site), str(cmd)) for site, cmd in d.get("site_commands") or ()))
 
 
 def sites_from_json(items: list[dict]) -> list[Site]:
@@ -1124,6 +1125,8 @@ def sites_from_json(items: list[dict]) -> list[Site]:
         if acc:
             acc = dict(acc)
             acc["submit_args"] = tuple(acc.get("submit_args") or ())
+            acc["setup"] = tuple(acc.get("setup") or ())
+            acc["submit_lines"] = dict(acc.get("submit_lines") or {})
             access = Access(**acc)
         out.append(Site(name=d["name"], kind=d["kind"], cores=d["cores"], clock=Clock(**d["clock"]),
                         kappa=d.get("kappa", 1.0), pilot=PilotPolicy(**d["pilot"]), isa=d.get("isa", "x86"),
