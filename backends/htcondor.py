@@ -56,6 +56,7 @@ from typing import Any
 
 from resel import chirp_sync
 from resel.backends import htcondor_formats as fmt
+from resel.backends.limit_formats import CONDOR_KNOBS, Limits, condor_limits
 from resel.backends.verified import digest, parse_verified, verified_argv
 from resel.backends.slurm_formats import Availability, JobInfo
 from resel.errors import SchedulerError, SchedulerReplyError
@@ -365,6 +366,19 @@ class HTCondorCLI(_Common):
         return fmt.cpu_summary(fmt.summarize_pool(self.slots()))
 
     # ------------------------------------------------------------------ actions
+
+    def limits(self) -> tuple[Limits, list[str]]:
+        """The schedd's per-owner limits from its configuration (``condor_config_val``, one
+        knob at a time: an undefined knob exits 1 and prints nothing on stdout)."""
+        values: dict[str, str] = {}
+        notes: list[str] = []
+        for knob in CONDOR_KNOBS:
+            done = self._run(["condor_config_val", knob], idempotent=True)
+            if done.returncode == 0 and done.stdout.strip():
+                values[knob] = done.stdout.strip().splitlines()[0]
+            elif "Not defined" not in (done.stderr or ""):
+                notes.append(f"condor_config_val {knob}: {(done.stderr or done.stdout).strip()[:200]}")
+        return condor_limits(values), notes
 
     def _ship_wrapper(self, agent_path: str) -> str:
         """Put the chirp wrapper next to the agent on the access point (once per directory)."""

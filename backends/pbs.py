@@ -38,6 +38,7 @@ from datetime import tzinfo
 from typing import Any
 
 from resel.backends import pbs_formats as fmt
+from resel.backends.limit_formats import Limits
 from resel.backends.slurm_formats import (
     Availability,
     JobInfo,
@@ -367,6 +368,31 @@ class PBSCLI:
             jobs = self._all_jobs().values()
         return fmt.make_availability(self.scheduler, self.version(), parts, queues, nodes, jobs,
                                      time.time(), target=self.queue)
+
+    def user_name(self) -> str:
+        """The login this site runs our commands as (``id -un``), asked once."""
+        if getattr(self, "_user", None) is None:
+            self._user = self._query(["id", "-un"]).strip()
+        return self._user
+
+    def limits(self) -> tuple[Limits, list[str]]:
+        """The limits of the queue resel submits to (or the server's default queue) on this
+        user: ``max_queued``, ``max_run``, ``max_run_res.ncpus``, ``resources_max.*`` (PBS
+        Pro, ``-F json``) or Torque's ``max_user_queuable``/``max_user_run`` (text)."""
+        from resel.backends import limit_formats as lf
+        user = self.user_name()
+        queue = self.queue or self.default_queue()
+        if self.dialect == "pro":
+            command = "qstat -Q -f -F json"
+            doc = fmt.load_json(self._query(["qstat", "-Q", "-f", "-F", "json"]), command)
+            records = dict(doc.get("Queue") or {})
+        else:
+            command = "qstat -Q -f"
+            records = lf.pbs_queues_text(self._query(["qstat", "-Q", "-f"], empty_ok=True), command)
+        if queue is None or queue not in records:
+            return lf.Limits(), [f"no queue limits: the queue resel submits to ({queue or 'the default'}) "
+                                 f"is not in `{command}`"]
+        return lf.pbs_queue_limits(records[queue], queue, user, command), []
 
     def _policy(self) -> tuple[str, str]:
         """(policy, the note saying it is assumed): see :func:`.pbs_formats.assumed_policy`.

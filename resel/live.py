@@ -163,6 +163,8 @@ class Coordinator:
         self._next_poll: dict[str, float] = {}
         self._held: list[Report] = []                   # reports taken while waiting
         self._last_lease = 0.0
+        #: pilot → the pending reason last noted (resel status shows it)
+        self._pending_reasons: dict[int, str] = {}
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -542,6 +544,7 @@ class Coordinator:
                 phase = job_phase(state) if info is not None else "missing"
                 v.job_state = state
                 self._state_note(v, state, phase, t)
+                self._pending_note(v, info, phase, t)
                 if phase == "running" and v.state == "pending":
                     v.state = "running"
                     out.append(PilotStarted(time=t, pilot=v.pilot))
@@ -615,6 +618,21 @@ class Coordinator:
             v.unknown_state = None
             self.views[v.site].notes.pop(key, None)
             live_notes.drop(self.db, self.run_id, v.site, key)
+
+    def _pending_note(self, v: PilotView, info: Any, phase: str, t: float) -> None:
+        """Why the scheduler keeps a pilot waiting (Slurm's Reason: Priority, Resources,
+        QOSMaxJobsPerUserLimit, AssocGrpCpuLimit, …), for the live table and ``resel status``;
+        written when it changes, dropped once the pilot leaves the queue."""
+        key = f"pending:p{v.pilot}"
+        reason = info.reason if phase == "pending" and info is not None else None
+        if reason in (None, "", "None", "(null)"):
+            if self._pending_reasons.pop(v.pilot, None) is not None:
+                self.views[v.site].notes.pop(key, None)
+                live_notes.drop(self.db, self.run_id, v.site, key)
+            return
+        if self._pending_reasons.get(v.pilot) != reason:
+            self._pending_reasons[v.pilot] = reason
+            self._note(v.site, key, "pending-reason", t, f"pilot {v.pilot}: job {v.job_id} pending ({reason})")
 
     def _incarnation(self, t: float, v: PilotView, beat: dict) -> list[Event]:
         """The heartbeat names the agent running the pilot: a new one means it was relaunched
