@@ -209,13 +209,13 @@ def _within_limits(c, bag, site_list):
     (:mod:`resel.site_limits`), say what changed, and leave out a site with no room at all."""
     from resel.site_limits import apply_limits, read_limits
     found = read_limits(site_list)
+    limited = apply_limits(site_list, found, bag.cores_per_task)     # fills in each site's changes
     for f in found.values():
         for line in f.notes + f.changes:
             c.err.print(f"{m(f.site)}: limits: {m(line)}", soft_wrap=True)
         if f.pending_reasons:
             c.err.print(f"{m(f.site)}: your pending jobs there wait for: "
                         + m(", ".join(f"{k} ×{n}" for k, n in sorted(f.pending_reasons.items()))), soft_wrap=True)
-    limited = apply_limits(site_list, found, bag.cores_per_task)
     blocked = {n: f.blocked for n, f in found.items() if f.blocked}
     for name, why in blocked.items():
         c.err.print(f"{m(name)}: left out: {m(why)}", soft_wrap=True)

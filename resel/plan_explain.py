@@ -16,7 +16,8 @@ verdict                   when
                           item 1; read through :func:`quarantined`, a hook until the engine
                           keeps that state)
 ``rejected: unreachable`` the site did not answer: no estimate at all
-``rejected: walltime``    one task's T̂x is longer than the pilot's walltime
+``rejected: walltime``    one task's T̂x is longer than the pilot's walltime (a site the
+                          engine still gives tasks or pilots keeps its verdict, with a warning)
 ``rejected: no estimate`` reachable, but no start estimate where the strategy needs one
 ``not chosen: too slow``  everything known, and another site finishes sooner: the numbers
                           compared (T̂x, wait, the bag alone on it vs the plan)
@@ -76,10 +77,13 @@ def explain_site(row: Mapping[str, Any], *, strategy: str, plan_ttc: float | Non
         return out("rejected: quarantined", f"quarantined: {quarantine[name]}")
     if row.get("error"):
         return out("rejected: unreachable", f"no estimate: the site did not answer ({row['error']})")
-    if row["tx"] > row["walltime"]:
-        return out("rejected: walltime",
-                   f"walltime too short: one task's T̂x {_s(row['tx'])} is longer than the pilot's walltime "
-                   f"{_s(row['walltime'])}")
+    too_long = row["tx"] > row["walltime"]
+    walltime = (f"walltime too short: one task's T̂x {_s(row['tx'])} is longer than the pilot's walltime "
+                f"{_s(row['walltime'])}")
+    if too_long and (row["tasks"] or row["role"] == "extra pilot"):
+        why.append(f"warning: {walltime}: its tasks would be killed at the walltime")
+    elif too_long:
+        return out("rejected: walltime", walltime)
     if row["tasks"]:
         reason = (f"chosen by {strategy}: {row['tasks']} task(s), pilot(s) of {', '.join(map(str, row['pilots'])) or '—'} "
                   f"core(s); wait {_s(row['wait_s'])} ({row['used'] or 'no estimate'}) + T̂x {_s(row['tx'])} per task; "

@@ -73,3 +73,23 @@ def test_condor_per_owner_limits_read_from_the_access_point(trixie):  # noqa: F8
         tr.close()
     assert notes == []
     assert (lim.max_submit, lim.max_running) == (20000, 10000)      # HTCondor 23.9's defaults, as configured
+
+
+def test_run_sizes_a_pool_within_its_schedd_limits(tmp_path, trixie, capsys):  # noqa: F811
+    """What `resel run` does before it starts: the pool's real MAX_JOBS_RUNNING (10000) caps a
+    per-task site that asked for 100000 pilots; a Slurm site without accounting is unchanged."""
+    from trixie_helpers import pool_site
+    from resel.cli_live import _within_limits
+    path = tmp_path / "sites.toml"
+    path.write_text(pool_site(trixie, pilots=100000) + "\n" + "[[site]]" + sites_toml(trixie).split("[[site]]")[1],
+                    encoding="utf-8")
+    sites = load_sites(path)
+    from resel import cli as c
+    from resel.domain import Bag, Profile
+    kept = _within_limits(c, Bag("b", "true", 4, 1, Profile(1e9)), sites)
+    by = {s.name: s for s in kept}
+    assert by["pool"].pilot.max_pilots == 10000 and by["tba"].pilot == sites[1].pilot
+    said = capsys.readouterr().err
+    assert ("pool: limits: max_pilots 100000 → 20000 (schedd: MAX_JOBS_PER_SUBMISSION = 20000)\n"
+            "pool: limits: max_pilots 20000 → 10000 (schedd: MAX_JOBS_RUNNING = MIN({24105, 10000}))") in said
+    assert "tba: limits: no association limits" in said

@@ -86,3 +86,21 @@ def test_quarantine_hook_and_limit_notes():
                            "pilots sized within the site's limits: max_pilots 100000 → 3 (QOS n: MaxSubmitPU=10, "
                            "7 job(s) already there)",
                            "your jobs already pending there wait for: Priority ×2, QOSMaxJobsPerUserLimit ×1"]
+
+
+def test_extra_pilots_and_a_walltime_warning_under_queue_reselect():
+    """queue:1+reselect, no limits: e (T̂x 3.33 s) and a (5 s) share the bag, one more site holds
+    extra pilots for their waiting tasks; d's 8 s tasks cannot fit its 6 s pilot, which the
+    explanation says whatever the engine gave it (here: an extra pilot, as the engine of this
+    version does not check walltimes — issue 18 item 2)."""
+    bag = Bag("b", "true", 10, 1, Profile(1e10))
+    doc = plan(bag, sites(), strategy="queue:1+reselect", rows=rows(), limits={})
+    by = {r["site"]: r for r in doc["sites"]}
+    assert by["a"]["tasks"] + by["e"]["tasks"] == 10 and by["b"]["tasks"] == 0
+    assert by["b"]["explain"]["verdict"] == "extra pilots"
+    assert by["b"]["explain"]["why"][0] == ("no tasks of its own; 1 pilot(s) of 4 core(s) for tasks waiting "
+                                           "elsewhere (a re-selection target): wait 60 s, T̂x 10 s")
+    d = by["d"]["explain"]
+    walltime = "walltime too short: one task's T̂x 8 s is longer than the pilot's walltime 6 s"
+    assert by["d"]["role"] == "extra pilot" and d["verdict"] == "extra pilots"     # the engine gave it a pilot
+    assert d["why"][1] == f"warning: {walltime}: its tasks would be killed at the walltime"
