@@ -367,6 +367,12 @@ class HTCondorCLI(_Common):
 
     # ------------------------------------------------------------------ actions
 
+    def user_name(self) -> str:
+        """The login on the access point (``id -un``): the jobs' Owner, asked once."""
+        if getattr(self, "_user", None) is None:
+            self._user = self._query(["id", "-un"]).strip()
+        return self._user
+
     def limits(self) -> tuple[Limits, list[str]]:
         """The schedd's per-owner limits from its configuration (``condor_config_val``, one
         knob at a time: an undefined knob exits 1 and prints nothing on stdout)."""

@@ -22,6 +22,7 @@ and the backends call them again (a site built in Python bypasses the file).
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Mapping, Sequence
 
 __all__ = ["check_condor_lines", "check_qsub_options", "check_sbatch_options", "check_setup",
@@ -236,8 +237,6 @@ def setup_block(lines: Sequence[str]) -> str:
     } || { echo ...; exit 1; }`` groups the whole line, so ``a; b`` or ``a && b`` is judged as
     one command; the message quotes the line with :func:`shlex.quote`.
     """
-    import shlex
-
     problems = check_setup(lines)
     if problems:
         raise ValueError(problems[0][1])
