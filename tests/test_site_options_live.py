@@ -14,6 +14,7 @@ import uuid
 import pytest
 
 from live_helpers import agents_results, bag_toml, cancel_leftovers, our_jobs, sites_toml, slurm, start
+from trixie_helpers import trixie  # noqa: F401 - the fixture
 
 
 @pytest.fixture(autouse=True)
@@ -46,3 +47,33 @@ def test_sbatch_option_setup_and_site_command_reach_slurm_and_the_tasks(tmp_path
     shown = slurm(testbed, "a", "scontrol", "show", "job", jobs[0]).stdout
     assert f"Comment=resel-siteopts-{mark}" in shown, shown
     assert our_jobs(testbed, coord.run_key) == []
+
+
+def test_htcondor_submit_line_and_setup_reach_the_pool(tmp_path, trixie):  # noqa: F811
+    """The testbed's HTCondor pool: a submit line (request_memory) the schedd keeps in the job
+    ad, and a setup line the chirp wrapper runs before the agent, whose export the task prints
+    in its slot (a nobody-owned scratch directory: nothing shared with the access point)."""
+    from trixie_helpers import ap, done_once, pool_site, results
+    mark = uuid.uuid4().hex[:8]
+    workdir = f"{trixie.work_c}/siteopts-{mark}"
+    site = pool_site(trixie, workdir=workdir, pilots=2).replace(
+        "access = { ", f'access = {{ submit_lines = {{ request_memory = "300MB" }}, '
+                      f'setup = ["export RESEL_T_MARK=pool-{mark}"], ', 1)
+    coord = start(tmp_path, site, bag_toml(2, 'echo "mark=$RESEL_T_MARK"'), strategy="model")
+    try:
+        coord.run(max_time=240)
+        coord.close()
+        run = coord.db["runs"].get(coord.run_id)
+        assert (run["status"], run["done"]) == ("done", 2), run
+        recs = results(trixie, workdir, coord.run_key)
+        assert done_once(recs) == {0: 1, 1: 1}
+        assert {r["stdout_tail"].strip() for r in recs} == {f"mark=pool-{mark}"}
+        job = next(iter(coord.db.query("select job_id from live_pilots where run_id = ?", [coord.run_id])))["job_id"]
+        said = ap(trixie, f"condor_history {job} -limit 1 -af RequestMemory; condor_q {job} -af RequestMemory",
+                  check=False).stdout
+        assert "300" in said, said
+    finally:     # only this run's pilots: the pool's user is shared by every test session
+        jobs = [r["job_id"] for r in coord.db.query("select job_id from live_pilots where run_id = ? and job_id "
+                                                     "is not null", [coord.run_id])]
+        if jobs:
+            ap(trixie, "condor_rm " + " ".join(jobs) + " >/dev/null 2>&1", check=False)
