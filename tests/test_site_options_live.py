@@ -77,3 +77,20 @@ def test_htcondor_submit_line_and_setup_reach_the_pool(tmp_path, trixie):  # noq
                                                      "is not null", [coord.run_id])]
         if jobs:
             ap(trixie, "condor_rm " + " ".join(jobs) + " >/dev/null 2>&1", check=False)
+
+
+def test_qsub_options_and_setup_on_the_torque_wrappers(tmp_path, testbed):
+    """tbb as a PBS site (Torque dialect: Debian's slurm-wlm-torque qsub over SSH): an extra qsub
+    option (-m n) is accepted by the real qsub, and the setup's export reaches the tasks."""
+    mark = uuid.uuid4().hex[:8]
+    sites = sites_toml(testbed, kind_b="pbs",
+                       b={"workdir": "~/resel-work-pbs", "dialect": "torque", "qsub_options": ["-m", "n"],
+                          "setup": [f"export RESEL_T_MARK=pbs-{mark}"]})
+    sites = "[[site]]" + sites.split("[[site]]")[2]            # tbb alone
+    coord = start(tmp_path, sites, bag_toml(3, 'echo "mark=$RESEL_T_MARK"'), strategy="model")
+    coord.run(max_time=180)
+    coord.close()
+    assert coord.db["runs"].get(coord.run_id)["done"] == 3
+    outs = [r["stdout_tail"].strip() for r in agents_results(testbed, coord.run_key, "/home/reseltb/resel-work-pbs")
+            if r.get("outcome") == "done"]
+    assert outs == [f"mark=pbs-{mark}"] * 3, outs
