@@ -51,10 +51,11 @@ def open_scheduler(site: Site, transport: Any) -> Any:
             from resel.backends.htcondor import HTCondorBindings
             # the transport ships the chirp wrapper and makes the pilot's directories before a submit
             return HTCondorBindings(transport, project=acc.project, accounting_group=acc.accounting_group,
-                                    requeue=acc.requeue)
+                                    extra_submit=acc.submit_lines, requeue=acc.requeue, setup=acc.setup)
         from resel.backends.htcondor import HTCondorCLI
         return HTCondorCLI(transport, env=dict(acc.env) or None, project=acc.project,
-                           accounting_group=acc.accounting_group, requeue=acc.requeue)
+                           accounting_group=acc.accounting_group, extra_submit=acc.submit_lines,
+                           requeue=acc.requeue, setup=acc.setup)
     raise ReselError(f"site {site.name!r}: no live backend for kind {site.kind!r} with api {acc.api!r}")
 
 

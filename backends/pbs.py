@@ -38,6 +38,7 @@ from datetime import tzinfo
 from typing import Any
 
 from resel.backends import pbs_formats as fmt
+from resel.backends.limit_formats import Limits
 from resel.backends.slurm_formats import (
     Availability,
     JobInfo,
@@ -51,6 +52,7 @@ from resel.backends.slurm_formats import (
 from resel.models.twin import QueueSnapshot
 
 from resel.errors import SchedulerError, SchedulerReplyError
+from resel.site_options import check_qsub_options
 
 __all__ = ["PBSCLI", "SchedulerError", "SchedulerReplyError"]
 
@@ -140,9 +142,8 @@ class PBSCLI:
         self.env = dict(env or {})
         self.queue = _check_word("queue", queue)
         self.account = _check_word("account", account)
-        for opt in extra_qsub:
-            if not isinstance(opt, str) or not opt or _BAD_TEXT.search(opt):
-                raise SchedulerError(f"extra qsub argument {opt!r} must be one printable word")
+        for _, why in check_qsub_options(list(extra_qsub), torque=dialect == "torque")[:1]:
+            raise SchedulerError(f"extra qsub option refused: {why}")
         self.extra_qsub = tuple(extra_qsub)
         #: ``-r n`` unless the site's ``requeue = true``: a rerun pilot would start a new agent
         #: on its predecessor's half-done attempts (PBS Pro, Torque and Slurm's wrapper know -r)
@@ -368,6 +369,31 @@ class PBSCLI:
         return fmt.make_availability(self.scheduler, self.version(), parts, queues, nodes, jobs,
                                      time.time(), target=self.queue)
 
+    def user_name(self) -> str:
+        """The login this site runs our commands as (``id -un``), asked once."""
+        if getattr(self, "_user", None) is None:
+            self._user = self._query(["id", "-un"]).strip()
+        return self._user
+
+    def limits(self) -> tuple[Limits, list[str]]:
+        """The limits of the queue resel submits to (or the server's default queue) on this
+        user: ``max_queued``, ``max_run``, ``max_run_res.ncpus``, ``resources_max.*`` (PBS
+        Pro, ``-F json``) or Torque's ``max_user_queuable``/``max_user_run`` (text)."""
+        from resel.backends import limit_formats as lf
+        user = self.user_name()
+        queue = self.queue or self.default_queue()
+        if self.dialect == "pro":
+            command = "qstat -Q -f -F json"
+            doc = fmt.load_json(self._query(["qstat", "-Q", "-f", "-F", "json"]), command)
+            records = dict(doc.get("Queue") or {})
+        else:
+            command = "qstat -Q -f"
+            records = lf.pbs_queues_text(self._query(["qstat", "-Q", "-f"], empty_ok=True), command)
+        if queue is None or queue not in records:
+            return lf.Limits(), [f"no queue limits: the queue resel submits to ({queue or 'the default'}) "
+                                 f"is not in `{command}`"]
+        return lf.pbs_queue_limits(records[queue], queue, user, command), []
+
     def _policy(self) -> tuple[str, str]:
         """(policy, the note saying it is assumed): see :func:`.pbs_formats.assumed_policy`.
         Under Slurm's wrappers the Slurm behind them is asked (``scontrol show config``), once."""
@@ -478,6 +504,9 @@ class PBSCLI:
         if self.account:
             argv += ["-A", self.account]
         argv += ["-r", "y" if self.rerunnable else "n"]
+        if self.dialect == "torque":   # known only now for dialect "auto"; the wrapper is a shell
+            for _, why in check_qsub_options(list(self.extra_qsub), torque=True)[:1]:
+                raise SchedulerError(f"extra qsub option refused: {why}")
         return argv + list(self.extra_qsub)
 
     def _check_path(self, kind: str, path: str) -> str:

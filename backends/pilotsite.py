@@ -31,6 +31,7 @@ from resel import agent as agent_module
 from resel.backends.verified import digest, verified_argv
 from resel.backends.workdir import prepare_workdir
 from resel.domain import Site
+from resel.site_options import setup_block
 from resel.errors import ReselError
 
 #: the agent file shipped to every site, named after its protocol version
@@ -153,8 +154,12 @@ class PilotSite:
         options = ["--dir", self.pilot_dir(run_key, pilot), "--pilot", str(int(pilot)), "--slots", str(slots),
                    "--walltime", f"{walltime:g}", "--drain", f"{drain:g}"]
         argv = verified_argv(self.site.access.python, agent, digest(agent_module.source()), options)
+        setup = ""
+        if self.site.access.setup and self.site.kind != "htcondor":   # HTCondor: the chirp wrapper runs it
+            setup = "# the site's setup (sites file, access.setup): its environment reaches the agent and tasks\n" \
+                    + setup_block(self.site.access.setup)
         return "#!/bin/sh\n# resel pilot: starts the agent (if unchanged), which takes tasks from its inbox\n" \
-               f"exec {shlex.join(argv)}\n"
+               f"{setup}exec {shlex.join(argv)}\n"
 
     def submit_pilot(self, run_key: str, pilot: int, cores: int, walltime: float, cores_per_task: int = 1) -> str:
         """Create the pilot's directory and submit its batch job; returns the job id."""

@@ -26,6 +26,7 @@ from datetime import datetime, tzinfo
 from typing import Any
 
 from resel.backends import slurm_formats as fmt
+from resel.backends.limit_formats import Limits
 from resel.backends.slurm_formats import (
     Availability,
     JobInfo,
@@ -34,6 +35,7 @@ from resel.backends.slurm_formats import (
     SchedulerReplyError,
 )
 from resel.models.twin import QueueSnapshot, SnapJob
+from resel.site_options import check_sbatch_options
 
 __all__ = ["SchedulerError", "SchedulerReplyError", "SlurmCLI"]
 
@@ -165,10 +167,8 @@ class SlurmCLI:
         self.partition = _check_word("partition", partition, _PARTITION)
         self.account = _check_word("account", account, _ACCOUNT)
         self.qos = _check_word("qos", qos, _ACCOUNT)
-        for opt in extra_sbatch:
-            if not isinstance(opt, str) or not opt.startswith("-") or _NAME_BAD.search(opt):
-                raise SchedulerError(f"extra sbatch option {opt!r} must be one option word "
-                                     "starting with '-' (e.g. '--mem=2G')")
+        for _, why in check_sbatch_options(list(extra_sbatch))[:1]:
+            raise SchedulerError(f"extra sbatch option refused: {why}")
         self.extra_sbatch = tuple(extra_sbatch)
         #: pilots are submitted --no-requeue unless the site asks otherwise: a requeued or
         #: relaunched pilot starts a new agent on its predecessor's half-done attempts
@@ -437,6 +437,42 @@ class SlurmCLI:
             except SchedulerError:
                 pass                     # an lscpu too old for -J prints text: try cpuinfo
         return fmt.parse_cpuinfo(self._query(["cat", "/proc/cpuinfo"]))
+
+    # ------------------------------------------------------------------ the user's limits
+
+    def user_name(self) -> str:
+        """The login this site runs our commands as (``id -un``), asked once."""
+        if getattr(self, "_user", None) is None:
+            self._user = self._query(["id", "-un"]).strip()
+            _check_word("user", self._user, _ACCOUNT)
+        return self._user
+
+    def limits(self) -> tuple[Limits, list[str]]:
+        """The user's association and QOS limits (``sacctmgr -P show assoc`` / ``show qos``),
+        and notes on what could not be read. A cluster without slurmdbd has no associations:
+        its limits are unknown (a note says so), not zero."""
+        from resel.backends import limit_formats as lf
+        user = self.user_name()
+        argv = ["sacctmgr", "-P", "show", "assoc", "where", f"user={user}"]
+        done = self._run(argv, idempotent=True)
+        said = (done.stdout + done.stderr).strip()
+        if done.returncode != 0 or "accounting_storage" in said or "slurmdbd" in said.lower():
+            first = said.splitlines()[0] if said else f"exit status {done.returncode}"
+            return lf.Limits(), [f"no association limits: `{shlex.join(argv)}` said: {first}"]
+        assoc, qos_names = lf.slurm_assoc_limits(lf.parse_sacctmgr(done.stdout, shlex.join(argv)), user,
+                                                 account=self.account, partition=self.partition,
+                                                 command=shlex.join(argv))
+        notes: list[str] = []
+        qos = self.qos or (qos_names[0] if qos_names else None)
+        if qos:
+            argv = ["sacctmgr", "-P", "show", "qos", "where", f"name={qos}"]
+            done = self._run(argv, idempotent=True)
+            if done.returncode == 0:
+                assoc = assoc.tightest(lf.slurm_qos_limits(lf.parse_sacctmgr(done.stdout, shlex.join(argv)), qos,
+                                                           shlex.join(argv)))
+            else:
+                notes.append(f"QOS {qos} unreadable: {(done.stderr or done.stdout).strip()[:200]}")
+        return assoc, notes
 
     # ------------------------------------------------------------------ actions
 
