@@ -56,7 +56,7 @@ from typing import Any
 from resel import chirp_sync
 from resel.backends import htcondor_formats as fmt
 from resel.backends.verified import digest, parse_verified, verified_argv
-from resel.backends.slurm_formats import Availability, JobInfo
+from resel.backends.jobs import Availability, JobInfo
 from resel.errors import SchedulerError, SchedulerReplyError
 
 __all__ = ["HTCondorBindings", "HTCondorCLI", "pilot_description", "render_submit"]

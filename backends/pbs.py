@@ -38,10 +38,8 @@ from datetime import tzinfo
 from typing import Any
 
 from resel.backends import pbs_formats as fmt
+from resel.backends.jobs import Availability, JobInfo, Partition
 from resel.backends.slurm_formats import (
-    Availability,
-    JobInfo,
-    Partition,
     parse_cpuinfo,
     parse_lscpu_json,
     parse_scheduler_type,

@@ -92,7 +92,8 @@ def _id_key(job_id: str) -> tuple[int, str]:
 
 
 def snapshot_of(part: Partition, jobs: Iterable[JobInfo], policy: str, now: float) -> QueueSnapshot:
-    """The twin's view of one partition's queue from the jobs squeue listed (pure).
+    """The twin's view of one partition's queue from the jobs squeue listed (pure), in Slurm's own words (``native``):
+    the twin tells a suspended or completing job from a running one.
 
     Running jobs' elapsed time is ``now`` minus their start: resel's clock against the
     controller's, so the two are assumed synchronised (NTP). Pending jobs go in priority order
@@ -108,14 +109,14 @@ def snapshot_of(part: Partition, jobs: Iterable[JobInfo], policy: str, now: floa
             continue
         if job.cpus is None or job.cpus < 1:
             left_out["its CPU count is not known"] += 1
-        elif job.state in ("RUNNING", "CONFIGURING"):
+        elif job.native in ("RUNNING", "CONFIGURING"):
             elapsed = max(0.0, now - job.start) if job.start else 0.0
             running.append(SnapJob(job.cpus, job.time_limit, elapsed, job.job_id, job.user))
-        elif job.state == "COMPLETING":
+        elif job.native == "COMPLETING":
             left_out["completing (ending now)"] += 1
-        elif job.state == "SUSPENDED":
+        elif job.native == "SUSPENDED":
             left_out["suspended"] += 1
-        elif job.state == "PENDING":
+        elif job.native == "PENDING":
             reason = (job.reason or "None").strip()
             if reason.lower() in _WAITING_FOR_CORES:
                 pending.append(job)
@@ -329,7 +330,7 @@ class SlurmCLI:
             jobs = fmt.parse_jobs_json(doc)
         else:
             jobs = fmt.parse_queue_text(out, self._tz_for(out))
-        return {jid: j for jid, j in jobs.items() if j.state in QUEUE_STATES}
+        return {jid: j for jid, j in jobs.items() if j.native in QUEUE_STATES}
 
     def _all_jobs(self, user: str | None = None) -> dict[str, JobInfo]:
         # -t all: the text form otherwise hides finished jobs; 22.05's --json ignores the

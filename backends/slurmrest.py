@@ -48,6 +48,7 @@ from resel.backends.slurm import QUEUE_STATES, check_job_ids, check_job_name, sn
 from resel.backends.slurm_formats import (
     Availability,
     JobInfo,
+    JobState,
     Partition,
     SchedulerError,
     SchedulerReplyError,
@@ -361,7 +362,7 @@ class SlurmREST:
         if self._default_note and not self.partition:
             notes.append(self._default_note)
         # /jobs also lists recently finished jobs; squeue's --states filter (SlurmCLI) drops them
-        jobs = [j for j in self._all_jobs().values() if j.state in QUEUE_STATES]
+        jobs = [j for j in self._all_jobs().values() if j.native in QUEUE_STATES]
         snap = snapshot_of(part, jobs, self.scheduler_policy(), time.time())
         return replace(snap, notes=(*snap.notes, *notes))
 
@@ -389,7 +390,7 @@ class SlurmREST:
         if not wanted:
             return {}
         jobs = self.jobs(wanted)
-        return {jid: (jobs[jid].start if jid in jobs and jobs[jid].state == "PENDING" else None)
+        return {jid: (jobs[jid].start if jid in jobs and jobs[jid].state is JobState.PENDING else None)
                 for jid in wanted}
 
     def accounting(self, ids: Iterable[str]) -> dict[str, JobInfo]:

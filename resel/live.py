@@ -538,8 +538,8 @@ class Coordinator:
                     self._note(v.site, f"reused:p{v.pilot}", "job-state", t,
                                f"pilot {v.pilot}: job {v.job_id} is now someone else's job ({info.name})")
                     info = None
-                state = info.state if info is not None else "MISSING"
-                phase = job_phase(state) if info is not None else "missing"
+                state = info.shown if info is not None else "MISSING"     # the scheduler's word
+                phase = job_phase(info.state) if info is not None else "missing"
                 v.job_state = state
                 self._state_note(v, state, phase, t)
                 if phase == "running" and v.state == "pending":
@@ -597,7 +597,8 @@ class Coordinator:
             if ended:
                 v.state = "ended"
                 v.parked.clear()
-                out.append(PilotEnded(time=t, pilot=v.pilot, reason=state.lower()))
+                out.append(PilotEnded(time=t, pilot=v.pilot,
+                                      reason=info.state.value if info is not None else "missing"))
                 self._pilot_row(v, ended=t, reason=state)
         return out
 
