@@ -210,6 +210,16 @@ def job_state(code: str, exit_status: int | None = None, dialect: str = "pro",
     return state, None
 
 
+_UNKNOWN_ID = re.compile(r"Unknown Job Id|Job has finished|unknown job id", re.IGNORECASE)
+
+
+def unknown_ids_only(stderr: str) -> bool:
+    """True when every complaint of a ``qstat ID…`` is about an id the server does not know
+    (any more): PBS then exits 153 yet prints the jobs it does know."""
+    lines = [ln for ln in stderr.splitlines() if ln.strip()]
+    return all(_UNKNOWN_ID.search(ln) for ln in lines)
+
+
 def _exit_code(status: int | None) -> str | None:
     """A PBS exit status as Slurm's ``rc:signal``; PBS reports a signal as 256 + signal."""
     if status is None:

@@ -26,6 +26,7 @@ from datetime import datetime, tzinfo
 from typing import Any
 
 from resel.backends import slurm_formats as fmt
+from resel.backends.jobs import batches
 from resel.backends.slurm_formats import (
     Availability,
     JobInfo,
@@ -347,18 +348,53 @@ class SlurmCLI:
 
     def jobs(self, ids: Iterable[str] | None = None, *, user: str | None = None,
              name_prefix: str | None = None) -> dict[str, JobInfo]:
-        """Jobs the scheduler still lists (pending, running, and recently finished — for
-        ``MinJobAge`` seconds), by id; filtered by ids, user and name prefix."""
-        wanted = set(check_job_ids(ids)) if ids is not None else None
+        """Jobs by id, filtered by ids, user and name prefix.
+
+        With ``ids`` (a pilot poll) only those jobs are asked for, never every user's queue:
+        ``squeue --jobs=…`` in batches of :data:`~.jobs.POLL_BATCH`, in squeue's text form
+        (Slurm 22.05's ``--json`` ignores ``--jobs`` and lists every job), and ``sacct`` for
+        the ids squeue no longer lists — a job that ended more than ``MinJobAge`` seconds ago
+        is still reported with its final state where the site keeps accounting. Without ids
+        (finding a pilot by name after a crash) this user's jobs are listed (``--me``), or
+        ``user``'s; with neither, every job the controller lists.
+        """
+        wanted = check_job_ids(ids) if ids is not None else None
         if wanted is not None and not wanted:
             return {}
         if user is not None:
             _check_word("user", user, _ACCOUNT)
-        jobs = self._all_jobs(user)
+        if wanted is not None:
+            jobs = self._jobs_by_id(sorted(set(wanted)))
+        elif name_prefix is not None and user is None:
+            jobs = self._listed(["--me"])
+        else:
+            jobs = self._all_jobs(user)
         return {jid: j for jid, j in jobs.items()
                 if (wanted is None or jid in wanted)
                 and (user is None or j.user == user)
                 and (name_prefix is None or j.name.startswith(name_prefix))}
+
+    def _listed(self, selection: Sequence[str]) -> dict[str, JobInfo]:
+        """``squeue -h --states=all SELECTION`` in the text form; {} where squeue says the
+        (only) job asked for is not known any more."""
+        argv = ["squeue", "-h", "--states=all", *selection, "-o", fmt.SQUEUE_TEXT_FORMAT]
+        done = self._run(argv, idempotent=True)
+        if done.returncode != 0:
+            if re.search(r"Invalid job id", done.stderr, re.IGNORECASE):
+                return {}
+            raise self._failed(argv, done)
+        return fmt.parse_squeue_text(done.stdout, self._tz_for(done.stdout))
+
+    def _jobs_by_id(self, wanted: list[str]) -> dict[str, JobInfo]:
+        """Our jobs by id: squeue for those still listed, sacct for those that left it."""
+        found: dict[str, JobInfo] = {}
+        for batch in batches(wanted):
+            found.update(self._listed(["--jobs=" + ",".join(batch)]))
+        missing = [jid for jid in wanted if jid not in found]
+        if missing and self.accounting_enabled is not False:
+            for batch in batches(missing):
+                found.update(self.accounting(batch))
+        return found
 
     def start_estimates(self, ids: Iterable[str]) -> dict[str, float | None]:
         """The scheduler's expected start of pending jobs (``squeue --start``); None where it

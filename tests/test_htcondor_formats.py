@@ -210,5 +210,5 @@ def test_malformed_json_ads(text):
 def test_malformed_job_ads():
     with pytest.raises(SchedulerReplyError):
         fmt.parse_jobs(json.dumps([{"ClusterId": 1, "JobStatus": 2}]))          # no ProcId
-    # a JobStatus not in the table is kept (JOBSTATUS_9), never taken as final (issue 13 §2)
+    # a JobStatus not in the table is unknown (its number kept as native), never taken as final (issue 13 §2)
     assert fmt.parse_jobs(json.dumps([{"ClusterId": 1, "ProcId": 0, "JobStatus": 9}]))["1.0"].state == "unknown"

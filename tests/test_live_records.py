@@ -200,7 +200,7 @@ def test_an_unknown_pbs_state_letter_is_never_taken_as_the_end(tmp_path, testbed
     assert "PilotRequeued" not in events
     ended = [i for i, k in enumerate(events) if k == "PilotEnded"]
     assert not ended or ended[0] > events.index("BagDone"), events
-    assert any("in state PBS_Z" in line for line in seen), seen
+    assert any("in state Z (unknown)" in line for line in seen), seen
     work_b = testbed.work_b.replace("resel-work", "resel-work-pbs")
     assert done_results(testbed, coord.run_key, work_b) == {i: 1 for i in range(12)}
 
@@ -314,7 +314,7 @@ def test_an_unknown_htcondor_jobstatus_is_never_taken_as_the_end(tmp_path):
     events = kinds(coord.db, coord.run_id)
     ended = [i for i, k in enumerate(events) if k == "PilotEnded"]
     assert not ended or ended[0] > events.index("BagDone"), events
-    assert any("in state JOBSTATUS_8" in line for line in seen), seen
+    assert any("in state JobStatus 8 (unknown)" in line for line in seen), seen
     counts: dict[int, int] = {}
     for res in Path(work, coord.run_key).glob("p*/results/*.json"):
         rec = json.loads(res.read_text())

@@ -101,10 +101,20 @@ def test_openpbs_availability_from_recordings():
 def test_openpbs_history_json_fed_to_pbscli_jobs_and_estimates():
     """PBSCLI over a replaying transport: PBS Pro commands and the recorded replies."""
     rec = recorded("ssh_qstat_allusers_command.json")
-    tr = Replay({("qstat", "-f", "-F", "json", "-x"): rec["stdout"], ("date", "+%z"): "+0000\n"})
+    doc = json.loads(rec["stdout"])
+
+    def only(*ids):
+        """CONSTRUCTED from the recording: what ``qstat -f -F json -x ID…`` prints for these."""
+        return json.dumps({**doc, "Jobs": {k: v for k, v in doc["Jobs"].items() if k in ids}})
+    by_id = ("qstat", "-f", "-F", "json", "-x")
+    tr = Replay({by_id: rec["stdout"], ("date", "+%z"): "+0000\n",
+                 by_id + ("1004.pbs", "1006", "77"): (only("1004.pbs", "1006.pbs"), "qstat: Unknown Job Id 77.pbs\n"),
+                 by_id + ("1006",): only("1006.pbs"), by_id + ("1006.pbs",): only("1006.pbs")},
+                codes={by_id + ("1004.pbs", "1006", "77"): 153})
     cli = PBSCLI(tr, dialect="pro")
     assert set(cli.jobs(name_prefix="hello")) == {"1004.pbs", "1005.pbs"}
     assert set(cli.jobs(["1006", "1004.pbs", "77"])) == {"1006", "1004.pbs"}     # by number, keyed as asked
+    assert [c[0][5:] for c in tr.calls[-1:]] == [["1004.pbs", "1006", "77"]]     # our ids only, not everyone's
     assert cli.jobs(["1006"])["1006"].job_id == "1006"
     assert cli.jobs(user="firesrv").keys() == {"1006.pbs"}
     assert cli.start_estimates(["1006.pbs"]) == {"1006.pbs": None}
