@@ -610,8 +610,8 @@ class Coordinator:
                 log.warning("run %s: pilot %s (job %s on %s) is in job state %s, which resel does not know; "
                             "it is not taken as ended, and polled on", self.run_id, v.pilot, v.job_id, v.site, state)
             v.unknown_state = state
-            self._note(v.site, key, "job-state", t, f"pilot {v.pilot}: job {v.job_id} in state {state} "
-                                                    "(unknown to resel: still polled)")
+            self._note(v.site, key, "job-state", t, f"pilot {v.pilot}: job {v.job_id} in state {state}, "
+                                                    "which resel does not know: still polled")
         elif v.unknown_state is not None:
             v.unknown_state = None
             self.views[v.site].notes.pop(key, None)
