@@ -1,9 +1,9 @@
 """An HTCondor pool (the OSG, a campus pool) as a resel scheduler: CLI or Python bindings.
 
-Both classes implement the scheduler interface of :class:`~resel.backends.slurm.SlurmCLI`
-(``version``, ``availability``, ``jobs``, ``submit``, ``test_only``, ``cancel``, ``cpu_info``)
-so :class:`~resel.backends.pilotsite.PilotSite` drives them unchanged; job states come back in
-Slurm's words (:mod:`.htcondor_formats`).
+Both classes are :class:`~resel.backends.jobs.Scheduler`\ s (``version``, ``availability``,
+``jobs``, ``submit``, ``test_only``, ``cancel``; and ``cpu_info``, ``slots``) so
+:class:`~resel.backends.pilotsite.PilotSite` drives them unchanged; job states come back as
+resel's :class:`~resel.backends.jobs.JobState` (:mod:`.htcondor_formats`).
 
 * :class:`HTCondorCLI` runs ``condor_status -json``, ``condor_q -json``, ``condor_history
   -json``, ``condor_submit -terse`` (submit description on stdin) and ``condor_rm`` over any
