@@ -3,8 +3,9 @@
 :class:`PBSCLI` is a :class:`~resel.backends.jobs.Scheduler` (and a
 :class:`~resel.backends.jobs.QueueReader`) like :class:`~resel.backends.slurm.SlurmCLI`, with
 job states translated from PBS's letters into resel's :class:`~resel.backends.jobs.JobState`,
-so :class:`~resel.backends.pilotsite.PilotSite` and the coordinator drive a PBS site unchanged. Every command is an argv list (the transport
-quotes it); the replies are read by :mod:`.pbs_formats`.
+so :class:`~resel.backends.pilotsite.PilotSite` and the coordinator drive a PBS site unchanged.
+Every command is an argv list (the transport quotes it); the replies are read by
+:mod:`.pbs_formats`.
 
 Dialects (``dialect=``):
 
