@@ -1,9 +1,9 @@
 """An HTCondor pool (the OSG, a campus pool) as a resel scheduler: CLI or Python bindings.
 
-Both classes implement the scheduler interface of :class:`~resel.backends.slurm.SlurmCLI`
-(``version``, ``availability``, ``jobs``, ``submit``, ``test_only``, ``cancel``, ``cpu_info``)
-so :class:`~resel.backends.pilotsite.PilotSite` drives them unchanged; job states come back in
-Slurm's words (:mod:`.htcondor_formats`).
+Both classes are :class:`~resel.backends.jobs.Scheduler`\ s (``version``, ``availability``,
+``jobs``, ``submit``, ``test_only``, ``cancel``; and ``cpu_info``, ``slots``) so
+:class:`~resel.backends.pilotsite.PilotSite` drives them unchanged; job states come back as
+resel's :class:`~resel.backends.jobs.JobState` (:mod:`.htcondor_formats`).
 
 * :class:`HTCondorCLI` runs ``condor_status -json``, ``condor_q -json``, ``condor_history
   -json``, ``condor_submit -terse`` (submit description on stdin) and ``condor_rm`` over any
@@ -58,7 +58,7 @@ from resel import chirp_sync
 from resel.backends import htcondor_formats as fmt
 from resel.backends.limit_formats import CONDOR_KNOBS, Limits, condor_limits
 from resel.backends.verified import digest, parse_verified, verified_argv
-from resel.backends.slurm_formats import Availability, JobInfo
+from resel.backends.jobs import Availability, JobInfo, batches
 from resel.errors import SchedulerError, SchedulerReplyError
 from resel.site_options import check_condor_lines, check_setup
 
@@ -340,7 +340,9 @@ class HTCondorCLI(_Common):
     def jobs(self, ids: Iterable[str] | None = None, *, user: str | None = None,
              name_prefix: str | None = None) -> dict[str, JobInfo]:
         """Jobs in the queue (``condor_q``), and for ids asked by name those that left it
-        (``condor_history``: completed and removed jobs leave the queue at once)."""
+        (``condor_history``: completed and removed jobs leave the queue at once). With ids (a
+        pilot poll) only those jobs are asked for, in batches of :data:`~.jobs.POLL_BATCH`;
+        without, ``condor_q`` lists this user's jobs (its default), or ``user``'s."""
         wanted = set(fmt.check_ids(ids)) if ids is not None else None
         if wanted is not None and not wanted:
             return {}
@@ -350,15 +352,15 @@ class HTCondorCLI(_Common):
                 raise SchedulerError(f"user {user!r} is not a valid user name")
         attrs = ",".join(fmt.JOB_ATTRS)
         argv = ["condor_q", "-json", "-attributes", attrs]
-        if wanted is not None:
-            argv += sorted(wanted)
-        elif user is not None:
-            argv.append(user)
-        found = fmt.parse_jobs(self._query(argv), "condor_q -json")
-        missing = sorted(wanted - set(found)) if wanted is not None else []
-        if missing:
-            argv = ["condor_history", "-json", "-attributes", attrs, "-limit", str(len(missing)), *missing]
-            found.update(fmt.parse_jobs(self._query(argv), "condor_history -json"))
+        if wanted is None:
+            found = fmt.parse_jobs(self._query(argv + ([user] if user is not None else [])), "condor_q -json")
+            return self._filter(found, wanted, user, name_prefix)
+        found = {}
+        for batch in batches(sorted(wanted)):
+            found.update(fmt.parse_jobs(self._query(argv + batch), "condor_q -json"))
+        for batch in batches(sorted(wanted - set(found))):
+            hist = ["condor_history", "-json", "-attributes", attrs, "-limit", str(len(batch)), *batch]
+            found.update(fmt.parse_jobs(self._query(hist), "condor_history -json"))
         return self._filter(found, wanted, user, name_prefix)
 
     def cpu_info(self) -> dict[str, Any]:
@@ -517,15 +519,16 @@ class HTCondorBindings(_Common):
         wanted = set(fmt.check_ids(ids)) if ids is not None else None
         if wanted is not None and not wanted:
             return {}
-        constraint = self._constraint(sorted(wanted)) if wanted is not None else "true"
-        if user is not None:
-            constraint = f"({constraint}) && Owner == {classad_string(user)}"
-        ads = self._call("Schedd.query", self.schedd.query, constraint, list(fmt.JOB_ATTRS))
-        found = {j.job_id: j for j in (fmt.job_from_ad(ad, "Schedd.query") for ad in ads)}
-        missing = sorted(wanted - set(found)) if wanted is not None else []
-        if missing:
-            ads = self._call("Schedd.history", self.schedd.history, self._constraint(missing), list(fmt.JOB_ATTRS),
-                             match=len(missing))
+        owner = f" && Owner == {classad_string(user)}" if user is not None else ""
+        found: dict[str, JobInfo] = {}
+        # with ids (a pilot poll) only those jobs, in batches; the history for those that left
+        for batch in (batches(sorted(wanted)) if wanted is not None else [None]):
+            constraint = self._constraint(batch) if batch is not None else "true"
+            ads = self._call("Schedd.query", self.schedd.query, f"({constraint}){owner}", list(fmt.JOB_ATTRS))
+            found.update({j.job_id: j for j in (fmt.job_from_ad(ad, "Schedd.query") for ad in ads)})
+        for batch in batches(sorted(wanted - set(found)) if wanted is not None else []):
+            ads = self._call("Schedd.history", self.schedd.history, self._constraint(batch), list(fmt.JOB_ATTRS),
+                             match=len(batch))
             found.update({j.job_id: j for j in (fmt.job_from_ad(ad, "Schedd.history") for ad in ads)})
         return self._filter(found, wanted, user, name_prefix)
 

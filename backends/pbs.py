@@ -1,9 +1,11 @@
 """A PBS site (PBS Pro/OpenPBS or Torque) through its command-line tools, over any transport.
 
-:class:`PBSCLI` has :class:`~resel.backends.slurm.SlurmCLI`'s methods and returns the same
-types, with job states in Slurm's words, so :class:`~resel.backends.pilotsite.PilotSite` and
-the coordinator drive a PBS site unchanged. Every command is an argv list (the transport
-quotes it); the replies are read by :mod:`.pbs_formats`.
+:class:`PBSCLI` is a :class:`~resel.backends.jobs.Scheduler` (and a
+:class:`~resel.backends.jobs.QueueReader`) like :class:`~resel.backends.slurm.SlurmCLI`, with
+job states translated from PBS's letters into resel's :class:`~resel.backends.jobs.JobState`,
+so :class:`~resel.backends.pilotsite.PilotSite` and the coordinator drive a PBS site unchanged.
+Every command is an argv list (the transport quotes it); the replies are read by
+:mod:`.pbs_formats`.
 
 Dialects (``dialect=``):
 
@@ -39,10 +41,8 @@ from typing import Any
 
 from resel.backends import pbs_formats as fmt
 from resel.backends.limit_formats import Limits
+from resel.backends.jobs import Availability, JobInfo, Partition, batches
 from resel.backends.slurm_formats import (
-    Availability,
-    JobInfo,
-    Partition,
     parse_cpuinfo,
     parse_lscpu_json,
     parse_scheduler_type,
@@ -250,10 +250,35 @@ class PBSCLI:
             return fmt.parse_jobs_json(fmt.load_json(out, "qstat -f -F json -x"), self._tz_for(out))
         return fmt.parse_jobs_text(out, self._tz_for(out))
 
+    def _jobs_by_id(self, wanted: list[str]) -> dict[str, JobInfo]:
+        """Only these jobs: ``qstat -f [-F json -x] ID…`` in batches of
+        :data:`~.jobs.POLL_BATCH`. PBS Pro's ``-x`` keeps finished jobs (history) and Torque
+        keeps completed ones for ``keep_completed`` seconds, so a job that ended between two
+        polls is reported with its final state. An id the server no longer knows is simply
+        absent ("Unknown Job Id", exit status 153, for it alone)."""
+        found: dict[str, JobInfo] = {}
+        for batch in batches(wanted):
+            if self.dialect == "pro":
+                argv = ["qstat", "-f", "-F", "json", "-x", *batch]
+            else:
+                argv = ["qstat", "-f", *batch]
+            done = self._run(argv, idempotent=True)
+            if done.returncode != 0 and not (done.returncode == 153 and fmt.unknown_ids_only(done.stderr)):
+                raise self._failed(argv, done)
+            out = done.stdout
+            if not out.strip():
+                continue
+            if self.dialect == "pro":
+                found.update(fmt.parse_jobs_json(fmt.load_json(out, "qstat -f -F json -x"), self._tz_for(out)))
+            else:
+                found.update(fmt.parse_jobs_text(out, self._tz_for(out)))
+        return found
+
     def jobs(self, ids: Iterable[str] | None = None, *, user: str | None = None,
              name_prefix: str | None = None) -> dict[str, JobInfo]:
         """Jobs the server still lists (PBS Pro: history jobs too), by id; filtered by ids
-        (matched on their number, keyed as asked), user and name prefix.
+        (matched on their number, keyed as asked), user and name prefix. With ``ids`` (a
+        pilot poll) only those jobs are asked for (:meth:`_jobs_by_id`), never every user's.
 
         Names are read from ``qstat -f``, which prints them whole (the short ``qstat`` cuts
         them to 16 characters), so resel's ~20-character pilot names match exactly.
@@ -263,7 +288,7 @@ class PBSCLI:
             return {}
         if user is not None:
             _check_word("user", user)
-        found = self._all_jobs()
+        found = self._jobs_by_id(sorted(set(wanted))) if wanted is not None else self._all_jobs()
         if wanted is not None:
             by_seq = {_seq(jid): j for jid, j in found.items()}
             picked = {}

@@ -27,6 +27,7 @@ from typing import Any
 
 from resel.backends import slurm_formats as fmt
 from resel.backends.limit_formats import Limits
+from resel.backends.jobs import batches
 from resel.backends.slurm_formats import (
     Availability,
     JobInfo,
@@ -94,7 +95,8 @@ def _id_key(job_id: str) -> tuple[int, str]:
 
 
 def snapshot_of(part: Partition, jobs: Iterable[JobInfo], policy: str, now: float) -> QueueSnapshot:
-    """The twin's view of one partition's queue from the jobs squeue listed (pure).
+    """The twin's view of one partition's queue from the jobs squeue listed (pure), in Slurm's own words (``native``):
+    the twin tells a suspended or completing job from a running one.
 
     Running jobs' elapsed time is ``now`` minus their start: resel's clock against the
     controller's, so the two are assumed synchronised (NTP). Pending jobs go in priority order
@@ -110,14 +112,14 @@ def snapshot_of(part: Partition, jobs: Iterable[JobInfo], policy: str, now: floa
             continue
         if job.cpus is None or job.cpus < 1:
             left_out["its CPU count is not known"] += 1
-        elif job.state in ("RUNNING", "CONFIGURING"):
+        elif job.native in ("RUNNING", "CONFIGURING"):
             elapsed = max(0.0, now - job.start) if job.start else 0.0
             running.append(SnapJob(job.cpus, job.time_limit, elapsed, job.job_id, job.user))
-        elif job.state == "COMPLETING":
+        elif job.native == "COMPLETING":
             left_out["completing (ending now)"] += 1
-        elif job.state == "SUSPENDED":
+        elif job.native == "SUSPENDED":
             left_out["suspended"] += 1
-        elif job.state == "PENDING":
+        elif job.native == "PENDING":
             reason = (job.reason or "None").strip()
             if reason.lower() in _WAITING_FOR_CORES:
                 pending.append(job)
@@ -329,7 +331,7 @@ class SlurmCLI:
             jobs = fmt.parse_jobs_json(doc)
         else:
             jobs = fmt.parse_queue_text(out, self._tz_for(out))
-        return {jid: j for jid, j in jobs.items() if j.state in QUEUE_STATES}
+        return {jid: j for jid, j in jobs.items() if j.native in QUEUE_STATES}
 
     def _all_jobs(self, user: str | None = None) -> dict[str, JobInfo]:
         # -t all: the text form otherwise hides finished jobs; 22.05's --json ignores the
@@ -346,18 +348,53 @@ class SlurmCLI:
 
     def jobs(self, ids: Iterable[str] | None = None, *, user: str | None = None,
              name_prefix: str | None = None) -> dict[str, JobInfo]:
-        """Jobs the scheduler still lists (pending, running, and recently finished — for
-        ``MinJobAge`` seconds), by id; filtered by ids, user and name prefix."""
-        wanted = set(check_job_ids(ids)) if ids is not None else None
+        """Jobs by id, filtered by ids, user and name prefix.
+
+        With ``ids`` (a pilot poll) only those jobs are asked for, never every user's queue:
+        ``squeue --jobs=…`` in batches of :data:`~.jobs.POLL_BATCH`, in squeue's text form
+        (Slurm 22.05's ``--json`` ignores ``--jobs`` and lists every job), and ``sacct`` for
+        the ids squeue no longer lists — a job that ended more than ``MinJobAge`` seconds ago
+        is still reported with its final state where the site keeps accounting. Without ids
+        (finding a pilot by name after a crash) this user's jobs are listed (``--me``), or
+        ``user``'s; with neither, every job the controller lists.
+        """
+        wanted = check_job_ids(ids) if ids is not None else None
         if wanted is not None and not wanted:
             return {}
         if user is not None:
             _check_word("user", user, _ACCOUNT)
-        jobs = self._all_jobs(user)
+        if wanted is not None:
+            jobs = self._jobs_by_id(sorted(set(wanted)))
+        elif name_prefix is not None and user is None:
+            jobs = self._listed(["--me"])
+        else:
+            jobs = self._all_jobs(user)
         return {jid: j for jid, j in jobs.items()
                 if (wanted is None or jid in wanted)
                 and (user is None or j.user == user)
                 and (name_prefix is None or j.name.startswith(name_prefix))}
+
+    def _listed(self, selection: Sequence[str]) -> dict[str, JobInfo]:
+        """``squeue -h --states=all SELECTION`` in the text form; {} where squeue says the
+        (only) job asked for is not known any more."""
+        argv = ["squeue", "-h", "--states=all", *selection, "-o", fmt.SQUEUE_TEXT_FORMAT]
+        done = self._run(argv, idempotent=True)
+        if done.returncode != 0:
+            if re.search(r"Invalid job id", done.stderr, re.IGNORECASE):
+                return {}
+            raise self._failed(argv, done)
+        return fmt.parse_squeue_text(done.stdout, self._tz_for(done.stdout))
+
+    def _jobs_by_id(self, wanted: list[str]) -> dict[str, JobInfo]:
+        """Our jobs by id: squeue for those still listed, sacct for those that left it."""
+        found: dict[str, JobInfo] = {}
+        for batch in batches(wanted):
+            found.update(self._listed(["--jobs=" + ",".join(batch)]))
+        missing = [jid for jid in wanted if jid not in found]
+        if missing and self.accounting_enabled is not False:
+            for batch in batches(missing):
+                found.update(self.accounting(batch))
+        return found
 
     def start_estimates(self, ids: Iterable[str]) -> dict[str, float | None]:
         """The scheduler's expected start of pending jobs (``squeue --start``); None where it

@@ -540,8 +540,8 @@ class Coordinator:
                     self._note(v.site, f"reused:p{v.pilot}", "job-state", t,
                                f"pilot {v.pilot}: job {v.job_id} is now someone else's job ({info.name})")
                     info = None
-                state = info.state if info is not None else "MISSING"
-                phase = job_phase(state) if info is not None else "missing"
+                state = info.shown if info is not None else "MISSING"     # the scheduler's word
+                phase = job_phase(info.state) if info is not None else "missing"
                 v.job_state = state
                 self._state_note(v, state, phase, t)
                 self._pending_note(v, info, phase, t)
@@ -600,7 +600,8 @@ class Coordinator:
             if ended:
                 v.state = "ended"
                 v.parked.clear()
-                out.append(PilotEnded(time=t, pilot=v.pilot, reason=state.lower()))
+                out.append(PilotEnded(time=t, pilot=v.pilot,
+                                      reason=info.state.value if info is not None else "missing"))
                 self._pilot_row(v, ended=t, reason=state)
         return out
 
@@ -612,8 +613,8 @@ class Coordinator:
                 log.warning("run %s: pilot %s (job %s on %s) is in job state %s, which resel does not know; "
                             "it is not taken as ended, and polled on", self.run_id, v.pilot, v.job_id, v.site, state)
             v.unknown_state = state
-            self._note(v.site, key, "job-state", t, f"pilot {v.pilot}: job {v.job_id} in state {state} "
-                                                    "(unknown to resel: still polled)")
+            self._note(v.site, key, "job-state", t, f"pilot {v.pilot}: job {v.job_id} in state {state}, "
+                                                    "which resel does not know: still polled")
         elif v.unknown_state is not None:
             v.unknown_state = None
             self.views[v.site].notes.pop(key, None)

@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
+from resel.backends.jobs import QueueReader, Scheduler, SlotReader
 from resel.domain import Bag, Site
 from resel.engine import Engine
 from resel.errors import ReselError
@@ -129,15 +130,14 @@ def probe_site(site: Site, shapes: list[tuple[int, int, float]], tx: float, hist
         close_quietly(ps)
 
 
-def _slot_spread(sched: Any) -> dict[str, Any] | None:
+def _slot_spread(sched: Scheduler) -> dict[str, Any] | None:
     """A pool's slot speeds from its collector's ads (HTCondor), or None (other kinds, or none
     published; a failure to read them is no reason to fail the row)."""
-    slots_fn = getattr(sched, "slots", None)
-    if slots_fn is None:
+    if not isinstance(sched, SlotReader):
         return None
     try:
         from resel.models.fitted import slot_speeds_from_ads
-        found = slot_speeds_from_ads(slots_fn())
+        found = slot_speeds_from_ads(sched.slots())
     except Exception:   # noqa: BLE001 - the interval is then simply not known
         return None
     if found is None:
@@ -156,7 +156,7 @@ def _history(history: Any, site: str, cores: int, walltime: float, quantile: flo
     return bound.seconds, f"q{quantile:g} bound at {confidence:.0%} confidence from {bound.n} waits ({bound.level})"
 
 
-def site_estimates(sched: Any, site: Site, shapes: list[tuple[int, int, float]], tx: float, history: Any, *,
+def site_estimates(sched: Scheduler, site: Site, shapes: list[tuple[int, int, float]], tx: float, history: Any, *,
                    quantile: float, confidence: float) -> SitePlan:
     """The three start estimates of each pilot size in ``shapes`` ((slots, cores, walltime),
     the full pilot first) from an open scheduler client.
@@ -171,13 +171,12 @@ def site_estimates(sched: Any, site: Site, shapes: list[tuple[int, int, float]],
     av = sched.availability()
     row.free_cores, row.total_cores = av.free_cores, av.total_cores
     snap, snap_note = None, None
-    snapshot_fn = getattr(sched, "queue_snapshot", None)
-    if snapshot_fn is None:
+    if not isinstance(sched, QueueReader):
         api = site.access.api if site.access else "?"
         snap_note = f"no queue snapshot for {site.kind} sites through api {api!r}"
     else:
         try:
-            snap = snapshot_fn()
+            snap = sched.queue_snapshot()
         except Exception as exc:   # noqa: BLE001
             snap_note = f"queue unreadable: {_err(exc)}"
     for slots, cores_k, walltime_k in shapes:
