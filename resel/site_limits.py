@@ -114,12 +114,13 @@ def read_site(site: Site, opener: Callable[[Site], Any]) -> SiteLimits:
         user = user_fn() if user_fn else None
         if user:
             mine = sched.jobs(user=user)
-            live = [j for j in mine.values() if j.state in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING",
-                                                            "SUSPENDED")]
+            # held jobs count against MaxSubmit-style limits too; an unknown state is counted as
+            # live (it may hold a slot), never as ended
+            live = [j for j in mine.values() if j.state.phase in ("pending", "running", "unknown")]
             found.jobs = len(live)
-            found.running = sum(1 for j in live if j.state != "PENDING")
+            found.running = sum(1 for j in live if j.state.phase == "running")
             for j in live:
-                if j.state == "PENDING" and j.reason and j.reason not in ("None", "(null)"):
+                if j.state.phase == "pending" and j.reason and j.reason not in ("None", "(null)"):
                     found.pending_reasons[j.reason] = found.pending_reasons.get(j.reason, 0) + 1
     except Exception as exc:   # noqa: BLE001 - the limits stay unknown; the run or plan says why
         found.notes.append(f"limits unknown: {str(exc).strip() or type(exc).__name__}")
