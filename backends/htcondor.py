@@ -1,6 +1,6 @@
 """An HTCondor pool (the OSG, a campus pool) as a resel scheduler: CLI or Python bindings.
 
-Both classes are :class:`~resel.backends.jobs.Scheduler`\ s (``version``, ``availability``,
+Both classes are :class:`~resel.backends.jobs.Scheduler` objects (``version``, ``availability``,
 ``jobs``, ``submit``, ``test_only``, ``cancel``; and ``cpu_info``, ``slots``) so
 :class:`~resel.backends.pilotsite.PilotSite` drives them unchanged; job states come back as
 resel's :class:`~resel.backends.jobs.JobState` (:mod:`.htcondor_formats`).
