@@ -17,8 +17,8 @@ from resel.cli_common import Finite
 from resel.errors import ModelError, ReselError
 from resel.models import calibration as cal
 from resel.models.lim import site_rates
+from resel.json_safe import clean as _clean
 from resel.safe_text import terminal
-from resel.store import _clean, open_store, stored_json
 
 db_option = click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
                          help="Run store (default: $RESEL_DB or ~/.local/share/resel/resel.db).")
@@ -26,6 +26,7 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print one JS
 
 
 def _open(db_path, write: bool = True):
+    from resel.store import open_store
     return open_store(db_path, write=write)   # migrations create model_fits
 
 
@@ -43,6 +44,7 @@ def _g(v: float | None, fmt: str = ".4g") -> str:
 
 
 def _decode(row: dict) -> dict:
+    from resel.store import stored_json
     row = dict(row)
     for k in ("runs", "fit", "lim", "evaluation"):
         row[k] = stored_json(row.get(k), f"model_fits.{k} of fit {row.get('id')}")

@@ -12,9 +12,10 @@ from resel.backends.batch import POLICIES
 from resel.cli_common import CORES, INT64_MAX, Finite
 from resel.errors import ReselError
 from resel.outputs import create, refuse_inputs
-from resel.replay import replay
 from resel.safe_text import markup as m
-from resel.swf import Header, only_status, read_swf, schedule_line, write_swf
+
+# The replay and the SWF reader are imported when the command runs (`resel --help` loads this
+# module to show its one-line help).
 
 
 @click.command("replay")
@@ -50,6 +51,8 @@ def replay_cmd(trace: Path, policy: str, cores: int | None, speed: float, kill: 
       resel replay wagap-2013.swf --cores 2176 --policy easy-sjbf --first 5000 --json
     """
     from resel.cli import _fail_cleanly, _print_json, err, out
+    from resel.replay import replay
+    from resel.swf import Header, only_status, read_swf, write_swf
 
     try:
         tau_values = tuple(float(t) for t in taus.split(",") if t.strip())
@@ -109,6 +112,7 @@ def replay_cmd(trace: Path, policy: str, cores: int | None, speed: float, kill: 
 def _schedule_writer(sink):
     """``on_scheduled`` for :func:`replay`: each job's SWF line with the simulated wait and run
     (fields 3 and 4), written as it comes, without copying its record."""
+    from resel.swf import schedule_line
     write = sink.write
 
     def scheduled(job, wait: float, run: float) -> None:

@@ -23,6 +23,7 @@ from typing import Any, Iterable, Iterator
 from sqlite_utils import Database, Migrations
 
 from resel.errors import StoreError
+from resel.json_safe import clean
 
 migrations = Migrations("resel")
 
@@ -372,17 +373,9 @@ def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def _clean(value: Any) -> Any:
-    """JSON-safe: NaN/inf become None, dataclasses become dicts."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _clean(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    return value
+#: JSON-safe values (NaN/inf -> None, dataclasses -> dicts); defined in resel/json_safe.py,
+#: which a command can import without the store
+_clean = clean
 
 
 def to_json(value: Any) -> str:

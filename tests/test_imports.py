@@ -1,0 +1,124 @@
+"""Light imports (issue 15 item 4): what a fresh interpreter loads for the pure core and for
+the commands whose start-up a user feels.
+
+Each check runs a new Python process and reads its ``sys.modules``: the test process itself
+has long imported everything, so only a fresh interpreter can tell what an import costs.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import click
+import pytest
+
+from resel.cli import COMMANDS, SITES_COMMANDS, cli
+
+#: third-party packages the pure core must never load (the standard library is all it needs)
+THIRD_PARTY = ("numpy", "click", "rich", "sqlite_utils", "scipy", "matplotlib", "paramiko", "requests",
+               "pandas", "dateutil", "pluggy", "cryptography", "htcondor2", "classad2", "yaml")
+#: resel modules that drag those in, or that a command has no business loading
+HEAVY_RESEL = ("resel.store", "resel.backends.simulated", "resel.live", "resel.backends.transport",
+               "resel.probes.profile", "resel.plots")
+
+
+def _fresh_modules(code: str, *argv: str) -> tuple[set[str], str]:
+    """Run ``code`` in a fresh interpreter; return the modules it loaded and what it printed.
+
+    The list is written to stderr's last line by an ``atexit`` hook, so commands that end with
+    ``sys.exit`` (click does) are measured too."""
+    prelude = ("import atexit, json, sys\n"
+               "atexit.register(lambda: sys.stderr.write('\\nMODULES ' + json.dumps(sorted(sys.modules)) + '\\n'))\n")
+    proc = subprocess.run([sys.executable, "-c", prelude + code, *argv], capture_output=True, text=True,
+                          timeout=120)
+    marker = [line for line in proc.stderr.splitlines() if line.startswith("MODULES ")]
+    assert marker, proc.stderr
+    return set(json.loads(marker[-1][len("MODULES "):])), proc.stdout
+
+
+def _top(modules: set[str]) -> set[str]:
+    return {m.split(".")[0] for m in modules}
+
+
+@pytest.mark.parametrize("module", ["resel", "resel.engine", "resel.selection", "resel.domain",
+                                    "resel.events", "resel.states", "resel.formalism", "resel.metrics"])
+def test_core_loads_the_standard_library_only(module):
+    loaded, _ = _fresh_modules(f"import {module}")
+    bare, _ = _fresh_modules("pass")     # what the interpreter loads by itself (site, .pth hooks)
+    foreign = sorted(_top(loaded - bare) - set(sys.stdlib_module_names) - {"resel"})
+    assert foreign == [], f"import {module} loads {foreign}"
+    assert not set(THIRD_PARTY) & _top(loaded)
+    assert not set(HEAVY_RESEL) & loaded, sorted(set(HEAVY_RESEL) & loaded)
+
+
+def test_import_resel_is_lazy_but_complete():
+    """``import resel`` loads nothing else of resel; every public name still resolves."""
+    loaded, out = _fresh_modules("import resel\n"
+                                 "print(sorted(m for m in sys.modules if m.startswith('resel.')))\n"
+                                 "print(all(getattr(resel, n) is not None for n in resel.__all__))")
+    assert [line for line in out.splitlines()] == ["[]", "True"]
+    import resel
+    assert set(resel.__all__) <= set(dir(resel))
+    with pytest.raises(AttributeError):
+        resel.no_such_name  # noqa: B018 - the attribute error of a lazy module
+
+
+CLI = "import sys\nfrom resel.cli import main\nsys.argv = ['resel'] + sys.argv[1:]\nmain()\n"
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["sites", "--help"], ["replay", "--help"], ["status", "--help"]],
+                         ids=" ".join)
+def test_help_loads_no_store_and_no_site_clients(argv):
+    loaded, out = _fresh_modules(CLI, *argv)
+    assert "Usage:" in out
+    assert not {"numpy", "sqlite_utils", "paramiko", "requests", "matplotlib"} & _top(loaded)
+    assert not set(HEAVY_RESEL) & loaded, sorted(set(HEAVY_RESEL) & loaded)
+
+
+def test_runs_loads_the_store_but_not_the_rest(tmp_path):
+    loaded, out = _fresh_modules(CLI, "runs", "--db", str(tmp_path / "r.db"))
+    assert "no runs stored yet" in out
+    assert "resel.store" in loaded
+    assert not {"paramiko", "requests", "matplotlib"} & _top(loaded)
+    assert not {"resel.live", "resel.backends.simulated", "resel.experiment", "resel.replay"} & loaded
+
+
+def test_replay_loads_neither_store_nor_simulator(tmp_path):
+    trace = tmp_path / "t.swf"
+    trace.write_text("1 0 0 10 1 -1 -1 1 20 -1 1 -1 -1 -1 -1 -1 -1 -1\n", encoding="utf-8")
+    loaded, out = _fresh_modules(CLI, "replay", str(trace), "--cores", "4", "--json")
+    assert json.loads(out)["jobs"] == 1
+    assert not {"numpy", "sqlite_utils", "paramiko", "requests"} & _top(loaded)
+    assert not set(HEAVY_RESEL) & loaded, sorted(set(HEAVY_RESEL) & loaded)
+
+
+def _registered(register, *args) -> set[str]:
+    group = click.Group()
+    extra = [click.Group() for _ in args]
+    register(group, *extra) if extra else register(group)
+    return set(group.commands), [set(g.commands) for g in extra]
+
+
+def test_lazy_commands_are_every_command_of_their_modules():
+    """The lazy maps name every command the command modules define: a command added to a
+    module's ``register()`` but not to ``resel.cli.COMMANDS`` would silently vanish."""
+    from resel import cli_history, cli_live, cli_plan
+    live_top, (live_sites,) = _registered(cli_live.register, "sites")
+    top = live_top | _registered(cli_plan.register)[0] | _registered(cli_history.register)[0]
+    assert top <= set(COMMANDS)
+    assert live_sites == set(SITES_COMMANDS)
+    ctx = click.Context(cli)
+    for name, target in COMMANDS.items():
+        command = cli.get_command(ctx, name)
+        assert isinstance(command, click.Command) and command.name == name, target
+    sites = cli.get_command(ctx, "sites")
+    assert set(SITES_COMMANDS) | {"show", "defaults"} == set(sites.list_commands(click.Context(sites)))
+
+
+def test_a_wrong_lazy_entry_is_a_clear_error():
+    from resel.cli_common import LazyGroup
+    group = LazyGroup(lazy={"grid": "resel.cli_grid:scenario_group"})
+    with pytest.raises(RuntimeError, match="is not the command 'grid'"):
+        group.get_command(click.Context(group), "grid")
