@@ -19,8 +19,6 @@ from resel.cli_common import fail_cleanly as _fail_cleanly
 from resel.cli_common import CORES, INT64_MAX, Finite
 from resel.cli_common import print_json as _print_json
 from resel.errors import ReselError
-from resel.models import history as wh
-from resel.models.qbets import min_history
 from resel.safe_text import markup as m
 from resel.safe_text import terminal
 
@@ -95,6 +93,7 @@ def import_cmd(site, sacct_file, swf_file, limit, default_cores, db_path, as_jso
       resel history import --site mycluster --sacct sacct.txt
       resel history import --site seth --swf traces/hpc2n.swf --limit 5000 --json
     """
+    from resel.models import history as wh
     from resel.store import default_path, open_store
     if (sacct_file is None) == (swf_file is None):
         raise click.UsageError("give exactly one of --sacct FILE or --swf FILE")
@@ -139,6 +138,8 @@ def show_cmd(site, cores, walltime, quantile, confidence, alarm, db_path, as_jso
       resel history show --site seth --quantile 0.9
       resel history show --cores 4 --walltime 7200 --json
     """
+    from resel.models import history as wh
+    from resel.models.qbets import min_history
     from resel.store import default_path, open_store
     if walltime is not None and cores is None:
         raise click.UsageError("--walltime needs --cores: the bound is for a job shape")
@@ -198,6 +199,7 @@ def fetch_cmd(sites_file: Path, days: float, db_path: Path | None, as_json: bool
     Example:
       resel history fetch --sites my-sites.toml --days 14
     """
+    from resel.models import history as wh
     import time
 
     from resel.backends.connect import close_quietly, open_site

@@ -15,8 +15,6 @@ import click
 
 from resel.cli_common import Finite
 from resel.errors import ModelError, ReselError
-from resel.models import calibration as cal
-from resel.models.lim import site_rates
 from resel.json_safe import clean as _clean
 from resel.safe_text import terminal
 
@@ -92,6 +90,7 @@ def refit(db, runs: list[int] | None = None, *, holdout: float = 0.25, baseline_
     Raises:
         ModelError: no evidence at all (for that application).
     """
+    from resel.models import calibration as cal
     evidence = cal.load_evidence(db, runs, baseline_label=baseline_label)
     groups = cal.by_application(evidence)
     if application is not None:
@@ -262,6 +261,8 @@ def predict_cmd(bag, sites_file, model, level, db_path, as_json) -> None:
       resel model predict examples/gromacs-bag.toml --sites examples/sites-testbed.toml --json
       resel model predict examples/sleep-bag.toml --model lim
     """
+    from resel.models.lim import site_rates
+    from resel.models import calibration as cal
     from resel.config import load_bag, load_sites
     from resel.domain import Clock, Site
     from resel.models.fitted import runtime_model, stored_fits

@@ -122,3 +122,39 @@ def test_a_wrong_lazy_entry_is_a_clear_error():
     group = LazyGroup(lazy={"grid": "resel.cli_grid:scenario_group"})
     with pytest.raises(RuntimeError, match="is not the command 'grid'"):
         group.get_command(click.Context(group), "grid")
+
+
+class _HostilePlugin:
+    """A sqlite-utils plugin as any installed package could ship one."""
+
+    from sqlite_utils import hookimpl
+
+    @staticmethod
+    @hookimpl
+    def prepare_connection(conn):
+        conn.create_function("planted", 0, lambda: 1)
+
+
+def test_the_store_runs_no_sqlite_utils_plugin(tmp_path):
+    """resel's connections skip sqlite-utils' plugins: finding them scanned every installed
+    package's entry points at each start-up, and no installed package should change what a
+    resel store's connection does."""
+    import sqlite3
+
+    from sqlite_utils import Database
+    from sqlite_utils.plugins import pm
+
+    from resel.store import open_store
+    pm.register(_HostilePlugin, name="resel-test-planted")
+    try:
+        assert Database(memory=True).execute("select planted()").fetchone() == (1,)   # the plugin works
+        for db in (open_store(tmp_path / "s.db"), open_store(tmp_path / "s.db", write=False),
+                   open_store(memory=True)):
+            with pytest.raises(sqlite3.OperationalError, match="no such function: planted"):
+                db.execute("select planted()")
+    finally:
+        pm.unregister(name="resel-test-planted")
+    loaded, out = _fresh_modules("from resel.store import open_store\n"
+                                 f"open_store({str(tmp_path / 'f.db')!r})\n"
+                                 "import sqlite_utils.plugins as p\nprint(p._plugins_loaded)")
+    assert out.strip() == "False"
