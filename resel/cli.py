@@ -13,11 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
-from rich.table import Table
 
 from resel import __version__
-from resel.cli_common import CleanErrors, LazyGroup, fail_cleanly, print_json
+from resel.cli_common import CleanErrors, LazyConsole, LazyGroup, Table, fail_cleanly, print_json
 from resel.cli_common import INT64_MAX, RUN_ID, SEED, Finite
 from resel.cli_rates import model_option, objective_option, risk_option
 from resel.errors import ReselError
@@ -26,13 +24,13 @@ from resel.safe_text import markup as m
 if TYPE_CHECKING:
     from resel.experiment import Experiment
 
-# Start-up: the store (sqlite_utils, numpy), the simulator and the progress bar are imported in
+# Start-up: the store (sqlite_utils), the simulator, rich and its progress bar are imported in
 # the commands that use them, and the other command modules only when their command runs
 # (LazyGroup): `resel --help` and `resel runs` stay a fraction of a second (docs/benchmarks.md).
 
 # Piped output (a file, a pager) gets wide lines rather than 80-column wrapping.
-out = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
-err = Console(stderr=True, highlight=False)
+out = LazyConsole(highlight=False, width=None if sys.stdout.isatty() else 150)
+err = LazyConsole(stderr=True, highlight=False)
 
 
 _fail_cleanly = fail_cleanly    # the names the command modules import

@@ -62,6 +62,53 @@ def error_message(exc: BaseException) -> str:
     return terminal(str(exc))
 
 
+def Table(*args: Any, **kwargs: Any) -> Any:  # noqa: N802 - stands in for rich's class
+    """A ``rich.table.Table``; rich is imported on the first call, not when a command module is
+    loaded (``resel --help`` loads them all and prints no table)."""
+    from rich.table import Table as RichTable
+    return RichTable(*args, **kwargs)
+
+
+def Console(*args: Any, **kwargs: Any) -> Any:  # noqa: N802 - stands in for rich's class
+    """A ``rich.console.Console``, rich imported on the first call (as :func:`Table`)."""
+    from rich.console import Console as RichConsole
+    return RichConsole(*args, **kwargs)
+
+
+class LazyConsole:
+    """A module's console (``resel.cli.out``, ``err``) that becomes a rich ``Console`` on first use.
+
+    Its arguments are fixed when the module is loaded, as they were for the console made there
+    before; at the first attribute read (or ``with``) the object turns itself into a genuine
+    ``Console`` initialised with them (its class is swapped, then ``Console.__init__`` runs on
+    it), so from then on it *is* one — rich's ``Live`` and ``Progress``, which use it as a
+    context manager, included — and only commands that print through rich import rich.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        self._console_kwargs = kwargs
+
+    def _become_console(self) -> None:
+        from rich.console import Console as RichConsole
+        kwargs = self.__dict__.pop("_console_kwargs")
+        self.__class__ = RichConsole
+        RichConsole.__init__(self, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or "_console_kwargs" not in self.__dict__:
+            raise AttributeError(name)
+        self._become_console()
+        return getattr(self, name)
+
+    def __enter__(self) -> Any:
+        self._become_console()
+        return self.__enter__()
+
+    def __exit__(self, *exc: Any) -> Any:
+        # `with` looks both methods up before calling __enter__, which made this a Console
+        return type(self).__exit__(self, *exc)
+
+
 class LazyGroup(click.Group):
     """A command group that imports a subcommand's module only when the subcommand is used.
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from rich.table import Table
 
+from resel.cli_common import Table   # rich, imported on first use
 from resel.backends.batch import POLICIES
 from resel.cli_common import INT64_MAX, Finite
 from resel.grid import ALGORITHMS, DISPATCHERS, HEURISTICS, Cluster, Grid, Reallocation, compare

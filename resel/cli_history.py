@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
-from rich.table import Table
 
+from resel.cli_common import Console, Table   # rich, imported on first use
 from resel.cli_common import fail_cleanly as _fail_cleanly
 from resel.cli_common import CORES, INT64_MAX, Finite
 from resel.cli_common import print_json as _print_json

@@ -14,9 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
-from rich.live import Live
-from rich.table import Table
 
+from resel.cli_common import Table   # rich, imported on first use
 from resel.cli_rates import model_option, objective_option, risk_option
 from resel.cli_common import RUN_ID, SEED, Finite
 from resel.errors import ReselError, StoreError
@@ -108,6 +107,8 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
       resel run bag.toml --sites my-sites.toml
       resel run --resume 7
     """
+    from rich.live import Live
+
     from resel.backends.connect import open_site
     from resel.config import load_bag
     from resel.limits import check_task_count

@@ -8,9 +8,8 @@ import sys
 from typing import TYPE_CHECKING
 
 import click
-from rich.console import Console
-from rich.table import Table
 
+from resel.cli_common import Console, Table   # rich, imported on first use
 from resel.errors import ReselError
 from resel.cli_common import Finite
 from resel.json_safe import clean as _clean

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
+import sys
 from pathlib import Path
 
 import click
-from rich.table import Table
 
+from resel.cli_common import Table   # rich, imported on first use
 from resel.backends.batch import POLICIES
 from resel.cli_common import CORES, INT64_MAX, Finite
 from resel.errors import ReselError
@@ -85,13 +87,15 @@ def replay_cmd(trace: Path, policy: str, cores: int | None, speed: float, kill: 
                                        "field 3 = simulated wait, field 4 = simulated run")
                 write_swf(sink, [], header)
                 on_scheduled = _schedule_writer(sink)
-            with err.status("replaying…") as status:
+            # a spinner on a terminal only: elsewhere rich is not even imported (start-up)
+            show = sys.stderr.isatty()
+            with err.status("replaying…") if show else contextlib.nullcontext() as status:
                 def progress(n: int) -> None:
                     status.update(f"replaying… {n:,} jobs read")
                 # the Trace itself where nothing is filtered: replay() then reads it by its fast reader
                 result = replay(jobs, policy, site_cores, speed=speed, kill=kill, on_scheduled=on_scheduled,
                                 taus=tau_values, first=first_n,
-                                on_progress=progress if err.is_terminal else None, trace_name=str(trace))
+                                on_progress=progress if show else None, trace_name=str(trace))
         finally:
             if sink is not None:
                 sink.close()

@@ -70,10 +70,10 @@ CLI = "import sys\nfrom resel.cli import main\nsys.argv = ['resel'] + sys.argv[1
 
 @pytest.mark.parametrize("argv", [["--help"], ["sites", "--help"], ["replay", "--help"], ["status", "--help"]],
                          ids=" ".join)
-def test_help_loads_no_store_and_no_site_clients(argv):
+def test_help_loads_no_store_no_site_clients_and_no_rich(argv):
     loaded, out = _fresh_modules(CLI, *argv)
     assert "Usage:" in out
-    assert not {"numpy", "sqlite_utils", "paramiko", "requests", "matplotlib"} & _top(loaded)
+    assert not {"numpy", "sqlite_utils", "paramiko", "requests", "matplotlib", "rich"} & _top(loaded)
     assert not set(HEAVY_RESEL) & loaded, sorted(set(HEAVY_RESEL) & loaded)
 
 
@@ -85,12 +85,12 @@ def test_runs_loads_the_store_but_not_the_rest(tmp_path):
     assert not {"resel.live", "resel.backends.simulated", "resel.experiment", "resel.replay"} & loaded
 
 
-def test_replay_loads_neither_store_nor_simulator(tmp_path):
+def test_replay_json_loads_neither_store_nor_simulator_nor_rich(tmp_path):
     trace = tmp_path / "t.swf"
     trace.write_text("1 0 0 10 1 -1 -1 1 20 -1 1 -1 -1 -1 -1 -1 -1 -1\n", encoding="utf-8")
     loaded, out = _fresh_modules(CLI, "replay", str(trace), "--cores", "4", "--json")
     assert json.loads(out)["jobs"] == 1
-    assert not {"numpy", "sqlite_utils", "paramiko", "requests"} & _top(loaded)
+    assert not {"numpy", "sqlite_utils", "paramiko", "requests", "rich"} & _top(loaded)
     assert not set(HEAVY_RESEL) & loaded, sorted(set(HEAVY_RESEL) & loaded)
 
 
@@ -158,3 +158,31 @@ def test_the_store_runs_no_sqlite_utils_plugin(tmp_path):
                                  f"open_store({str(tmp_path / 'f.db')!r})\n"
                                  "import sqlite_utils.plugins as p\nprint(p._plugins_loaded)")
     assert out.strip() == "False"
+
+
+def test_a_lazy_console_becomes_a_rich_console_on_first_use():
+    """``resel.cli.out``/``err`` import rich only when a command prints through them, and are
+    then genuine Consoles: rich's Live and Progress use them as context managers."""
+    import io
+
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from resel.cli_common import LazyConsole
+    for first_use in ("attribute", "with", "progress"):
+        buf = io.StringIO()
+        con = LazyConsole(file=buf, width=40, force_terminal=False)
+        assert not isinstance(con, Console)
+        if first_use == "attribute":
+            con.print("[bold]hello[/bold]")
+        elif first_use == "with":
+            with con:
+                con.print("hello")
+        else:
+            with Progress(console=con) as progress:
+                progress.add_task("t", total=1)
+            con.print("hello")
+        assert isinstance(con, Console) and con.width == 40
+        assert "hello" in buf.getvalue()
+    loaded, _ = _fresh_modules("import resel.cli")
+    assert "rich" not in _top(loaded)

@@ -216,3 +216,15 @@ def test_bulk_rows_are_what_sqlite_utils_stored(tmp_path, result):
         ours = list(db.query(f"select {', '.join(cols)} from {table} order by rowid"))
         theirs = list(old.query(f"select {', '.join(cols)} from {table} order by rowid"))
         assert ours == theirs, table
+
+
+def test_the_schema_snapshot_is_what_the_migrations_make():
+    """``store._SCHEMA_SNAPSHOT`` (read at start-up instead of applying every migration in
+    memory) names every migration and holds exactly the tables and columns they make. If this
+    fails after adding a migration, print the new snapshot with
+    ``python -c "from resel.store import _applied_schema as a; print(a())"`` and update it."""
+    from resel.store import _SCHEMA_SNAPSHOT, _applied_schema, _expected_schema, migrations
+    names, tables = _SCHEMA_SNAPSHOT
+    assert names == tuple(m.name for m in migrations._migrations)
+    assert {t: frozenset(c.split()) for t, c in tables.items()} == _applied_schema()
+    assert _expected_schema() == _applied_schema()
