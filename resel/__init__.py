@@ -54,11 +54,23 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; nothing is imported at run
 
 
 def __getattr__(name: str) -> object:
-    """Import the module that defines a public name the first time the name is read."""
+    """Import the module that defines a public name the first time the name is read.
+
+    A submodule read as an attribute (``resel.store`` after a bare ``import resel``) is imported
+    too, as it was when this package imported them all at once.
+    """
     module = _LAZY.get(name)
-    if module is None:
+    if module is not None:
+        value = getattr(_import_module(module), name)
+    elif name.isidentifier() and not name.startswith("__"):
+        try:
+            value = _import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module 'resel' has no attribute {name!r}") from None
+    else:
         raise AttributeError(f"module 'resel' has no attribute {name!r}")
-    value = getattr(_import_module(module), name)
     globals()[name] = value  # cached: the next read is a plain attribute
     return value
 

@@ -63,6 +63,8 @@ def test_import_resel_is_lazy_but_complete():
     assert set(resel.__all__) <= set(dir(resel))
     with pytest.raises(AttributeError):
         resel.no_such_name  # noqa: B018 - the attribute error of a lazy module
+    loaded, out = _fresh_modules("import resel\nprint(resel.store.open_store.__module__, resel.engine.Engine.__name__)")
+    assert out.split() == ["resel.store", "Engine"]   # submodules read as attributes, as before
 
 
 CLI = "import sys\nfrom resel.cli import main\nsys.argv = ['resel'] + sys.argv[1:]\nmain()\n"
