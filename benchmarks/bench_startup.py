@@ -120,7 +120,7 @@ def run_once(argv: list[str], env: dict) -> tuple[float, float]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=15, help="whole-process runs of each command (default 15)")
     ap.add_argument("--before", default="main", help="git revision measured as before (default main)")
