@@ -136,6 +136,17 @@ class LazyGroup(click.Group):
             self.add_command(command)   # loaded once; later look-ups find it in self.commands
         return super().get_command(ctx, cmd_name)
 
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> Any:
+        """As click's, but a mistyped name is matched against every command, loaded or not,
+        for its "Did you mean …?" (click 8.4+ looks only at the loaded ones)."""
+        try:
+            return super().resolve_command(ctx, args)
+        except click.UsageError as exc:
+            no_such = getattr(click.exceptions, "NoSuchCommand", None)
+            if no_such is None or not isinstance(exc, no_such):
+                raise
+            raise no_such(exc.command_name, possibilities=self.list_commands(ctx), ctx=ctx) from None
+
 
 class CleanErrors(LazyGroup):
     """A command group whose commands end expected errors with one line and exit status 1.

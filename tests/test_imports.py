@@ -188,3 +188,14 @@ def test_a_lazy_console_becomes_a_rich_console_on_first_use():
         assert "hello" in buf.getvalue()
     loaded, _ = _fresh_modules("import resel.cli")
     assert "rich" not in _top(loaded)
+
+
+@pytest.mark.parametrize(("argv", "suggestion"), [(["stauts"], "status"), (["sites", "chek"], "check"),
+                                                  (["replya"], "replay")])
+def test_a_mistyped_command_is_matched_against_every_command(argv, suggestion):
+    from click.testing import CliRunner
+    if not hasattr(click.exceptions, "NoSuchCommand"):
+        pytest.skip("click < 8.4 makes no suggestion")
+    result = CliRunner().invoke(cli, argv)
+    assert result.exit_code == 2
+    assert "Did you mean" in result.output and f"'{suggestion}'" in result.output.split("Did you mean")[1]
