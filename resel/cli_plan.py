@@ -7,8 +7,8 @@ import math
 from pathlib import Path
 
 import click
-from rich.table import Table
 
+from resel.cli_common import Table   # rich, imported on first use
 from resel.cli_rates import model_option, objective_option, risk_option
 from resel.errors import ReselError
 from resel.cli_common import SEED, Finite
