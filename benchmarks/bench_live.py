@@ -5,6 +5,7 @@ poll time per site, SSH connections per run, and the bag's TTC.
     .venv/bin/python benchmarks/bench_live.py   # [--tasks 64] [--seconds 3] [--poll 2] [--repeat 3]
     .venv/bin/python benchmarks/bench_live.py --compare          # hand-ahead off, then on
     .venv/bin/python benchmarks/bench_live.py --tasks 200 --repeat 2 --compare   # the issue's bag
+    .venv/bin/python benchmarks/bench_live.py --polls --repeat 15   # a poll: all users' jobs vs ours
 
 Runs a bag of ``--tasks`` real tasks (``sleep --seconds``) across tba (local, 8 slots) and tbb
 (over SSH, 4 slots), ``--repeat`` times, at the CLI's default ``--poll 2``, and prints a table
@@ -164,10 +165,18 @@ def main() -> None:
     ap.add_argument("--compare", action="store_true", help="run with hand-ahead off, then on")
     ap.add_argument("--strategy", default="topk:2+reselect",
                     help="how the bag is spread (default: in halves, a free site takes the other's waiting tasks)")
+    ap.add_argument("--polls", action="store_true",
+                    help="measure only the scheduler half of a poll on every live site, asking every user's jobs "
+                         "(before) and only ours (after), side by side (benchmarks/poll_cycle.py)")
+    ap.add_argument("--json", action="store_true", help="with --polls: the medians as JSON")
     args = ap.parse_args()
     tb = load()
     if tb is None:
         sys.exit("the testbed is not up: run `scripts/testbed.sh up` first (as root)")
+    if args.polls:
+        from poll_cycle import run as run_polls
+        run_polls(tb, args.repeat, args.json)
+        return
     if args.compare and not HAS_PREFETCH:
         sys.exit("this resel has no hand-ahead (LiveOptions.prefetch): run without --compare")
     settings = [0, 1] if args.compare else [args.prefetch]

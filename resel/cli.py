@@ -10,29 +10,27 @@ from __future__ import annotations
 import math
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from resel import __version__
-from resel.api import default_bag_path, default_sites_path
-from resel.cli_common import CleanErrors, fail_cleanly, print_json
+from resel.cli_common import CleanErrors, LazyConsole, LazyGroup, Table, fail_cleanly, print_json
 from resel.cli_common import INT64_MAX, RUN_ID, SEED, Finite
 from resel.cli_rates import model_option, objective_option, risk_option
-from resel.config import MAX_COUNT, load_bag, load_sites
 from resel.errors import ReselError
-from resel.experiment import Experiment, run_experiment
-from resel.limits import check_task_count
-from resel.models.lim import site_rates
 from resel.safe_text import markup as m
-from resel.store import add_experiment, default_path, get_run, list_runs, open_store, save_run
+
+if TYPE_CHECKING:
+    from resel.experiment import Experiment
+
+# Start-up: the store (sqlite_utils), the simulator, rich and its progress bar are imported in
+# the commands that use them, and the other command modules only when their command runs
+# (LazyGroup): `resel --help` and `resel runs` stay a fraction of a second (docs/benchmarks.md).
 
 # Piped output (a file, a pager) gets wide lines rather than 80-column wrapping.
-out = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
-err = Console(stderr=True, highlight=False)
+out = LazyConsole(highlight=False, width=None if sys.stdout.isatty() else 150)
+err = LazyConsole(stderr=True, highlight=False)
 
 
 _fail_cleanly = fail_cleanly    # the names the command modules import
@@ -40,6 +38,7 @@ _print_json = print_json
 
 
 def _csv_ints(ctx: click.Context, param: click.Parameter, value: str) -> list[int]:
+    from resel.config import MAX_COUNT
     try:
         sizes = [int(v) if len(v.strip()) <= 12 else 0 for v in value.split(",") if v.strip()]
     except ValueError:
@@ -67,7 +66,29 @@ sites_option = click.option("--sites", "sites_file", type=click.Path(dir_okay=Fa
                             help="Sites file (TOML). Default: the embedded thesis sites (`resel sites defaults`).")
 
 
-@click.group(cls=CleanErrors, context_settings={"help_option_names": ["-h", "--help"]})
+#: the commands defined in other modules: name -> "module:command", imported when the command runs
+#: (or when its help is shown); tests/test_cli.py checks this against the modules' register()
+COMMANDS = {
+    "replay": "resel.cli_trace:replay_cmd",
+    "profile": "resel.cli_profile:profile_cmd",
+    "model": "resel.cli_model:model_group",
+    "run": "resel.cli_live:run_cmd",
+    "status": "resel.cli_live:status_cmd",
+    "cancel": "resel.cli_live:cancel_cmd",
+    "plan": "resel.cli_plan:plan_cmd",
+    "history": "resel.cli_history:history_group",
+    "grid": "resel.cli_grid:grid_cmd",
+    "scenario": "resel.cli_grid:scenario_group",
+}
+#: the same for ``resel sites``
+SITES_COMMANDS = {
+    "check": "resel.cli_live:check_cmd",
+    "status": "resel.cli_live:sites_status_cmd",
+    "probe": "resel.cli_live:sites_probe_cmd",
+}
+
+
+@click.group(cls=CleanErrors, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="resel")
 def cli() -> None:
     """Run bags of tasks across several sites and finish them sooner.
@@ -131,9 +152,17 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
       resel simulate --sizes 256,1024 --repeat 10
       resel simulate examples/gromacs-bag.toml --sites my-sites.toml --strategies model,model+reselect --json
     """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from resel.api import default_bag_path, default_sites_path
     from resel.cli_rates import runtime_for, store_if_exists
+    from resel.config import check_site_commands, load_bag, load_sites
+    from resel.experiment import run_experiment
+    from resel.limits import check_task_count
+    from resel.store import add_experiment, default_path, open_store, save_run
     bag = load_bag(bag_file or default_bag_path())
     sites = load_sites(sites_file or default_sites_path())
+    check_site_commands(bag, sites)
     if plot_dir is not None and no_store:
         raise ReselError("--plot draws from the stored runs: drop --no-store")
     check_task_count(max(sizes), "--sizes", hint="give smaller --sizes")
@@ -237,6 +266,7 @@ def runs(db: Path | None, limit: int, as_json: bool) -> None:
     Example:
       resel runs --limit 10
     """
+    from resel.store import list_runs, open_store
     rows = list_runs(open_store(db, write=False), limit)
     if as_json:
         _print_json(rows)
@@ -277,8 +307,9 @@ def report(run_id: int, db: Path | None, n_decisions: int, plot_dir: Path | None
       resel report 12 --decisions 20
       resel report 12 --plot figures/ --html run12.html
     """
-    protect = [("the run store", db or default_path())]
     from resel.outputs import refuse_inputs, refuse_plot_inputs
+    from resel.store import default_path, get_run, open_store
+    protect = [("the run store", db or default_path())]
     if html_file is not None:   # before anything is read or drawn
         refuse_inputs(html_file, "--html", protect)
     if plot_dir is not None:
@@ -351,7 +382,7 @@ def _s(value: Any) -> str:
     return f"{value:.0f}" if isinstance(value, float) else str(value)
 
 
-@cli.group()
+@cli.group(cls=LazyGroup, lazy=SITES_COMMANDS)
 def sites() -> None:
     """Inspect site files and LIM's predictions for them."""
 
@@ -370,6 +401,9 @@ def sites_show(sites_file: Path | None, bag_file: Path | None, clock: str, as_js
     Example:
       resel sites show --sites examples/sites-thesis.toml --clock avg
     """
+    from resel.api import default_bag_path, default_sites_path
+    from resel.config import load_bag, load_sites
+    from resel.models.lim import site_rates
     site_list = load_sites(sites_file or default_sites_path())
     bag = load_bag(bag_file or default_bag_path())
     rates = site_rates(site_list, clock)
@@ -412,29 +446,8 @@ def sites_defaults() -> None:
     Example:
       resel sites defaults > my-sites.toml
     """
+    from resel.api import default_sites_path
     click.echo(default_sites_path().read_text(encoding="utf-8"), nl=False)
-
-
-def _register() -> None:
-    """Commands living in their own modules."""
-    from resel.cli_grid import grid_cmd, scenario_group
-    from resel.cli_history import register as register_history
-    from resel.cli_live import register as register_live
-    from resel.cli_model import model_group
-    from resel.cli_plan import register as register_plan
-    from resel.cli_profile import profile_cmd
-    from resel.cli_trace import replay_cmd
-    cli.add_command(replay_cmd)
-    cli.add_command(profile_cmd)
-    cli.add_command(model_group)
-    register_live(cli, sites)
-    register_plan(cli)
-    register_history(cli)
-    cli.add_command(grid_cmd)
-    cli.add_command(scenario_group)
-
-
-_register()
 
 
 def main() -> None:

@@ -1,20 +1,25 @@
 """What every ``resel`` command module shares, importable without :mod:`resel.cli` (which
-imports the command modules, so they cannot import it back at load time)."""
+imports the command modules, so they cannot import it back at load time).
+
+Start-up matters here: every command imports this module, so it loads click and the standard
+library only (the store, for its JSON cleaning and busy timeout, is imported where used).
+"""
 
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import math
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import click
 
 from resel.errors import ReselError
+from resel.json_safe import clean
 from resel.safe_text import terminal
-from resel.store import BUSY_TIMEOUT_S, _clean
 
 
 #: SQLite's INTEGER: a run id, a limit or a count beyond it cannot even be looked up
@@ -45,6 +50,7 @@ def error_message(exc: BaseException) -> str:
     or what a damaged or busy run store means — with control characters made visible, since
     messages quote names and replies from files other people may write."""
     if isinstance(exc, sqlite3.DatabaseError):
+        from resel.store import BUSY_TIMEOUT_S
         text = str(exc)
         if "locked" in text or "busy" in text:
             text = (f"the run store is busy: another process held it for more than {BUSY_TIMEOUT_S:.0f} s "
@@ -56,7 +62,93 @@ def error_message(exc: BaseException) -> str:
     return terminal(str(exc))
 
 
-class CleanErrors(click.Group):
+def Table(*args: Any, **kwargs: Any) -> Any:  # noqa: N802 - stands in for rich's class
+    """A ``rich.table.Table``; rich is imported on the first call, not when a command module is
+    loaded (``resel --help`` loads them all and prints no table)."""
+    from rich.table import Table as RichTable
+    return RichTable(*args, **kwargs)
+
+
+def Console(*args: Any, **kwargs: Any) -> Any:  # noqa: N802 - stands in for rich's class
+    """A ``rich.console.Console``, rich imported on the first call (as :func:`Table`)."""
+    from rich.console import Console as RichConsole
+    return RichConsole(*args, **kwargs)
+
+
+class LazyConsole:
+    """A module's console (``resel.cli.out``, ``err``) that becomes a rich ``Console`` on first use.
+
+    Its arguments are fixed when the module is loaded, as they were for the console made there
+    before; at the first attribute read (or ``with``) the object turns itself into a genuine
+    ``Console`` initialised with them (its class is swapped, then ``Console.__init__`` runs on
+    it), so from then on it *is* one — rich's ``Live`` and ``Progress``, which use it as a
+    context manager, included — and only commands that print through rich import rich.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        self._console_kwargs = kwargs
+
+    def _become_console(self) -> None:
+        from rich.console import Console as RichConsole
+        kwargs = self.__dict__.pop("_console_kwargs")
+        self.__class__ = RichConsole
+        RichConsole.__init__(self, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or "_console_kwargs" not in self.__dict__:
+            raise AttributeError(name)
+        self._become_console()
+        return getattr(self, name)
+
+    def __enter__(self) -> Any:
+        self._become_console()
+        return self.__enter__()
+
+    def __exit__(self, *exc: Any) -> Any:
+        # `with` looks both methods up before calling __enter__, which made this a Console
+        return type(self).__exit__(self, *exc)
+
+
+class LazyGroup(click.Group):
+    """A command group that imports a subcommand's module only when the subcommand is used.
+
+    ``lazy`` maps a command name to ``"module:attribute"`` (click's documented lazy-loading
+    pattern). ``resel runs`` thus never imports the live coordinator, the trace replay or the
+    profilers, and each command module keeps its heavy imports (the store, sqlite_utils and
+    numpy, paramiko) inside the functions that use them, so that listing every command's short
+    help (``resel --help``) stays cheap too. The listing and the help text are the same as if
+    every command had been added with ``add_command``.
+    """
+
+    def __init__(self, *args: Any, lazy: Mapping[str, str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy: dict[str, str] = dict(lazy or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(self.lazy))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in self.lazy:
+            module, _, attribute = self.lazy[cmd_name].partition(":")
+            command = getattr(importlib.import_module(module), attribute)
+            if not isinstance(command, click.Command) or command.name != cmd_name:
+                raise RuntimeError(f"{self.lazy[cmd_name]} is not the command {cmd_name!r}")
+            self.add_command(command)   # loaded once; later look-ups find it in self.commands
+        return super().get_command(ctx, cmd_name)
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> Any:
+        """As click's, but a mistyped name is matched against every command, loaded or not,
+        for its "Did you mean …?" (click 8.4+ looks only at the loaded ones)."""
+        try:
+            return super().resolve_command(ctx, args)
+        except click.UsageError as exc:
+            no_such = getattr(click.exceptions, "NoSuchCommand", None)
+            if no_such is None or not isinstance(exc, no_such):
+                raise
+            raise no_such(exc.command_name, possibilities=self.list_commands(ctx), ctx=ctx) from None
+
+
+class CleanErrors(LazyGroup):
     """A command group whose commands end expected errors with one line and exit status 1.
 
     Catching here, around every subcommand, covers the commands that do not use
@@ -83,4 +175,4 @@ def fail_cleanly(fn: Callable) -> Callable:
 
 def print_json(doc: Any) -> None:
     """One JSON document on stdout; NaN and infinities become null."""
-    click.echo(json.dumps(_clean(doc), indent=2))
+    click.echo(json.dumps(clean(doc), indent=2))

@@ -7,14 +7,13 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 import click
-from rich.table import Table
 
+from resel.cli_common import Table   # rich, imported on first use
 from resel.backends.batch import POLICIES
 from resel.cli_common import INT64_MAX, Finite
 from resel.grid import ALGORITHMS, DISPATCHERS, HEURISTICS, Cluster, Grid, Reallocation, compare
 from resel.safe_text import markup as m
 from resel.safe_text import terminal
-from resel.scenarios import fused_jobs
 
 
 def _cluster(ctx, param, values: tuple[str, ...]) -> list[Cluster]:
@@ -91,6 +90,7 @@ def grid_cmd(traces: tuple[Path, ...], clusters: list[Cluster], dispatch: str, r
         reallocation = None if realloc == "none" else Reallocation(realloc, heuristic, period, early_end, margin, recompute)
 
         def jobs():
+            from resel.scenarios import fused_jobs
             return fused_jobs({str(t): t for t in traces}, load, first_n)
 
         with err.status("simulating…"):

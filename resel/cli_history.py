@@ -12,18 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
-from rich.table import Table
 
+from resel.cli_common import Console, Table   # rich, imported on first use
 from resel.cli_common import fail_cleanly as _fail_cleanly
 from resel.cli_common import CORES, INT64_MAX, Finite
 from resel.cli_common import print_json as _print_json
 from resel.errors import ReselError
-from resel.models import history as wh
-from resel.models.qbets import min_history
 from resel.safe_text import markup as m
 from resel.safe_text import terminal
-from resel.store import default_path, open_store
 
 db_option = click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
                          help="Run store (default: $RESEL_DB or ~/.local/share/resel/resel.db).")
@@ -96,6 +92,8 @@ def import_cmd(site, sacct_file, swf_file, limit, default_cores, db_path, as_jso
       resel history import --site mycluster --sacct sacct.txt
       resel history import --site seth --swf examples/traces/hpc2n.swf --limit 5000 --json
     """
+    from resel.models import history as wh
+    from resel.store import default_path, open_store
     if (sacct_file is None) == (swf_file is None):
         raise click.UsageError("give exactly one of --sacct FILE or --swf FILE")
     db = open_store(db_path)    # a store that cannot take the waits fails before the file is read
@@ -139,6 +137,9 @@ def show_cmd(site, cores, walltime, quantile, confidence, alarm, db_path, as_jso
       resel history show --site seth --quantile 0.9
       resel history show --cores 4 --walltime 7200 --json
     """
+    from resel.models import history as wh
+    from resel.models.qbets import min_history
+    from resel.store import default_path, open_store
     if walltime is not None and cores is None:
         raise click.UsageError("--walltime needs --cores: the bound is for a job shape")
     history = wh.load_history(open_store(db_path, write=False), site)
@@ -197,10 +198,12 @@ def fetch_cmd(sites_file: Path, days: float, db_path: Path | None, as_json: bool
     Example:
       resel history fetch --sites my-sites.toml --days 14
     """
+    from resel.models import history as wh
     import time
 
     from resel.backends.connect import close_quietly, open_site
     from resel.config import load_sites
+    from resel.store import open_store
     db = open_store(db_path)
     rows = []
     for site in load_sites(sites_file):
@@ -257,6 +260,7 @@ def learn_cmd(site, swf_file, cores, policy, db_path, as_json) -> None:
     from resel import finish_eval as fe
     from resel import wait_eval as we
     from resel.models.conditioned import save_errors
+    from resel.store import open_store
     from resel.swf import Trace
     trace = Trace(swf_file)
     cores = cores or trace.header.max_procs

@@ -11,22 +11,21 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-from rich.live import Live
-from rich.table import Table
 
+from resel.cli_common import Table   # rich, imported on first use
 from resel.cli_rates import model_option, objective_option, risk_option
-from resel.config import LIVE_KINDS, load_bag, load_sites
 from resel.cli_common import RUN_ID, SEED, Finite
 from resel.errors import ReselError, StoreError
-from resel.limits import check_task_count
-from resel.live import Coordinator, LiveOptions
-from resel import live_notes
-from resel.live_view import replayed_engine, snapshot, stored_notes, table
 from resel.safe_text import markup as m
-from resel.selection import Strategy
-from resel.store import default_path, open_store
+
+if TYPE_CHECKING:
+    from resel.live import Coordinator
+
+# The coordinator, the store and the site clients (paramiko, requests) are imported in the
+# commands that use them: loading this module (for `resel --help`) stays cheap.
 
 
 def _cli():
@@ -35,6 +34,7 @@ def _cli():
 
 
 def _live_sites(sites_file: Path):
+    from resel.config import LIVE_KINDS, load_sites
     site_list = load_sites(sites_file)
     offline = [s.name for s in site_list if s.kind not in LIVE_KINDS]
     if offline:
@@ -50,6 +50,7 @@ def readable_run(store, run_id: int):
     Stored rows are data another program (or a newer resel, or a damaged disk) may have written:
     a missing key, a field this version does not know, text that is not JSON.
     """
+    from resel.live_view import replayed_engine
     try:
         return replayed_engine(store, run_id)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -106,7 +107,15 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
       resel run bag.toml --sites my-sites.toml
       resel run --resume 7
     """
+    from rich.live import Live
+
     from resel.backends.connect import open_site
+    from resel.config import check_site_commands, load_bag
+    from resel.limits import check_task_count
+    from resel.live import Coordinator, LiveOptions
+    from resel.live_view import table
+    from resel.selection import Strategy
+    from resel.store import default_path, open_store
     c = _cli()
     try:
         store = open_store(db)
@@ -117,6 +126,7 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
             if bag_file is None or sites_file is None:
                 raise click.UsageError("give BAG_FILE and --sites FILE (or --resume RUN)")
             bag, site_list = load_bag(bag_file), _live_sites(sites_file)
+            check_site_commands(bag, site_list)
             check_task_count(bag.count, f"{bag_file}: bag.count")
             Strategy.parse(strategy)
             if clock == "probed":
@@ -130,6 +140,7 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
                           confidence=LiveOptions.confidence, clock=clock, seed=seed, db_path=db, as_json=as_json,
                           model=model, objective=objective, risk=risk)
                 return
+            site_list = _within_limits(c, bag, site_list)
             from resel.cli_rates import runtime_for
             runtime = runtime_for(bag, site_list, model=model, db=store, clock=clock)
             rates = runtime.engine_rates(bag.profile.instructions, risk=risk, objective=objective)
@@ -195,11 +206,34 @@ def _refit(store, coord: Coordinator) -> list[dict]:
 
 
 def _snap(coord: Coordinator):
+    from resel.live_view import snapshot
     status, elapsed = ("done" if coord.finished else "running"), coord.now()
     if coord.finished:   # the bag's TTC as stored (the agents' clocks), not the time of this print
         elapsed = coord.db["runs"].get(coord.run_id)["ttc_wkd"] or elapsed
     return snapshot(coord.engine, coord.run_id, status, elapsed, {n: v.error for n, v in coord.views.items()},
                     coord.site_notes())
+
+
+def _within_limits(c, bag, site_list):
+    """Ask each live site for the user's limits and jobs there, size the pilots within them
+    (:mod:`resel.site_limits`), say what changed, and leave out a site with no room at all."""
+    from resel.site_limits import apply_limits, read_limits
+    found = read_limits(site_list)
+    limited = apply_limits(site_list, found, bag.cores_per_task)     # fills in each site's changes
+    for f in found.values():
+        for line in f.notes + f.changes:
+            c.err.print(f"{m(f.site)}: limits: {m(line)}", soft_wrap=True)
+        if f.pending_reasons:
+            c.err.print(f"{m(f.site)}: your pending jobs there wait for: "
+                        + m(", ".join(f"{k} ×{n}" for k, n in sorted(f.pending_reasons.items()))), soft_wrap=True)
+    blocked = {n: f.blocked for n, f in found.items() if f.blocked}
+    for name, why in blocked.items():
+        c.err.print(f"{m(name)}: left out: {m(why)}", soft_wrap=True)
+    kept = [s for s in limited if s.name not in blocked]
+    if not kept:
+        raise ReselError("no site has room for a pilot within your limits: "
+                         + "; ".join(f"{n}: {w}" for n, w in blocked.items()))
+    return kept
 
 
 @click.command("status")
@@ -213,6 +247,8 @@ def status_cmd(run_id: int | None, db: Path | None, as_json: bool) -> None:
     Example:
       resel status 7 --json
     """
+    from resel.live_view import snapshot, stored_notes, table
+    from resel.store import open_store
     c = _cli()
     try:
         store = open_store(db, write=False)
@@ -253,6 +289,8 @@ def cancel_cmd(run_id: int, db: Path | None, as_json: bool) -> None:
       resel cancel 7
     """
     from resel.backends.connect import open_site
+    from resel.live import Coordinator
+    from resel.store import open_store
     c = _cli()
     try:
         store = open_store(db)
@@ -287,6 +325,8 @@ def _wait_for_coordinator(store, run_id: int, options: str | None) -> None:
     """A coordinator still driving the run notices the cancel at its next turn and lets go;
     wait for that (or for its lease to go stale: it was killed) before taking the run over."""
     import json
+
+    from resel import live_notes
     try:
         poll = float(json.loads(options or "{}").get("poll", 1.0))
     except (TypeError, ValueError):
@@ -416,6 +456,7 @@ def sites_probe_cmd(sites_file: Path, timeout: float, db: Path | None, as_json: 
 
     from resel.backends.connect import open_site
     from resel.site_probe import probe_site, save
+    from resel.store import open_store
     c = _cli()
     try:
         site_list = _live_sites(sites_file)

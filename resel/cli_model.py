@@ -15,10 +15,8 @@ import click
 
 from resel.cli_common import Finite
 from resel.errors import ModelError, ReselError
-from resel.models import calibration as cal
-from resel.models.lim import site_rates
+from resel.json_safe import clean as _clean
 from resel.safe_text import terminal
-from resel.store import _clean, open_store, stored_json
 
 db_option = click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
                          help="Run store (default: $RESEL_DB or ~/.local/share/resel/resel.db).")
@@ -26,6 +24,7 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print one JS
 
 
 def _open(db_path, write: bool = True):
+    from resel.store import open_store
     return open_store(db_path, write=write)   # migrations create model_fits
 
 
@@ -43,6 +42,7 @@ def _g(v: float | None, fmt: str = ".4g") -> str:
 
 
 def _decode(row: dict) -> dict:
+    from resel.store import stored_json
     row = dict(row)
     for k in ("runs", "fit", "lim", "evaluation"):
         row[k] = stored_json(row.get(k), f"model_fits.{k} of fit {row.get('id')}")
@@ -90,6 +90,7 @@ def refit(db, runs: list[int] | None = None, *, holdout: float = 0.25, baseline_
     Raises:
         ModelError: no evidence at all (for that application).
     """
+    from resel.models import calibration as cal
     evidence = cal.load_evidence(db, runs, baseline_label=baseline_label)
     groups = cal.by_application(evidence)
     if application is not None:
@@ -260,6 +261,8 @@ def predict_cmd(bag, sites_file, model, level, db_path, as_json) -> None:
       resel model predict examples/gromacs-bag.toml --sites examples/sites-testbed.toml --json
       resel model predict examples/sleep-bag.toml --model lim
     """
+    from resel.models.lim import site_rates
+    from resel.models import calibration as cal
     from resel.config import load_bag, load_sites
     from resel.domain import Clock, Site
     from resel.models.fitted import runtime_model, stored_fits

@@ -5,16 +5,20 @@ from __future__ import annotations
 import json
 import shlex
 import sys
+from typing import TYPE_CHECKING
 
 import click
-from rich.console import Console
-from rich.table import Table
 
+from resel.cli_common import Console, Table   # rich, imported on first use
 from resel.errors import ReselError
 from resel.cli_common import Finite
+from resel.json_safe import clean as _clean
 from resel.safe_text import markup as m
-from resel.probes.profile import ProfileSummary, profile, save
-from resel.store import _clean, open_store
+
+if TYPE_CHECKING:
+    from resel.probes.profile import ProfileSummary
+
+# The profilers and the store (sqlite_utils) are imported when the command runs.
 
 _UNITS = {"instructions": "", "cycles": "", "ipc": "", "task_clock_s": "s", "avg_ghz": "GHz", "wall_s": "s"}
 
@@ -78,6 +82,8 @@ def profile_cmd(repeat: int, label: str | None, reduced: str | None, scale: floa
     if scale is not None and not reduced_argv:
         raise click.BadParameter("--scale needs --reduced (the smaller problem it scales)", param_hint="--scale")
     try:
+        from resel.probes.profile import profile, save
+        from resel.store import open_store
         db = open_store(db_path)    # a store that cannot take the runs fails before anything runs
         summary = profile(list(command), repeat=repeat, label=label, reduced_argv=reduced_argv, scale=scale,
                           callgrind=not no_callgrind, app_log=app_log)

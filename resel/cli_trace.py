@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
+import sys
 from pathlib import Path
 
 import click
-from rich.table import Table
 
+from resel.cli_common import Table   # rich, imported on first use
 from resel.backends.batch import POLICIES
 from resel.cli_common import CORES, INT64_MAX, Finite
 from resel.errors import ReselError
 from resel.outputs import create, refuse_inputs
-from resel.replay import replay
 from resel.safe_text import markup as m
-from resel.swf import Header, only_status, read_swf, schedule_line, write_swf
+
+# The replay and the SWF reader are imported when the command runs (`resel --help` loads this
+# module to show its one-line help).
 
 
 @click.command("replay")
@@ -50,6 +53,8 @@ def replay_cmd(trace: Path, policy: str, cores: int | None, speed: float, kill: 
       resel replay ../shared/data/swf/wagap-2013.swf --cores 2176 --policy easy-sjbf --first 5000 --json
     """
     from resel.cli import _fail_cleanly, _print_json, err, out
+    from resel.replay import replay
+    from resel.swf import Header, only_status, read_swf, write_swf
 
     try:
         tau_values = tuple(float(t) for t in taus.split(",") if t.strip())
@@ -82,13 +87,15 @@ def replay_cmd(trace: Path, policy: str, cores: int | None, speed: float, kill: 
                                        "field 3 = simulated wait, field 4 = simulated run")
                 write_swf(sink, [], header)
                 on_scheduled = _schedule_writer(sink)
-            with err.status("replaying…") as status:
+            # a spinner on a terminal only: elsewhere rich is not even imported (start-up)
+            show = sys.stderr.isatty()
+            with err.status("replaying…") if show else contextlib.nullcontext() as status:
                 def progress(n: int) -> None:
                     status.update(f"replaying… {n:,} jobs read")
                 # the Trace itself where nothing is filtered: replay() then reads it by its fast reader
                 result = replay(jobs, policy, site_cores, speed=speed, kill=kill, on_scheduled=on_scheduled,
                                 taus=tau_values, first=first_n,
-                                on_progress=progress if err.is_terminal else None, trace_name=str(trace))
+                                on_progress=progress if show else None, trace_name=str(trace))
         finally:
             if sink is not None:
                 sink.close()
@@ -109,6 +116,7 @@ def replay_cmd(trace: Path, policy: str, cores: int | None, speed: float, kill: 
 def _schedule_writer(sink):
     """``on_scheduled`` for :func:`replay`: each job's SWF line with the simulated wait and run
     (fields 3 and 4), written as it comes, without copying its record."""
+    from resel.swf import schedule_line
     write = sink.write
 
     def scheduled(job, wait: float, run: float) -> None:

@@ -13,8 +13,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from rich.markup import escape
-
 #: C0 and C1 control characters and DEL (tab and newline are handled by the caller's choice)
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _CONTROL_ALL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -35,5 +33,6 @@ def terminal(value: Any, *, lines: bool = True) -> str:
 
 def markup(value: Any) -> str:
     """``value`` for rich (a table cell, a title, ``console.print``): shown literally."""
+    from rich.markup import escape   # here, not at the top: most commands print no rich text
     return escape(terminal(value, lines=False))
 

@@ -23,6 +23,7 @@ from typing import Any, Iterable, Iterator
 from sqlite_utils import Database, Migrations
 
 from resel.errors import StoreError
+from resel.json_safe import clean
 
 migrations = Migrations("resel")
 
@@ -160,7 +161,16 @@ class Store(Database):
     locked`` at once to avoid a deadlock), while an immediate one queues behind it for up to
     :data:`BUSY_TIMEOUT_S`. Several ``resel simulate`` processes and a live ``resel run`` on
     one store therefore all finish, each transaction in turn.
+
+    sqlite-utils plugins (its ``prepare_connection`` hook, meant for the ``sqlite-utils``
+    command) are not run on resel's connections: resel's queries need none, no installed
+    package should change what resel's store does, and finding them scans the entry points of
+    every installed distribution — a third of what opening a store cost a ``resel runs``.
     """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("execute_plugins", False)
+        super().__init__(*args, **kwargs)
 
     @contextlib.contextmanager
     def atomic(self) -> Iterator["Store"]:
@@ -347,10 +357,51 @@ def _migrate(db: Database) -> None:
         migrations.apply(db)
 
 
+#: The tables and columns that the migrations above give an empty store, for :func:`_check_schema`.
+#: Applying them to an in-memory store cost every command that opens a store 20-50 ms at each
+#: start-up (sqlite-utils inspects each table it changes); while the migrations are these, their
+#: result is read from here instead. tests/test_store.py checks it against applying them; with a
+#: migration added later they are applied in memory, as before, until this is brought up to date.
+_SCHEMA_SNAPSHOT: tuple[tuple[str, ...], dict[str, str]] = (
+    ("m001_initial", "m002_live", "m003_pilot_hosts", "m004_profiles", "m005_site_probes", "m006_model_fits",
+     "m007_wait_history", "m008_live_notes"),
+    {
+        "attempts": ("attempt end exit_code host outcome perf pilot reason run_id site start stderr_tail "
+                     "stdout_tail task"),
+        "decisions": "a_r a_r2 kind origin run_id seq target task time tx_r tx_r2 window",
+        "events": "data done error kind run_id seq time",
+        "experiments": "created id params",
+        "live_notes": "count detail first key kind last run_id site",
+        "live_pilots": ("agent_started cores cpu_mhz cpu_model ended host job_id pilot reason run_id site "
+                        "started state submitted walltime"),
+        "model_fits": "baseline_label created evaluation fit holdout id lim n_evidence runs",
+        "pilots": "cancelled cores pilot run_id site start started submitted",
+        "profiles": ("argv avg_ghz base_ghz cpu_model created cycles exit_status host id instructions ipc label "
+                     "max_ghz methods reduced_argv run scale task_clock_s wall_s"),
+        "runs": ("audit bag bag_file bag_spec clock created done experiment_id failed id mode options per_site "
+                 "reassigned restarts run_key seed sites sites_file size status steps strategy t0 tq_wkd ttc_wkd "
+                 "tx_wkd wasted_core_s"),
+        "site_probes": ("clock_ghz clock_method cpu_mhz cpu_model created cycles error host instructions job_id "
+                        "kind site task_clock_s wait_s wall_s"),
+        "tasks": "attempts origin run_id site state task tq ttc tx",
+        "wait_history": "cores job_id partition site source start submit walltime",
+    },
+)
+
+
 @functools.lru_cache(maxsize=1)
 def _expected_schema() -> dict[str, frozenset[str]]:
-    """Tables and columns a store of this version has: the migrations applied to an empty one."""
-    db = Database(memory=True)
+    """Tables and columns a store of this version has: the migrations applied to an empty one
+    (read from :data:`_SCHEMA_SNAPSHOT` while it names exactly the migrations there are)."""
+    names, tables = _SCHEMA_SNAPSHOT
+    if tuple(m.name for m in migrations._migrations) == names:
+        return {table: frozenset(columns.split()) for table, columns in tables.items()}
+    return _applied_schema()
+
+
+def _applied_schema() -> dict[str, frozenset[str]]:
+    """Tables and columns that applying the migrations to an empty in-memory store gives."""
+    db = Store(memory=True)
     migrations.apply(db)
     return {t.name: frozenset(c.name for c in t.columns) for t in db.tables
             if t.name != Migrations.migrations_table}
@@ -372,17 +423,9 @@ def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def _clean(value: Any) -> Any:
-    """JSON-safe: NaN/inf become None, dataclasses become dicts."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _clean(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    return value
+#: JSON-safe values (NaN/inf -> None, dataclasses -> dicts); defined in resel/json_safe.py,
+#: which a command can import without the store
+_clean = clean
 
 
 def to_json(value: Any) -> str:

@@ -11,6 +11,7 @@ import json
 import math
 from pathlib import Path
 
+import click
 import pytest
 import sqlite_utils
 from click.testing import CliRunner
@@ -408,8 +409,10 @@ def test_version():
 
 def _command_paths(group=cli, prefix=()):
     yield prefix
-    for name, command in getattr(group, "commands", {}).items():
-        yield from _command_paths(command, prefix + (name,))
+    if isinstance(group, click.Group):
+        ctx = click.Context(group)
+        for name in group.list_commands(ctx):   # the lazy groups' commands too
+            yield from _command_paths(group.get_command(ctx, name), prefix + (name,))
 
 
 @pytest.mark.parametrize("path", list(_command_paths()), ids=lambda p: " ".join(p) or "resel")

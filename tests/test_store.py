@@ -216,3 +216,33 @@ def test_bulk_rows_are_what_sqlite_utils_stored(tmp_path, result):
         ours = list(db.query(f"select {', '.join(cols)} from {table} order by rowid"))
         theirs = list(old.query(f"select {', '.join(cols)} from {table} order by rowid"))
         assert ours == theirs, table
+
+
+def test_the_schema_snapshot_is_what_the_migrations_make():
+    """``store._SCHEMA_SNAPSHOT`` (read at start-up instead of applying every migration in
+    memory) names every migration and holds exactly the tables and columns they make. After a
+    migration is added this fails and prints the snapshot's new value, to paste into store.py."""
+    from resel.store import _SCHEMA_SNAPSHOT, _applied_schema, _expected_schema, migrations
+    names, tables = _SCHEMA_SNAPSHOT
+    applied = _applied_schema()
+    now = (tuple(m.name for m in migrations._migrations),
+           {t: " ".join(sorted(applied[t])) for t in sorted(applied)})
+    hint = f"store._SCHEMA_SNAPSHOT is out of date; its value is now:\n{now!r}"
+    assert names == now[0], hint
+    assert {t: frozenset(c.split()) for t, c in tables.items()} == applied, hint
+    assert _expected_schema() == applied
+
+
+def test_a_migration_the_snapshot_does_not_name_is_applied_in_memory(monkeypatch):
+    """A snapshot that names other migrations than there are (one was added since) is not
+    used: the expected schema comes from applying the migrations, as the snapshot's test says."""
+    from resel import store
+    names, tables = store._SCHEMA_SNAPSHOT
+    stale = {t: c for t, c in tables.items() if t != "live_notes"}      # as if m008 were new
+    monkeypatch.setattr(store, "_SCHEMA_SNAPSHOT", (names[:-1], stale))
+    store._expected_schema.cache_clear()
+    try:
+        assert "live_notes" in store._expected_schema()
+        assert store._expected_schema() == store._applied_schema()
+    finally:
+        store._expected_schema.cache_clear()
