@@ -18,6 +18,7 @@ Prints one markdown table (resel.finish_eval.markdown); ``--json`` prints the sc
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import pickle
 import sys
@@ -34,6 +35,20 @@ from resel.swf import Trace  # noqa: E402
 DATA = ROOT.parent / "shared" / "data" / "swf"
 KNOWN = {"hpc2n": (DATA / "hpc2n.swf", 240), "wagap": (DATA / "wagap-2013.swf", 2176)}
 RUNTIME = ROOT / "benchmarks" / "data" / "gromacs-runtime-ratios.json"
+#: the code the probes come from: a cached probe file made by other code is not reused (a cache
+#: from before the event-core merge handed back the old probes, and the old figures, silently)
+PROBE_CODE = [ROOT / "resel" / "wait_eval.py", ROOT / "resel" / "finish_eval.py", ROOT / "resel" / "swf.py",
+              ROOT / "backends" / "batch.py", ROOT / "models" / "twin.py", ROOT / "models" / "qbets.py",
+              ROOT / "models" / "history.py", *sorted((ROOT / "resel" / "sim").glob("*.py"))]
+
+
+def code_digest() -> str:
+    """A short digest of the source the probes are computed by (part of the cache key)."""
+    h = hashlib.sha256()
+    for path in PROBE_CODE:
+        if path.exists():
+            h.update(path.name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:12]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--wave", default="1", help="tasks in the probe's first wave: a number, or 'cores' (one per core)")
     ap.add_argument("--cache", type=Path, default=None,
                     help="keep the probes (the slow part) in this directory and reuse them when the trace, "
-                         "reality, policy, points and load are the same")
+                         "reality, policy, points, load and the code that computes them are the same")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
 
@@ -60,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("give --cores for a trace resel does not know")
     started = time.perf_counter()
     lines = list(Trace(path)) if args.first is None else list(Trace(path))[:args.first]
-    key = f"{path.stem}-{args.reality}-{args.policy}-{cores}-{args.points}-{args.load}-{args.first}.pickle"
+    key = (f"{path.stem}-{args.reality}-{args.policy}-{cores}-{args.points}-{args.load}-{args.first}"
+           f"-{code_digest()}.pickle")
     cached = args.cache / key if args.cache else None
     if args.reality == "recorded":
         jobs = we.load_recorded(lines, cores)

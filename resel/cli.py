@@ -217,19 +217,22 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
         write_experiment(store, exp_id, plot_dir, protect=protect)
 
 
-def _hours(s: dict) -> str:
+def _mean_std(s: dict, unit: Any) -> str:
+    """``mean±std`` of a cell's summary in the table's unit (``—`` for a cell with no run)."""
     if s["n"] == 0 or math.isnan(s["mean"]):
         return "—"
-    return f"{s['mean'] / 3600:.2f}±{s['std'] / 3600:.2f}"
+    return f"{unit.fmt(s['mean'])}±{unit.fmt(s['std'])}"
 
 
 def _print_experiment(exp: Experiment, bag_file: Path | None, sites_file: Path | None) -> None:
     table = Table(title=f"bag {m(exp.bag.name)} ({exp.bag.profile.instructions:.3g} instructions/task) on "
                         f"{m(', '.join(s.name for s in exp.sites))} — {exp.repeat} run(s) each, seed {exp.seed}, "
                         f"LIM clock {exp.clock}", title_justify="left")
-    for col, just in (("size", "right"), ("strategy", "left"), ("TTC_wkd h", "right"), ("T_x,wkd h", "right"),
-                      ("T_q,wkd h", "right"), ("TTC vs random", "right"), ("moved", "right"),
-                      ("P_RESEL wrong", "right")):
+    from resel.units import pick
+    unit = pick(cell.summary(metric)["mean"] for cell in exp.cells.values() for metric in ("ttc_wkd", "tx_wkd"))
+    for col, just in (("size", "right"), ("strategy", "left"), (m(unit.header("TTC_wkd")), "right"),
+                      (m(unit.header("T_x,wkd")), "right"), (m(unit.header("T_q,wkd")), "right"),
+                      ("TTC vs random", "right"), ("moved", "right"), ("P_RESEL wrong", "right")):
         table.add_column(col, justify=just, no_wrap=col != "TTC vs random" and col != "P_RESEL wrong")
     for size in exp.sizes:
         for i, name in enumerate(exp.strategies):
@@ -241,13 +244,13 @@ def _print_experiment(exp: Experiment, bag_file: Path | None, sites_file: Path |
                 vs = f"{change:.0f}% lower" if change >= 0 else f"{-change:.0f}% higher"
             rs = d["reselection"]
             wrong = f"{rs['incorrect']}/{rs['judged']}" if rs["judged"] else ""
-            table.add_row(str(size) if i == 0 else "", m(name), _hours(cell.summary("ttc_wkd")),
-                          _hours(cell.summary("tx_wkd")), _hours(cell.summary("tq_wkd")), vs,
+            table.add_row(str(size) if i == 0 else "", m(name), _mean_std(cell.summary("ttc_wkd"), unit),
+                          _mean_std(cell.summary("tx_wkd"), unit), _mean_std(cell.summary("tq_wkd"), unit), vs,
                           f"{d['reassigned']:.0f}" if rs["decisions"] else "", wrong,
                           end_section=i == len(exp.strategies) - 1)
     out.print(table)
-    out.print("[dim]hours, mean±sample std over runs; moved = tasks (mean per run) that finished away from "
-              "their initial site; P_RESEL wrong = re-selections (all runs) that the oracle RESEL, knowing true "
+    out.print(f"[dim]times in {unit.words}, mean±sample std over runs; moved = tasks (mean per run) that finished "
+              "away from their initial site; P_RESEL wrong = re-selections (all runs) that the oracle RESEL, knowing true "
               "T_x and a_r, would have decided otherwise[/dim]")
 
 
@@ -271,12 +274,15 @@ def runs(db: Path | None, limit: int, as_json: bool) -> None:
     if not rows:
         out.print("no runs stored yet — try `resel simulate`")
         return
+    from resel.units import pick
+    unit = pick(r["ttc_wkd"] for r in rows)
     table = Table()
-    for col in ("run", "exp", "created", "bag", "strategy", "size", "seed", "TTC_wkd h", "done", "failed", "moved"):
+    for col in ("run", "exp", "created", "bag", "strategy", "size", "seed", m(unit.header("TTC_wkd")), "done", "failed",
+                "moved"):
         table.add_column(col, no_wrap=True)
     for r in rows:
         table.add_row(str(r["id"]), str(r["experiment_id"] or ""), m(r["created"]), m(r["bag"]), m(r["strategy"]),
-                      m(r["size"]), m(r["seed"]), f"{(r['ttc_wkd'] or 0) / 3600:.2f}", str(r["done"]),
+                      m(r["size"]), m(r["seed"]), unit.fmt(r["ttc_wkd"]), str(r["done"]),
                       str(r["failed"]), str(r["reassigned"]))
     out.print(table)
 
@@ -324,43 +330,50 @@ def report(run_id: int, db: Path | None, n_decisions: int, plot_dir: Path | None
         _print_json({"run": run, "per_site": per_site, "decisions": kinds, "decision_log": picked,
                      **emit(store, run_id, plot_dir, html_file, as_json=True, protect=protect)})
         return
+    from resel.units import pick
     out.print(f"[bold]run {run['id']}[/bold]  bag {m(run['bag'])}  strategy {m(run['strategy'])}  size {m(run['size'])}  "
               f"seed {m(run['seed'])}  LIM clock {m(run['clock'])}")
     if run["ttc_wkd"] is None:   # a live run still going (or stopped): its numbers come at the end
         out.print(f"run {run_id} is {m(run.get('status') or 'not finished')}: no workload times yet "
                   f"(`resel status {run_id}` shows where it stands)")
     else:
-        out.print(f"TTC_wkd {run['ttc_wkd'] / 3600:.2f} h = T_q,wkd {run['tq_wkd'] / 3600:.2f} h + "
-                  f"T_x,wkd {run['tx_wkd'] / 3600:.2f} h   done {run['done']}  failed {run['failed']}  "
+        unit = pick([run["ttc_wkd"]])
+        wasted = pick([run["wasted_core_s"] or 0])
+        out.print(f"TTC_wkd {unit.with_name(run['ttc_wkd'])} = T_q,wkd {unit.with_name(run['tq_wkd'])} + "
+                  f"T_x,wkd {unit.with_name(run['tx_wkd'])}   done {run['done']}  failed {run['failed']}  "
                   f"moved {run['reassigned']}  restarts {run['restarts']}  "
-                  f"wasted {(run['wasted_core_s'] or 0) / 3600:.1f} core-h")
+                  f"wasted {wasted.fmt(run['wasted_core_s'] or 0, 1)} core-{wasted.name}")
+    unit = pick(v for r in per_site for v in (r["tq"], r["tx"], r["ttc"]))
     table = Table(title="where tasks ran", title_justify="left")
-    for col in ("ran on", "assigned to", "tasks", "mean T_q [h]", "mean T_x [h]", "last end [h]"):
+    for col in ("ran on", "assigned to", "tasks", m(unit.header("mean T_q")), m(unit.header("mean T_x")),
+                m(unit.header("last end"))):
         table.add_column(col)
     for r in per_site:
-        table.add_row(m(r["site"] or "(failed)"), m(r["origin"]), str(r["tasks"]), _h(r["tq"]), _h(r["tx"]), _h(r["ttc"]))
+        table.add_row(m(r["site"] or "(failed)"), m(r["origin"]), str(r["tasks"]), unit.fmt(r["tq"]),
+                      unit.fmt(r["tx"]), unit.fmt(r["ttc"]))
     out.print(table)
     audit = run["audit"] or {}
     out.print("decisions: " + m(", ".join(f"{k} {v}" for k, v in sorted(kinds.items())) or "none"))
     if audit.get("decisions"):
+        penalty = pick([audit["penalty_total"]])
         out.print(f"re-selection audit: {audit['judged']} judged, {audit['incorrect']} where P_RESEL ≠ RESEL "
-                  f"{m(audit['by_case'] or '')}, penalty total {audit['penalty_total'] / 3600:.2f} h, "
-                  f"max {audit['penalty_max'] / 3600:.2f} h, bound violations {audit['bound_violations']}")
+                  f"{m(audit['by_case'] or '')}, penalty total {penalty.with_name(audit['penalty_total'])}, "
+                  f"max {penalty.with_name(audit['penalty_max'])}, bound violations {audit['bound_violations']}")
     if picked:
+        times = ("time", "a_r", "a_r2", "tx_r", "tx_r2", "window")
+        unit = pick(d[k] for d in picked for k in times if isinstance(d[k], (int, float)))
         t = Table(title="re-selection decisions", title_justify="left")
-        for col in ("time [s]", "kind", "task", "r", "r'", "a_r", "a_r'", "T̂x(r)", "T̂x(r')", "Ŵ"):
-            t.add_column(col, justify="right")
+        for col in (unit.header("time"), "kind", "task", "r", "r'", unit.header("a_r"), unit.header("a_r'"),
+                    unit.header("T̂x(r)"), unit.header("T̂x(r')"), unit.header("Ŵ")):
+            t.add_column(m(col), justify="right")
         for d in picked:
-            t.add_row(*(m(_s(d[k])) for k in ("time", "kind", "task", "origin", "target", "a_r", "a_r2",
-                                            "tx_r", "tx_r2", "window")))
+            t.add_row(*(m(unit.fmt(d[k]) if k in times and isinstance(d[k], (int, float)) else _s(d[k]))
+                        for k in ("time", "kind", "task", "origin", "target", "a_r", "a_r2", "tx_r", "tx_r2",
+                                  "window")))
         out.print(t)
     if plot_dir is not None or html_file is not None:
         from resel.cli_report_plots import emit
         emit(store, run_id, plot_dir, html_file, as_json=False, protect=protect)
-
-
-def _h(seconds: float | None) -> str:
-    return "—" if seconds is None else f"{seconds / 3600:.2f}"
 
 
 def _s(value: Any) -> str:
@@ -402,12 +415,15 @@ def sites_show(sites_file: Path | None, bag_file: Path | None, clock: str, as_js
         _print_json({"bag": bag.name, "clock": clock, "sites": rows})
         return
     table = Table(title=f"T̂x = κ · {bag.profile.instructions:.3g} instructions / clock ({clock})", title_justify="left")
-    for col in ("site", "cores", "base GHz", "avg GHz", "κ", "T̂x h", "pilots", "target", "queue wait (simulated)"):
+    from resel.units import pick
+    unit = pick(r["tx_pred"] for r in rows)
+    for col in ("site", "cores", "base GHz", "avg GHz", "κ", m(unit.header("T̂x")), "pilots", "target",
+                "queue wait (simulated)"):
         table.add_column(col, no_wrap=col != "queue wait (simulated)")
     for r in rows:
         table.add_row(m(r["name"]), str(r["cores"]), f"{r['clock_base']:.3f}",
                       "—" if r["clock_avg"] is None else f"{r['clock_avg']:.3f}", f"{r['kappa']:.2f}",
-                      f"{r['tx_pred'] / 3600:.2f}", m(r["pilot_mode"]), "yes" if r["reselect_target"] else "no",
+                      unit.fmt(r["tx_pred"]), m(r["pilot_mode"]), "yes" if r["reselect_target"] else "no",
                       m(r["wait"] or "—"))
     out.print(table)
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Callable, Iterator
 
 import click
 
@@ -11,6 +13,7 @@ from resel.backends.batch import POLICIES
 from resel.cli_common import INT64_MAX, Finite
 from resel.grid import ALGORITHMS, DISPATCHERS, HEURISTICS, Cluster, Grid, Reallocation, compare
 from resel.safe_text import markup as m
+from resel.safe_text import terminal
 
 
 def _cluster(ctx, param, values: tuple[str, ...]) -> list[Cluster]:
@@ -77,7 +80,8 @@ def grid_cmd(traces: tuple[Path, ...], clusters: list[Cluster], dispatch: str, r
       resel grid ../shared/data/swf/wagap-2013.swf ../shared/data/swf/hpc2n.swf \\
           --cluster zewura:1600:1.0 --cluster zegox:576:1.2 --cluster seth:240:1.4 \\
           --realloc regular --heuristic minmin --load 1.5
-      resel grid hpc2n.swf --cluster a:120 --cluster b:120:1.4 --realloc regular --dry-run --first 2000
+      resel grid ../shared/data/swf/hpc2n.swf --cluster a:120 --cluster b:120:1.4 --realloc regular \\
+          --dry-run --first 2000
     """
     from resel.cli import _fail_cleanly, _print_json, err, out
 
@@ -174,22 +178,66 @@ def seed004_cmd(load: float, period: float, first_n: int | None, workers: int, a
 
     @_fail_cleanly
     def run() -> None:
-        with err.status("running the seed 004 scenario (about a minute per run on one core)…"):
+        if err.is_terminal and not as_json:
+            with _variant_progress(err) as on_done:
+                doc = run_seed004(load=load, period=period, limit=first_n, workers=workers, on_done=on_done)
+        else:       # piped or --json: nothing on stderr but errors
             doc = run_seed004(load=load, period=period, limit=first_n, workers=workers)
         if as_json:
             _print_json(doc)
             return
-        table = Table(title=f"seed 004 scenario, load ×{load:g}, period {period:g} s", title_justify="left")
-        for col in ("variant", "moves", "mean response s", "mean bsld τ=60", "rel. mean response",
-                    "rel. mean wait", "realloc/job", "impacted %", "earlier %", "later %"):
-            table.add_column(col, justify="left" if col == "variant" else "right")
-        for r in doc["rows"]:
-            has = "relative_mean_response" in r
-            table.add_row(r["variant"], f"{r['moves']:,}", f"{r['mean_response']:,.0f}", f"{r['mean_bsld_60']:.2f}",
-                          f"{r['relative_mean_response']:.3f}" if has else "",
-                          f"{r['relative_mean_wait']:.3f}" if has else "", f"{r['reallocations_per_job']:.3f}" if has else "",
-                          f"{r['impacted_pct']:.1f}" if has else "", f"{r['earlier_pct']:.1f}" if has else "",
-                          f"{r['later_pct']:.1f}" if has else "")
-        out.print(table)
+        _print_seed004(doc, load, period, out)
 
     run()
+
+
+@contextmanager
+def _variant_progress(console) -> Iterator[Callable[[str, int, int], None]]:
+    """A progress bar on ``console`` (stderr) advanced by each finished run of a scenario."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    with Progress(TextColumn("seed 004 runs"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.description}"), console=console, transient=True) as progress:
+        task = progress.add_task("(about a minute per run on one core)", total=None)
+
+        def on_done(label: str, done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total, description=f"last done: {terminal(label)}")
+        yield on_done
+
+
+#: what the seed 004 table's columns mean, printed under it
+SEED004_LEGEND = (
+    "variant: baseline = no reallocation; regular/H = move a waiting job when another cluster's estimated "
+    "completion time (ECT) is better by the margin, jobs taken in heuristic H's order; all-cancel/H = cancel "
+    "every waiting job and resubmit each, in H's order, to the cluster with the least ECT; exact/… = the "
+    "schedulers get the real run times instead of the requests; fcfs/… = FCFS queues instead of conservative "
+    "backfilling; isis/D = no reallocation, dispatcher D instead of MCT",
+    "moves = reallocations made; mean resp. = mean response time (wait + run) and mean bsld τ=60 = mean "
+    "bounded slowdown (run times under 60 s counted as 60 s), over every job",
+    "rel. resp. / rel. wait = this variant's mean response / wait over its paired baseline's (baseline, "
+    "exact/baseline or fcfs/baseline; below 1 is better); impacted % = jobs whose completion time changed, "
+    "earlier % / later % = those that finished earlier / later than in the baseline",
+)
+
+
+def _print_seed004(doc: dict, load: float, period: float, console) -> None:
+    """The scenario's table, every variant name whole, and the legend of its columns."""
+    table = Table(title=f"seed 004 scenario, load ×{load:g}, period {period:g} s", title_justify="left")
+    rows = []
+    for r in doc["rows"]:
+        has = "relative_mean_response" in r
+        rows.append([r["variant"], f"{r['moves']:,}", f"{r['mean_response']:,.0f}", f"{r['mean_bsld_60']:.2f}",
+                     f"{r['relative_mean_response']:.3f}" if has else "",
+                     f"{r['relative_mean_wait']:.3f}" if has else "",
+                     f"{r['reallocations_per_job']:.3f}" if has else "", f"{r['impacted_pct']:.1f}" if has else "",
+                     f"{r['earlier_pct']:.1f}" if has else "", f"{r['later_pct']:.1f}" if has else ""])
+    headers = ("variant", "moves", "mean resp. [s]", "mean bsld τ=60", "rel. resp.", "rel. wait", "moves per job",
+               "impacted %", "earlier %", "later %")
+    for i, col in enumerate(headers):
+        # every cell whole (a narrow terminal wraps the headers, never a variant name or a number)
+        widest = max((len(row[i]) for row in rows), default=1)
+        table.add_column(m(col), justify="left" if i == 0 else "right", min_width=widest)
+    for row in rows:
+        table.add_row(*(m(cell) for cell in row))
+    console.print(table)
+    for line in SEED004_LEGEND:
+        console.print(f"[dim]{m(line)}[/dim]")

@@ -90,7 +90,7 @@ def import_cmd(site, sacct_file, swf_file, limit, default_cores, db_path, as_jso
     \b
     Example:
       resel history import --site mycluster --sacct sacct.txt
-      resel history import --site seth --swf traces/hpc2n.swf --limit 5000 --json
+      resel history import --site seth --swf examples/traces/hpc2n.swf --limit 5000 --json
     """
     from resel.models import history as wh
     from resel.store import default_path, open_store
@@ -255,7 +255,7 @@ def learn_cmd(site, swf_file, cores, policy, db_path, as_json) -> None:
     \b
     Example:
       resel history learn --site seth --swf ../shared/data/swf/hpc2n.swf
-      resel history learn --site meta --swf wagap-2013.swf --cores 2176 --json
+      resel history learn --site meta --swf ../shared/data/swf/wagap-2013.swf --cores 2176 --json
     """
     from resel import finish_eval as fe
     from resel import wait_eval as we

@@ -31,6 +31,16 @@ def _dur(seconds: float | None) -> str:
     return f"{seconds / 3600:,.2f} h"
 
 
+#: what the plan table's columns mean, one whole sentence each under the table (in the title, a
+#: long legend was wrapped and, in an older version, cut mid-phrase)
+PLAN_LEGEND = (
+    "history bound / twin / scheduler: when the pilot the plan asks for would start, by each estimate "
+    "(bold: the one used; every pilot size: --json, 'menu').",
+    "bag alone: the predicted TTC of the whole bag on that site alone.",
+    "share done: when that site's share of the tasks would be finished — the point estimate, then P50 / P90.",
+)
+
+
 def _load_history(db_path: Path | None):
     """The wait history from the store, or None with the reason (a plan still works without)."""
     try:
@@ -148,10 +158,7 @@ def show_plan(bag, site_list, *, strategy: str, source: str, quantile: float, co
     t = Table(title=f"plan for {bag.count} × {m(bag.name)} ({m(doc['strategy'])}, ranked by {m(doc['estimate'])}, "
                     f"objective {objective}{'' if risk is None else f', risk {risk:g}'}; "
                     f"{doc['sites_kind']} sites); nothing submitted\n"
-                    f"{m(doc['model']['summary'])}\n"
-                    "start estimates are for the pilot the plan asks for (every size: --json, 'menu'); "
-                    "bag alone = predicted TTC of the whole bag on that site; share done = when that site's "
-                    "tasks would be finished (point estimate, then P50 / P90)",
+                    f"{m(doc['model']['summary'])}",
               title_justify="left")
     for col in ("site", "free/total", "pilot", "history bound", "twin", "scheduler", "T̂x (model; 90 % interval)",
                 "bag alone", "tasks", "pilots (cores)", "share done (P50 / P90)", "role"):
@@ -200,6 +207,8 @@ def show_plan(bag, site_list, *, strategy: str, source: str, quantile: float, co
                 notes.append(f"{r['site']}: your pending jobs there wait for: "
                              + ", ".join(f"{k} ×{n}" for k, n in sorted(lim["pending_reasons"].items())))
     c.out.print(t)
+    for line in PLAN_LEGEND:
+        c.out.print(f"  {line}", markup=False, highlight=False)
     if doc.get("predicted_ttc_s") is not None:
         c.out.print(f"  predicted TTC of this plan: {_dur(doc['predicted_ttc_s'])} "
                     f"(each origin's chosen pilot size: its start estimate + its waves of T̂x)", markup=False)

@@ -50,7 +50,7 @@ def replay_cmd(trace: Path, policy: str, cores: int | None, speed: float, kill: 
     \b
     Example:
       resel replay ../shared/data/swf/hpc2n.swf --policy conservative --output hpc2n-cbf.swf
-      resel replay wagap-2013.swf --cores 2176 --policy easy-sjbf --first 5000 --json
+      resel replay ../shared/data/swf/wagap-2013.swf --cores 2176 --policy easy-sjbf --first 5000 --json
     """
     from resel.cli import _fail_cleanly, _print_json, err, out
     from resel.replay import replay

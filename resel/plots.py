@@ -8,7 +8,8 @@ wants to re-plot them elsewhere.
 Simulated runs are rebuilt from their ``events`` table (DispatchTask, TaskFinished, CancelTask,
 PilotEnded, ...) and ``pilots`` table; live runs from ``attempts`` and ``live_pilots``, whose
 times are the agents' and the coordinator's own clocks (attempt stamps are absolute, so
-``runs.t0`` is subtracted). Times are seconds from the bag's submission; the figures show hours.
+``runs.t0`` is subtracted). Times are seconds from the bag's submission; each axis shows s, min or h by the times on it
+(:mod:`resel.units`).
 
 A run with nothing to draw for one figure raises :class:`~resel.errors.ReselError` with a
 message saying why; a run with partial data (still running, no finished task) gives a partial
@@ -37,8 +38,8 @@ from resel.errors import ReselError
 from resel.outputs import create, private_dir, refuse_inputs
 from resel.store import _clean, get_run  # noqa: E402
 from resel.metrics import summarize  # noqa: E402
+from resel.units import pick  # noqa: E402
 
-H = 3600.0
 OUTCOME_COLOURS = {"done": "#2ca02c", "cancelled": "#ff7f0e", "lost": "#d62728", "failed": "#7f007f",
                    "running": "#1f77b4"}
 MOVE_KINDS = ("reselect-provisional", "reselect-commit", "move-back", "site-lost")
@@ -192,13 +193,68 @@ def _pack(items: list[dict], end_default: float) -> list[int]:
     return slots
 
 
+#: a site with more pilots than this is drawn as one band of slot counts, not a row per pilot: a
+#: pool's 1,024 single-core pilots made the chart 25,000 pixels tall
+MAX_PILOT_ROWS = 12
+#: a pilot's row is at most this many slots tall; a wider pilot's slots are drawn thinner
+MAX_ROW_SLOTS = 8
+#: height of a site's band, in slot rows
+BAND_SLOTS = 8
+SLOT = 0.3               # height of one slot row (y units)
+
+
+def slot_counts(pils: Sequence[dict], segs: Sequence[dict], end: float) -> dict:
+    """Step functions of one site's slots over time: ``queued`` (cores of pilots waiting in the
+    queue), ``running`` (cores of started pilots) and ``busy`` (task attempts running), each
+    value holding from its time until the next. Equal times are merged, ends before starts, so
+    a slot handed on at one instant never counts twice."""
+    deltas: dict[float, list[int]] = {}
+
+    def add(t: float, q: int, r: int, b: int) -> None:
+        d = deltas.setdefault(t, [0, 0, 0])
+        d[0] += q
+        d[1] += r
+        d[2] += b
+
+    for p in pils:
+        cores = int(p.get("cores") or 1)
+        sub = p["submitted"] or 0.0
+        stop = p["end"] if p["end"] is not None else end
+        if p["start"] is None:
+            add(sub, cores, 0, 0)
+            add(max(sub, stop), -cores, 0, 0)
+        else:
+            add(sub, cores, 0, 0)
+            add(max(sub, p["start"]), -cores, cores, 0)
+            add(max(p["start"], stop), 0, -cores, 0)
+    for a in segs:
+        add(a["start"], 0, 0, 1)
+        add(max(a["start"], a["end"] if a["end"] is not None else end), 0, 0, -1)
+    out: dict[str, list] = {"times": [], "queued": [], "running": [], "busy": []}
+    q = r = b = 0
+    for t in sorted(deltas):
+        dq, dr, db_ = deltas[t]
+        q, r, b = q + dq, r + dr, b + db_
+        out["times"].append(t)
+        out["queued"].append(q)
+        out["running"].append(r)
+        out["busy"].append(b)
+    return out
+
+
 @plain_text
 def gantt(db: Database, run_id: int) -> tuple[Figure, dict]:
     """One lane per site, one row per pilot in it: queue wait and lifetime bars, task attempts
     as segments coloured by outcome, re-selection moves (▲) and restarts (✕) marked.
 
+    A site with more than :data:`MAX_PILOT_ROWS` pilots (a pool of single-core pilots, one per
+    task) is one band instead: how many slots were queued, running and busy over time, so a
+    1,024-task run fits a screen. A pilot wider than :data:`MAX_ROW_SLOTS` slots keeps its row
+    that high and draws its slots thinner.
+
     ``data['segments']`` has one entry per attempt, so tasks + restarts (+ lost attempts) of the
-    run; ``data['moves']`` the engine's move decisions; ``data['restarts']`` the cancelled attempts.
+    run; ``data['moves']`` the engine's move decisions; ``data['restarts']`` the cancelled
+    attempts; ``data['bands']`` the slot counts of each banded site (:func:`slot_counts`).
     """
     run = load_run(db, run_id)
     lanes = site_names(run)
@@ -211,34 +267,47 @@ def gantt(db: Database, run_id: int) -> tuple[Figure, dict]:
         if s not in lanes:      # a site seen in records but not in the configuration: still draw it
             lanes.append(s)
 
-    # layout: each pilot a row of height = its slots; sites separated by a gap
+    # layout: each pilot a row of its slots (at most MAX_ROW_SLOTS high), or the whole site one
+    # band of slot counts when it has too many pilots for rows; sites separated by a gap
     by_pilot: dict[int, list[dict]] = {}
     for a in segs:
         by_pilot.setdefault(a["pilot"], []).append(a)
-    y, rows, lane_span = 0.0, {}, {}
+    y, rows, lane_span, bands = 0.0, {}, {}, {}
     for site in lanes:
         top = y
-        for p in [p for p in pils if p["site"] == site]:
-            items = sorted(by_pilot.get(p["pilot"], []), key=lambda a: a["start"])
-            slots = _pack(items, end)
-            height = max(1, max(slots, default=0) + 1)
-            rows[p["pilot"]] = (y, height, dict(zip([id(a) for a in items], slots)))
-            y += height * 0.3 + 0.4
+        site_pilots = [p for p in pils if p["site"] == site]
+        if len(site_pilots) > MAX_PILOT_ROWS:
+            counts = slot_counts(site_pilots, [a for a in segs if a["site"] == site], end)
+            peak = max(counts["queued"][i] + counts["running"][i] for i in range(len(counts["times"])))
+            bands[site] = {"pilots": len(site_pilots), "peak": peak, "top": y, **counts}
+            y += BAND_SLOTS * SLOT + 0.4
+        else:
+            for p in site_pilots:
+                items = sorted(by_pilot.get(p["pilot"], []), key=lambda a: a["start"])
+                slots = _pack(items, end)
+                used = max(1, max(slots, default=0) + 1)
+                pitch = SLOT * min(1.0, MAX_ROW_SLOTS / used)
+                rows[p["pilot"]] = (y, min(used, MAX_ROW_SLOTS), pitch, dict(zip([id(a) for a in items], slots)))
+                y += min(used, MAX_ROW_SLOTS) * SLOT + 0.4
         if y == top:
             y += 0.7            # an empty lane still gets a row, so every site is visible
         lane_span[site] = (top, y)
         y += 0.6
-    orphans = [a for a in segs if a["pilot"] not in rows]   # attempts on pilots with no record
+    # attempts on pilots with no record (nor a band for their site)
+    orphans = [a for a in segs if a["pilot"] not in rows and a["site"] not in bands]
 
     # a live test run lasts seconds, a thesis-size bag days: pick the unit that reads
-    unit, uname = (1.0, "s") if end < 600 else (60.0, "min") if end < 2 * H else (H, "h")
+    tu = pick([end])
+    unit, uname = tu.seconds, tu.name
     fig = Figure(figsize=(12, max(4.0, 1.0 + y * 0.35)), layout="constrained")
     ax = fig.add_subplot()
+    for site, band in bands.items():
+        _draw_band(ax, band, unit, end)
     for p in pils:
         if p["pilot"] not in rows:
             continue
-        y0, height, _ = rows[p["pilot"]]
-        h = height * 0.3 + 0.2
+        y0, height, _, _ = rows[p["pilot"]]
+        h = height * SLOT + 0.2
         sub = p["submitted"] or 0.0
         qend = p["start"] if p["start"] is not None else (p["end"] if p["end"] is not None else end)
         ax.broken_barh([(sub / unit, max(0.0, qend - sub) / unit)], (y0, h), facecolors="#dddddd",
@@ -249,16 +318,23 @@ def gantt(db: Database, run_id: int) -> tuple[Figure, dict]:
                            edgecolor="#6f8faf", linewidth=0.5)
     seg_rows = []
     for a in segs:
+        stop = a["end"] if a["end"] is not None else end
+        if a["site"] in bands and a["pilot"] not in rows:   # drawn as the band's busy slots
+            ys = bands[a["site"]]["top"]
+            if a["outcome"] == "cancelled":
+                ax.plot([stop / unit], [ys + 0.1], marker="x", color="black", markersize=6)
+            seg_rows.append({**a, "y": ys})
+            continue
+        pitch = SLOT
         if a["pilot"] in rows:
-            y0, _, slots = rows[a["pilot"]]
-            ys = y0 + 0.1 + slots.get(id(a), 0) * 0.3
+            y0, _, pitch, slots = rows[a["pilot"]]
+            ys = y0 + 0.1 + slots.get(id(a), 0) * pitch
         else:
             ys = lane_span[a["site"]][0] + 0.1
-        stop = a["end"] if a["end"] is not None else end
-        ax.broken_barh([(a["start"] / unit, max(0.0, stop - a["start"]) / unit)], (ys, 0.24),
+        ax.broken_barh([(a["start"] / unit, max(0.0, stop - a["start"]) / unit)], (ys, pitch * 0.8),
                        facecolors=OUTCOME_COLOURS.get(a["outcome"], "#888888"), linewidth=0)
         if a["outcome"] == "cancelled":
-            ax.plot([stop / unit], [ys + 0.12], marker="x", color="black", markersize=6)
+            ax.plot([stop / unit], [ys + pitch * 0.4], marker="x", color="black", markersize=6)
         seg_rows.append({**a, "y": ys})
     for m in moves:
         span = lane_span.get(m["target"]) or lane_span.get(m["origin"])
@@ -270,13 +346,15 @@ def gantt(db: Database, run_id: int) -> tuple[Figure, dict]:
         ax.axhspan(a - 0.3, b - 0.3, color="#f4f4f4", zorder=-1)
     ax.invert_yaxis()
     ax.set_xlabel(f"time since the bag was submitted [{uname}]")
-    ax.set_ylabel("site (one row per pilot)")
+    ax.set_ylabel("site (one row per pilot)" if not bands else "site (rows: pilots; bands: slots)")
     state = f" — {run.get('status')}" if run.get("status") and run.get("status") != "done" else ""
     ax.set_title(f"run {run_id}: pilots and task attempts per site ({run.get('strategy')}, "
                  f"{run.get('size')} tasks){state}")
     handles = [Patch(facecolor="#dddddd", edgecolor="#999999", hatch="//", label="pilot queue wait"),
                Patch(facecolor="#cfe2f3", edgecolor="#6f8faf", label="pilot lifetime")]
     handles += [Patch(color=c, label=f"attempt: {k}") for k, c in OUTCOME_COLOURS.items()]
+    if bands:
+        handles += [Patch(facecolor=BAND_BUSY, label="band: slots running a task")]
     handles += [Line2D([], [], marker="^", color="#444444", linestyle="none", label="re-selection move"),
                 Line2D([], [], marker="v", color="#444444", linestyle="none", label="move-back"),
                 Line2D([], [], marker="x", color="black", linestyle="none", label="restart (cancelled attempt)")]
@@ -288,8 +366,36 @@ def gantt(db: Database, run_id: int) -> tuple[Figure, dict]:
                          for a in seg_rows],
             "pilots": pils, "moves": moves,
             "restarts": sum(a["outcome"] == "cancelled" for a in segs),
-            "orphan_segments": len(orphans)}
+            "orphan_segments": len(orphans),
+            "bands": {site: {k: v for k, v in band.items() if k != "top"} for site, band in bands.items()}}
     return fig, data
+
+
+BAND_BUSY = "#2f7f3f"
+
+
+def _draw_band(ax, band: dict, unit: float, end: float) -> None:
+    """One site's slots as stacked steps: running pilots' slots (the lifetime colour) with the
+    busy ones inside them, the queued ones hatched above, scaled so the peak fills the band."""
+    top, height = band["top"], BAND_SLOTS * SLOT
+    scale = height / max(1, band["peak"])
+    times = [t / unit for t in band["times"]] + [end / unit]
+    base = top + height                 # the y axis is inverted: counts grow upwards from here
+
+    def steps(values: list[float]) -> list[float]:
+        return [base - v * scale for v in values] + [base - values[-1] * scale] if values else []
+
+    if not band["times"]:
+        return
+    running, busy = band["running"], band["busy"]
+    queued_top = [r + q for r, q in zip(running, band["queued"])]
+    ax.fill_between(times, steps(running), steps(queued_top), step="post", facecolor="#dddddd",
+                    edgecolor="#999999", hatch="//", linewidth=0.5)
+    ax.fill_between(times, [base] * len(times), steps(running), step="post", facecolor="#cfe2f3",
+                    edgecolor="#6f8faf", linewidth=0.5)
+    ax.fill_between(times, [base] * len(times), steps(busy), step="post", facecolor=BAND_BUSY, linewidth=0)
+    ax.text(times[-1], top + 0.05, f"{band['pilots']} pilots; at most {band['peak']} slots queued or running",
+            fontsize=7, ha="right", va="top", color="#333333")
 
 
 def _experiment_runs(db: Database, experiment_id: int) -> list[dict]:
@@ -326,13 +432,14 @@ def workload_by_size(db: Database, experiment_id: int) -> tuple[Figure, dict]:
     fig = Figure(figsize=(15, 4.8), layout="constrained")
     axes = fig.subplots(1, 3, sharex=True)
     for ax, metric in zip(axes, ("tq_wkd", "tx_wkd", "ttc_wkd")):
+        unit = pick(m + d for st in strategies for m, d in zip(series[st][metric]["mean"], series[st][metric]["std"]))
         for i, st in enumerate(strategies):
             s = series[st][metric]
-            ax.errorbar(sizes, [m / H for m in s["mean"]], yerr=[d / H for d in s["std"]], marker="os^Dv*"[i % 6],
-                        capsize=4, label=st)
+            ax.errorbar(sizes, [unit.of(m) for m in s["mean"]], yerr=[unit.of(d) for d in s["std"]],
+                        marker="os^Dv*"[i % 6], capsize=4, label=st)
         ax.set_title(f"{METRIC_LABELS[metric]} per strategy")
         ax.set_xlabel("workload size [tasks]")
-        ax.set_ylabel(f"{METRIC_LABELS[metric]} [h] (mean ± sample std)")
+        ax.set_ylabel(f"{unit.header(METRIC_LABELS[metric])} (mean ± sample std)")
         ax.set_xscale("log", base=2)
         ax.set_xticks(sizes, [str(n) for n in sizes])
         ax.grid(alpha=0.3)
@@ -363,11 +470,12 @@ def cdfs(db: Database, run_id: int) -> tuple[Figure, dict]:
     fig = Figure(figsize=(15, 4.6), layout="constrained")
     axes = fig.subplots(1, 3, sharey=True)
     for ax, (key, label) in zip(axes, (("ttc", "TTC_task"), ("tq", "T_q,task"), ("tx", "T_x,task"))):
+        unit = pick(t[key] for t in tasks)
         for s in order:
             xs, ys = _ecdf(per_site[s][key])
-            ax.step([x / H for x in xs], ys, where="post", label=f"{s} ({len(xs)})")
+            ax.step([unit.of(x) for x in xs], ys, where="post", label=f"{s} ({len(xs)})")
         ax.set_title(f"CDF of {label} per site")
-        ax.set_xlabel(f"{label} [h]")
+        ax.set_xlabel(unit.header(label))
         ax.set_ylabel("fraction of the site's finished tasks")
         ax.grid(alpha=0.3)
         if order:
@@ -442,25 +550,27 @@ def predictions(db: Database, run_id: int) -> tuple[Figure, dict]:
     fig = Figure(figsize=(14, 5.2), layout="constrained")
     ax1, ax2 = fig.subplots(1, 2)
     xs = list(range(len(per_site)))
-    ax1.bar([x - 0.2 for x in xs], [(p["predicted"] or 0) / H for p in per_site], width=0.4,
+    unit = pick(v for p in per_site for v in (p["predicted"], (p["measured_mean"] or 0) + (p["measured_std"] or 0)))
+    ax1.bar([x - 0.2 for x in xs], [unit.of(p["predicted"] or 0) for p in per_site], width=0.4,
             label="predicted T̂_x (LIM)", color="#9ecae1")
-    ax1.bar([x + 0.2 for x in xs], [(p["measured_mean"] or 0) / H for p in per_site], width=0.4,
-            yerr=[(p["measured_std"] or 0) / H for p in per_site], capsize=4,
+    ax1.bar([x + 0.2 for x in xs], [unit.of(p["measured_mean"] or 0) for p in per_site], width=0.4,
+            yerr=[unit.of(p["measured_std"] or 0) for p in per_site], capsize=4,
             label="measured T_x (mean ± sample std)", color="#fd8d3c")
     ax1.set_xticks(xs, [f"{p['site']}\n({p['n']} tasks)" for p in per_site])
-    ax1.set_ylabel("T_x per task [h]")
+    ax1.set_ylabel(unit.header("T_x per task"))
     ax1.set_title("predicted vs measured T_x per site")
     ax1.legend()
     ax1.grid(axis="y", alpha=0.3)
     pts = [r for r in windows if r["w"] is not None and r["w_hat"] is not None]
+    wunit = pick(v for r in pts for v in (r["w"], r["w_hat"]))
     if pts:
         cases = sorted({r["case"] for r in pts})
         for c in cases:
             sel = [r for r in pts if r["case"] == c]
-            ax2.scatter([r["w"] / H for r in sel], [r["w_hat"] / H for r in sel], s=18,
+            ax2.scatter([wunit.of(r["w"]) for r in sel], [wunit.of(r["w_hat"]) for r in sel], s=18,
                         label=f"decisions, case {c} if wrong (bound eq. {_EQ[c]})")
-        lo = min(min(r["w"] for r in pts), min(r["w_hat"] for r in pts), 0.0) / H
-        hi = max(max(r["w"] for r in pts), max(r["w_hat"] for r in pts), 0.0) / H
+        lo = wunit.of(min(min(r["w"] for r in pts), min(r["w_hat"] for r in pts), 0.0))
+        hi = wunit.of(max(max(r["w"] for r in pts), max(r["w_hat"] for r in pts), 0.0))
         pad = 0.1 * (hi - lo or 1.0)
         lo, hi = lo - pad, hi + pad
         ax2.plot([lo, hi], [lo, hi], color="black", linewidth=1,
@@ -472,8 +582,8 @@ def predictions(db: Database, run_id: int) -> tuple[Figure, dict]:
         ax2.legend(fontsize=7, loc="upper left")
     else:
         _note(ax2, "no re-selection with both sites measured" if windows else "no re-selection decision")
-    ax2.set_xlabel("measured W = T_x(r') − T_x(r) [h]")
-    ax2.set_ylabel("predicted window Ŵ [h]")
+    ax2.set_xlabel(wunit.header("measured W = T_x(r') − T_x(r)"))
+    ax2.set_ylabel(wunit.header("predicted window Ŵ"))
     ax2.set_title("re-selection windows: Ŵ vs W")
     ax2.grid(alpha=0.3)
     fig.suptitle(f"run {run_id}: predictions against measurements")

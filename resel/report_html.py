@@ -16,7 +16,8 @@ from typing import Any, Iterable
 
 from sqlite_utils import Database
 
-from resel.plots import H, load_run, plain_text, run_figures, site_names
+from resel.plots import load_run, plain_text, run_figures, site_names
+from resel.units import TimeUnit, pick
 
 _CSS = """
 body{font-family:sans-serif;margin:2em;max-width:1400px;color:#222}
@@ -31,6 +32,11 @@ pre{background:#f6f6f6;padding:0.8em;font-size:12px;overflow-x:auto}
 
 def _e(value: Any) -> str:
     return html.escape(str(value), quote=True)
+
+
+def _t(value: Any, unit: TimeUnit, digits: int | None = None) -> str:
+    """A time (seconds) in the table's unit; ``—`` when unknown."""
+    return _num(value, unit.seconds, unit.decimals if digits is None else digits)
 
 
 def _num(value: Any, scale: float = 1.0, digits: int = 2) -> str:
@@ -72,34 +78,39 @@ def _gantt_tables(data: dict) -> str:
 
 def _cdf_tables(data: dict) -> str:
     rows = []
+    u = pick(v for d in data["sites"].values() for k in ("tq", "tx", "ttc") for v in d[k])
     for site, d in data["sites"].items():
         n = len(d["ttc"])
-        rows.append([_e(site), str(n)] + [_num(sum(d[k]) / n, H) for k in ("tq", "tx", "ttc")]
-                    + [_num(d[k][n // 2], H) for k in ("tq", "tx", "ttc")])
-    return _table(["site", "finished", "mean T_q [h]", "mean T_x [h]", "mean TTC [h]", "median T_q [h]",
-                   "median T_x [h]", "median TTC [h]"], rows, "per-task times per site")
+        rows.append([_e(site), str(n)] + [_t(sum(d[k]) / n, u) for k in ("tq", "tx", "ttc")]
+                    + [_t(d[k][n // 2], u) for k in ("tq", "tx", "ttc")])
+    return _table(["site", "finished"] + [u.header(f"{stat} {k}") for stat in ("mean", "median")
+                                          for k in ("T_q", "T_x", "TTC")], rows, "per-task times per site")
 
 
 def _prediction_tables(data: dict) -> str:
-    rows = [[_e(p["site"]), _num(p["predicted"], H), _num(p["measured_mean"], H), _num(p["measured_std"], H),
+    u = pick(v for p in data["per_site"] for v in (p["predicted"], p["measured_mean"]))
+    rows = [[_e(p["site"]), _t(p["predicted"], u), _t(p["measured_mean"], u), _t(p["measured_std"], u),
              str(p["n"])] for p in data["per_site"]]
-    wrows = [[str(w["seq"]), _num(w["time"], H), str(w["task"]), _e(w["origin"]), _e(w["target"]),
-              _num(w["w_hat"], H), _num(w["w"], H), _e(w["case"] or "—"), _num(w["bound"], H)]
-             for w in data["windows"][:200]]
-    return (_table(["site", "predicted T̂_x [h]", "measured mean T_x [h]", "sample std [h]", "tasks"], rows,
-                   "predicted vs measured T_x")
-            + _table(["seq", "time [h]", "task", "r", "r'", "Ŵ [h]", "W [h]", "case if wrong", "bound [h]"], wrows,
-                     "re-selection windows (first 200)"))
+    shown = data["windows"][:200]
+    w = pick(v for r in shown for v in (r["time"], r["w_hat"], r["w"], r["bound"]))
+    wrows = [[str(r["seq"]), _t(r["time"], w), str(r["task"]), _e(r["origin"]), _e(r["target"]),
+              _t(r["w_hat"], w), _t(r["w"], w), _e(r["case"] or "—"), _t(r["bound"], w)] for r in shown]
+    return (_table(["site", u.header("predicted T̂_x"), u.header("measured mean T_x"), u.header("sample std"),
+                    "tasks"], rows, "predicted vs measured T_x")
+            + _table(["seq", w.header("time"), "task", "r", "r'", w.header("Ŵ"), w.header("W"), "case if wrong",
+                      w.header("bound")], wrows, "re-selection windows (first 200)"))
 
 
 def _workload_tables(data: dict) -> str:
     rows = []
+    u = pick(v for st in data["strategies"] for m in ("tq_wkd", "tx_wkd", "ttc_wkd")
+             for v in data["series"][st][m]["mean"])
     for st in data["strategies"]:
         for i, n in enumerate(data["sizes"]):
             s = data["series"][st]
             rows.append([_e(st), str(n), str(s["ttc_wkd"]["n"][i])]
-                        + [f"{_num(s[m]['mean'][i], H)} ± {_num(s[m]['std'][i], H)}" for m in ("tq_wkd", "tx_wkd", "ttc_wkd")])
-    return _table(["strategy", "size", "runs", "T_q,wkd [h]", "T_x,wkd [h]", "TTC_wkd [h]"], rows,
+                        + [f"{_t(s[m]['mean'][i], u)} ± {_t(s[m]['std'][i], u)}" for m in ("tq_wkd", "tx_wkd", "ttc_wkd")])
+    return _table(["strategy", "size", "runs", u.header("T_q,wkd"), u.header("T_x,wkd"), u.header("TTC_wkd")], rows,
                   f"experiment {data['experiment_id']}: mean ± sample std")
 
 
@@ -119,13 +130,15 @@ def html_report(db: Database, run_id: int) -> str:
     parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>resel run {run_id}</title>"
              f"<style>{_CSS}</style></head><body>",
              f"<h1>resel run {run_id}</h1>"]
+    u = pick([run.get("ttc_wkd")])
+    core = pick([run.get("wasted_core_s")])
     summary = [["mode", run.get("mode")], ["status", run.get("status") or "done"], ["bag", run.get("bag")],
                ["strategy", run.get("strategy")], ["size [tasks]", run.get("size")], ["seed", run.get("seed")],
                ["LIM clock", run.get("clock")], ["sites", ", ".join(site_names(run))],
-               ["TTC_wkd [h]", _num(run.get("ttc_wkd"), H)], ["T_q,wkd [h]", _num(run.get("tq_wkd"), H)],
-               ["T_x,wkd [h]", _num(run.get("tx_wkd"), H)], ["done", run.get("done")], ["failed", run.get("failed")],
+               [u.header("TTC_wkd"), _t(run.get("ttc_wkd"), u)], [u.header("T_q,wkd"), _t(run.get("tq_wkd"), u)],
+               [u.header("T_x,wkd"), _t(run.get("tx_wkd"), u)], ["done", run.get("done")], ["failed", run.get("failed")],
                ["moved", run.get("reassigned")], ["restarts", run.get("restarts")],
-               ["wasted [core-h]", _num(run.get("wasted_core_s"), H, 1)], ["experiment", run.get("experiment_id")],
+               [f"wasted [core-{core.name}]", _t(run.get("wasted_core_s"), core, 1)], ["experiment", run.get("experiment_id")],
                ["created", run.get("created")]]
     parts.append("<h2>Run</h2>" + _table(["", "value"], [[f"<b>{_e(k)}</b>", _e("—" if v is None else v)]
                                                          for k, v in summary]))

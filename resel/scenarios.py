@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from resel.errors import InputError, ReselError
 from resel.grid import HEURISTICS, Cluster, Grid, GridResult, Reallocation, compare
@@ -87,8 +87,13 @@ def _run(args: tuple) -> tuple[str, GridResult]:
 
 
 def run_seed004(load: float = 1.5, period: float = 3600.0, limit: int | None = None, workers: int = 2,
-                isis: bool = True, swf_dir: Path | None = None) -> dict:
-    """Every variant of the seed 004 scenario (and the ISIS dispatchers); paired comparisons."""
+                isis: bool = True, swf_dir: Path | None = None,
+                on_done: Callable[[str, int, int], None] | None = None) -> dict:
+    """Every variant of the seed 004 scenario (and the ISIS dispatchers); paired comparisons.
+
+    ``on_done(label, done, total)`` is called in this process as each variant's run ends (in
+    the order they end, not the table's): the whole scenario takes minutes, and a caller that
+    shows progress needs to hear from every run, not only from the last."""
     variants = seed004_variants(period) + (isis_variants() if isis else [])
     folder = swf_dir or shared_swf_dir()
     for name in ("wagap-2013.swf", "hpc2n.swf"):   # before any worker starts: one clear error
@@ -98,11 +103,20 @@ def run_seed004(load: float = 1.5, period: float = 3600.0, limit: int | None = N
                              f"the real trace {name} in {where} (../shared/data/swf)")
         read_swf(folder / name)     # its header: a trace that cannot be opened fails here too
     jobs = [(v, load, limit, folder) for v in variants]
+    results: dict[str, GridResult] = {}
+
+    def done(label: str, result: GridResult) -> None:
+        results[label] = result
+        if on_done is not None:
+            on_done(label, len(results), len(jobs))
+
     if workers > 1:
         with ProcessPoolExecutor(max_workers=workers) as pool:
-            results = dict(pool.map(_run, jobs))
+            for future in as_completed([pool.submit(_run, j) for j in jobs]):
+                done(*future.result())
     else:
-        results = dict(map(_run, jobs))
+        for j in jobs:
+            done(*_run(j))
     rows = []
     for v in variants:
         r = results[v.label]

@@ -73,9 +73,17 @@ def test_workload_by_size_one_series_per_strategy(stored, tmp_path):
             s = data["series"][st][metric]
             assert len(s["mean"]) == len(s["std"]) == 2 and s["n"] == [2, 2]
     assert len(fig.axes) == 3
-    for ax in fig.axes:
+    for ax, metric in zip(fig.axes, ("tq_wkd", "tx_wkd", "ttc_wkd")):
         assert len(ax.containers) == 2           # one errorbar series per strategy
-        assert "[h]" in ax.get_ylabel() and ax.get_legend() is not None
+        # each panel names the unit its largest bar top calls for (s below 10 min, min below 2 h):
+        # T_q,wkd of these runs is seconds, their TTC hours
+        top = max(m + d for st in data["strategies"]
+                  for m, d in zip(data["series"][st][metric]["mean"], data["series"][st][metric]["std"]))
+        unit = "s" if top < 600 else "min" if top < 7200 else "h"
+        assert f"[{unit}]" in ax.get_ylabel() and ax.get_legend() is not None
+        # the curve is drawn in that unit: its first point is the first mean, divided
+        first = data["series"][data["strategies"][0]][metric]["mean"][0]
+        assert ax.containers[0].lines[0].get_ydata()[0] == pytest.approx(first / {"s": 1, "min": 60, "h": 3600}[unit])
     data = write_experiment(stored["db"], stored["exp_id"], tmp_path, as_json=True)
     assert (tmp_path / "workload_by_size.png").read_bytes()[:4] == b"\x89PNG"
     # a run of the experiment gets the comparison in its report too

@@ -1,0 +1,67 @@
+"""Time units for display: each table or figure picks s, min or h from the times it shows.
+
+A live test run lasts seconds and a thesis-size bag days. One fixed unit makes one of them
+unreadable — hours turned a testbed run into columns of 0.00/0.01/0.02 h, and seconds would turn
+a 20-hour bag into 72,000. So every table and figure that shows times asks :func:`pick` once for
+the values it is about to show and names the unit in its headers (``unit.header("T_q")`` →
+``T_q [s]``). One unit per table keeps its columns comparable at a glance.
+
+Standard library only: the CLI's display code imports it, and the CLI's start-up time counts.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterable
+
+
+@dataclass(frozen=True)
+class TimeUnit:
+    """A display unit for durations: its symbol, its length in seconds, the decimals it shows,
+    and its name in words (for a note under a table)."""
+
+    name: str
+    seconds: float
+    decimals: int
+    words: str
+
+    def of(self, seconds: float) -> float:
+        """``seconds`` in this unit."""
+        return seconds / self.seconds
+
+    def fmt(self, seconds: float | None, decimals: int | None = None) -> str:
+        """``seconds`` as a number in this unit (no symbol: the header names it); ``—`` for an
+        unknown or non-finite time."""
+        if seconds is None or not math.isfinite(seconds):
+            return "—"
+        return f"{self.of(seconds):,.{self.decimals if decimals is None else decimals}f}"
+
+    def with_name(self, seconds: float | None) -> str:
+        """``seconds`` with the unit's symbol, for a sentence rather than a table cell."""
+        return f"{self.fmt(seconds)} {self.name}"
+
+    def header(self, label: str) -> str:
+        """A column header or axis label naming the unit: ``T_x [min]``."""
+        return f"{label} [{self.name}]"
+
+
+SECOND = TimeUnit("s", 1.0, 1, "seconds")
+MINUTE = TimeUnit("min", 60.0, 1, "minutes")
+HOUR = TimeUnit("h", 3600.0, 2, "hours")
+
+#: below this largest time a table shows seconds (up to "599.0"), then minutes up to "119.9"
+SECONDS_BELOW = 600.0
+MINUTES_BELOW = 2 * 3600.0
+
+
+def pick(values: Iterable[float | None]) -> TimeUnit:
+    """The unit for a table or axis showing ``values`` (seconds; None and NaN ignored): chosen by
+    the largest magnitude, so the biggest number stays short and no other needs more digits than
+    the unit's decimals give. Nothing to show gives seconds (the smallest)."""
+    largest = max((abs(v) for v in values if v is not None and math.isfinite(v)), default=0.0)
+    if largest < SECONDS_BELOW:
+        return SECOND
+    if largest < MINUTES_BELOW:
+        return MINUTE
+    return HOUR
