@@ -45,8 +45,8 @@ from resel.engine import Engine
 from resel.errors import IllegalTransition, ReselError
 from resel.events import (
     Action, BagCancelled, BagDone, BagSubmitted, CancelPilot, CancelTask, Decision, DispatchTask, Event, PilotEnded,
-    PilotRequeued, PilotStarted, SetTimer, SiteLost, SubmitPilot, TaskFailed, TaskFinished, TaskLost, TaskStarted,
-    TimerFired,
+    PilotRequeued, PilotStarted, SetTimer, SiteLost, SiteQuarantined, SiteReleased, SubmitPilot, TaskFailed,
+    TaskFinished, TaskLost, TaskStarted, TimerFired,
 )
 from resel.live_errors import is_transient
 from resel.live_sites import Report, SiteWorker
@@ -60,7 +60,9 @@ EVENT_TYPES = {cls.__name__: cls for cls in (BagSubmitted, PilotStarted, PilotEn
                                              TaskStarted, TaskFinished, TaskFailed, TaskLost, TimerFired,
                                              BagCancelled)}
 ACTION_TYPES = {cls.__name__: cls for cls in (SubmitPilot, CancelPilot, DispatchTask, CancelTask, SetTimer,
-                                              Decision, BagDone)}
+                                              Decision, BagDone, SiteQuarantined, SiteReleased)}
+#: actions that are only recorded (nothing to carry out): choices and quarantines
+RECORD_ONLY = (Decision, SiteQuarantined, SiteReleased)
 #: lost results that say the attempt died with an agent that is gone while its pilot lives on
 #: ("evicted": written by the HTCondor wrapper of a rerun for the run before)
 LOST_WITH_AGENT = ("agent restarted", "superseded", "evicted")
@@ -150,7 +152,8 @@ class Coordinator:
         self.psites: dict[str, PilotSite] = {}
         self.views = {s.name: SiteView() for s in sites}
         self.pilots: dict[int, PilotView] = {}
-        self.timers: list[tuple[float, int, int]] = []
+        #: (at, task, attempt, site): re-selection windows (site "") and quarantine back-offs
+        self.timers: list[tuple[float, int, int, str]] = []
         self.consumed: set[tuple[str, int, int]] = set()
         self.undone: list[tuple[int, Action, float]] = []      # (seq, action, not before) to retry
         self.seq = 0
@@ -247,7 +250,7 @@ class Coordinator:
             elif row["kind"] in ACTION_TYPES:
                 action = _action_from(row["kind"], row["time"], data)
                 if isinstance(action, SetTimer):
-                    heapq.heappush(self.timers, (action.at, action.task, action.attempt))
+                    heapq.heappush(self.timers, (action.at, action.task, action.attempt, action.site or ""))
                 elif isinstance(action, SubmitPilot) and action.pilot not in self.pilots:
                     self.pilots[action.pilot] = PilotView(action.pilot, action.site, action.cores, action.walltime)
                 elif isinstance(action, BagDone):
@@ -259,10 +262,11 @@ class Coordinator:
             sub = "started" if kind == "TaskStarted" else "results"
             for view in self.pilots.values():
                 view.seen.add(f"{sub}/{task_key(task, attempt)}.json")
-        fired = {(r["data"]) for r in self.db.query(
-            "select data from events where run_id = ? and kind = 'TimerFired'", [self.run_id])}
-        self.timers = [t for t in self.timers
-                       if json.dumps({"task": t[1], "attempt": t[2]}) not in fired]
+        fired = set()
+        for r in self.db.query("select data from events where run_id = ? and kind = 'TimerFired'", [self.run_id]):
+            d = json.loads(r["data"])
+            fired.add((d.get("task"), d.get("attempt"), d.get("site") or ""))
+        self.timers = [t for t in self.timers if (t[1], t[2], t[3]) not in fired]
         heapq.heapify(self.timers)
 
     # ------------------------------------------------------------------ sites
@@ -406,8 +410,8 @@ class Coordinator:
             events.extend(self._on_report(report, t))
         events.extend(self._watch_sites(t))
         while self.timers and self.timers[0][0] <= t:
-            _at, task, attempt = heapq.heappop(self.timers)
-            events.append(TimerFired(time=t, task=task, attempt=attempt))
+            _at, task, attempt, site = heapq.heappop(self.timers)
+            events.append(TimerFired(time=t, task=task, attempt=attempt, site=site or None))
         self.feed(events)
         self._retry_undone(t)
         self._start_polls(t)
@@ -741,7 +745,7 @@ class Coordinator:
                 self._record(type(event).__name__, event.time, event, None)
                 actions = self.engine.handle(event)
                 seqs = [self._record(type(a).__name__, _action_time(a, event.time), a,
-                                     None if isinstance(a, Decision) or not execute else 0) for a in actions]
+                                     None if isinstance(a, RECORD_ONLY) or not execute else 0) for a in actions]
                 for seq, a in zip(seqs, actions):
                     if isinstance(a, Decision):
                         self.db["decisions"].insert({"run_id": self.run_id, "seq": seq, **_clean(
@@ -749,7 +753,7 @@ class Coordinator:
                     elif not execute:
                         self.db["events"].update((self.run_id, seq), {"done": 1, "error": "run cancelled"})
             if execute:
-                todo += [(seq, a) for seq, a in zip(seqs, actions) if not isinstance(a, Decision)]
+                todo += [(seq, a) for seq, a in zip(seqs, actions) if not isinstance(a, RECORD_ONLY)]
         for seq, action in todo:
             self._execute(seq, action)
 
@@ -768,7 +772,7 @@ class Coordinator:
     def _execute(self, seq: int, action: Action) -> None:
         """Carry out one recorded action: at once if it needs no site, else on its site's thread."""
         if isinstance(action, SetTimer):
-            heapq.heappush(self.timers, (action.at, action.task, action.attempt))
+            heapq.heappush(self.timers, (action.at, action.task, action.attempt, action.site or ""))
             self._mark(seq)
             return
         if isinstance(action, BagDone):

@@ -514,7 +514,7 @@ class Driver:
                 assert self.running.pop(a.task) == (a.attempt, a.pilot)
             elif type(a) is SetTimer:
                 assert a.at > now
-                self.timers.append((a.at, a.task, a.attempt))
+                self.timers.append((a.at, a.task, a.attempt, a.site or ""))
             elif type(a) is BagDone:
                 self.bag_done.append(a)
 
@@ -543,9 +543,9 @@ def test_random_event_orders_keep_the_protocol(data, seed, count, cpt, strategy,
         now += data.draw(st.sampled_from([0.0, 0.5, 2.0, 7.0]))
         drv.timers.sort()
         if move == "timer" or (drv.timers and drv.timers[0][0] <= now):
-            at, task, attempt = drv.timers.pop(0)
+            at, task, attempt, site = drv.timers.pop(0)
             now = max(now, at)
-            event = TimerFired(time=now, task=task, attempt=attempt)
+            event = TimerFired(time=now, task=task, attempt=attempt, site=site or None)
         elif move in ("start", "reject"):
             pid = data.draw(st.sampled_from(sorted(drv.pending)))
             slots = drv.pending.pop(pid)
