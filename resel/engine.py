@@ -476,9 +476,17 @@ class Engine:
         if task.attempt != ev.attempt or task.state not in (RUNNING, PROVISIONAL):
             return
         self._outcome(task.site, bad=True)
+        x = task.site
         self._end_attempt(task, ev.time, "failed")
         task.failures += 1
-        self._requeue(task, give_up=task.failures >= self.max_attempts)
+        give_up, elsewhere = task.failures >= self.max_attempts, None
+        if give_up and {a[0] for a in task.attempts if a[4] == "failed"} == {x}:
+            # never given up on the word of one site alone (a black hole not yet quarantined):
+            # one more try on the fastest other usable site
+            others = self._usable(exclude=x)
+            if others:
+                give_up, elsewhere = False, min(others, key=lambda i: (self.tx[i], i))
+        self._requeue(task, give_up=give_up, origin=elsewhere)
 
     def _on_timer(self, ev: TimerFired, out: list[Action]) -> None:
         if ev.site is not None:
@@ -783,9 +791,13 @@ class Engine:
         task.losses += 1
         self._requeue(task, give_up=task.losses >= self.max_losses)
 
-    def _requeue(self, task: TaskRecord, give_up: bool) -> None:
+    def _requeue(self, task: TaskRecord, give_up: bool, origin: int | None = None) -> None:
+        """Back to waiting (front of its origin's queue, or of ``origin``'s), or given up."""
         if task.state is PROVISIONAL:
             del self._books[task.origin].prov[task.id]
+        if origin is not None and not give_up:
+            self._dirty.add(task.origin)
+            task.origin = origin
         if self._books[task.origin].cap_slots <= 0 and (
                 self.sites[task.origin].name in self.lost_sites or self.health[task.origin].quarantined):
             usable = self._usable()
