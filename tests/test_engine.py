@@ -379,7 +379,9 @@ def test_task_given_up_after_exactly_max_losses(sites):
 
 
 def test_failed_task_is_retried_until_max_attempts(sites):
-    """TaskFailed re-dispatches the task; after max_attempts=3 failures it is FAILED."""
+    """TaskFailed re-dispatches the task; after max_attempts=3 failures it is FAILED — once they
+    were not all on one site: three on hpc move it to the pool for one more try (issue 18: a
+    task is never given up on one site's word while another site could run it)."""
     engine = Engine(make_bag(1), sites, "model", max_attempts=3)
     engine.handle(BagSubmitted(time=0.0))
     engine.handle(PilotStarted(time=1.0, pilot=0))
@@ -388,10 +390,13 @@ def test_failed_task_is_retried_until_max_attempts(sites):
     assert engine.handle(TaskFailed(time=3.0, task=0, attempt=2)) == [
         DispatchTask(task=0, attempt=3, pilot=0, site="hpc")]
     out = engine.handle(TaskFailed(time=4.0, task=0, attempt=3))
-    assert out == [CancelPilot(pilot=0, site="hpc"), BagDone(time=4.0, done=0, failed=1)]
+    assert out == [CancelPilot(pilot=0, site="hpc"), SubmitPilot(pilot=1, site="pool", cores=1, walltime=48 * 3600.0)]
+    assert engine.handle(PilotStarted(time=5.0, pilot=1)) == [DispatchTask(task=0, attempt=4, pilot=1, site="pool")]
+    out = engine.handle(TaskFailed(time=6.0, task=0, attempt=4))
+    assert out == [CancelPilot(pilot=1, site="pool"), BagDone(time=6.0, done=0, failed=1)]
     task = engine.tasks[0]
-    assert task.state is F and task.failures == 3
-    assert [a[4] for a in task.attempts] == ["failed"] * 3
+    assert task.state is F and task.failures == 4
+    assert [a[4] for a in task.attempts] == ["failed"] * 4
 
 
 def test_failure_then_success_counts_done(sites):
