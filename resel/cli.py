@@ -21,7 +21,7 @@ from resel import __version__
 from resel.api import default_bag_path, default_sites_path
 from resel.cli_common import CleanErrors, fail_cleanly, print_json
 from resel.cli_common import INT64_MAX, RUN_ID, SEED, Finite
-from resel.cli_rates import model_option, objective_option, risk_option
+from resel.cli_rates import model_option, objective_option, risk_option, walltime_option
 from resel.config import MAX_COUNT, load_bag, load_sites
 from resel.errors import ReselError
 from resel.experiment import Experiment, run_experiment
@@ -110,6 +110,7 @@ def cli() -> None:
 @model_option
 @risk_option
 @objective_option
+@walltime_option
 @db_option
 @click.option("--no-store", is_flag=True, help="Do not write runs to the store.")
 @click.option("--plot", "plot_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -118,7 +119,7 @@ def cli() -> None:
 @_fail_cleanly
 def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[str], estimate: str,
              quantile: float, confidence: float, sizes: list[int], repeat: int, seed: int, clock: str,
-             model: str, risk: float | None, objective: str,
+             model: str, risk: float | None, objective: str, walltime: str,
              db: Path | None, no_store: bool, plot_dir: Path | None, as_json: bool) -> None:
     """Compare strategies on simulated sites: TTC, T_x and T_q of the whole bag.
 
@@ -148,7 +149,8 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
     params = {"bag": str(bag_file or "embedded"), "sites": str(sites_file or "embedded"),
               "strategies": strategies, "sizes": sizes, "repeat": repeat, "seed": seed, "clock": clock,
               "estimate": estimate, "quantile": quantile, "confidence": confidence,
-              "model": model, "model_used": runtime.summary(), "risk": risk, "objective": objective}
+              "model": model, "model_used": runtime.summary(), "risk": risk, "objective": objective,
+              "walltime": walltime}
     exp_id = add_experiment(store, params) if store is not None else None
     total = len(strategies) * len(sizes) * repeat
     with Progress(TextColumn("[bold]simulating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -161,14 +163,14 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
 
         exp = run_experiment(bag, sites, strategies, sizes, repeat=repeat, seed=seed, clock=clock,
                              estimate=estimate, quantile=quantile, confidence=confidence, on_run=on_run,
-                             rates=rates)
+                             rates=rates, walltime=walltime)
     exp.experiment_id = exp_id
     if as_json:
         doc = exp.as_dict()
         doc["model"] = {"asked": model, "used": runtime.used, "summary": runtime.summary(),
                         "application": runtime.application, "notes": runtime.notes,
                         "sites": {s: r.as_dict(bag.profile.instructions) for s, r in runtime.sites.items()}}
-        doc["risk"], doc["objective"] = risk, objective
+        doc["risk"], doc["objective"], doc["walltime"] = risk, objective, walltime
         doc["db"] = str(db or default_path()) if store is not None else None
         if plot_dir is not None:
             from resel.cli_report_plots import write_experiment

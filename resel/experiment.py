@@ -118,13 +118,15 @@ def split_spec(spec: str, default_estimate: str = "scheduler") -> tuple[Strategy
 def run_experiment(bag: Bag, sites: list[Site], strategies: list[str], sizes: list[int], *,
                    repeat: int = 5, seed: int = 0, clock: str = "base", estimate: str = "scheduler",
                    quantile: float = 0.9, confidence: float = 0.9,
-                   on_run: Callable[[SimResult], int | None] | None = None, rates=None) -> Experiment:
+                   on_run: Callable[[SimResult], int | None] | None = None, rates=None,
+                   walltime: str = "limit") -> Experiment:
     """Simulate every strategy × size × repetition.
 
     Args:
         estimate: start-estimate source for strategies without an ``@source`` suffix.
         rates: the engine's T̂x rates for every run (:class:`~resel.models.runtime.EngineRates`);
             default LIM with ``clock``.
+        walltime: the engine's walltime rules (:mod:`resel.walltime`: limit, pack, off).
         on_run: called after each run (e.g. to store it and advance a progress bar); if it
             returns a run id, the id is kept with the cell.
     """
@@ -142,7 +144,7 @@ def run_experiment(bag: Bag, sites: list[Site], strategies: list[str], sizes: li
             for i in range(repeat):
                 strat, source = parsed[name]
                 result = simulate(sized, sites, strat, seed=seed + i, clock=clock, estimate=source,
-                                  quantile=quantile, confidence=confidence, rates=rates)
+                                  quantile=quantile, confidence=confidence, rates=rates, walltime=walltime)
                 result.strategy = name
                 cell.runs.append(RunOutcome(result.metrics, result.audit))
                 if on_run is not None:

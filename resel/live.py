@@ -98,6 +98,16 @@ class LiveOptions:
     rates: dict | None = None
     #: queue-aware split: minimise the P50 (point estimates) or the P90 finish (resel.plan.menu_waits)
     objective: str = "p50"
+    #: walltime rules (resel/walltime.py): limit, pack or off (runs stored before them replay with off)
+    walltime: str = "limit"
+    #: the black-hole rule (resel/blackhole.py) on (runs stored before it replay without it)
+    quarantine: bool = True
+
+    def engine_options(self) -> dict:
+        """The engine's keyword arguments these options set (the coordinator and status alike)."""
+        from resel.blackhole import QuarantinePolicy
+        return {"seed": self.seed, "clock": self.clock, "prefetch": self.prefetch, "rates": self.engine_rates(),
+                "walltime": self.walltime, "quarantine": QuarantinePolicy(enabled=self.quarantine)}
 
     def engine_rates(self):
         """The stored rates as the engine takes them (None: LIM)."""
@@ -146,8 +156,7 @@ class Coordinator:
                  clock: Callable[[], float] = time.time):
         self.db, self.run_id, self.bag, self.sites, self.options = db, run_id, bag, sites, options
         self.run_key, self.t0, self.clock = run_key, t0, clock
-        self.engine = Engine(bag, sites, options.strategy, seed=options.seed, clock=options.clock,
-                             prefetch=options.prefetch, rates=options.engine_rates())
+        self.engine = Engine(bag, sites, options.strategy, **options.engine_options())
         self._open_site = open_site
         self.psites: dict[str, PilotSite] = {}
         self.views = {s.name: SiteView() for s in sites}
@@ -1058,6 +1067,8 @@ def load_live_run(db: Database, run_id: int) -> tuple[dict, Bag, list[Site], Liv
         raise ReselError(f"run {run_id} is a {run['mode']} run, not a live one: use `resel report {run_id}`")
     options = json.loads(run["options"])
     options.setdefault("prefetch", 0)   # stored before hand-ahead existed: replay as it ran
+    options.setdefault("walltime", "off")      # stored before the walltime rules: replay as it ran
+    options.setdefault("quarantine", False)    # stored before the black-hole rule
     return (run, bag_from_json(json.loads(run["bag_spec"])), sites_from_json(json.loads(run["sites"])),
             LiveOptions(**options))
 
