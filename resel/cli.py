@@ -7,6 +7,7 @@ traceback (exit status 1); bad usage exits 2 as usual for click.
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 from pathlib import Path
@@ -190,6 +191,24 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
         write_experiment(store, exp_id, plot_dir, protect=protect)
 
 
+def quarantine_log(store, run_id: int) -> list[dict]:
+    """Each quarantine of a stored run (docs/engine.md, black-hole sites): site, when, until,
+    the counts that decided it, and when it was released (None: not before the run ended)."""
+    out: list[dict] = []
+    for row in store.query("select time, kind, data from events where run_id = ? and kind in "
+                           "('SiteQuarantined', 'SiteReleased') order by seq", [run_id]):
+        data = json.loads(row["data"])
+        if row["kind"] == "SiteQuarantined":
+            out.append({"site": data["site"], "time": row["time"], "until": data.get("until"),
+                        "reason": data.get("reason", ""), "released": None})
+        else:
+            for q in reversed(out):
+                if q["site"] == data["site"] and q["released"] is None:
+                    q["released"] = row["time"]
+                    break
+    return out
+
+
 def _hours(s: dict) -> str:
     if s["n"] == 0 or math.isnan(s["mean"]):
         return "—"
@@ -288,11 +307,13 @@ def report(run_id: int, db: Path | None, n_decisions: int, plot_dir: Path | None
         "select kind, count(*) as n from decisions where run_id = ? group by kind", [run_id])}
     picked = list(store.query(
         "select * from decisions where run_id = ? and kind != 'assign' order by seq limit ?", [run_id, n_decisions]))
+    quarantines = quarantine_log(store, run_id)
     if as_json:
         for key in ("sites", "bag_spec"):
             run.pop(key, None)
         from resel.cli_report_plots import emit
         _print_json({"run": run, "per_site": per_site, "decisions": kinds, "decision_log": picked,
+                     "quarantines": quarantines,
                      **emit(store, run_id, plot_dir, html_file, as_json=True, protect=protect)})
         return
     out.print(f"[bold]run {run['id']}[/bold]  bag {m(run['bag'])}  strategy {m(run['strategy'])}  size {m(run['size'])}  "
@@ -311,6 +332,10 @@ def report(run_id: int, db: Path | None, n_decisions: int, plot_dir: Path | None
     for r in per_site:
         table.add_row(m(r["site"] or "(failed)"), m(r["origin"]), str(r["tasks"]), _h(r["tq"]), _h(r["tx"]), _h(r["ttc"]))
     out.print(table)
+    for q in quarantines:
+        until = f"until {q['until']:,.0f} s" if q["until"] is not None else "not released"
+        released = f", released at {q['released']:,.0f} s" if q["released"] is not None else ""
+        out.print(f"quarantined {m(q['site'])} at {q['time']:,.0f} s ({until}{released}): black hole — {m(q['reason'])}")
     audit = run["audit"] or {}
     out.print("decisions: " + m(", ".join(f"{k} {v}" for k, v in sorted(kinds.items())) or "none"))
     if audit.get("decisions"):

@@ -189,3 +189,37 @@ def test_a_bag_completes_when_one_of_three_sites_fails_every_task(black, count, 
         assert done[0] != black
         spans = sorted((a[2], a[3]) for a in task.attempts if a[3] is not None and a[4] != "withdrawn")
         assert all(e1 <= s2 for (_, e1), (s2, _) in zip(spans, spans[1:])), spans
+
+
+# ---------------------------------------------------------------- sites file → simulate → report
+def test_a_sites_file_black_hole_is_quarantined_and_the_report_says_so(tmp_path):
+    """supermic (the fastest: `model` sends it every task) gets truth.fail = 1 in a copy of the
+    default sites file: the run completes elsewhere, and `resel report` names the quarantine with
+    its counts; --json lists it."""
+    import json
+    import re
+
+    from click.testing import CliRunner
+    from resel.cli import cli
+    from resel.api import default_sites_path
+
+    text = default_sites_path().read_text()
+    head, tail = text.split('name = "supermic"', 1)
+    tail = re.sub(r"truth = \{ kappa = 1\.0,", "truth = { kappa = 1.0, fail = 1.0, fail_after = 60,", tail, count=1)
+    sites = tmp_path / "sites.toml"
+    sites.write_text(head + 'name = "supermic"' + tail)
+    db = tmp_path / "r.db"
+    run = CliRunner().invoke(cli, ["simulate", "--sites", str(sites), "--strategies", "model", "--sizes", "32",
+                                   "--repeat", "1", "--db", str(db), "--json"], catch_exceptions=False)
+    assert run.exit_code == 0, run.output
+    doc = json.loads(run.output)
+    cell = doc["results"][0]
+    assert cell["failed"] == 0
+    run_id = cell["run_ids"][0]
+    shown = CliRunner().invoke(cli, ["report", str(run_id), "--db", str(db)], catch_exceptions=False)
+    assert shown.exit_code == 0, shown.output
+    assert re.search(r"quarantined supermic at [\d,]+ s \(until [\d,]+ s.*\): black hole — \d+ of \d+ attempts",
+                     " ".join(shown.output.split())), shown.output
+    js = json.loads(CliRunner().invoke(cli, ["report", str(run_id), "--db", str(db), "--json"]).output)
+    assert [q["site"] for q in js["quarantines"]][:1] == ["supermic"]
+    assert js["quarantines"][0]["until"] - js["quarantines"][0]["time"] == pytest.approx(1800)
