@@ -964,6 +964,15 @@ class Engine:
         if book.spec:   # every other candidate site is an origin of this target
             need += self._waiting_total - len(book.waiting) - len(book.queued)
         have = book.free + book.pending_slots
+        if need > have and book.cap_slots > 0 and site.pilot.mode != "per-task":
+            # tasks arriving one event at a time within one instant (a quarantine's failures):
+            # a pilot asked for at this very instant has no queue place to lose, so it is
+            # replaced by one sized for them all rather than left to run them in waves
+            for pid in list(book.pending):
+                pilot = self.pilots[pid]
+                if pilot.submitted == t and not pilot.queued and pilot.slots < book.cap_slots:
+                    have -= pilot.slots
+                    self._cancel_pilot(pilot, t, out)
         if need > have and book.cap_slots > 0:
             # a draining pilot is on its way out: its replacement may queue meanwhile
             count = len(book.pending) + len(book.active) - book.draining

@@ -223,3 +223,21 @@ def test_a_sites_file_black_hole_is_quarantined_and_the_report_says_so(tmp_path)
     js = json.loads(CliRunner().invoke(cli, ["report", str(run_id), "--db", str(db), "--json"]).output)
     assert [q["site"] for q in js["quarantines"]][:1] == ["supermic"]
     assert js["quarantines"][0]["until"] - js["quarantines"][0]["time"] == pytest.approx(1800)
+
+
+def test_tasks_moved_one_event_at_a_time_in_one_instant_get_one_pilot():
+    """After the quarantine at t = 2 (tasks 4, 8, 9 moved: ok asked for 3 slots), tasks 5, 6, 7
+    fail at the same instant and follow one by one: the pilot asked for at this very instant is
+    replaced each time (it has no queue place to lose), ending with one pilot of 6 slots instead
+    of 3 tasks left to run in waves behind a 3-slot pilot."""
+    engine, _ = _bh_engine()
+    out = []
+    for task in range(5):
+        out += engine.handle(TaskFailed(time=2.0, task=task, attempt=1))
+    for task in (5, 6, 7):
+        out += engine.handle(TaskFailed(time=2.0, task=task, attempt=1))
+    asked = [(a.pilot, a.cores) for a in of(out, SubmitPilot)]
+    assert asked == [(1, 3), (2, 4), (3, 5), (4, 6)]
+    from resel.events import CancelPilot
+    assert [a.pilot for a in of(out, CancelPilot)] == [1, 2, 3]
+    assert [p.slots for p in engine.pilots.values() if p.state.value == "pending"] == [6]
