@@ -111,6 +111,8 @@ class SimResult:
     steps: int = 0
     #: attempts that were running when their pilot reached its walltime (killed by the scheduler)
     walltime_kills: int = 0
+    #: the same per pilot id
+    kills_by_pilot: dict[int, int] = field(default_factory=dict)
 
 
 def simulate(bag: Bag, sites: list[Site], strategy: Strategy | str = "model", *, seed: int = 0,
@@ -161,6 +163,7 @@ class Simulation:
         self.engine = Engine(bag, self.sites, self.strategy, seed=seed, clock=clock, rates=rates,
                              walltime=walltime, quarantine=quarantine)
         self.walltime_kills = 0
+        self.kills_by_pilot: dict[int, int] = {}
         self.truths = [_SiteTruth(s, seed) for s in self.sites]
         self._index = {s.name: i for i, s in enumerate(self.sites)}
         self._instructions = bag.profile.instructions
@@ -217,7 +220,8 @@ class Simulation:
         audit = (audit_reselection(self.decisions, self.pilots, self.truths, self.engine, self._instructions)
                  if self.record else ReselAudit())
         return SimResult(self.bag, list(self.sites), self.strategy.name, self.seed, self.clock, metrics, audit,
-                         self.engine, self.pilots, self.decisions, self.log, self.steps, self.walltime_kills)
+                         self.engine, self.pilots, self.decisions, self.log, self.steps, self.walltime_kills,
+                         dict(self.kills_by_pilot))
 
     # ------------------------------------------------------------------ the engine's side
     def _handle(self, now: float, event) -> None:
@@ -321,6 +325,8 @@ class Simulation:
         record = self.engine.pilots.get(pid)
         if record is not None and not record.state.final:
             self.walltime_kills += len(record.tasks)   # killed by the scheduler at its walltime
+            if record.tasks:
+                self.kills_by_pilot[pid] = len(record.tasks)
         self._handle(now, PilotEnded(time=now, pilot=pid, reason="walltime"))
 
 
