@@ -1,0 +1,58 @@
+"""A black-hole site on the live testbed (issue 18 item 1): tbb runs the bag's command like tba,
+but the command fails there — it exits 1 where the agent says the site is tbb (``RESEL_SITE``,
+which the coordinator sets for every attempt). The engine quarantines tbb after five failures,
+its tasks move to tba, and the whole bag completes; ``resel status`` (another process, from
+the store) shows the quarantine with its counts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from live_helpers import REPO, bag_toml, cancel_leftovers, sites_toml, start
+
+COMMAND = 'test "$RESEL_SITE" != tbb && echo "$RESEL_TASK"'
+
+
+@pytest.fixture(autouse=True)
+def _no_pilot_left_behind(request, tmp_path):
+    yield
+    if "testbed" in request.fixturenames:
+        cancel_leftovers(request.getfixturevalue("testbed"), tmp_path)
+
+
+def test_a_site_failing_every_task_is_quarantined_and_the_bag_completes(tmp_path, testbed):
+    """topk:2 spreads 12 tasks over tba (8 cores) and tbb (4): every attempt on tbb exits 1.
+    After 5 failures of 5 (nothing failed on tba: rate 1.0 ≥ 0.5 and ≥ 2 × 0) tbb is quarantined
+    for 1800 s; every task ends done on tba, none failed, none done on tbb."""
+    coord = start(tmp_path, sites_toml(testbed, clock_b=2.0), bag_toml(12, COMMAND), strategy="topk:2")
+    coord.run(max_time=240)
+    coord.close()
+    db = coord.db
+    run = db["runs"].get(coord.run_id)
+    assert run["status"] == "done" and run["done"] == 12 and run["failed"] == 0, run
+    done = {r["task"]: (r["site"], r["n"]) for r in db.query(
+        "select task, site, count(*) as n from attempts where run_id = ? and outcome = 'done' group by task",
+        [coord.run_id])}
+    assert done == {t: ("tba", 1) for t in range(12)}
+    failed = list(db.query("select task, site, reason from attempts where run_id = ? and outcome = 'failed'",
+                           [coord.run_id]))
+    assert len(failed) >= 5 and {r["site"] for r in failed} == {"tbb"}
+    assert all(r["reason"] == "exit code 1" for r in failed), failed
+    q = [(r["time"], json.loads(r["data"])) for r in db.query(
+        "select time, data from events where run_id = ? and kind = 'SiteQuarantined'", [coord.run_id])]
+    assert len(q) == 1 and q[0][1]["site"] == "tbb"
+    assert q[0][1]["until"] == pytest.approx(q[0][0] + 1800.0)
+    assert q[0][1]["reason"].startswith("5 of 5 attempts/pilots failed")
+    # resel status, another process reading the store: tbb noted as quarantined (the run ended
+    # inside its back-off)
+    out = subprocess.run([sys.executable, "-m", "resel.cli", "status", str(coord.run_id), "--db",
+                          str(tmp_path / "resel.db"), "--json"], cwd=REPO, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    rows = {r["site"]: r for r in json.loads(out.stdout)["sites"]}
+    assert rows["tbb"]["quarantined"].startswith("5 of 5") and rows["tba"]["quarantined"] is None
+    assert rows["tbb"]["quarantined_until"] == pytest.approx(q[0][1]["until"])
