@@ -32,6 +32,7 @@ ended gives its queued tasks back. Only the start is early; the choice is the en
 
 from __future__ import annotations
 
+import heapq
 import math
 import random
 from collections import deque
@@ -187,6 +188,8 @@ class Engine:
         self.health = [SiteHealth() for _ in self.sites]
         self._suspects: set[int] = set()
         self._drained: dict[int, None] = {}
+        #: (when its remaining walltime falls below T̂x,hi, pilot id, started) per started pilot
+        self._expiries: list[tuple[float, int, float]] = []
         self._viable: list[int] = []
         self._rng = random.Random(seed)
         self.tasks: list[TaskRecord] = []
@@ -374,6 +377,8 @@ class Engine:
         book.free += pilot.free
         if book.acquired_at is None:
             book.acquired_at = ev.time
+        if self.walltime.guard and math.isfinite(pilot.walltime):
+            heapq.heappush(self._expiries, (ev.time + pilot.walltime - self.tx_hi[pilot.site], pilot.id, ev.time))
         self._dirty.add(pilot.site)
 
     def _on_pilot_ended(self, ev: PilotEnded, out: list[Action]) -> None:
@@ -556,29 +561,33 @@ class Engine:
         return fits(self._walltime_left(pilot, t), waves * self.tx_hi[pilot.site])
 
     def _expire(self, t: float, out: list[Action]) -> None:
-        """Drain every pilot whose free slots can no longer finish a task (remaining walltime
-        below T̂x,hi): its free slots leave the books; it is released once idle."""
-        for x, book in enumerate(self._books):
-            if not book.free:
-                continue
-            tx_hi = self.tx_hi[x]
-            for pid in list(book.free_pilots):
-                pilot = self.pilots[pid]
-                if fits(self._walltime_left(pilot, t), tx_hi):
-                    continue
-                pilot.draining = True
-                book.draining += 1
+        """Drain every pilot that can no longer finish a task (remaining walltime below
+        T̂x,hi, i.e. t > start + walltime − T̂x,hi: a heap of those instants, so an event pays
+        nothing until one passes): its free slots leave the books, the slots that free later
+        stay out, and it is released once idle."""
+        heap = self._expiries
+        while heap and heap[0][0] < t:
+            _, pid, started = heapq.heappop(heap)
+            pilot = self.pilots[pid]
+            if pilot.state is not PilotState.ACTIVE or pilot.started != started or pilot.draining:
+                continue   # ended, or requeued and started again (a later entry is its own)
+            x = pilot.site
+            book = self._books[x]
+            pilot.draining = True
+            book.draining += 1
+            if pilot.free:
                 book.free -= pilot.free
                 pilot.free = 0
                 del book.free_pilots[pid]
-                self._dirty.add(x)
-                if not pilot.tasks and not pilot.queued:
-                    self._drained[pid] = None
-        for pid in list(self._drained):
-            pilot = self.pilots[pid]
-            if not pilot.state.final:
-                self._cancel_pilot(pilot, t, out)   # a clean end before the scheduler's kill
-        self._drained.clear()
+            self._dirty.add(x)
+            if not pilot.tasks and not pilot.queued:
+                self._drained[pid] = None
+        if self._drained:
+            for pid in list(self._drained):
+                pilot = self.pilots[pid]
+                if not pilot.state.final:
+                    self._cancel_pilot(pilot, t, out)   # a clean end before the scheduler's kill
+            self._drained.clear()
 
     # ------------------------------------------------------------------ black-hole sites
     def _usable(self, exclude: int = -1) -> list[int]:
@@ -858,7 +867,7 @@ class Engine:
             for x in sorted(self._suspects):
                 self._judge(x, t, out)
             self._suspects.clear()
-        if self.walltime.guard:
+        if self._expiries or self._drained:
             self._expire(t, out)
         for x, book in enumerate(self._books):
             if book.free and (book.waiting or book.prov):
