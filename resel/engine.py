@@ -465,7 +465,7 @@ class Engine:
             self._start_queued(task, ev.time)   # its result came with (or before) its start
         if task.attempt != ev.attempt or task.state not in (RUNNING, PROVISIONAL):
             return  # a cancelled attempt finishing late: not ours any more
-        self._outcome(task.site, bad=False)
+        self.health[task.site].n += 1            # a good outcome (inline: the hottest event)
         self.pilots[task.pilot].done += 1
         self._end_attempt(task, ev.time, "done")
         if task.state is PROVISIONAL:
@@ -867,13 +867,14 @@ class Engine:
             for x in sorted(self._suspects):
                 self._judge(x, t, out)
             self._suspects.clear()
-        if self._expiries or self._drained:
+        expiries = self._expiries
+        if (expiries and expiries[0][0] < t) or self._drained:
             self._expire(t, out)
         for x, book in enumerate(self._books):
             if book.free and (book.waiting or book.prov):
                 self._fill_home(x, t, out)
         for x in self._targets:
-            if self._books[x].free and not self.health[x].quarantined:
+            if self._books[x].free and self.health[x].until is None:   # not quarantined
                 self._fill_reselect(x, t, out)
         if self._remaining == 0:
             self._finish(t, out)
@@ -973,7 +974,7 @@ class Engine:
         if book.spec:   # every other candidate site is an origin of this target
             need += self._waiting_total - len(book.waiting) - len(book.queued)
         have = book.free + book.pending_slots
-        if need > have and book.cap_slots > 0 and site.pilot.mode != "per-task":
+        if need > have and book.pending and book.cap_slots > 0 and site.pilot.mode != "per-task":
             # tasks arriving one event at a time within one instant (a quarantine's failures):
             # a pilot asked for at this very instant has no queue place to lose, so it is
             # replaced by one sized for them all rather than left to run them in waves
