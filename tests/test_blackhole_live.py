@@ -56,3 +56,26 @@ def test_a_site_failing_every_task_is_quarantined_and_the_bag_completes(tmp_path
     rows = {r["site"]: r for r in json.loads(out.stdout)["sites"]}
     assert rows["tbb"]["quarantined"].startswith("5 of 5") and rows["tba"]["quarantined"] is None
     assert rows["tbb"]["quarantined_until"] == pytest.approx(q[0][1]["until"])
+
+
+def test_packed_pilot_walltime_reaches_slurm_and_the_bag_completes(tmp_path, testbed):
+    """--walltime pack on the testbed: 12 tasks of T̂x = 4e9 / 2 GHz = 2 s on tba (8 cores,
+    `model`): one pilot of 8 slots for ⌈12/8⌉ = 2 waves asks for 2 · 2 · 1.1 + 120 = 124.4 s, which
+    Slurm gets as --time=3 (minutes, rounded up); the bag completes, nothing lost."""
+    from live_helpers import slurm
+    coord = start(tmp_path, sites_toml(testbed), bag_toml(12, 'sleep 1; echo "$RESEL_TASK"'), strategy="model",
+                  walltime="pack")
+    coord.run(max_time=240)
+    coord.close()
+    db = coord.db
+    run = db["runs"].get(coord.run_id)
+    assert run["status"] == "done" and run["done"] == 12 and run["failed"] == 0, run
+    asked = [json.loads(r["data"]) for r in db.query(
+        "select data from events where run_id = ? and kind = 'SubmitPilot'", [coord.run_id])]
+    assert [(a["site"], a["cores"], a["walltime"]) for a in asked][:1] == [("tba", 8, pytest.approx(124.4))]
+    lost = list(db.query("select 1 from attempts where run_id = ? and outcome = 'lost'", [coord.run_id]))
+    assert lost == []
+    job = list(db.query("select job_id from live_pilots where run_id = ? and pilot = 0", [coord.run_id]))[0]["job_id"]
+    # slurmctld keeps a finished job for MinJobAge (300 s by default): its limit as Slurm got it
+    shown = slurm(testbed, "a", "scontrol", "show", "job", str(job), check=False).stdout
+    assert "TimeLimit=00:03:00" in shown, shown
