@@ -79,3 +79,47 @@ def test_packed_pilot_walltime_reaches_slurm_and_the_bag_completes(tmp_path, tes
     # slurmctld keeps a finished job for MinJobAge (300 s by default): its limit as Slurm got it
     shown = slurm(testbed, "a", "scontrol", "show", "job", str(job), check=False).stdout
     assert "TimeLimit=00:03:00" in shown, shown
+
+
+def test_a_quarantine_survives_a_coordinator_killed_and_resumed(tmp_path, testbed):
+    """`resel run` is killed (SIGKILL) right after it quarantined tbb; the resumed coordinator
+    rebuilds the engine from the journal — tbb still quarantined, its release timer back in the
+    timer queue at the recorded time — and finishes the bag on tba without a second quarantine."""
+    import os
+    import signal
+    import time
+
+    from live_helpers import write_inputs
+    from resel.backends.connect import open_site
+    from resel.live import Coordinator
+    from resel.store import open_store
+
+    sites, bag = write_inputs(tmp_path, sites_toml(testbed, clock_b=2.0), bag_toml(16, "sleep 1; " + COMMAND))
+    db_path = tmp_path / "resel.db"
+    proc = subprocess.Popen([sys.executable, "-m", "resel.cli", "run", str(bag), "--sites", str(sites), "--db",
+                             str(db_path), "--poll", "0.3", "--strategy", "topk:2", "--no-progress"],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    db = open_store(db_path)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        if db["events"].exists() and list(db.query("select 1 from events where kind = 'SiteQuarantined'")):
+            break
+        time.sleep(0.1)
+    assert proc.poll() is None, proc.communicate()
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    run_id = list(db.query("select id from runs order by id desc limit 1"))[0]["id"]
+    until = json.loads(list(db.query("select data from events where run_id = ? and kind = 'SiteQuarantined'",
+                                     [run_id]))[0]["data"])["until"]
+    coord = Coordinator.resume(db, run_id, open_site)
+    assert set(coord.engine.quarantined) == {"tbb"}
+    assert [(t[1], t[2], t[3]) for t in coord.timers if t[3]] == [(-1, 1, "tbb")]
+    assert [t[0] for t in coord.timers if t[3]] == [pytest.approx(until)]
+    coord.run(max_time=240)
+    coord.close()
+    run = db["runs"].get(run_id)
+    assert run["status"] == "done" and run["done"] == 16 and run["failed"] == 0, run
+    assert len(list(db.query("select 1 from events where run_id = ? and kind = 'SiteQuarantined'", [run_id]))) == 1
+    done = {r["task"]: r["n"] for r in db.query(
+        "select task, count(*) as n from attempts where run_id = ? and outcome = 'done' group by task", [run_id])}
+    assert done == {t: 1 for t in range(16)}
