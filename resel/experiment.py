@@ -29,6 +29,8 @@ class RunOutcome:
 
     metrics: WorkloadMetrics
     audit: ReselAudit
+    walltime_kills: int = 0     # attempts killed by their pilot's walltime (docs/walltime.md)
+    quarantines: int = 0        # black-hole quarantines (docs/engine.md)
 
 
 @dataclass
@@ -52,6 +54,8 @@ class Cell:
         out["reassigned"] = summarize([r.metrics.reassigned for r in self.runs])["mean"]
         out["restarts"] = summarize([r.metrics.restarts for r in self.runs])["mean"]
         out["failed"] = sum(r.metrics.failed for r in self.runs)
+        out["walltime_kills"] = sum(r.walltime_kills for r in self.runs)
+        out["quarantines"] = sum(r.quarantines for r in self.runs)
         out["reselection"] = {
             "decisions": sum(a.decisions for a in audits), "judged": sum(a.judged for a in audits),
             "incorrect": sum(a.incorrect for a in audits),
@@ -146,7 +150,8 @@ def run_experiment(bag: Bag, sites: list[Site], strategies: list[str], sizes: li
                 result = simulate(sized, sites, strat, seed=seed + i, clock=clock, estimate=source,
                                   quantile=quantile, confidence=confidence, rates=rates, walltime=walltime)
                 result.strategy = name
-                cell.runs.append(RunOutcome(result.metrics, result.audit))
+                cell.runs.append(RunOutcome(result.metrics, result.audit, result.walltime_kills,
+                                            sum(h.quarantines for h in result.engine.health)))
                 if on_run is not None:
                     run_id = on_run(result)
                     if run_id is not None:

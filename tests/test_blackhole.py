@@ -214,7 +214,7 @@ def test_a_sites_file_black_hole_is_quarantined_and_the_report_says_so(tmp_path)
     assert run.exit_code == 0, run.output
     doc = json.loads(run.output)
     cell = doc["results"][0]
-    assert cell["failed"] == 0
+    assert cell["failed"] == 0 and cell["quarantines"] >= 1 and cell["walltime_kills"] == 0
     run_id = cell["run_ids"][0]
     shown = CliRunner().invoke(cli, ["report", str(run_id), "--db", str(db)], catch_exceptions=False)
     assert shown.exit_code == 0, shown.output
