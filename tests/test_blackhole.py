@@ -173,13 +173,15 @@ def _three_sites(black: int, pool_target: bool):
 @settings(max_examples=40, deadline=None)
 @given(black=st.integers(0, 2), count=st.integers(1, 60), seed=st.integers(0, 50),
        strategy=st.sampled_from(["random", "model", "reselect", "model+reselect", "topk:2+reselect"]),
-       pool_target=st.booleans())
-def test_a_bag_completes_when_one_of_three_sites_fails_every_task(black, count, seed, strategy, pool_target):
-    """Whichever site is the black hole and whatever the strategy: every task is done exactly
-    once, none failed, no attempt finished on the black hole, and at most one attempt per task
-    was ever running at a time (no loss, no double completion)."""
+       pool_target=st.booleans(), walltime=st.sampled_from(["limit", "pack"]))
+def test_a_bag_completes_when_one_of_three_sites_fails_every_task(black, count, seed, strategy, pool_target,
+                                                                   walltime):
+    """Whichever site is the black hole, whatever the strategy and walltime rules: every task is
+    done exactly once, none failed, no attempt finished on the black hole, no two attempts of a
+    task ran at once (no loss, no double completion), and none was killed at walltime."""
     bag = dataclasses.replace(make_bag(count, instructions=2e12))
-    res = simulate(bag, _three_sites(black, pool_target), strategy, seed=seed)
+    res = simulate(bag, _three_sites(black, pool_target), strategy, seed=seed, walltime=walltime)
+    assert res.walltime_kills == 0
     engine = res.engine
     assert engine.finished and engine.done_count == count and engine.failed_count == 0
     for task in engine.tasks:
