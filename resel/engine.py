@@ -439,9 +439,10 @@ class Engine:
             self._start_queued(task, ev.time)
         if task.state not in (RUNNING, PROVISIONAL):
             return
+        x = task.site
         self._end_attempt(task, ev.time, "lost")   # the pilot lives on: its slot is free again
         task.losses += 1
-        self._requeue(task, give_up=task.losses >= self.max_losses)
+        self._requeue(task, *self._retry_or_give_up(task, x, "lost", task.losses >= self.max_losses))
 
     def _on_bag_cancelled(self, ev: BagCancelled, out: list[Action]) -> None:
         for pilot in list(self.pilots.values()):
@@ -484,14 +485,7 @@ class Engine:
         x = task.site
         self._end_attempt(task, ev.time, "failed")
         task.failures += 1
-        give_up, elsewhere = task.failures >= self.max_attempts, None
-        if give_up and {a[0] for a in task.attempts if a[4] == "failed"} == {x}:
-            # never given up on the word of one site alone (a black hole not yet quarantined):
-            # one more try on the fastest other usable site
-            others = self._usable(exclude=x)
-            if others:
-                give_up, elsewhere = False, min(others, key=lambda i: (self.tx[i], i))
-        self._requeue(task, give_up=give_up, origin=elsewhere)
+        self._requeue(task, *self._retry_or_give_up(task, x, "failed", task.failures >= self.max_attempts))
 
     def _on_timer(self, ev: TimerFired, out: list[Action]) -> None:
         if ev.site is not None:
@@ -796,9 +790,21 @@ class Engine:
         """The pilot under a running task vanished: back to waiting (not the task's fault)."""
         rec = task.attempts[-1]
         rec[3], rec[4] = time, "lost"
+        x = task.site
         task.pilot = task.site = -1
         task.losses += 1
-        self._requeue(task, give_up=task.losses >= self.max_losses)
+        self._requeue(task, *self._retry_or_give_up(task, x, "lost", task.losses >= self.max_losses))
+
+    def _retry_or_give_up(self, task: TaskRecord, x: int, outcome: str, give_up: bool) -> tuple[bool, int | None]:
+        """(give up?, the site to requeue on): a task is never given up on the word of one site
+        alone — when every attempt that ended ``outcome`` (failed, lost) was on x, the site it
+        just ended on, and another site is usable, it gets one more try on the fastest of those
+        (a black hole not yet quarantined, a site whose pilots keep dying)."""
+        if give_up and {a[0] for a in task.attempts if a[4] == outcome} == {x}:
+            others = self._usable(exclude=x)
+            if others:
+                return False, min(others, key=lambda i: (self.tx[i], i))
+        return give_up, None
 
     def _requeue(self, task: TaskRecord, give_up: bool, origin: int | None = None) -> None:
         """Back to waiting (front of its origin's queue, or of ``origin``'s), or given up."""

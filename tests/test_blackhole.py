@@ -243,3 +243,22 @@ def test_tasks_moved_one_event_at_a_time_in_one_instant_get_one_pilot():
     from resel.events import CancelPilot
     assert [a.pilot for a in of(out, CancelPilot)] == [1, 2, 3]
     assert [p.slots for p in engine.pilots.values() if p.state.value == "pending"] == [6]
+
+
+def test_pilots_dying_under_their_tasks_quarantine_the_site_without_losing_a_task():
+    """bh's pilot dies 10 s after each start with its 8 tasks on it, five times: five incidents
+    of five quarantine bh, and the tasks — at max_losses (5), all lost on bh — are not given up
+    but moved to ok, which is asked for a pilot of 8 slots."""
+    engine, out = _bh_engine(count=8)
+    pid, start = 0, 1.0
+    for k in range(5):
+        if k:
+            pid = of(out, SubmitPilot)[0].pilot
+            out = engine.handle(PilotStarted(time=start, pilot=pid))
+        assert len(of(out, DispatchTask)) == 8
+        out = engine.handle(PilotEnded(time=start + 10.0, pilot=pid, reason="failed"))
+        start += 20.0
+    assert [a.site for a in of(out, SiteQuarantined)] == ["bh"]
+    assert engine.failed_count == 0 and all(t.state.value == "waiting" and t.origin == 1 for t in engine.tasks)
+    assert all(t.losses == 5 for t in engine.tasks)
+    assert [(a.site, a.cores) for a in of(out, SubmitPilot)] == [("ok", 8)]

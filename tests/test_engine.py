@@ -367,15 +367,21 @@ def test_task_lost_on_every_pilot_eventually_fails(sites):
 
 
 def test_task_given_up_after_exactly_max_losses(sites):
-    """With max_losses=2, the task is FAILED right after its 2nd pilot loss."""
+    """With max_losses=2, the task is FAILED right after its 2nd pilot loss — once its losses
+    were not all on one site: two on hpc move it to the pool for one more try (issue 18: never
+    given up on one site's word while another could run it), and its loss there is final."""
     engine = Engine(make_bag(1), sites, "model", max_losses=2)
     engine.handle(BagSubmitted(time=0.0))
     engine.handle(PilotStarted(time=1.0, pilot=0))
     engine.handle(PilotEnded(time=2.0, pilot=0))
     engine.handle(PilotStarted(time=3.0, pilot=1))
     out = engine.handle(PilotEnded(time=4.0, pilot=1))
+    assert engine.tasks[0].state is W and engine.tasks[0].origin == 1
+    assert of(out, SubmitPilot) == [SubmitPilot(pilot=2, site="pool", cores=1, walltime=48 * 3600.0)]
+    engine.handle(PilotStarted(time=5.0, pilot=2))
+    out = engine.handle(PilotEnded(time=6.0, pilot=2))
     assert engine.tasks[0].state is F
-    assert of(out, BagDone) == [BagDone(time=4.0, done=0, failed=1)]
+    assert of(out, BagDone) == [BagDone(time=6.0, done=0, failed=1)]
 
 
 def test_failed_task_is_retried_until_max_attempts(sites):
