@@ -123,3 +123,27 @@ def test_a_quarantine_survives_a_coordinator_killed_and_resumed(tmp_path, testbe
     done = {r["task"]: r["n"] for r in db.query(
         "select task, count(*) as n from attempts where run_id = ? and outcome = 'done' group by task", [run_id])}
     assert done == {t: 1 for t in range(16)}
+
+
+def test_a_site_whose_pilots_die_at_start_is_quarantined(tmp_path, testbed):
+    """tbb's pilots cannot start their agent (its `python` does not exist there): each Slurm job
+    ends at once having done nothing — a pilot dying at start. After five of them (five bad
+    outcomes of five) tbb is quarantined, no sixth pilot is asked for, and the bag completes on
+    tba, each task once."""
+    coord = start(tmp_path, sites_toml(testbed, clock_b=2.0, b={"python": "/nonexistent/python3"}),
+                  bag_toml(8, 'echo "$RESEL_TASK"'), strategy="topk:2")
+    coord.run(max_time=240)
+    coord.close()
+    db = coord.db
+    run = db["runs"].get(coord.run_id)
+    assert run["status"] == "done" and run["done"] == 8 and run["failed"] == 0, run
+    done = {r["task"]: (r["site"], r["n"]) for r in db.query(
+        "select task, site, count(*) as n from attempts where run_id = ? and outcome = 'done' group by task",
+        [coord.run_id])}
+    assert done == {t: ("tba", 1) for t in range(8)}
+    q = [json.loads(r["data"]) for r in db.query(
+        "select data from events where run_id = ? and kind = 'SiteQuarantined'", [coord.run_id])]
+    assert [x["site"] for x in q] == ["tbb"] and q[0]["reason"].startswith("5 of 5")
+    tbb_pilots = [json.loads(r["data"]) for r in db.query(
+        "select data from events where run_id = ? and kind = 'SubmitPilot'", [coord.run_id])]
+    assert sum(1 for p in tbb_pilots if p["site"] == "tbb") == 5
