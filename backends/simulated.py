@@ -25,7 +25,7 @@ from resel.domain import Bag, Site, Truth
 from resel.engine import Engine
 from resel.events import (
     BagSubmitted, CancelPilot, CancelTask, Decision, DispatchTask, PilotEnded,
-    PilotStarted, SetTimer, SubmitPilot, TaskFinished, TimerFired,
+    PilotStarted, SetTimer, SubmitPilot, TaskFailed, TaskFinished, TimerFired,
 )
 from resel.metrics import ReselAudit, WorkloadMetrics, judge, workload_metrics
 from resel.models.distributions import Dist
@@ -51,6 +51,9 @@ class _SiteTruth:
             self.mean_wait = site.wait.dist.mean()
         self.ipc = truth.ipc.sampler(speed_rng)
         self.clock = truth.clock.sampler(speed_rng)
+        # its own stream, drawn only where failures are on: other sites' runs stay as they were
+        self.fail, self.fail_after = truth.fail, truth.fail_after
+        self.fail_rng = random.Random(f"{seed}:{site.name}:fail")
         self.mean_speed = truth.ipc.mean() * truth.clock.mean() * GHZ
 
     def draw_wait(self, cores: int) -> float:
@@ -63,6 +66,10 @@ class _SiteTruth:
             return 0.0
         nodes = max(1, math.ceil(cores / self.per_node))
         return self.mean_wait * (nodes ** self.exponent if self.exponent else 1.0)
+
+    def draws_failure(self) -> bool:
+        """Whether the attempt about to start here fails (probability ``truth.fail``)."""
+        return self.fail > 0 and (self.fail >= 1 or self.fail_rng.random() < self.fail)
 
     def draw_speed(self) -> float:
         """Instructions per second of one slot: IPC × clock (floored to stay positive)."""
@@ -83,6 +90,7 @@ class SimPilot:
     started: bool = False
     queued: bool = False  # in a QueueSite: its start emerges from the schedule (start = inf until then)
     tx: float = 0.0       # the true T_x of one of the bag's tasks on its slots
+    walltime: float = math.inf   # what it asked for: the simulated scheduler kills it then
 
 
 @dataclass
@@ -101,12 +109,16 @@ class SimResult:
     decisions: list[Decision] = field(default_factory=list)
     events: list[tuple] = field(default_factory=list)
     steps: int = 0
+    #: attempts that were running when their pilot reached its walltime (killed by the scheduler)
+    walltime_kills: int = 0
+    #: the same per pilot id
+    kills_by_pilot: dict[int, int] = field(default_factory=dict)
 
 
 def simulate(bag: Bag, sites: list[Site], strategy: Strategy | str = "model", *, seed: int = 0,
              clock: str = "base", record: bool = True, until: float = math.inf,
              estimate: str = "scheduler", quantile: float = 0.9, confidence: float = 0.9,
-             rates=None) -> SimResult:
+             rates=None, walltime: str = "limit", quarantine=None) -> SimResult:
     """Run one bag over simulated sites with the engine; return metrics and the full record.
 
     Args:
@@ -118,11 +130,14 @@ def simulate(bag: Bag, sites: list[Site], strategy: Strategy | str = "model", *,
             ``quantile``/``confidence`` set the history bound.
         rates: the engine's T̂x rates (:class:`~resel.models.runtime.EngineRates` or a mapping
             site → SiteRate); default LIM with ``clock``.
+        walltime, quarantine: the engine's walltime packing mode and black-hole rule
+            (:mod:`resel.walltime`, :mod:`resel.blackhole`).
 
     The same as ``Simulation(...).run(until)`` then ``.result()``.
     """
     sim = Simulation(bag, sites, strategy, seed=seed, clock=clock, record=record, estimate=estimate,
-                     quantile=quantile, confidence=confidence, rates=rates)
+                     quantile=quantile, confidence=confidence, rates=rates, walltime=walltime,
+                     quarantine=quarantine)
     sim.run(until)
     return sim.result()
 
@@ -141,10 +156,14 @@ class Simulation:
 
     def __init__(self, bag: Bag, sites: list[Site], strategy: Strategy | str = "model", *, seed: int = 0,
                  clock: str = "base", record: bool = True, estimate: str = "scheduler",
-                 quantile: float = 0.9, confidence: float = 0.9, rates=None):
+                 quantile: float = 0.9, confidence: float = 0.9, rates=None, walltime: str = "limit",
+                 quarantine=None):
         self.bag, self.sites, self.seed, self.clock, self.record = bag, list(sites), seed, clock, record
         self.strategy = Strategy.parse(strategy) if isinstance(strategy, str) else strategy
-        self.engine = Engine(bag, self.sites, self.strategy, seed=seed, clock=clock, rates=rates)
+        self.engine = Engine(bag, self.sites, self.strategy, seed=seed, clock=clock, rates=rates,
+                             walltime=walltime, quarantine=quarantine)
+        self.walltime_kills = 0
+        self.kills_by_pilot: dict[int, int] = {}
         self.truths = [_SiteTruth(s, seed) for s in self.sites]
         self._index = {s.name: i for i, s in enumerate(self.sites)}
         self._instructions = bag.profile.instructions
@@ -201,7 +220,8 @@ class Simulation:
         audit = (audit_reselection(self.decisions, self.pilots, self.truths, self.engine, self._instructions)
                  if self.record else ReselAudit())
         return SimResult(self.bag, list(self.sites), self.strategy.name, self.seed, self.clock, metrics, audit,
-                         self.engine, self.pilots, self.decisions, self.log, self.steps)
+                         self.engine, self.pilots, self.decisions, self.log, self.steps, self.walltime_kills,
+                         dict(self.kills_by_pilot))
 
     # ------------------------------------------------------------------ the engine's side
     def _handle(self, now: float, event) -> None:
@@ -219,12 +239,17 @@ class Simulation:
             kind = type(act)
             if kind is DispatchTask:
                 live[act.task] = act.attempt
-                schedule(now + pilots[act.pilot].tx, TASK_END, task_end, (act.task, act.attempt))
+                pilot = pilots[act.pilot]
+                truth = self.truths[pilot.site]
+                if truth.fail and truth.draws_failure():   # ends non-zero, at fail_after at most
+                    schedule(now + min(truth.fail_after, pilot.tx), TASK_END, task_end, (act.task, act.attempt, True))
+                else:
+                    schedule(now + pilot.tx, TASK_END, task_end, (act.task, act.attempt))
                 if record:
                     self.log.append((now, "DispatchTask", act))
                 continue
             elif kind is SetTimer:
-                schedule(act.at, TIMER, self._on_timer, (act.task, act.attempt))
+                schedule(act.at, TIMER, self._on_timer, (act.task, act.attempt, act.site))
             elif kind is Decision:
                 if record:
                     self.decisions.append(act)
@@ -239,6 +264,7 @@ class Simulation:
                     pilot = SimPilot(act.pilot, x, act.cores, now, now + truth.draw_wait(act.cores),
                                      truth.draw_speed())
                 pilot.tx = self._instructions * truth.kappa / pilot.speed    # a task's true T_x on it
+                pilot.walltime = act.walltime
                 pilots.append(pilot)
                 if pilot.queued:
                     self.queues[x].submit_pilot(act.pilot, act.cores, act.walltime)
@@ -259,31 +285,34 @@ class Simulation:
         self.pilots[pid].start = now
         self.env.schedule(now, STARTED, self._pilot_start, pid)
 
-    def _task_end(self, now: float, payload: tuple[int, int]) -> None:
-        task, attempt = payload
+    def _task_end(self, now: float, payload: tuple) -> None:
+        task, attempt = payload[0], payload[1]
         live = self._live_attempt
         if live.get(task) != attempt:
             return
         del live[task]
         # _handle, inline: the most frequent event
-        event = TaskFinished(time=now, task=task, attempt=attempt)
+        if len(payload) > 2:   # drawn to fail (truth.fail)
+            event = TaskFailed(time=now, task=task, attempt=attempt, reason="exit 1")
+        else:
+            event = TaskFinished(time=now, task=task, attempt=attempt)
         self.steps += 1
         if self.record:
-            self.log.append((now, "TaskFinished", event))
+            self.log.append((now, type(event).__name__, event))
         engine = self.engine
         self._apply(now, engine.handle(event))
         if engine.finished:
             self.env.stop()
 
-    def _timer(self, now: float, payload: tuple[int, int]) -> None:
-        self._handle(now, TimerFired(time=now, task=payload[0], attempt=payload[1]))
+    def _timer(self, now: float, payload: tuple[int, int, str | None]) -> None:
+        self._handle(now, TimerFired(time=now, task=payload[0], attempt=payload[1], site=payload[2]))
 
     def _pilot_start(self, now: float, pid: int) -> None:
         pilot = self.pilots[pid]
         if pilot.cancelled:
             return
         pilot.started = True
-        self.env.schedule(now + self.sites[pilot.site].pilot.walltime, PILOT_END, self._pilot_end, pid)
+        self.env.schedule(now + pilot.walltime, PILOT_END, self._pilot_end, pid)
         self._handle(now, PilotStarted(time=now, pilot=pid))
 
     def _pilot_end(self, now: float, pid: int) -> None:
@@ -293,6 +322,11 @@ class Simulation:
         pilot.cancelled = True
         if pilot.queued:
             self.queues[pilot.site].release_pilot(pid)
+        record = self.engine.pilots.get(pid)
+        if record is not None and not record.state.final:
+            self.walltime_kills += len(record.tasks)   # killed by the scheduler at its walltime
+            if record.tasks:
+                self.kills_by_pilot[pid] = len(record.tasks)
         self._handle(now, PilotEnded(time=now, pilot=pid, reason="walltime"))
 
 

@@ -38,6 +38,10 @@ from resel.models.lim import GHZ, SiteRate
 MAX_RATIOS = 400
 
 
+#: the ratio quantile walltime packing plans with: the top of the central 90 % interval
+UPPER_QUANTILE = 0.95
+
+
 def quantile(sorted_values: Sequence[float], p: float) -> float:
     """Type-6 quantile (Weibull plotting positions) of an ascending sequence.
 
@@ -162,19 +166,23 @@ class EngineRates:
     ``rates``: T̂x per site (point). ``windows``: Ŵ(r', r) per (target, origin) name pair to use
     instead of T̂x(r') − T̂x(r) (``--risk``: an upper quantile). ``split``: the T̂x the
     queue-aware split plans with (``--objective p90``: each site's upper runtime quantile).
-    ``label``: one line saying what produced them (recorded with the run).
+    ``label``: one line saying what produced them (recorded with the run). ``upper``: each
+    site's T̂x,hi, the top of its central 90 % runtime interval (the 0.95 ratio quantile), which
+    walltime packing plans with (:mod:`resel.walltime`); a site missing from it uses its point.
     """
 
     rates: Mapping[str, SiteRate]
     windows: Mapping[tuple[str, str], float] | None = None
     split: Mapping[str, SiteRate] | None = None
     label: str = ""
+    upper: Mapping[str, SiteRate] | None = None
 
     def to_json(self) -> dict:
         """A JSON-ready form (stored with a live run so ``--resume`` rebuilds the same engine)."""
         def rates(m: Mapping[str, SiteRate] | None) -> dict | None:
             return None if m is None else {s: [r.kappa, r.clock_ghz] for s, r in m.items()}
         return {"rates": rates(self.rates), "split": rates(self.split), "label": self.label,
+                "upper": rates(self.upper),
                 "windows": None if self.windows is None else [[a, b, w] for (a, b), w in self.windows.items()]}
 
     @classmethod
@@ -183,7 +191,7 @@ class EngineRates:
             return None if m is None else {s: SiteRate(s, float(k), float(c)) for s, (k, c) in m.items()}
         w = d.get("windows")
         return cls(rates(d["rates"]) or {}, None if w is None else {(a, b): float(x) for a, b, x in w},
-                   rates(d.get("split")), d.get("label", ""))
+                   rates(d.get("split")), d.get("label", ""), rates(d.get("upper")))
 
 
 @dataclass
@@ -233,4 +241,9 @@ class RuntimeModel:
                 split[s] = SiteRate(s, r.rate.kappa, r.rate.clock_ghz / factor)
         label = self.summary() + (f"; windows at risk {risk:g}" if risk is not None else "") + (
             "; split on P90 run times" if objective == "p90" else "")
-        return EngineRates(self.rates(), windows, split, label)
+        upper = {}
+        for s, r in self.sites.items():   # T̂x,hi for walltime packing: the 90 % interval's top
+            factor = r.ratio(UPPER_QUANTILE)
+            if factor is not None:
+                upper[s] = SiteRate(s, r.rate.kappa, r.rate.clock_ghz / factor)
+        return EngineRates(self.rates(), windows, split, label, upper or None)

@@ -7,6 +7,7 @@ traceback (exit status 1); bad usage exits 2 as usual for click.
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ import click
 from resel import __version__
 from resel.cli_common import CleanErrors, LazyConsole, LazyGroup, Table, fail_cleanly, print_json
 from resel.cli_common import INT64_MAX, RUN_ID, SEED, Finite
-from resel.cli_rates import model_option, objective_option, risk_option
+from resel.cli_rates import model_option, objective_option, risk_option, walltime_option
 from resel.errors import ReselError
 from resel.safe_text import markup as m
 
@@ -131,6 +132,7 @@ def cli() -> None:
 @model_option
 @risk_option
 @objective_option
+@walltime_option
 @db_option
 @click.option("--no-store", is_flag=True, help="Do not write runs to the store.")
 @click.option("--plot", "plot_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -139,7 +141,7 @@ def cli() -> None:
 @_fail_cleanly
 def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[str], estimate: str,
              quantile: float, confidence: float, sizes: list[int], repeat: int, seed: int, clock: str,
-             model: str, risk: float | None, objective: str,
+             model: str, risk: float | None, objective: str, walltime: str,
              db: Path | None, no_store: bool, plot_dir: Path | None, as_json: bool) -> None:
     """Compare strategies on simulated sites: TTC, T_x and T_q of the whole bag.
 
@@ -177,7 +179,8 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
     params = {"bag": str(bag_file or "embedded"), "sites": str(sites_file or "embedded"),
               "strategies": strategies, "sizes": sizes, "repeat": repeat, "seed": seed, "clock": clock,
               "estimate": estimate, "quantile": quantile, "confidence": confidence,
-              "model": model, "model_used": runtime.summary(), "risk": risk, "objective": objective}
+              "model": model, "model_used": runtime.summary(), "risk": risk, "objective": objective,
+              "walltime": walltime}
     exp_id = add_experiment(store, params) if store is not None else None
     total = len(strategies) * len(sizes) * repeat
     with Progress(TextColumn("[bold]simulating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -190,14 +193,14 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
 
         exp = run_experiment(bag, sites, strategies, sizes, repeat=repeat, seed=seed, clock=clock,
                              estimate=estimate, quantile=quantile, confidence=confidence, on_run=on_run,
-                             rates=rates)
+                             rates=rates, walltime=walltime)
     exp.experiment_id = exp_id
     if as_json:
         doc = exp.as_dict()
         doc["model"] = {"asked": model, "used": runtime.used, "summary": runtime.summary(),
                         "application": runtime.application, "notes": runtime.notes,
                         "sites": {s: r.as_dict(bag.profile.instructions) for s, r in runtime.sites.items()}}
-        doc["risk"], doc["objective"] = risk, objective
+        doc["risk"], doc["objective"], doc["walltime"] = risk, objective, walltime
         doc["db"] = str(db or default_path()) if store is not None else None
         if plot_dir is not None:
             from resel.cli_report_plots import write_experiment
@@ -215,6 +218,24 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
     if plot_dir is not None:
         from resel.cli_report_plots import write_experiment
         write_experiment(store, exp_id, plot_dir, protect=protect)
+
+
+def quarantine_log(store, run_id: int) -> list[dict]:
+    """Each quarantine of a stored run (docs/engine.md, black-hole sites): site, when, until,
+    the counts that decided it, and when it was released (None: not before the run ended)."""
+    out: list[dict] = []
+    for row in store.query("select time, kind, data from events where run_id = ? and kind in "
+                           "('SiteQuarantined', 'SiteReleased') order by seq", [run_id]):
+        data = json.loads(row["data"])
+        if row["kind"] == "SiteQuarantined":
+            out.append({"site": data["site"], "time": row["time"], "until": data.get("until"),
+                        "reason": data.get("reason", ""), "released": None})
+        else:
+            for q in reversed(out):
+                if q["site"] == data["site"] and q["released"] is None:
+                    q["released"] = row["time"]
+                    break
+    return out
 
 
 def _mean_std(s: dict, unit: Any) -> str:
@@ -323,11 +344,13 @@ def report(run_id: int, db: Path | None, n_decisions: int, plot_dir: Path | None
         "select kind, count(*) as n from decisions where run_id = ? group by kind", [run_id])}
     picked = list(store.query(
         "select * from decisions where run_id = ? and kind != 'assign' order by seq limit ?", [run_id, n_decisions]))
+    quarantines = quarantine_log(store, run_id)
     if as_json:
         for key in ("sites", "bag_spec"):
             run.pop(key, None)
         from resel.cli_report_plots import emit
         _print_json({"run": run, "per_site": per_site, "decisions": kinds, "decision_log": picked,
+                     "quarantines": quarantines,
                      **emit(store, run_id, plot_dir, html_file, as_json=True, protect=protect)})
         return
     from resel.units import pick
@@ -352,6 +375,10 @@ def report(run_id: int, db: Path | None, n_decisions: int, plot_dir: Path | None
         table.add_row(m(r["site"] or "(failed)"), m(r["origin"]), str(r["tasks"]), unit.fmt(r["tq"]),
                       unit.fmt(r["tx"]), unit.fmt(r["ttc"]))
     out.print(table)
+    for q in quarantines:
+        until = f"until {q['until']:,.0f} s" if q["until"] is not None else "not released"
+        released = f", released at {q['released']:,.0f} s" if q["released"] is not None else ""
+        out.print(f"quarantined {m(q['site'])} at {q['time']:,.0f} s ({until}{released}): black hole — {m(q['reason'])}")
     audit = run["audit"] or {}
     out.print("decisions: " + m(", ".join(f"{k} {v}" for k, v in sorted(kinds.items())) or "none"))
     if audit.get("decisions"):

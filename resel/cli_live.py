@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import click
 
 from resel.cli_common import Table   # rich, imported on first use
-from resel.cli_rates import model_option, objective_option, risk_option
+from resel.cli_rates import model_option, objective_option, risk_option, walltime_option
 from resel.cli_common import RUN_ID, SEED, Finite
 from resel.errors import ReselError, StoreError
 from resel.safe_text import markup as m
@@ -81,6 +81,11 @@ def readable_run(store, run_id: int):
 @model_option
 @risk_option
 @objective_option
+@walltime_option
+@click.option("--quarantine/--no-quarantine", default=True, show_default=True,
+              help="Quarantine a site whose tasks fail or pilots die far more often than elsewhere "
+                   "(5 bad outcomes, half of its own, twice the rate elsewhere; back-off 30 min doubling "
+                   "up to 4 h — docs/engine.md).")
 @click.option("--refit", is_flag=True,
               help="When the run is done, refit the model of the bag's application from every live run "
                    "(as `resel model fit --application APP`), so the next run and plan use it.")
@@ -90,8 +95,8 @@ def readable_run(store, run_id: int):
 def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed: int, clock: str, poll: float,
             perf: bool,
             task_timeout: float | None, resume_id: int | None, dry_run: bool, estimate: str, max_time: float | None,
-            progress: bool | None, model: str, risk: float | None, objective: str, refit: bool,
-            db: Path | None, as_json: bool) -> None:
+            progress: bool | None, model: str, risk: float | None, objective: str, walltime: str,
+            quarantine: bool, refit: bool, db: Path | None, as_json: bool) -> None:
     """Run a bag on live sites: pilots, late binding, re-selection; crash-safe.
 
     Every event and action is written to the run store before it is carried out, so a
@@ -147,7 +152,7 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
             c.err.print(rates.label, soft_wrap=True, markup=False)
             options = LiveOptions(strategy=strategy, seed=seed, clock=clock, poll=poll, perf=perf,
                                   task_timeout=task_timeout, estimate=estimate, rates=rates.to_json(),
-                                  objective=objective)
+                                  objective=objective, walltime=walltime, quarantine=quarantine)
             coord = Coordinator.start(store, bag, site_list, options, open_site,
                                       bag_file=str(bag_file.resolve()), sites_file=str(sites_file.resolve()))
         c.err.print(f"run {coord.run_id}: {coord.bag.count} tasks on {m(', '.join(s.name for s in coord.sites))} "

@@ -23,6 +23,12 @@ risk_option = click.option(
     "--risk", type=click.FloatRange(0.5, 0.99), default=None,
     help="Re-selection windows at this upper quantile of Ŵ (from the runtime intervals), e.g. 0.9; "
          "default: the point rule Ŵ = T̂x(r') − T̂x(r).")
+walltime_option = click.option(
+    "--walltime", "walltime", type=click.Choice(["limit", "pack", "off"]), default="limit", show_default=True,
+    help="Walltime rules (docs/walltime.md): limit = never dispatch a task whose T̂x,hi (the top of its "
+         "runtime interval) exceeds the pilot's remaining walltime, pilots ask for the site's limit; "
+         "pack = also size each pilot's walltime from its tasks (waves · T̂x,hi · 1.1 + 120 s, within the "
+         "limit); off = neither (what resel did before).")
 objective_option = click.option(
     "--objective", type=click.Choice(["p50", "p90"]), default="p50", show_default=True,
     help="What the queue-aware split minimises: the plan's median finish, or its 90th percentile "

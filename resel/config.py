@@ -183,6 +183,8 @@ TRUTH_KEYS = {
     "kappa": _Key(_num(True, False, False, high=MAX_KAPPA), f"an instruction factor > 0 and <= {MAX_KAPPA:g}"),
     "ipc": _Key(lambda v: isinstance(v, (dict, int, float)) and not isinstance(v, bool), "a number or a distribution table"),
     "clock": _Key(lambda v: isinstance(v, (dict, int, float)) and not isinstance(v, bool), "GHz or a distribution table"),
+    "fail": _Key(_num(True, low=0.0, high=1.0), "a probability from 0 to 1 that an attempt fails there"),
+    "fail_after": _Key(_num(True, high=MAX_SECONDS), f"seconds >= 0 and <= {MAX_SECONDS:g} until a failing attempt ends"),
 }
 
 
@@ -415,7 +417,8 @@ def _site(reader: _Reader, raw: Any, key_path: str) -> Site:
         t = reader.check(raw["truth"], TRUTH_KEYS, f"{key_path}.truth")
         ipc, _ = reader.dist(t.get("ipc", 1.0), f"{key_path}.truth.ipc", positive=True)
         tclock, _ = reader.dist(t.get("clock", clock.get("avg", clock["base"])), f"{key_path}.truth.clock", positive=True)
-        truth = Truth(float(t.get("kappa", raw.get("kappa", 1.0))), ipc, tclock)
+        truth = Truth(float(t.get("kappa", raw.get("kappa", 1.0))), ipc, tclock,
+                      float(t.get("fail", 0.0)), float(t.get("fail_after", 60.0)))
     return Site(
         name=raw["name"], kind=raw["kind"], cores=int(raw["cores"]),
         clock=Clock(float(clock["base"]), clock.get("avg")), kappa=float(raw.get("kappa", 1.0)),

@@ -136,11 +136,16 @@ class Truth:
 
     T_x = instructions · kappa / (ipc · clock), with ``clock`` (GHz) drawn once per slot —
     per pilot — so heterogeneous pools such as the OSG get a different clock per slot.
+    ``fail`` is the probability that an attempt fails (exits non-zero) there, ``fail_after``
+    seconds after it started (or at its T_x if that is sooner): a black-hole site is
+    ``fail = 1`` (resel/blackhole.py).
     """
 
     kappa: float = 1.0
     ipc: Dist = field(default_factory=lambda: Dist.fixed(1.0))
     clock: Dist = field(default_factory=lambda: Dist.fixed(1.0))
+    fail: float = 0.0
+    fail_after: float = 60.0
 
 
 @dataclass(frozen=True, slots=True)

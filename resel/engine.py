@@ -32,34 +32,42 @@ ended gives its queued tasks back. Only the start is early; the choice is the en
 
 from __future__ import annotations
 
+import heapq
+import math
 import random
 from collections import deque
 from itertools import chain
 from typing import Callable, Mapping
 
+from resel.blackhole import QuarantinePolicy, SiteHealth, describe, is_black_hole
 from resel.domain import Bag, Site
 from resel.errors import IllegalTransition, ReselError
 from resel.events import (
     Action, BagCancelled, BagDone, BagSubmitted, CancelPilot, CancelTask, Decision, DispatchTask, Event,
-    PilotEnded, PilotRequeued, PilotStarted, SetTimer, SiteLost, SubmitPilot, TaskFailed, TaskFinished,
-    TaskLost, TaskStarted, TimerFired,
+    PilotEnded, PilotRequeued, PilotStarted, SetTimer, SiteLost, SiteQuarantined, SiteReleased, SubmitPilot,
+    TaskFailed, TaskFinished, TaskLost, TaskStarted, TimerFired,
 )
 from resel.models.lim import SiteRate, site_rates
 from resel.models.runtime import EngineRates
 from resel.selection import Strategy, initial_assignment, queue_split, viable_sites
 from resel.states import PilotState, TaskState, next_pilot_state, next_task_state
+from resel.walltime import WalltimePolicy, fits
 
 WAITING, QUEUED, RUNNING, PROVISIONAL = TaskState.WAITING, TaskState.QUEUED, TaskState.RUNNING, TaskState.PROVISIONAL
 
 #: pilot sizes per single-pilot site the queue-aware strategy weighs (full, half, quarter, …)
 MENU_SIZES = 6
 
+#: PilotEnded reasons that mean "reached its walltime" (the simulator's, Slurm's TIMEOUT,
+#: PBS/HTCondor wordings): such an end is resel's packing, never the site's fault
+WALLTIME_REASONS = ("walltime", "timeout", "walltime exceeded", "deadline")
+
 
 class TaskRecord:
     """The engine's book-keeping for one task (read it; do not write it)."""
 
     __slots__ = ("id", "state", "origin", "first_origin", "site", "pilot", "attempt",
-                 "deadline", "opened", "failures", "losses", "attempts")
+                 "deadline", "opened", "failures", "losses", "attempts", "moved_from")
 
     def __init__(self, tid: int, origin: int):
         self.id = tid
@@ -73,6 +81,7 @@ class TaskRecord:
         self.opened = 0.0             # a_r' of that window: when the task got its slot on r'
         self.failures = 0
         self.losses = 0
+        self.moved_from = -1          # the quarantined site it was moved away from (comes back on release)
         #: [site, pilot, start, end, outcome] per attempt; outcome in done/failed/cancelled/lost
         self.attempts: list[list] = []
 
@@ -87,10 +96,14 @@ class PilotRecord:
     """
 
     __slots__ = ("id", "site", "slots", "free", "state", "submitted", "started", "ended", "tasks",
-                 "queued", "reserved", "debt")
+                 "queued", "reserved", "debt", "walltime", "draining", "done")
 
-    def __init__(self, pid: int, site: int, slots: int, submitted: float):
+    def __init__(self, pid: int, site: int, slots: int, submitted: float, walltime: float = math.inf):
         self.id, self.site, self.slots, self.free = pid, site, slots, slots
+        self.walltime = walltime       # what it asked for: it is killed at started + walltime
+        self.draining = False          # too little walltime left for a task: takes none, ends when idle
+        self.done = 0                  # attempts that finished on it (a pilot that did none and died
+                                       # soon after its start counts against its site)
         self.state = PilotState.PENDING
         self.submitted, self.started, self.ended = submitted, None, None
         self.tasks: dict[int, None] = {}
@@ -103,7 +116,7 @@ class _SiteBook:
     """Per-site indices that keep every decision O(sites), not O(tasks)."""
 
     __slots__ = ("waiting", "queued", "prov", "pending", "active", "free_pilots", "free", "reserved",
-                 "pending_slots", "acquired_at", "cap_slots", "origins", "spec")
+                 "pending_slots", "acquired_at", "cap_slots", "origins", "spec", "cap_saved", "draining")
 
     def __init__(self, cap_slots: int):
         self.waiting: deque[int] = deque()
@@ -119,6 +132,8 @@ class _SiteBook:
         self.cap_slots = cap_slots
         self.origins: list[int] = []   # sites whose tasks may be re-selected onto this one
         self.spec = False              # acquires pilots for other sites' waiting tasks
+        self.cap_saved = cap_slots     # cap_slots while the site is quarantined (0 then)
+        self.draining = 0              # active pilots draining (not counted against max_pilots)
 
 
 class Engine:
@@ -140,11 +155,16 @@ class Engine:
         max_losses: pilot losses (walltime, node failure) after which a task is given up.
         prefetch: per slot of a pilot, how many of its site's waiting tasks it is handed ahead of
             a free slot (0: none, the simulator; the live coordinator uses 1).
+        quarantine: the black-hole rule's numbers (:mod:`resel.blackhole`); default on.
+        walltime: walltime packing (:mod:`resel.walltime`): a :class:`WalltimePolicy` or its
+            mode: ``limit`` (default: the dispatch guard, pilots ask for the limit), ``pack``
+            (pilots also ask only for what their tasks need) or ``off``.
     """
 
     def __init__(self, bag: Bag, sites: list[Site], strategy: Strategy | str = "model", *,
                  seed: int = 0, clock: str = "base", max_attempts: int = 3, max_losses: int = 5,
-                 prefetch: int = 0, rates: Mapping[str, SiteRate] | EngineRates | None = None):
+                 prefetch: int = 0, rates: Mapping[str, SiteRate] | EngineRates | None = None,
+                 quarantine: QuarantinePolicy | None = None, walltime: WalltimePolicy | str = "limit"):
         self.bag = bag
         self.prefetch = max(0, int(prefetch))
         self.sites = list(sites)
@@ -158,6 +178,19 @@ class Engine:
         self._split_tx = [split[s.name].tx(bag.profile.instructions) if s.name in split else self.tx[i]
                           for i, s in enumerate(self.sites)]
         self._windows = given.windows      # Ŵ(r', r) by name pair (--risk), else T̂x(r') − T̂x(r)
+        upper = given.upper or {}
+        #: T̂x,hi per site: the top of its runtime interval, what walltime packing plans with
+        self.tx_hi = [max(self.tx[i], upper[s.name].tx(bag.profile.instructions)) if s.name in upper
+                      else self.tx[i] for i, s in enumerate(self.sites)]
+        self.walltime = walltime if isinstance(walltime, WalltimePolicy) else WalltimePolicy(walltime)
+        self.quarantine = quarantine or QuarantinePolicy()
+        #: outcomes per site for the black-hole rule (resel/blackhole.py)
+        self.health = [SiteHealth() for _ in self.sites]
+        self._suspects: set[int] = set()
+        self._drained: dict[int, None] = {}
+        #: (when its remaining walltime falls below T̂x,hi, pilot id, started) per started pilot
+        self._expiries: list[tuple[float, int, float]] = []
+        self._viable: list[int] = []
         self._rng = random.Random(seed)
         self.tasks: list[TaskRecord] = []
         self.pilots: dict[int, PilotRecord] = {}
@@ -220,7 +253,8 @@ class Engine:
         cpt = self.bag.cores_per_task
         for i, (site, book) in enumerate(zip(self.sites, self._books)):
             slots = 1 if site.pilot.mode == "per-task" else max(1, min(self.bag.count, book.cap_slots))
-            out[i] = (slots * cpt, site.pilot.walltime)
+            tasks = 1 if site.pilot.mode == "per-task" else self.bag.count
+            out[i] = (slots * cpt, self._pilot_walltime(i, tasks, slots))
         return out
 
     def probe_menu(self) -> dict[int, list[tuple[int, int, float]]]:
@@ -236,11 +270,11 @@ class Engine:
             if book.cap_slots <= 0:
                 out[i] = []
             elif site.pilot.mode == "per-task":
-                out[i] = [(max(1, min(book.cap_slots, site.pilot.max_pilots)), cpt, site.pilot.walltime)]
+                out[i] = [(max(1, min(book.cap_slots, site.pilot.max_pilots)), cpt, self._pilot_walltime(i, 1, 1))]
             else:
                 slots, sizes = max(1, min(self.bag.count, book.cap_slots)), []
                 while slots >= 1 and len(sizes) < MENU_SIZES:
-                    sizes.append((slots, slots * cpt, site.pilot.walltime))
+                    sizes.append((slots, slots * cpt, self._pilot_walltime(i, self.bag.count, slots)))
                     slots //= 2
                 out[i] = sizes
         return out
@@ -249,6 +283,11 @@ class Engine:
     def reselection_targets(self) -> list[str]:
         """Sites that take re-selected tasks, preferred first (empty without re-selection)."""
         return [self.sites[x].name for x in self._targets]
+
+    @property
+    def quarantined(self) -> dict[str, SiteHealth]:
+        """Sites quarantined as black holes right now, with their counts and release time."""
+        return {self.sites[i].name: h for i, h in enumerate(self.health) if h.quarantined}
 
     def acquired_at(self, site: str) -> float | None:
         """a_r: when the site's first pilot started, or None while unacquired."""
@@ -259,6 +298,16 @@ class Engine:
         if self.started:
             raise IllegalTransition("BagSubmitted twice")
         viable = viable_sites(self.bag, self.sites)
+        if self.walltime.guard:   # a site whose limit is below T̂x,hi can never finish a task
+            fit = [i for i in viable if fits(self.sites[i].pilot.walltime, self.tx_hi[i])]
+            if viable and not fit:
+                raise ReselError("no site's walltime limit fits one task: " + ", ".join(
+                    f"{self.sites[i].name} {self.sites[i].pilot.walltime:g} s < T̂x,hi {self.tx_hi[i]:.0f} s"
+                    for i in viable) + "; raise pilot.walltime or use --walltime off")
+            for i in set(viable) - set(fit):
+                self._books[i].cap_slots = self._books[i].cap_saved = 0
+            viable = fit
+        self._viable = list(viable)
         waits = None
         if ev.wait_estimates is not None:
             waits = [ev.wait_estimates.get(s.name) for s in self.sites]
@@ -328,12 +377,20 @@ class Engine:
         book.free += pilot.free
         if book.acquired_at is None:
             book.acquired_at = ev.time
+        if self.walltime.guard and math.isfinite(pilot.walltime):
+            heapq.heappush(self._expiries, (ev.time + pilot.walltime - self.tx_hi[pilot.site], pilot.id, ev.time))
         self._dirty.add(pilot.site)
 
     def _on_pilot_ended(self, ev: PilotEnded, out: list[Action]) -> None:
         pilot = self._pilot(ev.pilot)
         if pilot.state.final:
             return
+        at_walltime = ev.reason.lower() in WALLTIME_REASONS or (
+            pilot.started is not None and ev.time - pilot.started >= pilot.walltime)
+        died_young = not pilot.done and (pilot.started is None
+                                         or ev.time - pilot.started < self.quarantine.start_grace)
+        if not at_walltime and (pilot.tasks or died_young):
+            self._outcome(pilot.site, bad=True)   # one incident, however many tasks it took down
         self._give_back_queued(pilot, ev.time)
         self._withdraw(pilot)
         for tid in list(pilot.tasks):
@@ -350,6 +407,7 @@ class Engine:
         if pilot.state is not PilotState.ACTIVE:
             return   # already pending (a repeated report) or over: nothing runs there
         name = self.sites[pilot.site].name
+        self._outcome(pilot.site, bad=True)   # one incident against the site (a node failure)
         for tid in pilot.tasks:
             out.append(CancelTask(task=tid, attempt=self.tasks[tid].attempt, pilot=pilot.id, site=name))
         self._withdraw(pilot)
@@ -381,9 +439,10 @@ class Engine:
             self._start_queued(task, ev.time)
         if task.state not in (RUNNING, PROVISIONAL):
             return
+        x = task.site
         self._end_attempt(task, ev.time, "lost")   # the pilot lives on: its slot is free again
         task.losses += 1
-        self._requeue(task, give_up=task.losses >= self.max_losses)
+        self._requeue(task, *self._retry_or_give_up(task, x, "lost", task.losses >= self.max_losses))
 
     def _on_bag_cancelled(self, ev: BagCancelled, out: list[Action]) -> None:
         for pilot in list(self.pilots.values()):
@@ -407,6 +466,8 @@ class Engine:
             self._start_queued(task, ev.time)   # its result came with (or before) its start
         if task.attempt != ev.attempt or task.state not in (RUNNING, PROVISIONAL):
             return  # a cancelled attempt finishing late: not ours any more
+        self.health[task.site].n += 1            # a good outcome (inline: the hottest event)
+        self.pilots[task.pilot].done += 1
         self._end_attempt(task, ev.time, "done")
         if task.state is PROVISIONAL:
             del self._books[task.origin].prov[task.id]
@@ -420,11 +481,16 @@ class Engine:
             self._start_queued(task, ev.time)   # e.g. a bad task file: failed without a start
         if task.attempt != ev.attempt or task.state not in (RUNNING, PROVISIONAL):
             return
+        self._outcome(task.site, bad=True)
+        x = task.site
         self._end_attempt(task, ev.time, "failed")
         task.failures += 1
-        self._requeue(task, give_up=task.failures >= self.max_attempts)
+        self._requeue(task, *self._retry_or_give_up(task, x, "failed", task.failures >= self.max_attempts))
 
     def _on_timer(self, ev: TimerFired, out: list[Action]) -> None:
+        if ev.site is not None:
+            self._release(self._index(ev.site), ev.attempt, ev.time, out)
+            return
         task = self._task(ev.task)
         if task.attempt != ev.attempt or task.state is not PROVISIONAL:
             return
@@ -470,6 +536,139 @@ class Engine:
         self._waiting_changed = True
         self._dirty.add(best)
 
+    # ------------------------------------------------------------------ walltime packing
+    def _walltime_left(self, pilot: PilotRecord, t: float) -> float:
+        """Walltime left to an active pilot at t (its full walltime while pending)."""
+        if pilot.started is None or pilot.state is PilotState.PENDING:
+            return pilot.walltime
+        return pilot.started + pilot.walltime - t
+
+    def _can_queue(self, pilot: PilotRecord, t: float) -> bool:
+        """Whether one more task handed ahead to the pilot still finishes inside its walltime:
+        the q-th queued task starts within ⌈q/slots⌉ waves (one more on a running pilot, whose
+        running tasks end within one), each at most T̂x,hi."""
+        if not self.walltime.guard:
+            return True
+        waves = math.ceil((len(pilot.queued) + 1) / pilot.slots)
+        if pilot.state is PilotState.ACTIVE:
+            waves += 1
+        return fits(self._walltime_left(pilot, t), waves * self.tx_hi[pilot.site])
+
+    def _expire(self, t: float, out: list[Action]) -> None:
+        """Drain every pilot that can no longer finish a task (remaining walltime below
+        T̂x,hi, i.e. t > start + walltime − T̂x,hi: a heap of those instants, so an event pays
+        nothing until one passes): its free slots leave the books, the slots that free later
+        stay out, and it is released once idle."""
+        heap = self._expiries
+        while heap and heap[0][0] < t:
+            _, pid, started = heapq.heappop(heap)
+            pilot = self.pilots[pid]
+            if pilot.state is not PilotState.ACTIVE or pilot.started != started or pilot.draining:
+                continue   # ended, or requeued and started again (a later entry is its own)
+            x = pilot.site
+            book = self._books[x]
+            pilot.draining = True
+            book.draining += 1
+            if pilot.free:
+                book.free -= pilot.free
+                pilot.free = 0
+                del book.free_pilots[pid]
+            self._dirty.add(x)
+            if not pilot.tasks and not pilot.queued:
+                self._drained[pid] = None
+        if self._drained:
+            for pid in list(self._drained):
+                pilot = self.pilots[pid]
+                if not pilot.state.final:
+                    self._cancel_pilot(pilot, t, out)   # a clean end before the scheduler's kill
+            self._drained.clear()
+
+    # ------------------------------------------------------------------ black-hole sites
+    def _usable(self, exclude: int = -1) -> list[int]:
+        """Sites that may take tasks: viable, not lost, not quarantined, not ``exclude``."""
+        return [i for i in self._viable if i != exclude and self._books[i].cap_slots > 0
+                and self.sites[i].name not in self.lost_sites and not self.health[i].quarantined]
+
+    def _outcome(self, x: int, bad: bool) -> None:
+        """Count an attempt's (or a pilot's) end on site x; a bad one makes x a suspect."""
+        if x < 0:
+            return
+        self.health[x].add(bad)
+        if bad:
+            self._suspects.add(x)
+
+    def _judge(self, x: int, t: float, out: list[Action]) -> None:
+        health = self.health[x]
+        if health.quarantined or self.sites[x].name in self.lost_sites:
+            return
+        others_n = sum(h.n for i, h in enumerate(self.health) if i != x)
+        others_bad = sum(h.bad for i, h in enumerate(self.health) if i != x)
+        if not is_black_hole(health, others_n, others_bad, self.quarantine):
+            return
+        usable = self._usable(exclude=x)
+        if not usable:
+            return   # the last usable site is never quarantined: nowhere else to go
+        self._quarantine(x, usable, describe(health, others_n, others_bad), t, out)
+
+    def _quarantine(self, x: int, usable: list[int], reason: str, t: float, out: list[Action]) -> None:
+        """Site x is a black hole: withdraw its pending pilots, move its waiting (and handed
+        ahead) tasks to the fastest usable site as for a lost site, and set the release timer.
+        Tasks running there stay until they end (a success still counts for the site)."""
+        health, book, name = self.health[x], self._books[x], self.sites[x].name
+        health.quarantines += 1
+        health.since, health.until = t, t + self.quarantine.backoff_for(health.quarantines)
+        health.reason = reason
+        book.cap_saved, book.cap_slots = book.cap_slots, 0
+        out.append(SiteQuarantined(time=t, site=name, until=health.until, reason=reason))
+        for pid in list(book.pending):
+            self._cancel_pilot(self.pilots[pid], t, out)
+        for tid in reversed(list(book.queued)):      # handed ahead to its busy pilots: take back
+            task = self.tasks[tid]
+            self._unqueue(task, t, out)
+            self._books[task.origin].waiting.appendleft(tid)
+        best = min(usable, key=lambda i: (self.tx[i], i))
+        while book.waiting:
+            tid = book.waiting.popleft()
+            task = self.tasks[tid]
+            task.origin, task.moved_from = best, x
+            self._books[best].waiting.append(tid)
+            out.append(Decision(time=t, kind="quarantine", task=tid, origin=name,
+                                target=self.sites[best].name, tx_r=self.tx[x], tx_r2=self.tx[best]))
+        for tid in list(book.prov):                  # provisional elsewhere: r is out, keep r'
+            self._commit(self.tasks[tid], t, out)
+        self._waiting_changed = True
+        self._dirty.update((x, best))
+        out.append(SetTimer(at=health.until, task=-1, attempt=health.quarantines, site=name))
+
+    def _release(self, x: int, k: int, t: float, out: list[Action]) -> None:
+        """The k-th quarantine of site x ends: it may take tasks again, its counts restart, and
+        the tasks it lost to the quarantine that still wait elsewhere come back (the retry)."""
+        health, book, name = self.health[x], self._books[x], self.sites[x].name
+        if not health.quarantined or health.quarantines != k:
+            return   # a stale or repeated timer
+        health.until = health.since = None
+        health.reset()
+        out.append(SiteReleased(time=t, site=name))
+        if name in self.lost_sites:
+            return
+        book.cap_slots = book.cap_saved
+        for y, other in enumerate(self._books):
+            if y == x or not other.waiting:
+                continue
+            back = [tid for tid in other.waiting if self.tasks[tid].moved_from == x]
+            if not back:
+                continue
+            keep = set(back)
+            other.waiting = deque(tid for tid in other.waiting if tid not in keep)
+            for tid in back:
+                self.tasks[tid].origin, self.tasks[tid].moved_from = x, -1
+                book.waiting.append(tid)
+                out.append(Decision(time=t, kind="quarantine-release", task=tid, origin=self.sites[y].name,
+                                    target=name, tx_r=self.tx[y], tx_r2=self.tx[x]))
+            self._dirty.add(y)
+        self._waiting_changed = True
+        self._dirty.add(x)
+
     # ------------------------------------------------------------------ helpers
     def _pilot(self, pid: int) -> PilotRecord:
         try:
@@ -514,6 +713,9 @@ class Engine:
         elif len(pilot.queued) > pilot.reserved:
             pilot.reserved += 1
             book.reserved += 1
+        elif pilot.draining:              # takes no new task; released once idle
+            if not pilot.tasks and not pilot.queued:
+                self._drained[pilot.id] = None
         else:
             pilot.free += 1
             book.free += 1
@@ -588,16 +790,33 @@ class Engine:
         """The pilot under a running task vanished: back to waiting (not the task's fault)."""
         rec = task.attempts[-1]
         rec[3], rec[4] = time, "lost"
+        x = task.site
         task.pilot = task.site = -1
         task.losses += 1
-        self._requeue(task, give_up=task.losses >= self.max_losses)
+        self._requeue(task, *self._retry_or_give_up(task, x, "lost", task.losses >= self.max_losses))
 
-    def _requeue(self, task: TaskRecord, give_up: bool) -> None:
+    def _retry_or_give_up(self, task: TaskRecord, x: int, outcome: str, give_up: bool) -> tuple[bool, int | None]:
+        """(give up?, the site to requeue on): a task is never given up on the word of one site
+        alone — when every attempt that ended ``outcome`` (failed, lost) was on x, the site it
+        just ended on, and another site is usable, it gets one more try on the fastest of those
+        (a black hole not yet quarantined, a site whose pilots keep dying)."""
+        if give_up and {a[0] for a in task.attempts if a[4] == outcome} == {x}:
+            others = self._usable(exclude=x)
+            if others:
+                return False, min(others, key=lambda i: (self.tx[i], i))
+        return give_up, None
+
+    def _requeue(self, task: TaskRecord, give_up: bool, origin: int | None = None) -> None:
+        """Back to waiting (front of its origin's queue, or of ``origin``'s), or given up."""
         if task.state is PROVISIONAL:
             del self._books[task.origin].prov[task.id]
-        if self.lost_sites and self.sites[task.origin].name in self.lost_sites:
-            usable = [i for i, b in enumerate(self._books) if b.cap_slots > 0]
-            if usable:   # its origin is gone: requeue on the fastest site still usable
+        if origin is not None and not give_up:
+            self._dirty.add(task.origin)
+            task.origin = origin
+        if self._books[task.origin].cap_slots <= 0 and (
+                self.sites[task.origin].name in self.lost_sites or self.health[task.origin].quarantined):
+            usable = self._usable()
+            if usable:   # its origin is gone or quarantined: requeue on the fastest site still usable
                 task.origin = min(usable, key=lambda i: (self.tx[i], i))
             else:
                 give_up = True
@@ -648,12 +867,20 @@ class Engine:
 
     # ------------------------------------------------------------------ the decisions
     def _settle(self, t: float, out: list[Action]) -> None:
-        """After every event: fill free slots, re-select, then size the pilot requests."""
+        """After every event: quarantine black holes, drain pilots too short for a task, fill
+        free slots, re-select, then size the pilot requests."""
+        if self._suspects:
+            for x in sorted(self._suspects):
+                self._judge(x, t, out)
+            self._suspects.clear()
+        expiries = self._expiries
+        if (expiries and expiries[0][0] < t) or self._drained:
+            self._expire(t, out)
         for x, book in enumerate(self._books):
             if book.free and (book.waiting or book.prov):
                 self._fill_home(x, t, out)
         for x in self._targets:
-            if self._books[x].free:
+            if self._books[x].free and self.health[x].until is None:   # not quarantined
                 self._fill_reselect(x, t, out)
         if self._remaining == 0:
             self._finish(t, out)
@@ -701,10 +928,10 @@ class Engine:
         book = self._books[x]
         for pid in chain(list(book.active), list(book.pending)):
             pilot = self.pilots[pid]
-            if pilot.state is PilotState.ACTIVE and pilot.free:
+            if pilot.state is PilotState.ACTIVE and (pilot.free or pilot.draining):
                 continue   # a free slot takes a task at once (_fill_home), it needs no queue
             room = self.prefetch * pilot.slots - len(pilot.queued)
-            while room > 0 and book.waiting:
+            while room > 0 and book.waiting and self._can_queue(pilot, t):
                 self._queue(self.tasks[book.waiting.popleft()], pilot, t, out)
                 room -= 1
             if not book.waiting:
@@ -753,13 +980,23 @@ class Engine:
         if book.spec:   # every other candidate site is an origin of this target
             need += self._waiting_total - len(book.waiting) - len(book.queued)
         have = book.free + book.pending_slots
+        if need > have and book.pending and book.cap_slots > 0 and site.pilot.mode != "per-task":
+            # tasks arriving one event at a time within one instant (a quarantine's failures):
+            # a pilot asked for at this very instant has no queue place to lose, so it is
+            # replaced by one sized for them all rather than left to run them in waves
+            for pid in list(book.pending):
+                pilot = self.pilots[pid]
+                if pilot.submitted == t and not pilot.queued and pilot.slots < book.cap_slots:
+                    have -= pilot.slots
+                    self._cancel_pilot(pilot, t, out)
         if need > have and book.cap_slots > 0:
-            count = len(book.pending) + len(book.active)
+            # a draining pilot is on its way out: its replacement may queue meanwhile
+            count = len(book.pending) + len(book.active) - book.draining
             if site.pilot.mode == "per-task":
                 for _ in range(min(need - have, site.pilot.max_pilots - count)):
-                    self._submit(x, 1, t, out)
+                    self._submit(x, 1, t, out, tasks=1)
             elif count < site.pilot.max_pilots:
-                self._submit(x, min(need - have, book.cap_slots), t, out)
+                self._submit(x, min(need - have, book.cap_slots), t, out, tasks=need - have)
             return
         surplus = have - need
         for pid in reversed(list(book.pending)):
@@ -775,17 +1012,24 @@ class Engine:
                 surplus -= pilot.slots
                 self._cancel_pilot(pilot, t, out)
 
-    def _submit(self, x: int, slots: int, t: float, out: list[Action]) -> None:
+    def _submit(self, x: int, slots: int, t: float, out: list[Action], tasks: int | None = None) -> None:
+        """Ask for a pilot of ``slots`` slots meant for ``tasks`` tasks (its walltime is sized
+        from them, :mod:`resel.walltime`)."""
         pid = self._next_pilot
         self._next_pilot += 1
-        pilot = PilotRecord(pid, x, slots, t)
+        walltime = self._pilot_walltime(x, slots if tasks is None else tasks, slots)
+        pilot = PilotRecord(pid, x, slots, t, walltime)
         self.pilots[pid] = pilot
         book = self._books[x]
         book.pending[pid] = None
         book.pending_slots += slots
         site = self.sites[x]
         out.append(SubmitPilot(pilot=pid, site=site.name, cores=slots * self.bag.cores_per_task,
-                               walltime=site.pilot.walltime))
+                               walltime=walltime))
+
+    def _pilot_walltime(self, x: int, tasks: int, slots: int) -> float:
+        """The walltime a pilot of site x asks for: sized from its tasks within the site's limit."""
+        return self.walltime.request(self.sites[x].pilot.walltime, self.tx_hi[x], tasks, slots)
 
     def _withdraw(self, pilot: PilotRecord) -> None:
         """Take a pending or active pilot's slots out of its site's books."""
@@ -799,6 +1043,10 @@ class Engine:
             book.free -= pilot.free
             book.reserved -= pilot.reserved
             pilot.reserved = 0
+            if pilot.draining:
+                book.draining -= 1
+                pilot.draining = False
+            self._drained.pop(pilot.id, None)
 
     def _cancel_pilot(self, pilot: PilotRecord, t: float, out: list[Action]) -> None:
         self._give_back_queued(pilot, t)   # the stop file tells its agent; no cancel per task

@@ -114,10 +114,13 @@ class BagCancelled(Event):
 
 @_rec
 class TimerFired(Event):
-    """A re-selection window closed for this attempt (answer to :class:`SetTimer`)."""
+    """A re-selection window closed for this attempt (answer to :class:`SetTimer`); with
+    ``site``, a quarantined site's back-off ended (``task`` is then -1 and ``attempt`` the
+    number of that site's quarantine, so a stale timer is recognised)."""
 
     task: int
     attempt: int
+    site: str | None = None
 
 
 # ---------------------------------------------------------------- actions (engine -> driver)
@@ -158,9 +161,33 @@ class CancelTask(Action):
 
 @_rec
 class SetTimer(Action):
+    """Answer with :class:`TimerFired` at ``at``: a re-selection window closes for the task's
+    attempt, or (``site`` given, ``task`` -1) a quarantined site's back-off ends."""
+
     at: float
     task: int
     attempt: int
+    site: str | None = None
+
+
+@_rec
+class SiteQuarantined(Action):
+    """The site behaves as a black hole (resel/blackhole.py's rule): it takes no tasks until
+    ``until``; ``reason`` gives the counts that decided it. Recorded, no effect of its own (the
+    engine's other actions move the tasks and withdraw the pilots)."""
+
+    time: float
+    site: str
+    until: float
+    reason: str = ""
+
+
+@_rec
+class SiteReleased(Action):
+    """A quarantined site's back-off ended: it may take tasks again (its counts restart)."""
+
+    time: float
+    site: str
 
 
 @_rec

@@ -29,6 +29,8 @@ class RunOutcome:
 
     metrics: WorkloadMetrics
     audit: ReselAudit
+    walltime_kills: int = 0     # attempts killed by their pilot's walltime (docs/walltime.md)
+    quarantines: int = 0        # black-hole quarantines (docs/engine.md)
 
 
 @dataclass
@@ -52,6 +54,8 @@ class Cell:
         out["reassigned"] = summarize([r.metrics.reassigned for r in self.runs])["mean"]
         out["restarts"] = summarize([r.metrics.restarts for r in self.runs])["mean"]
         out["failed"] = sum(r.metrics.failed for r in self.runs)
+        out["walltime_kills"] = sum(r.walltime_kills for r in self.runs)
+        out["quarantines"] = sum(r.quarantines for r in self.runs)
         out["reselection"] = {
             "decisions": sum(a.decisions for a in audits), "judged": sum(a.judged for a in audits),
             "incorrect": sum(a.incorrect for a in audits),
@@ -118,13 +122,15 @@ def split_spec(spec: str, default_estimate: str = "scheduler") -> tuple[Strategy
 def run_experiment(bag: Bag, sites: list[Site], strategies: list[str], sizes: list[int], *,
                    repeat: int = 5, seed: int = 0, clock: str = "base", estimate: str = "scheduler",
                    quantile: float = 0.9, confidence: float = 0.9,
-                   on_run: Callable[[SimResult], int | None] | None = None, rates=None) -> Experiment:
+                   on_run: Callable[[SimResult], int | None] | None = None, rates=None,
+                   walltime: str = "limit") -> Experiment:
     """Simulate every strategy × size × repetition.
 
     Args:
         estimate: start-estimate source for strategies without an ``@source`` suffix.
         rates: the engine's T̂x rates for every run (:class:`~resel.models.runtime.EngineRates`);
             default LIM with ``clock``.
+        walltime: the engine's walltime rules (:mod:`resel.walltime`: limit, pack, off).
         on_run: called after each run (e.g. to store it and advance a progress bar); if it
             returns a run id, the id is kept with the cell.
     """
@@ -142,9 +148,10 @@ def run_experiment(bag: Bag, sites: list[Site], strategies: list[str], sizes: li
             for i in range(repeat):
                 strat, source = parsed[name]
                 result = simulate(sized, sites, strat, seed=seed + i, clock=clock, estimate=source,
-                                  quantile=quantile, confidence=confidence, rates=rates)
+                                  quantile=quantile, confidence=confidence, rates=rates, walltime=walltime)
                 result.strategy = name
-                cell.runs.append(RunOutcome(result.metrics, result.audit))
+                cell.runs.append(RunOutcome(result.metrics, result.audit, result.walltime_kills,
+                                            sum(h.quarantines for h in result.engine.health)))
                 if on_run is not None:
                     run_id = on_run(result)
                     if run_id is not None:

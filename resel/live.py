@@ -45,8 +45,8 @@ from resel.engine import Engine
 from resel.errors import IllegalTransition, ReselError
 from resel.events import (
     Action, BagCancelled, BagDone, BagSubmitted, CancelPilot, CancelTask, Decision, DispatchTask, Event, PilotEnded,
-    PilotRequeued, PilotStarted, SetTimer, SiteLost, SubmitPilot, TaskFailed, TaskFinished, TaskLost, TaskStarted,
-    TimerFired,
+    PilotRequeued, PilotStarted, SetTimer, SiteLost, SiteQuarantined, SiteReleased, SubmitPilot, TaskFailed,
+    TaskFinished, TaskLost, TaskStarted, TimerFired,
 )
 from resel.live_errors import is_transient
 from resel.live_sites import Report, SiteWorker
@@ -60,7 +60,9 @@ EVENT_TYPES = {cls.__name__: cls for cls in (BagSubmitted, PilotStarted, PilotEn
                                              TaskStarted, TaskFinished, TaskFailed, TaskLost, TimerFired,
                                              BagCancelled)}
 ACTION_TYPES = {cls.__name__: cls for cls in (SubmitPilot, CancelPilot, DispatchTask, CancelTask, SetTimer,
-                                              Decision, BagDone)}
+                                              Decision, BagDone, SiteQuarantined, SiteReleased)}
+#: actions that are only recorded (nothing to carry out): choices and quarantines
+RECORD_ONLY = (Decision, SiteQuarantined, SiteReleased)
 #: lost results that say the attempt died with an agent that is gone while its pilot lives on
 #: ("evicted": written by the HTCondor wrapper of a rerun for the run before)
 LOST_WITH_AGENT = ("agent restarted", "superseded", "evicted")
@@ -96,6 +98,16 @@ class LiveOptions:
     rates: dict | None = None
     #: queue-aware split: minimise the P50 (point estimates) or the P90 finish (resel.plan.menu_waits)
     objective: str = "p50"
+    #: walltime rules (resel/walltime.py): limit, pack or off (runs stored before them replay with off)
+    walltime: str = "limit"
+    #: the black-hole rule (resel/blackhole.py) on (runs stored before it replay without it)
+    quarantine: bool = True
+
+    def engine_options(self) -> dict:
+        """The engine's keyword arguments these options set (the coordinator and status alike)."""
+        from resel.blackhole import QuarantinePolicy
+        return {"seed": self.seed, "clock": self.clock, "prefetch": self.prefetch, "rates": self.engine_rates(),
+                "walltime": self.walltime, "quarantine": QuarantinePolicy(enabled=self.quarantine)}
 
     def engine_rates(self):
         """The stored rates as the engine takes them (None: LIM)."""
@@ -144,13 +156,13 @@ class Coordinator:
                  clock: Callable[[], float] = time.time):
         self.db, self.run_id, self.bag, self.sites, self.options = db, run_id, bag, sites, options
         self.run_key, self.t0, self.clock = run_key, t0, clock
-        self.engine = Engine(bag, sites, options.strategy, seed=options.seed, clock=options.clock,
-                             prefetch=options.prefetch, rates=options.engine_rates())
+        self.engine = Engine(bag, sites, options.strategy, **options.engine_options())
         self._open_site = open_site
         self.psites: dict[str, PilotSite] = {}
         self.views = {s.name: SiteView() for s in sites}
         self.pilots: dict[int, PilotView] = {}
-        self.timers: list[tuple[float, int, int]] = []
+        #: (at, task, attempt, site): re-selection windows (site "") and quarantine back-offs
+        self.timers: list[tuple[float, int, int, str]] = []
         self.consumed: set[tuple[str, int, int]] = set()
         self.undone: list[tuple[int, Action, float]] = []      # (seq, action, not before) to retry
         self.seq = 0
@@ -249,7 +261,7 @@ class Coordinator:
             elif row["kind"] in ACTION_TYPES:
                 action = _action_from(row["kind"], row["time"], data)
                 if isinstance(action, SetTimer):
-                    heapq.heappush(self.timers, (action.at, action.task, action.attempt))
+                    heapq.heappush(self.timers, (action.at, action.task, action.attempt, action.site or ""))
                 elif isinstance(action, SubmitPilot) and action.pilot not in self.pilots:
                     self.pilots[action.pilot] = PilotView(action.pilot, action.site, action.cores, action.walltime)
                 elif isinstance(action, BagDone):
@@ -261,10 +273,11 @@ class Coordinator:
             sub = "started" if kind == "TaskStarted" else "results"
             for view in self.pilots.values():
                 view.seen.add(f"{sub}/{task_key(task, attempt)}.json")
-        fired = {(r["data"]) for r in self.db.query(
-            "select data from events where run_id = ? and kind = 'TimerFired'", [self.run_id])}
-        self.timers = [t for t in self.timers
-                       if json.dumps({"task": t[1], "attempt": t[2]}) not in fired]
+        fired = set()
+        for r in self.db.query("select data from events where run_id = ? and kind = 'TimerFired'", [self.run_id]):
+            d = json.loads(r["data"])
+            fired.add((d.get("task"), d.get("attempt"), d.get("site") or ""))
+        self.timers = [t for t in self.timers if (t[1], t[2], t[3]) not in fired]
         heapq.heapify(self.timers)
 
     # ------------------------------------------------------------------ sites
@@ -408,8 +421,8 @@ class Coordinator:
             events.extend(self._on_report(report, t))
         events.extend(self._watch_sites(t))
         while self.timers and self.timers[0][0] <= t:
-            _at, task, attempt = heapq.heappop(self.timers)
-            events.append(TimerFired(time=t, task=task, attempt=attempt))
+            _at, task, attempt, site = heapq.heappop(self.timers)
+            events.append(TimerFired(time=t, task=task, attempt=attempt, site=site or None))
         self.feed(events)
         self._retry_undone(t)
         self._start_polls(t)
@@ -760,7 +773,7 @@ class Coordinator:
                 self._record(type(event).__name__, event.time, event, None)
                 actions = self.engine.handle(event)
                 seqs = [self._record(type(a).__name__, _action_time(a, event.time), a,
-                                     None if isinstance(a, Decision) or not execute else 0) for a in actions]
+                                     None if isinstance(a, RECORD_ONLY) or not execute else 0) for a in actions]
                 for seq, a in zip(seqs, actions):
                     if isinstance(a, Decision):
                         self.db["decisions"].insert({"run_id": self.run_id, "seq": seq, **_clean(
@@ -768,7 +781,7 @@ class Coordinator:
                     elif not execute:
                         self.db["events"].update((self.run_id, seq), {"done": 1, "error": "run cancelled"})
             if execute:
-                todo += [(seq, a) for seq, a in zip(seqs, actions) if not isinstance(a, Decision)]
+                todo += [(seq, a) for seq, a in zip(seqs, actions) if not isinstance(a, RECORD_ONLY)]
         for seq, action in todo:
             self._execute(seq, action)
 
@@ -787,7 +800,7 @@ class Coordinator:
     def _execute(self, seq: int, action: Action) -> None:
         """Carry out one recorded action: at once if it needs no site, else on its site's thread."""
         if isinstance(action, SetTimer):
-            heapq.heappush(self.timers, (action.at, action.task, action.attempt))
+            heapq.heappush(self.timers, (action.at, action.task, action.attempt, action.site or ""))
             self._mark(seq)
             return
         if isinstance(action, BagDone):
@@ -1073,6 +1086,8 @@ def load_live_run(db: Database, run_id: int) -> tuple[dict, Bag, list[Site], Liv
         raise ReselError(f"run {run_id} is a {run['mode']} run, not a live one: use `resel report {run_id}`")
     options = json.loads(run["options"])
     options.setdefault("prefetch", 0)   # stored before hand-ahead existed: replay as it ran
+    options.setdefault("walltime", "off")      # stored before the walltime rules: replay as it ran
+    options.setdefault("quarantine", False)    # stored before the black-hole rule
     return (run, bag_from_json(json.loads(run["bag_spec"])), sites_from_json(json.loads(run["sites"])),
             LiveOptions(**options))
 

@@ -38,6 +38,9 @@ class SiteRow:
     failed: int = 0
     error: str | None = None
     lost: str | None = None
+    #: quarantined as a black hole: the counts that decided it and until when (docs/engine.md)
+    quarantined: str | None = None
+    quarantined_until: float | None = None
     #: seconds since the run started at which the site stopped answering (None: it answers)
     not_answering_since: float | None = None
     bad_records: int = 0
@@ -64,6 +67,8 @@ def snapshot(engine: Engine, run_id: int, status: str, elapsed: float,
     where they run; ``notes`` what the coordinator noticed per site."""
     names = [s.name for s in engine.sites]
     rows = {n: SiteRow(n, error=(errors or {}).get(n), lost=engine.lost_sites.get(n)) for n in names}
+    for name, health in engine.quarantined.items():
+        rows[name].quarantined, rows[name].quarantined_until = health.reason, health.until
     for name, found in (notes or {}).items():
         if name in rows:
             row = rows[name]
@@ -108,6 +113,8 @@ def site_notes(r: SiteRow) -> list[str]:
     out = []
     if r.lost:
         out.append(f"gave up: {r.lost}")
+    if r.quarantined:
+        out.append(f"quarantined until {r.quarantined_until:,.0f} s (black hole: {r.quarantined})")
     if r.not_answering_since is not None:
         out.append(f"not answering since {r.not_answering_since:,.0f} s" + (f" ({r.error})" if r.error else ""))
     elif r.error:
@@ -123,8 +130,7 @@ def replayed_engine(db: Database, run_id: int) -> tuple[Engine, dict]:
     from resel.live import EVENT_TYPES, load_live_run
 
     run, bag, sites, options = load_live_run(db, run_id)
-    engine = Engine(bag, sites, options.strategy, seed=options.seed, clock=options.clock, prefetch=options.prefetch,
-                    rates=options.engine_rates())
+    engine = Engine(bag, sites, options.strategy, **options.engine_options())
     for row in db.query("select seq, kind, time, data from events where run_id = ? order by seq", [run_id]):
         if row["kind"] in EVENT_TYPES:
             try:

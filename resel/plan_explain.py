@@ -32,17 +32,25 @@ from typing import Any, Mapping
 
 
 def quarantined(engine: Any) -> dict[str, str]:
-    """Sites the engine holds in quarantine, with why — the hook for black-hole detection
-    (issue 18 item 1). An engine without that state (this version) has none; one that keeps
-    ``quarantined`` as a mapping (site → reason) or a set of names is read as such."""
+    """Sites the engine holds in quarantine as black holes (:attr:`Engine.quarantined`, the
+    rule in docs/engine.md), each with the counts that decided it and when it is retried."""
     state = getattr(engine, "quarantined", None)
     if callable(state):
         state = state()
     if isinstance(state, Mapping):
-        return {str(k): str(v) for k, v in state.items()}
+        return {str(k): _health_text(v) for k, v in state.items()}
     if isinstance(state, (set, frozenset, list, tuple)):
         return {str(k): "quarantined" for k in state}
     return {}
+
+
+def _health_text(health: Any) -> str:
+    """A :class:`~resel.blackhole.SiteHealth` as words (a plain string is kept as it is)."""
+    reason = getattr(health, "reason", None)
+    if reason is None:
+        return str(health)
+    until = getattr(health, "until", None)
+    return f"{reason or 'black hole'}" + (f"; retried at {until:,.0f} s" if until is not None else "")
 
 
 def _s(seconds: float | None) -> str:

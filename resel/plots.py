@@ -42,7 +42,8 @@ from resel.units import pick  # noqa: E402
 
 OUTCOME_COLOURS = {"done": "#2ca02c", "cancelled": "#ff7f0e", "lost": "#d62728", "failed": "#7f007f",
                    "running": "#1f77b4"}
-MOVE_KINDS = ("reselect-provisional", "reselect-commit", "move-back", "site-lost")
+MOVE_KINDS = ("reselect-provisional", "reselect-commit", "move-back", "site-lost", "quarantine",
+              "quarantine-release")
 METRIC_LABELS = {"tq_wkd": "T_q,wkd", "tx_wkd": "T_x,wkd", "ttc_wkd": "TTC_wkd"}
 #: every text of resel's figures is plain: a '$' in a site or bag name is a dollar, not the start
 #: of matplotlib mathtext (an odd number of them made drawing fail); no label uses mathtext

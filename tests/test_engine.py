@@ -367,19 +367,27 @@ def test_task_lost_on_every_pilot_eventually_fails(sites):
 
 
 def test_task_given_up_after_exactly_max_losses(sites):
-    """With max_losses=2, the task is FAILED right after its 2nd pilot loss."""
+    """With max_losses=2, the task is FAILED right after its 2nd pilot loss — once its losses
+    were not all on one site: two on hpc move it to the pool for one more try (issue 18: never
+    given up on one site's word while another could run it), and its loss there is final."""
     engine = Engine(make_bag(1), sites, "model", max_losses=2)
     engine.handle(BagSubmitted(time=0.0))
     engine.handle(PilotStarted(time=1.0, pilot=0))
     engine.handle(PilotEnded(time=2.0, pilot=0))
     engine.handle(PilotStarted(time=3.0, pilot=1))
     out = engine.handle(PilotEnded(time=4.0, pilot=1))
+    assert engine.tasks[0].state is W and engine.tasks[0].origin == 1
+    assert of(out, SubmitPilot) == [SubmitPilot(pilot=2, site="pool", cores=1, walltime=48 * 3600.0)]
+    engine.handle(PilotStarted(time=5.0, pilot=2))
+    out = engine.handle(PilotEnded(time=6.0, pilot=2))
     assert engine.tasks[0].state is F
-    assert of(out, BagDone) == [BagDone(time=4.0, done=0, failed=1)]
+    assert of(out, BagDone) == [BagDone(time=6.0, done=0, failed=1)]
 
 
 def test_failed_task_is_retried_until_max_attempts(sites):
-    """TaskFailed re-dispatches the task; after max_attempts=3 failures it is FAILED."""
+    """TaskFailed re-dispatches the task; after max_attempts=3 failures it is FAILED — once they
+    were not all on one site: three on hpc move it to the pool for one more try (issue 18: a
+    task is never given up on one site's word while another site could run it)."""
     engine = Engine(make_bag(1), sites, "model", max_attempts=3)
     engine.handle(BagSubmitted(time=0.0))
     engine.handle(PilotStarted(time=1.0, pilot=0))
@@ -388,10 +396,13 @@ def test_failed_task_is_retried_until_max_attempts(sites):
     assert engine.handle(TaskFailed(time=3.0, task=0, attempt=2)) == [
         DispatchTask(task=0, attempt=3, pilot=0, site="hpc")]
     out = engine.handle(TaskFailed(time=4.0, task=0, attempt=3))
-    assert out == [CancelPilot(pilot=0, site="hpc"), BagDone(time=4.0, done=0, failed=1)]
+    assert out == [CancelPilot(pilot=0, site="hpc"), SubmitPilot(pilot=1, site="pool", cores=1, walltime=48 * 3600.0)]
+    assert engine.handle(PilotStarted(time=5.0, pilot=1)) == [DispatchTask(task=0, attempt=4, pilot=1, site="pool")]
+    out = engine.handle(TaskFailed(time=6.0, task=0, attempt=4))
+    assert out == [CancelPilot(pilot=1, site="pool"), BagDone(time=6.0, done=0, failed=1)]
     task = engine.tasks[0]
-    assert task.state is F and task.failures == 3
-    assert [a[4] for a in task.attempts] == ["failed"] * 3
+    assert task.state is F and task.failures == 4
+    assert [a[4] for a in task.attempts] == ["failed"] * 4
 
 
 def test_failure_then_success_counts_done(sites):
@@ -514,7 +525,7 @@ class Driver:
                 assert self.running.pop(a.task) == (a.attempt, a.pilot)
             elif type(a) is SetTimer:
                 assert a.at > now
-                self.timers.append((a.at, a.task, a.attempt))
+                self.timers.append((a.at, a.task, a.attempt, a.site or ""))
             elif type(a) is BagDone:
                 self.bag_done.append(a)
 
@@ -543,9 +554,9 @@ def test_random_event_orders_keep_the_protocol(data, seed, count, cpt, strategy,
         now += data.draw(st.sampled_from([0.0, 0.5, 2.0, 7.0]))
         drv.timers.sort()
         if move == "timer" or (drv.timers and drv.timers[0][0] <= now):
-            at, task, attempt = drv.timers.pop(0)
+            at, task, attempt, site = drv.timers.pop(0)
             now = max(now, at)
-            event = TimerFired(time=now, task=task, attempt=attempt)
+            event = TimerFired(time=now, task=task, attempt=attempt, site=site or None)
         elif move in ("start", "reject"):
             pid = data.draw(st.sampled_from(sorted(drv.pending)))
             slots = drv.pending.pop(pid)
