@@ -12,9 +12,8 @@ verdict                   when
                           (a re-selection target)
 ``rejected: limit``       the user's limits leave no room for a pilot (MaxSubmitPU=0, a
                           full quota; :mod:`resel.site_limits`)
-``rejected: quarantined`` the engine has the site in quarantine (black holes: issue 18
-                          item 1; read through :func:`quarantined`, a hook until the engine
-                          keeps that state)
+``rejected: quarantined`` the engine holds the site in quarantine as a black hole
+                          (:func:`quarantined`; the rule in docs/engine.md)
 ``rejected: unreachable`` the site did not answer: no estimate at all
 ``rejected: walltime``    one task's T̂x is longer than the pilot's walltime (a site the
                           engine still gives tasks or pilots keeps its verdict, with a warning)

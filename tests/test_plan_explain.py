@@ -74,7 +74,13 @@ def test_explanations_match_the_hand_worked_plan():
 
 
 def test_quarantine_hook_and_limit_notes():
-    assert quarantined(object()) == {}                           # this engine keeps no quarantine yet
+    assert quarantined(object()) == {}                           # an object with no quarantine state
+    from resel.blackhole import SiteHealth
+    held = SiteHealth(n=6, bad=5, quarantines=1, until=1800.0, since=0.0, reason="5 of 6 outcomes bad")
+
+    class Held:
+        quarantined = {"x": held, "y": SiteHealth(reason="")}
+    assert quarantined(Held()) == {"x": "5 of 6 outcomes bad; retried at 1,800 s", "y": "black hole"}
     row = {"site": "x", "tx": 5.0, "walltime": 100.0, "wait_s": 1.0, "used": "twin", "ttc_s": 10.0, "tasks": 0,
            "pilots": [], "error": None, "role": "", "finish_s": None,
            "limits": {"changes": ["max_pilots 100000 → 3 (QOS n: MaxSubmitPU=10, 7 job(s) already there)"],
@@ -90,9 +96,9 @@ def test_quarantine_hook_and_limit_notes():
 
 def test_extra_pilots_and_a_walltime_warning_under_queue_reselect():
     """queue:1+reselect, no limits: e (T̂x 3.33 s) and a (5 s) share the bag, one more site holds
-    extra pilots for their waiting tasks; d's 8 s tasks cannot fit its 6 s pilot, which the
-    explanation says whatever the engine gave it (here: an extra pilot, as the engine of this
-    version does not check walltimes — issue 18 item 2)."""
+    extra pilots for their waiting tasks; d's 8 s tasks cannot fit its 6 s pilot, so the
+    engine's walltime guard leaves it out (docs/walltime.md) and the explanation says why. A
+    site the engine uses all the same (the guard off) keeps its verdict, with a warning."""
     bag = Bag("b", "true", 10, 1, Profile(1e10))
     doc = plan(bag, sites(), strategy="queue:1+reselect", rows=rows(), limits={})
     by = {r["site"]: r for r in doc["sites"]}
@@ -102,5 +108,9 @@ def test_extra_pilots_and_a_walltime_warning_under_queue_reselect():
                                            "elsewhere (a re-selection target): wait 60 s, T̂x 10 s")
     d = by["d"]["explain"]
     walltime = "walltime too short: one task's T̂x 8 s is longer than the pilot's walltime 6 s"
-    assert by["d"]["role"] == "extra pilot" and d["verdict"] == "extra pilots"     # the engine gave it a pilot
-    assert d["why"][1] == f"warning: {walltime}: its tasks would be killed at the walltime"
+    assert by["d"]["role"] == "" and by["d"]["pilots"] == [] and d["verdict"] == "rejected: walltime"
+    assert d["why"] == [walltime]
+    used = {**by["d"], "role": "extra pilot", "pilots": [4]}
+    said = explain_site(used, strategy="queue:1+reselect", plan_ttc=doc["predicted_ttc_s"], best=None, quarantine={})
+    assert said["verdict"] == "extra pilots"
+    assert said["why"][1] == f"warning: {walltime}: its tasks would be killed at the walltime"
