@@ -166,7 +166,9 @@ def test_a_pilot_evicted_or_removed_mid_task(tmp_path, trixie, command):
         if "job" not in hit and co.engine.done_count >= 1:
             for task, attempt, pilot in _started(co):
                 view = co.pilots.get(pilot)
-                if view and view.state == "running" and view.job_id:
+                began = co.db["attempts"].get((co.run_id, task, attempt))["start"]
+                # a task that started less than 2 s ago (of 6): still running when the command lands
+                if view and view.state == "running" and view.job_id and began and time.time() - began < 2.0:
                     ap(trixie, f"{command} {view.job_id}")
                     hit.update(job=view.job_id, pilot=pilot, task=task, attempt=attempt, at=co.now())
                     return

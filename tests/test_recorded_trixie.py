@@ -199,3 +199,18 @@ def test_condor_version_submit_and_rm_texts():
     rm = (CONDOR / "condor_rm.txt").read_text()
     assert rm.strip() == f"Job {STATE['condor_removed']} marked for removal"
     assert hf.parse_rm(rm, "", 0, [STATE["condor_removed"]]) == []
+
+
+def test_condor_q_of_a_removed_job_still_ending_is_completing():
+    """A running job just removed (condor_rm) stays in condor_q with JobStatus 3 while it ends:
+    recorded live (``condor_q -json`` 0.1 s after ``condor_rm`` of a job that takes 4 s over its
+    SIGTERM; it was listed so for 4 s). It is COMPLETING — not final: a pilot's wrapper is still
+    pushing its last results through chirp — and CANCELLED only from the history."""
+    queue = hf.parse_jobs((CONDOR / "condor_q_removing.json").read_text())
+    (job,) = queue.values()
+    assert (job.name, job.state, job.user) == ("rec-removing", "COMPLETING", "reselap")
+    assert job.reason == "removed, still ending (via condor_rm (by user reselap))"
+    from resel.backends.pilotsite import job_phase
+    assert job_phase(job.state) == "running"
+    gone = hf.parse_jobs((CONDOR / "condor_q_removing.json").read_text(), "condor_history -json")
+    assert gone[job.job_id].state == "CANCELLED" and job_phase("CANCELLED") == "final"
