@@ -2,7 +2,7 @@
 jobs, the idle jobs ahead of ours, the negotiation cycle — read from the real schedd, collector
 and negotiator, checked against when a job really starts, and ``resel plan`` on the pool.
 
-The pool (scripts/testbed-trixie.sh: one partitionable slot of 4 CPUs, a negotiation cycle every
+The CLI's snapshot and the htcondor2 bindings' must agree. The pool (scripts/testbed-trixie.sh: one partitionable slot of 4 CPUs, a negotiation cycle every
 2 s) is filled with 4 jobs of 40 s and one more waits ahead of ours; the twin must say ours
 starts when the first of them ends, at a negotiation cycle, and the job must really start then.
 Jobs carry ``+ReselWalltime`` (what resel's own pilots carry) so the twin knows their limits.
@@ -18,12 +18,12 @@ import time
 import uuid
 
 import pytest
-from resel.backends.htcondor import HTCondorCLI
+from resel.backends.htcondor import HTCondorBindings, HTCondorCLI
 from resel.backends.transport import SSHTransport
 from resel.models.twin import twin_start
 
 from live_helpers import REPO, bag_toml, write_inputs
-from trixie_helpers import ap, pool_site, trixie, wait_for  # noqa: F401
+from trixie_helpers import ap, condor_client, pool_site, trixie, wait_for  # noqa: F401
 
 TAG = f"resel-planlive-{uuid.uuid4().hex[:6]}"
 
@@ -69,6 +69,13 @@ def test_the_pools_twin_against_a_real_start_and_resel_plan(tmp_path, trixie, ss
     k = max(0, -(-(free_at - snap.cycle_end) // snap.cycle_period))
     assert est.start == pytest.approx(snap.cycle_end + k * snap.cycle_period, abs=1e-6), est
     assert est.ahead == (ahead[0],) and "negotiation cycle" in est.explanation, est
+    # the htcondor2 bindings read the same queue (the schedd's jobs, the collector's negotiator ad)
+    with condor_client(trixie):
+        bsnap = HTCondorBindings(ssh).queue_snapshot()
+    assert [j.job_id for j in bsnap.running] == [j.job_id for j in snap.running]
+    assert [j.job_id for j in bsnap.pending] == [j.job_id for j in snap.pending]
+    assert (bsnap.total_cores, bsnap.cycle_period) == (snap.total_cores, snap.cycle_period)
+    assert twin_start(bsnap, 1, 30).start == pytest.approx(est.start, abs=snap.cycle_period + 1)
     # now the real thing: our job submitted at the snapshot, when does the pool start it?
     (ours,) = sleeper(trixie, f"{TAG}-ours", 5)
     # resel plan on the pool meanwhile (the CLI, as a user runs it): the twin and its notes
