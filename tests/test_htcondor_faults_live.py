@@ -119,9 +119,10 @@ def test_kill_9_of_resel_run_and_resume_with_pilots_in_the_pool(tmp_path, trixie
 
 def test_the_pools_schedd_restarted_mid_run(tmp_path, trixie):
     """`condor_restart -daemon schedd` (scripts/testbed-trixie.sh restart-schedd) while pilots run
-    tasks: for ~15 s condor_q does not answer and the shadows are gone; whatever the schedd then
-    does with the running pilots (reconnects them, or restarts them and periodic_remove removes
-    them), every task completes exactly once."""
+    tasks: for ~15 s condor_q does not answer and the shadows are gone (chirp fails in the slots);
+    whatever the schedd then does with the running pilots (23.9.6 leaves them running and its new
+    shadows reconnect to their starters: "Reconnect SUCCESS" in the ShadowLog; or restarts them,
+    and periodic_remove removes them), every task completes exactly once."""
     wd = workdir(trixie, "schedd")
     coord = start(tmp_path, pool_site(trixie, workdir=wd), bag_toml(12, "sleep 4; echo $RESEL_TASK"),
                   strategy="model")
@@ -134,6 +135,7 @@ def test_the_pools_schedd_restarted_mid_run(tmp_path, trixie):
                               capture_output=True, text=True, timeout=180,
                               env={**os.environ, "RESEL_TB": os.path.dirname(trixie.trixie_dir)})
         state["restart"] = (done.returncode, done.stdout + done.stderr, time.monotonic() - began)
+        state["back"] = coord.now()
 
     worker = threading.Thread(target=restart)
 
@@ -149,6 +151,10 @@ def test_the_pools_schedd_restarted_mid_run(tmp_path, trixie):
         coord.close()
     assert "at" in state and state["restart"][0] == 0, state.get("restart")
     exactly_once(trixie, coord.db, coord.run_id, 12, wd)
+    # the restart fell in the middle of the run: tasks ran across it and finished after it
+    finished = [r["time"] for r in coord.db.query("select time from events where run_id = ? and kind = 'TaskFinished'",
+                                                  [coord.run_id])]
+    assert min(finished) < state["back"] < max(finished), (state, finished)
 
 
 @pytest.mark.parametrize("command", ["condor_vacate_job", "condor_rm"])
