@@ -51,13 +51,16 @@ import posixpath
 import shlex
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from resel import chirp_sync
 from resel.backends import htcondor_formats as fmt
 from resel.backends.verified import digest, parse_verified, verified_argv
 from resel.backends.slurm_formats import Availability, JobInfo
 from resel.errors import SchedulerError, SchedulerReplyError
+
+if TYPE_CHECKING:   # models imports backends: only for the annotations
+    from resel.models.twin import QueueSnapshot
 
 __all__ = ["HTCondorBindings", "HTCondorCLI", "pilot_description", "render_submit"]
 
@@ -221,7 +224,7 @@ NEGOTIATOR_ATTRS = ("Name", "LastNegotiationCycleEnd0", "LastNegotiationCyclePer
 
 
 def pool_snapshot(slots: Sequence[fmt.Slot], jobs: Iterable[JobInfo], negotiators: Iterable[Any],
-                  taken: float) -> Any:
+                  taken: float) -> QueueSnapshot:
     """The pool's queue for the twin (:mod:`resel.models.twin`): every user's running jobs
     (cores, ``ReselWalltime`` or unknown, elapsed) and idle ones in submission order, the
     pool's cores, and its negotiation cycle (the negotiator's ``LastNegotiationCycleEnd0`` and
@@ -370,7 +373,7 @@ class HTCondorCLI(_Common):
         running, idle = fmt.schedd_totals(fmt.parse_json_ads(self._query(argv), "condor_status -schedd -json"))
         return fmt.make_availability(self.version(), summary, running, idle, time.time())
 
-    def queue_snapshot(self) -> Any:
+    def queue_snapshot(self) -> QueueSnapshot:
         """The pool's queue for the twin (:func:`pool_snapshot`): ``condor_status -json`` (slots),
         ``condor_q -allusers -json`` (every user's jobs), ``condor_status -negotiator -json``."""
         taken = time.time()
@@ -529,7 +532,7 @@ class HTCondorBindings(_Common):
         running, idle = fmt.schedd_totals(ads, "Collector.query(Schedd)")
         return fmt.make_availability(self.version(), summary, running, idle, time.time())
 
-    def queue_snapshot(self) -> Any:
+    def queue_snapshot(self) -> QueueSnapshot:
         """The pool's queue for the twin (:func:`pool_snapshot`), as :meth:`HTCondorCLI.queue_snapshot`
         reads it: the collector's slot and negotiator ads, the schedd's jobs of every user."""
         taken = time.time()
