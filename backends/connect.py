@@ -10,13 +10,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from resel.backends.jobs import CpuReader, Scheduler
 from resel.backends.pilotsite import PilotSite
 from resel.backends.transport import make_transport
 from resel.domain import Site
 from resel.errors import ReselError
 
 
-def open_scheduler(site: Site, transport: Any) -> Any:
+def open_scheduler(site: Site, transport: Any) -> Scheduler:
     """The scheduler client for a site (nothing is contacted yet)."""
     acc = site.access
     if acc is None:
@@ -51,10 +52,11 @@ def open_scheduler(site: Site, transport: Any) -> Any:
             from resel.backends.htcondor import HTCondorBindings
             # the transport ships the chirp wrapper and makes the pilot's directories before a submit
             return HTCondorBindings(transport, project=acc.project, accounting_group=acc.accounting_group,
-                                    requeue=acc.requeue)
+                                    extra_submit=acc.submit_lines, requeue=acc.requeue, setup=acc.setup)
         from resel.backends.htcondor import HTCondorCLI
         return HTCondorCLI(transport, env=dict(acc.env) or None, project=acc.project,
-                           accounting_group=acc.accounting_group, requeue=acc.requeue)
+                           accounting_group=acc.accounting_group, extra_submit=acc.submit_lines,
+                           requeue=acc.requeue, setup=acc.setup)
     raise ReselError(f"site {site.name!r}: no live backend for kind {site.kind!r} with api {acc.api!r}")
 
 
@@ -134,7 +136,7 @@ def close_quietly(ps: PilotSite | None) -> None:
 
 def _cpu(ps: PilotSite) -> dict[str, Any]:
     """CPU model and clock of the site's login node (lscpu / /proc/cpuinfo) via its transport."""
-    info = ps.scheduler.cpu_info() if hasattr(ps.scheduler, "cpu_info") else None
+    info = ps.scheduler.cpu_info() if isinstance(ps.scheduler, CpuReader) else None
     if info is None:
         from resel.backends.slurm import SlurmCLI
         info = SlurmCLI(ps.transport).cpu_info()

@@ -1,9 +1,9 @@
 """An HTCondor pool (the OSG, a campus pool) as a resel scheduler: CLI or Python bindings.
 
-Both classes implement the scheduler interface of :class:`~resel.backends.slurm.SlurmCLI`
-(``version``, ``availability``, ``jobs``, ``submit``, ``test_only``, ``cancel``, ``cpu_info``)
-so :class:`~resel.backends.pilotsite.PilotSite` drives them unchanged; job states come back in
-Slurm's words (:mod:`.htcondor_formats`).
+Both classes are :class:`~resel.backends.jobs.Scheduler`\ s (``version``, ``availability``,
+``jobs``, ``submit``, ``test_only``, ``cancel``; and ``cpu_info``, ``slots``) so
+:class:`~resel.backends.pilotsite.PilotSite` drives them unchanged; job states come back as
+resel's :class:`~resel.backends.jobs.JobState` (:mod:`.htcondor_formats`).
 
 * :class:`HTCondorCLI` runs ``condor_status -json``, ``condor_q -json``, ``condor_history
   -json``, ``condor_submit -terse`` (submit description on stdin) and ``condor_rm`` over any
@@ -40,7 +40,8 @@ OSG conventions
 * ``+ProjectName`` and ``accounting_group`` come from the site file (``access.project``,
   ``access.accounting_group``); OSG access points refuse jobs without a project.
 * ``request_memory = 2GB`` and ``request_disk = 4GB`` by default (the OSG's advice for one core);
-  ``extra_submit`` may override any command.
+  ``extra_submit`` (the site's ``submit_lines``) may override them and add others, but not the
+  commands resel writes itself (:data:`resel.site_options.CONDOR_RESERVED`).
 * ``test_only`` is None: HTCondor's matchmaking gives no start estimate (no ``--test-only``).
 """
 
@@ -55,9 +56,11 @@ from typing import TYPE_CHECKING, Any
 
 from resel import chirp_sync
 from resel.backends import htcondor_formats as fmt
+from resel.backends.limit_formats import CONDOR_KNOBS, Limits, condor_limits
 from resel.backends.verified import digest, parse_verified, verified_argv
-from resel.backends.slurm_formats import Availability, JobInfo
+from resel.backends.jobs import Availability, JobInfo, JobState, batches
 from resel.errors import SchedulerError, SchedulerReplyError
+from resel.site_options import check_condor_lines, check_setup
 
 if TYPE_CHECKING:   # models imports backends: only for the annotations
     from resel.models.twin import QueueSnapshot
@@ -126,7 +129,7 @@ def pilot_description(*, name: str, pilot_dir: str, agent: str, wrapper: str, py
                       wrapper_sha256: str | None = None, project: str | None = None,
                       accounting_group: str | None = None, requirements: str | None = None,
                       extra: Mapping[str, str] | None = None, interval: float = 2.0,
-                      requeue: bool = False) -> dict[str, str]:
+                      requeue: bool = False, setup: Sequence[str] = ()) -> dict[str, str]:
     """The submit description of one pilot, as the commands ``condor_submit`` reads.
 
     The job runs ``/usr/bin/env PYTHON -I -c VERIFY WRAPPER SHA256 ...``: the chirp wrapper
@@ -146,9 +149,12 @@ def pilot_description(*, name: str, pilot_dir: str, agent: str, wrapper: str, py
     for what, sha in (("agent", agent_sha256), ("wrapper", wrapper_sum)):
         if not (isinstance(sha, str) and len(sha) == 64 and all(c in "0123456789abcdef" for c in sha)):
             raise SchedulerError(f"the {what}'s sha256 {sha!r} must be 64 lowercase hex digits")
+    for _, why in check_setup(list(setup))[:1]:
+        raise SchedulerError(why)
+    setup_args = [word for line in setup for word in ("--setup", line)]
     args = verified_argv(python, posixpath.basename(wrapper), wrapper_sum, [
         "--agent", posixpath.basename(agent), "--agent-sha256", agent_sha256, "--python", python,
-        "--interval", f"{interval:g}", "--", *agent_args])
+        "--interval", f"{interval:g}", *setup_args, "--", *agent_args])
     desc = {
         "universe": "vanilla",
         "executable": LAUNCHER,
@@ -176,8 +182,9 @@ def pilot_description(*, name: str, pilot_dir: str, agent: str, wrapper: str, py
         desc["accounting_group"] = _check_line("accounting group", accounting_group)
     if requirements:
         desc["requirements"] = _check_line("requirements", requirements)
+    for key, why in check_condor_lines(dict(extra or {}))[:1]:
+        raise SchedulerError(f"extra submit command refused: {why}")
     for key, val in (extra or {}).items():
-        _check_line("submit command", key)
         desc[key] = _check_line(f"submit value of {key}", str(val))
     return desc
 
@@ -238,13 +245,13 @@ def pool_snapshot(slots: Sequence[fmt.Slot], jobs: Iterable[JobInfo], negotiator
     running, pending, held, unknown_limit = [], [], 0, 0
     for job in sorted(jobs, key=lambda j: (j.submit or 0.0, j.job_id)):
         cores = job.cpus or 1
-        if job.state == "RUNNING":
+        if job.state is JobState.RUNNING:
             unknown_limit += job.time_limit is None
             running.append(SnapJob(cores=cores, time_limit=job.time_limit, job_id=job.job_id, user=job.user,
                                    elapsed=max(0.0, taken - job.start) if job.start else 0.0))
-        elif job.state == "PENDING" and job.reason and job.reason.startswith("Held"):
+        elif job.state is JobState.HELD:
             held += 1
-        elif job.state == "PENDING":
+        elif job.state is JobState.PENDING:
             unknown_limit += job.time_limit is None
             pending.append(SnapJob(cores=cores, time_limit=job.time_limit, job_id=job.job_id, user=job.user))
     notes = ["policy assumed: the negotiator matches any idle job that fits (EASY here), idle jobs in "
@@ -282,13 +289,28 @@ class _Common:
     scheduler = "htcondor"
 
     def __init__(self, *, project: str | None, accounting_group: str | None,
-                 requirements: str | None, extra_submit: Mapping[str, str] | None, requeue: bool = False):
+                 requirements: str | None, extra_submit: Mapping[str, str] | None, requeue: bool = False,
+                 setup: Sequence[str] = ()):
+        for _, why in check_condor_lines(dict(extra_submit or {}))[:1]:
+            raise SchedulerError(f"extra submit command refused: {why}")
+        for _, why in check_setup(list(setup))[:1]:
+            raise SchedulerError(why)
+        self.setup = tuple(setup)
         self.project = project
         self.requeue = bool(requeue)
         self.accounting_group = accounting_group
         self.requirements = requirements
         self.extra_submit = dict(extra_submit or {})
         self._version: str | None = None
+
+    def scheduler_policy(self) -> str:
+        """The twin's policy for a pool, assumed (the negotiator matches every idle job that
+        fits, by fair-share): EASY in submission order; :func:`pool_snapshot` says so."""
+        return "easy"
+
+    def start_estimates(self, ids: Iterable[str]) -> dict[str, float | None]:
+        """None for every job: matchmaking plans no start times (there is no ``--test-only``)."""
+        return {jid: None for jid in fmt.check_ids(ids)}
 
     @staticmethod
     def _filter(jobs: Mapping[str, JobInfo], wanted: set[str] | None, user: str | None,
@@ -304,7 +326,7 @@ class _Common:
         return pilot_description(name=name, pilot_dir=workdir, agent=agent, wrapper=wrapper, python=python,
                                  agent_args=options, walltime=walltime, agent_sha256=sha256, project=self.project,
                                  accounting_group=self.accounting_group, requirements=self.requirements,
-                                 extra=self.extra_submit, requeue=self.requeue)
+                                 extra=self.extra_submit, requeue=self.requeue, setup=self.setup)
 
     def test_only(self, cores: int, walltime: float) -> float | None:
         """None: HTCondor's negotiator gives no start estimate (there is no ``--test-only``); a
@@ -318,14 +340,17 @@ class HTCondorCLI(_Common):
 
     ``env`` is added to every command (e.g. ``CONDOR_CONFIG``); ``project`` becomes
     ``+ProjectName``, ``accounting_group`` the submit command of that name, ``requirements`` the
-    job's requirements; ``extra_submit`` adds or overrides submit commands.
+    job's requirements; ``extra_submit`` adds submit commands (the site's ``submit_lines``; one
+    that resel writes itself is refused, :mod:`resel.site_options`); ``setup`` are shell lines
+    the chirp wrapper runs before the agent, in the shell that then execs it.
     """
 
     def __init__(self, transport: Any, *, env: Mapping[str, str] | None = None, project: str | None = None,
                  accounting_group: str | None = None, requirements: str | None = None,
-                 extra_submit: Mapping[str, str] | None = None, timeout: float = 60.0, requeue: bool = False):
+                 extra_submit: Mapping[str, str] | None = None, timeout: float = 60.0, requeue: bool = False,
+                 setup: Sequence[str] = ()):
         super().__init__(project=project, accounting_group=accounting_group, requirements=requirements,
-                         extra_submit=extra_submit, requeue=requeue)
+                         extra_submit=extra_submit, requeue=requeue, setup=setup)
         self.transport = transport
         self.env = dict(env or {})
         self.timeout = timeout
@@ -387,7 +412,9 @@ class HTCondorCLI(_Common):
     def jobs(self, ids: Iterable[str] | None = None, *, user: str | None = None,
              name_prefix: str | None = None) -> dict[str, JobInfo]:
         """Jobs in the queue (``condor_q``), and for ids asked by name those that left it
-        (``condor_history``: completed and removed jobs leave the queue at once)."""
+        (``condor_history``: completed and removed jobs leave the queue at once). With ids (a
+        pilot poll) only those jobs are asked for, in batches of :data:`~.jobs.POLL_BATCH`;
+        without, ``condor_q`` lists this user's jobs (its default), or ``user``'s."""
         wanted = set(fmt.check_ids(ids)) if ids is not None else None
         if wanted is not None and not wanted:
             return {}
@@ -397,15 +424,15 @@ class HTCondorCLI(_Common):
                 raise SchedulerError(f"user {user!r} is not a valid user name")
         attrs = ",".join(fmt.JOB_ATTRS)
         argv = ["condor_q", "-json", "-attributes", attrs]
-        if wanted is not None:
-            argv += sorted(wanted)
-        elif user is not None:
-            argv.append(user)
-        found = fmt.parse_jobs(self._query(argv), "condor_q -json")
-        missing = sorted(wanted - set(found)) if wanted is not None else []
-        if missing:
-            argv = ["condor_history", "-json", "-attributes", attrs, "-limit", str(len(missing)), *missing]
-            found.update(fmt.parse_jobs(self._query(argv), "condor_history -json"))
+        if wanted is None:
+            found = fmt.parse_jobs(self._query(argv + ([user] if user is not None else [])), "condor_q -json")
+            return self._filter(found, wanted, user, name_prefix)
+        found = {}
+        for batch in batches(sorted(wanted)):
+            found.update(fmt.parse_jobs(self._query(argv + batch), "condor_q -json"))
+        for batch in batches(sorted(wanted - set(found))):
+            hist = ["condor_history", "-json", "-attributes", attrs, "-limit", str(len(batch)), *batch]
+            found.update(fmt.parse_jobs(self._query(hist), "condor_history -json"))
         return self._filter(found, wanted, user, name_prefix)
 
     def cpu_info(self) -> dict[str, Any]:
@@ -413,6 +440,25 @@ class HTCondorCLI(_Common):
         return fmt.cpu_summary(fmt.summarize_pool(self.slots()))
 
     # ------------------------------------------------------------------ actions
+
+    def user_name(self) -> str:
+        """The login on the access point (``id -un``): the jobs' Owner, asked once."""
+        if getattr(self, "_user", None) is None:
+            self._user = self._query(["id", "-un"]).strip()
+        return self._user
+
+    def limits(self) -> tuple[Limits, list[str]]:
+        """The schedd's per-owner limits from its configuration (``condor_config_val``, one
+        knob at a time: an undefined knob exits 1 and prints nothing on stdout)."""
+        values: dict[str, str] = {}
+        notes: list[str] = []
+        for knob in CONDOR_KNOBS:
+            done = self._run(["condor_config_val", knob], idempotent=True)
+            if done.returncode == 0 and done.stdout.strip():
+                values[knob] = done.stdout.strip().splitlines()[0]
+            elif "Not defined" not in (done.stderr or ""):
+                notes.append(f"condor_config_val {knob}: {(done.stderr or done.stdout).strip()[:200]}")
+        return condor_limits(values), notes
 
     def _ship_wrapper(self, agent_path: str) -> str:
         """Put the chirp wrapper next to the agent on the access point (once per directory)."""
@@ -479,9 +525,9 @@ class HTCondorBindings(_Common):
 
     def __init__(self, transport: Any = None, *, project: str | None = None, accounting_group: str | None = None,
                  requirements: str | None = None, extra_submit: Mapping[str, str] | None = None,
-                 collector: Any = None, schedd: Any = None, requeue: bool = False):
+                 collector: Any = None, schedd: Any = None, requeue: bool = False, setup: Sequence[str] = ()):
         super().__init__(project=project, accounting_group=accounting_group, requirements=requirements,
-                         extra_submit=extra_submit, requeue=requeue)
+                         extra_submit=extra_submit, requeue=requeue, setup=setup)
         self.htcondor = _bindings()
         self.transport = transport
         self._collector = collector
@@ -556,15 +602,16 @@ class HTCondorBindings(_Common):
         wanted = set(fmt.check_ids(ids)) if ids is not None else None
         if wanted is not None and not wanted:
             return {}
-        constraint = self._constraint(sorted(wanted)) if wanted is not None else "true"
-        if user is not None:
-            constraint = f"({constraint}) && Owner == {classad_string(user)}"
-        ads = self._call("Schedd.query", self.schedd.query, constraint, list(fmt.JOB_ATTRS))
-        found = {j.job_id: j for j in (fmt.job_from_ad(ad, "Schedd.query") for ad in ads)}
-        missing = sorted(wanted - set(found)) if wanted is not None else []
-        if missing:
-            ads = self._call("Schedd.history", self.schedd.history, self._constraint(missing), list(fmt.JOB_ATTRS),
-                             match=len(missing))
+        owner = f" && Owner == {classad_string(user)}" if user is not None else ""
+        found: dict[str, JobInfo] = {}
+        # with ids (a pilot poll) only those jobs, in batches; the history for those that left
+        for batch in (batches(sorted(wanted)) if wanted is not None else [None]):
+            constraint = self._constraint(batch) if batch is not None else "true"
+            ads = self._call("Schedd.query", self.schedd.query, f"({constraint}){owner}", list(fmt.JOB_ATTRS))
+            found.update({j.job_id: j for j in (fmt.job_from_ad(ad, "Schedd.query") for ad in ads)})
+        for batch in batches(sorted(wanted - set(found)) if wanted is not None else []):
+            ads = self._call("Schedd.history", self.schedd.history, self._constraint(batch), list(fmt.JOB_ATTRS),
+                             match=len(batch))
             found.update({j.job_id: j for j in (fmt.job_from_ad(ad, "Schedd.history") for ad in ads)})
         return self._filter(found, wanted, user, name_prefix)
 

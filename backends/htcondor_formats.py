@@ -49,18 +49,12 @@ for the OSG in Table 4.1).
 
 Jobs
 ----
-``JobStatus`` becomes Slurm's words, so the coordinator's RUNNING/PENDING sets apply unchanged:
+``JobStatus`` is translated into resel's :class:`~.jobs.JobState` through HTCondor's own table
+(:data:`~.jobs.HTCONDOR_STATES`, from the manual's "Job ClassAd Attributes"); the status's
+name is kept as ``native``:
 
 ==========  ====================  ===================================================
-JobStatus   HTCondor              resel (Slurm word)
-==========  ====================  ===================================================
-1           Idle                  PENDING
-2           Running               RUNNING
-3           Removed               CANCELLED (from the history); COMPLETING while still queued
-4           Completed             COMPLETED, or FAILED when ``ExitCode`` != 0 / a signal
-5           Held                  PENDING, reason ``"Held: " + HoldReason``
-6           Transferring output   COMPLETING
-7           Suspended             SUSPENDED
+JobStatus   HTCondor (native)     resel (JobState)
 ==========  ====================  ===================================================
 
 A removed job that was running stays in ``condor_q`` with JobStatus 3 until its shadow exits:
@@ -70,9 +64,40 @@ the pilot, and its tasks ran twice (found live: tests/test_htcondor_faults_live.
 is therefore COMPLETING — still ending, like Slurm's CG — and CANCELLED once it reached the
 history (``condor_history``/``Schedd.history``), when everything it wrote is on the access point.
 
+A removed job that was running stays in ``condor_q`` with JobStatus 3 until its shadow exits:
+the job got SIGTERM and is still ending (a pilot's chirp wrapper pushes its last results then,
+seconds later). Taken as final there, those results came back after the coordinator had ended
+the pilot, and its tasks ran twice (found live: tests/test_htcondor_faults_live.py). Such a job
+is therefore ``completing`` — still ending, like Slurm's CG — and ``cancelled`` once it reached
+the history (``condor_history``/``Schedd.history``), when everything it wrote is on the access
+point.
+
 A held job never starts by itself (a user or a ``periodic_release`` must release it), so it is
 PENDING with its reason; the pilot submit description of :mod:`.htcondor` removes a pilot held
 for longer than ten minutes, which the coordinator then sees as CANCELLED.
+=======
+1           Idle                  pending
+2           Running               running
+3           Removed               cancelled, reason ``RemoveReason`` (from the history); completing
+                                  while ``condor_q`` still lists it (see below)
+4           Completed             done, or failed when ``ExitCode`` != 0 / a signal
+5           Held                  held, reason ``"Held: " + HoldReason``
+6           Transferring Output   completing
+7           Suspended             running (it keeps its slot)
+other       ``JobStatus N``       unknown: polled on, never taken as ended
+==========  ====================  ===================================================
+
+A removed job that was running stays in ``condor_q`` with JobStatus 3 until its shadow exits:
+the job got SIGTERM and is still ending (a pilot's chirp wrapper pushes its last results then,
+seconds later). Taken as final there, those results came back after the coordinator had ended
+the pilot, and its tasks ran twice (found live: tests/test_htcondor_faults_live.py). Such a job
+is therefore ``completing`` — still ending, like Slurm's CG — and ``cancelled`` once it reached
+the history (``condor_history``/``Schedd.history``), when everything it wrote is on the access
+point.
+
+A held job never starts by itself (a user or a ``periodic_release`` must release it); the pilot
+submit description of :mod:`.htcondor` removes a pilot held for longer than ten minutes, which
+the coordinator then sees as cancelled.
 """
 
 from __future__ import annotations
@@ -88,7 +113,7 @@ try:
 except ImportError:      # the CLI backend needs the ClassAd library too, not the daemons
     classad2 = None
 
-from resel.backends.slurm_formats import Availability, JobInfo, Partition
+from resel.backends.jobs import HTCONDOR_STATES, Availability, JobInfo, JobState, Partition, htcondor_state
 from resel.errors import SchedulerError, SchedulerReplyError
 
 __all__ = [
@@ -110,9 +135,8 @@ JOB_ATTRS = ("ClusterId", "ProcId", "JobStatus", "JobBatchName", "Owner", "QDate
              "JobCurrentStartDate", "JobStartDate", "CompletionDate", "EnteredCurrentStatus",
              "RequestCpus", "ExitCode", "ExitBySignal", "ExitSignal", "HoldReason",
              "RemoveReason", "ReselWalltime", "NumJobStarts")
-#: JobStatus → Slurm's state words (Completed is refined by the exit code)
-JOB_STATES = {1: "PENDING", 2: "RUNNING", 3: "CANCELLED", 4: "COMPLETED", 5: "PENDING",
-              6: "COMPLETING", 7: "SUSPENDED"}
+#: JobStatus → JobState (Completed is refined by the exit code); the table is in :mod:`.jobs`
+JOB_STATES = {code: state for code, (_name, state) in HTCONDOR_STATES.items()}
 
 
 # ---------------------------------------------------------------------------- ClassAds
@@ -447,20 +471,14 @@ def schedd_totals(ads: Iterable[classad2.ClassAd], command: str = "condor_status
 # ---------------------------------------------------------------------------- jobs
 
 
-def job_state(status: int, exit_code: int | None = None, by_signal: bool = False) -> str:
-    """JobStatus → a Slurm state word (see the table in the module docstring); a code not in
-    the table becomes ``JOBSTATUS_{n}``, which no table of the coordinator holds: the pilot is
-    polled on and the state shown, never taken as ended."""
-    if status not in JOB_STATES:
-        return f"JOBSTATUS_{int(status)}"
-    state = JOB_STATES[status]
-    if status == 4 and (by_signal or (exit_code not in (None, 0))):
-        return "FAILED"
-    return state
+def job_state(status: int, exit_code: int | None = None, by_signal: bool = False) -> JobState:
+    """JobStatus → JobState (see the table in the module docstring); a code not in the table
+    is ``unknown``: the pilot is polled on and the state shown, never taken as ended."""
+    return htcondor_state(status, exit_code, by_signal)[1]
 
 
 def job_from_ad(ad: classad2.ClassAd, command: str = "condor_q -json") -> JobInfo:
-    """A job ad → :class:`JobInfo` with id ``Cluster.Proc`` and a Slurm state word."""
+    """A job ad → :class:`JobInfo` with id ``Cluster.Proc``, its JobState and JobStatus name."""
     cluster = _number(ad, "ClusterId", command, whole=True)
     proc = _number(ad, "ProcId", command, whole=True)
     status = _number(ad, "JobStatus", command, whole=True)
@@ -468,7 +486,7 @@ def job_from_ad(ad: classad2.ClassAd, command: str = "condor_q -json") -> JobInf
         raise SchedulerReplyError(command, f"a job ad without ClusterId/ProcId/JobStatus: {sorted(ad.keys())[:8]}")
     exit_code = _number(ad, "ExitCode", command, whole=True)
     by_signal = bool(value(ad, "ExitBySignal"))
-    state = job_state(status, exit_code, by_signal)
+    native, state = htcondor_state(status, exit_code, by_signal)
     in_queue = "history" not in command.lower()
     reason = None
     if status == 5:
@@ -476,9 +494,9 @@ def job_from_ad(ad: classad2.ClassAd, command: str = "condor_q -json") -> JobInf
     elif status == 3:
         reason = _text(ad, "RemoveReason", command)
         if in_queue:     # still ending: see the module docstring
-            state = "COMPLETING"
+            state = JobState.COMPLETING
             reason = "removed, still ending" + (f" ({reason})" if reason else "")
-    elif state == "FAILED":
+    elif state is JobState.FAILED:
         reason = f"signal {value(ad, 'ExitSignal')}" if by_signal else f"exit code {exit_code}"
 
     def when(attr: str) -> float | None:
@@ -495,6 +513,7 @@ def job_from_ad(ad: classad2.ClassAd, command: str = "condor_q -json") -> JobInf
     if exit_code is not None or by_signal:
         exit_text = f"signal {value(ad, 'ExitSignal')}" if by_signal else str(exit_code)
     return JobInfo(job_id=f"{cluster}.{proc}", name=_text(ad, "JobBatchName", command) or "", state=state,
+                   native=native,
                    submit=when("QDate"), start=start if status != 1 else None, end=end,
                    time_limit=float(limit) if limit else None, cpus=None if cpus is None else int(cpus),
                    reason=reason, user=_text(ad, "Owner", command), partition=None, exit_code=exit_text)

@@ -1,9 +1,11 @@
 """A PBS site (PBS Pro/OpenPBS or Torque) through its command-line tools, over any transport.
 
-:class:`PBSCLI` has :class:`~resel.backends.slurm.SlurmCLI`'s methods and returns the same
-types, with job states in Slurm's words, so :class:`~resel.backends.pilotsite.PilotSite` and
-the coordinator drive a PBS site unchanged. Every command is an argv list (the transport
-quotes it); the replies are read by :mod:`.pbs_formats`.
+:class:`PBSCLI` is a :class:`~resel.backends.jobs.Scheduler` (and a
+:class:`~resel.backends.jobs.QueueReader`) like :class:`~resel.backends.slurm.SlurmCLI`, with
+job states translated from PBS's letters into resel's :class:`~resel.backends.jobs.JobState`,
+so :class:`~resel.backends.pilotsite.PilotSite` and the coordinator drive a PBS site unchanged.
+Every command is an argv list (the transport quotes it); the replies are read by
+:mod:`.pbs_formats`.
 
 Dialects (``dialect=``):
 
@@ -38,10 +40,9 @@ from datetime import tzinfo
 from typing import Any
 
 from resel.backends import pbs_formats as fmt
+from resel.backends.limit_formats import Limits
+from resel.backends.jobs import Availability, JobInfo, Partition, batches
 from resel.backends.slurm_formats import (
-    Availability,
-    JobInfo,
-    Partition,
     parse_cpuinfo,
     parse_lscpu_json,
     parse_scheduler_type,
@@ -51,6 +52,7 @@ from resel.backends.slurm_formats import (
 from resel.models.twin import QueueSnapshot
 
 from resel.errors import SchedulerError, SchedulerReplyError
+from resel.site_options import check_qsub_options
 
 __all__ = ["PBSCLI", "SchedulerError", "SchedulerReplyError"]
 
@@ -140,9 +142,8 @@ class PBSCLI:
         self.env = dict(env or {})
         self.queue = _check_word("queue", queue)
         self.account = _check_word("account", account)
-        for opt in extra_qsub:
-            if not isinstance(opt, str) or not opt or _BAD_TEXT.search(opt):
-                raise SchedulerError(f"extra qsub argument {opt!r} must be one printable word")
+        for _, why in check_qsub_options(list(extra_qsub), torque=dialect == "torque")[:1]:
+            raise SchedulerError(f"extra qsub option refused: {why}")
         self.extra_qsub = tuple(extra_qsub)
         #: ``-r n`` unless the site's ``requeue = true``: a rerun pilot would start a new agent
         #: on its predecessor's half-done attempts (PBS Pro, Torque and Slurm's wrapper know -r)
@@ -249,10 +250,35 @@ class PBSCLI:
             return fmt.parse_jobs_json(fmt.load_json(out, "qstat -f -F json -x"), self._tz_for(out))
         return fmt.parse_jobs_text(out, self._tz_for(out))
 
+    def _jobs_by_id(self, wanted: list[str]) -> dict[str, JobInfo]:
+        """Only these jobs: ``qstat -f [-F json -x] ID…`` in batches of
+        :data:`~.jobs.POLL_BATCH`. PBS Pro's ``-x`` keeps finished jobs (history) and Torque
+        keeps completed ones for ``keep_completed`` seconds, so a job that ended between two
+        polls is reported with its final state. An id the server no longer knows is simply
+        absent ("Unknown Job Id", exit status 153, for it alone)."""
+        found: dict[str, JobInfo] = {}
+        for batch in batches(wanted):
+            if self.dialect == "pro":
+                argv = ["qstat", "-f", "-F", "json", "-x", *batch]
+            else:
+                argv = ["qstat", "-f", *batch]
+            done = self._run(argv, idempotent=True)
+            if done.returncode != 0 and not (done.returncode == 153 and fmt.unknown_ids_only(done.stderr)):
+                raise self._failed(argv, done)
+            out = done.stdout
+            if not out.strip():
+                continue
+            if self.dialect == "pro":
+                found.update(fmt.parse_jobs_json(fmt.load_json(out, "qstat -f -F json -x"), self._tz_for(out)))
+            else:
+                found.update(fmt.parse_jobs_text(out, self._tz_for(out)))
+        return found
+
     def jobs(self, ids: Iterable[str] | None = None, *, user: str | None = None,
              name_prefix: str | None = None) -> dict[str, JobInfo]:
         """Jobs the server still lists (PBS Pro: history jobs too), by id; filtered by ids
-        (matched on their number, keyed as asked), user and name prefix.
+        (matched on their number, keyed as asked), user and name prefix. With ``ids`` (a
+        pilot poll) only those jobs are asked for (:meth:`_jobs_by_id`), never every user's.
 
         Names are read from ``qstat -f``, which prints them whole (the short ``qstat`` cuts
         them to 16 characters), so resel's ~20-character pilot names match exactly.
@@ -262,7 +288,7 @@ class PBSCLI:
             return {}
         if user is not None:
             _check_word("user", user)
-        found = self._all_jobs()
+        found = self._jobs_by_id(sorted(set(wanted))) if wanted is not None else self._all_jobs()
         if wanted is not None:
             by_seq = {_seq(jid): j for jid, j in found.items()}
             picked = {}
@@ -367,6 +393,31 @@ class PBSCLI:
             jobs = self._all_jobs().values()
         return fmt.make_availability(self.scheduler, self.version(), parts, queues, nodes, jobs,
                                      time.time(), target=self.queue)
+
+    def user_name(self) -> str:
+        """The login this site runs our commands as (``id -un``), asked once."""
+        if getattr(self, "_user", None) is None:
+            self._user = self._query(["id", "-un"]).strip()
+        return self._user
+
+    def limits(self) -> tuple[Limits, list[str]]:
+        """The limits of the queue resel submits to (or the server's default queue) on this
+        user: ``max_queued``, ``max_run``, ``max_run_res.ncpus``, ``resources_max.*`` (PBS
+        Pro, ``-F json``) or Torque's ``max_user_queuable``/``max_user_run`` (text)."""
+        from resel.backends import limit_formats as lf
+        user = self.user_name()
+        queue = self.queue or self.default_queue()
+        if self.dialect == "pro":
+            command = "qstat -Q -f -F json"
+            doc = fmt.load_json(self._query(["qstat", "-Q", "-f", "-F", "json"]), command)
+            records = dict(doc.get("Queue") or {})
+        else:
+            command = "qstat -Q -f"
+            records = lf.pbs_queues_text(self._query(["qstat", "-Q", "-f"], empty_ok=True), command)
+        if queue is None or queue not in records:
+            return lf.Limits(), [f"no queue limits: the queue resel submits to ({queue or 'the default'}) "
+                                 f"is not in `{command}`"]
+        return lf.pbs_queue_limits(records[queue], queue, user, command), []
 
     def _policy(self) -> tuple[str, str]:
         """(policy, the note saying it is assumed): see :func:`.pbs_formats.assumed_policy`.
@@ -478,6 +529,9 @@ class PBSCLI:
         if self.account:
             argv += ["-A", self.account]
         argv += ["-r", "y" if self.rerunnable else "n"]
+        if self.dialect == "torque":   # known only now for dialect "auto"; the wrapper is a shell
+            for _, why in check_qsub_options(list(self.extra_qsub), torque=True)[:1]:
+                raise SchedulerError(f"extra qsub option refused: {why}")
         return argv + list(self.extra_qsub)
 
     def _check_path(self, kind: str, path: str) -> str:

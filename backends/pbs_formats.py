@@ -16,8 +16,8 @@ Two dialects:
   shapes with tabs instead of spaces, no ``jobs =`` line, ``mixed`` as a node state, and reuse
   ``mtime``/``ctime`` for the job's start and end (expected start and end while pending).
 
-Job states are mapped to Slurm's words (see :func:`job_state`) so the coordinator, which
-compares them with Slurm's vocabulary, works unchanged.
+Job states are translated into resel's :class:`~.jobs.JobState` through PBS's own table
+(:data:`~.jobs.PBS_STATES`, :func:`job_state`); the letter itself is kept as ``native``.
 
 Malformed replies raise :class:`SchedulerReplyError` naming the command — never a
 ``KeyError`` from inside a parser.
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from typing import Any
 
-from resel.backends.slurm_formats import Availability, JobInfo, Partition
+from resel.backends.jobs import Availability, JobInfo, JobState, Partition, pbs_state
 from resel.models.twin import QueueSnapshot, SnapJob
 
 from resel.errors import SchedulerError, SchedulerReplyError
@@ -179,48 +179,45 @@ def detect_dialect(stdout: str, stderr: str, command: str = "qstat --version") -
 # ---------------------------------------------------------------------------- job states
 
 #: PBS job states that wait, with the reason resel reports for them
-_PENDING = {"Q": None, "H": "Held", "W": "Waiting", "T": "Transit"}
-#: PBS Pro's exit status for a job killed at its walltime (JOB_EXEC_KILL_WALLTIME)
-_PRO_KILL_WALLTIME = -29
+_WAIT_REASONS = {"Q": None, "H": "Held", "W": "Waiting", "T": "Transit"}
 
 
 def job_state(code: str, exit_status: int | None = None, dialect: str = "pro",
-              command: str = "qstat") -> tuple[str, str | None]:
-    """A PBS state letter (and the exit status of a finished job) → (Slurm state, reason).
+              command: str = "qstat") -> tuple[JobState, str | None]:
+    """A PBS state letter (and the exit status of a finished job) → (JobState, reason).
 
-    Q/H/W/T → PENDING (H with reason ``Held``), R → RUNNING, B (an array that has begun) →
-    RUNNING, E (exiting) → COMPLETING, S → SUSPENDED (it still holds its cores, as Slurm's
-    SUSPENDED does). C/F/X (finished) → COMPLETED, FAILED (non-zero exit), CANCELLED (killed
-    by a signal: PBS reports 256 + the signal) or TIMEOUT (PBS Pro's -29). M (moved to another
-    server) → COMPLETED with reason ``Moved``: it is gone from this site. U is PBS Pro's
-    "suspended, workstation busy" (SUSPENDED); the Slurm wrappers print U for a state they have
-    no letter for (out of memory, deadline), all final: FAILED there. Any other letter becomes
-    ``PBS_`` + the letter (reason ``unknown PBS state``): a word in none of the coordinator's
-    tables, so the pilot is polled on instead of being taken as ended (one odd job never makes
-    the whole reply unreadable either).
+    The translation is :data:`~.jobs.PBS_STATES` (:func:`~.jobs.pbs_state`, which cites the PBS
+    documentation); this adds the reason resel shows: ``Held``/``Waiting``/``Transit`` for a
+    waiting job, ``Moved`` for M, the exit status or the signal (PBS reports 256 + the signal)
+    of a finished job, ``PBS state U`` for U. A letter not in the table is
+    :attr:`~.jobs.JobState.UNKNOWN` with reason ``unknown PBS state``: the pilot is polled on
+    instead of being taken as ended (one odd job never makes the whole reply unreadable either).
     """
     c = str(code or "").strip().upper()[:1]
-    if c in _PENDING:
-        return "PENDING", _PENDING[c]
-    if c in ("R", "B"):
-        return "RUNNING", None
-    if c == "E":
-        return "COMPLETING", None
-    if c == "S":
-        return "SUSPENDED", None
+    state = pbs_state(c, exit_status, dialect)
+    if state is JobState.UNKNOWN:
+        return state, f"unknown PBS state {code!r}"
+    if c in _WAIT_REASONS:
+        return state, _WAIT_REASONS[c]
     if c == "U":
-        return ("SUSPENDED", "PBS state U") if dialect == "pro" else ("FAILED", "PBS state U")
+        return state, "PBS state U"
     if c == "M":
-        return "COMPLETED", "Moved"
-    if c in ("C", "F", "X"):
-        if exit_status is None or exit_status == 0:
-            return "COMPLETED", None
-        if dialect == "pro" and exit_status == _PRO_KILL_WALLTIME:
-            return "TIMEOUT", f"exit status {exit_status}"
-        if exit_status > 256:
-            return "CANCELLED", f"killed by signal {exit_status - 256}"
-        return "FAILED", f"exit status {exit_status}"
-    return ("PBS_" + c if c.isalpha() else "PBS_UNKNOWN"), f"unknown PBS state {code!r}"
+        return state, "Moved"
+    if state is JobState.TIMEOUT or state is JobState.FAILED:
+        return state, f"exit status {exit_status}"
+    if state is JobState.CANCELLED:
+        return state, f"killed by signal {exit_status - 256}"
+    return state, None
+
+
+_UNKNOWN_ID = re.compile(r"Unknown Job Id|Job has finished|unknown job id", re.IGNORECASE)
+
+
+def unknown_ids_only(stderr: str) -> bool:
+    """True when every complaint of a ``qstat ID…`` is about an id the server does not know
+    (any more): PBS then exits 153 yet prints the jobs it does know."""
+    lines = [ln for ln in stderr.splitlines() if ln.strip()]
+    return all(_UNKNOWN_ID.search(ln) for ln in lines)
 
 
 def _exit_code(status: int | None) -> str | None:
@@ -293,8 +290,9 @@ def job_from_record(job_id: str, rec: Mapping[str, Any], tz: tzinfo | None, dial
     exit_status = _int(exit_raw, f"{where}: exit status", command)
     code = str(flat["job_state"]).strip()
     state, reason = job_state(code, exit_status, dialect, command)
+    native = code[:1].upper() or "?"       # PBS's letter, shown as it is
     comment = _str(flat.get("comment"))
-    if state == "PENDING" and reason is None:
+    if state is JobState.PENDING and reason is None:
         if _never(comment):
             reason = "PartitionConfig"       # one of the coordinator's never-start reasons
         elif comment:
@@ -305,25 +303,25 @@ def job_from_record(job_id: str, rec: Mapping[str, Any], tz: tzinfo | None, dial
 
     if dialect == "pro":
         submit, start = t("qtime") or t("ctime"), t("stime")
-        end = t("obittime") if state not in ("PENDING", "RUNNING", "SUSPENDED", "COMPLETING") else None
+        end = t("obittime") if state.phase not in ("pending", "running") else None
     elif any(k in flat for k in ("etime", "start_time", "comp_time")):     # Torque
         submit, start, end = t("qtime") or t("ctime"), t("start_time"), t("comp_time")
     else:                                                                   # Slurm's wrappers
-        waiting = state == "PENDING"
+        waiting = state.phase == "pending"
         submit = t("qtime")
         start = None if waiting else t("mtime")
-        end = t("ctime") if state not in ("PENDING", "RUNNING", "SUSPENDED", "COMPLETING") else None
-    if state == "PENDING":
+        end = t("ctime") if state.phase not in ("pending", "running") else None
+    if state.phase == "pending":
         start = None
     owner = _str(flat.get("Job_Owner")) or _str(flat.get("euser"))
     user = re.sub(r"[@(].*$", "", owner) if owner else None
     return JobInfo(
-        job_id=job_id, name=str(flat.get("Job_Name") or ""), state=state,
+        job_id=job_id, name=str(flat.get("Job_Name") or ""), state=state, native=native,
         submit=submit, start=start, end=end,
         time_limit=parse_walltime(flat.get("Resource_List.walltime"), f"{where}: Resource_List.walltime", command),
         cpus=_job_cpus(flat, where, command),
         reason=reason, user=user or None, partition=_str(flat.get("queue")),
-        exit_code=_exit_code(exit_status) if state not in ("PENDING", "RUNNING") else None)
+        exit_code=_exit_code(exit_status) if state.phase != "pending" and native not in ("R", "B") else None)
 
 
 def _flatten(rec: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -637,7 +635,7 @@ def fill_idle_from_jobs(nodes: Sequence[NodeRecord], jobs: Iterable[JobInfo],
     running jobs whose ``exec_host`` names them, a multi-node job's CPUs spread evenly."""
     used: dict[str, float] = {}
     for job in jobs:
-        if job.state not in ("RUNNING", "COMPLETING", "SUSPENDED") or not job.cpus:
+        if job.state.phase != "running" or not job.cpus:
             continue
         hosts = list(dict.fromkeys(h.split("/", 1)[0] for h in exec_hosts.get(job.job_id, "").split("+") if h))
         for h in hosts:
@@ -694,9 +692,9 @@ def make_availability(scheduler: str, version: str | None, parts: Sequence[Parti
         for job in jobs or ():
             if scope is not None and job.partition and job.partition != scope:
                 continue
-            if job.state in ("RUNNING", "COMPLETING", "SUSPENDED"):
+            if job.state.phase == "running":
                 running += 1
-            elif job.state == "PENDING":
+            elif job.state.phase == "pending":
                 pending += 1
     shown = [p for p in parts if p.name == target] if target else list(parts)
     return Availability(scheduler, version, shown, int(free), int(total), running, pending, queried_at)

@@ -2,8 +2,9 @@
 on the site's shared filesystem to exchange tasks and results with their agents.
 
 Scheduler-agnostic on purpose (PSI/J's split of executor and launcher): the scheduler object
-(:class:`~resel.backends.slurm.SlurmCLI`, :class:`~resel.backends.slurmrest.SlurmREST`, …)
-only submits, lists and cancels batch jobs; everything a pilot does once it runs goes through
+(any :class:`~resel.backends.jobs.Scheduler`: :class:`~resel.backends.slurm.SlurmCLI`,
+:class:`~resel.backends.slurmrest.SlurmREST`, PBS, HTCondor …) only submits, polls and cancels
+batch jobs, in resel's job vocabulary; everything a pilot does once it runs goes through
 files written atomically in ``{workdir}/{run_key}/p{pilot}/``, following the agent's protocol
 (:mod:`resel.agent`, docs/agent.md). The coordinator never talks to a compute node.
 
@@ -28,25 +29,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from resel import agent as agent_module
+from resel.backends.jobs import JobInfo, JobState, Scheduler
 from resel.backends.verified import digest, verified_argv
 from resel.backends.workdir import prepare_workdir
 from resel.domain import Site
+from resel.site_options import setup_block
 from resel.errors import ReselError
 
 #: the agent file shipped to every site, named after its protocol version
 AGENT_NAME = f"resel-agent-v{agent_module.PROTOCOL_VERSION}.py"
 _RUN_KEY = re.compile(r"r\d+-[0-9a-f]{6}")
 
-#: Slurm states (every scheduler's states are mapped to Slurm's words) in which a pilot holds
-#: its cores, in which it is still waiting (or waiting again: a requeue), and in which it is
-#: over. A state in none of the three (SIGNALING, STAGE_OUT, RESV_DEL_HOLD, a word a newer
-#: Slurm adds, a PBS or HTCondor code resel does not know) concludes nothing: the pilot keeps
-#: the state it had, is polled on, and the state is shown (see :func:`job_phase`)
-RUNNING_STATES = {"RUNNING", "COMPLETING", "SUSPENDED", "STOPPED"}
-PENDING_STATES = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING",
-                  "SPECIAL_EXIT"}
-FINAL_STATES = {"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
-                "DEADLINE", "OUT_OF_MEMORY", "REVOKED"}
 #: reasons for which Slurm keeps a job pending although it can never start (limits per job,
 #: not per moment): such a pilot is cancelled and its site given up, instead of waiting forever
 NEVER_REASONS = {"PartitionConfig", "PartitionTimeLimit", "PartitionNodeLimit", "InvalidAccount", "InvalidQOS",
@@ -55,15 +48,13 @@ NEVER_REASONS = {"PartitionConfig", "PartitionTimeLimit", "PartitionNodeLimit", 
                  "AssocMaxNodePerJobLimit", "DependencyNeverSatisfied"}
 
 
-def job_phase(state: str) -> str:
-    """``running``, ``pending``, ``final`` or ``unknown`` (never taken as final) for a job state."""
-    if state in RUNNING_STATES:
-        return "running"
-    if state in PENDING_STATES:
-        return "pending"
-    if state in FINAL_STATES:
-        return "final"
-    return "unknown"
+def job_phase(state: JobState) -> str:
+    """``running`` (the pilot holds its cores), ``pending`` (waiting, or waiting again: a
+    requeue), ``final`` or ``unknown`` for a job's :class:`~.jobs.JobState`. Every backend
+    translates its scheduler's words into JobState (:mod:`.jobs`); a word its table does not
+    know is ``unknown``, which concludes nothing: the pilot keeps the state it had, is polled
+    on, and the scheduler's word is shown."""
+    return JobState(state).phase
 
 
 #: what an agent may write as an attempt's outcome (docs/agent.md)
@@ -94,10 +85,10 @@ class PilotSite:
     Args:
         site: the site (its ``access`` table gives the work directory and the agent's Python).
         transport: runs commands and moves files on the site (local or SSH).
-        scheduler: submits/lists/cancels batch jobs on the site.
+        scheduler: submits/polls/cancels batch jobs on the site (a :class:`~.jobs.Scheduler`).
     """
 
-    def __init__(self, site: Site, transport: Any, scheduler: Any):
+    def __init__(self, site: Site, transport: Any, scheduler: Scheduler):
         if site.access is None:
             raise ReselError(f"site {site.name!r} is not a live site (no access table)")
         self.site = site
@@ -153,8 +144,12 @@ class PilotSite:
         options = ["--dir", self.pilot_dir(run_key, pilot), "--pilot", str(int(pilot)), "--slots", str(slots),
                    "--walltime", f"{walltime:g}", "--drain", f"{drain:g}"]
         argv = verified_argv(self.site.access.python, agent, digest(agent_module.source()), options)
+        setup = ""
+        if self.site.access.setup and self.site.kind != "htcondor":   # HTCondor: the chirp wrapper runs it
+            setup = "# the site's setup (sites file, access.setup): its environment reaches the agent and tasks\n" \
+                    + setup_block(self.site.access.setup)
         return "#!/bin/sh\n# resel pilot: starts the agent (if unchanged), which takes tasks from its inbox\n" \
-               f"exec {shlex.join(argv)}\n"
+               f"{setup}exec {shlex.join(argv)}\n"
 
     def submit_pilot(self, run_key: str, pilot: int, cores: int, walltime: float, cores_per_task: int = 1) -> str:
         """Create the pilot's directory and submit its batch job; returns the job id."""
@@ -179,13 +174,15 @@ class PilotSite:
                 return job_id
         return None
 
-    def pilot_jobs(self, job_ids: list[str]) -> dict[str, Any]:
-        """The scheduler's view of these jobs (jobs it no longer lists are absent)."""
+    def pilot_jobs(self, job_ids: list[str]) -> dict[str, JobInfo]:
+        """The scheduler's view of these jobs, asked by id (never every user's queue): a job
+        that ended since the last poll is there with its final state while the scheduler's
+        history or accounting keeps it; jobs it no longer knows are absent."""
         if not job_ids:
             return {}
         return self.scheduler.jobs(job_ids)
 
-    def run_jobs(self, run_key: str) -> dict[str, Any]:
+    def run_jobs(self, run_key: str) -> dict[str, JobInfo]:
         """Every job of this run the scheduler still lists (found by name prefix)."""
         prefix = f"resel-{run_key}-p"
         return {j: i for j, i in self.scheduler.jobs(name_prefix=prefix).items() if i.name.startswith(prefix)}

@@ -26,6 +26,8 @@ from datetime import datetime, tzinfo
 from typing import Any
 
 from resel.backends import slurm_formats as fmt
+from resel.backends.limit_formats import Limits
+from resel.backends.jobs import batches
 from resel.backends.slurm_formats import (
     Availability,
     JobInfo,
@@ -34,6 +36,7 @@ from resel.backends.slurm_formats import (
     SchedulerReplyError,
 )
 from resel.models.twin import QueueSnapshot, SnapJob
+from resel.site_options import check_sbatch_options
 
 __all__ = ["SchedulerError", "SchedulerReplyError", "SlurmCLI"]
 
@@ -92,7 +95,8 @@ def _id_key(job_id: str) -> tuple[int, str]:
 
 
 def snapshot_of(part: Partition, jobs: Iterable[JobInfo], policy: str, now: float) -> QueueSnapshot:
-    """The twin's view of one partition's queue from the jobs squeue listed (pure).
+    """The twin's view of one partition's queue from the jobs squeue listed (pure), in Slurm's own words (``native``):
+    the twin tells a suspended or completing job from a running one.
 
     Running jobs' elapsed time is ``now`` minus their start: resel's clock against the
     controller's, so the two are assumed synchronised (NTP). Pending jobs go in priority order
@@ -108,14 +112,14 @@ def snapshot_of(part: Partition, jobs: Iterable[JobInfo], policy: str, now: floa
             continue
         if job.cpus is None or job.cpus < 1:
             left_out["its CPU count is not known"] += 1
-        elif job.state in ("RUNNING", "CONFIGURING"):
+        elif job.native in ("RUNNING", "CONFIGURING"):
             elapsed = max(0.0, now - job.start) if job.start else 0.0
             running.append(SnapJob(job.cpus, job.time_limit, elapsed, job.job_id, job.user))
-        elif job.state == "COMPLETING":
+        elif job.native == "COMPLETING":
             left_out["completing (ending now)"] += 1
-        elif job.state == "SUSPENDED":
+        elif job.native == "SUSPENDED":
             left_out["suspended"] += 1
-        elif job.state == "PENDING":
+        elif job.native == "PENDING":
             reason = (job.reason or "None").strip()
             if reason.lower() in _WAITING_FOR_CORES:
                 pending.append(job)
@@ -165,10 +169,8 @@ class SlurmCLI:
         self.partition = _check_word("partition", partition, _PARTITION)
         self.account = _check_word("account", account, _ACCOUNT)
         self.qos = _check_word("qos", qos, _ACCOUNT)
-        for opt in extra_sbatch:
-            if not isinstance(opt, str) or not opt.startswith("-") or _NAME_BAD.search(opt):
-                raise SchedulerError(f"extra sbatch option {opt!r} must be one option word "
-                                     "starting with '-' (e.g. '--mem=2G')")
+        for _, why in check_sbatch_options(list(extra_sbatch))[:1]:
+            raise SchedulerError(f"extra sbatch option refused: {why}")
         self.extra_sbatch = tuple(extra_sbatch)
         #: pilots are submitted --no-requeue unless the site asks otherwise: a requeued or
         #: relaunched pilot starts a new agent on its predecessor's half-done attempts
@@ -329,7 +331,7 @@ class SlurmCLI:
             jobs = fmt.parse_jobs_json(doc)
         else:
             jobs = fmt.parse_queue_text(out, self._tz_for(out))
-        return {jid: j for jid, j in jobs.items() if j.state in QUEUE_STATES}
+        return {jid: j for jid, j in jobs.items() if j.native in QUEUE_STATES}
 
     def _all_jobs(self, user: str | None = None) -> dict[str, JobInfo]:
         # -t all: the text form otherwise hides finished jobs; 22.05's --json ignores the
@@ -346,18 +348,53 @@ class SlurmCLI:
 
     def jobs(self, ids: Iterable[str] | None = None, *, user: str | None = None,
              name_prefix: str | None = None) -> dict[str, JobInfo]:
-        """Jobs the scheduler still lists (pending, running, and recently finished — for
-        ``MinJobAge`` seconds), by id; filtered by ids, user and name prefix."""
-        wanted = set(check_job_ids(ids)) if ids is not None else None
+        """Jobs by id, filtered by ids, user and name prefix.
+
+        With ``ids`` (a pilot poll) only those jobs are asked for, never every user's queue:
+        ``squeue --jobs=…`` in batches of :data:`~.jobs.POLL_BATCH`, in squeue's text form
+        (Slurm 22.05's ``--json`` ignores ``--jobs`` and lists every job), and ``sacct`` for
+        the ids squeue no longer lists — a job that ended more than ``MinJobAge`` seconds ago
+        is still reported with its final state where the site keeps accounting. Without ids
+        (finding a pilot by name after a crash) this user's jobs are listed (``--me``), or
+        ``user``'s; with neither, every job the controller lists.
+        """
+        wanted = check_job_ids(ids) if ids is not None else None
         if wanted is not None and not wanted:
             return {}
         if user is not None:
             _check_word("user", user, _ACCOUNT)
-        jobs = self._all_jobs(user)
+        if wanted is not None:
+            jobs = self._jobs_by_id(sorted(set(wanted)))
+        elif name_prefix is not None and user is None:
+            jobs = self._listed(["--me"])
+        else:
+            jobs = self._all_jobs(user)
         return {jid: j for jid, j in jobs.items()
                 if (wanted is None or jid in wanted)
                 and (user is None or j.user == user)
                 and (name_prefix is None or j.name.startswith(name_prefix))}
+
+    def _listed(self, selection: Sequence[str]) -> dict[str, JobInfo]:
+        """``squeue -h --states=all SELECTION`` in the text form; {} where squeue says the
+        (only) job asked for is not known any more."""
+        argv = ["squeue", "-h", "--states=all", *selection, "-o", fmt.SQUEUE_TEXT_FORMAT]
+        done = self._run(argv, idempotent=True)
+        if done.returncode != 0:
+            if re.search(r"Invalid job id", done.stderr, re.IGNORECASE):
+                return {}
+            raise self._failed(argv, done)
+        return fmt.parse_squeue_text(done.stdout, self._tz_for(done.stdout))
+
+    def _jobs_by_id(self, wanted: list[str]) -> dict[str, JobInfo]:
+        """Our jobs by id: squeue for those still listed, sacct for those that left it."""
+        found: dict[str, JobInfo] = {}
+        for batch in batches(wanted):
+            found.update(self._listed(["--jobs=" + ",".join(batch)]))
+        missing = [jid for jid in wanted if jid not in found]
+        if missing and self.accounting_enabled is not False:
+            for batch in batches(missing):
+                found.update(self.accounting(batch))
+        return found
 
     def start_estimates(self, ids: Iterable[str]) -> dict[str, float | None]:
         """The scheduler's expected start of pending jobs (``squeue --start``); None where it
@@ -437,6 +474,42 @@ class SlurmCLI:
             except SchedulerError:
                 pass                     # an lscpu too old for -J prints text: try cpuinfo
         return fmt.parse_cpuinfo(self._query(["cat", "/proc/cpuinfo"]))
+
+    # ------------------------------------------------------------------ the user's limits
+
+    def user_name(self) -> str:
+        """The login this site runs our commands as (``id -un``), asked once."""
+        if getattr(self, "_user", None) is None:
+            self._user = self._query(["id", "-un"]).strip()
+            _check_word("user", self._user, _ACCOUNT)
+        return self._user
+
+    def limits(self) -> tuple[Limits, list[str]]:
+        """The user's association and QOS limits (``sacctmgr -P show assoc`` / ``show qos``),
+        and notes on what could not be read. A cluster without slurmdbd has no associations:
+        its limits are unknown (a note says so), not zero."""
+        from resel.backends import limit_formats as lf
+        user = self.user_name()
+        argv = ["sacctmgr", "-P", "show", "assoc", "where", f"user={user}"]
+        done = self._run(argv, idempotent=True)
+        said = (done.stdout + done.stderr).strip()
+        if done.returncode != 0 or "accounting_storage" in said or "slurmdbd" in said.lower():
+            first = said.splitlines()[0] if said else f"exit status {done.returncode}"
+            return lf.Limits(), [f"no association limits: `{shlex.join(argv)}` said: {first}"]
+        assoc, qos_names = lf.slurm_assoc_limits(lf.parse_sacctmgr(done.stdout, shlex.join(argv)), user,
+                                                 account=self.account, partition=self.partition,
+                                                 command=shlex.join(argv))
+        notes: list[str] = []
+        qos = self.qos or (qos_names[0] if qos_names else None)
+        if qos:
+            argv = ["sacctmgr", "-P", "show", "qos", "where", f"name={qos}"]
+            done = self._run(argv, idempotent=True)
+            if done.returncode == 0:
+                assoc = assoc.tightest(lf.slurm_qos_limits(lf.parse_sacctmgr(done.stdout, shlex.join(argv)), qos,
+                                                           shlex.join(argv)))
+            else:
+                notes.append(f"QOS {qos} unreadable: {(done.stderr or done.stdout).strip()[:200]}")
+        return assoc, notes
 
     # ------------------------------------------------------------------ actions
 

@@ -33,69 +33,20 @@ from dataclasses import dataclass
 from datetime import datetime, timezone, tzinfo
 from typing import Any
 
+from resel.backends.jobs import (  # noqa: F401 - Availability, JobInfo, Partition re-exported
+    SLURM_CODES,
+    Availability,
+    JobInfo,
+    JobState,
+    Partition,
+    slurm_state,
+)
 from resel.errors import SchedulerError, SchedulerReplyError  # noqa: F401 - re-exported
 
 # ---------------------------------------------------------------------------- errors
 
 
 # ---------------------------------------------------------------------------- data types
-
-
-@dataclass(frozen=True)
-class Partition:
-    """One partition as the scheduler reports it. ``max_time`` is in seconds, None = unlimited."""
-
-    name: str
-    state: str
-    total_cpus: int
-    idle_cpus: int
-    nodes: int
-    max_time: float | None
-    default: bool
-
-
-@dataclass(frozen=True)
-class Availability:
-    """A snapshot of a site: what is free now and how busy the queue is.
-
-    ``free_cores``/``total_cores`` and the job counts are those of the partition resel submits
-    to (the configured one, else the site's default partition), not a sum over partitions
-    that may share nodes.
-    """
-
-    scheduler: str
-    version: str | None
-    partitions: list[Partition]
-    free_cores: int
-    total_cores: int
-    running_jobs: int
-    pending_jobs: int
-    queried_at: float
-
-
-@dataclass(frozen=True)
-class JobInfo:
-    """One batch job. Times are epoch seconds (None = not known/not yet), ``time_limit`` in
-    seconds (None = unlimited or unset), ``state`` an upper-case Slurm state name.
-
-    ``partition`` (a comma list for jobs pending on several) lets availability count the jobs of
-    one partition; ``exit_code`` is only known from accounting. ``priority`` orders the pending
-    queue (higher first); a float, because squeue's ``%p`` prints it normalised to [0, 1].
-    """
-
-    job_id: str
-    name: str
-    state: str
-    submit: float | None
-    start: float | None
-    end: float | None
-    time_limit: float | None
-    cpus: int | None
-    reason: str | None
-    user: str | None
-    partition: str | None = None
-    exit_code: str | None = None
-    priority: float | None = None
 
 
 @dataclass(frozen=True)
@@ -262,15 +213,8 @@ def parse_utc_offset(text: str) -> timezone:
 
 # ---------------------------------------------------------------------------- job states
 
-#: squeue's compact state codes (%t) → full names
-STATE_CODES = {
-    "BF": "BOOT_FAIL", "CA": "CANCELLED", "CD": "COMPLETED", "CF": "CONFIGURING",
-    "CG": "COMPLETING", "DL": "DEADLINE", "F": "FAILED", "NF": "NODE_FAIL",
-    "OOM": "OUT_OF_MEMORY", "PD": "PENDING", "PR": "PREEMPTED", "R": "RUNNING",
-    "RD": "RESV_DEL_HOLD", "RF": "REQUEUE_FED", "RH": "REQUEUE_HOLD", "RQ": "REQUEUED",
-    "RS": "RESIZING", "RV": "REVOKED", "SI": "SIGNALING", "SE": "SPECIAL_EXIT",
-    "SO": "STAGE_OUT", "ST": "STOPPED", "S": "SUSPENDED", "TO": "TIMEOUT",
-}
+#: squeue's compact state codes (%t) → full names (the table lives in :mod:`.jobs`)
+STATE_CODES = SLURM_CODES
 #: base states (a job has exactly one); the data_parser lists add flags such as COMPLETING
 BASE_STATES = {"PENDING", "RUNNING", "SUSPENDED", "COMPLETED", "CANCELLED", "FAILED", "TIMEOUT",
                "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY"}
@@ -302,6 +246,12 @@ def normalise_state(value: Any, command: str = "slurm") -> str:
     if not _STATE_WORD.match(word):
         raise SchedulerReplyError(command, f"job state: not a Slurm state: {value!r}")
     return word
+
+
+def _states(value: Any, command: str) -> dict[str, Any]:
+    """``state`` (resel's :class:`~.jobs.JobState`) and ``native`` (Slurm's word) of a job."""
+    native = normalise_state(value, command)
+    return {"state": slurm_state(native), "native": native}
 
 
 # ---------------------------------------------------------------------------- JSON envelopes
@@ -630,9 +580,9 @@ def make_availability(scheduler: str, version: str | None, partitions: Sequence[
     for job in jobs:
         if scope is not None and job.partition and scope not in job.partition.split(","):
             continue
-        if job.state in ("RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "STOPPED"):
+        if job.state.phase == "running":
             running += 1
-        elif job.state in ("PENDING", "REQUEUED", "REQUEUE_HOLD", "RESIZING"):
+        elif job.state.phase == "pending":
             pending += 1
     if target:
         parts = [p for p in parts if p.name == target]
@@ -650,12 +600,13 @@ def job_from_json(job: Mapping[str, Any], command: str) -> JobInfo:
     where = f"job {jid}"
     if "job_state" not in job:
         raise SchedulerReplyError(command, f"{where}: no job_state")
-    state = normalise_state(job["job_state"], command)
+    native = normalise_state(job["job_state"], command)
+    state = slurm_state(native)
     start = timestamp(job.get("start_time"), f"{where}: start_time", command)
     end = timestamp(job.get("end_time"), f"{where}: end_time", command)
     partition = _str_or_none(job.get("partition"))
     return JobInfo(
-        job_id=jid, name=str(job.get("name") or ""), state=state,
+        job_id=jid, name=str(job.get("name") or ""), state=state, native=native,
         submit=timestamp(job.get("submit_time"), f"{where}: submit_time", command),
         start=start, end=end,
         time_limit=minutes(job.get("time_limit"), f"{where}: time_limit", command),
@@ -663,7 +614,7 @@ def job_from_json(job: Mapping[str, Any], command: str) -> JobInfo:
         reason=_str_or_none(job.get("state_reason")),
         user=_str_or_none(job.get("user_name")),
         partition=partition,
-        exit_code=_exit_code(job.get("exit_code")) if state not in ("PENDING", "RUNNING") else None,
+        exit_code=_exit_code(job.get("exit_code")) if native not in ("PENDING", "RUNNING") else None,
         priority=_priority(job.get("priority"), f"{where}: priority", command))
 
 
@@ -719,7 +670,7 @@ def parse_sacct_json(doc: Mapping[str, Any], command: str = "sacct --json") -> d
                 alloc_cpus = integer(tres.get("count"), f"{where}: tres cpu", command)
         user = job.get("user")
         out[jid] = JobInfo(
-            job_id=jid, name=str(job.get("name") or ""), state=normalise_state(current, command),
+            job_id=jid, name=str(job.get("name") or ""), **_states(current, command),
             submit=timestamp(t.get("submission"), f"{where}: time.submission", command),
             start=timestamp(t.get("start"), f"{where}: time.start", command),
             end=timestamp(t.get("end"), f"{where}: time.end", command),
@@ -782,7 +733,7 @@ def parse_job_table(text: str, fields: Sequence[str], tz: tzinfo | None = None,
             limit = parse_duration(row.get("time_limit", ""), f"{where}: time limit", command)
         cpus = row.get("cpus", "").strip()
         out[jid] = JobInfo(
-            job_id=jid, name=row.get("name", ""), state=normalise_state(row["state"], command),
+            job_id=jid, name=row.get("name", ""), **_states(row["state"], command),
             submit=parse_time(row.get("submit", ""), tz, f"{where}: submit", command),
             start=parse_time(row.get("start", ""), tz, f"{where}: start", command),
             end=parse_time(row.get("end", ""), tz, f"{where}: end", command),
@@ -947,13 +898,14 @@ def jobs_from_json_lines(rows: Iterable[Mapping[str, Any]], tz: tzinfo | None = 
             raise SchedulerReplyError(command, f"row {k}: needs id and state: {dict(row)!r}")
         jid = str(integer(row["id"], f"row {k}: id", command))
         reason = _str_or_none(row.get("r"))
-        state = normalise_state(row["state"], command)
-        if reason and state == "PENDING" and reason.startswith("(") and reason.endswith(")"):
+        native = normalise_state(row["state"], command)
+        state = slurm_state(native)
+        if reason and state is JobState.PENDING and reason.startswith("(") and reason.endswith(")"):
             reason = reason[1:-1]              # %R wraps a pending job's reason in parentheses
-        out[jid] = JobInfo(job_id=jid, name="", state=state, submit=None, start=None,
+        out[jid] = JobInfo(job_id=jid, name="", state=state, native=native, submit=None, start=None,
                            end=parse_time(str(row.get("end_time", "")), tz, f"job {jid}: end_time", command),
                            time_limit=None, cpus=integer(row.get("cpu"), f"job {jid}: cpu", command),
-                           reason=reason if state == "PENDING" else None, user=None,
+                           reason=reason if state is JobState.PENDING else None, user=None,
                            partition=_str_or_none(row.get("p")))
     return out
 

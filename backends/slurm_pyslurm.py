@@ -28,6 +28,7 @@ from resel.backends.slurm import check_job_ids, check_job_name, walltime_minutes
 from resel.backends.slurm_formats import (
     Availability,
     JobInfo,
+    JobState,
     NodeCpus,
     PartitionMeta,
     SchedulerError,
@@ -147,7 +148,7 @@ class SlurmPySlurm:
         for jid, j in self.pyslurm.Jobs.load().items():
             out[str(jid)] = fmt.JobInfo(
                 job_id=str(jid), name=str(getattr(j, "name", "") or ""),
-                state=fmt.normalise_state(str(getattr(j, "state", "UNKNOWN")), "pyslurm"),
+                **fmt._states(str(getattr(j, "state", "UNKNOWN")), "pyslurm"),
                 submit=fmt.timestamp(getattr(j, "submit_time", None)),
                 start=fmt.timestamp(getattr(j, "start_time", None)),
                 end=fmt.timestamp(getattr(j, "end_time", None)),
@@ -170,7 +171,7 @@ class SlurmPySlurm:
     def start_estimates(self, ids: Iterable[str]) -> dict[str, float | None]:
         wanted = check_job_ids(ids)
         jobs = self.jobs(wanted)
-        return {jid: jobs[jid].start if jid in jobs and jobs[jid].state == "PENDING" else None
+        return {jid: jobs[jid].start if jid in jobs and jobs[jid].state is JobState.PENDING else None
                 for jid in wanted}
 
     def accounting(self, ids: Iterable[str]) -> dict[str, JobInfo]:

@@ -48,6 +48,7 @@ from resel.backends.slurm import QUEUE_STATES, check_job_ids, check_job_name, sn
 from resel.backends.slurm_formats import (
     Availability,
     JobInfo,
+    JobState,
     Partition,
     SchedulerError,
     SchedulerReplyError,
@@ -361,20 +362,39 @@ class SlurmREST:
         if self._default_note and not self.partition:
             notes.append(self._default_note)
         # /jobs also lists recently finished jobs; squeue's --states filter (SlurmCLI) drops them
-        jobs = [j for j in self._all_jobs().values() if j.state in QUEUE_STATES]
+        jobs = [j for j in self._all_jobs().values() if j.native in QUEUE_STATES]
         snap = snapshot_of(part, jobs, self.scheduler_policy(), time.time())
         return replace(snap, notes=(*snap.notes, *notes))
 
     def _all_jobs(self) -> dict[str, JobInfo]:
         return fmt.parse_jobs_json(self._request("GET", "jobs"), "GET /jobs")
 
+    def _job(self, job_id: str) -> dict[str, JobInfo]:
+        """``GET /job/{id}``: one job (slurmrestd takes one id per call), {} where slurmctld
+        no longer knows it ("Invalid job id specified", error 2017, HTTP 500)."""
+        status, doc, errors = self._call("GET", f"job/{job_id}")
+        if errors:
+            if any(re.search(r"Invalid job id|Unable to find JobId", e, re.IGNORECASE) for e in errors):
+                return {}
+            raise self._error("GET", f"job/{job_id}", status, errors)
+        return fmt.parse_jobs_json(doc, f"GET /job/{job_id}")
+
     def jobs(self, ids: Iterable[str] | None = None, *, user: str | None = None,
              name_prefix: str | None = None) -> dict[str, JobInfo]:
-        """Jobs slurmctld still lists (``/jobs``: all users, recently finished included)."""
+        """Jobs slurmctld still lists, recently finished ones included (for ``MinJobAge``).
+
+        With ``ids`` (a pilot poll) only those jobs are asked for, one ``GET /job/{id}`` each
+        on the kept-alive connection, never every user's queue; without, ``GET /jobs``."""
         wanted = set(check_job_ids(ids)) if ids is not None else None
         if wanted is not None and not wanted:
             return {}
-        return {jid: j for jid, j in self._all_jobs().items()
+        if wanted is not None:
+            found: dict[str, JobInfo] = {}
+            for jid in sorted(wanted):
+                found.update(self._job(jid))
+        else:
+            found = self._all_jobs()
+        return {jid: j for jid, j in found.items()
                 if (wanted is None or jid in wanted)
                 and (user is None or j.user == user)
                 and (name_prefix is None or j.name.startswith(name_prefix))}
@@ -389,7 +409,7 @@ class SlurmREST:
         if not wanted:
             return {}
         jobs = self.jobs(wanted)
-        return {jid: (jobs[jid].start if jid in jobs and jobs[jid].state == "PENDING" else None)
+        return {jid: (jobs[jid].start if jid in jobs and jobs[jid].state is JobState.PENDING else None)
                 for jid in wanted}
 
     def accounting(self, ids: Iterable[str]) -> dict[str, JobInfo]:

@@ -5,6 +5,7 @@ poll time per site, SSH connections per run, and the bag's TTC.
     .venv/bin/python benchmarks/bench_live.py   # [--tasks 64] [--seconds 3] [--poll 2] [--repeat 3]
     .venv/bin/python benchmarks/bench_live.py --compare          # hand-ahead off, then on
     .venv/bin/python benchmarks/bench_live.py --tasks 200 --repeat 2 --compare   # the issue's bag
+    .venv/bin/python benchmarks/bench_live.py --polls --repeat 15   # a poll: all users' jobs vs ours
 
 Runs a bag of ``--tasks`` real tasks (``sleep --seconds``) across tba (local, 8 slots) and tbb
 (over SSH, 4 slots), ``--repeat`` times, at the CLI's default ``--poll 2``, and prints a table
@@ -251,6 +252,10 @@ def main() -> None:
     ap.add_argument("--four-sites", action="store_true",
                     help="Slurm 22.05 (SSH), Slurm 24.11 (REST), Torque and the HTCondor pool in one bag: "
                          "dispatch latency per backend, SSH connections per site, the poll cycle")
+    ap.add_argument("--polls", action="store_true",
+                    help="measure only the scheduler half of a poll on every live site, asking every user's jobs "
+                         "(before) and only ours (after), side by side (benchmarks/poll_cycle.py)")
+    ap.add_argument("--json", action="store_true", help="with --polls: the medians as JSON")
     args = ap.parse_args()
     tb = load()
     if tb is None:
@@ -259,6 +264,10 @@ def main() -> None:
         if not tb.has_trixie:
             sys.exit("--four-sites needs the testbed's Debian 13 part (Slurm 24.11, HTCondor): scripts/testbed.sh up")
         main_four_sites(tb, args)
+        return
+    if args.polls:
+        from poll_cycle import run as run_polls
+        run_polls(tb, args.repeat, args.json)
         return
     if args.compare and not HAS_PREFETCH:
         sys.exit("this resel has no hand-ahead (LiveOptions.prefetch): run without --compare")

@@ -171,7 +171,7 @@ def records_from_jobs(jobs: Mapping[str, JobInfo], site: str, *, source: Source 
     out: list[WaitRecord] = []
     skipped: Counter[str] = Counter()
     for jid, job in jobs.items():
-        if job.state == "PENDING" or job.start is None:
+        if job.state.phase == "pending" or job.start is None:
             skipped["never started"] += 1
             continue
         if job.submit is None:

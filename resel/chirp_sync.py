@@ -350,6 +350,22 @@ class Sync(object):
             self.log("cannot push agent.log: %s" % e)
 
 
+def agent_argv(args, local):
+    """The agent's command line; with setup lines, /bin/sh runs them first (each stopping the
+    pilot with a message if it fails) and then execs the agent, so the environment they leave
+    (module load, conda activate) is the agent's and its tasks'. The lines come from the job's
+    arguments, which the schedd keeps; the agent's path and options are passed as "$@", never
+    pasted into the shell text."""
+    command = [args.python, "-I", args.agent, "--dir", local] + list(args.agent_args)
+    if not args.setup:
+        return command
+    text = ""
+    for n, line in enumerate(args.setup, 1):
+        said = "resel: pilot setup line %d failed: %s" % (n, line)
+        text += "{ %s\n} || { echo '%s' >&2; exit 1; }\n" % (line, said.replace("'", "'\\''"))
+    return ["/bin/sh", "-c", text + 'exec "$@"\n', "resel-setup"] + command
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(prog="resel-chirp-sync.py",
                                 description="run the resel agent, mirroring its directory with condor_chirp")
@@ -359,6 +375,8 @@ def parse_args(argv=None):
     p.add_argument("--interval", type=float, default=2.0, help="seconds between two syncs (2)")
     p.add_argument("--chirp", default=None, help="condor_chirp (default: PATH, then libexec)")
     p.add_argument("--local", default="pilot", help="the local pilot directory (pilot)")
+    p.add_argument("--setup", action="append", default=[],
+                   help="a shell line run before the agent, in the shell that then execs it (repeatable)")
     p.add_argument("agent_args", nargs=argparse.REMAINDER, help="-- then the agent's options (no --dir)")
     args = p.parse_args(argv)
     if args.agent_args and args.agent_args[0] == "--":
@@ -391,7 +409,7 @@ def main(argv=None):
                                                 " ".join(args.agent_args)))
     sync.recover()
     sync.pull()    # tasks already waiting are there when the agent first looks
-    agent = subprocess.Popen([args.python, "-I", args.agent, "--dir", local] + list(args.agent_args))
+    agent = subprocess.Popen(agent_argv(args, local))
     signals = []
 
     def forward(signum, frame):

@@ -22,7 +22,7 @@ from resel.api import default_bag_path, default_sites_path
 from resel.cli_common import CleanErrors, fail_cleanly, print_json
 from resel.cli_common import INT64_MAX, RUN_ID, SEED, Finite
 from resel.cli_rates import model_option, objective_option, risk_option
-from resel.config import MAX_COUNT, load_bag, load_sites
+from resel.config import MAX_COUNT, check_site_commands, load_bag, load_sites
 from resel.errors import ReselError
 from resel.experiment import Experiment, run_experiment
 from resel.limits import check_task_count
@@ -134,6 +134,7 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
     from resel.cli_rates import runtime_for, store_if_exists
     bag = load_bag(bag_file or default_bag_path())
     sites = load_sites(sites_file or default_sites_path())
+    check_site_commands(bag, sites)
     if plot_dir is not None and no_store:
         raise ReselError("--plot draws from the stored runs: drop --no-store")
     check_task_count(max(sizes), "--sizes", hint="give smaller --sizes")

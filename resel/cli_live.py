@@ -17,7 +17,7 @@ from rich.live import Live
 from rich.table import Table
 
 from resel.cli_rates import model_option, objective_option, risk_option
-from resel.config import LIVE_KINDS, load_bag, load_sites
+from resel.config import LIVE_KINDS, check_site_commands, load_bag, load_sites
 from resel.cli_common import RUN_ID, SEED, Finite
 from resel.errors import ReselError, StoreError
 from resel.limits import check_task_count
@@ -117,6 +117,7 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
             if bag_file is None or sites_file is None:
                 raise click.UsageError("give BAG_FILE and --sites FILE (or --resume RUN)")
             bag, site_list = load_bag(bag_file), _live_sites(sites_file)
+            check_site_commands(bag, site_list)
             check_task_count(bag.count, f"{bag_file}: bag.count")
             Strategy.parse(strategy)
             if clock == "probed":
@@ -130,6 +131,7 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
                           confidence=LiveOptions.confidence, clock=clock, seed=seed, db_path=db, as_json=as_json,
                           model=model, objective=objective, risk=risk)
                 return
+            site_list = _within_limits(c, bag, site_list)
             from resel.cli_rates import runtime_for
             runtime = runtime_for(bag, site_list, model=model, db=store, clock=clock)
             rates = runtime.engine_rates(bag.profile.instructions, risk=risk, objective=objective)
@@ -200,6 +202,28 @@ def _snap(coord: Coordinator):
         elapsed = coord.db["runs"].get(coord.run_id)["ttc_wkd"] or elapsed
     return snapshot(coord.engine, coord.run_id, status, elapsed, {n: v.error for n, v in coord.views.items()},
                     coord.site_notes())
+
+
+def _within_limits(c, bag, site_list):
+    """Ask each live site for the user's limits and jobs there, size the pilots within them
+    (:mod:`resel.site_limits`), say what changed, and leave out a site with no room at all."""
+    from resel.site_limits import apply_limits, read_limits
+    found = read_limits(site_list)
+    limited = apply_limits(site_list, found, bag.cores_per_task)     # fills in each site's changes
+    for f in found.values():
+        for line in f.notes + f.changes:
+            c.err.print(f"{m(f.site)}: limits: {m(line)}", soft_wrap=True)
+        if f.pending_reasons:
+            c.err.print(f"{m(f.site)}: your pending jobs there wait for: "
+                        + m(", ".join(f"{k} ×{n}" for k, n in sorted(f.pending_reasons.items()))), soft_wrap=True)
+    blocked = {n: f.blocked for n, f in found.items() if f.blocked}
+    for name, why in blocked.items():
+        c.err.print(f"{m(name)}: left out: {m(why)}", soft_wrap=True)
+    kept = [s for s in limited if s.name not in blocked]
+    if not kept:
+        raise ReselError("no site has room for a pilot within your limits: "
+                         + "; ".join(f"{n}: {w}" for n, w in blocked.items()))
+    return kept
 
 
 @click.command("status")

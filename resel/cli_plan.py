@@ -62,10 +62,13 @@ def _load_history(db_path: Path | None):
 @risk_option
 @click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Store with the wait history and the fits (default: $RESEL_DB or ~/.local/share/resel/resel.db).")
+@click.option("--explain", is_flag=True,
+              help="Say per site why it was chosen, given extra pilots or left out (a limit, unreachable, "
+                   "walltime too short, too slow …), with the numbers that decided; --json always has it ('explain').")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def plan_cmd(bag_file: Path, sites_file: Path, strategy: str, source: str, quantile: float, confidence: float,
              clock: str, seed: int, model: str, objective: str, risk: float | None, db_path: Path | None,
-             as_json: bool) -> None:
+             explain: bool, as_json: bool) -> None:
     """Ask the sites when a pilot would start, and show the plan; submit nothing.
 
     \b
@@ -86,24 +89,32 @@ def plan_cmd(bag_file: Path, sites_file: Path, strategy: str, source: str, quant
       resel plan examples/sleep-bag.toml --sites examples/sites-testbed.toml
       resel plan bag.toml --sites sites.toml --estimate twin --json
       resel plan examples/gromacs-bag.toml --sites examples/sites-thesis.toml --objective p90
+      resel plan examples/sleep-bag.toml --sites examples/sites-testbed.toml --explain
+
+    \b
+    Live sites are also asked for your limits there (Slurm associations and QOS through
+    sacctmgr, PBS queue limits, HTCondor's per-owner limits) and for your jobs already queued:
+    pilots are sized and counted within them, a site with no room left is given up, and the
+    reasons your pending jobs wait (Priority, QOSMaxJobsPerUserLimit, …) are shown.
     """
     from resel.cli_live import _live_sites
-    from resel.config import LIVE_KINDS, load_bag, load_sites
+    from resel.config import LIVE_KINDS, check_site_commands, load_bag, load_sites
     try:
         bag = load_bag(bag_file)
         all_sites = load_sites(sites_file)
+        check_site_commands(bag, all_sites)
         simulated = all(s.kind not in LIVE_KINDS for s in all_sites)
         site_list = all_sites if simulated else _live_sites(sites_file)
         show_plan(bag, site_list, strategy=strategy, source=source, quantile=quantile,
                   confidence=confidence, clock=clock, seed=seed, db_path=db_path, as_json=as_json,
-                  model=model, objective=objective, risk=risk, simulated=simulated)
+                  model=model, objective=objective, risk=risk, simulated=simulated, explain=explain)
     except ReselError as exc:
         raise click.ClickException(str(exc)) from None
 
 
 def show_plan(bag, site_list, *, strategy: str, source: str, quantile: float, confidence: float, clock: str,
               seed: int, db_path: Path | None, as_json: bool, model: str = "auto", objective: str = "p50",
-              risk: float | None = None, simulated: bool = False) -> None:
+              risk: float | None = None, simulated: bool = False, explain: bool = False) -> None:
     """Probe, plan and print (``resel plan`` and ``resel run --dry-run``)."""
     from resel.cli_rates import runtime_for, store_if_exists
     from resel.limits import check_task_count
@@ -177,6 +188,17 @@ def show_plan(bag, site_list, *, strategy: str, source: str, quantile: float, co
             notes.append(f"{r['site']}: T̂x {r['tx_detail']}")
             if r["tasks"] and r["wait_note"]:
                 notes.append(f"{r['site']}: wait spread: {r['wait_note']}")
+        lim = r.get("limits") or {}
+        for line in lim.get("notes", []):
+            notes.append(f"{r['site']}: limits: {line}")
+        if not explain:     # --explain says these in its own lines
+            for line in lim.get("changes", []):
+                notes.append(f"{r['site']}: within your limits: {line}")
+            if lim.get("blocked"):
+                notes.append(f"{r['site']}: left out: {lim['blocked']}")
+            if lim.get("pending_reasons"):
+                notes.append(f"{r['site']}: your pending jobs there wait for: "
+                             + ", ".join(f"{k} ×{n}" for k, n in sorted(lim["pending_reasons"].items())))
     c.out.print(t)
     if doc.get("predicted_ttc_s") is not None:
         c.out.print(f"  predicted TTC of this plan: {_dur(doc['predicted_ttc_s'])} "
@@ -187,6 +209,13 @@ def show_plan(bag, site_list, *, strategy: str, source: str, quantile: float, co
                     "can only shorten it, left out)", markup=False)
     for n in notes:
         c.out.print(f"  {terminal(n)}", markup=False, highlight=False)
+    if explain:
+        c.out.print("  why:", markup=False)
+        for r in doc["sites"]:
+            ex = r.get("explain") or {}
+            c.out.print(f"    {terminal(r['site'])}: {ex.get('verdict', '?')}", markup=False, highlight=False)
+            for line in ex.get("why", []):
+                c.out.print(f"      {terminal(line)}", markup=False, highlight=False)
     if why:
         c.out.print(f"  history: not used ({terminal(why)})", markup=False)
     if doc["problem"]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from resel import site_options
 from resel.command_template import problems as template_problems
 from resel.domain import Access, Bag, Clock, PilotPolicy, Profile, QueueModel, Site, Truth, WaitModel
 from resel.errors import InputError
@@ -91,6 +92,8 @@ BAG_KEYS = {
     "perf_every": _Key(_num(True, True, high=MAX_COUNT),
                        "a whole number >= 0: every Nth task runs under perf (0 none, 1 all)"),
     "profile": _Key(lambda v: isinstance(v, dict), "a table [bag.profile]", True),
+    "site_commands": _Key(lambda v: isinstance(v, dict) and all(isinstance(x, str) and x for x in v.values()),
+                          'a table [bag.site_commands] of SITE = "command" (the command on that site)'),
 }
 PROFILE_KEYS = {
     "instructions": _Key(_num(True, False, False, high=MAX_INSTRUCTIONS),
@@ -140,7 +143,15 @@ ACCESS_KEYS = {
     "account": _NAME,
     "qos": _NAME,
     "submit_args": _Key(lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
-                        "a list of strings passed to the submit command"),
+                        "a list of strings passed to the submit command (sbatch_options or qsub_options)"),
+    "sbatch_options": _Key(lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+                           'a list of sbatch options, one word each: ["--mem=8G", "--constraint=avx2"]'),
+    "qsub_options": _Key(lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+                         'a list of qsub options, one word each: ["-l", "mem=4gb"]'),
+    "submit_lines": _Key(lambda v: isinstance(v, dict) and all(isinstance(x, str) for x in v.values()),
+                         'a table of HTCondor submit commands: { request_memory = "4GB" }'),
+    "setup": _Key(lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+                  'a list of shell lines the pilot runs before the agent: ["module load gromacs/2024"]'),
     "requeue": _Key(lambda v: isinstance(v, bool), "true or false (let the scheduler requeue a pilot; default false)"),
     "rest_url": _Key(lambda v: isinstance(v, str) and v.startswith(("http://", "https://")), "an http(s) URL"),
     "rest_user": _NAME,
@@ -312,10 +323,29 @@ def load_bag(path: str | Path) -> Bag:
     raw = reader.check(reader.data["bag"], BAG_KEYS, "bag")
     for problem in template_problems(raw["command"]):
         raise reader.fail("bag.command", problem, "a shell command; see docs/configuration.md#command")
+    site_commands = raw.get("site_commands", {})
+    for site, command in site_commands.items():
+        for problem in template_problems(command):
+            raise reader.fail(f"bag.site_commands.{site}", problem, "a shell command; see docs/configuration.md#command")
     prof = reader.check(raw["profile"], PROFILE_KEYS, "bag.profile")
     profile = Profile(float(prof["instructions"]), prof.get("cycles"), prof.get("ipc"), prof.get("baseline"))
     return Bag(raw["name"], raw["command"], int(raw["count"]), int(raw.get("cores_per_task", 1)),
-               profile, raw.get("isa", "x86"), str(path), int(raw.get("perf_every", 0)))
+               profile, raw.get("isa", "x86"), str(path), int(raw.get("perf_every", 0)),
+               tuple(site_commands.items()))
+
+
+def check_site_commands(bag: Bag, sites: list[Site]) -> None:
+    """A bag's ``[bag.site_commands]`` must name sites of the sites file in use: a misspelt name
+    would silently run the default command there.
+
+    Raises:
+        InputError: naming the bag file, the key and the sites it may name.
+    """
+    names = {s.name for s in sites}
+    for site, _ in bag.site_commands:
+        if site not in names:
+            raise InputError(bag.source, f"bag.site_commands.{site}", f"no site named {site!r} in the sites file",
+                             f"one of {', '.join(sorted(names))}")
 
 
 def load_sites(path: str | Path) -> list[Site]:
@@ -407,6 +437,17 @@ def _access(reader: _Reader, raw: Any, key_path: str, kind: str) -> Access:
     if "queue" in a and "partition" in a:
         raise reader.fail(f"{key_path}.queue", "give either queue or partition (they are the same thing)",
                           "one of them")
+    submit_args = _submit_options(reader, a, key_path, kind)
+    submit_lines = dict(a.get("submit_lines", {}))
+    if submit_lines and kind != "htcondor":
+        raise reader.fail(f"{key_path}.submit_lines", f"a {kind} site takes "
+                          f"{'sbatch_options' if kind == 'slurm' else 'qsub_options'}, not HTCondor submit lines",
+                          f"{'sbatch_options' if kind == 'slurm' else 'qsub_options'} = [...]")
+    for key, why in site_options.check_condor_lines(submit_lines):
+        raise reader.fail(f"{key_path}.submit_lines.{key}", why, "see docs/configuration.md#site-options-and-setup")
+    setup = list(a.get("setup", ()))
+    for index, why in site_options.check_setup(setup):
+        raise reader.fail(f"{key_path}.setup[{index}]", why, "one shell command per list item")
     transport = a.get("transport", "local")
     if transport == "ssh" and "host" not in a:
         raise reader.fail(key_path, "an ssh transport needs a host", 'host = "login.cluster.org" (or a ~/.ssh/config alias)')
@@ -427,9 +468,36 @@ def _access(reader: _Reader, raw: Any, key_path: str, kind: str) -> Access:
         python=a.get("python", "python3"), env=dict(a.get("env", {})), api=a.get("api", APIS[kind][0]),
         partition=a.get("partition") or a.get("queue"), account=a.get("account"), qos=a.get("qos"),
         dialect=a.get("dialect", "auto"), project=a.get("project"), accounting_group=a.get("accounting_group"),
-        submit_args=tuple(a.get("submit_args", ())), requeue=a.get("requeue", False), rest_url=a.get("rest_url"),
+        submit_args=submit_args, submit_lines=submit_lines, setup=tuple(setup), requeue=a.get("requeue", False), rest_url=a.get("rest_url"),
         rest_user=a.get("rest_user"), rest_token_file=local_path("rest_token_file"),
     )
+
+
+def _submit_options(reader: _Reader, a: dict[str, Any], key_path: str, kind: str) -> tuple[str, ...]:
+    """The site's extra submit options (``sbatch_options``, ``qsub_options`` or the older
+    ``submit_args``), each refused if it would override what resel sets itself."""
+    own = {"slurm": "sbatch_options", "pbs": "qsub_options"}.get(kind)
+    for key in ("sbatch_options", "qsub_options"):
+        if key in a and key != own:
+            raise reader.fail(f"{key_path}.{key}", f"a {kind} site takes "
+                              f"{own or 'submit_lines (a table of HTCondor submit commands)'}, not {key}",
+                              own or 'submit_lines = { request_memory = "4GB" }')
+    if "submit_args" in a and own is None:
+        raise reader.fail(f"{key_path}.submit_args", "an HTCondor site takes submit_lines, not submit_args",
+                          'submit_lines = { request_memory = "4GB" }')
+    if "submit_args" in a and own in a:
+        raise reader.fail(f"{key_path}.submit_args", f"give either submit_args or {own} (the same thing)", own)
+    key = own if own in a else "submit_args"
+    options = list(a.get(key, ()))
+    if kind == "slurm":
+        problems = site_options.check_sbatch_options(options)
+    elif kind == "pbs":
+        problems = site_options.check_qsub_options(options, torque=a.get("dialect") == "torque")
+    else:
+        problems = []
+    for index, why in problems:
+        raise reader.fail(f"{key_path}.{key}[{index}]", why, "see docs/configuration.md#site-options-and-setup")
+    return tuple(options)
 
 
 def _centre(dist: Dist) -> float:

@@ -43,20 +43,31 @@ class Bag:
     #: live runs: every Nth task (by index) runs under ``perf stat`` and feeds calibration
     #: (0: none, 1: every task) — the thesis could measure only ~1 % of its OSG runs
     perf_every: int = 0
+    #: per-site command templates that replace ``command`` on those sites (``gmx_mpi`` on one
+    #: cluster, ``gmx`` elsewhere), as (site, template) pairs in the file's order
+    site_commands: tuple[tuple[str, str], ...] = ()
 
     def resized(self, count: int) -> "Bag":
         """The same bag with another number of tasks (workload sizes of experiment 2)."""
         return Bag(self.name, self.command, count, self.cores_per_task, self.profile, self.isa, self.source,
-                   self.perf_every)
+                   self.perf_every, self.site_commands)
 
     def measured(self, index: int) -> bool:
         """Whether task ``index`` runs under the probe (``perf_every``)."""
         return self.perf_every > 0 and index % self.perf_every == 0
 
-    def command_for(self, index: int) -> str:
-        """The shell command of task ``index`` (0-based): only ``{index}`` and ``{name}`` are
-        filled in, every other brace is the shell's (:mod:`resel.command_template`)."""
-        return fill(self.command, index, self.name)
+    def command_for(self, index: int, site: str | None = None) -> str:
+        """The shell command of task ``index`` (0-based) on ``site``: the site's own template if
+        the bag has one (``[bag.site_commands]``), else ``command``. Only ``{index}`` and
+        ``{name}`` are filled in, every other brace is the shell's (:mod:`resel.command_template`)."""
+        return fill(self.template_for(site), index, self.name)
+
+    def template_for(self, site: str | None) -> str:
+        """The command template tasks run with on ``site``."""
+        for name, template in self.site_commands:
+            if name == site:
+                return template
+        return self.command
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,7 +170,14 @@ class Access:
     accounting_group: str | None = None
     account: str | None = None
     qos: str | None = None
+    #: extra submit options (sbatch_options / qsub_options in the sites file), checked by
+    #: :mod:`resel.site_options`
     submit_args: tuple[str, ...] = ()
+    #: extra HTCondor submit commands (``submit_lines``), checked by :mod:`resel.site_options`
+    submit_lines: dict[str, str] = field(default_factory=dict)
+    #: shell lines the pilot runs before the agent (``module load …``): the agent and its tasks
+    #: inherit the environment they leave
+    setup: tuple[str, ...] = ()
     #: let the scheduler requeue or rerun a pilot (off: a relaunched agent would find its
     #: predecessor's attempts half done; resel asks for a new pilot instead)
     requeue: bool = False

@@ -163,6 +163,8 @@ class Coordinator:
         self._next_poll: dict[str, float] = {}
         self._held: list[Report] = []                   # reports taken while waiting
         self._last_lease = 0.0
+        #: pilot → the pending reason last noted (resel status shows it)
+        self._pending_reasons: dict[int, str] = {}
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -538,10 +540,11 @@ class Coordinator:
                     self._note(v.site, f"reused:p{v.pilot}", "job-state", t,
                                f"pilot {v.pilot}: job {v.job_id} is now someone else's job ({info.name})")
                     info = None
-                state = info.state if info is not None else "MISSING"
-                phase = job_phase(state) if info is not None else "missing"
+                state = info.shown if info is not None else "MISSING"     # the scheduler's word
+                phase = job_phase(info.state) if info is not None else "missing"
                 v.job_state = state
                 self._state_note(v, state, phase, t)
+                self._pending_note(v, info, phase, t)
                 if phase == "running" and v.state == "pending":
                     v.state = "running"
                     out.append(PilotStarted(time=t, pilot=v.pilot))
@@ -597,7 +600,8 @@ class Coordinator:
             if ended:
                 v.state = "ended"
                 v.parked.clear()
-                out.append(PilotEnded(time=t, pilot=v.pilot, reason=state.lower()))
+                out.append(PilotEnded(time=t, pilot=v.pilot,
+                                      reason=info.state.value if info is not None else "missing"))
                 self._pilot_row(v, ended=t, reason=state)
         return out
 
@@ -609,12 +613,27 @@ class Coordinator:
                 log.warning("run %s: pilot %s (job %s on %s) is in job state %s, which resel does not know; "
                             "it is not taken as ended, and polled on", self.run_id, v.pilot, v.job_id, v.site, state)
             v.unknown_state = state
-            self._note(v.site, key, "job-state", t, f"pilot {v.pilot}: job {v.job_id} in state {state} "
-                                                    "(unknown to resel: still polled)")
+            self._note(v.site, key, "job-state", t, f"pilot {v.pilot}: job {v.job_id} in state {state}, "
+                                                    "which resel does not know: still polled")
         elif v.unknown_state is not None:
             v.unknown_state = None
             self.views[v.site].notes.pop(key, None)
             live_notes.drop(self.db, self.run_id, v.site, key)
+
+    def _pending_note(self, v: PilotView, info: Any, phase: str, t: float) -> None:
+        """Why the scheduler keeps a pilot waiting (Slurm's Reason: Priority, Resources,
+        QOSMaxJobsPerUserLimit, AssocGrpCpuLimit, …), for the live table and ``resel status``;
+        written when it changes, dropped once the pilot leaves the queue."""
+        key = f"pending:p{v.pilot}"
+        reason = info.reason if phase == "pending" and info is not None else None
+        if reason in (None, "", "None", "(null)"):
+            if self._pending_reasons.pop(v.pilot, None) is not None:
+                self.views[v.site].notes.pop(key, None)
+                live_notes.drop(self.db, self.run_id, v.site, key)
+            return
+        if self._pending_reasons.get(v.pilot) != reason:
+            self._pending_reasons[v.pilot] = reason
+            self._note(v.site, key, "pending-reason", t, f"pilot {v.pilot}: job {v.job_id} pending ({reason})")
 
     def _incarnation(self, t: float, v: PilotView, beat: dict) -> list[Event]:
         """The heartbeat names the agent running the pilot: a new one means it was relaunched
@@ -807,7 +826,7 @@ class Coordinator:
                 return view.job_id
             return submit
         if isinstance(action, DispatchTask):
-            command = self.bag.command_for(action.task)
+            command = self.bag.command_for(action.task, action.site)
             env = {"RESEL_RUN": str(self.run_id), "RESEL_SITE": action.site}
             perf = self.options.perf or self.bag.measured(action.task)
             return lambda: self.site(action.site).dispatch(
@@ -1111,7 +1130,8 @@ def _describe(exc: BaseException) -> str:
 def bag_from_json(d: dict) -> Bag:
     from resel.domain import Profile
     return Bag(d["name"], d["command"], d["count"], d["cores_per_task"], Profile(**d["profile"]),
-               d.get("isa", "x86"), d.get("source", "<store>"), d.get("perf_every", 0))
+               d.get("isa", "x86"), d.get("source", "<store>"), d.get("perf_every", 0),
+               tuple((str(site), str(cmd)) for site, cmd in d.get("site_commands") or ()))
 
 
 def sites_from_json(items: list[dict]) -> list[Site]:
@@ -1124,6 +1144,8 @@ def sites_from_json(items: list[dict]) -> list[Site]:
         if acc:
             acc = dict(acc)
             acc["submit_args"] = tuple(acc.get("submit_args") or ())
+            acc["setup"] = tuple(acc.get("setup") or ())
+            acc["submit_lines"] = dict(acc.get("submit_lines") or {})
             access = Access(**acc)
         out.append(Site(name=d["name"], kind=d["kind"], cores=d["cores"], clock=Clock(**d["clock"]),
                         kappa=d.get("kappa", 1.0), pilot=PilotPolicy(**d["pilot"]), isa=d.get("isa", "x86"),

@@ -2,7 +2,7 @@
 so ``resel status`` in another process shows it too: a site not answering and since when, a
 pilot in a job state resel does not know, an agent relaunched under the same job, a record
 refused by the protocol check, files an agent refused to act on (another user's or a
-link: docs/security.md) — and the coordinator's lease on the run, which ``resel cancel``
+link: docs/security.md), the reason the scheduler gives for keeping a pilot pending — and the coordinator's lease on the run, which ``resel cancel``
 reads to wait until a running coordinator has let go.
 """
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from sqlite_utils import Database
 
 #: kinds of note, and how ``resel status`` words them
-KINDS = ("unreachable", "job-state", "relaunch", "requeue", "bad-record", "rejected")
+KINDS = ("unreachable", "job-state", "relaunch", "requeue", "bad-record", "rejected", "pending-reason")
 LEASE = "coordinator"
 
 

@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
+from resel.backends.jobs import QueueReader, Scheduler, SlotReader
 from resel.domain import Bag, Site
 from resel.engine import Engine
 from resel.errors import ReselError
@@ -84,6 +85,10 @@ class SitePlan:
     slot_spread: dict[str, Any] | None = None
     #: every pilot size weighed: {slots, cores, history_s, twin_s, scheduler_s, used, wait_s}
     menu: list[dict[str, Any]] = field(default_factory=list)
+    #: the user's limits there and what they did to the pilots (:class:`~resel.site_limits.SiteLimits`)
+    limits: dict[str, Any] | None = None
+    #: why the site was chosen, given extra pilots or left out (:mod:`resel.plan_explain`)
+    explain: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -125,15 +130,14 @@ def probe_site(site: Site, shapes: list[tuple[int, int, float]], tx: float, hist
         close_quietly(ps)
 
 
-def _slot_spread(sched: Any) -> dict[str, Any] | None:
+def _slot_spread(sched: Scheduler) -> dict[str, Any] | None:
     """A pool's slot speeds from its collector's ads (HTCondor), or None (other kinds, or none
     published; a failure to read them is no reason to fail the row)."""
-    slots_fn = getattr(sched, "slots", None)
-    if slots_fn is None:
+    if not isinstance(sched, SlotReader):
         return None
     try:
         from resel.models.fitted import slot_speeds_from_ads
-        found = slot_speeds_from_ads(slots_fn())
+        found = slot_speeds_from_ads(sched.slots())
     except Exception:   # noqa: BLE001 - the interval is then simply not known
         return None
     if found is None:
@@ -152,7 +156,7 @@ def _history(history: Any, site: str, cores: int, walltime: float, quantile: flo
     return bound.seconds, f"q{quantile:g} bound at {confidence:.0%} confidence from {bound.n} waits ({bound.level})"
 
 
-def site_estimates(sched: Any, site: Site, shapes: list[tuple[int, int, float]], tx: float, history: Any, *,
+def site_estimates(sched: Scheduler, site: Site, shapes: list[tuple[int, int, float]], tx: float, history: Any, *,
                    quantile: float, confidence: float) -> SitePlan:
     """The three start estimates of each pilot size in ``shapes`` ((slots, cores, walltime),
     the full pilot first) from an open scheduler client.
@@ -167,13 +171,12 @@ def site_estimates(sched: Any, site: Site, shapes: list[tuple[int, int, float]],
     av = sched.availability()
     row.free_cores, row.total_cores = av.free_cores, av.total_cores
     snap, snap_note = None, None
-    snapshot_fn = getattr(sched, "queue_snapshot", None)
-    if snapshot_fn is None:
+    if not isinstance(sched, QueueReader):
         api = site.access.api if site.access else "?"
         snap_note = f"no queue snapshot for {site.kind} sites through api {api!r}"
     else:
         try:
-            snap = snapshot_fn()
+            snap = sched.queue_snapshot()
         except Exception as exc:   # noqa: BLE001
             snap_note = f"queue unreadable: {_err(exc)}"
     for slots, cores_k, walltime_k in shapes:
@@ -207,7 +210,7 @@ def plan(bag: Bag, sites: list[Site], *, strategy: str = "queue+reselect", sourc
          quantile: float = 0.95, confidence: float = 0.95, clock: str = "base", seed: int = 0,
          history: Any = None, opener: Callable[[Site], Any] | None = None, runtime: Any = None,
          risk: float | None = None, objective: str = "p50", wait_errors: Any = None,
-         rows: list[SitePlan] | None = None) -> dict[str, Any]:
+         rows: list[SitePlan] | None = None, limits: dict[str, Any] | None = None) -> dict[str, Any]:
     """Probe every site concurrently, choose estimates, run the engine's first step.
 
     Args:
@@ -221,6 +224,9 @@ def plan(bag: Bag, sites: list[Site], *, strategy: str = "queue+reselect", sourc
             :class:`~resel.models.conditioned.ConditionedWait` holding the sites' past errors of
             that estimate; the spread of each wait comes from it.
         rows: the sites' rows already probed (simulated sites); None asks the live sites.
+        limits: per site, the user's limits (:class:`~resel.site_limits.SiteLimits`); None
+            asks the live sites (with ``rows`` None). Pilots are sized within them, and a site
+            they leave no room on is given up, as the run does.
 
     Returns a JSON-ready document: per site the three estimates with their notes, T̂x and its
     interval, the predicted TTC, the engine's plan (tasks, pilots, role) and the share's P50/P90
@@ -231,6 +237,12 @@ def plan(bag: Bag, sites: list[Site], *, strategy: str = "queue+reselect", sourc
     if objective not in ("p50", "p90"):
         raise ReselError(f"unknown objective {objective!r}; p50 or p90")
     strat = Strategy.parse(strategy)
+    if limits is None and rows is None:
+        from resel.site_limits import read_limits
+        limits = read_limits(sites, opener)
+    if limits:
+        from resel.site_limits import apply_limits
+        sites = apply_limits(sites, limits, bag.cores_per_task)
     if runtime is None:
         from resel.models.runtime import RuntimeModel, SiteRuntime
         lim = site_rates(sites, clock)
@@ -288,6 +300,12 @@ def plan(bag: Bag, sites: list[Site], *, strategy: str = "queue+reselect", sourc
                  if strat.base == "queue" else None)
     events: list[Any] = [BagSubmitted(time=0.0, wait_estimates=estimates, wait_menu=wait_menu)]
     events += [SiteLost(time=0.0, site=r.site, reason=r.error) for r in rows if r.error]
+    for r in rows:
+        found = (limits or {}).get(r.site)
+        if found is not None:
+            r.limits = found.as_dict()
+            if found.blocked and not r.error:
+                events.append(SiteLost(time=0.0, site=r.site, reason=f"limits: {found.blocked}"))
     problem = None
     finishes: list[float | None] = []
     actions: list[Any] = []
@@ -314,6 +332,11 @@ def plan(bag: Bag, sites: list[Site], *, strategy: str = "queue+reselect", sourc
     shares = _finish_distributions(rows, runtime, bag, seed) if problem is None else {}
     whole = plan_finish(shares) if shares and len(shares) == sum(1 for r in rows if r.tasks) else None
     finishes = [r.finish_s for r in rows if r.tasks]
+    plan_ttc = max(finishes) if finishes and None not in finishes else None
+    from resel.plan_explain import explain
+    said = explain([r.as_dict() for r in rows], strategy=strat.name, plan_ttc=plan_ttc, engine=engine)
+    for r in rows:
+        r.explain = said[r.site]
     return {
         "bag": bag.name, "tasks": bag.count, "strategy": strat.name, "estimate": source,
         "quantile": quantile, "confidence": confidence, "clock": clock,
@@ -321,7 +344,7 @@ def plan(bag: Bag, sites: list[Site], *, strategy: str = "queue+reselect", sourc
                   "summary": runtime.summary(), "notes": runtime.notes},
         "objective": objective, "risk": risk,
         "finish_p50_s": whole.p50 if whole else None, "finish_p90_s": whole.p90 if whole else None,
-        "predicted_ttc_s": max(finishes) if finishes and None not in finishes else None,
+        "predicted_ttc_s": plan_ttc,
         "sites": [r.as_dict() for r in rows],
         "moves": [a.kind for a in actions if isinstance(a, Decision) and a.kind == "site-lost"],
         "problem": problem,

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from sqlite_utils import Database
 
-from resel.backends.pilotsite import PENDING_STATES, RUNNING_STATES, PilotSite
+from resel.backends.pilotsite import PilotSite
 from resel.domain import Clock, Site
 from resel.store import _now
 
@@ -58,9 +58,9 @@ def probe_site(site: Site, open_site: Callable[[Site], PilotSite], *, timeout: f
                 _measured(row, found.results[0])
                 break
             info = ps.pilot_jobs([job]).get(job)
-            if info is None or (info.state not in PENDING_STATES and info.state not in RUNNING_STATES):
+            if info is None or info.state.final:      # an unknown state is polled on
                 if not ps.collect(run_key, 0, seen).results:
-                    row["error"] = f"probe job {job} ended ({info.state if info else 'gone'}) without a result"
+                    row["error"] = f"probe job {job} ended ({info.shown if info else 'gone'}) without a result"
                     break
             time.sleep(poll)
         else:

@@ -232,10 +232,10 @@ def test_sacct_json_constructed(tmp_path):
 
 
 def test_records_from_jobs_counts_each_reason():
-    from resel.backends.slurm_formats import JobInfo
+    from resel.backends.jobs import JobInfo, slurm_state
 
     def job(jid, state, submit, start, cpus=1):
-        return JobInfo(jid, "n", state, submit, start, None, None, cpus, None, None)
+        return JobInfo(jid, "n", slurm_state(state), submit, start, None, None, cpus, None, None, native=state)
     jobs = {"1": job("1", "COMPLETED", 10.0, 20.0), "2": job("2", "RUNNING", None, 20.0),
             "3": job("3", "COMPLETED", 1000.0, 20.0), "4": job("4", "PENDING", 10.0, None)}
     got = records_from_jobs(jobs, "s")

@@ -29,7 +29,6 @@ from live_helpers import REPO, bag_toml, start, write_inputs
 from trixie_helpers import ap, done_once, pool_site, results, trixie, wait_for  # noqa: F401
 
 RESEL = [sys.executable, "-m", "resel.cli"]
-ACTIVE = ("PENDING", "RUNNING", "COMPLETING", "SUSPENDED")
 
 #: run keys this module started: the only pool jobs its clean-up removes (the pool is shared)
 KEYS: set[str] = set()
@@ -45,7 +44,7 @@ def pool_jobs(tb, run_key: str) -> dict:
     t = SSHTransport("tb-ap", ssh_config=tb.trixie_ssh_config)
     try:
         return {j: info for j, info in HTCondorCLI(t).jobs(name_prefix=f"resel-{run_key}-").items()
-                if info.state in ACTIVE}
+                if info.state.phase in ("pending", "running")}
     finally:
         t.close()
 
@@ -103,7 +102,7 @@ def test_kill_9_of_resel_run_and_resume_with_pilots_in_the_pool(tmp_path, trixie
     run = list(db.query("select id, run_key, status from runs"))[0]
     assert run["status"] == "running"
     left = pool_jobs(trixie, run["run_key"])
-    assert left and all(j.state in ("RUNNING", "PENDING") for j in left.values()), left   # pilots still there
+    assert left and all(j.state in ("running", "pending") for j in left.values()), left   # pilots still there
     res = subprocess.run(RESEL + ["run", "--resume", str(run["id"]), "--db", str(db_path), "--poll", "0.3",
                                   "--json", "--no-progress"], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr

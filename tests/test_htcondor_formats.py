@@ -114,35 +114,38 @@ def test_availability_is_one_pool_partition():
 def test_queue_json_states_and_fields():
     jobs = fmt.parse_jobs(S.as_json(S.CONSTRUCTED_QUEUE))
     run, idle, held = jobs["4242.0"], jobs["4243.0"], jobs["4244.0"]
-    assert run.state == "RUNNING" and run.start == 1764100060 and run.name == "resel-r1-abcdef-p0"
+    assert run.state == "running" and run.start == 1764100060 and run.name == "resel-r1-abcdef-p0"
     assert run.time_limit == 900 and run.cpus == 1 and run.user == "alice"
-    assert idle.state == "PENDING" and idle.start is None and idle.cpus == 1   # \/Expr(1 * 1)\/
-    assert held.state == "PENDING" and held.reason.startswith("Held: Error from slot1_4@cpu4")
+    assert idle.state == "pending" and idle.start is None and idle.cpus == 1   # \/Expr(1 * 1)\/
+    assert held.state == "held" and held.native == "Held" and held.reason.startswith("Held: Error from slot1_4@cpu4")
 
 
 def test_history_json_completed_failed_removed():
     jobs = fmt.parse_jobs(S.as_json(S.CONSTRUCTED_HISTORY), "condor_history -json")
-    assert jobs["4240.0"].state == "COMPLETED" and jobs["4240.0"].end == 1764099950
+    assert jobs["4240.0"].state == "done" and jobs["4240.0"].end == 1764099950
     assert jobs["4240.0"].exit_code == "0"
-    assert jobs["4241.0"].state == "FAILED" and jobs["4241.0"].reason == "exit code 1"
-    assert jobs["4239.0"].state == "CANCELLED" and jobs["4239.0"].end == 1764099500
+    assert jobs["4241.0"].state == "failed" and jobs["4241.0"].reason == "exit code 1"
+    assert jobs["4239.0"].state == "cancelled" and jobs["4239.0"].end == 1764099500
     assert "condor_rm" in jobs["4239.0"].reason
 
 
 @pytest.mark.parametrize("status,exit_code,signal,state", [
-    (1, None, False, "PENDING"), (2, None, False, "RUNNING"), (3, None, False, "CANCELLED"),
-    (4, 0, False, "COMPLETED"), (4, 2, False, "FAILED"), (4, None, True, "FAILED"),
-    (5, None, False, "PENDING"), (6, None, False, "COMPLETING"), (7, None, False, "SUSPENDED"),
+    (1, None, False, "pending"), (2, None, False, "running"), (3, None, False, "cancelled"),
+    (4, 0, False, "done"), (4, 2, False, "failed"), (4, None, True, "failed"),
+    (5, None, False, "held"), (6, None, False, "completing"), (7, None, False, "running"),
+    (8, None, False, "unknown"), (0, None, False, "unknown"),
 ])
 def test_job_status_mapping(status, exit_code, signal, state):
     assert fmt.job_state(status, exit_code, signal) == state
 
 
-def test_job_states_are_the_coordinators_words():
-    from resel.backends.pilotsite import PENDING_STATES, RUNNING_STATES
-    finals = {"CANCELLED", "COMPLETED", "FAILED"}
-    for word in fmt.JOB_STATES.values():
-        assert word in RUNNING_STATES | PENDING_STATES | finals
+def test_job_states_are_the_neutral_vocabulary():
+    """HTCondor's codes translate into resel's JobState (not Slurm's words), and only a code
+    outside the manual's table is unknown: the seven documented ones each have a phase."""
+    from resel.backends.jobs import JobState
+    assert set(fmt.JOB_STATES) == set(range(1, 8))
+    for code, state in fmt.JOB_STATES.items():
+        assert isinstance(state, JobState) and state.phase != "unknown", code
 
 
 def test_empty_queue_is_no_jobs():
@@ -207,5 +210,5 @@ def test_malformed_json_ads(text):
 def test_malformed_job_ads():
     with pytest.raises(SchedulerReplyError):
         fmt.parse_jobs(json.dumps([{"ClusterId": 1, "JobStatus": 2}]))          # no ProcId
-    # a JobStatus not in the table is kept (JOBSTATUS_9), never taken as final (issue 13 §2)
-    assert fmt.parse_jobs(json.dumps([{"ClusterId": 1, "ProcId": 0, "JobStatus": 9}]))["1.0"].state == "JOBSTATUS_9"
+    # a JobStatus not in the table is unknown (its number kept as native), never taken as final (issue 13 §2)
+    assert fmt.parse_jobs(json.dumps([{"ClusterId": 1, "ProcId": 0, "JobStatus": 9}]))["1.0"].state == "unknown"

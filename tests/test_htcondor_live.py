@@ -79,7 +79,7 @@ def test_cli_pilot_runs_in_a_slot_and_condor_rm_ends_it(tmp_path, trixie, ssh):
     jid = ps.submit_pilot(RUN_KEY, 1, 1, 300)
     try:
         assert jid.endswith(".0")
-        job = state(cli, jid, "RUNNING")
+        job = state(cli, jid, "running")
         assert job and (job.name, job.user, job.cpus) == (f"resel-{RUN_KEY}-p1", trixie.trixie_user, 1)
         assert set(cli.jobs(name_prefix=f"resel-{RUN_KEY}-")) == {jid}
         assert set(cli.jobs(user=trixie.trixie_user)) == {jid}
@@ -90,7 +90,7 @@ def test_cli_pilot_runs_in_a_slot_and_condor_rm_ends_it(tmp_path, trixie, ssh):
         info = json.loads(agent.read_text())
         assert (info["pilot"], info["slots"], info["job_id"]) == ("1", 1, jid)
         cli.cancel([jid])
-        gone = state(cli, jid, "CANCELLED", timeout=30)             # from condor_history: it left the queue
+        gone = state(cli, jid, "cancelled", timeout=30)             # from condor_history: it left the queue
         assert gone and "condor_rm" in (gone.reason or ""), gone
         cli.cancel([jid])                                          # already gone: no error
     finally:
@@ -111,11 +111,11 @@ def test_bindings_on_this_machine_against_the_real_daemons(tmp_path, trixie, ssh
         ps = PilotSite(site, ssh, b)
         jid = ps.submit_pilot(RUN_KEY, 2, 1, 300)
         try:
-            job = state(b, jid, "RUNNING")
+            job = state(b, jid, "running")
             assert job and (job.name, job.user) == (f"resel-{RUN_KEY}-p2", trixie.trixie_user)
             assert set(b.jobs(name_prefix=f"resel-{RUN_KEY}-p2")) == {jid}
             b.cancel([jid])
-            gone = state(b, jid, "CANCELLED", timeout=30)
+            gone = state(b, jid, "cancelled", timeout=30)
             assert gone and gone.reason, gone
             b.cancel([jid])
         finally:

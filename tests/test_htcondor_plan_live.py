@@ -52,7 +52,7 @@ def test_the_pools_twin_against_a_real_start_and_resel_plan(tmp_path, trixie, ss
     assert wait_for(lambda: cli.availability().free_cores == 4, timeout=90, every=1.0), \
         f"the pool is busy with other jobs: {cli.availability()}"
     fillers = sleeper(trixie, f"{TAG}-fill", 40, count=4)
-    assert wait_for(lambda: all(j.state == "RUNNING" for j in cli.jobs(fillers).values())
+    assert wait_for(lambda: all(j.state == "running" for j in cli.jobs(fillers).values())
                     and len(cli.jobs(fillers)) == 4, timeout=60)
     ahead = sleeper(trixie, f"{TAG}-ahead", 20)
     snap = cli.queue_snapshot()

@@ -239,7 +239,7 @@ def test_cli_jobs_by_id_reach_history_for_finished_ones(replay):
     cli, calls, _, _ = replay
     jobs = cli.jobs(["4242.0", "4244.0", "4240.0"])
     assert set(jobs) == {"4242.0", "4244.0", "4240.0"}
-    assert jobs["4242.0"].state == "RUNNING" and jobs["4240.0"].state == "COMPLETED"
+    assert jobs["4242.0"].state == "running" and jobs["4240.0"].state == "done"
     assert jobs["4244.0"].reason.startswith("Held: ")
     q, h = [c["argv"] for c in calls()]
     assert q[:3] == ["condor_q", "-json", "-attributes"] and q[4:] == ["4240.0", "4242.0", "4244.0"]

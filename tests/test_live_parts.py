@@ -13,28 +13,35 @@ import pytest
 
 from resel import live_notes
 from resel.backends.pilotsite import check_result, check_started, job_phase
+from resel.backends.jobs import JobState, htcondor_state, pbs_state, slurm_state
 from resel.backends.slurm_formats import STATE_CODES
 from resel.live import LiveOptions, load_live_run
 from resel.store import open_store, to_json
 
 
 @pytest.mark.parametrize("state, phase", [
-    ("RUNNING", "running"), ("COMPLETING", "running"), ("SUSPENDED", "running"),
-    ("PENDING", "pending"), ("REQUEUED", "pending"), ("REQUEUE_HOLD", "pending"), ("SPECIAL_EXIT", "pending"),
-    ("COMPLETED", "final"), ("CANCELLED", "final"), ("TIMEOUT", "final"), ("NODE_FAIL", "final"),
-    ("PREEMPTED", "final"), ("OUT_OF_MEMORY", "final"),
-    ("SIGNALING", "unknown"), ("STAGE_OUT", "unknown"), ("RESV_DEL_HOLD", "unknown"),
-    ("PBS_Z", "unknown"), ("JOBSTATUS_8", "unknown"), ("", "unknown"),
+    (slurm_state("RUNNING"), "running"), (slurm_state("COMPLETING"), "running"),
+    (slurm_state("SUSPENDED"), "running"), (slurm_state("RESIZING"), "running"),
+    (slurm_state("PENDING"), "pending"), (slurm_state("REQUEUED"), "pending"),
+    (slurm_state("REQUEUE_HOLD"), "pending"), (slurm_state("SPECIAL_EXIT"), "pending"),
+    (slurm_state("CONFIGURING"), "pending"),
+    (slurm_state("COMPLETED"), "final"), (slurm_state("CANCELLED"), "final"), (slurm_state("TIMEOUT"), "final"),
+    (slurm_state("NODE_FAIL"), "final"), (slurm_state("PREEMPTED"), "final"), (slurm_state("OUT_OF_MEMORY"), "final"),
+    (slurm_state("SIGNALING"), "unknown"), (slurm_state("STAGE_OUT"), "unknown"),
+    (slurm_state("RESV_DEL_HOLD"), "unknown"), (slurm_state(""), "unknown"),
+    (pbs_state("Z"), "unknown"), (pbs_state(""), "unknown"), (htcondor_state(8)[1], "unknown"),
+    (JobState.HELD, "pending"), (JobState.UNKNOWN, "unknown"),
 ])
 def test_job_phases(state, phase):
-    assert job_phase(state) == phase
+    assert job_phase(state) == phase == state.phase
+    assert state.final is (phase == "final")
 
 
 def test_every_slurm_state_code_has_a_phase_and_only_the_three_in_between_are_unknown():
     """squeue's own list of states: each is running, pending or final, except the three that
     say nothing about the pilot's end (the job signals, stages out, or waits on a deleted
     reservation) — so a state Slurm adds is unknown until it is put in a table on purpose."""
-    unknown = {name for name in STATE_CODES.values() if job_phase(name) == "unknown"}
+    unknown = {name for name in STATE_CODES.values() if job_phase(slurm_state(name)) == "unknown"}
     assert unknown == {"SIGNALING", "STAGE_OUT", "RESV_DEL_HOLD"}
 
 

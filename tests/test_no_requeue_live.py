@@ -47,7 +47,7 @@ def test_sbatch_pilot_is_not_requeueable_unless_the_site_asks(testbed, requeue, 
     try:
         assert _requeue_flag(testbed, job) == flag
         if not requeue:
-            assert wait_for(lambda: cli.jobs([job])[job].state == "RUNNING", timeout=30)
+            assert wait_for(lambda: cli.jobs([job])[job].native == "RUNNING", timeout=30)
             refused = slurm(testbed, "a", "scontrol", "requeue", job, check=False)
             assert refused.returncode != 0 and "disabled" in (refused.stderr + refused.stdout)
     finally:

@@ -386,7 +386,7 @@ def test_a_live_pilot_refuses_a_swapped_agent(testbed, tmp_path):
 
         def ended():
             info = ps.scheduler.jobs([job]).get(job)
-            return info is None or info.state not in ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING")
+            return info is None or info.state.final
         wait_for(ended, timeout=120, what=f"job {job} to end")
         job = None
         out = wait_for(lambda: (pdir / "pilot.out").exists() and (pdir / "pilot.out").read_text(), what="pilot.out")

@@ -57,20 +57,20 @@ def test_openpbs_all_jobs_with_history():
     jobs = f.parse_jobs_json(pro_doc("ssh_qstat_allusers_command.json"), UTC)
     assert set(jobs) == {"1004.pbs", "1005.pbs", "1006.pbs"}
     done = jobs["1004.pbs"]
-    assert (done.name, done.state, done.partition, done.user, done.cpus) == ("hello_pbs", "COMPLETED", "workq",
+    assert (done.name, done.state, done.partition, done.user, done.cpus) == ("hello_pbs", "done", "workq",
                                                                            "fireuser", 1)
     assert done.time_limit == 300.0 and done.exit_code == "0:0" and done.reason is None
     # "Thu Jun 19 10:36:47 2025" in the server's zone (UTC here); obittime matches history_timestamp
     assert done.submit == 1750329407.0 and done.start == 1750329407.0 and done.end == 1750329438.0
     run = jobs["1006.pbs"]
-    assert (run.state, run.user, run.end, run.exit_code) == ("RUNNING", "firesrv", None, None)
+    assert (run.state, run.user, run.end, run.exit_code) == ("running", "firesrv", None, None)
     assert run.start is not None
 
 
 def test_openpbs_one_job_and_zone():
     doc = pro_doc("ssh_qstat_command.json")
     (job,) = f.parse_jobs_json(doc, UTC).values()
-    assert (job.job_id, job.state, job.cpus, job.time_limit) == ("1.pbs", "RUNNING", 1, 300.0)
+    assert (job.job_id, job.state, job.cpus, job.time_limit) == ("1.pbs", "running", 1, 300.0)
     from datetime import timedelta, timezone
     plus2 = f.parse_jobs_json(doc, timezone(timedelta(hours=2)))["1.pbs"]
     assert job.start - plus2.start == 7200          # local ctime text: the zone matters
@@ -101,10 +101,20 @@ def test_openpbs_availability_from_recordings():
 def test_openpbs_history_json_fed_to_pbscli_jobs_and_estimates():
     """PBSCLI over a replaying transport: PBS Pro commands and the recorded replies."""
     rec = recorded("ssh_qstat_allusers_command.json")
-    tr = Replay({("qstat", "-f", "-F", "json", "-x"): rec["stdout"], ("date", "+%z"): "+0000\n"})
+    doc = json.loads(rec["stdout"])
+
+    def only(*ids):
+        """CONSTRUCTED from the recording: what ``qstat -f -F json -x ID…`` prints for these."""
+        return json.dumps({**doc, "Jobs": {k: v for k, v in doc["Jobs"].items() if k in ids}})
+    by_id = ("qstat", "-f", "-F", "json", "-x")
+    tr = Replay({by_id: rec["stdout"], ("date", "+%z"): "+0000\n",
+                 by_id + ("1004.pbs", "1006", "77"): (only("1004.pbs", "1006.pbs"), "qstat: Unknown Job Id 77.pbs\n"),
+                 by_id + ("1006",): only("1006.pbs"), by_id + ("1006.pbs",): only("1006.pbs")},
+                codes={by_id + ("1004.pbs", "1006", "77"): 153})
     cli = PBSCLI(tr, dialect="pro")
     assert set(cli.jobs(name_prefix="hello")) == {"1004.pbs", "1005.pbs"}
     assert set(cli.jobs(["1006", "1004.pbs", "77"])) == {"1006", "1004.pbs"}     # by number, keyed as asked
+    assert [c[0][5:] for c in tr.calls[-1:]] == [["1004.pbs", "1006", "77"]]     # our ids only, not everyone's
     assert cli.jobs(["1006"])["1006"].job_id == "1006"
     assert cli.jobs(user="firesrv").keys() == {"1006.pbs"}
     assert cli.start_estimates(["1006.pbs"]) == {"1006.pbs": None}
@@ -118,14 +128,14 @@ def test_torque_qstat_f_running_pending_completed():
     assert list(jobs) == ["1417", "1418", "1419", "1420", "1421", "1422", "1423"]
     long = jobs["1417"]
     assert long.name == "resel-r12-abcdef-p3-longer-name"            # 31 characters, whole
-    assert (long.state, long.cpus, long.time_limit, long.user) == ("COMPLETED", 2, 60.0, "root")
+    assert (long.state, long.cpus, long.time_limit, long.user) == ("done", 2, 60.0, "root")
     assert long.end - long.start == 5 and long.exit_code is None     # no exit status from the wrapper
     r = jobs["1420"]
-    assert (r.state, r.cpus, r.partition, r.end) == ("RUNNING", 3, "debug", None)
+    assert (r.state, r.cpus, r.partition, r.end) == ("running", 3, "debug", None)
     assert r.start - r.submit == 1
     p = jobs["1422"]
-    assert (p.state, p.partition, p.cpus, p.start, p.end) == ("PENDING", "short", 4, None, None)
-    assert jobs["1423"].state == "PENDING"                           # held (qsub -h): the wrapper says Q
+    assert (p.state, p.partition, p.cpus, p.start, p.end) == ("pending", "short", 4, None, None)
+    assert jobs["1423"].state == "pending"                           # held (qsub -h): the wrapper says Q
     # Slurm's expected start of the pending job is its mtime
     est = f.start_estimates_text(torque("qstat_f_running_pending.txt"), UTC)
     assert est["1422"] == jobs["1422"].submit + 121 and est["1420"] is None
@@ -133,10 +143,10 @@ def test_torque_qstat_f_running_pending_completed():
 
 def test_torque_cancelled_jobs_read_as_completed():
     jobs = f.parse_jobs_text(torque("qstat_f_cancelled.txt"), UTC)
-    assert {j.state for j in jobs.values()} == {"COMPLETED"}
+    assert {j.state for j in jobs.values()} == {"done"}
     assert set(jobs) == {"1420", "1421", "1422", "1423"}
     (one,) = f.parse_jobs_text(torque("qstat_f_one.txt"), UTC).values()
-    assert (one.job_id, one.state, one.name) == ("1420", "RUNNING", "resel-r7-0a1b2c-p0")
+    assert (one.job_id, one.state, one.name) == ("1420", "running", "resel-r7-0a1b2c-p0")
 
 
 def test_torque_short_qstat_cuts_names():
@@ -212,9 +222,9 @@ Job Id: 89.head.example.org
 def test_constructed_real_torque_text():
     jobs = f.parse_jobs_text(TORQUE_REAL, UTC)
     a, b = jobs["88.head.example.org"], jobs["89.head.example.org"]
-    assert (a.state, a.cpus, a.user, a.exit_code) == ("CANCELLED", 4, "alice", "0:15")
+    assert (a.state, a.cpus, a.user, a.exit_code) == ("cancelled", 4, "alice", "0:15")
     assert a.end - a.start == 10 and a.start - a.submit == 2          # start_time/comp_time, not mtime/ctime
-    assert (b.state, b.reason, b.cpus, b.time_limit) == ("PENDING", "Held", 16, 2 * 86400.0)
+    assert (b.state, b.native, b.reason, b.cpus, b.time_limit) == ("held", "H", "Held", 16, 2 * 86400.0)
     nodes = f.nodes_from_text("n01\n     state = free\n     np = 8\n     jobs = 0-2/88.head, 3/89.head\n\n"
                               "n02\n     state = down,offline\n     np = 8\n\n"
                               "n03\n     state = free\n     np = 4\n")
@@ -246,7 +256,7 @@ def test_constructed_pbs_pro_replies():
     jobs = f.parse_jobs_json(doc, UTC)
     assert jobs["7.pbs"].reason == "PartitionConfig"          # the coordinator's never-start rule applies
     assert jobs["8.pbs"].reason == "Not Running: Insufficient amount of resource: ncpus"
-    assert jobs["9.pbs"].state == "TIMEOUT" and jobs["10.pbs"].state == "FAILED"
+    assert jobs["9.pbs"].state == "timeout" and jobs["10.pbs"].state == "failed"
     assert jobs["10.pbs"].exit_code == "3:0"
     assert f.start_estimates_json(doc, UTC)["7.pbs"] == jobs["7.pbs"].submit + 3600
     assert f.parse_server_default_queue(json.dumps({"Server": {"pbs": {"default_queue": "workq"}}})) == "workq"
@@ -282,15 +292,15 @@ def test_constructed_qsub_refusals(said, words, hint):
 
 
 @pytest.mark.parametrize("code, status, dialect, want", [
-    ("Q", None, "pro", ("PENDING", None)), ("H", None, "pro", ("PENDING", "Held")),
-    ("W", None, "torque", ("PENDING", "Waiting")), ("T", None, "pro", ("PENDING", "Transit")),
-    ("R", None, "pro", ("RUNNING", None)), ("B", None, "pro", ("RUNNING", None)),
-    ("E", None, "torque", ("COMPLETING", None)), ("S", None, "pro", ("SUSPENDED", None)),
-    ("C", None, "torque", ("COMPLETED", None)), ("F", 0, "pro", ("COMPLETED", None)),
-    ("X", 1, "pro", ("FAILED", "exit status 1")), ("F", 265, "pro", ("CANCELLED", "killed by signal 9")),
-    ("F", -29, "pro", ("TIMEOUT", "exit status -29")), ("C", -11, "torque", ("FAILED", "exit status -11")),
-    ("M", None, "pro", ("COMPLETED", "Moved")), ("U", None, "pro", ("SUSPENDED", "PBS state U")),
-    ("U", None, "torque", ("FAILED", "PBS state U")),
+    ("Q", None, "pro", ("pending", None)), ("H", None, "pro", ("held", "Held")),
+    ("W", None, "torque", ("pending", "Waiting")), ("T", None, "pro", ("pending", "Transit")),
+    ("R", None, "pro", ("running", None)), ("B", None, "pro", ("running", None)),
+    ("E", None, "torque", ("completing", None)), ("S", None, "pro", ("running", None)),
+    ("C", None, "torque", ("done", None)), ("F", 0, "pro", ("done", None)),
+    ("X", 1, "pro", ("failed", "exit status 1")), ("F", 265, "pro", ("cancelled", "killed by signal 9")),
+    ("F", -29, "pro", ("timeout", "exit status -29")), ("C", -11, "torque", ("failed", "exit status -11")),
+    ("M", None, "pro", ("done", "Moved")), ("U", None, "pro", ("running", "PBS state U")),
+    ("U", None, "torque", ("failed", "PBS state U")),
 ])
 def test_state_mapping(code, status, dialect, want):
     assert f.job_state(code, status, dialect) == want
@@ -466,7 +476,9 @@ def test_torque_empty_job_list_is_exit_153():
 
 def test_an_unknown_state_letter_is_kept_as_such_not_taken_as_final():
     """A letter not in the table (a newer PBS) must not make the reply unreadable nor look final:
-    it becomes PBS_<letter>, which the coordinator keeps polling (issue 13 §2)."""
+    it becomes ``unknown`` with the letter kept as ``native``, which the coordinator keeps
+    polling (issue 13 §2)."""
     jobs = f.parse_jobs_json(f.load_json('{"Jobs": {"1.pbs": {"job_state": "Z", "Job_Name": "x"}}}', "qstat"), UTC)
-    assert (jobs["1.pbs"].state, jobs["1.pbs"].reason) == ("PBS_Z", "unknown PBS state 'Z'")
-    assert f.job_state("?") == ("PBS_UNKNOWN", "unknown PBS state '?'")
+    assert (jobs["1.pbs"].state, jobs["1.pbs"].native, jobs["1.pbs"].reason) == ("unknown", "Z", "unknown PBS state 'Z'")
+    assert not jobs["1.pbs"].state.final and jobs["1.pbs"].shown == "Z (unknown)"
+    assert f.job_state("?") == ("unknown", "unknown PBS state '?'")

@@ -73,20 +73,20 @@ def test_submit_list_finish_and_cancel(testbed, wd):
         assert quick.isdigit()
         seen = cli.jobs([quick])[quick]
         assert (seen.name, seen.cpus, seen.time_limit, seen.partition) == (name, 2, 60.0, "debug")
-        assert seen.state in ("PENDING", "RUNNING", "COMPLETED")
+        assert seen.state in ("pending", "running", "done")
         assert set(cli.jobs(name_prefix=name[:-3])) >= {quick}       # resel's pilot-name lookup
         assert cli.jobs(name_prefix="no-such-") == {}
-        done = wait_for(lambda: (j := cli.jobs([quick]).get(quick)) and j.state == "COMPLETED" and j, timeout=20)
+        done = wait_for(lambda: (j := cli.jobs([quick]).get(quick)) and j.state == "done" and j, timeout=20)
         assert done and done.start and done.end and done.end >= done.start
         # the script ran in the work directory (the `cd` submit put in), its output where asked
         with open(os.path.join(wd, "pilot.out")) as out:
             assert out.read().splitlines()[0] == wd
         assert not [f for f in os.listdir(wd) if f.endswith(".qsub.sh")]   # the script file is removed
         long = cli.submit(SLEEP.format(s=30), name=tag(), cores=1, walltime=60, workdir=wd)
-        running = wait_for(lambda: (j := cli.jobs([long]).get(long)) and j.state == "RUNNING" and j)
+        running = wait_for(lambda: (j := cli.jobs([long]).get(long)) and j.state == "running" and j)
         assert running, cli.jobs([long])
         cli.cancel([long])
-        ended = wait_for(lambda: cli.jobs([long]).get(long) is None or cli.jobs([long])[long].state == "COMPLETED")
+        ended = wait_for(lambda: cli.jobs([long]).get(long) is None or cli.jobs([long])[long].state == "done")
         assert ended
         cli.cancel([long])                                           # already gone: fine
         cli.cancel([quick])

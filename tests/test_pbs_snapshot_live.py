@@ -23,7 +23,7 @@ def test_snapshot_lists_a_running_filler_with_its_limit(testbed, wd):  # noqa: F
         idle(cli, 3)
         filler = cli.submit(SLEEP.format(s=20), name=tag(), cores=3, walltime=60, workdir=wd)
         held = held_cli.submit(SLEEP.format(s=1), name=tag(), cores=1, walltime=60, workdir=wd)
-        assert wait_for(lambda: (j := cli.jobs([filler]).get(filler)) and j.state == "RUNNING",
+        assert wait_for(lambda: (j := cli.jobs([filler]).get(filler)) and j.state == "running",
                         timeout=15, every=0.5), cli.jobs([filler])
         snap = cli.queue_snapshot()
         assert cli.flavour == "slurm-torque"

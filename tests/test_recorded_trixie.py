@@ -50,9 +50,9 @@ def test_sinfo_json_is_data_parser_v0042_without_partition_flags():
 def test_squeue_json_running_and_pending_jobs():
     jobs = fmt.parse_jobs_json(doc("squeue.json"))
     a, b = jobs[A], jobs[B]
-    assert (a.state, a.cpus, a.time_limit, a.reason, a.partition, a.user) == ("RUNNING", 4, 120.0, None, "debug", "reselap")
+    assert (a.native, a.cpus, a.time_limit, a.reason, a.partition, a.user) == ("RUNNING", 4, 120.0, None, "debug", "reselap")
     assert a.end == a.start + 120
-    assert (b.state, b.cpus, b.time_limit, b.reason) == ("PENDING", 2, 60.0, "Resources")
+    assert (b.native, b.cpus, b.time_limit, b.reason) == ("PENDING", 2, 60.0, "Resources")
     # a pending job's start is the backfill scheduler's plan: when A's limit frees the CPUs
     assert (b.start, b.end) == (a.end, a.end + 60)
     av = fmt.make_availability("slurm", "24.11.5", fmt.combine_partitions(
@@ -73,7 +73,7 @@ def test_rest_partitions_lack_flags_and_the_lone_one_is_the_default(version):
     assert fixed["debug"].default and "only partition, debug, taken as the default" in note
     assert (fixed["debug"].max_time, fixed["debug"].total_cpus) == (4 * 3600.0, 4)
     jobs = fmt.parse_jobs_json(doc(f"rest_{version}_jobs.json"), "GET /jobs")
-    assert (jobs[A].state, jobs[A].cpus, jobs[B].state, jobs[B].reason) == ("RUNNING", 4, "PENDING", "Resources")
+    assert (jobs[A].native, jobs[A].cpus, jobs[B].native, jobs[B].reason) == ("RUNNING", 4, "PENDING", "Resources")
 
 
 def test_default_partition_rule_corners():
@@ -184,13 +184,13 @@ def test_condor_status_json_partitionable_slot_lends_one_core():
 def test_condor_q_and_history_json_job_states():
     queue = hf.parse_jobs((CONDOR / "condor_q.json").read_text())
     run, idle = queue[STATE["condor_running"]], queue[STATE["condor_idle"]]
-    assert (run.state, run.name, run.user, run.cpus) == ("RUNNING", "rec-running", "reselap", 1)
+    assert (run.state, run.name, run.user, run.cpus) == ("running", "rec-running", "reselap", 1)
     assert run.start is not None and run.submit is not None and run.start >= run.submit
-    assert (idle.state, idle.name, idle.start) == ("PENDING", "rec-idle", None)
+    assert (idle.state, idle.name, idle.start) == ("pending", "rec-idle", None)
     assert STATE["condor_removed"] not in queue                    # removed jobs leave the queue at once
     gone = hf.parse_jobs((CONDOR / "condor_history.json").read_text(), "condor_history -json")
     removed = gone[STATE["condor_removed"]]
-    assert removed.state == "CANCELLED" and removed.reason == "via condor_rm (by user reselap)"
+    assert removed.state == "cancelled" and removed.reason == "via condor_rm (by user reselap)"
 
 
 def test_condor_version_submit_and_rm_texts():
@@ -204,16 +204,15 @@ def test_condor_version_submit_and_rm_texts():
 def test_condor_q_of_a_removed_job_still_ending_is_completing():
     """A running job just removed (condor_rm) stays in condor_q with JobStatus 3 while it ends:
     recorded live (``condor_q -json`` 0.1 s after ``condor_rm`` of a job that takes 4 s over its
-    SIGTERM; it was listed so for 4 s). It is COMPLETING — not final: a pilot's wrapper is still
-    pushing its last results through chirp — and CANCELLED only from the history."""
+    SIGTERM; it was listed so for 4 s). It is completing — not final: a pilot's wrapper is still
+    pushing its last results through chirp — and cancelled only from the history."""
     queue = hf.parse_jobs((CONDOR / "condor_q_removing.json").read_text())
     (job,) = queue.values()
-    assert (job.name, job.state, job.user) == ("rec-removing", "COMPLETING", "reselap")
+    assert (job.name, job.state, job.native, job.user) == ("rec-removing", "completing", "Removed", "reselap")
     assert job.reason == "removed, still ending (via condor_rm (by user reselap))"
-    from resel.backends.pilotsite import job_phase
-    assert job_phase(job.state) == "running"
+    assert job.state.phase == "running" and not job.state.final
     gone = hf.parse_jobs((CONDOR / "condor_q_removing.json").read_text(), "condor_history -json")
-    assert gone[job.job_id].state == "CANCELLED" and job_phase("CANCELLED") == "final"
+    assert gone[job.job_id].state == "cancelled" and gone[job.job_id].state.final
 
 
 def test_the_pools_queue_snapshot_from_recorded_replies():

@@ -63,7 +63,7 @@ def idle(cli, cores: int) -> None:
 
 
 def state_of(cli, jid: str, want: str):
-    return wait_for(lambda: (j := cli.jobs([jid]).get(jid)) and j.state == want and j, timeout=30)
+    return wait_for(lambda: (j := cli.jobs([jid]).get(jid)) and j.native == want and j, timeout=30)
 
 
 def test_cli_over_ssh_reads_data_parser_v0042(trixie, ssh):
@@ -96,7 +96,7 @@ def test_cli_and_rest_see_the_same_queue_of_a_full_cluster(trixie, ssh):
         assert job and (job.cpus, job.time_limit, job.user, job.partition) == (4, 120.0, trixie.trixie_user, "debug")
         small = cli.submit(SLEEP.format(s=5), name=tag(), cores=2, walltime=60, workdir=trixie.work_c)
         # the reason is "None" until the scheduler has looked at the job
-        waiting = wait_for(lambda: (j := cli.jobs([small]).get(small)) and j.state == "PENDING" and j.reason and j)
+        waiting = wait_for(lambda: (j := cli.jobs([small]).get(small)) and j.native == "PENDING" and j.reason and j)
         assert waiting and waiting.reason in ("Resources", "Priority"), cli.jobs([small])
         est = wait_for(lambda: cli.start_estimates([small])[small], timeout=20)
         assert est is not None and abs(est - (job.start + 120)) <= 10, (est, job.start)

@@ -168,7 +168,7 @@ def test_exporter_json_lines_squeue_real_with_its_faulty_lines():
     assert [n for n, _ in bad] == [8, 9]
     jobs = f.jobs_from_json_lines(rows, UTC)
     assert len(jobs) == 6
-    assert jobs["26515966"].state == "RUNNING" and jobs["26515966"].partition == "hw-h"
+    assert jobs["26515966"].native == "RUNNING" and jobs["26515966"].partition == "hw-h"
     assert jobs["26515966"].end == f.parse_time("2023-09-21T00:21:42", UTC)
     assert jobs["51447051"].reason == "Dependency" and jobs["18804"].cpus == 24
 
@@ -225,10 +225,11 @@ def test_missing_pieces_are_reply_errors_not_key_errors():
 
 def test_availability_scope_and_counts():
     parts = [f.Partition("debug", "UP", 8, 2, 1, 3600.0, True), f.Partition("short", "UP", 8, 2, 1, 600.0, False)]
-    jobs = [f.JobInfo("1", "a", "RUNNING", None, None, None, None, 6, None, "u", "debug"),
-            f.JobInfo("2", "b", "PENDING", None, None, None, None, 6, None, "u", "debug,short"),
-            f.JobInfo("3", "c", "PENDING", None, None, None, None, 6, None, "u", "short"),
-            f.JobInfo("4", "d", "COMPLETED", None, None, None, None, 6, None, "u", "debug")]
+    R, P, D = f.JobState.RUNNING, f.JobState.PENDING, f.JobState.DONE
+    jobs = [f.JobInfo("1", "a", R, None, None, None, None, 6, None, "u", "debug"),
+            f.JobInfo("2", "b", P, None, None, None, None, 6, None, "u", "debug,short"),
+            f.JobInfo("3", "c", P, None, None, None, None, 6, None, "u", "short"),
+            f.JobInfo("4", "d", D, None, None, None, None, 6, None, "u", "debug")]
     av = f.make_availability("slurm", "22.05.8", parts, jobs, 1.0)
     assert (av.free_cores, av.total_cores, av.running_jobs, av.pending_jobs) == (2, 8, 1, 1)
     av = f.make_availability("slurm", "22.05.8", parts, jobs, 1.0, target="short")
@@ -242,9 +243,9 @@ def test_squeue_json_real_mixed_generations():
     """Real file: meta says v0.0.37, but its second job carries data_parser number objects."""
     jobs = f.parse_jobs_json(load("squeue_out.json"))
     a, b = jobs["26515966"], jobs["58948420"]
-    assert (a.state, a.cpus, a.time_limit, a.user, a.reason) == ("RUNNING", 1, 30240 * 60, "bkd", None)
+    assert (a.native, a.cpus, a.time_limit, a.user, a.reason) == ("RUNNING", 1, 30240 * 60, "bkd", None)
     assert a.start == 1684114921 and a.end == 1686633833
-    assert (b.state, b.cpus, b.time_limit, b.reason, b.start) == ("PENDING", 1, 1439 * 60, "Dependency", None)
+    assert (b.native, b.cpus, b.time_limit, b.reason, b.start) == ("PENDING", 1, 1439 * 60, "Dependency", None)
 
 
 def test_rest_job_v0040_real():
@@ -252,7 +253,7 @@ def test_rest_job_v0040_real():
     assert f.json_layout(doc) == "data_parser/v0.0.40"
     jobs = f.parse_jobs_json(doc, "GET /job/16")
     j = jobs["16"]
-    assert (j.state, j.name, j.cpus, j.time_limit, j.start, j.user) == (
+    assert (j.native, j.name, j.cpus, j.time_limit, j.start, j.user) == (
         "RUNNING", "Count to 100", 1, 7200 * 60, 1773058656.0, "fireuser")
 
 
@@ -281,7 +282,7 @@ def test_squeue_format_real_and_the_inconsistent_one():
               "EndTime", "", "TimeLimit", "UserName", "WorkDir"]
     jobs = f.parse_job_table(load("ssh_squeue_command.json")["stdout"], fields)
     j = jobs["1"]
-    assert (j.name, j.state, j.start, j.end, j.time_limit, j.user) == (
+    assert (j.name, j.native, j.start, j.end, j.time_limit, j.user) == (
         "SbatchTestXYZ", "RUNNING", 1787124673.0, 1787556673.0, 432000.0, "fireuser")
     # the recorded all-users reply lost one separator after "(null)": 19 fields for 20 columns
     with pytest.raises(SchedulerReplyError, match="expected 20 '\\|'-separated fields, got 19"):
@@ -293,7 +294,7 @@ def test_sacct_text_real():
     fields = rec["command"].split("--format='")[1].rstrip("'").split(",")
     jobs = f.parse_sacct_text(rec["stdout"], fields)
     j = jobs["1"]
-    assert (j.state, j.name, j.time_limit, j.exit_code, j.partition, j.submit) == (
+    assert (j.native, j.name, j.time_limit, j.exit_code, j.partition, j.submit) == (
         "COMPLETED", "SbatchTest", 7200 * 60, "0:0", "part01", 1750232859.0)
 
 
@@ -301,7 +302,7 @@ def test_sacct_text_skips_steps():
     text = ("7|job|CANCELLED by 0|1|2|3|00:00:01|2|0:15|00:10:00|u|debug|None\n"
             "7.batch|batch|CANCELLED|1|2|3|00:00:01|2|0:15|||debug|\n")
     jobs = f.parse_sacct_text(text)
-    assert list(jobs) == ["7"] and jobs["7"].state == "CANCELLED" and jobs["7"].time_limit == 600
+    assert list(jobs) == ["7"] and jobs["7"].native == "CANCELLED" and jobs["7"].time_limit == 600
 
 
 def test_sacct_json_both_generations_constructed():
@@ -317,8 +318,8 @@ def test_sacct_json_both_generations_constructed():
          "time": {"submission": 100, "start": 110, "end": 170, "limit": num(5)},
          "exit_code": {"status": ["SUCCESS"], "return_code": num(0), "signal": {"id": num(0, set_=False)}}}]}
     a, b = f.parse_sacct_json(old)["9"], f.parse_sacct_json(new)["9"]
-    assert (a.state, a.cpus, a.time_limit, a.start, a.exit_code) == ("COMPLETED", 4, 300.0, 110.0, "0:0")
-    assert (b.state, b.cpus, b.time_limit, b.end, b.exit_code) == ("TIMEOUT", 4, 300.0, 170.0, "0:0")
+    assert (a.native, a.cpus, a.time_limit, a.start, a.exit_code) == ("COMPLETED", 4, 300.0, 110.0, "0:0")
+    assert (b.native, b.cpus, b.time_limit, b.end, b.exit_code) == ("TIMEOUT", 4, 300.0, 170.0, "0:0")
 
 
 def test_squeue_json_data_parser_constructed():
@@ -329,7 +330,7 @@ def test_squeue_json_data_parser_constructed():
          "time_limit": num(0, infinite=True), "state_reason": "Priority", "user_name": "u",
          "partition": "debug"}]}
     j = f.parse_jobs_json(doc)["12"]
-    assert (j.state, j.cpus, j.start, j.end, j.time_limit, j.reason) == ("PENDING", 4, None, None, None, "Priority")
+    assert (j.native, j.cpus, j.start, j.end, j.time_limit, j.reason) == ("PENDING", 4, None, None, None, "Priority")
 
 
 def test_accounting_disabled_is_recognised():

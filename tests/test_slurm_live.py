@@ -41,7 +41,7 @@ def idle(cli: SlurmCLI, cores: int) -> None:
 
 
 def running(cli: SlurmCLI, jid: str):
-    return wait_for(lambda: (j := cli.jobs([jid]).get(jid)) and j.state == "RUNNING" and j)
+    return wait_for(lambda: (j := cli.jobs([jid]).get(jid)) and j.native == "RUNNING" and j)
 
 
 @dataclass
@@ -107,7 +107,7 @@ def test_submit_list_cancel_and_no_accounting(testbed):
         assert sum(c[0] == "sacct" for c in rec.calls) == 1
         cli.cancel([jid])
         gone = wait_for(lambda: cli.jobs([jid]).get(jid, None) is None
-                        or cli.jobs([jid])[jid].state == "CANCELLED")
+                        or cli.jobs([jid])[jid].native == "CANCELLED")
         assert gone
         cli.cancel([jid])                                          # already gone: fine
     finally:
@@ -208,7 +208,7 @@ def test_ssh_cluster_submit_and_cancel(testbed):
         job = running(cli, jid)
         assert job and job.user == testbed.user and job.cpus == 2
         cli.cancel([jid])
-        assert wait_for(lambda: cli.jobs([jid]).get(jid) is None or cli.jobs([jid])[jid].state == "CANCELLED")
+        assert wait_for(lambda: cli.jobs([jid]).get(jid) is None or cli.jobs([jid])[jid].native == "CANCELLED")
     finally:
         if jid:
             cli.cancel([jid])
@@ -234,7 +234,7 @@ def test_rest_availability_submit_jobs_cancel(testbed):
         seen = r.jobs([quick, long])
         assert set(seen) == {quick, long} and seen[long].cpus == 2 and seen[long].user == testbed.rest_user
         r.cancel([long])
-        assert wait_for(lambda: r.jobs([long])[long].state == "CANCELLED")
+        assert wait_for(lambda: r.jobs([long])[long].native == "CANCELLED")
         r.cancel([long])                                               # already ended: fine
         assert r.test_only(1, 60) is None
     finally:
@@ -247,7 +247,7 @@ def test_rest_availability_submit_jobs_cancel(testbed):
     name = tag()
     with pytest.raises(SchedulerError, match="queued it as job (\\d+) anyway; it was cancelled") as err:
         short.submit(SLEEP.format(s=1), name=name, cores=1, walltime=3600, workdir="/tmp")
-    leftover = [j for j in r.jobs(name_prefix=name).values() if j.state not in ("CANCELLED",)]
+    leftover = [j for j in r.jobs(name_prefix=name).values() if j.native not in ("CANCELLED",)]
     assert leftover == [], (str(err.value), leftover)
 
 

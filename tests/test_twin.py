@@ -254,7 +254,7 @@ def test_priority_from_text():
     # so it is read with the columns it actually has
     line = load("ssh_squeue_allusers_command.json")["stdout"]
     job = f.parse_job_table(line, [x for i, x in enumerate(fields) if i != 16])["1"]
-    assert job.priority == pytest.approx(2.3283e-10) and (job.state, job.reason) == ("PENDING", "Resources")
+    assert job.priority == pytest.approx(2.3283e-10) and (job.native, job.reason) == ("PENDING", "Resources")
     text = ("1959|a|RUNNING|8|1795660384|1795660385|1795660445|1:00|None|root|debug|4294901758\n"
             "1960|b|PENDING|2|1795660384|N/A|N/A|2:00|JobHeldUser|root|debug|0\n"
             "1961|c|PENDING|2|1795660384|N/A|N/A|2:00|Priority|root|debug|N/A\n")

@@ -62,7 +62,7 @@ def test_twin_predicts_the_start_slurm_gives(testbed):
         asked = cli.test_only(2, 60)
         pilot = cli.submit(SLEEP.format(s=5), name=tag(), cores=2, walltime=60, workdir=testbed.work_a)
         jobs.append(pilot)
-        started = wait_for(lambda: (j := cli.jobs([pilot]).get(pilot)) and j.start and j.state != "PENDING" and j,
+        started = wait_for(lambda: (j := cli.jobs([pilot]).get(pilot)) and j.start and j.native != "PENDING" and j,
                            timeout=170, every=1.0)
         assert started, cli.jobs(jobs)
         real = started.start

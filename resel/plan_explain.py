@@ -1,0 +1,118 @@
+"""``resel plan --explain``: why each site was chosen, given extra pilots, or left out.
+
+The plan is the engine's first step (:mod:`resel.plan`); this module reads its outcome back per
+site and says which rule decided, with the numbers it decided on — so a user can tell "this
+site is slow" from "this site is full", "over my QOS limit" or "unreachable":
+
+========================  ==============================================================
+verdict                   when
+========================  ==============================================================
+``chosen``                the engine gave the site tasks (its share, wait, T̂x, finish)
+``extra pilots``          no tasks of its own, but pilots for tasks waiting elsewhere
+                          (a re-selection target)
+``rejected: limit``       the user's limits leave no room for a pilot (MaxSubmitPU=0, a
+                          full quota; :mod:`resel.site_limits`)
+``rejected: quarantined`` the engine has the site in quarantine (black holes: issue 18
+                          item 1; read through :func:`quarantined`, a hook until the engine
+                          keeps that state)
+``rejected: unreachable`` the site did not answer: no estimate at all
+``rejected: walltime``    one task's T̂x is longer than the pilot's walltime (a site the
+                          engine still gives tasks or pilots keeps its verdict, with a warning)
+``rejected: no estimate`` reachable, but no start estimate where the strategy needs one
+``not chosen: too slow``  everything known, and another site finishes sooner: the numbers
+                          compared (T̂x, wait, the bag alone on it vs the plan)
+========================  ==============================================================
+
+Pure: rows in (as :meth:`SitePlan.as_dict` gives them), explanations out.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+
+def quarantined(engine: Any) -> dict[str, str]:
+    """Sites the engine holds in quarantine, with why — the hook for black-hole detection
+    (issue 18 item 1). An engine without that state (this version) has none; one that keeps
+    ``quarantined`` as a mapping (site → reason) or a set of names is read as such."""
+    state = getattr(engine, "quarantined", None)
+    if callable(state):
+        state = state()
+    if isinstance(state, Mapping):
+        return {str(k): str(v) for k, v in state.items()}
+    if isinstance(state, (set, frozenset, list, tuple)):
+        return {str(k): "quarantined" for k in state}
+    return {}
+
+
+def _s(seconds: float | None) -> str:
+    return "unknown" if seconds is None else f"{seconds:,.0f} s"
+
+
+def explain_site(row: Mapping[str, Any], *, strategy: str, plan_ttc: float | None,
+                 best: Mapping[str, Any] | None, quarantine: Mapping[str, str]) -> dict[str, Any]:
+    """One site's verdict, its reasons (sentences) and the numbers they rest on.
+
+    ``best`` is the row with the lowest T̂x among the sites given tasks (what a slower site is
+    compared with); ``plan_ttc`` the plan's predicted TTC.
+    """
+    name = row["site"]
+    numbers: dict[str, Any] = {"tx_s": row["tx"], "walltime_s": row["walltime"], "wait_s": row["wait_s"],
+                               "wait_from": row["used"], "bag_alone_s": row["ttc_s"], "tasks": row["tasks"],
+                               "pilots": list(row["pilots"])}
+    lim = row.get("limits") or {}
+    why: list[str] = []
+    if lim.get("changes"):
+        why.append("pilots sized within the site's limits: " + "; ".join(lim["changes"]))
+    if lim.get("pending_reasons"):
+        why.append("your jobs already pending there wait for: "
+                   + ", ".join(f"{r} ×{n}" for r, n in sorted(lim["pending_reasons"].items())))
+
+    def out(verdict: str, reason: str) -> dict[str, Any]:
+        return {"verdict": verdict, "why": [reason, *why], "numbers": numbers}
+
+    if lim.get("blocked"):
+        return out("rejected: limit", lim["blocked"])
+    if name in quarantine:
+        return out("rejected: quarantined", f"quarantined: {quarantine[name]}")
+    if row.get("error"):
+        return out("rejected: unreachable", f"no estimate: the site did not answer ({row['error']})")
+    too_long = row["tx"] > row["walltime"]
+    walltime = (f"walltime too short: one task's T̂x {_s(row['tx'])} is longer than the pilot's walltime "
+                f"{_s(row['walltime'])}")
+    if too_long and (row["tasks"] or row["role"] == "extra pilot"):
+        why.append(f"warning: {walltime}: its tasks would be killed at the walltime")
+    elif too_long:
+        return out("rejected: walltime", walltime)
+    if row["tasks"]:
+        reason = (f"chosen by {strategy}: {row['tasks']} task(s), pilot(s) of {', '.join(map(str, row['pilots'])) or '—'} "
+                  f"core(s); wait {_s(row['wait_s'])} ({row['used'] or 'no estimate'}) + T̂x {_s(row['tx'])} per task; "
+                  f"its share done at {_s(row['finish_s'])}")
+        numbers["finish_s"] = row["finish_s"]
+        return out("chosen", reason)
+    if row["role"] == "extra pilot":
+        return out("extra pilots", f"no tasks of its own; {len(row['pilots'])} pilot(s) of "
+                                   f"{', '.join(map(str, sorted(set(row['pilots']))))} core(s) for tasks waiting "
+                                   f"elsewhere (a re-selection target): wait {_s(row['wait_s'])}, T̂x {_s(row['tx'])}")
+    if row["used"] is None and strategy.startswith("queue"):
+        return out("rejected: no estimate", "no start estimate (history, twin and scheduler all unknown): "
+                                            "the queue-aware strategy ranks it last")
+    parts = []
+    if best is not None:
+        numbers["best_site"], numbers["best_tx_s"] = best["site"], best["tx"]
+        parts.append(f"T̂x {_s(row['tx'])} against {_s(best['tx'])} on {best['site']}")
+    if row["ttc_s"] is not None and plan_ttc is not None:
+        numbers["plan_ttc_s"] = plan_ttc
+        parts.append(f"the bag alone would take {_s(row['ttc_s'])} here (wait {_s(row['wait_s'])} + waves of "
+                     f"T̂x), the plan {_s(plan_ttc)}")
+    return out("not chosen: too slow", "too slow: " + ("; ".join(parts) if parts else "another site finishes sooner"))
+
+
+def explain(rows: list[Mapping[str, Any]], *, strategy: str, plan_ttc: float | None,
+            engine: Any = None) -> dict[str, dict[str, Any]]:
+    """Every site's explanation, by name."""
+    chosen = [r for r in rows if r["tasks"]]
+    best = min(chosen, key=lambda r: r["tx"]) if chosen else None
+    quarantine = quarantined(engine)
+    return {r["site"]: explain_site(r, strategy=strategy, plan_ttc=plan_ttc, best=best, quarantine=quarantine)
+            for r in rows}
