@@ -52,15 +52,18 @@ import posixpath
 import shlex
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from resel import chirp_sync
 from resel.backends import htcondor_formats as fmt
 from resel.backends.limit_formats import CONDOR_KNOBS, Limits, condor_limits
 from resel.backends.verified import digest, parse_verified, verified_argv
-from resel.backends.jobs import Availability, JobInfo, batches
+from resel.backends.jobs import Availability, JobInfo, JobState, batches
 from resel.errors import SchedulerError, SchedulerReplyError
 from resel.site_options import check_condor_lines, check_setup
+
+if TYPE_CHECKING:   # models imports backends: only for the annotations
+    from resel.models.twin import QueueSnapshot
 
 __all__ = ["HTCondorBindings", "HTCondorCLI", "pilot_description", "render_submit"]
 
@@ -223,6 +226,55 @@ def agent_command(script: str) -> tuple[str, str, str, list[str]]:
     return python, agent, sha256, options
 
 
+#: what the twin asks of the negotiator: when its last cycle ended and how far apart cycles are
+NEGOTIATOR_ATTRS = ("Name", "LastNegotiationCycleEnd0", "LastNegotiationCyclePeriod0")
+
+
+def pool_snapshot(slots: Sequence[fmt.Slot], jobs: Iterable[JobInfo], negotiators: Iterable[Any],
+                  taken: float) -> QueueSnapshot:
+    """The pool's queue for the twin (:mod:`resel.models.twin`): every user's running jobs
+    (cores, ``ReselWalltime`` or unknown, elapsed) and idle ones in submission order, the
+    pool's cores, and its negotiation cycle (the negotiator's ``LastNegotiationCycleEnd0`` and
+    ``LastNegotiationCyclePeriod0``: a job starts only in a cycle). Held jobs are left out and
+    counted. Assumed, and said in the notes: the negotiator matches every idle job that fits
+    (EASY here), ordered by QDate — not by the users' fair-share priorities it really uses.
+    Jobs without a limit run as long as the longest known one (none known: the twin says it
+    cannot simulate the pool)."""
+    from resel.models.twin import QueueSnapshot, SnapJob
+    summary = fmt.summarize_pool(list(slots))
+    running, pending, held, unknown_limit = [], [], 0, 0
+    for job in sorted(jobs, key=lambda j: (j.submit or 0.0, j.job_id)):
+        cores = job.cpus or 1
+        if job.state is JobState.RUNNING:
+            unknown_limit += job.time_limit is None
+            running.append(SnapJob(cores=cores, time_limit=job.time_limit, job_id=job.job_id, user=job.user,
+                                   elapsed=max(0.0, taken - job.start) if job.start else 0.0))
+        elif job.state is JobState.HELD:
+            held += 1
+        elif job.state is JobState.PENDING:
+            unknown_limit += job.time_limit is None
+            pending.append(SnapJob(cores=cores, time_limit=job.time_limit, job_id=job.job_id, user=job.user))
+    notes = ["policy assumed: the negotiator matches any idle job that fits (EASY here), idle jobs in "
+             "submission order — users' fair-share priorities are not modelled"]
+    if held:
+        notes.append(f"{held} held job(s) left out (they start only when released)")
+    limits = [j.time_limit for j in (*running, *pending) if j.time_limit is not None]
+    default_limit = max(limits) if limits else None
+    if unknown_limit and default_limit is not None:
+        notes.append(f"{unknown_limit} job(s) without a time limit (HTCondor jobs have none unless a policy "
+                     f"sets one): taken to run as long as the longest known, {default_limit:g} s")
+    cycle_end = cycle_period = None
+    for ad in negotiators:
+        end, period = fmt.value(ad, "LastNegotiationCycleEnd0"), fmt.value(ad, "LastNegotiationCyclePeriod0")
+        if isinstance(end, (int, float)) and isinstance(period, (int, float)) and end > 0 and period > 0:
+            cycle_end, cycle_period = float(end), float(period)
+    if cycle_end is None:
+        notes.append("the negotiator's cycle is unknown (no negotiator ad): jobs taken to start at once")
+    return QueueSnapshot(site="pool", taken_at=taken, total_cores=summary.total_cores, running=tuple(running),
+                         pending=tuple(pending), policy="easy", default_limit=default_limit, notes=tuple(notes),
+                         cycle_end=cycle_end, cycle_period=cycle_period)
+
+
 def _check_cores(cores: int) -> None:
     if not isinstance(cores, int) or isinstance(cores, bool) or cores < 1:
         raise SchedulerError(f"cores must be a positive whole number, not {cores!r}")
@@ -250,6 +302,15 @@ class _Common:
         self.requirements = requirements
         self.extra_submit = dict(extra_submit or {})
         self._version: str | None = None
+
+    def scheduler_policy(self) -> str:
+        """The twin's policy for a pool, assumed (the negotiator matches every idle job that
+        fits, by fair-share): EASY in submission order; :func:`pool_snapshot` says so."""
+        return "easy"
+
+    def start_estimates(self, ids: Iterable[str]) -> dict[str, float | None]:
+        """None for every job: matchmaking plans no start times (there is no ``--test-only``)."""
+        return {jid: None for jid in fmt.check_ids(ids)}
 
     @staticmethod
     def _filter(jobs: Mapping[str, JobInfo], wanted: set[str] | None, user: str | None,
@@ -336,6 +397,17 @@ class HTCondorCLI(_Common):
         argv = ["condor_status", "-schedd", "-json", "-attributes", "Name,TotalRunningJobs,TotalIdleJobs"]
         running, idle = fmt.schedd_totals(fmt.parse_json_ads(self._query(argv), "condor_status -schedd -json"))
         return fmt.make_availability(self.version(), summary, running, idle, time.time())
+
+    def queue_snapshot(self) -> QueueSnapshot:
+        """The pool's queue for the twin (:func:`pool_snapshot`): ``condor_status -json`` (slots),
+        ``condor_q -allusers -json`` (every user's jobs), ``condor_status -negotiator -json``."""
+        taken = time.time()
+        slots = self.slots()
+        argv = ["condor_q", "-allusers", "-json", "-attributes", ",".join(fmt.JOB_ATTRS)]
+        jobs = fmt.parse_jobs(self._query(argv), "condor_q -allusers -json")
+        argv = ["condor_status", "-negotiator", "-json", "-attributes", ",".join(NEGOTIATOR_ATTRS)]
+        negotiators = fmt.parse_json_ads(self._query(argv), "condor_status -negotiator -json")
+        return pool_snapshot(slots, jobs.values(), negotiators, taken)
 
     def jobs(self, ids: Iterable[str] | None = None, *, user: str | None = None,
              name_prefix: str | None = None) -> dict[str, JobInfo]:
@@ -505,6 +577,17 @@ class HTCondorBindings(_Common):
                          projection=["Name", "TotalRunningJobs", "TotalIdleJobs"])
         running, idle = fmt.schedd_totals(ads, "Collector.query(Schedd)")
         return fmt.make_availability(self.version(), summary, running, idle, time.time())
+
+    def queue_snapshot(self) -> QueueSnapshot:
+        """The pool's queue for the twin (:func:`pool_snapshot`), as :meth:`HTCondorCLI.queue_snapshot`
+        reads it: the collector's slot and negotiator ads, the schedd's jobs of every user."""
+        taken = time.time()
+        slots = self.slots()
+        ads = self._call("Schedd.query", self.schedd.query, "true", list(fmt.JOB_ATTRS))
+        jobs = [fmt.job_from_ad(ad, "Schedd.query") for ad in ads]
+        negotiators = self._call("Collector.query(Negotiator)", self.collector.query,
+                                 self.htcondor.AdTypes.Negotiator, projection=list(NEGOTIATOR_ATTRS))
+        return pool_snapshot(slots, jobs, negotiators, taken)
 
     @staticmethod
     def _constraint(ids: Sequence[str]) -> str:

@@ -56,15 +56,44 @@ name is kept as ``native``:
 ==========  ====================  ===================================================
 JobStatus   HTCondor (native)     resel (JobState)
 ==========  ====================  ===================================================
+
+A removed job that was running stays in ``condor_q`` with JobStatus 3 until its shadow exits:
+the job got SIGTERM and is still ending (a pilot's chirp wrapper pushes its last results then,
+seconds later). Taken as final there, those results came back after the coordinator had ended
+the pilot, and its tasks ran twice (found live: tests/test_htcondor_faults_live.py). Such a job
+is therefore COMPLETING — still ending, like Slurm's CG — and CANCELLED once it reached the
+history (``condor_history``/``Schedd.history``), when everything it wrote is on the access point.
+
+A removed job that was running stays in ``condor_q`` with JobStatus 3 until its shadow exits:
+the job got SIGTERM and is still ending (a pilot's chirp wrapper pushes its last results then,
+seconds later). Taken as final there, those results came back after the coordinator had ended
+the pilot, and its tasks ran twice (found live: tests/test_htcondor_faults_live.py). Such a job
+is therefore ``completing`` — still ending, like Slurm's CG — and ``cancelled`` once it reached
+the history (``condor_history``/``Schedd.history``), when everything it wrote is on the access
+point.
+
+A held job never starts by itself (a user or a ``periodic_release`` must release it), so it is
+PENDING with its reason; the pilot submit description of :mod:`.htcondor` removes a pilot held
+for longer than ten minutes, which the coordinator then sees as CANCELLED.
+=======
 1           Idle                  pending
 2           Running               running
-3           Removed               cancelled, reason ``RemoveReason``
+3           Removed               cancelled, reason ``RemoveReason`` (from the history); completing
+                                  while ``condor_q`` still lists it (see below)
 4           Completed             done, or failed when ``ExitCode`` != 0 / a signal
 5           Held                  held, reason ``"Held: " + HoldReason``
 6           Transferring Output   completing
 7           Suspended             running (it keeps its slot)
 other       ``JobStatus N``       unknown: polled on, never taken as ended
 ==========  ====================  ===================================================
+
+A removed job that was running stays in ``condor_q`` with JobStatus 3 until its shadow exits:
+the job got SIGTERM and is still ending (a pilot's chirp wrapper pushes its last results then,
+seconds later). Taken as final there, those results came back after the coordinator had ended
+the pilot, and its tasks ran twice (found live: tests/test_htcondor_faults_live.py). Such a job
+is therefore ``completing`` — still ending, like Slurm's CG — and ``cancelled`` once it reached
+the history (``condor_history``/``Schedd.history``), when everything it wrote is on the access
+point.
 
 A held job never starts by itself (a user or a ``periodic_release`` must release it); the pilot
 submit description of :mod:`.htcondor` removes a pilot held for longer than ten minutes, which
@@ -458,11 +487,15 @@ def job_from_ad(ad: classad2.ClassAd, command: str = "condor_q -json") -> JobInf
     exit_code = _number(ad, "ExitCode", command, whole=True)
     by_signal = bool(value(ad, "ExitBySignal"))
     native, state = htcondor_state(status, exit_code, by_signal)
+    in_queue = "history" not in command.lower()
     reason = None
     if status == 5:
         reason = "Held: " + (_text(ad, "HoldReason", command) or "no reason given")
     elif status == 3:
         reason = _text(ad, "RemoveReason", command)
+        if in_queue:     # still ending: see the module docstring
+            state = JobState.COMPLETING
+            reason = "removed, still ending" + (f" ({reason})" if reason else "")
     elif state is JobState.FAILED:
         reason = f"signal {value(ad, 'ExitSignal')}" if by_signal else f"exit code {exit_code}"
 

@@ -28,6 +28,21 @@ Both sites are equally fast and both are re-selection targets, the bag is split 
 (``topk:2+reselect``): a site with a free slot takes the other's next waiting task, so
 neither idles while the other has work.
 
+``--four-sites`` measures instead the four live backend families of issue 14 in one bag (the
+sites of tests/test_mixed_live.py: tbb, Slurm 22.05 over SSH; tbc, Slurm 24.11 through slurmrestd
+with files over SSH; torque, the Torque wrappers over tba; pool, the HTCondor 23.9.6 pool over
+SSH with tasks through condor_chirp), the bag split over all four (``topk:4``), hand-ahead off so
+that every task is dispatched to an acquired pilot and the agent's start measures the path:
+
+* dispatch latency per backend: the coordinator dispatched the attempt to an acquired pilot ->
+  the agent started it (goal <= 1 s Slurm/PBS: a file over SFTP or a local write, read by the
+  agent's inbox scan; <= 2 s HTCondor: the chirp wrapper's next pull, every 2 s, plus one fetch);
+* SSH connections opened per site per run (goal 1);
+* poll time per site, and the poll cycle over the four sites: each site is polled on its own
+  thread, so a cycle takes as long as its slowest site (goal <= 0.3 s).
+
+    .venv/bin/python benchmarks/bench_live.py --four-sites --tasks 32 --seconds 2 --repeat 3
+
 ``--compare`` runs with hand-ahead off (``prefetch = 0``: a freed slot waits for the next
 poll, as before issue 13) and on (``prefetch = 1``) and prints both columns. Run against an
 older resel (one without ``LiveOptions.prefetch``), the script measures that resel as it is.
@@ -135,6 +150,75 @@ def one_run(tb, tasks: int, seconds: float, poll: float, prefetch: int | None, w
             "idle": slots * span - busy, "done": run["done"]}
 
 
+FOUR = ("tbb", "tbc", "torque", "pool")
+
+
+def four_sites_run(tb, tasks: int, seconds: float, poll: float, workdir: Path, tag: str) -> dict:
+    """One bag over the four backend families (module docstring, ``--four-sites``)."""
+    from test_mixed_live import mixed_sites
+    sites, _dirs = mixed_sites(tb, tag=tag)
+    options: dict = {"strategy": "topk:4", "poll": poll}
+    if HAS_PREFETCH:
+        options["prefetch"] = 0
+    coord = start(workdir, sites, bag_toml(tasks, f"sleep {seconds:g}"), **options)
+    polls: dict[str, list[float]] = {s: [] for s in FOUR}
+    original = coord._on_report
+
+    def timed(report, t):
+        if report.kind == "poll" and report.error is None:
+            polls[report.site].append(report.seconds)
+        return original(report, t)
+    coord._on_report = timed
+    try:
+        coord.run(max_time=900)
+    finally:
+        coord.close()
+    db, t0 = coord.db, coord.t0
+    dispatched = {(r["task"], r["attempt"]): r["time"] for r in db.query(
+        "select json_extract(data, '$.task') as task, json_extract(data, '$.attempt') as attempt, time "
+        "from events where run_id = ? and kind = 'DispatchTask'", [coord.run_id])}
+    acquired = {r["pilot"]: r["started"] for r in db.query(
+        "select pilot, started from live_pilots where run_id = ?", [coord.run_id])}
+    latency: dict[str, list[float]] = {s: [] for s in FOUR}
+    for r in db.query("select task, attempt, pilot, site, start from attempts where run_id = ? and start is not null "
+                      "and outcome = 'done'", [coord.run_id]):
+        sent, got = dispatched.get((r["task"], r["attempt"])), acquired.get(r["pilot"])
+        if sent is not None and got is not None and sent >= got:
+            latency[r["site"]].append(r["start"] - t0 - sent)
+    out: dict = {"ttc": db["runs"].get(coord.run_id)["ttc_wkd"], "done": db["runs"].get(coord.run_id)["done"]}
+    for s in FOUR:
+        out[f"latency_{s}"] = _median(latency[s])
+        out[f"poll_{s}"] = _median(polls[s])
+        transport = coord.psites[s].transport
+        out[f"connections_{s}"] = getattr(transport, "connections_opened", float("nan"))
+    out["cycle"] = max(out[f"poll_{s}"] for s in FOUR)
+    return out
+
+
+FOUR_ROWS = ([(f"latency_{s}", f"dispatch latency, acquired pilot -> task running, {s} (s)", "{:.3f}",
+               "<= 2" if s == "pool" else "<= 1") for s in FOUR]
+             + [(f"poll_{s}", f"one poll of {s} (s)", "{:.3f}", "") for s in FOUR]
+             + [("cycle", "poll cycle over the four sites (slowest site's poll, s)", "{:.3f}", "<= 0.3")]
+             + [(f"connections_{s}", f"SSH connections opened per run, {s}", "{:.0f}", "1")
+                for s in ("tbb", "tbc", "pool")]
+             + [("ttc", "TTC of the bag (s)", "{:.1f}", "")])
+
+
+def main_four_sites(tb, args) -> None:
+    runs = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(args.repeat):
+            runs.append(four_sites_run(tb, args.tasks, args.seconds, args.poll, Path(tmp) / f"four-{i}",
+                                       f"bench{i}-{int(time.time())}"))
+            print(f"four sites, run {i + 1}/{args.repeat}: {runs[-1]}", file=sys.stderr)
+    med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+    print(f"\nfour live backends in one bag: {args.tasks} x sleep {args.seconds:g} s, --poll {args.poll:g}, "
+          f"--strategy topk:4, hand-ahead off, {args.repeat} run(s) (medians)\n")
+    print("| measure | median | goal |\n|---|---|---|")
+    for key, label, fmt, goal in FOUR_ROWS:
+        print(f"| {label} | {fmt.format(med[key])} | {goal} |")
+
+
 def _median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
@@ -165,6 +249,9 @@ def main() -> None:
     ap.add_argument("--compare", action="store_true", help="run with hand-ahead off, then on")
     ap.add_argument("--strategy", default="topk:2+reselect",
                     help="how the bag is spread (default: in halves, a free site takes the other's waiting tasks)")
+    ap.add_argument("--four-sites", action="store_true",
+                    help="Slurm 22.05 (SSH), Slurm 24.11 (REST), Torque and the HTCondor pool in one bag: "
+                         "dispatch latency per backend, SSH connections per site, the poll cycle")
     ap.add_argument("--polls", action="store_true",
                     help="measure only the scheduler half of a poll on every live site, asking every user's jobs "
                          "(before) and only ours (after), side by side (benchmarks/poll_cycle.py)")
@@ -173,6 +260,11 @@ def main() -> None:
     tb = load()
     if tb is None:
         sys.exit("the testbed is not up: run `scripts/testbed.sh up` first (as root)")
+    if args.four_sites:
+        if not tb.has_trixie:
+            sys.exit("--four-sites needs the testbed's Debian 13 part (Slurm 24.11, HTCondor): scripts/testbed.sh up")
+        main_four_sites(tb, args)
+        return
     if args.polls:
         from poll_cycle import run as run_polls
         run_polls(tb, args.repeat, args.json)

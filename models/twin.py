@@ -80,6 +80,11 @@ class QueueSnapshot:
     policy: str = "easy"
     default_limit: float | None = None
     notes: tuple[str, ...] = ()
+    #: a pool that starts jobs only at its negotiation cycles (HTCondor): the last cycle's end
+    #: and the period between cycles; the pilot starts at the first cycle at or after the time
+    #: the twin frees its cores. None: the scheduler starts jobs as soon as they fit (Slurm, PBS).
+    cycle_end: float | None = None
+    cycle_period: float | None = None
 
     def __post_init__(self) -> None:
         _finite(self.taken_at, "snapshot time")
@@ -137,7 +142,21 @@ def twin_start(snapshot: QueueSnapshot, cores: int, walltime: float, *,
     if cores > snapshot.total_cores:
         raise ModelError(f"a pilot of {cores} cores can never start on {snapshot.site}: "
                          f"its queue has {snapshot.total_cores} cores")
-    return _Twin(snapshot, runtime_ratio).run(cores, float(walltime))
+    est = _Twin(snapshot, runtime_ratio).run(cores, float(walltime))
+    return _at_next_cycle(snapshot, est)
+
+
+def _at_next_cycle(snap: QueueSnapshot, est: TwinEstimate) -> TwinEstimate:
+    """A matchmaking pool starts a job only in a negotiation cycle: cycles end at
+    ``cycle_end + k · cycle_period``; the pilot starts at the first at or after ``est.start``."""
+    if snap.cycle_end is None or not snap.cycle_period or snap.cycle_period <= 0:
+        return est
+    k = max(0, math.ceil((est.start - snap.cycle_end) / snap.cycle_period - 1e-9))
+    start = snap.cycle_end + k * snap.cycle_period
+    note = f"started at the pool's next negotiation cycle (every {snap.cycle_period:g} s)"
+    return TwinEstimate(start=start, wait=start - snap.taken_at, policy=est.policy, ahead=est.ahead,
+                        overtook=est.overtook, released_by=est.released_by,
+                        explanation=f"{est.explanation}; {note}", notes=est.notes)
 
 
 class _Twin:

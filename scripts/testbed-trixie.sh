@@ -4,6 +4,9 @@
 #   scripts/testbed-trixie.sh up       build the root if needed, start everything (idempotent)
 #   scripts/testbed-trixie.sh down     stop everything this script started (idempotent)
 #   scripts/testbed-trixie.sh status   show what is running
+#   scripts/testbed-trixie.sh restart-schedd
+#                                      restart the pool's condor_schedd (its queue kept), as an
+#                                      access point's administrator would; waits until it answers
 #
 # What `up` builds, beside the Slurm 22.05 clusters of scripts/testbed.sh:
 #
@@ -907,6 +910,37 @@ cmd_down() {
     say "down in $(ms_since "$t0") ms"
 }
 
+# The pool's schedd restarted by its own master (condor_restart -daemon schedd, ADMINISTRATOR from
+# 127.0.0.1): the schedd shuts down gracefully, keeping its job queue (job_queue.log), and the
+# master starts it again after its backoff (about 10 s). The live fault tests use it; nothing
+# else in the pool is touched. Refused on a testbed that is down.
+cmd_restart_schedd() {
+    local t0 before after
+    need_root
+    t0=$(date +%s%N)
+    [ -f "$ENV_FILE" ] || die "the testbed is not up (no $ENV_FILE): nothing to restart"
+    [ -n "$(running_pid "$ROOT/run/condor/condor_master.pid")" ] || die "condor_master is not running"
+    schedd_pid() {  # the condor_schedd running in our root
+        local pid
+        for pid in $(pids_in "$ROOT"); do
+            [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = condor_schedd ] && { echo "$pid"; return 0; }
+        done
+        return 0
+    }
+    before=$(schedd_pid)
+    say "restarting the pool's condor_schedd (pid ${before:-unknown})"
+    in_root timeout 15 condor_restart -daemon schedd >/dev/null || die "condor_restart -daemon schedd failed"
+    schedd_back() {
+        after=$(schedd_pid)
+        [ -n "$after" ] && [ "$after" != "$before" ] && as_ap timeout 15 condor_q -totals >/dev/null 2>&1
+    }
+    wait_until 90 "the restarted condor_schedd answering" schedd_back || {
+        log_tail "$ROOT/var/log/condor/MasterLog" "$ROOT/var/log/condor/SchedLog"
+        die "condor_schedd did not come back"
+    }
+    say "condor_schedd restarted (pid $after) in $(ms_since "$t0") ms"
+}
+
 show() {  # show NAME HOST_PIDFILE
     local pid
     pid=$(pid_from "$2")
@@ -946,8 +980,9 @@ case ${1:-} in
     up) cmd_up ;;
     down) cmd_down ;;
     status) cmd_status ;;
+    restart-schedd) cmd_restart_schedd ;;
     *)
-        echo "usage: $0 up|down|status   (testbed: \$RESEL_TB, default /tmp/resel-testbed; root cache: \$RESEL_TB_CACHE, default /var/cache/resel-testbed)" >&2
+        echo "usage: $0 up|down|status|restart-schedd   (testbed: \$RESEL_TB, default /tmp/resel-testbed; root cache: \$RESEL_TB_CACHE, default /var/cache/resel-testbed)" >&2
         exit 2
         ;;
 esac

@@ -199,3 +199,47 @@ def test_condor_version_submit_and_rm_texts():
     rm = (CONDOR / "condor_rm.txt").read_text()
     assert rm.strip() == f"Job {STATE['condor_removed']} marked for removal"
     assert hf.parse_rm(rm, "", 0, [STATE["condor_removed"]]) == []
+
+
+def test_condor_q_of_a_removed_job_still_ending_is_completing():
+    """A running job just removed (condor_rm) stays in condor_q with JobStatus 3 while it ends:
+    recorded live (``condor_q -json`` 0.1 s after ``condor_rm`` of a job that takes 4 s over its
+    SIGTERM; it was listed so for 4 s). It is completing — not final: a pilot's wrapper is still
+    pushing its last results through chirp — and cancelled only from the history."""
+    queue = hf.parse_jobs((CONDOR / "condor_q_removing.json").read_text())
+    (job,) = queue.values()
+    assert (job.name, job.state, job.native, job.user) == ("rec-removing", "completing", "Removed", "reselap")
+    assert job.reason == "removed, still ending (via condor_rm (by user reselap))"
+    assert job.state.phase == "running" and not job.state.final
+    gone = hf.parse_jobs((CONDOR / "condor_q_removing.json").read_text(), "condor_history -json")
+    assert gone[job.job_id].state == "cancelled" and gone[job.job_id].state.final
+
+
+def test_the_pools_queue_snapshot_from_recorded_replies():
+    """HTCondorCLI.queue_snapshot's three replies, recorded on the pool (tests/data/trixie/
+    htcondor-23.9/snapshot-*, by hand: four jobs of 90 s running, one idle behind them, one
+    submitted with ``hold = true``; snapshot-STATE.json says which), through the real parsers
+    into :func:`pool_snapshot`; the twin's start by the definition: the 4 cores free when the
+    fillers end (their start + 90 s), the idle job takes the first, our pilot the second, at the
+    first negotiation cycle at or after that."""
+    from resel.backends.htcondor import pool_snapshot
+    from resel.models.twin import twin_start
+    state = json.loads((CONDOR / "snapshot-STATE.json").read_text())
+    taken = state["taken_at"]
+    jobs = hf.parse_jobs((CONDOR / "snapshot-condor_q_allusers.json").read_text(), "condor_q -allusers -json")
+    slots = hf.parse_slots((CONDOR / "snapshot-condor_status.json").read_text())
+    negotiators = hf.parse_json_ads((CONDOR / "snapshot-condor_status_negotiator.json").read_text())
+    snap = pool_snapshot(slots, jobs.values(), negotiators, taken)
+    assert snap.total_cores == 4 and [j.job_id for j in snap.running] == state["running"]
+    for j in snap.running:
+        assert j.time_limit == 90 and j.elapsed == pytest.approx(taken - jobs[j.job_id].start) and j.cores == 1
+    assert [j.job_id for j in snap.pending] == [state["idle"]]
+    assert jobs[state["held"]].reason.startswith("Held: ")
+    assert any("1 held job(s) left out" in n for n in snap.notes), snap.notes
+    neg = json.loads((CONDOR / "snapshot-condor_status_negotiator.json").read_text())[0]
+    assert (snap.cycle_end, snap.cycle_period) == (neg["LastNegotiationCycleEnd0"], neg["LastNegotiationCyclePeriod0"])
+    est = twin_start(snap, 1, 60)
+    free = sorted(jobs[j].start + 90 for j in state["running"])[1]
+    k = max(0, -(-(free - snap.cycle_end) // snap.cycle_period))
+    assert est.start == pytest.approx(snap.cycle_end + k * snap.cycle_period)
+    assert est.ahead == (state["idle"],) and "negotiation cycle" in est.explanation

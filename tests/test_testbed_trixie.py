@@ -144,3 +144,13 @@ def test_down_stops_only_processes_with_its_own_mark(tmp_path):
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+def test_restart_schedd_refuses_a_testbed_that_is_down(tmp_path):
+    """`restart-schedd` (the live HTCondor fault tests' schedd restart) on a testbed folder with
+    no env file: refused with the reason, nothing started (no condor_master may be resurrected
+    without the rest of the testbed)."""
+    out = subprocess.run(["bash", str(SCRIPT), "restart-schedd"], env={**os.environ, "RESEL_TB": str(tmp_path)},
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0 and "the testbed is not up" in out.stderr, out.stderr
+    assert not (tmp_path / "trixie").exists()

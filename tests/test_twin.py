@@ -333,3 +333,23 @@ def test_queue_snapshot_reads_orders_and_leaves_out(monkeypatch):
                            "scontrol": "SchedulerType = sched/gang\n"}), use_json=False)
     with pytest.raises(f.SchedulerError, match="SchedulerType is sched/gang"):
         cli.queue_snapshot()
+
+
+# ---------------------------------------------------------------- a pool's negotiation cycle
+@pytest.mark.parametrize("running,cycle_end,period,expected", [
+    (0, 995.0, 7.0, 1002.0),      # free now: the next cycle after the snapshot (995 + 7)
+    (4, 995.0, 7.0, 1030.0),      # cores free at 1000 - 10 + 40 = 1030 = 995 + 5 x 7: that very cycle
+    (4, 996.0, 7.0, 1031.0),      # free at 1030, cycles at 996 + 7k: the first after, 1031
+    (4, None, None, 1030.0),      # no cycle known: as soon as the cores are free
+    (0, 1000.0, 2.0, 1000.0),     # a cycle ending at the snapshot itself: it counts (a tie)
+])
+def test_a_pools_pilot_starts_at_the_first_negotiation_cycle_after_its_core_is_free(running, cycle_end, period,
+                                                                                       expected):
+    """By the definition: cycles end at cycle_end + k * period; the pilot starts at the first
+    at or after the time the twin frees its core."""
+    busy = tuple(SnapJob(cores=1, time_limit=40.0, elapsed=10.0, job_id=f"r{i}") for i in range(running))
+    snap = QueueSnapshot(site="pool", taken_at=1000.0, total_cores=4, running=busy, policy="easy",
+                         cycle_end=cycle_end, cycle_period=period)
+    est = twin_start(snap, 1, 30.0)
+    assert est.start == pytest.approx(expected) and est.wait == pytest.approx(expected - 1000.0)
+    assert ("negotiation cycle" in est.explanation) == (cycle_end is not None)
