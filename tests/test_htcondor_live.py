@@ -27,7 +27,7 @@ from resel.backends.transport import SSHTransport
 from resel.config import load_sites
 
 from live_helpers import bag_toml, start
-from trixie_helpers import (ap, condor_client, done_once, host_path, pool_site, remove_leftovers, results,  # noqa: F401
+from trixie_helpers import (ap, condor_client, done_once, host_path, pool_site, remove_leftovers, reselap_jobs, results,  # noqa: F401
                             trixie, wait_for)
 
 RUN_KEY = "r7-c0ffee"
@@ -42,8 +42,9 @@ def ssh(trixie):
 
 @pytest.fixture(autouse=True)
 def _no_job_left_behind(trixie):
+    before = reselap_jobs(trixie)
     yield
-    remove_leftovers(trixie)
+    remove_leftovers(trixie, before)
 
 
 def site_of(tmp_path, text: str):

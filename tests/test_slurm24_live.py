@@ -27,7 +27,7 @@ from resel.backends.transport import SSHTransport
 from resel.errors import SchedulerError
 
 from live_helpers import bag_toml, start, write_inputs
-from trixie_helpers import ap, done_once, remove_leftovers, results, tbc_site, trixie, wait_for  # noqa: F401
+from trixie_helpers import ap, done_once, remove_leftovers, reselap_jobs, results, tbc_site, trixie, wait_for  # noqa: F401
 
 SLEEP = "#!/bin/sh\nsleep {s}\n"
 
@@ -45,8 +45,9 @@ def ssh(trixie):
 
 @pytest.fixture(autouse=True)
 def _no_job_left_behind(trixie):
+    before = reselap_jobs(trixie)
     yield
-    remove_leftovers(trixie)
+    remove_leftovers(trixie, before)
 
 
 def token(tb) -> str:

@@ -113,10 +113,26 @@ def done_once(records: list[dict]) -> dict[int, int]:
     return counts
 
 
-def remove_leftovers(tb) -> None:
-    """Remove every job of reselap from the pool and from tbc (only these tests use them), so a
-    failed test leaves nothing to slow down the next one."""
-    ap(tb, f"condor_rm {tb.trixie_user} >/dev/null 2>&1; scancel -u {tb.trixie_user} >/dev/null 2>&1", check=False)
+def reselap_jobs(tb) -> set[str]:
+    """The ids of every job reselap has in the pool (``c.p``) and on tbc (``tbc:N``)."""
+    done = ap(tb, "condor_q -af:, ClusterId ProcId 2>/dev/null; echo --; squeue -h -o %i 2>/dev/null",
+              check=False)
+    pool, _, tbc = done.stdout.partition("--")
+    ids = {".".join(p.strip() for p in ln.split(",")) for ln in pool.splitlines() if ln.strip()}
+    return ids | {f"tbc:{ln.strip()}" for ln in tbc.splitlines() if ln.strip()}
+
+
+def remove_leftovers(tb, before: set[str]) -> None:
+    """Remove reselap's jobs that appeared while the test ran (``before``: those there when it
+    started), so a failed test leaves nothing to slow down the next one — and a job another
+    session had queued before this test began is never touched (the testbed is shared)."""
+    new = sorted(reselap_jobs(tb) - before)
+    pool = [j for j in new if not j.startswith("tbc:")]
+    tbc = [j.removeprefix("tbc:") for j in new if j.startswith("tbc:")]
+    if pool:
+        ap(tb, "condor_rm " + " ".join(pool) + " >/dev/null 2>&1", check=False)
+    if tbc:
+        ap(tb, "scancel " + " ".join(tbc) + " >/dev/null 2>&1", check=False)
 
 
 def wait_for(check, timeout: float = 30.0, every: float = 0.5):
