@@ -30,6 +30,7 @@ from typing import Any
 
 from resel import agent as agent_module
 from resel.backends.jobs import JobInfo, JobState, Scheduler
+from resel.backends.transport import FileTooLarge
 from resel.backends.verified import digest, verified_argv
 from resel.backends.workdir import prepare_workdir
 from resel.domain import Site
@@ -39,6 +40,9 @@ from resel.errors import ReselError
 #: the agent file shipped to every site, named after its protocol version
 AGENT_NAME = f"resel-agent-v{agent_module.PROTOCOL_VERSION}.py"
 _RUN_KEY = re.compile(r"r\d+-[0-9a-f]{6}")
+#: the longest agent record read (started/results/agent/heartbeat/rejected JSON are a few
+#: hundred bytes to a few KB): a longer file is a bad record, never read into memory
+RECORD_LIMIT = 1 << 20
 
 #: reasons for which Slurm keeps a job pending although it can never start (limits per job,
 #: not per moment): such a pilot is cancelled and its site given up, instead of waiting forever
@@ -232,11 +236,13 @@ class PilotSite:
                 if not name.endswith(".json") or name.startswith(".") or tag in seen:
                     continue
                 try:
-                    raw = self.transport.read_file(posixpath.join(pdir, sub, name))
+                    raw = self.transport.read_file(posixpath.join(pdir, sub, name), limit=RECORD_LIMIT)
                 except FileNotFoundError:
                     continue
+                except FileTooLarge:
+                    raw = None
                 seen.add(tag)
-                record, why = _load_record(raw)
+                record, why = (None, f"longer than {RECORD_LIMIT:,} bytes") if raw is None else _load_record(raw)
                 if record is not None:
                     why = checks[sub](record, name[:-len(".json")])
                 if why:
@@ -264,8 +270,8 @@ class PilotSite:
 
     def _read_json(self, path: str) -> Any:
         try:
-            return json.loads(self.transport.read_file(path))
-        except (FileNotFoundError, ValueError):
+            return json.loads(self.transport.read_file(path, limit=RECORD_LIMIT))
+        except (FileNotFoundError, ValueError, RecursionError):     # FileTooLarge is a ValueError
             return None
 
 

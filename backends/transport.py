@@ -121,6 +121,14 @@ class FileStat:
         return stat_mod.S_ISLNK(self.mode)
 
 
+class FileTooLarge(ValueError):
+    """A file longer than its reader allows (an agent record is a few hundred bytes)."""
+
+    def __init__(self, path: str, limit: int):
+        super().__init__(f"{path}: longer than {limit:,} bytes")
+        self.path, self.limit = path, limit
+
+
 @runtime_checkable
 class Transport(Protocol):
     """Run commands and move files on one site; both implementations are thread-safe."""
@@ -134,7 +142,7 @@ class Transport(Protocol):
 
     def write_file(self, path: str, data: bytes, *, mode: int | None = None) -> None: ...
 
-    def read_file(self, path: str) -> bytes: ...
+    def read_file(self, path: str, *, limit: int | None = None) -> bytes: ...
 
     def listdir(self, path: str) -> list[str]: ...
 
@@ -290,9 +298,16 @@ class LocalTransport:
                 os.unlink(tmp)
             raise
 
-    def read_file(self, path: str) -> bytes:
+    def read_file(self, path: str, *, limit: int | None = None) -> bytes:
+        """The file's bytes; with ``limit``, :class:`FileTooLarge` for a file longer than that,
+        before it is read (a record someone grew to gigabytes never fills our memory)."""
         with open(os.path.expanduser(path), "rb") as f:
-            return f.read()
+            if limit is None:
+                return f.read()
+            data = f.read(limit + 1)
+            if len(data) > limit:
+                raise FileTooLarge(path, limit)
+            return data
 
     def listdir(self, path: str) -> list[str]:
         return sorted(os.listdir(os.path.expanduser(path)))
@@ -905,10 +920,14 @@ class SSHTransport:
 
         self._sftp("write", path, op)
 
-    def read_file(self, path: str) -> bytes:
+    def read_file(self, path: str, *, limit: int | None = None) -> bytes:
+        """The file's bytes; with ``limit``, :class:`FileTooLarge` for a longer file, known from
+        its size before any byte is read."""
         def op(sftp: paramiko.SFTPClient) -> bytes:
             with sftp.open(path, "rb") as f:
                 size = f.stat().st_size or 0
+                if limit is not None and size > limit:
+                    raise FileTooLarge(path, limit)
                 if size > _PREFETCH_OVER:  # pipelined reads, but from a thread of paramiko's
                     f.prefetch(size)      # own that a drop would leave complaining on stderr
                 data = f.read()

@@ -61,7 +61,7 @@ def kinds(db, run_id: int) -> list[str]:
 
 # ---------------------------------------------------------------------- bad records
 def test_bad_records_are_skipped_counted_and_survive_a_resume(tmp_path, testbed):
-    """Five records that break the protocol land in a running pilot's directory; the
+    """Six records that break the protocol (one of 2 GiB) land in a running pilot's directory; the
     coordinator is killed and resumed: both skip them, the bag finishes, `resel status`
     counts them on that site (before: a crash, and the same crash on every resume)."""
     sites, bag = write_inputs(tmp_path, sites_toml(testbed, clock_b=2.0), bag_toml(40, "sleep 1"))
@@ -85,8 +85,10 @@ def test_bad_records_are_skipped_counted_and_survive_a_resume(tmp_path, testbed)
         (pdir / "results" / "t1-a9.json").write_text(json.dumps(
             {"task": "1", "attempt": 9, "outcome": 5}))                                    # wrong types
         (pdir / "started" / "t2-a8.json").write_text(json.dumps({"task": 2, "attempt": 8, "time": "noon"}))
+        with open(pdir / "results" / "t3-a9.json", "wb") as big:                          # 2 GiB, sparse:
+            big.truncate(2 << 30)                                                          # never read
         assert wait_for(lambda: len([r for r in db.query("select key from live_notes where kind = 'bad-record'")])
-                        >= 5, timeout=30)
+                        >= 6, timeout=30)
         assert proc.poll() is None
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -98,13 +100,14 @@ def test_bad_records_are_skipped_counted_and_survive_a_resume(tmp_path, testbed)
     assert "Traceback" not in res.stderr and json.loads(res.stdout)["done"] == 40
     status = json.loads(resel("status", run_id, "--db", db_path, "--json").stdout)
     rows = {s["site"]: s for s in status["sites"]}
-    assert rows["tba"]["bad_records"] == 5 and rows["tbb"]["bad_records"] == 0, rows
+    assert rows["tba"]["bad_records"] == 6 and rows["tbb"]["bad_records"] == 0, rows
     table = resel("status", run_id, "--db", db_path).stdout
-    assert "5 bad record(s) skipped" in table
+    assert "6 bad record(s) skipped" in table
     notes = {r["key"]: r["detail"] for r in db.query("select key, detail from live_notes where kind = 'bad-record'")}
     assert any("README.json" in k and "non-negative integers" in v for k, v in notes.items()), notes
     assert any("t999-a1" in k and "no task 999" in v for k, v in notes.items()), notes
     assert any("t0-a7" in k and "not JSON" in v for k, v in notes.items()), notes
+    assert any("t3-a9" in k and "longer than 1,048,576 bytes" in v for k, v in notes.items()), notes
     assert done_results(testbed, run_key) == {i: 1 for i in range(40)}
     assert our_jobs(testbed, run_key) == []
 

@@ -318,3 +318,19 @@ def test_plain_http_to_another_machine_is_warned_about():
         for url in ("http://127.0.0.1:6820", "http://localhost:6820", "http://[::1]:6820",
                     "https://slurm.example.org:6820"):
             SlurmREST(url, "alice", "t")
+
+
+def test_a_read_with_a_limit_never_reads_a_longer_file(site):
+    """Agent records are read with a limit (backends/pilotsite.RECORD_LIMIT): a file grown past
+    it is refused from its size, locally and over SFTP, and one within it reads whole."""
+    from resel.backends.transport import FileTooLarge
+    t, base, _ = site
+    big, small = f"{base}/big.json", f"{base}/small.json"
+    assert t.run(["truncate", "-s", "2G", big]).returncode == 0       # sparse: nothing to read in
+    t.write_file(small, b"x" * 1024)
+    with pytest.raises(FileTooLarge, match="longer than 1,024 bytes"):
+        t.read_file(big, limit=1024)
+    with pytest.raises(FileTooLarge):
+        t.read_file(small, limit=1023)
+    assert t.read_file(small, limit=1024) == b"x" * 1024
+    assert t.read_file(small) == b"x" * 1024
