@@ -71,6 +71,10 @@ fi
 TB=${TB%/}
 TT=$TB/trixie                           # host side: keys, ssh config, token, env file, logs
 OWNER_MARK="RESEL_TB_OWNER=$TT"
+# Ours are in our PID namespace: a testbed in a container or in fresh-check.sh's namespaces has
+# the same paths (and mark) inside its own root, and its processes show here too.
+PIDNS=$(readlink /proc/$$/ns/pid)
+same_pidns() { [ "$(readlink "/proc/$1/ns/pid" 2>/dev/null)" = "$PIDNS" ]; }
 
 CACHE=${RESEL_TB_CACHE:-/var/cache/resel-testbed}
 if [[ ! $CACHE =~ $SAFE_PATH ]]; then
@@ -184,9 +188,9 @@ alive() {
     [ -n "$st" ] && [ "${st%% *}" != Z ]
 }
 
-in_our_root() { [ "$(readlink "/proc/$1/root" 2>/dev/null)" = "$ROOT" ]; }
+in_our_root() { same_pidns "$1" && [ "$(readlink "/proc/$1/root" 2>/dev/null)" = "$ROOT" ]; }
 
-marked() { tr '\0' '\n' 2>/dev/null <"/proc/$1/environ" | grep -qxF "$OWNER_MARK"; }
+marked() { same_pidns "$1" && tr '\0' '\n' 2>/dev/null <"/proc/$1/environ" | grep -qxF "$OWNER_MARK"; }
 
 is_ours() { alive "$1" && { marked "$1" || in_our_root "$1"; }; }
 
@@ -317,7 +321,7 @@ build_root() {
 pids_in() {  # pids of processes whose root is the tree $1
     local p
     for p in /proc/[0-9]*; do
-        [ "$(readlink "$p/root" 2>/dev/null)" = "$1" ] && echo "${p#/proc/}"
+        [ "$(readlink "$p/root" 2>/dev/null)" = "$1" ] && same_pidns "${p#/proc/}" && echo "${p#/proc/}"
     done
     return 0
 }

@@ -76,6 +76,11 @@ if [[ ! $TB =~ ^/[A-Za-z0-9._/+-]+$ ]]; then
 fi
 TB=${TB%/}
 OWNER_MARK="RESEL_TB_OWNER=$TB"
+# Our processes live in our PID namespace. A testbed in a container or in scripts/fresh-check.sh's
+# namespaces uses the same folder names (and so the same mark) inside its own root; its processes
+# are visible from here but never ours to stop.
+PIDNS=$(readlink /proc/$$/ns/pid)
+same_pidns() { [ "$(readlink "/proc/$1/ns/pid" 2>/dev/null)" = "$PIDNS" ]; }
 
 NODE=$(hostname -s)
 TB_USER=reseltb
@@ -155,7 +160,7 @@ alive() {
 # rewrite their process title over the environment) its command line names a path in $TB.
 is_ours() {
     local pid=$1 envs cmd
-    alive "$pid" || return 1
+    alive "$pid" && same_pidns "$pid" || return 1
     envs=$(tr '\0' '\n' 2>/dev/null <"/proc/$pid/environ" || true)
     grep -qxF "$OWNER_MARK" <<<"$envs" && return 0
     cmd=$(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" || true)
@@ -238,6 +243,7 @@ marked_pids() {
         pid=${p#/proc/}
         [ "$pid" = $$ ] && continue
         [ "$pid" = "$BASHPID" ] && continue
+        same_pidns "$pid" || continue
         if grep -qxF "$OWNER_MARK" < <(tr '\0' '\n' 2>/dev/null <"$p/environ" || true); then
             echo "$pid"
         fi
