@@ -125,11 +125,17 @@ def _sleeper(env_mark: str | None) -> subprocess.Popen:
 def test_down_stops_only_processes_with_its_own_mark(tmp_path):
     """`down` of a Debian 13 part that has no root (here: an empty cache) still sweeps processes
     carrying its mark, RESEL_TB_OWNER=$RESEL_TB/trixie, and leaves alone the Slurm 22.05
-    testbed's mark (RESEL_TB_OWNER=$RESEL_TB) and unmarked processes."""
+    testbed's mark (RESEL_TB_OWNER=$RESEL_TB), unmarked processes, and processes with its mark
+    in another PID namespace."""
     tb = tmp_path / "tb"
     ours = _sleeper(f"{tb}/trixie")
     main = _sleeper(str(tb))
     other = _sleeper(None)
+    # the same mark in another PID namespace: a testbed of the same folder names in a container
+    # or in fresh-check.sh's namespaces — visible here, never ours to stop
+    elsewhere = subprocess.Popen(["unshare", "--pid", "--fork", "--kill-child",
+                                  "env", f"RESEL_TB_OWNER={tb}/trixie", "sleep", "300"],
+                                 env={"PATH": os.environ["PATH"]}, start_new_session=True)
     try:
         env = {**os.environ, "RESEL_TB": str(tb), "RESEL_TB_CACHE": str(tmp_path / "cache")}
         (tb / "trixie").mkdir(parents=True)
@@ -138,9 +144,12 @@ def test_down_stops_only_processes_with_its_own_mark(tmp_path):
         assert ours.wait(timeout=10) is not None
         time.sleep(0.2)
         assert main.poll() is None and other.poll() is None, out.stdout
+        assert elsewhere.poll() is None, out.stdout
+        inner = subprocess.run(["pgrep", "-P", str(elsewhere.pid)], capture_output=True, text=True).stdout.split()
+        assert inner and all(f"process {pid} " not in out.stdout for pid in inner), out.stdout
         assert f"stopping leftover process {ours.pid}" in out.stdout
     finally:
-        for p in (ours, main, other):
+        for p in (ours, main, other, elsewhere):
             if p.poll() is None:
                 p.kill()
                 p.wait()
