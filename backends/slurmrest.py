@@ -34,6 +34,7 @@ snapshot's notes say which.
 from __future__ import annotations
 
 import ipaddress
+import logging
 import re
 import time
 import warnings
@@ -56,6 +57,9 @@ from resel.backends.slurm_formats import (
 from resel.models.twin import QueueSnapshot
 
 from resel.errors import TransportError
+
+#: each request at DEBUG: method, URL, HTTP status, seconds (``RESEL_LOG=debug``)
+log = logging.getLogger("resel.backends.slurmrest")
 
 __all__ = ["InsecureTokenWarning", "SlurmREST"]
 
@@ -243,8 +247,11 @@ class SlurmREST:
         """One request, following redirects by hand and only within the origin (module
         docstring): the token never reaches another host or port."""
         for _ in range(_MAX_REDIRECTS + 1):
+            t0 = time.monotonic()
             reply = self.session.request(method, url, json=body, headers=self._auth, timeout=self.timeout,
                                          allow_redirects=False)
+            log.debug("slurmrestd: %s %s -> HTTP %d in %.3f s", method, url, reply.status_code,
+                      time.monotonic() - t0)     # never the token, never the body (a job script)
             if reply.status_code not in _REDIRECTS or "location" not in reply.headers:
                 return reply
             target = urljoin(url, reply.headers["location"])

@@ -50,7 +50,9 @@ import base64
 import errno
 import getpass
 import hashlib
+import functools
 import itertools
+import logging
 import os
 import posixpath
 import re
@@ -127,6 +129,32 @@ class FileTooLarge(ValueError):
     def __init__(self, path: str, limit: int):
         super().__init__(f"{path}: longer than {limit:,} bytes")
         self.path, self.limit = path, limit
+
+
+#: every command run on a site, at DEBUG: where, argv, exit code, seconds (``RESEL_LOG=debug``)
+log = logging.getLogger("resel.backends.transport")
+
+
+def _logged(run: Callable) -> Callable:
+    """Log each command a transport runs — the scheduler's argv as sent, its exit code (or the
+    error) and how long it took — so a user can see what resel asked of a site and when.
+    Neither the environment nor standard input is logged (a job script may carry secrets)."""
+    @functools.wraps(run)
+    def wrapper(self, argv: Sequence[str], **kw):
+        if not log.isEnabledFor(logging.DEBUG):
+            return run(self, argv, **kw)
+        t0 = time.monotonic()
+        where = getattr(self, "name", None) or "local"
+        try:
+            done = run(self, argv, **kw)
+        except Exception as exc:
+            log.debug("%s: %s -> %s after %.3f s", where, shlex.join(map(str, argv)), type(exc).__name__,
+                      time.monotonic() - t0)
+            raise
+        log.debug("%s: %s -> exit %d in %.3f s", where, shlex.join(map(str, argv)), done.returncode,
+                  time.monotonic() - t0)
+        return done
+    return wrapper
 
 
 @runtime_checkable
@@ -252,6 +280,7 @@ class LocalTransport:
     def __repr__(self) -> str:
         return "LocalTransport()"
 
+    @_logged
     def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
             input: str | None = None, timeout: float | None = 60.0, cwd: str | None = None,
             idempotent: bool = False) -> Completed:
@@ -780,6 +809,7 @@ class SSHTransport:
 
     # ---- commands
 
+    @_logged
     def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
             input: str | None = None, timeout: float | None = 60.0, cwd: str | None = None,
             idempotent: bool = False) -> Completed:

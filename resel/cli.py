@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -478,7 +479,16 @@ def sites_defaults() -> None:
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point. ``RESEL_LOG=debug`` (or ``info``) shows on stderr what resel
+    does that the tables do not: every command it runs on a site with its exit code and time."""
+    level = os.environ.get("RESEL_LOG", "").strip().upper()
+    if level:
+        import logging
+        if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+            raise SystemExit(f"resel: RESEL_LOG={level.lower()!r}: give debug, info, warning or error")
+        # resel's own loggers only: paramiko's and urllib3's debug would bury what resel did
+        logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
+        logging.getLogger("resel").setLevel(level)
     cli(prog_name="resel")
 
 

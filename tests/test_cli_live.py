@@ -140,3 +140,25 @@ def test_sites_status_one_table_a_silent_site_does_not_hold_up_the_others(tmp_pa
     assert rows["tbb"]["total_cores"] == 4 and rows["tbb"]["error"] is None
     assert rows["silent"]["error"] == "no answer within 3 s"
     assert took < 10, took
+
+
+def test_resel_log_debug_shows_every_scheduler_command(tmp_path, testbed):
+    """RESEL_LOG=debug: each command resel runs on a site (locally on tba, over SSH on tbb) is on
+    stderr with its argv, exit code and time; without it, none is; a bad level is one clear line."""
+    sites, _ = write_inputs(tmp_path, sites_toml(testbed), bag_toml(1, "true"))
+    env = {k: v for k, v in __import__("os").environ.items() if k != "RESEL_LOG"}
+    quiet = subprocess.run(RESEL + ["sites", "check", "--sites", str(sites), "--json"], cwd=REPO, env=env,
+                           capture_output=True, text=True, timeout=120)
+    assert quiet.returncode == 0, quiet.stderr
+    assert "resel.backends.transport" not in quiet.stderr
+    loud = subprocess.run(RESEL + ["sites", "check", "--sites", str(sites), "--json"], cwd=REPO,
+                          env={**env, "RESEL_LOG": "debug"}, capture_output=True, text=True, timeout=120)
+    assert loud.returncode == 0, loud.stderr
+    assert json.loads(loud.stdout) == json.loads(loud.stdout)            # stdout stays clean JSON
+    lines = [ln for ln in loud.stderr.splitlines() if "resel.backends.transport" in ln]
+    assert any(" local: sinfo " in ln and "-> exit 0 in " in ln for ln in lines), loud.stderr
+    assert any(ln.split("resel.backends.transport: ")[1].startswith("ssh:") and " sinfo --version -> exit 0 in "
+               in ln for ln in lines), loud.stderr
+    bad = subprocess.run(RESEL + ["runs"], cwd=REPO, env={**env, "RESEL_LOG": "loud"},
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "RESEL_LOG='loud'" in bad.stderr and "Traceback" not in bad.stderr
