@@ -56,26 +56,6 @@ name is kept as ``native``:
 ==========  ====================  ===================================================
 JobStatus   HTCondor (native)     resel (JobState)
 ==========  ====================  ===================================================
-
-A removed job that was running stays in ``condor_q`` with JobStatus 3 until its shadow exits:
-the job got SIGTERM and is still ending (a pilot's chirp wrapper pushes its last results then,
-seconds later). Taken as final there, those results came back after the coordinator had ended
-the pilot, and its tasks ran twice (found live: tests/test_htcondor_faults_live.py). Such a job
-is therefore COMPLETING — still ending, like Slurm's CG — and CANCELLED once it reached the
-history (``condor_history``/``Schedd.history``), when everything it wrote is on the access point.
-
-A removed job that was running stays in ``condor_q`` with JobStatus 3 until its shadow exits:
-the job got SIGTERM and is still ending (a pilot's chirp wrapper pushes its last results then,
-seconds later). Taken as final there, those results came back after the coordinator had ended
-the pilot, and its tasks ran twice (found live: tests/test_htcondor_faults_live.py). Such a job
-is therefore ``completing`` — still ending, like Slurm's CG — and ``cancelled`` once it reached
-the history (``condor_history``/``Schedd.history``), when everything it wrote is on the access
-point.
-
-A held job never starts by itself (a user or a ``periodic_release`` must release it), so it is
-PENDING with its reason; the pilot submit description of :mod:`.htcondor` removes a pilot held
-for longer than ten minutes, which the coordinator then sees as CANCELLED.
-=======
 1           Idle                  pending
 2           Running               running
 3           Removed               cancelled, reason ``RemoveReason`` (from the history); completing
