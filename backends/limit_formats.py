@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from resel.backends.pbs_formats import _QUEUE_HEADER, _blocks, _flatten, parse_walltime
+from resel.backends.pbs_formats import QUEUE_HEADER, text_blocks, flatten, parse_walltime
 from resel.backends.slurm_formats import parse_duration
 from resel.errors import SchedulerReplyError
 
@@ -214,7 +214,7 @@ def pbs_queue_limits(attrs: Mapping[str, Any], queue: str, user: str, command: s
     flattened: ``resources_max.walltime``). PBS Pro: ``max_queued``, ``max_run``,
     ``max_run_res.ncpus``, ``resources_max.ncpus/walltime``; Torque: ``max_user_queuable``,
     ``max_user_run``, ``max_running``."""
-    flat = _flatten(attrs) if any(isinstance(v, Mapping) for v in attrs.values()) else dict(attrs)
+    flat = flatten(attrs) if any(isinstance(v, Mapping) for v in attrs.values()) else dict(attrs)
     tag = f"queue {queue}"
 
     def bound(*keys: str) -> tuple[int, str] | None:
@@ -235,7 +235,7 @@ def pbs_queue_limits(attrs: Mapping[str, Any], queue: str, user: str, command: s
 
 def pbs_queues_text(text: str, command: str = "qstat -Q -f") -> dict[str, dict[str, str]]:
     """``qstat -Q -f`` text → each queue's attributes (wrapped values joined)."""
-    return dict(_blocks(text, _QUEUE_HEADER, command))
+    return dict(text_blocks(text, QUEUE_HEADER, command))
 
 
 # ---------------------------------------------------------------------------- HTCondor

@@ -283,7 +283,7 @@ def job_from_record(job_id: str, rec: Mapping[str, Any], tz: tzinfo | None, dial
     ``comp_time``, the wrappers print none of them and use ``mtime``/``ctime`` instead.
     """
     where = f"job {job_id}"
-    flat = _flatten(rec)
+    flat = flatten(rec)
     if "job_state" not in flat:
         raise SchedulerReplyError(command, f"{where}: no job_state")
     exit_raw = flat.get("Exit_status", flat.get("exit_status"))
@@ -324,13 +324,13 @@ def job_from_record(job_id: str, rec: Mapping[str, Any], tz: tzinfo | None, dial
         exit_code=_exit_code(exit_status) if state.phase != "pending" and native not in ("R", "B") else None)
 
 
-def _flatten(rec: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+def flatten(rec: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     """``{"Resource_List": {"ncpus": 1}}`` → ``{"Resource_List.ncpus": 1}`` (text is already flat)."""
     out: dict[str, Any] = {}
     for key, value in rec.items():
         name = f"{prefix}{key}"
         if isinstance(value, dict):
-            out.update(_flatten(value, name + "."))
+            out.update(flatten(value, name + "."))
         else:
             out[name] = value
     return out
@@ -399,7 +399,7 @@ def _state_count(value: Any) -> tuple[int | None, int | None]:
 
 
 def _queue_from_record(name: str, rec: Mapping[str, Any], command: str) -> QueueInfo:
-    flat = _flatten(rec)
+    flat = flatten(rec)
     running, pending = _state_count(flat.get("state_count"))
     return QueueInfo(
         name=name, state=_queue_state(flat.get("enabled"), flat.get("started")),
@@ -468,7 +468,7 @@ def nodes_from_json(doc: Mapping[str, Any], command: str = "pbsnodes -a -F json"
     attribute ties it to one queue."""
     out = []
     for name, rec in _section(doc, "nodes", command).items():
-        flat = _flatten(rec)
+        flat = flatten(rec)
         where = f"node {name}"
         total = _int(flat.get("resources_available.ncpus"), f"{where}: resources_available.ncpus", command)
         if total is None:
@@ -485,7 +485,7 @@ def nodes_from_json(doc: Mapping[str, Any], command: str = "pbsnodes -a -F json"
 _ATTR = re.compile(r"^\s+([A-Za-z_][\w.\-]*)\s=\s?(.*)$")
 
 
-def _blocks(text: str, header: re.Pattern[str], command: str,
+def text_blocks(text: str, header: re.Pattern[str], command: str,
             bare_header: bool = False) -> list[tuple[str, dict[str, str]]]:
     """Split ``Header: name`` blocks of indented ``key = value`` lines into (name, attrs).
 
@@ -524,7 +524,7 @@ def _blocks(text: str, header: re.Pattern[str], command: str,
 
 
 _JOB_HEADER = re.compile(r"^Job Id:\s*(\S*)\s*$")
-_QUEUE_HEADER = re.compile(r"^Queue:\s*(\S*)\s*$")
+QUEUE_HEADER = re.compile(r"^Queue:\s*(\S*)\s*$")
 
 
 def parse_jobs_text(text: str, tz: tzinfo | None = None, command: str = "qstat -f") -> dict[str, JobInfo]:
@@ -532,7 +532,7 @@ def parse_jobs_text(text: str, tz: tzinfo | None = None, command: str = "qstat -
     if text.strip() and not _JOB_HEADER.match(text.lstrip().splitlines()[0]):
         raise SchedulerReplyError(command, f"expected 'Job Id:' blocks, got {text.strip()[:80]!r}")
     return {jid: job_from_record(jid, attrs, tz, "torque", command)
-            for jid, attrs in _blocks(text, _JOB_HEADER, command)}
+            for jid, attrs in text_blocks(text, _JOB_HEADER, command)}
 
 
 def start_estimates_text(text: str, tz: tzinfo | None = None,
@@ -541,7 +541,7 @@ def start_estimates_text(text: str, tz: tzinfo | None = None,
     the server prints it; Slurm's wrapper prints Slurm's expected start as a pending job's
     ``mtime`` (no ``etime`` there, which tells it from Torque's modification time)."""
     out: dict[str, float | None] = {}
-    for jid, attrs in _blocks(text, _JOB_HEADER, command):
+    for jid, attrs in text_blocks(text, _JOB_HEADER, command):
         value = attrs.get("estimated.start_time")
         if value is None and attrs.get("job_state", "").strip()[:1] in ("Q", "H", "W") \
                 and not any(k in attrs for k in ("etime", "start_time", "comp_time")):
@@ -552,7 +552,7 @@ def start_estimates_text(text: str, tz: tzinfo | None = None,
 
 def parse_queues_text(text: str, command: str = "qstat -Q -f") -> list[QueueInfo]:
     """``qstat -Q -f`` text → queues (``enabled``/``started`` True/False or yes/no)."""
-    return [_queue_from_record(n, attrs, command) for n, attrs in _blocks(text, _QUEUE_HEADER, command)]
+    return [_queue_from_record(n, attrs, command) for n, attrs in text_blocks(text, QUEUE_HEADER, command)]
 
 
 @dataclass(frozen=True)
@@ -613,7 +613,7 @@ def nodes_from_text(text: str, command: str = "pbsnodes -a") -> list[NodeRecord]
     from the running jobs).
     """
     out = []
-    for name, attrs in _blocks(text, re.compile(r"^(?!)"), command, bare_header=True):
+    for name, attrs in text_blocks(text, re.compile(r"^(?!)"), command, bare_header=True):
         where = f"node {name}"
         if "state" not in attrs:
             raise SchedulerReplyError(command, f"{where}: no state")
@@ -647,7 +647,7 @@ def fill_idle_from_jobs(nodes: Sequence[NodeRecord], jobs: Iterable[JobInfo],
 
 def exec_hosts_text(text: str, command: str = "qstat -f") -> dict[str, str]:
     """``exec_host`` per job id in ``qstat -f`` text."""
-    return {jid: attrs.get("exec_host", "") for jid, attrs in _blocks(text, _JOB_HEADER, command)}
+    return {jid: attrs.get("exec_host", "") for jid, attrs in text_blocks(text, _JOB_HEADER, command)}
 
 
 # ---------------------------------------------------------------------------- availability
@@ -754,7 +754,7 @@ def job_records_text(text: str, command: str = "qstat -f") -> list[tuple[str, di
     """The job blocks of a ``qstat -f`` text reply, in its order: (id, ``key = value`` attributes)."""
     if text.strip() and not _JOB_HEADER.match(text.lstrip().splitlines()[0]):
         raise SchedulerReplyError(command, f"expected 'Job Id:' blocks, got {text.strip()[:80]!r}")
-    return _blocks(text, _JOB_HEADER, command)
+    return text_blocks(text, _JOB_HEADER, command)
 
 
 def _seq_key(job_id: str) -> tuple[int, str]:
@@ -812,7 +812,7 @@ def snapshot_of(part: Partition, records: Iterable[tuple[str, Mapping[str, Any]]
         info = job_from_record(jid, rec, tz, dialect, command)
         if scoped and info.partition and info.partition != part.name:
             continue
-        flat = _flatten(rec)
+        flat = flatten(rec)
         code = str(flat.get("job_state", "")).strip().upper()[:1]
         if code in _OVER:
             continue

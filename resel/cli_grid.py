@@ -83,7 +83,8 @@ def grid_cmd(traces: tuple[Path, ...], clusters: list[Cluster], dispatch: str, r
       resel grid ../shared/data/swf/hpc2n.swf --cluster a:120 --cluster b:120:1.4 --realloc regular \\
           --dry-run --first 2000
     """
-    from resel.cli import _fail_cleanly, _print_json, err, out
+    from resel.cli import err, out
+    from resel.cli_common import fail_cleanly as _fail_cleanly, print_json as _print_json
 
     @_fail_cleanly
     def run() -> None:
@@ -173,7 +174,8 @@ def seed004_cmd(load: float, period: float, first_n: int | None, workers: int, a
     Example:
       resel scenario seed004 --load 1.5
     """
-    from resel.cli import _fail_cleanly, _print_json, err, out
+    from resel.cli import err, out
+    from resel.cli_common import fail_cleanly as _fail_cleanly, print_json as _print_json
     from resel.scenarios import run_seed004
 
     @_fail_cleanly

@@ -33,7 +33,7 @@ def _cli():
     return c
 
 
-def _live_sites(sites_file: Path):
+def live_sites_from(sites_file: Path):
     from resel.config import LIVE_KINDS, load_sites
     site_list = load_sites(sites_file)
     offline = [s.name for s in site_list if s.kind not in LIVE_KINDS]
@@ -130,7 +130,7 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
         else:
             if bag_file is None or sites_file is None:
                 raise click.UsageError("give BAG_FILE and --sites FILE (or --resume RUN)")
-            bag, site_list = load_bag(bag_file), _live_sites(sites_file)
+            bag, site_list = load_bag(bag_file), live_sites_from(sites_file)
             check_site_commands(bag, site_list)
             check_task_count(bag.count, f"{bag_file}: bag.count")
             Strategy.parse(strategy)
@@ -358,7 +358,7 @@ def check_cmd(sites_file: Path, as_json: bool) -> None:
     from concurrent.futures import ThreadPoolExecutor
     c = _cli()
     try:
-        site_list = _live_sites(sites_file)
+        site_list = live_sites_from(sites_file)
     except ReselError as exc:
         raise click.ClickException(str(exc)) from None
     with ThreadPoolExecutor(max_workers=max(1, len(site_list))) as pool:
@@ -403,7 +403,7 @@ def sites_status_cmd(sites_file: Path, timeout: float, as_json: bool) -> None:
     from resel.backends.connect import site_status
     c = _cli()
     try:
-        site_list = _live_sites(sites_file)
+        site_list = live_sites_from(sites_file)
     except ReselError as exc:
         raise click.ClickException(str(exc)) from None
     # daemon threads, not an executor: a site that never answers must not hold up the exit
@@ -464,7 +464,7 @@ def sites_probe_cmd(sites_file: Path, timeout: float, db: Path | None, as_json: 
     from resel.store import open_store
     c = _cli()
     try:
-        site_list = _live_sites(sites_file)
+        site_list = live_sites_from(sites_file)
         store = open_store(db)
     except ReselError as exc:
         raise click.ClickException(str(exc)) from None

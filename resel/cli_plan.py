@@ -107,14 +107,14 @@ def plan_cmd(bag_file: Path, sites_file: Path, strategy: str, source: str, quant
     pilots are sized and counted within them, a site with no room left is given up, and the
     reasons your pending jobs wait (Priority, QOSMaxJobsPerUserLimit, …) are shown.
     """
-    from resel.cli_live import _live_sites
+    from resel.cli_live import live_sites_from
     from resel.config import LIVE_KINDS, check_site_commands, load_bag, load_sites
     try:
         bag = load_bag(bag_file)
         all_sites = load_sites(sites_file)
         check_site_commands(bag, all_sites)
         simulated = all(s.kind not in LIVE_KINDS for s in all_sites)
-        site_list = all_sites if simulated else _live_sites(sites_file)
+        site_list = all_sites if simulated else live_sites_from(sites_file)
         show_plan(bag, site_list, strategy=strategy, source=source, quantile=quantile,
                   confidence=confidence, clock=clock, seed=seed, db_path=db_path, as_json=as_json,
                   model=model, objective=objective, risk=risk, simulated=simulated, explain=explain)

@@ -52,7 +52,8 @@ def replay_cmd(trace: Path, policy: str, cores: int | None, speed: float, kill: 
       resel replay ../shared/data/swf/hpc2n.swf --policy conservative --output hpc2n-cbf.swf
       resel replay ../shared/data/swf/wagap-2013.swf --cores 2176 --policy easy-sjbf --first 5000 --json
     """
-    from resel.cli import _fail_cleanly, _print_json, err, out
+    from resel.cli import err, out
+    from resel.cli_common import fail_cleanly as _fail_cleanly, print_json as _print_json
     from resel.replay import replay
     from resel.swf import Header, only_status, read_swf, write_swf
 

@@ -52,7 +52,8 @@ from resel.live_errors import is_transient
 from resel.live_sites import Report, SiteWorker
 from resel.metrics import task_times, workload_metrics
 from resel.selection import Strategy
-from resel.store import _clean, _now, to_json
+from resel.json_safe import clean as json_clean
+from resel.store import to_json, utc_now
 
 log = logging.getLogger("resel.live")
 
@@ -191,7 +192,7 @@ class Coordinator:
         t0 = clock()
         with db.atomic():
             run_id = db["runs"].insert({
-                "created": _now(), "mode": "live", "bag": bag.name, "strategy": Strategy.parse(options.strategy).name,
+                "created": utc_now(), "mode": "live", "bag": bag.name, "strategy": Strategy.parse(options.strategy).name,
                 "size": bag.count, "seed": options.seed, "clock": options.clock, "status": "running", "t0": t0,
                 "options": to_json(options), "sites": to_json(sites), "bag_spec": to_json(bag),
                 "bag_file": bag_file, "sites_file": sites_file,
@@ -776,7 +777,7 @@ class Coordinator:
                                      None if isinstance(a, RECORD_ONLY) or not execute else 0) for a in actions]
                 for seq, a in zip(seqs, actions):
                     if isinstance(a, Decision):
-                        self.db["decisions"].insert({"run_id": self.run_id, "seq": seq, **_clean(
+                        self.db["decisions"].insert({"run_id": self.run_id, "seq": seq, **json_clean(
                             dataclasses.asdict(a))}, replace=True)
                     elif not execute:
                         self.db["events"].update((self.run_id, seq), {"done": 1, "error": "run cancelled"})
@@ -790,7 +791,7 @@ class Coordinator:
         seq = self.seq
         self.seq += 1
         self.db["events"].insert({"run_id": self.run_id, "seq": seq, "time": time_, "kind": kind,
-                                  "data": json.dumps(_clean(data)), "done": done})
+                                  "data": json.dumps(json_clean(data)), "done": done})
         return seq
 
     def _mark(self, seq: int, error: str | None = None, *, done: bool | None = None) -> None:
@@ -1042,7 +1043,7 @@ class Coordinator:
         m = workload_metrics(tasks, names, self.bag.cores_per_task)
         with self.db.atomic():
             self.db["tasks"].delete_where("run_id = ?", [self.run_id])
-            self.db["tasks"].insert_all(({"run_id": self.run_id, **_clean(dataclasses.asdict(tt))}
+            self.db["tasks"].insert_all(({"run_id": self.run_id, **json_clean(dataclasses.asdict(tt))}
                                          for tt in task_times(tasks, names)), batch_size=1000)
             self.db["runs"].update(self.run_id, {
                 "status": status, "ttc_wkd": m.ttc_wkd, "tx_wkd": m.tx_wkd, "tq_wkd": m.tq_wkd, "done": m.done,

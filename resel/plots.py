@@ -36,7 +36,8 @@ from sqlite_utils import Database  # noqa: E402
 
 from resel.errors import ReselError
 from resel.outputs import create, private_dir, refuse_inputs
-from resel.store import _clean, get_run  # noqa: E402
+from resel.json_safe import clean as json_clean  # noqa: E402
+from resel.store import get_run  # noqa: E402
 from resel.metrics import summarize  # noqa: E402
 from resel.units import pick  # noqa: E402
 
@@ -657,4 +658,4 @@ def write_experiment(db: Database, experiment_id: int, out_dir: str | Path,
 
 def jsonable(value: Any) -> Any:
     """NaN/inf → None so the data can go through ``json.dumps`` strictly (the store's rule)."""
-    return _clean(value)
+    return json_clean(value)

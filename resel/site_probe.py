@@ -20,7 +20,7 @@ from sqlite_utils import Database
 
 from resel.backends.pilotsite import PilotSite
 from resel.domain import Clock, Site
-from resel.store import _now
+from resel.store import utc_now
 
 #: the reference workload: pure interpreter work, the same on every node, about a second
 REFERENCE = "python3 -c 's = 0\nfor i in range(4 * 10**6): s += i * i\nprint(s)'"
@@ -106,7 +106,7 @@ def _float(value: Any) -> float | None:
 
 
 def save(db: Database, rows: list[dict[str, Any]]) -> None:
-    db["site_probes"].insert_all(({"created": _now(), **r} for r in rows), alter=True)
+    db["site_probes"].insert_all(({"created": utc_now(), **r} for r in rows), alter=True)
 
 
 def probed_sites(db: Database, sites: list[Site]) -> tuple[list[Site], dict[str, float]]:

@@ -419,7 +419,7 @@ def _check_schema(db: Database, target: Path) -> None:
                              "give another store with --db")
 
 
-def _now() -> str:
+def utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
@@ -433,7 +433,7 @@ def to_json(value: Any) -> str:
 
 
 def add_experiment(db: Database, params: dict) -> int:
-    return db["experiments"].insert({"created": _now(), "params": to_json(params)}).last_pk
+    return db["experiments"].insert({"created": utc_now(), "params": to_json(params)}).last_pk
 
 
 def save_run(db: Database, result, *, experiment_id: int | None = None, events: bool = True) -> int:
@@ -448,7 +448,7 @@ def save_run(db: Database, result, *, experiment_id: int | None = None, events: 
     m = result.metrics
     names = [s.name for s in result.sites]
     run_row = {
-        "experiment_id": experiment_id, "created": _now(), "mode": "simulated",
+        "experiment_id": experiment_id, "created": utc_now(), "mode": "simulated",
         "bag": result.bag.name, "strategy": result.strategy, "size": result.bag.count,
         "seed": result.seed, "clock": result.engine_clock, "ttc_wkd": m.ttc_wkd, "tx_wkd": m.tx_wkd,
         "tq_wkd": m.tq_wkd, "done": m.done, "failed": m.failed, "reassigned": m.reassigned,

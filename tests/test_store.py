@@ -193,7 +193,7 @@ def test_bulk_rows_are_what_sqlite_utils_stored(tmp_path, result):
     import json
 
     from resel.metrics import task_times
-    from resel.store import _clean
+    from resel.json_safe import clean as _clean
 
     db, run_id = open_store(tmp_path / "a.db"), None
     run_id = save_run(db, result)
