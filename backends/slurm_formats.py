@@ -248,7 +248,7 @@ def normalise_state(value: Any, command: str = "slurm") -> str:
     return word
 
 
-def _states(value: Any, command: str) -> dict[str, Any]:
+def job_state_fields(value: Any, command: str) -> dict[str, Any]:
     """``state`` (resel's :class:`~.jobs.JobState`) and ``native`` (Slurm's word) of a job."""
     native = normalise_state(value, command)
     return {"state": slurm_state(native), "native": native}
@@ -670,7 +670,7 @@ def parse_sacct_json(doc: Mapping[str, Any], command: str = "sacct --json") -> d
                 alloc_cpus = integer(tres.get("count"), f"{where}: tres cpu", command)
         user = job.get("user")
         out[jid] = JobInfo(
-            job_id=jid, name=str(job.get("name") or ""), **_states(current, command),
+            job_id=jid, name=str(job.get("name") or ""), **job_state_fields(current, command),
             submit=timestamp(t.get("submission"), f"{where}: time.submission", command),
             start=timestamp(t.get("start"), f"{where}: time.start", command),
             end=timestamp(t.get("end"), f"{where}: time.end", command),
@@ -733,7 +733,7 @@ def parse_job_table(text: str, fields: Sequence[str], tz: tzinfo | None = None,
             limit = parse_duration(row.get("time_limit", ""), f"{where}: time limit", command)
         cpus = row.get("cpus", "").strip()
         out[jid] = JobInfo(
-            job_id=jid, name=row.get("name", ""), **_states(row["state"], command),
+            job_id=jid, name=row.get("name", ""), **job_state_fields(row["state"], command),
             submit=parse_time(row.get("submit", ""), tz, f"{where}: submit", command),
             start=parse_time(row.get("start", ""), tz, f"{where}: start", command),
             end=parse_time(row.get("end", ""), tz, f"{where}: end", command),

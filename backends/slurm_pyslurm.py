@@ -148,7 +148,7 @@ class SlurmPySlurm:
         for jid, j in self.pyslurm.Jobs.load().items():
             out[str(jid)] = fmt.JobInfo(
                 job_id=str(jid), name=str(getattr(j, "name", "") or ""),
-                **fmt._states(str(getattr(j, "state", "UNKNOWN")), "pyslurm"),
+                **fmt.job_state_fields(str(getattr(j, "state", "UNKNOWN")), "pyslurm"),
                 submit=fmt.timestamp(getattr(j, "submit_time", None)),
                 start=fmt.timestamp(getattr(j, "start_time", None)),
                 end=fmt.timestamp(getattr(j, "end_time", None)),

@@ -17,7 +17,7 @@ import click
 
 from resel.cli_common import Table   # rich, imported on first use
 from resel.cli_rates import model_option, objective_option, risk_option, walltime_option
-from resel.cli_common import RUN_ID, SEED, Finite
+from resel.cli_common import RUN_ID, SEED, Finite, print_json
 from resel.errors import ReselError, StoreError
 from resel.safe_text import markup as m
 
@@ -181,7 +181,7 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
             doc = snap.as_dict()
             if refitted is not None:
                 doc["refit"] = refitted
-            c._print_json(doc)
+            print_json(doc)
         else:
             c.out.print(table(snap))
         if snap.failed:
@@ -271,7 +271,7 @@ def status_cmd(run_id: int | None, db: Path | None, as_json: bool) -> None:
             doc = snap.as_dict()
             doc["pilots"] = list(store.query("select pilot, site, job_id, cores, state, reason from live_pilots "
                                              "where run_id = ? order by pilot", [run_id]))
-            c._print_json(doc)
+            print_json(doc)
         else:
             c.out.print(table(snap))
     except ReselError as exc:
@@ -315,7 +315,7 @@ def cancel_cmd(run_id: int, db: Path | None, as_json: bool) -> None:
         finally:
             coord.close()
         if as_json:
-            c._print_json({"run": run_id, "cancelled": not left, "left": left})
+            print_json({"run": run_id, "cancelled": not left, "left": left})
         elif left:
             c.err.print(f"run {run_id}: could not cancel: {m(', '.join(left))}")
         else:
@@ -364,7 +364,7 @@ def check_cmd(sites_file: Path, as_json: bool) -> None:
     with ThreadPoolExecutor(max_workers=max(1, len(site_list))) as pool:
         rows = list(pool.map(check_site, site_list))
     if as_json:
-        c._print_json({"sites": rows})
+        print_json({"sites": rows})
     else:
         t = Table(title=f"sites in {m(sites_file)}", title_justify="left")
         for col in ("site", "reachable", "scheduler", "partitions", "free/total cores", "pilot start", "CPU", "GHz", "error"):
@@ -424,7 +424,7 @@ def sites_status_cmd(sites_file: Path, timeout: float, as_json: bool) -> None:
                          "free_cores": None, "total_cores": None, "running_jobs": None, "pending_jobs": None,
                          "partitions": [], "error": f"no answer within {timeout:g} s", "seconds": None})
     if as_json:
-        c._print_json({"sites": rows})
+        print_json({"sites": rows})
     else:
         t = Table(title=f"availability of the sites in {m(sites_file)}", title_justify="left")
         for col in ("site", "kind", "scheduler", "free/total cores", "running jobs", "pending jobs", "s", "error"):
@@ -472,7 +472,7 @@ def sites_probe_cmd(sites_file: Path, timeout: float, db: Path | None, as_json: 
         rows = list(pool.map(lambda s: probe_site(s, open_site, timeout=timeout), site_list))
     save(store, rows)
     if as_json:
-        c._print_json({"probes": rows})
+        print_json({"probes": rows})
     else:
         t = Table(title=f"probes of the sites in {m(sites_file)} (stored in site_probes)", title_justify="left")
         for col in ("site", "host", "CPU", "clock GHz", "how", "reference task-clock s", "queue wait s", "error"):

@@ -11,7 +11,7 @@ import click
 from resel.cli_common import Table   # rich, imported on first use
 from resel.cli_rates import model_option, objective_option, risk_option
 from resel.errors import ReselError
-from resel.cli_common import SEED, Finite
+from resel.cli_common import SEED, Finite, print_json
 from resel.safe_text import markup as m
 from resel.safe_text import terminal
 
@@ -153,7 +153,7 @@ def show_plan(bag, site_list, *, strategy: str, source: str, quantile: float, co
     if why:
         doc["history_problem"] = why
     if as_json:
-        c._print_json(doc)
+        print_json(doc)
         return
     t = Table(title=f"plan for {bag.count} × {m(bag.name)} ({m(doc['strategy'])}, ranked by {m(doc['estimate'])}, "
                     f"objective {objective}{'' if risk is None else f', risk {risk:g}'}; "
