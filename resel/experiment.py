@@ -3,12 +3,18 @@
 Repetition ``i`` of every strategy and size uses seed ``seed + i``: strategies are compared
 on the same random draws (paired), as the thesis compared re-selection with the very random
 runs it replayed.
+
+``workers`` > 1 runs the repetitions in that many local processes. Every run depends only on
+its own arguments (bag, sites, strategy, seed), so the results — and the order ``on_run``
+sees them in — are those of the serial sweep (tests/test_sweep.py checks it).
 """
 
 from __future__ import annotations
 
 import gc
 import math
+import os
+from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -115,18 +121,54 @@ def split_spec(spec: str, default_estimate: str = "scheduler") -> tuple[Strategy
     return strat, source, name
 
 
+def local_cores() -> int:
+    """The cores this process may run on (its CPU affinity, else the machine's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def _one_run(job: tuple) -> SimResult:
+    """One repetition, in whichever process runs it: a pure function of its arguments."""
+    sized, sites, strat, seed, clock, source, quantile, confidence, rates, name, record = job
+    result = simulate(sized, sites, strat, seed=seed, clock=clock, estimate=source, quantile=quantile,
+                      confidence=confidence, rates=rates, record=record)
+    result.strategy = name
+    return result
+
+
+def sweep(jobs: list[tuple], workers: int = 1, executor: Executor | None = None):
+    """Yield :func:`_one_run` of every job, in the jobs' order: serially, in ``workers`` local
+    processes, or on a given :class:`concurrent.futures.Executor` (e.g. a Dask client's
+    ``get_executor()``, docs/peers.md)."""
+    if executor is not None:
+        yield from executor.map(_one_run, jobs)
+        return
+    if workers <= 1 or len(jobs) <= 1:
+        for job in jobs:
+            yield _one_run(job)
+        return
+    with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
+        yield from pool.map(_one_run, jobs, chunksize=1)
+
+
 def run_experiment(bag: Bag, sites: list[Site], strategies: list[str], sizes: list[int], *,
                    repeat: int = 5, seed: int = 0, clock: str = "base", estimate: str = "scheduler",
                    quantile: float = 0.9, confidence: float = 0.9,
-                   on_run: Callable[[SimResult], int | None] | None = None, rates=None) -> Experiment:
+                   on_run: Callable[[SimResult], int | None] | None = None, rates=None,
+                   workers: int = 1, executor: Executor | None = None, record: bool = True) -> Experiment:
     """Simulate every strategy × size × repetition.
 
     Args:
         estimate: start-estimate source for strategies without an ``@source`` suffix.
         rates: the engine's T̂x rates for every run (:class:`~resel.models.runtime.EngineRates`);
             default LIM with ``clock``.
-        on_run: called after each run (e.g. to store it and advance a progress bar); if it
-            returns a run id, the id is kept with the cell.
+        on_run: called after each run, in the serial order whatever ``workers`` (e.g. to store
+            it and advance a progress bar); if it returns a run id, the id is kept with the cell.
+        workers: local processes running the repetitions (1: in this process).
+        executor: run them on this executor instead (a distributed one, docs/peers.md).
+        record: keep each run's events and decisions (the store needs them).
     """
     parsed = {}
     for spec in strategies:
@@ -135,23 +177,25 @@ def run_experiment(bag: Bag, sites: list[Site], strategies: list[str], sizes: li
     names = list(parsed)   # each once, in order
     sizes = list(dict.fromkeys(sizes))
     exp = Experiment(bag, list(sites), names, sizes, repeat, seed, clock)
+    jobs, cells = [], []
     for size in sizes:
         sized = bag.resized(size)
         for name in names:
             cell = exp.cells.setdefault((name, size), Cell(name, size))
+            strat, source = parsed[name]
             for i in range(repeat):
-                strat, source = parsed[name]
-                result = simulate(sized, sites, strat, seed=seed + i, clock=clock, estimate=source,
-                                  quantile=quantile, confidence=confidence, rates=rates)
-                result.strategy = name
-                cell.runs.append(RunOutcome(result.metrics, result.audit))
-                if on_run is not None:
-                    run_id = on_run(result)
-                    if run_id is not None:
-                        cell.run_ids.append(run_id)
-                # a run's objects hold reference cycles (engine handlers, event callbacks): free
-                # them now, while they are all that is garbage, rather than let several runs pile
-                # up until the collector's next full pass (memory flat in the repetitions)
-                del result
-                gc.collect()
+                jobs.append((sized, list(sites), strat, seed + i, clock, source, quantile, confidence, rates,
+                             name, record))
+                cells.append(cell)
+    for cell, result in zip(cells, sweep(jobs, workers, executor)):
+        cell.runs.append(RunOutcome(result.metrics, result.audit))
+        if on_run is not None:
+            run_id = on_run(result)
+            if run_id is not None:
+                cell.run_ids.append(run_id)
+        # a run's objects hold reference cycles (engine handlers, event callbacks): free
+        # them now, while they are all that is garbage, rather than let several runs pile
+        # up until the collector's next full pass (memory flat in the repetitions)
+        del result
+        gc.collect()
     return exp
