@@ -112,6 +112,9 @@ def cli() -> None:
 @click.option("--workers", type=click.IntRange(1, 1024), default=None,
               help="Local processes running the repetitions (default: every core this process may use). "
                    "The results are the serial ones, whatever N.")
+@click.option("--dask", "dask_address", default=None, metavar="ADDRESS",
+              help="Run the repetitions on a Dask cluster instead (its scheduler, e.g. tcp://login1:8786; "
+                   "needs resel[sweep] here and resel on its workers) — docs/peers.md.")
 @click.option("--clock", type=click.Choice(["base", "avg"]), default="base", show_default=True,
               help="Site clock LIM predicts with: nominal (thesis) or measured average.")
 @model_option
@@ -125,7 +128,7 @@ def cli() -> None:
 @_fail_cleanly
 def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[str], estimate: str,
              quantile: float, confidence: float, sizes: list[int], repeat: int, seed: int,
-             workers: int | None, clock: str,
+             workers: int | None, dask_address: str | None, clock: str,
              model: str, risk: float | None, objective: str,
              db: Path | None, no_store: bool, plot_dir: Path | None, as_json: bool) -> None:
     """Compare strategies on simulated sites: TTC, T_x and T_q of the whole bag.
@@ -168,10 +171,11 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
             progress.advance(bar)
             return save_run(store, result, experiment_id=exp_id) if store is not None else None
 
-        from resel.experiment import local_cores
-        exp = run_experiment(bag, sites, strategies, sizes, repeat=repeat, seed=seed, clock=clock,
-                             estimate=estimate, quantile=quantile, confidence=confidence, on_run=on_run,
-                             rates=rates, workers=workers or local_cores())
+        from resel.experiment import dask_executor, local_cores
+        with dask_executor(dask_address) as executor:
+            exp = run_experiment(bag, sites, strategies, sizes, repeat=repeat, seed=seed, clock=clock,
+                                 estimate=estimate, quantile=quantile, confidence=confidence, on_run=on_run,
+                                 rates=rates, workers=workers or local_cores(), executor=executor)
     exp.experiment_id = exp_id
     if as_json:
         doc = exp.as_dict()

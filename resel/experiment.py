@@ -15,8 +15,9 @@ import gc
 import math
 import os
 from concurrent.futures import Executor, ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterator
 
 from resel.backends.simulated import SimResult, simulate
 from resel.domain import Bag, Site
@@ -127,6 +128,35 @@ def local_cores() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
         return max(1, os.cpu_count() or 1)
+
+
+@contextmanager
+def dask_executor(address: str | None) -> Iterator[Executor | None]:
+    """A :class:`concurrent.futures.Executor` on the Dask cluster whose scheduler is at
+    ``address`` (None: no executor, the sweep stays local). Dask's executor submits every
+    repetition as its own task (``pure=False``: none is taken from a cache) and hands the
+    results back in submission order.
+
+    Raises:
+        ReselError: Dask is not installed, or the scheduler cannot be reached.
+    """
+    if address is None:
+        yield None
+        return
+    try:
+        from distributed import Client
+    except ImportError:
+        raise ReselError("--dask needs Dask's distributed scheduler: pip install 'resel[sweep]'") from None
+    try:
+        client = Client(address, timeout="20s")
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise ReselError(f"cannot reach the Dask scheduler at {address!r}: {exc}; "
+                         f"start one (dask scheduler, or dask-jobqueue on your cluster) and give its address, "
+                         f"e.g. tcp://login1:8786") from None
+    try:
+        yield client.get_executor(pure=False)
+    finally:
+        client.close()
 
 
 def _one_run(job: tuple) -> SimResult:
