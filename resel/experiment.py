@@ -217,7 +217,9 @@ def run_experiment(bag: Bag, sites: list[Site], strategies: list[str], sizes: li
                 jobs.append((sized, list(sites), strat, seed + i, clock, source, quantile, confidence, rates,
                              name, record))
                 cells.append(cell)
-    for cell, result in zip(cells, sweep(jobs, workers, executor)):
+    owners = iter(cells)    # not zip(): its reused result tuple would keep the last run alive
+    for result in sweep(jobs, workers, executor):
+        cell = next(owners)
         cell.runs.append(RunOutcome(result.metrics, result.audit))
         if on_run is not None:
             run_id = on_run(result)
