@@ -22,7 +22,7 @@ from typing import Callable, Iterator
 from resel.backends.simulated import SimResult, simulate
 from resel.domain import Bag, Site
 from resel.errors import ReselError
-from resel.metrics import ReselAudit, WorkloadMetrics, summarize
+from resel.metrics import ReselAudit, RunCosts, WorkloadMetrics, run_costs, summarize
 from resel.selection import Strategy
 
 METRICS = ("ttc_wkd", "tx_wkd", "tq_wkd")
@@ -36,6 +36,7 @@ class RunOutcome:
 
     metrics: WorkloadMetrics
     audit: ReselAudit
+    costs: RunCosts | None = None
 
 
 @dataclass
@@ -59,6 +60,9 @@ class Cell:
         out["reassigned"] = summarize([r.metrics.reassigned for r in self.runs])["mean"]
         out["restarts"] = summarize([r.metrics.restarts for r in self.runs])["mean"]
         out["failed"] = sum(r.metrics.failed for r in self.runs)
+        costs = [r.costs for r in self.runs if r.costs is not None]
+        out["costs"] = {key: summarize([getattr(c, key) for c in costs])["mean"] if costs else None
+                        for key in ("submissions", "cancellations", "wasted_core_h")}
         out["reselection"] = {
             "decisions": sum(a.decisions for a in audits), "judged": sum(a.judged for a in audits),
             "incorrect": sum(a.incorrect for a in audits),
@@ -220,7 +224,7 @@ def run_experiment(bag: Bag, sites: list[Site], strategies: list[str], sizes: li
     owners = iter(cells)    # not zip(): its reused result tuple would keep the last run alive
     for result in sweep(jobs, workers, executor):
         cell = next(owners)
-        cell.runs.append(RunOutcome(result.metrics, result.audit))
+        cell.runs.append(RunOutcome(result.metrics, result.audit, run_costs(result.engine, result.bag.cores_per_task)))
         if on_run is not None:
             run_id = on_run(result)
             if run_id is not None:

@@ -236,5 +236,7 @@ def run_costs(engine, cores_per_task: int = 1) -> RunCosts:
             cancellations += 1
         if pilot.started is not None:
             held = pilot.slots * max(0.0, ended - pilot.started)
-            idle += max(0.0, held - busy.get(pilot.id, 0.0)) * cores_per_task
+            spare = held - busy.get(pilot.id, 0.0)
+            if spare > 1e-9 * max(1.0, held):      # not the rounding of a pilot kept busy to its end
+                idle += spare * cores_per_task
     return RunCosts(len(engine.pilots), cancellations, thrown / 3600.0, idle / 3600.0)

@@ -136,3 +136,22 @@ def test_oracle_is_exact_for_one_site_one_pilot():
     res = simulate(bag, sites, "model", seed=5)
     bound = oracle_bound(bag, sites, 5, 1)
     assert bound.ttc <= res.metrics.ttc_wkd <= bound.ttc * (1 + 1e-6)
+
+
+def test_costs_count_from_the_records():
+    """Costs derived by hand from the engine's records: every pilot submitted, the ones withdrawn
+    before the bag's end, thrown attempts and the idle cores of started pilots."""
+    sites = resel.default_sites()
+    bag = resel.default_bag().resized(64)
+    res = simulate(bag, sites, "model+reselect", seed=4)
+    eng = res.engine
+    end = res.metrics.ttc_wkd
+    thrown = sum((a[3] - a[2]) for t in eng.tasks for a in t.attempts if a[3] is not None and a[4] != "done")
+    costs = run_costs(eng)
+    assert costs.submissions == len(eng.pilots) == len(res.pilots)
+    assert costs.cancellations == sum(1 for p in eng.pilots.values() if p.state.value == "cancelled" and p.ended < end)
+    assert costs.thrown_core_h == pytest.approx(thrown / 3600) and costs.thrown_core_h > 0
+    assert costs.thrown_core_h == pytest.approx(res.metrics.wasted_core_s / 3600)
+    # the model strategy alone: one pilot, every slot busy from its start to the bag's end
+    alone = run_costs(simulate(bag, sites, "model", seed=4).engine)
+    assert (alone.submissions, alone.cancellations, alone.wasted_core_h) == (1, 0, 0.0)
