@@ -22,7 +22,7 @@ the median over seeds of TTC(default) / TTC(that peer). Goals: default ≤ 1.15 
 Run:   python benchmarks/eval_peers.py                 # short: 16,256,1024 tasks, 3 seeds (minutes)
        python benchmarks/eval_peers.py --full          # 16,64,256,1024 tasks, 20 seeds
        python benchmarks/eval_peers.py --speedup       # the same sweep serial and on --workers, timed
-Options: --workers N (default: every core), --sets, --sizes, --repeat, --json.
+Options: --workers N (default: every core), --dask ADDRESS, --sets, --sizes, --repeat, --json.
 """
 
 from __future__ import annotations
@@ -93,19 +93,23 @@ def one_oracle(job: tuple) -> float:
     return oracle_bound(resel.default_bag().resized(size), _sites(set_name, rep, shift_days), seed, submissions).ttc
 
 
-def _map(fn, jobs: list, workers: int) -> list:
+def _map(fn, jobs: list, workers: int, executor=None) -> list:
+    """``fn`` over ``jobs`` in order: serially, in local processes, or on a given executor (Dask)."""
+    if executor is not None:
+        return list(executor.map(fn, jobs))
     if workers <= 1:
         return [fn(j) for j in jobs]
     with ProcessPoolExecutor(max_workers=workers) as pool:
         return list(pool.map(fn, jobs, chunksize=1))
 
 
-def evaluate(sets: list[str], sizes: list[int], repeat: int, seed: int, shift_days: float, workers: int) -> dict:
+def evaluate(sets: list[str], sizes: list[int], repeat: int, seed: int, shift_days: float, workers: int,
+             executor=None) -> dict:
     """Every strategy × set × size × seed, then the oracle per set × size × seed; the rows."""
     strategies = OURS + PEERS
     keys = [(st, n, i) for st in sets for n in sizes for i in range(repeat)]
     jobs = [(st, n, seed + i, i, shift_days, s) for st, n, i in keys for s in strategies]
-    runs = _map(one_run, jobs, workers)
+    runs = _map(one_run, jobs, workers, executor)
     by = {(j[0], j[1], j[3], j[5]): r for j, r in zip(jobs, runs)}
     oracle_jobs = []
     for st, n, i in keys:
@@ -114,7 +118,7 @@ def evaluate(sets: list[str], sizes: list[int], repeat: int, seed: int, shift_da
             for site, c in by[(st, n, i, s)]["submissions"].items():
                 subs[site] = max(subs.get(site, 1), c)
         oracle_jobs.append((st, n, seed + i, i, shift_days, subs))
-    bounds = dict(zip(keys, _map(one_oracle, oracle_jobs, workers)))
+    bounds = dict(zip(keys, _map(one_oracle, oracle_jobs, workers, executor)))
     rows, versus = [], []
     for st in sets:
         for n in sizes:
@@ -174,6 +178,9 @@ def main() -> None:
     ap.add_argument("--shift-days", type=float, default=3.0, help="trace sets: repetition i arrives i × this later")
     ap.add_argument("--sets", default=",".join(SITE_SETS), help="comma-separated: " + ", ".join(SITE_SETS))
     ap.add_argument("--workers", type=int, default=local_cores(), help="local processes (default: every core)")
+    ap.add_argument("--dask", metavar="ADDRESS", default=None,
+                    help="run on the Dask cluster whose scheduler is at ADDRESS instead of local processes "
+                         "(its workers need resel and this checkout's examples/ and ../shared traces)")
     ap.add_argument("--speedup", action="store_true",
                     help="run the sweep serially and on --workers, side by side; print both times and check the results are equal")
     ap.add_argument("--json", action="store_true", help="one JSON document instead of the tables")
@@ -203,8 +210,10 @@ def main() -> None:
               f"| runs + oracles | serial s | {args.workers} workers s | speed-up | identical |\n|---:|---:|---:|---:|---|\n"
               f"| {doc['runs']} + {doc['oracles']} | {times[1]:.1f} | {times[args.workers]:.1f} | {doc['speedup']:.2f}x | {same} |")
         sys.exit(0 if same else 1)
+    from resel.experiment import dask_executor
     began = time.perf_counter()
-    doc = evaluate(sets, sizes, repeat, args.seed, args.shift_days, args.workers)
+    with dask_executor(args.dask) as executor:
+        doc = evaluate(sets, sizes, repeat, args.seed, args.shift_days, args.workers, executor)
     doc["seconds"] = time.perf_counter() - began
     if args.json:
         print(json.dumps(doc, indent=1))
