@@ -101,8 +101,8 @@ class PeerRules:
         order = self._fo_order
         here = order[self._fo_pos]
         book = self._books[here]
-        if book.acquired_at is not None:
-            self._peer_done = True
+        if book.acquired_at is not None or len(order) == 1:
+            self._peer_done = True       # started, or nowhere else to go: keep its place in the queue
             return
         for pid in list(book.pending):   # first: their handed-ahead tasks come back to the queue
             self._cancel_pilot(self.pilots[pid], t, out)

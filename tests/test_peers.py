@@ -155,3 +155,10 @@ def test_costs_count_from_the_records():
     # the model strategy alone: one pilot, every slot busy from its start to the bag's end
     alone = run_costs(simulate(bag, sites, "model", seed=4).engine)
     assert (alone.submissions, alone.cancellations, alone.wasted_core_h) == (1, 0, 0.0)
+
+
+def test_failover_with_one_site_keeps_its_place_in_the_queue():
+    sites = [s for s in resel.default_sites() if s.name == "bridges"]
+    res = simulate(resel.default_bag().resized(256), sites, "failover:60", seed=0)
+    assert len(res.pilots) == 1 and not [d for d in res.decisions if d.kind == "failover"]
+    assert res.metrics.done == 256
