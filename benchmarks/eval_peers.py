@@ -22,7 +22,8 @@ the median over seeds of TTC(default) / TTC(that peer). Goals: default ≤ 1.15 
 Run:   python benchmarks/eval_peers.py                 # short: 16,256,1024 tasks, 3 seeds (minutes)
        python benchmarks/eval_peers.py --full          # 16,64,256,1024 tasks, 20 seeds
        python benchmarks/eval_peers.py --speedup       # the same sweep serial and on --workers, timed
-Options: --workers N (default: every core), --dask ADDRESS, --sets, --sizes, --repeat, --json.
+Options: --workers N (default: every core), --dask ADDRESS, --true-rates (the engine gets the
+sites' true mean rates instead of LIM's), --sets, --sizes, --repeat, --json.
 """
 
 from __future__ import annotations
@@ -75,9 +76,14 @@ def one_run(job: tuple) -> dict:
     import resel
     from resel.backends.simulated import simulate
     from resel.metrics import run_costs
-    set_name, size, seed, rep, shift_days, strategy = job
+    set_name, size, seed, rep, shift_days, strategy, true_rates = job
     sites = _sites(set_name, rep, shift_days)
-    res = simulate(resel.default_bag().resized(size), sites, strategy, seed=seed, record=False)
+    rates = None
+    if true_rates:   # what a calibrated fit converges to: each site's true mean rate
+        from resel.models.lim import SiteRate
+        rates = {s.name: SiteRate(s.name, s.truth.kappa, s.truth.ipc.mean() * s.truth.clock.mean())
+                 for s in sites if s.truth is not None}
+    res = simulate(resel.default_bag().resized(size), sites, strategy, seed=seed, record=False, rates=rates)
     counts: dict[str, int] = {}
     for p in res.engine.pilots.values():
         counts[sites[p.site].name] = counts.get(sites[p.site].name, 0) + 1
@@ -104,11 +110,11 @@ def _map(fn, jobs: list, workers: int, executor=None) -> list:
 
 
 def evaluate(sets: list[str], sizes: list[int], repeat: int, seed: int, shift_days: float, workers: int,
-             executor=None) -> dict:
+             executor=None, true_rates: bool = False) -> dict:
     """Every strategy × set × size × seed, then the oracle per set × size × seed; the rows."""
     strategies = OURS + PEERS
     keys = [(st, n, i) for st in sets for n in sizes for i in range(repeat)]
-    jobs = [(st, n, seed + i, i, shift_days, s) for st, n, i in keys for s in strategies]
+    jobs = [(st, n, seed + i, i, shift_days, s, true_rates) for st, n, i in keys for s in strategies]
     runs = _map(one_run, jobs, workers, executor)
     by = {(j[0], j[1], j[3], j[5]): r for j, r in zip(jobs, runs)}
     oracle_jobs = []
@@ -181,6 +187,8 @@ def main() -> None:
     ap.add_argument("--dask", metavar="ADDRESS", default=None,
                     help="run on the Dask cluster whose scheduler is at ADDRESS instead of local processes "
                          "(its workers need resel and this checkout's examples/ and ../shared traces)")
+    ap.add_argument("--true-rates", action="store_true",
+                    help="give the engine every site's true mean T_x rate instead of LIM's (what calibration converges to)")
     ap.add_argument("--speedup", action="store_true",
                     help="run the sweep serially and on --workers, side by side; print both times and check the results are equal")
     ap.add_argument("--json", action="store_true", help="one JSON document instead of the tables")
@@ -213,7 +221,7 @@ def main() -> None:
     from resel.experiment import dask_executor
     began = time.perf_counter()
     with dask_executor(args.dask) as executor:
-        doc = evaluate(sets, sizes, repeat, args.seed, args.shift_days, args.workers, executor)
+        doc = evaluate(sets, sizes, repeat, args.seed, args.shift_days, args.workers, executor, args.true_rates)
     doc["seconds"] = time.perf_counter() - began
     if args.json:
         print(json.dumps(doc, indent=1))
