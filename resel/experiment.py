@@ -152,7 +152,7 @@ def dask_executor(address: str | None) -> Iterator[Executor | None]:
     except ImportError:
         raise ReselError("--dask needs Dask's distributed scheduler: pip install 'resel[sweep]'") from None
     try:
-        client = Client(address, timeout="20s")
+        client = Client(address)        # waits distributed.comm.timeouts.connect (Dask's config, 30 s)
     except (OSError, TimeoutError, ValueError) as exc:
         raise ReselError(f"cannot reach the Dask scheduler at {address!r}: {exc}; "
                          f"start one (dask scheduler, or dask-jobqueue on your cluster) and give its address, "

@@ -66,7 +66,9 @@ def test_dask_cluster_gives_the_serial_results():
 
 def test_dask_unreachable_is_one_clear_error():
     __import__("pytest").importorskip("distributed")
-    res = CliRunner().invoke(cli, ["simulate", "--sizes", "4", "--repeat", "1", "--no-store",
-                                   "--dask", "tcp://127.0.0.1:1"])
+    import dask
+    with dask.config.set({"distributed.comm.timeouts.connect": "2s"}):   # Dask's own setting, not 30 s
+        res = CliRunner().invoke(cli, ["simulate", "--sizes", "4", "--repeat", "1", "--no-store",
+                                       "--dask", "tcp://127.0.0.1:1"])
     assert res.exit_code == 1
     assert "cannot reach the Dask scheduler" in res.output and "Traceback" not in res.output
