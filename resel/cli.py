@@ -114,7 +114,8 @@ def cli() -> None:
                    "The results are the serial ones, whatever N.")
 @click.option("--dask", "dask_address", default=None, metavar="ADDRESS",
               help="Run the repetitions on a Dask cluster instead (its scheduler, e.g. tcp://login1:8786; "
-                   "needs resel[sweep] here and resel on its workers) — docs/peers.md.")
+                   "needs resel[sweep] here and resel on its workers; waits for it as long as Dask's "
+                   "distributed.comm.timeouts.connect, 30 s by default) — docs/peers.md.")
 @click.option("--clock", type=click.Choice(["base", "avg"]), default="base", show_default=True,
               help="Site clock LIM predicts with: nominal (thesis) or measured average.")
 @model_option
