@@ -116,7 +116,11 @@ def cli() -> None:
 @click.option("--strategies", default="random,model,reselect", show_default=True, callback=_csv_strategies,
               help="Comma-separated: random, model (lowest predicted T_x), topk:K, queue[:E] (lowest "
                    "predicted start + T̂x; E extra sites hold pilots), reselect (random + re-selection), "
-                   "BASE+reselect; append @scheduler, @twin or @history to pick a strategy's start estimate.")
+                   "BASE+reselect; append @scheduler, @twin or @history to pick a strategy's start estimate. "
+                   "Peers (what users do without resel, docs/peers.md): race[:K] (the bag's pilot on every "
+                   "site, the first K to start keep it), earliest (the earliest estimated start, never "
+                   "moved), failover[:T] (best site; nothing started in T s: the next), rebroker[:TIMEOUT] "
+                   "(PanDA-style reassignment).")
 @click.option("--estimate", type=click.Choice(["scheduler", "twin", "history"]), default="scheduler",
               show_default=True, help="Start estimate the queue-aware strategy ranks sites by (no @ suffix).")
 @click.option("--quantile", type=Finite(0.5, 0.999), default=0.9, show_default=True,
@@ -128,6 +132,13 @@ def cli() -> None:
 @click.option("--repeat", default=5, show_default=True, type=click.IntRange(1, 10_000),
               help="Repetitions per strategy and size (repetition i uses seed S+i for every strategy).")
 @click.option("--seed", default=0, show_default=True, type=SEED, help="Base random seed.")
+@click.option("--workers", type=click.IntRange(1, 1024), default=None,
+              help="Local processes running the repetitions (default: every core this process may use). "
+                   "The results are the serial ones, whatever N.")
+@click.option("--dask", "dask_address", default=None, metavar="ADDRESS",
+              help="Run the repetitions on a Dask cluster instead (its scheduler, e.g. tcp://login1:8786; "
+                   "needs resel[sweep] here and resel on its workers; waits for it as long as Dask's "
+                   "distributed.comm.timeouts.connect, 30 s by default) — docs/peers.md.")
 @click.option("--clock", type=click.Choice(["base", "avg"]), default="base", show_default=True,
               help="Site clock LIM predicts with: nominal (thesis) or measured average.")
 @model_option
@@ -141,7 +152,8 @@ def cli() -> None:
 @json_option
 @_fail_cleanly
 def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[str], estimate: str,
-             quantile: float, confidence: float, sizes: list[int], repeat: int, seed: int, clock: str,
+             quantile: float, confidence: float, sizes: list[int], repeat: int, seed: int,
+             workers: int | None, dask_address: str | None, clock: str,
              model: str, risk: float | None, objective: str, walltime: str,
              db: Path | None, no_store: bool, plot_dir: Path | None, as_json: bool) -> None:
     """Compare strategies on simulated sites: TTC, T_x and T_q of the whole bag.
@@ -154,6 +166,7 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
     Example:
       resel simulate --sizes 256,1024 --repeat 10
       resel simulate examples/gromacs-bag.toml --sites my-sites.toml --strategies model,model+reselect --json
+      resel simulate --strategies model+reselect,race,earliest,failover,rebroker --repeat 20 --workers 2
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -192,9 +205,12 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
             progress.advance(bar)
             return save_run(store, result, experiment_id=exp_id) if store is not None else None
 
-        exp = run_experiment(bag, sites, strategies, sizes, repeat=repeat, seed=seed, clock=clock,
-                             estimate=estimate, quantile=quantile, confidence=confidence, on_run=on_run,
-                             rates=rates, walltime=walltime)
+        from resel.experiment import dask_executor, local_cores
+        with dask_executor(dask_address) as executor:
+            exp = run_experiment(bag, sites, strategies, sizes, repeat=repeat, seed=seed, clock=clock,
+                                 estimate=estimate, quantile=quantile, confidence=confidence, on_run=on_run,
+                                 rates=rates, workers=workers or local_cores(), executor=executor,
+                                 walltime=walltime)
     exp.experiment_id = exp_id
     if as_json:
         doc = exp.as_dict()

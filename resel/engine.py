@@ -42,6 +42,7 @@ from typing import Callable, Mapping
 from resel.blackhole import QuarantinePolicy, SiteHealth, describe, is_black_hole
 from resel.domain import Bag, Site
 from resel.errors import IllegalTransition, ReselError
+from resel.engine_peers import PeerRules
 from resel.events import (
     Action, BagCancelled, BagDone, BagSubmitted, CancelPilot, CancelTask, Decision, DispatchTask, Event,
     PilotEnded, PilotRequeued, PilotStarted, SetTimer, SiteLost, SiteQuarantined, SiteReleased, SubmitPilot,
@@ -67,7 +68,7 @@ class TaskRecord:
     """The engine's book-keeping for one task (read it; do not write it)."""
 
     __slots__ = ("id", "state", "origin", "first_origin", "site", "pilot", "attempt",
-                 "deadline", "opened", "failures", "losses", "attempts", "moved_from")
+                 "deadline", "opened", "failures", "losses", "attempts", "moved_from", "since")
 
     def __init__(self, tid: int, origin: int):
         self.id = tid
@@ -82,6 +83,7 @@ class TaskRecord:
         self.failures = 0
         self.losses = 0
         self.moved_from = -1          # the quarantined site it was moved away from (comes back on release)
+        self.since = 0.0              # when it was bound to its origin (the rebroker's timeout)
         #: [site, pilot, start, end, outcome] per attempt; outcome in done/failed/cancelled/lost
         self.attempts: list[list] = []
 
@@ -136,7 +138,7 @@ class _SiteBook:
         self.draining = 0              # active pilots draining (not counted against max_pilots)
 
 
-class Engine:
+class Engine(PeerRules):
     """Selection, late binding and re-selection for one bag over a list of sites.
 
     Args:
@@ -332,6 +334,8 @@ class Engine:
         self._remaining = self._waiting_total = len(origins)
         if self.strategy.reselect:
             self._plan_reselection(candidates)
+        elif self.strategy.peer:
+            self._peer_setup(candidates, ev.time, out)
         self._dirty.update(range(len(self.sites)))
         if not origins:
             self._finish(ev.time, out)
@@ -380,6 +384,8 @@ class Engine:
         if self.walltime.guard and math.isfinite(pilot.walltime):
             heapq.heappush(self._expiries, (ev.time + pilot.walltime - self.tx_hi[pilot.site], pilot.id, ev.time))
         self._dirty.add(pilot.site)
+        if self.strategy.peer:
+            self._peer_started(pilot.site, ev.time, out)
 
     def _on_pilot_ended(self, ev: PilotEnded, out: list[Action]) -> None:
         pilot = self._pilot(ev.pilot)
@@ -490,6 +496,9 @@ class Engine:
     def _on_timer(self, ev: TimerFired, out: list[Action]) -> None:
         if ev.site is not None:
             self._release(self._index(ev.site), ev.attempt, ev.time, out)
+            return
+        if ev.task == -1 and self.strategy.peer:   # the engine's own timer: a peer strategy's round
+            self._peer_timer(ev, out)
             return
         task = self._task(ev.task)
         if task.attempt != ev.attempt or task.state is not PROVISIONAL:
@@ -688,7 +697,10 @@ class Engine:
         raise ReselError(f"unknown site {site!r}; the engine has {', '.join(s.name for s in self.sites)}")
 
     def _window(self, target: int, origin: int) -> float:
-        """Ŵ(r', r): T̂x(r') − T̂x(r), or the given window of the pair (an upper quantile, --risk)."""
+        """Ŵ(r', r): T̂x(r') − T̂x(r), or the given window of the pair (an upper quantile, --risk).
+        A race has no windows: whichever kept site frees a slot takes the task for good."""
+        if self.strategy.base == "race":
+            return 0.0
         if self._windows is not None:
             w = self._windows.get((self.sites[target].name, self.sites[origin].name))
             if w is not None:
@@ -958,7 +970,7 @@ class Engine:
                     self._dispatch(task, x, t, RUNNING, out)
                     task.origin = x
                     self._dirty.add(r)
-                    kind = "reselect-commit"
+                    kind = "race-win" if self.strategy.base == "race" else "reselect-commit"
                 else:             # run on r' while waiting for r, at most Ŵ
                     self._dispatch(task, x, t, PROVISIONAL, out)
                     task.opened = t

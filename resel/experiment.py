@@ -3,19 +3,26 @@
 Repetition ``i`` of every strategy and size uses seed ``seed + i``: strategies are compared
 on the same random draws (paired), as the thesis compared re-selection with the very random
 runs it replayed.
+
+``workers`` > 1 runs the repetitions in that many local processes. Every run depends only on
+its own arguments (bag, sites, strategy, seed), so the results — and the order ``on_run``
+sees them in — are those of the serial sweep (tests/test_sweep.py checks it).
 """
 
 from __future__ import annotations
 
 import gc
 import math
+import os
+from concurrent.futures import Executor, ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterator
 
 from resel.backends.simulated import SimResult, simulate
 from resel.domain import Bag, Site
 from resel.errors import ReselError
-from resel.metrics import ReselAudit, WorkloadMetrics, summarize
+from resel.metrics import ReselAudit, RunCosts, WorkloadMetrics, run_costs, summarize
 from resel.selection import Strategy
 
 METRICS = ("ttc_wkd", "tx_wkd", "tq_wkd")
@@ -31,6 +38,7 @@ class RunOutcome:
     audit: ReselAudit
     walltime_kills: int = 0     # attempts killed by their pilot's walltime (docs/walltime.md)
     quarantines: int = 0        # black-hole quarantines (docs/engine.md)
+    costs: RunCosts | None = None
 
 
 @dataclass
@@ -56,6 +64,9 @@ class Cell:
         out["failed"] = sum(r.metrics.failed for r in self.runs)
         out["walltime_kills"] = sum(r.walltime_kills for r in self.runs)
         out["quarantines"] = sum(r.quarantines for r in self.runs)
+        costs = [r.costs for r in self.runs if r.costs is not None]
+        out["costs"] = {key: summarize([getattr(c, key) for c in costs])["mean"] if costs else None
+                        for key in ("submissions", "cancellations", "wasted_core_h")}
         out["reselection"] = {
             "decisions": sum(a.decisions for a in audits), "judged": sum(a.judged for a in audits),
             "incorrect": sum(a.incorrect for a in audits),
@@ -119,10 +130,72 @@ def split_spec(spec: str, default_estimate: str = "scheduler") -> tuple[Strategy
     return strat, source, name
 
 
+def local_cores() -> int:
+    """The cores this process may run on (its CPU affinity, else the machine's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+@contextmanager
+def dask_executor(address: str | None) -> Iterator[Executor | None]:
+    """A :class:`concurrent.futures.Executor` on the Dask cluster whose scheduler is at
+    ``address`` (None: no executor, the sweep stays local). Dask's executor submits every
+    repetition as its own task (``pure=False``: none is taken from a cache) and hands the
+    results back in submission order.
+
+    Raises:
+        ReselError: Dask is not installed, or the scheduler cannot be reached.
+    """
+    if address is None:
+        yield None
+        return
+    try:
+        from distributed import Client
+    except ImportError:
+        raise ReselError("--dask needs Dask's distributed scheduler: pip install 'resel[sweep]'") from None
+    try:
+        client = Client(address)        # waits distributed.comm.timeouts.connect (Dask's config, 30 s)
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise ReselError(f"cannot reach the Dask scheduler at {address!r}: {exc}; "
+                         f"start one (dask scheduler, or dask-jobqueue on your cluster) and give its address, "
+                         f"e.g. tcp://login1:8786") from None
+    try:
+        yield client.get_executor(pure=False)
+    finally:
+        client.close()
+
+
+def _one_run(job: tuple) -> SimResult:
+    """One repetition, in whichever process runs it: a pure function of its arguments."""
+    sized, sites, strat, seed, clock, source, quantile, confidence, rates, name, record, walltime = job
+    result = simulate(sized, sites, strat, seed=seed, clock=clock, estimate=source, quantile=quantile,
+                      confidence=confidence, rates=rates, record=record, walltime=walltime)
+    result.strategy = name
+    return result
+
+
+def sweep(jobs: list[tuple], workers: int = 1, executor: Executor | None = None):
+    """Yield :func:`_one_run` of every job, in the jobs' order: serially, in ``workers`` local
+    processes, or on a given :class:`concurrent.futures.Executor` (e.g. a Dask client's
+    ``get_executor()``, docs/peers.md)."""
+    if executor is not None:
+        yield from executor.map(_one_run, jobs)
+        return
+    if workers <= 1 or len(jobs) <= 1:
+        for job in jobs:
+            yield _one_run(job)
+        return
+    with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
+        yield from pool.map(_one_run, jobs, chunksize=1)
+
+
 def run_experiment(bag: Bag, sites: list[Site], strategies: list[str], sizes: list[int], *,
                    repeat: int = 5, seed: int = 0, clock: str = "base", estimate: str = "scheduler",
                    quantile: float = 0.9, confidence: float = 0.9,
                    on_run: Callable[[SimResult], int | None] | None = None, rates=None,
+                   workers: int = 1, executor: Executor | None = None, record: bool = True,
                    walltime: str = "limit") -> Experiment:
     """Simulate every strategy × size × repetition.
 
@@ -131,8 +204,11 @@ def run_experiment(bag: Bag, sites: list[Site], strategies: list[str], sizes: li
         rates: the engine's T̂x rates for every run (:class:`~resel.models.runtime.EngineRates`);
             default LIM with ``clock``.
         walltime: the engine's walltime rules (:mod:`resel.walltime`: limit, pack, off).
-        on_run: called after each run (e.g. to store it and advance a progress bar); if it
-            returns a run id, the id is kept with the cell.
+        on_run: called after each run, in the serial order whatever ``workers`` (e.g. to store
+            it and advance a progress bar); if it returns a run id, the id is kept with the cell.
+        workers: local processes running the repetitions (1: in this process).
+        executor: run them on this executor instead (a distributed one, docs/peers.md).
+        record: keep each run's events and decisions (the store needs them).
     """
     parsed = {}
     for spec in strategies:
@@ -141,24 +217,29 @@ def run_experiment(bag: Bag, sites: list[Site], strategies: list[str], sizes: li
     names = list(parsed)   # each once, in order
     sizes = list(dict.fromkeys(sizes))
     exp = Experiment(bag, list(sites), names, sizes, repeat, seed, clock)
+    jobs, cells = [], []
     for size in sizes:
         sized = bag.resized(size)
         for name in names:
             cell = exp.cells.setdefault((name, size), Cell(name, size))
+            strat, source = parsed[name]
             for i in range(repeat):
-                strat, source = parsed[name]
-                result = simulate(sized, sites, strat, seed=seed + i, clock=clock, estimate=source,
-                                  quantile=quantile, confidence=confidence, rates=rates, walltime=walltime)
-                result.strategy = name
-                cell.runs.append(RunOutcome(result.metrics, result.audit, result.walltime_kills,
-                                            sum(h.quarantines for h in result.engine.health)))
-                if on_run is not None:
-                    run_id = on_run(result)
-                    if run_id is not None:
-                        cell.run_ids.append(run_id)
-                # a run's objects hold reference cycles (engine handlers, event callbacks): free
-                # them now, while they are all that is garbage, rather than let several runs pile
-                # up until the collector's next full pass (memory flat in the repetitions)
-                del result
-                gc.collect()
+                jobs.append((sized, list(sites), strat, seed + i, clock, source, quantile, confidence, rates,
+                             name, record, walltime))
+                cells.append(cell)
+    owners = iter(cells)    # not zip(): its reused result tuple would keep the last run alive
+    for result in sweep(jobs, workers, executor):
+        cell = next(owners)
+        cell.runs.append(RunOutcome(result.metrics, result.audit, result.walltime_kills,
+                                    sum(h.quarantines for h in result.engine.health),
+                                    run_costs(result.engine, result.bag.cores_per_task)))
+        if on_run is not None:
+            run_id = on_run(result)
+            if run_id is not None:
+                cell.run_ids.append(run_id)
+        # a run's objects hold reference cycles (engine handlers, event callbacks): free
+        # them now, while they are all that is garbage, rather than let several runs pile
+        # up until the collector's next full pass (memory flat in the repetitions)
+        del result
+        gc.collect()
     return exp

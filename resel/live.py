@@ -316,7 +316,7 @@ class Coordinator:
         the estimates of every size of :meth:`Engine.probe_menu` (None without queue-awareness).
         A site that does not answer within ``check_timeout`` is one that failed.
         """
-        want_estimates = Strategy.parse(self.options.strategy).base == "queue"
+        want_estimates = Strategy.parse(self.options.strategy).base in ("queue", "earliest")
         history = wait_errors = None
         if want_estimates:
             from resel.models.conditioned import load_wait_errors

@@ -187,3 +187,56 @@ class ReselAudit:
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class RunCosts:
+    """What a run cost beyond its tasks' work (issue 17: the peers' price of redundancy).
+
+    ``submissions`` counts every pilot asked for; ``cancellations`` the pilots withdrawn while
+    the bag still ran (pending or started — the requests other users' jobs queued behind; the
+    release of every pilot when the bag is done is not counted). ``thrown_core_h`` are attempts
+    that did not finish (a provisional run moved back, a task lost with its pilot);
+    ``idle_core_h`` the cores started pilots held with nothing of the bag on them (a race's
+    second winner, a tail of a wave, a pilot cancelled after it started).
+    """
+
+    submissions: int
+    cancellations: int
+    thrown_core_h: float
+    idle_core_h: float
+
+    @property
+    def wasted_core_h(self) -> float:
+        return self.thrown_core_h + self.idle_core_h
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "wasted_core_h": self.wasted_core_h}
+
+
+def run_costs(engine, cores_per_task: int = 1) -> RunCosts:
+    """Pilot submissions, cancellations and wasted core-hours of a finished (or stopped) run,
+    from the engine's pilot and task records."""
+    busy: dict[int, float] = {}
+    thrown = 0.0
+    end = 0.0
+    for task in engine.tasks:
+        for _site, pilot, start, stop, outcome in task.attempts:
+            if stop is None or start is None:
+                continue
+            end = max(end, stop)
+            busy[pilot] = busy.get(pilot, 0.0) + (stop - start)
+            if outcome != "done":
+                thrown += (stop - start) * cores_per_task
+    cancellations = 0
+    idle = 0.0
+    for pilot in engine.pilots.values():
+        ended = pilot.ended if pilot.ended is not None else end
+        if pilot.state.value == "cancelled" and ended < end:
+            cancellations += 1
+        if pilot.started is not None:
+            held = pilot.slots * max(0.0, ended - pilot.started)
+            spare = held - busy.get(pilot.id, 0.0)
+            if spare > 1e-9 * max(1.0, held):      # not the rounding of a pilot kept busy to its end
+                idle += spare * cores_per_task
+    return RunCosts(len(engine.pilots), cancellations, thrown / 3600.0, idle / 3600.0)

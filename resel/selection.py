@@ -9,6 +9,13 @@ E defaults to 1), each optionally followed by ``+reselect`` to turn run-time re-
 ``reselect`` alone means ``random+reselect`` — the thesis's experiment 3 replayed the random
 runs with re-selection.
 
+The *peer* strategies are what a user would do without resel (issue 17, docs/peers.md); they
+take no ``+reselect``: ``race[:K]`` (the bag's pilot on every site, the first K to start keep
+the bag, the others are cancelled), ``earliest`` (one submission to the site of earliest
+estimated start, never moved), ``failover[:T]`` (the best-ranked site; nothing started within
+T seconds: cancel, try the next) and ``rebroker[:TIMEOUT]`` (PanDA-style brokerage weights, and
+tasks queued too long or on an overloaded site reassigned).
+
 Where the predicted start comes from (the scheduler's answer, a forward-simulated twin of the
 queue, or a QBETS bound of the wait from history) is the driver's business: the engine only
 sees one number per site, or None for a site whose queue could not be read.
@@ -26,6 +33,12 @@ from resel.formalism import lim_resource, lim_task, res_select, satisfy_task, to
 from resel.models.lim import SiteRate
 
 BASES = ("random", "model", "topk", "queue")
+#: strategies a user would pick instead of resel (docs/peers.md); no ``+reselect``
+PEERS = ("race", "earliest", "failover", "rebroker")
+#: failover: seconds a submission may stay pending before the next site is tried (SkyPilot's 120 s)
+FAILOVER_TIMEOUT = 120.0
+#: rebroker: seconds a task may wait on its site before it is reassigned
+REBROKER_TIMEOUT = 3600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,9 +49,20 @@ class Strategy:
     reselect: bool = False
     k: int = 2
     extra: int = 1      # queue: sites holding extra pilots beyond the best one (with +reselect)
+    timeout: float = 0.0   # failover: T (s) before the next site; rebroker: queued-too-long (s)
+
+    @property
+    def peer(self) -> bool:
+        """One of the strategies resel is compared against (docs/peers.md)."""
+        return self.base in PEERS
 
     @property
     def name(self) -> str:
+        if self.base == "race":
+            return "race" if self.k == 1 else f"race:{self.k}"
+        if self.base in ("failover", "rebroker"):
+            default = FAILOVER_TIMEOUT if self.base == "failover" else REBROKER_TIMEOUT
+            return self.base if self.timeout == default else f"{self.base}:{self.timeout:g}"
         core = f"topk:{self.k}" if self.base == "topk" else self.base
         if self.base == "queue" and self.extra != 1:
             core = f"queue:{self.extra}"
@@ -54,6 +78,9 @@ class Strategy:
             return Strategy("random", True)
         parts = text.split("+")
         base, flags = parts[0], parts[1:]
+        peer = base.split(":", 1)[0]
+        if peer in PEERS:
+            return _parse_peer(spec, peer, base[len(peer):], flags)
         k = 2
         if base.startswith("topk"):
             num = base[4:].lstrip(":") or "2"
@@ -67,8 +94,36 @@ class Strategy:
                 raise ReselError(f"strategy {spec!r}: queue takes a whole number of extra sites >= 0, as in queue:1")
             base, extra = "queue", int(num)
         if base not in BASES or any(f not in ("reselect",) for f in flags):
-            raise ReselError(f"unknown strategy {spec!r}: use random, model, topk:K, queue[:E], reselect or BASE+reselect")
+            raise ReselError(f"unknown strategy {spec!r}: use random, model, topk:K, queue[:E], reselect, "
+                             f"BASE+reselect, or a peer: race[:K], earliest, failover[:T], rebroker[:TIMEOUT]")
         return Strategy(base, bool(flags), k, extra)
+
+
+def _parse_peer(spec: str, base: str, arg: str, flags: list[str]) -> Strategy:
+    """``race[:K]``, ``earliest``, ``failover[:T]``, ``rebroker[:TIMEOUT]`` (no ``+reselect``)."""
+    if flags:
+        raise ReselError(f"strategy {spec!r}: {base} is a peer strategy (what users do without resel) "
+                         f"and takes no +{'+'.join(flags)}; drop it, as in {base}")
+    num = arg[1:] if arg.startswith(":") else arg
+    if arg and not arg.startswith(":"):
+        num = "?"
+    if base == "race":
+        if num and (not num.isdigit() or int(num) < 1):
+            raise ReselError(f"strategy {spec!r}: race keeps the first K sites to start, K a whole number >= 1, as in race:2")
+        return Strategy("race", False, k=int(num or 1))
+    if base == "earliest":
+        if arg:
+            raise ReselError(f"strategy {spec!r}: earliest takes no number; write earliest")
+        return Strategy("earliest")
+    default = FAILOVER_TIMEOUT if base == "failover" else REBROKER_TIMEOUT
+    try:
+        value = float(num) if num else default
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 1 or value > 1e7:
+        raise ReselError(f"strategy {spec!r}: {base} takes a time in seconds from 1 to 10,000,000, "
+                         f"as in {base}:{default:g}")
+    return Strategy(base, False, timeout=value)
 
 
 def viable_sites(bag: Bag, sites: list[Site]) -> list[int]:
@@ -127,6 +182,18 @@ def initial_assignment(strategy: Strategy, bag: Bag, viable: list[int], rates: l
     if strategy.base == "model":
         best = res_select(viable, lambda i: -rates[i].tx(bag.profile.instructions))
         return [best] * n, viable
+    if strategy.base == "earliest":   # sbatch -M a,b,…: the earliest estimated start, for good
+        if waits is None or all(waits[i] is None for i in viable):
+            raise ReselError("the earliest strategy needs a start estimate from at least one site; "
+                             "none of the viable sites' queues could be read")
+        best = min((i for i in viable if waits[i] is not None),
+                   key=lambda i: (max(0.0, waits[i]), rates[i].tx(bag.profile.instructions), i))
+        return [best] * n, [best]
+    if strategy.base in ("race", "failover"):   # every task waits for the first site to start
+        order = ranked(viable, rates, bag.profile.instructions, len(viable))
+        return [order[0]] * n, order
+    if strategy.base == "rebroker":
+        return panda_assignment(n, viable, rates, bag.profile.instructions), viable
     if strategy.base == "queue":
         if waits is None or all(waits[i] is None for i in viable):
             raise ReselError("the queue-aware strategy needs a start estimate from at least one site; "
@@ -136,6 +203,26 @@ def initial_assignment(strategy: Strategy, bag: Bag, viable: list[int], rates: l
         return [held[0]] * n, held
     best_k = ranked(viable, rates, bag.profile.instructions, strategy.k)
     return [best_k[t % len(best_k)] for t in range(n)], best_k
+
+
+def panda_weight(running: int, queued: int) -> float:
+    """PanDA's brokerage weight of a queue: (running + 1) / (queued + 10) — panda-docs,
+    docs/source/advanced/brokerage.rst, "ATLAS Production Job Brokerage" (its activated,
+    assigned, starting and defined jobs are all *queued* here)."""
+    return (running + 1) / (queued + 10)
+
+
+def panda_assignment(n: int, viable: list[int], rates: list[SiteRate], instructions: float) -> list[int]:
+    """The rebroker's initial brokerage: task by task to the site of highest PanDA weight,
+    the tasks already assigned counting as queued there (nothing runs yet, so this spreads the
+    bag evenly); ties to the lower T̂x, then site order."""
+    queued = {i: 0 for i in viable}
+    out = []
+    for _ in range(n):
+        best = max(viable, key=lambda i: (panda_weight(0, queued[i]), -rates[i].tx(instructions), -i))
+        queued[best] += 1
+        out.append(best)
+    return out
 
 
 def _capacity(options: list[tuple[int, float | None]], tx: float, horizon: float) -> tuple[int, int]:

@@ -1,0 +1,238 @@
+"""Evaluation (issue 17): resel against what users would do instead, and against the oracle.
+
+Strategies, on the same engine, sites and seeds: resel's default (``model+reselect``, what
+``resel run`` uses), its queue-aware one (``queue+reselect``), and the peers ``race``,
+``race:2``, ``earliest``, ``failover`` (T = 120 s) and ``rebroker`` (docs/peers.md). For every
+site set, size and repetition the oracle's lower bound on TTC (resel/oracle.py) is computed
+for the same seed, allowing each site as many pilot submissions as the most any of the
+compared runs made there — so it bounds every one of them.
+
+Site sets: ``thesis`` (the embedded sites, drawn waits), ``hpc2n-3q`` (three Seth queues
+replaying the real HPC2N trace, examples/sites-traces-hpc.toml), ``hpc2n+pool`` (the same
+with the opportunistic pool of examples/sites-traces.toml), ``wagap`` (MetaCentrum's two
+clusters replaying wagap-2013, examples/sites-traces-wagap.toml) and ``wagap+pool``. On the
+trace sets repetition i arrives i × ``--shift-days`` later in the traces (other queue states).
+
+Per set, size and strategy: the median over seeds of TTC / oracle (paired), the mean wasted
+core-hours (thrown attempts + idle started pilots), pilot submissions and cancellations.
+Per set and size: resel's default against the best peer (the peer of lowest mean TTC), as
+the median over seeds of TTC(default) / TTC(that peer). Goals: default ≤ 1.15 × oracle at
+≥ 256 tasks; default ≤ 0.8 × best peer.
+
+Run:   python benchmarks/eval_peers.py                 # short: 16,256,1024 tasks, 3 seeds (minutes)
+       python benchmarks/eval_peers.py --full          # 16,64,256,1024 tasks, 20 seeds
+       python benchmarks/eval_peers.py --speedup       # the same sweep serial and on --workers, timed
+Options: --workers N (default: every core), --dask ADDRESS, --true-rates (the engine gets the
+sites' true mean rates instead of LIM's), --sets, --sizes, --repeat, --json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import statistics
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+DEFAULT = "model+reselect"
+OURS = [DEFAULT, "queue+reselect"]
+PEERS = ["race", "race:2", "earliest", "failover", "rebroker"]
+SITE_SETS = ("thesis", "hpc2n-3q", "hpc2n+pool", "wagap", "wagap+pool")
+
+
+def site_set(name: str) -> list:
+    """The sites of a named set (trace paths resolved from examples/)."""
+    import resel
+    ex = ROOT / "examples"
+    pool = [s for s in resel.load_sites(ex / "sites-traces.toml") if s.queue is None]
+    if name == "thesis":
+        return resel.default_sites()
+    if name.startswith("hpc2n"):
+        base = resel.load_sites(ex / "sites-traces-hpc.toml")
+    else:
+        base = resel.load_sites(ex / "sites-traces-wagap.toml")
+    return base + (pool if name.endswith("+pool") else [])
+
+
+def shifted(sites: list, seconds: float) -> list:
+    """The sites with every trace-driven queue's bag arrival ``seconds`` later in its trace."""
+    return [s if s.queue is None else dataclasses.replace(s, queue=dataclasses.replace(s.queue, offset=s.queue.offset + seconds))
+            for s in sites]
+
+
+def _sites(set_name: str, rep: int, shift_days: float) -> list:
+    return shifted(site_set(set_name), rep * shift_days * 86400)
+
+
+def one_run(job: tuple) -> dict:
+    """One strategy on one (set, size, seed): what the table needs (a pure function of ``job``)."""
+    import resel
+    from resel.backends.simulated import simulate
+    from resel.metrics import run_costs
+    set_name, size, seed, rep, shift_days, strategy, true_rates = job
+    sites = _sites(set_name, rep, shift_days)
+    rates = None
+    if true_rates:   # what a calibrated fit converges to: each site's true mean rate
+        from resel.models.lim import SiteRate
+        rates = {s.name: SiteRate(s.name, s.truth.kappa, s.truth.ipc.mean() * s.truth.clock.mean())
+                 for s in sites if s.truth is not None}
+    res = simulate(resel.default_bag().resized(size), sites, strategy, seed=seed, record=False, rates=rates)
+    counts: dict[str, int] = {}
+    for p in res.engine.pilots.values():
+        counts[sites[p.site].name] = counts.get(sites[p.site].name, 0) + 1
+    return {"ttc": res.metrics.ttc_wkd, "done": res.metrics.done, "costs": run_costs(res.engine).as_dict(),
+            "submissions": counts}
+
+
+def one_oracle(job: tuple) -> float:
+    """The oracle's bound for one (set, size, seed) allowing ``submissions`` per site."""
+    import resel
+    from resel.oracle import oracle_bound
+    set_name, size, seed, rep, shift_days, submissions = job
+    return oracle_bound(resel.default_bag().resized(size), _sites(set_name, rep, shift_days), seed, submissions).ttc
+
+
+def _map(fn, jobs: list, workers: int, executor=None) -> list:
+    """``fn`` over ``jobs`` in order: serially, in local processes, or on a given executor (Dask)."""
+    if executor is not None:
+        return list(executor.map(fn, jobs))
+    if workers <= 1:
+        return [fn(j) for j in jobs]
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(fn, jobs, chunksize=1))
+
+
+def evaluate(sets: list[str], sizes: list[int], repeat: int, seed: int, shift_days: float, workers: int,
+             executor=None, true_rates: bool = False) -> dict:
+    """Every strategy × set × size × seed, then the oracle per set × size × seed; the rows."""
+    strategies = OURS + PEERS
+    keys = [(st, n, i) for st in sets for n in sizes for i in range(repeat)]
+    jobs = [(st, n, seed + i, i, shift_days, s, true_rates) for st, n, i in keys for s in strategies]
+    runs = _map(one_run, jobs, workers, executor)
+    by = {(j[0], j[1], j[3], j[5]): r for j, r in zip(jobs, runs)}
+    oracle_jobs = []
+    for st, n, i in keys:
+        subs: dict[str, int] = {}
+        for s in strategies:
+            for site, c in by[(st, n, i, s)]["submissions"].items():
+                subs[site] = max(subs.get(site, 1), c)
+        oracle_jobs.append((st, n, seed + i, i, shift_days, subs))
+    bounds = dict(zip(keys, _map(one_oracle, oracle_jobs, workers, executor)))
+    rows, versus = [], []
+    for st in sets:
+        for n in sizes:
+            reps = range(repeat)
+            for s in strategies:
+                rs = [by[(st, n, i, s)] for i in reps]
+                beaten = [i for i in reps if by[(st, n, i, s)]["ttc"] < bounds[(st, n, i)]]
+                rows.append({
+                    "sites": st, "size": n, "strategy": s, "runs": repeat,
+                    "ttc_median_h": statistics.median(r["ttc"] for r in rs) / 3600,
+                    "oracle_median_h": statistics.median(bounds[(st, n, i)] for i in reps) / 3600,
+                    "ratio_oracle": statistics.median(by[(st, n, i, s)]["ttc"] / bounds[(st, n, i)] for i in reps),
+                    "wasted_core_h": statistics.fmean(r["costs"]["wasted_core_h"] for r in rs),
+                    "submissions": statistics.fmean(r["costs"]["submissions"] for r in rs),
+                    "cancellations": statistics.fmean(r["costs"]["cancellations"] for r in rs),
+                    "unfinished": sum(r["done"] < n for r in rs), "beat_oracle": len(beaten)})
+            best = min(PEERS, key=lambda p: (statistics.fmean(by[(st, n, i, p)]["ttc"] for i in reps), p))
+            versus.append({"sites": st, "size": n, "best_peer": best,
+                           "default_vs_best_peer": statistics.median(by[(st, n, i, DEFAULT)]["ttc"] / by[(st, n, i, best)]["ttc"]
+                                                                     for i in reps),
+                           "queue_vs_best_peer": statistics.median(by[(st, n, i, "queue+reselect")]["ttc"] / by[(st, n, i, best)]["ttc"]
+                                                                   for i in reps)})
+    return {"rows": rows, "versus": versus, "sets": sets, "sizes": sizes, "repeat": repeat, "seed": seed,
+            "shift_days": shift_days, "runs": len(jobs), "oracles": len(oracle_jobs)}
+
+
+def table(doc: dict) -> str:
+    out = ["| sites | tasks | strategy | TTC median h | TTC / oracle (paired median) | wasted core-h | submissions | cancellations |",
+           "|---|---:|---|---:|---:|---:|---:|---:|"]
+    for r in doc["rows"]:
+        out.append(f"| {r['sites']} | {r['size']} | {r['strategy']} | {r['ttc_median_h']:.2f} | {r['ratio_oracle']:.2f} "
+                   f"| {r['wasted_core_h']:.1f} | {r['submissions']:.0f} | {r['cancellations']:.1f} |")
+    out += ["", "| sites | tasks | oracle median h | best peer | model+reselect / best peer | queue+reselect / best peer |",
+            "|---|---:|---:|---|---:|---:|"]
+    oracle = {(r["sites"], r["size"]): r["oracle_median_h"] for r in doc["rows"]}
+    for v in doc["versus"]:
+        out.append(f"| {v['sites']} | {v['size']} | {oracle[(v['sites'], v['size'])]:.2f} | {v['best_peer']} "
+                   f"| {v['default_vs_best_peer']:.2f} | {v['queue_vs_best_peer']:.2f} |")
+    return "\n".join(out)
+
+
+def local_cores() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="\n\n".join(__doc__.split("\n\n")[1:]))
+    ap.add_argument("--sizes", default=None, help="comma-separated bag sizes (default 16,256,1024; --full 16,64,256,1024)")
+    ap.add_argument("--repeat", type=int, default=None, help="seeds per cell (default 3; --full 20)")
+    ap.add_argument("--full", action="store_true", help="the full sweep: 4 sizes × 20 seeds")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--shift-days", type=float, default=3.0, help="trace sets: repetition i arrives i × this later")
+    ap.add_argument("--sets", default=",".join(SITE_SETS), help="comma-separated: " + ", ".join(SITE_SETS))
+    ap.add_argument("--workers", type=int, default=local_cores(), help="local processes (default: every core)")
+    ap.add_argument("--dask", metavar="ADDRESS", default=None,
+                    help="run on the Dask cluster whose scheduler is at ADDRESS instead of local processes "
+                         "(its workers need resel and this checkout's examples/ and ../shared traces)")
+    ap.add_argument("--true-rates", action="store_true",
+                    help="give the engine every site's true mean T_x rate instead of LIM's (what calibration converges to)")
+    ap.add_argument("--speedup", action="store_true",
+                    help="run the sweep serially and on --workers, side by side; print both times and check the results are equal")
+    ap.add_argument("--json", action="store_true", help="one JSON document instead of the tables")
+    args = ap.parse_args()
+    sets = [s.strip() for s in args.sets.split(",") if s.strip()]
+    unknown = [s for s in sets if s not in SITE_SETS]
+    if unknown:
+        sys.exit(f"unknown site set(s) {unknown}; choose from {', '.join(SITE_SETS)}")
+    try:
+        sizes = [int(s) for s in (args.sizes or ("16,64,256,1024" if args.full else "16,256,1024")).split(",")]
+    except ValueError:
+        sys.exit(f"--sizes {args.sizes!r}: give whole numbers separated by commas, e.g. 16,256")
+    repeat = args.repeat or (20 if args.full else 3)
+    if repeat < 1 or args.workers < 1 or any(n < 1 for n in sizes):
+        sys.exit("--repeat, --workers and every size must be at least 1")
+    if args.speedup:
+        times, docs = {}, {}
+        for w in (1, args.workers):
+            began = time.perf_counter()
+            docs[w] = evaluate(sets, sizes, repeat, args.seed, args.shift_days, w)
+            times[w] = time.perf_counter() - began
+        same = docs[1]["rows"] == docs[args.workers]["rows"]
+        doc = {"serial_s": times[1], "workers": args.workers, "parallel_s": times[args.workers],
+               "speedup": times[1] / times[args.workers], "identical": same, "runs": docs[1]["runs"],
+               "oracles": docs[1]["oracles"]}
+        print(json.dumps(doc, indent=1) if args.json else
+              f"| runs + oracles | serial s | {args.workers} workers s | speed-up | identical |\n|---:|---:|---:|---:|---|\n"
+              f"| {doc['runs']} + {doc['oracles']} | {times[1]:.1f} | {times[args.workers]:.1f} | {doc['speedup']:.2f}x | {same} |")
+        sys.exit(0 if same else 1)
+    from resel.experiment import dask_executor
+    began = time.perf_counter()
+    with dask_executor(args.dask) as executor:
+        doc = evaluate(sets, sizes, repeat, args.seed, args.shift_days, args.workers, executor, args.true_rates)
+    doc["seconds"] = time.perf_counter() - began
+    if args.json:
+        print(json.dumps(doc, indent=1))
+        return
+    print(table(doc))
+    beaten = sum(r["beat_oracle"] for r in doc["rows"])
+    unfinished = sum(r["unfinished"] for r in doc["rows"])
+    print(f"\nruns below the oracle's bound: {beaten}; runs that did not finish their bag: {unfinished}")
+    print(f"{doc['runs']} runs + {doc['oracles']} oracle bounds, {doc['seconds']:.0f} s on {args.workers} worker(s); "
+          f"seeds {args.seed}..{args.seed + repeat - 1}; trace arrivals shifted {args.shift_days:g} d per repetition")
+
+
+if __name__ == "__main__":
+    main()

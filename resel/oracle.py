@@ -1,0 +1,216 @@
+"""The oracle: a lower bound on the TTC any strategy can reach on one seed (docs/peers.md).
+
+The simulator's truth for a seed is fixed before any decision: site s's k-th pilot
+submission waits W_s[k] · nodes^e (drawn-wait sites) and runs every task in
+t_s[k] = instructions · κ_true / speed_s[k] (both streams seeded by the seed and the site's
+name, :class:`~resel.backends.simulated._SiteTruth`); a trace-driven site starts a pilot when
+its schedule lets it, never before the cores held by the jobs already running when the bag
+arrives are free. The oracle knows all of it and asks: by time T, how many tasks could *any*
+schedule have finished? Per site, two counts, each an upper bound (the smaller is used):
+
+* **per pilot** (no limit on concurrent pilots): pilot k of c task slots starts no earlier
+  than W[k] · nodes(c)^e and ends within its walltime L, so it finishes at most
+  c · ⌊min(T − start, L) / t[k]⌋ tasks; summed over the first M submissions, each with the
+  best c. (Drawn-wait sites.)
+* **per slot** (at most ``max_pilots`` at once): at time τ the site holds at most A(τ) slots —
+  ``max_pilots`` × the largest pilot that could have started by τ (drawn waits), or the cores
+  not held by the jobs running at the bag's arrival (trace queues) — and A only grows. Giving
+  the j-th slot to appear at a_j its own machine, every schedule fits (interval colouring:
+  a task starting at σ finds a machine with a_j ≤ σ free, since at most A(σ) run at once), so
+  completions ≤ Σ_j ⌊(T − a_j) / t_min⌋ with t_min the fastest of the first M draws.
+
+The bound is the smallest T at which the sites together could have finished the bag's n
+tasks; a strategy's TTC is at least that T, because its schedule is one of those counted.
+What it relaxes (why it is not the exact optimum): walltimes in the per-slot count, other
+users' jobs queued at the bag's arrival (they can only delay a pilot), the pairing of a
+slot's speed with its start, and the concurrency limit in the per-pilot count. The exact
+optimum would have to search over submission times and sizes on queues whose answer depends
+on them — not tractable; the relaxation is.
+
+``M`` — how many submissions per site the bound allows — matters because every submission
+redraws its wait: a strategy that resubmits often may meet a shorter wait. The bound holds
+for every strategy that submits at most ``M[s]`` pilots to site s (the evaluation takes M from
+the runs it compares, so it bounds each of them).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping
+
+from resel.domain import Bag, Site
+
+#: slack in ⌊x⌋ so a float T exactly at a task's end still counts the task (the bound stays ≤ TTC)
+EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class SiteCapacity:
+    """What the oracle knows of one site for one seed."""
+
+    name: str
+    slots_per_pilot: int          # the largest pilot, in task slots
+    max_pilots: int
+    walltime: float
+    #: per submission k < M: (earliest start of a one-node pilot, T_x of a task on it) — drawn waits
+    draws: tuple[tuple[float, float], ...]
+    #: (nodes, slots) per pilot size class: a pilot of that many nodes has at most that many slots
+    sizes: tuple[tuple[int, int], ...]
+    exponent: float
+    #: per-slot count: (time, how many slots appear then), ascending — A(τ) as steps
+    slot_times: tuple[tuple[float, int], ...]
+    tx_min: float
+
+    def completions(self, T: float) -> int:
+        """At most how many tasks this site finishes by T in any schedule."""
+        per_slot = 0
+        for a, count in self.slot_times:
+            if a >= T:
+                break
+            per_slot += count * math.floor((T - a) / self.tx_min + EPS)
+        if not self.draws:
+            return per_slot
+        per_pilot = 0
+        for w, tx in self.draws:
+            best = 0
+            for nodes, slots in self.sizes:
+                start = w * (nodes ** self.exponent if self.exponent else 1.0)
+                if start >= T:
+                    if self.exponent >= 0:
+                        break                  # sizes are by node count: later ones start later
+                    continue
+                best = max(best, slots * math.floor(min(T - start, self.walltime) / tx + EPS))
+            per_pilot += best
+            if per_pilot >= per_slot:
+                return per_slot
+        return min(per_slot, per_pilot)
+
+
+@dataclass(frozen=True)
+class OracleBound:
+    """The bound for one bag, site list and seed."""
+
+    ttc: float                    # no strategy (within ``submissions``) finishes sooner
+    tasks: int
+    submissions: dict[str, int]
+    sites: tuple[SiteCapacity, ...]
+
+    def as_dict(self) -> dict:
+        return {"ttc": self.ttc, "tasks": self.tasks, "submissions": dict(self.submissions)}
+
+
+def site_capacity(site: Site, bag: Bag, seed: int, draws: int, running_ends: list[tuple[float, int]] | None
+                  ) -> SiteCapacity | None:
+    """One site's truth for the seed, as the oracle uses it (None: the bag cannot run there).
+
+    ``running_ends`` (trace-driven sites): (end, cores) of each job running at the bag's arrival.
+    """
+    from resel.backends.simulated import _SiteTruth
+    cpt = bag.cores_per_task
+    cap_cores = min(site.pilot.max_cores or site.cores, site.cores)
+    per_task = site.pilot.mode == "per-task"
+    slots = 1 if per_task else cap_cores // cpt
+    if slots < 1:
+        return None
+    max_pilots = max(1, site.pilot.max_pilots)
+    truth = _SiteTruth(site, seed)
+    m = max(1, draws)
+    txs = [bag.profile.instructions * truth.kappa / truth.draw_speed() for _ in range(m)]
+    tx_min = min(txs)
+    if running_ends is not None:          # a trace queue: cores free as the running jobs end
+        held = sum(c for _, c in running_ends)
+        free = site.cores - held
+        limit = max_pilots if per_task else slots * max_pilots
+        have = min(limit, max(0, free) // cpt)
+        times = [(0.0, have)] if have else []
+        for end, cores in sorted(running_ends):
+            free += cores
+            now_have = min(limit, max(0, free) // cpt)
+            if now_have > have:
+                times.append((max(0.0, end), now_have - have))
+            have = now_have
+        return SiteCapacity(site.name, slots, max_pilots, site.pilot.walltime, (), ((1, slots),), 0.0,
+                            tuple(times), tx_min)
+    waits = [max(0.0, truth.wait()) for _ in range(m)]
+    per_node = truth.per_node if site.wait is not None else 1
+    exponent = truth.exponent
+    sizes = []                             # (nodes, largest pilot of that many nodes, in slots)
+    for nodes in range(1, math.ceil(slots * cpt / per_node) + 1):
+        fit = min(slots, nodes * per_node // cpt)
+        if fit >= 1 and (not sizes or fit > sizes[-1][1]):
+            sizes.append((nodes, fit))
+    if not sizes:
+        sizes = [(math.ceil(cpt / per_node), 1)]
+    w_min = min(waits)
+    times: list[tuple[float, int]] = []
+    have = 0
+    order = sizes if exponent >= 0 else sorted(sizes, key=lambda s: w_min * s[0] ** exponent)
+    for nodes, fit in order:               # the largest pilot startable by τ grows with τ
+        at = w_min * (nodes ** exponent if exponent else 1.0)
+        total = min(fit * max_pilots, (site.cores // cpt) if not per_task else max_pilots)
+        if total > have:
+            times.append((at, total - have))
+            have = total
+    times.sort()
+    return SiteCapacity(site.name, slots, max_pilots, site.pilot.walltime, tuple(zip(waits, txs)), tuple(sizes),
+                        exponent, tuple(times), tx_min)
+
+
+def _running_at_arrival(sites: list[Site]) -> dict[int, list[tuple[float, int]]]:
+    """Per trace-driven site: (end, cores) of other users' jobs running when the bag arrives (0)."""
+    from resel.backends.simqueue import QueueSite
+    from resel.sim.core import Environment
+    env = Environment()
+    queues = {i: QueueSite(i, s, env, None) for i, s in enumerate(sites) if s.queue is not None}
+    if not queues:
+        return {}
+    for q in queues.values():
+        q.prime()
+    env.run(math.nextafter(0.0, -math.inf))
+    return {i: [(j.start + j.run, j.size) for j in q.policy.running.values()] for i, q in queues.items()}
+
+
+def oracle_bound(bag: Bag, sites: list[Site], seed: int, submissions: int | Mapping[str, int] = 1) -> OracleBound:
+    """The smallest TTC any strategy submitting at most ``submissions`` pilots per site could
+    reach on this seed (a lower bound; see the module docstring for why).
+
+    Args:
+        submissions: per site name (or one number for all) how many pilot submissions the
+            bound allows; a per-task pool needs at least one per task.
+    """
+    from resel.selection import viable_sites
+    n = bag.count
+    counts = {s.name: (submissions.get(s.name, 1) if isinstance(submissions, Mapping) else int(submissions))
+              for s in sites}
+    running = _running_at_arrival(sites)
+    caps = []
+    for i in viable_sites(bag, sites):
+        cap = site_capacity(sites[i], bag, seed, counts[sites[i].name], running.get(i))
+        if cap is not None:
+            caps.append(cap)
+    if n == 0 or not caps:
+        return OracleBound(0.0 if n == 0 else math.inf, n, counts, tuple(caps))
+
+    def enough(T: float) -> bool:
+        done = 0
+        for c in caps:
+            done += c.completions(T)
+            if done >= n:
+                return True
+        return False
+
+    lo, hi = 0.0, 1.0
+    while not enough(hi):
+        lo, hi = hi, hi * 2
+        if hi > 1e12:
+            return OracleBound(math.inf, n, counts, tuple(caps))
+    for _ in range(200):                  # enough(lo) is False throughout: lo < every TTC
+        if hi - lo <= 1e-9 * hi:
+            break
+        mid = (lo + hi) / 2
+        if enough(mid):
+            hi = mid
+        else:
+            lo = mid
+    return OracleBound(lo, n, counts, tuple(caps))
