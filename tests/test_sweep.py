@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from click.testing import CliRunner
 
 import resel
 from resel.cli import cli
+from resel import experiment as resel_experiment
 from resel.experiment import run_experiment
 
 STRATEGIES = ["model+reselect", "reselect", "race", "failover", "rebroker"]
@@ -21,7 +23,15 @@ def _digest(exp) -> list:
     return [(c.strategy, c.size, [(r.metrics, r.audit) for r in c.runs]) for c in exp.cells.values()]
 
 
-def test_workers_give_the_serial_results_in_the_serial_order():
+@pytest.fixture(params=[0.0, 0.05])
+def serial_first(request, monkeypatch):
+    """Local sweeps run their first SERIAL_FIRST_S seconds in this process: 0 puts every run in
+    the worker processes, 0.05 s some here and the rest there (both must give the serial order)."""
+    monkeypatch.setattr(resel_experiment, "SERIAL_FIRST_S", request.param)
+    return request.param
+
+
+def test_workers_give_the_serial_results_in_the_serial_order(serial_first):
     bag, sites = resel.default_bag(), resel.default_sites()
     seen = {1: [], 2: []}
     exps = {}
@@ -33,7 +43,7 @@ def test_workers_give_the_serial_results_in_the_serial_order():
     assert seen[1] == seen[2] and len(seen[1]) == len(STRATEGIES) * 2 * 3
 
 
-def test_simulate_cli_workers_json_identical(tmp_path):
+def test_simulate_cli_workers_json_identical(tmp_path, serial_first):
     runner = CliRunner()
     docs = []
     for workers in ("1", "2"):
@@ -72,3 +82,16 @@ def test_dask_unreachable_is_one_clear_error():
                                        "--dask", "tcp://127.0.0.1:1"])
     assert res.exit_code == 1
     assert "cannot reach the Dask scheduler" in res.output and "Traceback" not in res.output
+
+
+def test_a_short_sweep_stays_in_this_process(monkeypatch):
+    """Under SERIAL_FIRST_S no worker process is started (they would cost more than they save)."""
+    import concurrent.futures
+
+    def refuse(*a, **kw):
+        raise AssertionError("a process pool was started for a short sweep")
+    monkeypatch.setattr(resel_experiment, "SERIAL_FIRST_S", 60.0)
+    monkeypatch.setattr(resel_experiment, "ProcessPoolExecutor", refuse)
+    exp = run_experiment(resel.default_bag(), resel.default_sites(), ["model"], [16], repeat=3, workers=2)
+    assert len(exp.cells[("model", 16)].runs) == 3
+    assert concurrent.futures.ProcessPoolExecutor is not refuse
