@@ -223,7 +223,8 @@ def test_seed004_reports_each_run_as_it_ends():
 def test_seed004_progress_on_a_terminal_none_with_json(monkeypatch):
     import resel.cli as cli_module
     tty = io.StringIO()
-    monkeypatch.setattr(cli_module, "err", Console(file=tty, force_terminal=True, width=120))
+    monkeypatch.setattr(cli_module, "err", Console(file=tty, force_terminal=True, width=120,
+                                                     _environ={"TERM": "xterm-256color"}))  # not dumb: CI has no TERM)
     r = invoke("scenario", "seed004", "--first", "200", "--workers", "1")
     assert r.exit_code == 0, r.output
     assert "seed 004 runs" in tty.getvalue() and "19/19" in tty.getvalue()
