@@ -112,7 +112,8 @@ DB_NAME=slurm_acct_db
 DB_USER=slurm
 TB_ACCOUNT=resel               # the account root and reseltb submit under on tbb
 LIMIT_QOS=resel-limit          # only tests/test_limits_live.py submits with it
-LIMIT_QOS_SPEC=(MaxSubmitJobsPerUser=2 MaxJobsPerUser=1)
+LIMIT_MAX_SUBMIT=2                 # MaxSubmitJobsPerUser of $LIMIT_QOS
+LIMIT_MAX_JOBS=1                   # MaxJobsPerUser of $LIMIT_QOS
 
 # Per-cluster settings, indexed by the letter the CLI takes (A or B).
 declare -A CLUSTER=([A]=tba [B]=tbb)
@@ -804,13 +805,19 @@ ensure_slurmdbd() {
 # Only what is missing is added; the QOS's limits are set again each time (a test may not change
 # them for good).
 ensure_associations() {
-    local have
+    local have want
     sa() { sl B sacctmgr -i "$@" </dev/null >/dev/null; }
+    # Fast path (one query): everything already as wanted, as on every `up` after the first.
+    want=$(printf '%s\n' "$TB_ACCOUNT||normal,$LIMIT_QOS|normal" "$TB_ACCOUNT|root|normal,$LIMIT_QOS|normal" \
+        "$TB_ACCOUNT|$TB_USER|normal,$LIMIT_QOS|normal" "$LIMIT_QOS|$LIMIT_MAX_SUBMIT|$LIMIT_MAX_JOBS")
+    have=$({ sl B sacctmgr -n -P show assoc where cluster="${CLUSTER[B]}" account="$TB_ACCOUNT" format=account,user,qos,defaultqos
+        sl B sacctmgr -n -P show qos where name="$LIMIT_QOS" format=name,maxsubmitjobsperuser,maxjobsperuser; } </dev/null 2>/dev/null | sort)
+    [ "$have" = "$(sort <<<"$want")" ] && return 0
     have=$(sl B sacctmgr -n -P show cluster format=cluster </dev/null)
     grep -qxF "${CLUSTER[B]}" <<<"$have" || { say "sacctmgr: adding cluster ${CLUSTER[B]}"; sa add cluster "${CLUSTER[B]}"; }
     have=$(sl B sacctmgr -n -P show qos format=name </dev/null)
     grep -qxF "$LIMIT_QOS" <<<"$have" || sa add qos "$LIMIT_QOS"
-    sa modify qos where name="$LIMIT_QOS" set "${LIMIT_QOS_SPEC[@]}" || true   # "nothing modified" exits 1
+    sa modify qos where name="$LIMIT_QOS" set MaxSubmitJobsPerUser="$LIMIT_MAX_SUBMIT" MaxJobsPerUser="$LIMIT_MAX_JOBS" || true   # "nothing modified" exits 1
     have=$(sl B sacctmgr -n -P show account where name="$TB_ACCOUNT" format=account </dev/null)
     [ -n "$have" ] || sa add account "$TB_ACCOUNT" cluster="${CLUSTER[B]}" Description=resel-testbed Organization=resel
     have=$(sl B sacctmgr -n -P show assoc where cluster="${CLUSTER[B]}" account="$TB_ACCOUNT" format=user </dev/null)
@@ -1013,6 +1020,8 @@ TB_WORK_B=$WORK_B
 TB_ACCOUNTING_B=1
 TB_ACCOUNT_B=$TB_ACCOUNT
 TB_LIMIT_QOS=$LIMIT_QOS
+TB_LIMIT_QOS_MAX_SUBMIT=$LIMIT_MAX_SUBMIT
+TB_LIMIT_QOS_MAX_JOBS=$LIMIT_MAX_JOBS
 EOF
         # the Debian 13 part's keys (scripts/testbed-trixie.sh), when it is up
         if [ "${RESEL_TB_TRIXIE:-1}" != 0 ]; then cat "$TB/trixie/testbed.env"; fi
