@@ -72,6 +72,7 @@ class Testbed:
 
     # Accounting on cluster B (slurmdbd + MariaDB; None from a testbed.sh older than it).
     accounting_b: str | None = None        # "1": tbb's sacct and sacctmgr answer
+    accounting_db_port: int | None = None  # MariaDB of tbb's slurmdbd, on 127.0.0.1 only
     account_b: str | None = None           # the account root and `user` submit under on tbb
     limit_qos: str | None = None           # a QOS on tbb only the limits tests use (the default QOS is unlimited)
     limit_qos_max_submit: int | None = None   # its MaxSubmitJobsPerUser
