@@ -12,7 +12,11 @@
 #   cluster "tba"     slurmctld 6917 + slurmd 6918, node `hostname -s` with 8 CPUs, partitions
 #                     debug (default) and short (10 min); JWT enabled for slurmrestd; root's site
 #   cluster "tbb"     slurmctld 6927 + slurmd 6928, the same node with 4 CPUs, partition debug;
-#                     reached as user reseltb over SSH
+#                     reached as user reseltb over SSH; with accounting (tba has none):
+#   accounting        MariaDB (127.0.0.1:6930 and its own socket, data in $RESEL_TB/accounting,
+#                     --no-defaults) and slurmdbd 6929 for tbb: associations,limits,qos enforced,
+#                     account "resel" for root and reseltb, QOS "normal" (default, unlimited) and
+#                     "resel-limit" (MaxSubmitJobsPerUser=2, MaxJobsPerUser=1: the limits tests')
 #   slurmrestd        http://127.0.0.1:6820 for tba (as reseltb, rest_auth/jwt) + a token file
 #   sshd              127.0.0.1:2222, own host key and config, key login for reseltb, aliases
 #                     tb-ssh, tb-jump and tb-via-jump (ProxyJump) in $RESEL_TB/ssh/config
@@ -43,6 +47,8 @@
 #     Inside it, files are written through a random temporary name and renamed into place
 #     (put), so a symlink in their place is replaced, never followed; what is written in the
 #     home of reseltb is written as reseltb.
+#   * slurmdbd.conf holds the database password (random per testbed, made on the first `up`):
+#     0600 and owned by slurm, as slurmdbd demands; the password goes to MariaDB on stdin only.
 #   * `up` takes a lock so two test sessions cannot build the testbed at the same time; every
 #     daemon is started with the lock's descriptor closed (9>&-), or it would hold the lock for
 #     its whole life.
