@@ -466,7 +466,7 @@ class SlurmCLI:
                 raise self._failed(argv, done)
             self.accounting_enabled = True
             if kind == "json":
-                return fmt.parse_sacct_json(fmt.load_json(done.stdout, "sacct --json"))
+                return fmt.parse_sacct_json(fmt.load_json(done.stdout, "sacct --json", empty_ok=True))
             return fmt.parse_sacct_text(done.stdout, fmt.SACCT_FIELDS, self._tz_for(done.stdout))
         return {}
 
