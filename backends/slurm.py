@@ -189,8 +189,11 @@ class SlurmCLI:
 
     # ------------------------------------------------------------------ running commands
 
-    def _run(self, argv: Sequence[str], *, idempotent: bool, input: str | None = None) -> Any:
-        env = {**self.env, "SLURM_TIME_FORMAT": "%s"}
+    def _run(self, argv: Sequence[str], *, idempotent: bool, input: str | None = None,
+             time_format: str = "%s") -> Any:
+        """``argv`` on the site, its times printed as epochs (``SLURM_TIME_FORMAT=%s``) unless a
+        command cannot take that (``sacct --json`` on 22.05, see :meth:`_sacct`)."""
+        env = {**self.env, "SLURM_TIME_FORMAT": time_format}
         return self.transport.run(list(argv), env=env, input=input, timeout=self.timeout,
                                   idempotent=idempotent)
 
@@ -448,7 +451,10 @@ class SlurmCLI:
         for argv, kind in ((json_argv, "json"), (text_argv, "text")):
             if kind == "json" and not self.json["sacct"]:
                 continue
-            done = self._run(argv, idempotent=True)
+            # Slurm 22.05's sacct --json reads back its own default -S/-E printed in
+            # SLURM_TIME_FORMAT, and %s fails that ("Unable to parse time format", found on the
+            # testbed's tbb): JSON times are epochs anyway, so it gets the standard format.
+            done = self._run(argv, idempotent=True, time_format="%s" if kind == "text" else "standard")
             said = done.stderr + done.stdout
             if fmt.accounting_disabled(said):
                 self.accounting_enabled = False
@@ -460,7 +466,7 @@ class SlurmCLI:
                 raise self._failed(argv, done)
             self.accounting_enabled = True
             if kind == "json":
-                return fmt.parse_sacct_json(fmt.load_json(done.stdout, "sacct --json"))
+                return fmt.parse_sacct_json(fmt.load_json(done.stdout, "sacct --json", empty_ok=True))
             return fmt.parse_sacct_text(done.stdout, fmt.SACCT_FIELDS, self._tz_for(done.stdout))
         return {}
 

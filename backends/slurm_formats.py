@@ -270,8 +270,20 @@ def json_unsupported(stderr: str) -> bool:
     return any(p.search(stderr) for p in _JSON_REFUSALS)
 
 
-def load_json(text: str, command: str) -> dict[str, Any]:
-    """Parse a JSON reply and raise :class:`SchedulerError` for its ``errors`` array."""
+#: slurmdbd's "Nothing found with query" (ESLURM_REST_EMPTY_RESULT): Slurm 22.05's ``sacct
+#: --json`` puts it in ``errors`` when no job matches (an id it never recorded), with ``jobs: []``
+NOTHING_FOUND = 9003
+
+
+def _error_code(err: Any) -> Any:
+    return err.get("error_number", err.get("errno", err.get("error_code"))) if isinstance(err, dict) else None
+
+
+def load_json(text: str, command: str, empty_ok: bool = False) -> dict[str, Any]:
+    """Parse a JSON reply and raise :class:`SchedulerError` for its ``errors`` array.
+
+    ``empty_ok``: a query that may match nothing (``sacct --json -j ID`` for ids accounting
+    never saw) — "Nothing found" is then an empty answer, not an error; any other error still is."""
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as e:
@@ -279,6 +291,8 @@ def load_json(text: str, command: str) -> dict[str, Any]:
         raise SchedulerReplyError(command, f"not JSON ({e.msg} at {e.pos}): {snippet!r}") from None
     if not isinstance(doc, dict):
         raise SchedulerReplyError(command, f"expected a JSON object, got {type(doc).__name__}")
+    if empty_ok and isinstance(doc.get("errors"), list):
+        doc = {**doc, "errors": [e for e in doc["errors"] if _error_code(e) != NOTHING_FOUND]}
     check_errors(doc, command)
     return doc
 
@@ -289,7 +303,7 @@ def error_texts(doc: Mapping[str, Any]) -> list[str]:
     for err in doc.get("errors") or []:
         if isinstance(err, dict):
             parts = [str(err[k]) for k in ("description", "error") if err.get(k)]
-            code = err.get("error_number", err.get("errno", err.get("error_code")))
+            code = _error_code(err)
             text = ": ".join(dict.fromkeys(parts)) or "unknown error"
             if code not in (None, 0):
                 text += f" (error {code})"

@@ -12,7 +12,11 @@
 #   cluster "tba"     slurmctld 6917 + slurmd 6918, node `hostname -s` with 8 CPUs, partitions
 #                     debug (default) and short (10 min); JWT enabled for slurmrestd; root's site
 #   cluster "tbb"     slurmctld 6927 + slurmd 6928, the same node with 4 CPUs, partition debug;
-#                     reached as user reseltb over SSH
+#                     reached as user reseltb over SSH; with accounting (tba has none):
+#   accounting        MariaDB (127.0.0.1:6930 and its own socket, data in $RESEL_TB/accounting,
+#                     --no-defaults) and slurmdbd 6929 for tbb: associations,limits,qos enforced,
+#                     account "resel" for root and reseltb, QOS "normal" (default, unlimited) and
+#                     "resel-limit" (MaxSubmitJobsPerUser=2, MaxJobsPerUser=1: the limits tests')
 #   slurmrestd        http://127.0.0.1:6820 for tba (as reseltb, rest_auth/jwt) + a token file
 #   sshd              127.0.0.1:2222, own host key and config, key login for reseltb, aliases
 #                     tb-ssh, tb-jump and tb-via-jump (ProxyJump) in $RESEL_TB/ssh/config
@@ -43,6 +47,8 @@
 #     Inside it, files are written through a random temporary name and renamed into place
 #     (put), so a symlink in their place is replaced, never followed; what is written in the
 #     home of reseltb is written as reseltb.
+#   * slurmdbd.conf holds the database password (random per testbed, made on the first `up`):
+#     0600 and owned by slurm, as slurmdbd demands; the password goes to MariaDB on stdin only.
 #   * `up` takes a lock so two test sessions cannot build the testbed at the same time; every
 #     daemon is started with the lock's descriptor closed (9>&-), or it would hold the lock for
 #     its whole life.
@@ -90,7 +96,9 @@ REST_PORT=6820
 # slurm-wlm-jwt-plugin: auth/jwt for slurmrestd. It arrives only as a recommendation of other
 # packages, which --no-install-recommends skips, so it is named here (a fresh machine without it:
 # slurmctld dies with "Couldn't find the specified plugin name for auth/jwt").
-PACKAGES=(slurm-wlm slurm-wlm-jwt-plugin slurmrestd munge slurm-wlm-torque openssh-server iproute2)
+# mariadb-server + slurmdbd: accounting for tbb (sacct, sacctmgr, association and QOS limits).
+PACKAGES=(slurm-wlm slurm-wlm-jwt-plugin slurmrestd munge slurm-wlm-torque openssh-server iproute2
+    mariadb-server slurmdbd)
 
 RUN=$TB/run
 LOG=$TB/log
@@ -102,6 +110,21 @@ TOKEN_FILE=$TB/rest/token
 SSH_CONFIG=$SSHD_DIR/config
 SSH_KEY=$SSHD_DIR/id_ed25519_$TB_USER
 KNOWN_HOSTS=$SSHD_DIR/known_hosts
+
+# Accounting (tbb only): MariaDB on 127.0.0.1:$DB_PORT and its own socket, slurmdbd on $DBD_PORT.
+DB_PORT=6930
+DBD_PORT=6929
+ACCT=$TB/accounting            # root 0755
+DB_DATA=$ACCT/mariadb          # mysql 0700: the database files
+DB_RUN=$ACCT/mariadb-run       # mysql 0755: socket and pid file
+DB_SOCK=$DB_RUN/mariadb.sock
+DBD_DIR=$ACCT/slurmdbd         # slurm 0700: slurmdbd's pid file and log
+DB_NAME=slurm_acct_db
+DB_USER=slurm
+TB_ACCOUNT=resel               # the account root and reseltb submit under on tbb
+LIMIT_QOS=resel-limit          # only tests/test_limits_live.py submits with it
+LIMIT_MAX_SUBMIT=2                 # MaxSubmitJobsPerUser of $LIMIT_QOS
+LIMIT_MAX_JOBS=1                   # MaxJobsPerUser of $LIMIT_QOS
 
 # Per-cluster settings, indexed by the letter the CLI takes (A or B).
 declare -A CLUSTER=([A]=tba [B]=tbb)
@@ -115,6 +138,8 @@ cdir() { echo "$TB/${CLUSTER[$1]}"; }
 conf() { echo "$(cdir "$1")/slurm.conf"; }
 ctld_pid() { echo "$RUN/slurmctld-${CLUSTER[$1]}.pid"; }
 slurmd_pid() { echo "$RUN/slurmd-${CLUSTER[$1]}.pid"; }
+# slurmdbd reads slurmdbd.conf from the folder of $SLURM_CONF: tbb's.
+dbd_conf() { echo "$(cdir B)/slurmdbd.conf"; }
 
 T_START=$(date +%s%N)
 say() { printf 'testbed: [%5.1fs] %s\n' "$((($(date +%s%N) - T_START) / 1000000))e-3" "$*"; }
@@ -332,7 +357,7 @@ put() {
 no_symlinks() {
     local links
     links=$(find "$TB" -maxdepth 1 -type l
-        find "$RUN" "$LOG" "$SSHD_DIR" "$TB/rest" "$(cdir A)" "$(cdir B)" -type l 2>/dev/null)
+        find "$RUN" "$LOG" "$SSHD_DIR" "$TB/rest" "$(cdir A)" "$(cdir B)" "$ACCT" -type l 2>/dev/null)
     [ -z "$links" ] || die "refusing the testbed folder $TB: symbolic links where only its own" \
         "files belong: $(tr '\n' ' ' <<<"$links")"
 }
@@ -388,6 +413,17 @@ ensure_dirs() {
         chmod 755 "$(cdir $x)" "$(cdir $x)/spool"
         chmod 700 "$(cdir $x)/state"
     done
+    # Accounting: the daemons' own folders belong to the users they run as (mariadbd as mysql,
+    # slurmdbd as slurm), private where they hold data or the database password.
+    [ -L "$ACCT" ] && die "refusing the testbed folder $TB: $ACCT is a symbolic link"
+    mkdir -p "$ACCT"
+    chmod 755 "$ACCT"
+    for d in "$DB_DATA" "$DB_RUN" "$DBD_DIR"; do
+        [ -L "$d" ] && die "refusing the testbed folder $TB: $d is a symbolic link"
+    done
+    install -d -o mysql -g mysql -m 700 "$DB_DATA"
+    install -d -o mysql -g mysql -m 755 "$DB_RUN"
+    install -d -o slurm -g slurm -m 700 "$DBD_DIR"
     no_symlinks
     as_tb_user mkdir -p "$WORK_B"
     as_tb_user chmod 755 "$WORK_B"
@@ -460,7 +496,20 @@ SelectTypeParameters=CR_Core
 # backfill every second with 5 s resolution (for squeue --start / sbatch --test-only).
 SchedulerType=sched/backfill
 SchedulerParameters=bf_interval=1,bf_resolution=5,sched_interval=2,sched_min_interval=100000
-AccountingStorageType=accounting_storage/none
+EOF
+        if [ "$x" = B ]; then
+            cat <<EOF
+# Accounting through slurmdbd on 127.0.0.1:$DBD_PORT (sacct, sacctmgr); jobs need an association,
+# and association and QOS limits are enforced (QOS $LIMIT_QOS for the limits tests).
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=127.0.0.1
+AccountingStoragePort=$DBD_PORT
+AccountingStorageEnforce=associations,limits,qos
+EOF
+        else
+            echo "AccountingStorageType=accounting_storage/none"
+        fi
+        cat <<EOF
 JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
 FirstJobId=${FIRST_JOB[$x]}
@@ -651,6 +700,151 @@ cancel_all_jobs() {
     done
 }
 
+# ---------------------------------------------------------------- accounting (tbb)
+
+# mariadb as the database's root, over our own socket (unix_socket authentication: OS root).
+db_sql() { timeout 30 mariadb --no-defaults --protocol=socket --socket="$DB_SOCK" -u root "$@"; }
+db_works() { [ -S "$DB_SOCK" ] && db_sql -e 'SELECT 1' </dev/null; }
+
+# MariaDB of our own: its data in $DB_DATA, its socket in $DB_RUN, TCP on 127.0.0.1:$DB_PORT only
+# (slurmdbd connects by host and port). --no-defaults: no /etc/mysql setting applies, and the
+# system's server (if any) on its default socket and port 3306 is never touched.
+ensure_mariadb() {
+    local pid
+    pid=$(running_pid "$DB_RUN/mariadb.pid")
+    if [ -n "$pid" ] && db_works; then
+        return 0
+    fi
+    [ -n "$pid" ] && kill_pid "$pid"
+    free_port "$DB_PORT"
+    if [ ! -d "$DB_DATA/mysql" ]; then
+        say "creating the accounting database files in $DB_DATA"
+        # --no-defaults must come first; root may log in only as OS root over the socket
+        mariadb-install-db --no-defaults --user=mysql --datadir="$DB_DATA" \
+            --auth-root-authentication-method=socket --skip-test-db >"$LOG/mariadb-install.log" 2>&1 9>&- || {
+            log_tail "$LOG/mariadb-install.log"
+            die "mariadb-install-db failed"
+        }
+    fi
+    rm -f "$DB_SOCK"
+    say "starting mariadbd on 127.0.0.1:$DB_PORT"
+    # Slurm's advice for slurmdbd (innodb_lock_wait_timeout=900); a small buffer pool, no DNS.
+    spawn_bg "$LOG/mariadb.log" /usr/sbin/mariadbd --no-defaults --user=mysql --datadir="$DB_DATA" \
+        --socket="$DB_SOCK" --pid-file="$DB_RUN/mariadb.pid" --port="$DB_PORT" --bind-address=127.0.0.1 \
+        --skip-name-resolve --innodb-buffer-pool-size=64M --innodb-lock-wait-timeout=900
+    wait_until 30 "mariadbd to answer" db_works || {
+        log_tail "$LOG/mariadb.log"
+        die "mariadbd did not come up"
+    }
+}
+
+# The database password, random per testbed: kept only in slurmdbd.conf (0600, slurm's), made
+# when there is none. It is a secret (docs/security.md): never on a command line.
+db_password() {
+    local f pw=
+    f=$(dbd_conf)
+    [ -f "$f" ] && [ ! -L "$f" ] && pw=$(sed -n 's/^StoragePass=\([A-Za-z0-9]*\)$/\1/p' "$f")
+    [ -n "$pw" ] || pw=$(head -c 32 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 32)
+    echo "$pw"
+}
+
+# The database and slurmdbd's user (SQL on stdin, so the password never shows in ps).
+ensure_db_user() {
+    db_sql <<EOF || die "cannot create the database $DB_NAME and its user"
+CREATE DATABASE IF NOT EXISTS $DB_NAME;
+CREATE USER IF NOT EXISTS '$DB_USER'@'127.0.0.1' IDENTIFIED BY '$1';
+ALTER USER '$DB_USER'@'127.0.0.1' IDENTIFIED BY '$1';
+GRANT ALL ON $DB_NAME.* TO '$DB_USER'@'127.0.0.1';
+EOF
+}
+
+write_dbd_conf() {  # write_dbd_conf PASSWORD; prints "changed" when the file changed
+    local f tmp
+    f=$(dbd_conf)
+    tmp=$(mktemp "$(cdir B)/.slurmdbd.conf.XXXXXX")   # 0600 from mktemp, before anything is written
+    cat >"$tmp" <<EOF
+# Generated by scripts/testbed.sh: slurmdbd of resel's test bed (accounting for tbb). Do not edit.
+# It holds the database password: 0600, owned by SlurmUser, as slurmdbd demands.
+AuthType=auth/munge
+DbdHost=localhost
+DbdAddr=127.0.0.1
+DbdPort=$DBD_PORT
+SlurmUser=slurm
+PidFile=$DBD_DIR/slurmdbd.pid
+LogFile=$DBD_DIR/slurmdbd.log
+DebugLevel=info
+StorageType=accounting_storage/mysql
+StorageHost=127.0.0.1
+StoragePort=$DB_PORT
+StorageUser=$DB_USER
+StoragePass=$1
+StorageLoc=$DB_NAME
+EOF
+    chown slurm:slurm "$tmp"
+    chmod 600 "$tmp"
+    if [ -f "$f" ] && [ ! -L "$f" ] && cmp -s "$tmp" "$f"; then
+        rm -f "$tmp"
+    else
+        mv -fT "$tmp" "$f"
+        echo changed
+    fi
+}
+
+dbd_works() { listening "$DBD_PORT" && sl B sacctmgr -n -P show cluster format=cluster </dev/null; }
+
+ensure_slurmdbd() {
+    local pw changed pid
+    ensure_mariadb
+    pw=$(db_password)
+    ensure_db_user "$pw"
+    changed=$(write_dbd_conf "$pw")
+    pid=$(running_pid "$DBD_DIR/slurmdbd.pid")
+    if [ -n "$pid" ] && [ -z "$changed" ] && dbd_works; then
+        return 0
+    fi
+    [ -n "$pid" ] && kill_pid "$pid"
+    free_port "$DBD_PORT"
+    say "starting slurmdbd on port $DBD_PORT"
+    SLURM_CONF=$(conf B) spawn "$LOG/slurmdbd.out" /usr/sbin/slurmdbd
+    wait_until 30 "slurmdbd to answer" dbd_works || {
+        log_tail "$DBD_DIR/slurmdbd.log" "$LOG/slurmdbd.out"
+        die "slurmdbd did not come up"
+    }
+}
+
+# The associations tbb's jobs need (AccountingStorageEnforce=associations): cluster tbb, account
+# resel with QOS normal (unlimited, the default) and $LIMIT_QOS, users root and reseltb in it.
+# Only what is missing is added; the QOS's limits are set again each time (a test may not change
+# them for good).
+ensure_associations() {
+    local have want
+    sa() { sl B sacctmgr -i "$@" </dev/null >/dev/null; }
+    # Fast path (one query): everything already as wanted, as on every `up` after the first.
+    want=$(printf '%s\n' "$TB_ACCOUNT||normal,$LIMIT_QOS|normal" "$TB_ACCOUNT|root|normal,$LIMIT_QOS|normal" \
+        "$TB_ACCOUNT|$TB_USER|normal,$LIMIT_QOS|normal" "$LIMIT_QOS|$LIMIT_MAX_SUBMIT|$LIMIT_MAX_JOBS")
+    have=$({ sl B sacctmgr -n -P show assoc where cluster="${CLUSTER[B]}" account="$TB_ACCOUNT" format=account,user,qos,defaultqos
+        sl B sacctmgr -n -P show qos where name="$LIMIT_QOS" format=name,maxsubmitjobsperuser,maxjobsperuser; } </dev/null 2>/dev/null | sort)
+    [ "$have" = "$(sort <<<"$want")" ] && return 0
+    have=$(sl B sacctmgr -n -P show cluster format=cluster </dev/null)
+    grep -qxF "${CLUSTER[B]}" <<<"$have" || { say "sacctmgr: adding cluster ${CLUSTER[B]}"; sa add cluster "${CLUSTER[B]}"; }
+    have=$(sl B sacctmgr -n -P show qos format=name </dev/null)
+    grep -qxF "$LIMIT_QOS" <<<"$have" || sa add qos "$LIMIT_QOS"
+    sa modify qos where name="$LIMIT_QOS" set MaxSubmitJobsPerUser="$LIMIT_MAX_SUBMIT" MaxJobsPerUser="$LIMIT_MAX_JOBS" || true   # "nothing modified" exits 1
+    have=$(sl B sacctmgr -n -P show account where name="$TB_ACCOUNT" format=account </dev/null)
+    [ -n "$have" ] || sa add account "$TB_ACCOUNT" cluster="${CLUSTER[B]}" Description=resel-testbed Organization=resel
+    have=$(sl B sacctmgr -n -P show assoc where cluster="${CLUSTER[B]}" account="$TB_ACCOUNT" format=user </dev/null)
+    for u in root "$TB_USER"; do
+        grep -qxF "$u" <<<"$have" || sa add user "$u" account="$TB_ACCOUNT" cluster="${CLUSTER[B]}"
+    done
+    sa modify account where name="$TB_ACCOUNT" cluster="${CLUSTER[B]}" set qos=normal,"$LIMIT_QOS" defaultqos=normal || true
+    sa modify user where name="$TB_USER" cluster="${CLUSTER[B]}" set defaultaccount="$TB_ACCOUNT" || true
+}
+
+stop_accounting() {
+    stop_pidfile slurmdbd "$DBD_DIR/slurmdbd.pid"
+    stop_pidfile mariadbd "$DB_RUN/mariadb.pid"
+}
+
 # ---------------------------------------------------------------- slurmrestd
 
 rest_works() {  # GET /slurm/v0.0.38/ping with the token; 200 and JSON expected
@@ -835,6 +1029,12 @@ TB_REST_USER=$TB_USER
 TB_REST_TOKEN_FILE=$TOKEN_FILE
 TB_WORK_A=$WORK_A
 TB_WORK_B=$WORK_B
+TB_ACCOUNTING_B=1
+TB_ACCOUNTING_DB_PORT=$DB_PORT
+TB_ACCOUNT_B=$TB_ACCOUNT
+TB_LIMIT_QOS=$LIMIT_QOS
+TB_LIMIT_QOS_MAX_SUBMIT=$LIMIT_MAX_SUBMIT
+TB_LIMIT_QOS_MAX_JOBS=$LIMIT_MAX_JOBS
 EOF
         # the Debian 13 part's keys (scripts/testbed-trixie.sh), when it is up
         if [ "${RESEL_TB_TRIXIE:-1}" != 0 ]; then cat "$TB/trixie/testbed.env"; fi
@@ -861,6 +1061,8 @@ cmd_up() {
     ensure_jwt_key
     chg_a=$(write_slurm_conf A)
     chg_b=$(write_slurm_conf B)
+    ensure_slurmdbd
+    ensure_associations
     ensure_cluster A "$chg_a"
     ensure_cluster B "$chg_b"
     wait_cluster A
@@ -911,6 +1113,7 @@ cmd_down() {
     rm -f "$RUN/sshd.pid"
     stop_pidfile slurmrestd "$RUN/slurmrestd.pid"
     for x in A B; do stop_cluster "$x"; done
+    stop_accounting
     # Anything else still carrying our mark (job steps, a daemon whose pid file was lost).
     # munged carries it too when we started it, so it is left for the step below.
     local munged_pid
@@ -962,6 +1165,8 @@ cmd_status() {
         show "slurmd ${CLUSTER[$x]}" "$(slurmd_pid "$x")"
     done
     show slurmrestd "$RUN/slurmrestd.pid"
+    show slurmdbd "$DBD_DIR/slurmdbd.pid"
+    show mariadbd "$DB_RUN/mariadb.pid"
     show sshd "$RUN/sshd.pid"
     if [ -n "$(pid_from "$RUN/munged.pid")" ] && is_ours "$(pid_from "$RUN/munged.pid")"; then
         show munged "$RUN/munged.pid"

@@ -431,3 +431,31 @@ def test_cpuinfo():
     info = f.parse_cpuinfo(text)
     assert (info["cpus"], info["sockets"], info["cores_per_socket"], info["base_mhz"]) == (4, 2, 2, 2500.0)
     assert info["threads_per_core"] == 1
+
+
+# ---------------------------------------------------------------- sacct --json of 22.05, recorded on tbb
+
+SACCT_22 = Path(__file__).parent / "data" / "sacct"
+
+
+def test_sacct_json_nothing_found_is_empty_only_where_allowed():
+    """Real 22.05 reply for an id accounting never saw: "Nothing found" (9003) with no jobs."""
+    text = (SACCT_22 / "nothing_found_22.05.json").read_text()
+    assert f.parse_sacct_json(f.load_json(text, "sacct --json", empty_ok=True)) == {}
+    with pytest.raises(SchedulerError, match=r"Nothing found with query \(error 9003\)"):
+        f.load_json(text, "sacct --json")                    # elsewhere it stays an error
+
+
+def test_sacct_json_other_errors_stay_errors_with_empty_ok():
+    """Real 22.05 reply under SLURM_TIME_FORMAT=%s: error 9000 is never taken for "no jobs"."""
+    text = (SACCT_22 / "time_format_epoch_22.05.json").read_text()
+    with pytest.raises(SchedulerError, match=r"Unable to parse time format.*\(error 9000\)"):
+        f.load_json(text, "sacct --json", empty_ok=True)
+
+
+def test_sacct_json_of_a_failed_job_recorded():
+    doc = f.load_json((SACCT_22 / "failed_exit3_22.05.json").read_text(), "sacct --json", empty_ok=True)
+    [job] = f.parse_sacct_json(doc).values()
+    text = (SACCT_22 / "failed_exit3_22.05.txt").read_text().strip().split("|")
+    assert (job.job_id, job.name, job.native) == (text[0], text[1], text[2]) == ("500311", "sacct-probe", "FAILED")
+    assert job.state.final and job.partition == "debug" and job.user == "reseltb"

@@ -155,8 +155,9 @@ def test_unknown_partition_and_refused_jobs(testbed):
 
 
 def test_out_of_quota_reply_through_submit(testbed):
-    """The testbed has no QOS limits (no slurmdbd), so the real recorded refusal is played back
-    by the transport; everything else — argv, parsing, the message — is the real path."""
+    """tba has no QOS limits (no slurmdbd), so the real recorded refusal is played back by the
+    transport; everything else — argv, parsing, the message — is the real path. (tbb refuses for
+    real: tests/test_limits_live.py.)"""
     said = ("sbatch: error: QOSMaxSubmitJobPerUserLimit\nsbatch: error: Batch job submission failed: "
             "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)\n")
     rec = Recording(LocalTransport(), answer={"sbatch": lambda argv: Completed(tuple(argv), 1, "", said)})

@@ -70,6 +70,35 @@ def test_restart_ctld_returns_with_the_cluster_answering(testbed):
     assert info["nodes"][0]["cpus"] == 8
 
 
+def test_accounting_on_tbb_only_with_a_private_database(testbed):
+    """tbb's sacctmgr knows the cluster, the account and both users; tba keeps no accounting.
+    slurmdbd.conf (the database password) is 0600 and slurm's; the password is long and random,
+    in no other testbed file; MariaDB listens on 127.0.0.1 only, on the testbed's own port."""
+    if not testbed.accounting_b:
+        pytest.skip("a testbed.sh older than slurmdbd")
+    env_b = testbed.slurm_env("B")
+    assocs = subprocess.run(["sacctmgr", "-n", "-P", "show", "assoc", "where", f"cluster={testbed.cluster_b}",
+                             f"account={testbed.account_b}", "format=user,qos"], env=env_b, check=True,
+                            capture_output=True, text=True, timeout=30).stdout.split()
+    assert {f"root|normal,{testbed.limit_qos}", f"{testbed.user}|normal,{testbed.limit_qos}"} <= set(assocs)
+    a = subprocess.run(["sacctmgr", "-n", "-P", "show", "assoc"], env=testbed.slurm_env("A"),
+                       capture_output=True, text=True, timeout=30)
+    assert "accounting_storage/slurmdbd" in a.stdout + a.stderr          # tba: "not ... slurmdbd"
+    conf = Path(testbed.slurm_conf_b).parent / "slurmdbd.conf"
+    st = conf.lstat()
+    assert stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o600
+    assert pwd.getpwuid(st.st_uid).pw_name == "slurm"
+    [password] = [ln.split("=", 1)[1] for ln in conf.read_text().splitlines() if ln.startswith("StoragePass=")]
+    assert len(password) >= 24 and password.isalnum()
+    for f in Path(testbed.root).rglob("*"):
+        if f.is_file() and not f.is_symlink() and f != conf and "mariadb" not in f.parts[-2] \
+                and f.stat().st_size < 1_000_000:
+            assert password not in f.read_text(errors="replace"), f
+    listen = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True).stdout
+    db = [ln.split()[3] for ln in listen.splitlines() if f":{testbed.accounting_db_port} " in ln]
+    assert db == [f"127.0.0.1:{testbed.accounting_db_port}"] and "mariadbd" in listen, db
+
+
 # ---------------------------------------------------------------- the testbed's own folder
 #
 # $RESEL_TB is a fixed, predictable path (by default /tmp/resel-testbed) where root writes the

@@ -50,7 +50,7 @@ def test_env_files_with_and_without_the_trixie_keys_load(tmp_path):
     try:
         load(bad)
     except ValueError as e:
-        assert "TB_TRIXIE_SSH_PORT='twenty' is not a port number" in str(e)
+        assert "TB_TRIXIE_SSH_PORT='twenty' is not a number" in str(e)
     else:
         raise AssertionError("a bad port loaded")
 

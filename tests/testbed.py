@@ -70,6 +70,14 @@ class Testbed:
     condor_version: str | None = None
     condor_token_dir: str | None = None    # trixie_user's IDTOKEN, for htcondor2 clients on this machine
 
+    # Accounting on cluster B (slurmdbd + MariaDB; None from a testbed.sh older than it).
+    accounting_b: str | None = None        # "1": tbb's sacct and sacctmgr answer
+    accounting_db_port: int | None = None  # MariaDB of tbb's slurmdbd, on 127.0.0.1 only
+    account_b: str | None = None           # the account root and `user` submit under on tbb
+    limit_qos: str | None = None           # a QOS on tbb only the limits tests use (the default QOS is unlimited)
+    limit_qos_max_submit: int | None = None   # its MaxSubmitJobsPerUser
+    limit_qos_max_jobs: int | None = None     # its MaxJobsPerUser
+
     @property
     def has_trixie(self) -> bool:
         """Whether the Debian 13 part (Slurm 24.11, HTCondor) is up."""
@@ -116,11 +124,11 @@ def load(path: str | os.PathLike | None = None) -> Testbed | None:
         if _key(f.name) not in values:
             continue                     # an optional key: its default (None)
         raw = values[_key(f.name)]
-        if f.name.endswith("_port"):
+        if f.name.endswith(("_port", "_max_submit", "_max_jobs")):
             try:
                 kwargs[f.name] = int(raw)
             except ValueError:
-                raise ValueError(f"{path}: {_key(f.name)}={raw!r} is not a port number") from None
+                raise ValueError(f"{path}: {_key(f.name)}={raw!r} is not a number") from None
         else:
             kwargs[f.name] = raw
     return Testbed(**kwargs)
