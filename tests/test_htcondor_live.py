@@ -63,7 +63,9 @@ def test_cli_over_ssh_reads_the_pool(trixie, ssh):
     slots = cli.slots()
     part = [s for s in slots if s.slot_type == "Partitionable"]
     assert len(part) == 1 and (part[0].total_cpus, part[0].machine) == (4, trixie.host)
-    av = wait_for(lambda: (a := cli.availability()).free_cores == 4 and a, timeout=30)
+    # an earlier test's removed pilot stays in condor_q (JobStatus 3, completing) until its shadow
+    # exits, after its slot is free: wait until the pool is idle on both counts
+    av = wait_for(lambda: (a := cli.availability()).free_cores == 4 and a.running_jobs == 0 and a, timeout=90)
     assert av and (av.scheduler, av.total_cores, av.running_jobs) == ("htcondor", 4, 0)
     assert [(p.name, p.total_cpus, p.max_time) for p in av.partitions] == [("pool", 4, None)]
     assert cli.jobs() == {}                                       # an empty queue: condor_q prints nothing
