@@ -220,7 +220,7 @@ def test_a_pilot_relaunched_unseen_is_told_by_its_new_agent(tmp_path, testbed):
     _release(testbed, job)
     assert wait_for(lambda: (pdir / "heartbeat.json").exists() and
                     json.loads((pdir / "heartbeat.json").read_text()).get("incarnation") not in (None, first),
-                    timeout=60)
+                    timeout=180)   # a requeued job waits for its begin time and a scheduling pass
     coord.run(max_time=300)
     coord.close()
     events = kinds(coord.db, coord.run_id)
