@@ -96,13 +96,7 @@ def one_run(tb, tasks: int, seconds: float, poll: float, prefetch: int | None, w
     coord = start(workdir, sites_toml(tb, clock_b=2.0), bag_toml(tasks, f"sleep {seconds:g}"), **options)
     polls: dict[str, list[float]] = {"tba": [], "tbb": []}
     if hasattr(coord, "_on_report"):                 # the per-site workers: time each poll
-        original = coord._on_report
-
-        def timed(report, t):
-            if report.kind == "poll" and report.error is None:
-                polls[report.site].append(report.seconds)
-            return original(report, t)
-        coord._on_report = timed
+        time_polls(coord, polls)
     else:                                            # one poll of every site per step
         original_step = coord.step
 
@@ -153,6 +147,17 @@ def one_run(tb, tasks: int, seconds: float, poll: float, prefetch: int | None, w
 FOUR = ("tbb", "tbc", "torque", "pool")
 
 
+def time_polls(coord, polls: dict[str, list[float]]) -> None:
+    """Record the seconds of every successful poll each site's worker reports, per site."""
+    original = coord._on_report
+
+    def timed(report, t):
+        if report.kind == "poll" and report.error is None:
+            polls[report.site].append(report.seconds)
+        return original(report, t)
+    coord._on_report = timed
+
+
 def four_sites_run(tb, tasks: int, seconds: float, poll: float, workdir: Path, tag: str) -> dict:
     """One bag over the four backend families (module docstring, ``--four-sites``)."""
     from test_mixed_live import mixed_sites
@@ -162,13 +167,7 @@ def four_sites_run(tb, tasks: int, seconds: float, poll: float, workdir: Path, t
         options["prefetch"] = 0
     coord = start(workdir, sites, bag_toml(tasks, f"sleep {seconds:g}"), **options)
     polls: dict[str, list[float]] = {s: [] for s in FOUR}
-    original = coord._on_report
-
-    def timed(report, t):
-        if report.kind == "poll" and report.error is None:
-            polls[report.site].append(report.seconds)
-        return original(report, t)
-    coord._on_report = timed
+    time_polls(coord, polls)
     try:
         coord.run(max_time=900)
     finally:
