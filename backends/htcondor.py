@@ -269,7 +269,8 @@ def pool_snapshot(slots: Sequence[fmt.Slot], jobs: Iterable[JobInfo], negotiator
         if isinstance(end, (int, float)) and isinstance(period, (int, float)) and end > 0 and period > 0:
             cycle_end, cycle_period = float(end), float(period)
     if cycle_end is None:
-        notes.append("the negotiator's cycle is unknown (no negotiator ad): jobs taken to start at once")
+        notes.append("the negotiator's cycle is unknown (no negotiator ad, or none with a last cycle's end and "
+                     "period yet): jobs taken to start at once")
     return QueueSnapshot(site="pool", taken_at=taken, total_cores=summary.total_cores, running=tuple(running),
                          pending=tuple(pending), policy="easy", default_limit=default_limit, notes=tuple(notes),
                          cycle_end=cycle_end, cycle_period=cycle_period)

@@ -55,7 +55,11 @@ def test_the_pools_twin_against_a_real_start_and_resel_plan(tmp_path, trixie, ss
     assert wait_for(lambda: all(j.state == "running" for j in cli.jobs(fillers).values())
                     and len(cli.jobs(fillers)) == 4, timeout=60)
     ahead = sleeper(trixie, f"{TAG}-ahead", 20)
-    snap = cli.queue_snapshot()
+    # the negotiator's ad names its last cycle's end and period once it has run two cycles since
+    # it (re)started; until then the twin says the cycle is unknown (a note), which is not what
+    # this test measures
+    snap = wait_for(lambda: (s := cli.queue_snapshot()).cycle_period is not None and s, timeout=60, every=1.0)
+    assert snap, cli.queue_snapshot().notes
     est = twin_start(snap, 1, 30)
     mine = [j for j in snap.running if j.job_id in fillers]
     assert len(mine) == 4 and all(j.time_limit == 40 and 0 < j.elapsed < 40 for j in mine), snap.running
