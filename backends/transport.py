@@ -907,7 +907,12 @@ class SSHTransport:
                     if conn.sftp is None:
                         # Failing here is a dead link or a server without SFTP; the retries
                         # tell them apart, and the final message names both.
-                        conn.sftp = conn.clients[-1].open_sftp()
+                        try:
+                            conn.sftp = conn.clients[-1].open_sftp()
+                        except AttributeError as e:
+                            # another thread closed this connection after we took it (a drop):
+                            # paramiko's client has no transport any more — a dead link
+                            raise EOFError("the connection was closed while opening SFTP") from e
                     return op(conn.sftp)
             except OSError as e:
                 if e.errno is not None:  # the server answered: a genuine file error
