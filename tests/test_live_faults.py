@@ -168,9 +168,17 @@ def _started(co) -> int:
     return sum(t.state.value == "running" and ("TaskStarted", t.id, t.attempt) in co.consumed for t in co.engine.tasks)
 
 
-def _release(tb, job: str) -> None:
-    """A requeued job waits ~2 minutes (BeginTime): let it start now."""
-    slurm(tb, "a", "scontrol", "update", f"JobId={job}", "StartTime=now", check=False)
+def _release(tb, job: str, timeout: float = 60.0) -> None:
+    """A requeued job waits ~2 minutes (BeginTime): let it start now. The update is refused while
+    the requeue is still completing, so it is sent again until the job no longer waits for its
+    begin time (seen on a loaded machine: one early update, then the full two minutes)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        slurm(tb, "a", "scontrol", "update", f"JobId={job}", "StartTime=now", check=False)
+        time.sleep(1.0)
+        state = slurm(tb, "a", "squeue", "-h", "-j", job, "-o", "%T %r", check=False).stdout.split()
+        if not state or state[0] != "PENDING" or "BeginTime" not in state[1:] or time.monotonic() > deadline:
+            return
 
 
 def test_scontrol_requeue_of_a_running_pilot_is_seen_and_its_tasks_rerun(tmp_path, testbed):
