@@ -109,7 +109,8 @@ def test_run_sizes_a_pool_within_its_schedd_limits(tmp_path, trixie, capsys):  #
 def _limited_tbb(tb, *, mode: str = "per-task", max_pilots: int = 8) -> str:
     """tbb alone, submitting with the limits QOS (access.qos), in a sites file."""
     if not tb.limit_qos:
-        pytest.skip("this testbed has no accounting on tbb (a testbed.sh older than slurmdbd)")
+        pytest.fail("the testbed's env file names no limits QOS on tbb: scripts/testbed.sh up sets up "
+                    "accounting and QOS resel-limit; see its output", pytrace=False)
     text = "[[site]]" + sites_toml(tb, b={"qos": tb.limit_qos}).split("[[site]]")[2]
     policy = f'mode = "{mode}", max_pilots = {max_pilots}' if mode == "per-task" else 'mode = "single", max_cores = 4'
     return text.replace('mode = "single", max_cores = 4', policy)

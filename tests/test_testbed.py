@@ -74,8 +74,8 @@ def test_accounting_on_tbb_only_with_a_private_database(testbed):
     """tbb's sacctmgr knows the cluster, the account and both users; tba keeps no accounting.
     slurmdbd.conf (the database password) is 0600 and slurm's; the password is long and random,
     in no other testbed file; MariaDB listens on 127.0.0.1 only, on the testbed's own port."""
-    if not testbed.accounting_b:
-        pytest.skip("a testbed.sh older than slurmdbd")
+    assert testbed.accounting_b, ("the testbed's env file says tbb has no accounting: scripts/testbed.sh up "
+                                  "starts MariaDB and slurmdbd; see its output")
     env_b = testbed.slurm_env("B")
     assocs = subprocess.run(["sacctmgr", "-n", "-P", "show", "assoc", "where", f"cluster={testbed.cluster_b}",
                              f"account={testbed.account_b}", "format=user,qos"], env=env_b, check=True,
