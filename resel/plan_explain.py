@@ -33,14 +33,8 @@ from typing import Any, Mapping
 def quarantined(engine: Any) -> dict[str, str]:
     """Sites the engine holds in quarantine as black holes (:attr:`Engine.quarantined`, the
     rule in docs/engine.md), each with the counts that decided it and when it is retried."""
-    state = getattr(engine, "quarantined", None)
-    if callable(state):
-        state = state()
-    if isinstance(state, Mapping):
-        return {str(k): _health_text(v) for k, v in state.items()}
-    if isinstance(state, (set, frozenset, list, tuple)):
-        return {str(k): "quarantined" for k in state}
-    return {}
+    state = getattr(engine, "quarantined", None) or {}      # a plan without an engine has none
+    return {str(k): _health_text(v) for k, v in state.items()}
 
 
 def _health_text(health: Any) -> str:
