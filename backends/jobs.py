@@ -331,6 +331,16 @@ class QueueReader(Protocol):
 
 
 @runtime_checkable
+class LimitReader(Protocol):
+    """A client that can read the user's limits where the site tells them (sacctmgr, PBS queue
+    limits, the schedd's MAX_JOBS_* knobs: :mod:`.limit_formats`) and who that user is."""
+
+    def limits(self) -> tuple[Any, list[str]]: ...
+
+    def user_name(self) -> str: ...
+
+
+@runtime_checkable
 class SlotReader(Protocol):
     """A pool that lists its execute slots (HTCondor's collector): their clocks give ``resel
     plan`` the spread of a task's runtime across the pool."""

@@ -99,19 +99,18 @@ def read_site(site: Site, opener: Callable[[Site], Any]) -> SiteLimits:
     """Ask one live site for the user's limits, jobs and pending reasons; a site or a
     scheduler that cannot tell gives notes, never an error (its limits are then unknown)."""
     from resel.backends.connect import close_quietly
+    from resel.backends.jobs import LimitReader
     found = SiteLimits(site.name)
     ps = None
     try:
         ps = opener(site)
         sched = ps.scheduler
-        reader = getattr(sched, "limits", None)
-        if reader is None:
+        if not isinstance(sched, LimitReader):
             found.notes.append(f"limits are not read through {type(sched).__name__}")
         else:
-            found.limits, notes = reader()
+            found.limits, notes = sched.limits()
             found.notes += notes
-        user_fn = getattr(sched, "user_name", None)
-        user = user_fn() if user_fn else None
+        user = sched.user_name() if isinstance(sched, LimitReader) else None
         if user:
             mine = sched.jobs(user=user)
             # held jobs count against MaxSubmit-style limits too; an unknown state is counted as
