@@ -71,6 +71,10 @@ seconds (floats).
   the agent stops claiming (state "draining"). Below 5 s, or on SIGTERM / SIGINT (what scancel
   and the walltime kill send), it kills the running attempts (results "lost", reason
   "walltime" or "terminated"), writes ``exit.json`` = {"time", "reason"} and exits 0.
+  scancel signals every process of the job in no set order: an attempt that dies of SIGTERM or
+  SIGINT (or exits 128+N for them) that the agent did not send is held up to 1 s before its
+  result is written; if the agent's own signal arrives meanwhile the attempt is "lost"
+  ("terminated"), not "failed".
 * Stop: when ``stop`` exists the agent stops claiming. If its content is ``drain`` it lets the
   running attempts finish, then exits (reason "drained"); otherwise it kills them (results
   "cancelled", reason "stopped") and exits (reason "stopped"). A ``drain`` stop rewritten to
@@ -123,6 +127,8 @@ TAIL_BYTES = 2000
 KILL_GRACE = 5.0       # SIGTERM -> SIGKILL for cancel and timeout
 FINAL_MARGIN = 5.0     # exit when less walltime than this remains
 SHUTDOWN_GRACE = 2.0   # SIGTERM -> SIGKILL when the agent itself exits
+TERM_HOLD = 1.0        # how long a task killed by an outside SIGTERM waits for the agent's own
+OUTSIDE_KILLS = (signal.SIGTERM, signal.SIGINT)
 JOB_ID_VARS = ("SLURM_JOB_ID", "SLURM_JOBID", "PBS_JOBID", "CONDOR_JOBID", "CONDOR_JOB_ID",
                "LSB_JOBID", "JOB_ID")
 RESTART_VARS = ("SLURM_RESTART_COUNT", "PBS_RUN_COUNT")
@@ -517,6 +523,7 @@ class Attempt(object):
         self.kill_reason = None
         self.kill_deadline = None         # monotonic SIGKILL time once terminated
         self.hard_killed = False
+        self.hold_until = None            # monotonic: an outside kill waits for the agent's signal
 
 
 class Agent(object):
@@ -788,13 +795,31 @@ class Agent(object):
 
     # -- loop phases
 
-    def reap(self):
+    def killed_from_outside(self, a, rc):
+        """Did the attempt die of a SIGTERM/SIGINT the agent did not send (its shell's 128+N
+        included)? scancel and the walltime kill signal the whole job in no set order, so the
+        task can be reaped before the agent's own signal handler runs."""
+        if a.kill_reason is not None or self.signalled is not None:
+            return False
+        return -rc in OUTSIDE_KILLS or rc - 128 in OUTSIDE_KILLS
+
+    def reap(self, final=False):
+        """Finish every attempt whose process has exited. Not ``final``, one killed from outside
+        is held TERM_HOLD s first: if the agent's own signal follows, it was lost with the pilot."""
         for key, a in list(self.running.items()):
             try:
                 rc = a.proc.poll()
             except Exception:
                 self.log("poll %s: %s" % (key, traceback.format_exc()))
                 continue
+            if rc is not None and not final and self.killed_from_outside(a, rc):
+                now = time.monotonic()
+                if a.hold_until is None:
+                    a.hold_until = now + TERM_HOLD
+                    self.log("%s ended by signal %d from outside: waiting %.0f s for ours" % (
+                        key, -rc if rc < 0 else rc - 128, TERM_HOLD))
+                if now < a.hold_until:
+                    continue
             if rc is not None:
                 self.safely("finishing " + key, self.finish, a, rc)
                 self.running.pop(key, None)
@@ -1047,15 +1072,22 @@ class Agent(object):
                 self.log("error in loop: %s" % traceback.format_exc())
                 reason = None
             if reason is None:
-                self.sleep(self.poll)
+                self.sleep(self.next_wake())
         self.shutdown(reason)
         return 0
+
+    def next_wake(self):
+        """Sleep --poll, or less when a held attempt's hold ends sooner."""
+        holds = [a.hold_until for a in self.running.values() if a.hold_until is not None]
+        if not holds:
+            return self.poll
+        return max(0.01, min(self.poll, min(holds) - time.monotonic()))
 
     def shutdown(self, reason):
         self.log("exiting: %s" % reason)
         self.state = "stopping"
         owner = reason != "superseded"   # a superseded agent leaves the newer one's files alone
-        self.safely("reaping", self.reap)
+        self.safely("reaping", self.reap, True)
         if owner:
             self.safely("heartbeat", self.heartbeat)
         outcome = {"walltime": "lost", "terminated": "lost", "stopped": "cancelled", "superseded": "lost"}.get(reason)

@@ -321,6 +321,48 @@ def test_job_wide_sigterm_reaching_the_task_first_is_still_lost(pilot):
     assert (r["outcome"], r["reason"]) == ("lost", "terminated"), r
 
 
+def test_a_task_reaped_before_the_agents_own_sigterm_arrives_is_still_lost(pilot):
+    """The other order, forced: the agent has already reaped the task killed by the job-wide
+    SIGTERM (its log says so) when its own SIGTERM arrives. Reported "failed" this way in CI once:
+    the agent holds such a result until its own signal has had time to arrive."""
+    p = pilot(slots=1)
+    key = p.submit(1, "sleep 30")
+    p.started(key)
+    task_pid = int(re.search(rf"started {key}: pid (\d+)", (p.dir / "agent.log").read_text()).group(1))
+    os.killpg(os.getpgid(task_pid), signal.SIGTERM)
+    wait_for(lambda: f"{key} ended by signal 15 from outside" in (p.dir / "agent.log").read_text(),
+             3, "the agent to reap the task")
+    p.proc.send_signal(signal.SIGTERM)
+    assert p.wait_exit(8) == 0
+    r = p.read("results", f"{key}.json")
+    assert (r["outcome"], r["reason"], r["signal"]) == ("lost", "terminated", 15), r
+
+
+@pytest.mark.parametrize("command, sig, exit_code", [
+    ("sleep 30", 15, None),                   # the task itself dies of the signal
+    ("sleep 30; exit $?", None, 143),         # its shell reports the child's death as 128+15
+])
+def test_a_task_killed_from_outside_with_no_signal_for_the_agent_fails_after_the_hold(pilot, command, sig, exit_code):
+    """Someone else's SIGTERM (an OOM helper, a user's kill) and the agent stays: after the hold
+    the attempt is failed with what it died of, and the pilot carries on with the next task."""
+    p = pilot(slots=1)
+    key = p.submit(1, command)
+    p.started(key)
+    shell = int(re.search(rf"started {key}: pid (\d+)", (p.dir / "agent.log").read_text()).group(1))
+    if exit_code is None:
+        os.killpg(os.getpgid(shell), signal.SIGTERM)
+    else:
+        wait_for(lambda: Path(f"/proc/{shell}/task/{shell}/children").read_text().split(), 3, "the sleep")
+        os.kill(int(Path(f"/proc/{shell}/task/{shell}/children").read_text().split()[0]), signal.SIGTERM)
+    t0 = time.monotonic()
+    r = p.result(key, timeout=5)
+    held = time.monotonic() - t0
+    assert (r["outcome"], r["signal"], r["exit_code"]) == ("failed", sig, exit_code), r
+    assert held >= 0.8, f"written {held:.2f} s after the kill: not held for the agent's signal"
+    nxt = p.submit(2, "true")
+    assert p.result(nxt, timeout=5)["outcome"] == "done"
+
+
 def test_a_task_whose_shell_survives_the_job_wide_sigterm_is_lost_not_done(pilot):
     """The job-wide SIGTERM kills the task's `sleep`, its shell goes on to `echo` and exits 0:
     reported done, another attempt of the task would complete it twice. Once the agent was
