@@ -614,6 +614,9 @@ NEGOTIATOR_MIN_INTERVAL = 1
 # (the cycles are at least NEGOTIATOR_CYCLE_DELAY apart: 20 s by default)
 NEGOTIATOR_CYCLE_DELAY = 1
 SCHEDD_INTERVAL = 5
+# The negotiator sends its ad (the last cycles' ends and periods the twin reads) to the collector
+# every 300 s by default: for five minutes after a start the ad names no cycle.
+NEGOTIATOR_UPDATE_INTERVAL = 5
 STARTER_UPDATE_INTERVAL = 5
 SHADOW_QUEUE_UPDATE_INTERVAL = 5
 # A chroot: the starter cannot unshare a mount or pid namespace (jobs would go on hold).

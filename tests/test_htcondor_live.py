@@ -27,7 +27,7 @@ from resel.backends.transport import SSHTransport
 from resel.config import load_sites
 
 from live_helpers import bag_toml, start
-from trixie_helpers import (ap, condor_client, done_once, host_path, pool_site, remove_leftovers, reselap_jobs, results,  # noqa: F401
+from trixie_helpers import (ap, condor_client, done_once, host_path, idle_pool, pool_site, remove_leftovers, reselap_jobs, results,  # noqa: F401
                             trixie, wait_for)
 
 RUN_KEY = "r7-c0ffee"
@@ -65,7 +65,7 @@ def test_cli_over_ssh_reads_the_pool(trixie, ssh):
     assert len(part) == 1 and (part[0].total_cpus, part[0].machine) == (4, trixie.host)
     # an earlier test's removed pilot stays in condor_q (JobStatus 3, completing) until its shadow
     # exits, after its slot is free: wait until the pool is idle on both counts
-    av = wait_for(lambda: (a := cli.availability()).free_cores == 4 and a.running_jobs == 0 and a, timeout=90)
+    av = idle_pool(trixie, cli)
     assert av and (av.scheduler, av.total_cores, av.running_jobs) == ("htcondor", 4, 0)
     assert [(p.name, p.total_cpus, p.max_time) for p in av.partitions] == [("pool", 4, None)]
     assert cli.jobs() == {}                                       # an empty queue: condor_q prints nothing

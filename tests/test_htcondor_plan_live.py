@@ -22,7 +22,7 @@ from resel.backends.transport import SSHTransport
 from resel.models.twin import twin_start
 
 from live_helpers import REPO, bag_toml, write_inputs
-from trixie_helpers import ap, condor_client, pool_site, trixie, wait_for  # noqa: F401
+from trixie_helpers import ap, condor_client, idle_pool, pool_site, trixie, wait_for  # noqa: F401
 
 TAG = f"resel-planlive-{uuid.uuid4().hex[:6]}"
 
@@ -49,8 +49,7 @@ def ssh(trixie):
 
 def test_the_pools_twin_against_a_real_start_and_resel_plan(tmp_path, trixie, ssh):
     cli = HTCondorCLI(ssh)
-    assert wait_for(lambda: cli.availability().free_cores == 4, timeout=90, every=1.0), \
-        f"the pool is busy with other jobs: {cli.availability()}"
+    assert idle_pool(trixie, cli).total_cores == 4
     fillers = sleeper(trixie, f"{TAG}-fill", 40, count=4)
     assert wait_for(lambda: all(j.state == "running" for j in cli.jobs(fillers).values())
                     and len(cli.jobs(fillers)) == 4, timeout=60)

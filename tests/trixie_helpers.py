@@ -142,3 +142,21 @@ def wait_for(check, timeout: float = 30.0, every: float = 0.5):
         if value or time.monotonic() > deadline:
             return value
         time.sleep(every)
+
+
+def idle_pool(tb, cli, timeout: float = 180.0):
+    """Wait until the pool has all its cores free and no job running; the availability then.
+    A failure names every slot's state and every job in the queue (removed ones included): a
+    core taken with no job in the queue (a claim held or a slot still vacating) shows there."""
+    av = wait_for(lambda: (a := cli.availability()).free_cores == a.total_cores and a.running_jobs == 0 and a,
+                  timeout=timeout, every=1.0)
+    if not av:
+        slots = ap(tb, "condor_status -af Name State Activity Cpus RemoteOwner JobId EnteredCurrentState",
+                   check=False).stdout
+        queue = ap(tb, "condor_q -allusers -af ClusterId ProcId JobStatus JobBatchName EnteredCurrentStatus",
+                   check=False).stdout
+        pytest.fail(f"the pool was not idle within {timeout:g} s: {cli.availability()}\n"
+                    f"slots (Name State Activity Cpus RemoteOwner JobId EnteredCurrentState):\n{slots}"
+                    f"queue (ClusterId ProcId JobStatus JobBatchName EnteredCurrentStatus):\n{queue}"
+                    f"at {time.time():.0f}")
+    return av
