@@ -357,8 +357,8 @@ def audit_reselection(decisions: list[Decision], pilots: list[SimPilot], truths:
             continue
         origin_pilot = min(candidates, key=lambda p: p.start)
         task = engine.tasks[d.task]
-        attempt = next(a for a in task.attempts if a[0] == r2 and a[2] == d.time)
-        alt_pilot = pilots[attempt[1]]
+        attempt = next(a for a in task.attempts if a.site == r2 and a.start == d.time)
+        alt_pilot = pilots[attempt.pilot]
         tx_r = instructions * truths[r].kappa / origin_pilot.speed
         tx_r2 = instructions * truths[r2].kappa / alt_pilot.speed
         # a_r' as the engine logged and used it: when the task got its slot on r'

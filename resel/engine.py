@@ -36,6 +36,7 @@ import heapq
 import math
 import random
 from collections import deque
+from dataclasses import dataclass
 from itertools import chain
 from typing import Callable, Mapping
 
@@ -44,14 +45,14 @@ from resel.domain import Bag, Site
 from resel.errors import IllegalTransition, ReselError
 from resel.engine_peers import PeerRules
 from resel.events import (
-    Action, BagCancelled, BagDone, BagSubmitted, CancelPilot, CancelTask, Decision, DispatchTask, Event,
+    Action, BagCancelled, BagDone, BagSubmitted, CancelPilot, CancelTask, Decision, DecisionKind, DispatchTask, Event,
     PilotEnded, PilotRequeued, PilotStarted, SetTimer, SiteLost, SiteQuarantined, SiteReleased, SubmitPilot,
     TaskFailed, TaskFinished, TaskLost, TaskStarted, TimerFired,
 )
 from resel.models.lim import SiteRate, site_rates
 from resel.models.runtime import EngineRates
 from resel.selection import Strategy, initial_assignment, queue_split, viable_sites
-from resel.states import PilotState, TaskState, next_pilot_state, next_task_state
+from resel.states import AttemptOutcome, PilotState, TaskState, next_pilot_state, next_task_state
 from resel.walltime import WalltimePolicy, fits
 
 WAITING, QUEUED, RUNNING, PROVISIONAL = TaskState.WAITING, TaskState.QUEUED, TaskState.RUNNING, TaskState.PROVISIONAL
@@ -62,6 +63,21 @@ MENU_SIZES = 6
 #: PilotEnded reasons that mean "reached its walltime" (the simulator's, Slurm's TIMEOUT,
 #: PBS/HTCondor wordings): such an end is resel's packing, never the site's fault
 WALLTIME_REASONS = ("walltime", "timeout", "walltime exceeded", "deadline")
+
+
+@dataclass(slots=True)
+class Attempt:
+    """One attempt of a task: on which site and pilot, when it started and ended, how it ended.
+
+    A record, not a list, so a reader (metrics, the live view, the simulator's audit) names what
+    it reads. ``start`` is the dispatch time until the agent's own start record moves it;
+    ``end`` is None while the attempt is open (and stays None for one withdrawn unstarted)."""
+
+    site: int
+    pilot: int
+    start: float
+    end: float | None = None
+    outcome: AttemptOutcome = AttemptOutcome.OPEN
 
 
 class TaskRecord:
@@ -84,8 +100,7 @@ class TaskRecord:
         self.losses = 0
         self.moved_from = -1          # the quarantined site it was moved away from (comes back on release)
         self.since = 0.0              # when it was bound to its origin (the rebroker's timeout)
-        #: [site, pilot, start, end, outcome] per attempt; outcome in done/failed/cancelled/lost
-        self.attempts: list[list] = []
+        self.attempts: list[Attempt] = []   # every attempt, oldest first
 
 
 class PilotRecord:
@@ -329,7 +344,7 @@ class Engine(PeerRules):
         for tid, origin in enumerate(origins):
             self.tasks.append(TaskRecord(tid, origin))
             self._books[origin].waiting.append(tid)
-            out.append(Decision(time=ev.time, kind="assign", task=tid, origin=names[origin],
+            out.append(Decision(time=ev.time, kind=DecisionKind.ASSIGN, task=tid, origin=names[origin],
                                 target=names[origin], tx_r=self.tx[origin]))
         self._remaining = self._waiting_total = len(origins)
         if self.strategy.reselect:
@@ -435,7 +450,7 @@ class Engine(PeerRules):
         if task.state is QUEUED:
             self._start_queued(task, ev.time)
         elif task.state in (RUNNING, PROVISIONAL):
-            task.attempts[-1][2] = ev.time
+            task.attempts[-1].start = ev.time
 
     def _on_task_lost(self, ev: TaskLost, out: list[Action]) -> None:
         task = self._task(ev.task)
@@ -446,9 +461,9 @@ class Engine(PeerRules):
         if task.state not in (RUNNING, PROVISIONAL):
             return
         x = task.site
-        self._end_attempt(task, ev.time, "lost")   # the pilot lives on: its slot is free again
+        self._end_attempt(task, ev.time, AttemptOutcome.LOST)   # the pilot lives on: its slot is free again
         task.losses += 1
-        self._requeue(task, *self._retry_or_give_up(task, x, "lost", task.losses >= self.max_losses))
+        self._requeue(task, *self._retry_or_give_up(task, x, AttemptOutcome.LOST, task.losses >= self.max_losses))
 
     def _on_bag_cancelled(self, ev: BagCancelled, out: list[Action]) -> None:
         for pilot in list(self.pilots.values()):
@@ -457,7 +472,7 @@ class Engine(PeerRules):
             self._give_back_queued(pilot, ev.time)
             for tid in list(pilot.tasks):
                 task = self.tasks[tid]
-                task.attempts[-1][3], task.attempts[-1][4] = ev.time, "cancelled"
+                task.attempts[-1].end, task.attempts[-1].outcome = ev.time, AttemptOutcome.CANCELLED
                 if task.state is PROVISIONAL:
                     del self._books[task.origin].prov[tid]
                 task.state = next_task_state(task.state, "stop")
@@ -474,7 +489,7 @@ class Engine(PeerRules):
             return  # a cancelled attempt finishing late: not ours any more
         self.health[task.site].n += 1            # a good outcome (inline: the hottest event)
         self.pilots[task.pilot].done += 1
-        self._end_attempt(task, ev.time, "done")
+        self._end_attempt(task, ev.time, AttemptOutcome.DONE)
         if task.state is PROVISIONAL:
             del self._books[task.origin].prov[task.id]
             self._dirty.add(task.origin)
@@ -489,9 +504,9 @@ class Engine(PeerRules):
             return
         self._outcome(task.site, bad=True)
         x = task.site
-        self._end_attempt(task, ev.time, "failed")
+        self._end_attempt(task, ev.time, AttemptOutcome.FAILED)
         task.failures += 1
-        self._requeue(task, *self._retry_or_give_up(task, x, "failed", task.failures >= self.max_attempts))
+        self._requeue(task, *self._retry_or_give_up(task, x, AttemptOutcome.FAILED, task.failures >= self.max_attempts))
 
     def _on_timer(self, ev: TimerFired, out: list[Action]) -> None:
         if ev.site is not None:
@@ -537,7 +552,7 @@ class Engine(PeerRules):
             task = self.tasks[tid]
             task.origin = best
             self._books[best].waiting.append(tid)
-            out.append(Decision(time=ev.time, kind="site-lost", task=tid, origin=ev.site,
+            out.append(Decision(time=ev.time, kind=DecisionKind.SITE_LOST, task=tid, origin=ev.site,
                                 target=names[best], tx_r=self.tx[x], tx_r2=self.tx[best]))
         for tid in list(book.prov):              # provisional elsewhere: r is gone, commit to r'
             task = self.tasks[tid]
@@ -641,7 +656,7 @@ class Engine(PeerRules):
             task = self.tasks[tid]
             task.origin, task.moved_from = best, x
             self._books[best].waiting.append(tid)
-            out.append(Decision(time=t, kind="quarantine", task=tid, origin=name,
+            out.append(Decision(time=t, kind=DecisionKind.QUARANTINE, task=tid, origin=name,
                                 target=self.sites[best].name, tx_r=self.tx[x], tx_r2=self.tx[best]))
         for tid in list(book.prov):                  # provisional elsewhere: r is out, keep r'
             self._commit(self.tasks[tid], t, out)
@@ -672,7 +687,7 @@ class Engine(PeerRules):
             for tid in back:
                 self.tasks[tid].origin, self.tasks[tid].moved_from = x, -1
                 book.waiting.append(tid)
-                out.append(Decision(time=t, kind="quarantine-release", task=tid, origin=self.sites[y].name,
+                out.append(Decision(time=t, kind=DecisionKind.QUARANTINE_RELEASE, task=tid, origin=self.sites[y].name,
                                     target=name, tx_r=self.tx[y], tx_r2=self.tx[x]))
             self._dirty.add(y)
         self._waiting_changed = True
@@ -707,10 +722,10 @@ class Engine(PeerRules):
                 return w
         return self.tx[target] - self.tx[origin]
 
-    def _end_attempt(self, task: TaskRecord, time: float, outcome: str) -> None:
+    def _end_attempt(self, task: TaskRecord, time: float, outcome: AttemptOutcome) -> None:
         """Close the running attempt and give its slot back."""
         rec = task.attempts[-1]
-        rec[3], rec[4] = time, outcome
+        rec.end, rec.outcome = time, outcome
         pilot = self.pilots[task.pilot]
         del pilot.tasks[task.id]
         if pilot.state is PilotState.ACTIVE:
@@ -739,7 +754,7 @@ class Engine(PeerRules):
         task.attempt += 1
         task.state = next_task_state(task.state, "queue")
         task.site, task.pilot = pilot.site, pilot.id
-        task.attempts.append([pilot.site, pilot.id, t, None, ""])
+        task.attempts.append(Attempt(pilot.site, pilot.id, t))
         pilot.queued[task.id] = None
         self._books[pilot.site].queued[task.id] = None
         out.append(DispatchTask(task=task.id, attempt=task.attempt, pilot=pilot.id, site=self.sites[pilot.site].name))
@@ -763,7 +778,7 @@ class Engine(PeerRules):
             else:
                 pilot.debt += 1           # the slot's end is still on its way to us
         task.state = next_task_state(task.state, "start")
-        task.attempts[-1][2] = t
+        task.attempts[-1].start = t
         self._waiting_total -= 1
         self._waiting_changed = True
         self._dirty.add(pilot.site)
@@ -782,7 +797,7 @@ class Engine(PeerRules):
                 pilot.free += 1
                 book.free += 1
                 book.free_pilots[pilot.id] = None
-        task.attempts[-1][4] = "withdrawn"       # never started: no end, no time counted
+        task.attempts[-1].outcome = AttemptOutcome.WITHDRAWN   # never started: no end, no time counted
         if out is not None:
             out.append(CancelTask(task=task.id, attempt=task.attempt, pilot=pilot.id,
                                   site=self.sites[pilot.site].name))
@@ -801,18 +816,18 @@ class Engine(PeerRules):
     def _lose(self, task: TaskRecord, time: float) -> None:
         """The pilot under a running task vanished: back to waiting (not the task's fault)."""
         rec = task.attempts[-1]
-        rec[3], rec[4] = time, "lost"
+        rec.end, rec.outcome = time, AttemptOutcome.LOST
         x = task.site
         task.pilot = task.site = -1
         task.losses += 1
-        self._requeue(task, *self._retry_or_give_up(task, x, "lost", task.losses >= self.max_losses))
+        self._requeue(task, *self._retry_or_give_up(task, x, AttemptOutcome.LOST, task.losses >= self.max_losses))
 
-    def _retry_or_give_up(self, task: TaskRecord, x: int, outcome: str, give_up: bool) -> tuple[bool, int | None]:
+    def _retry_or_give_up(self, task: TaskRecord, x: int, outcome: AttemptOutcome, give_up: bool) -> tuple[bool, int | None]:
         """(give up?, the site to requeue on): a task is never given up on the word of one site
         alone — when every attempt that ended ``outcome`` (failed, lost) was on x, the site it
         just ended on, and another site is usable, it gets one more try on the fastest of those
         (a black hole not yet quarantined, a site whose pilots keep dying)."""
-        if give_up and {a[0] for a in task.attempts if a[4] == outcome} == {x}:
+        if give_up and {a.site for a in task.attempts if a.outcome == outcome} == {x}:
             others = self._usable(exclude=x)
             if others:
                 return False, min(others, key=lambda i: (self.tx[i], i))
@@ -861,7 +876,7 @@ class Engine(PeerRules):
         task.attempt += 1
         task.state = next_task_state(task.state, "dispatch" if state is RUNNING else "dispatch-provisional")
         task.site, task.pilot = x, pid
-        task.attempts.append([x, pid, t, None, ""])
+        task.attempts.append(Attempt(x, pid, t))
         out.append(DispatchTask(task=task.id, attempt=task.attempt, pilot=pid, site=self.sites[x].name))
         return pilot
 
@@ -872,7 +887,7 @@ class Engine(PeerRules):
         task.state = next_task_state(task.state, "commit")
         task.origin = x
         self._dirty.add(r)
-        out.append(Decision(time=t, kind="window-commit", task=task.id, origin=self.sites[r].name,
+        out.append(Decision(time=t, kind=DecisionKind.WINDOW_COMMIT, task=task.id, origin=self.sites[r].name,
                             target=self.sites[x].name, a_r=self._books[r].acquired_at,
                             a_r2=task.opened, tx_r=self.tx[r], tx_r2=self.tx[x],
                             window=self._window(x, r)))
@@ -926,11 +941,11 @@ class Engine(PeerRules):
                                   site=self.sites[task.site].name))
             a_r2 = task.opened
             r2 = task.site
-            self._end_attempt(task, t, "cancelled")
+            self._end_attempt(task, t, AttemptOutcome.CANCELLED)
             del book.prov[tid]
             task.state = next_task_state(task.state, "move-back")   # PROVISIONAL -> WAITING
             self._dispatch(task, x, t, RUNNING, out)                # … -> RUNNING on r
-            out.append(Decision(time=t, kind="move-back", task=tid, origin=self.sites[x].name,
+            out.append(Decision(time=t, kind=DecisionKind.MOVE_BACK, task=tid, origin=self.sites[x].name,
                                 target=self.sites[x].name, a_r=book.acquired_at, a_r2=a_r2,
                                 tx_r=self.tx[x], tx_r2=self.tx[r2], window=self._window(r2, x)))
 
@@ -970,14 +985,14 @@ class Engine(PeerRules):
                     self._dispatch(task, x, t, RUNNING, out)
                     task.origin = x
                     self._dirty.add(r)
-                    kind = "race-win" if self.strategy.base == "race" else "reselect-commit"
+                    kind = DecisionKind.RACE_WIN if self.strategy.base == "race" else DecisionKind.RESELECT_COMMIT
                 else:             # run on r' while waiting for r, at most Ŵ
                     self._dispatch(task, x, t, PROVISIONAL, out)
                     task.opened = t
                     task.deadline = t + window
                     origin.prov[task.id] = None
                     out.append(SetTimer(at=task.deadline, task=task.id, attempt=task.attempt))
-                    kind = "reselect-provisional"
+                    kind = DecisionKind.RESELECT_PROVISIONAL
                 out.append(Decision(time=t, kind=kind, task=task.id, origin=self.sites[r].name,
                                     target=name_x, a_r=origin.acquired_at, a_r2=t,
                                     tx_r=self.tx[r], tx_r2=tx_x, window=window))

@@ -9,6 +9,7 @@ makes can be audited with its inputs.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 _rec = dataclass(frozen=True, slots=True, kw_only=True)
 
@@ -190,6 +191,23 @@ class SiteReleased(Action):
     site: str
 
 
+class DecisionKind(StrEnum):
+    """What a :class:`Decision` records (the value is what the store and reports show)."""
+
+    ASSIGN = "assign"                              # initial selection: the task's origin r
+    RESELECT_PROVISIONAL = "reselect-provisional"  # runs on r' inside the window Ŵ(r', r)
+    RESELECT_COMMIT = "reselect-commit"            # r' is no slower than r: moved for good
+    RACE_WIN = "race-win"                          # a race: the first kept site to free a slot
+    WINDOW_COMMIT = "window-commit"                # the window closed with r still unacquired
+    MOVE_BACK = "move-back"                        # r was acquired inside the window: back to r
+    SITE_LOST = "site-lost"                        # its origin can never run it: rebound
+    QUARANTINE = "quarantine"                      # its origin became a black hole: rebound
+    QUARANTINE_RELEASE = "quarantine-release"      # the quarantine ended: bound back
+    RACE_CLOSED = "race-closed"                    # peers: the race's first start cancels the rest
+    FAILOVER = "failover"                          # peers: the primary did not start in time
+    REBROKER = "rebroker"                          # peers: waited past the timeout, rebrokered
+
+
 @_rec
 class Decision(Action):
     """An auditable choice: initial selection, re-selection, move-back or window commit.
@@ -202,7 +220,7 @@ class Decision(Action):
     """
 
     time: float
-    kind: str
+    kind: DecisionKind
     task: int
     origin: str
     target: str

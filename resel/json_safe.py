@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from enum import Enum
 from typing import Any
 
 
 def clean(value: Any) -> Any:
-    """JSON-safe: NaN/inf become None, dataclasses become dicts."""
+    """JSON-safe: NaN/inf become None, dataclasses become dicts, enum members their values
+    (sqlite_utils cannot type a column from an enum; a string enum's value is what it stores)."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
+    if isinstance(value, Enum):
+        return value.value
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: clean(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, dict):

@@ -25,6 +25,7 @@ stored T_q, T_x and TTC of each task.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import heapq
 import json
@@ -44,9 +45,9 @@ from resel.domain import Bag, Site
 from resel.engine import Engine
 from resel.errors import IllegalTransition, ReselError
 from resel.events import (
-    Action, BagCancelled, BagDone, BagSubmitted, CancelPilot, CancelTask, Decision, DispatchTask, Event, PilotEnded,
-    PilotRequeued, PilotStarted, SetTimer, SiteLost, SiteQuarantined, SiteReleased, SubmitPilot, TaskFailed,
-    TaskFinished, TaskLost, TaskStarted, TimerFired,
+    Action, BagCancelled, BagDone, BagSubmitted, CancelPilot, CancelTask, Decision, DecisionKind, DispatchTask, Event,
+    PilotEnded, PilotRequeued, PilotStarted, SetTimer, SiteLost, SiteQuarantined, SiteReleased, SubmitPilot,
+    TaskFailed, TaskFinished, TaskLost, TaskStarted, TimerFired,
 )
 from resel.live_errors import is_transient
 from resel.live_sites import Report, SiteWorker
@@ -1108,13 +1109,14 @@ def measured_tasks(engine: Engine, db: Database, run_id: int, t0: float) -> list
     out = []
     for task in engine.tasks:
         attempts = []
-        for n, (site, pilot, start, end, outcome) in enumerate(task.attempts, start=1):
+        for n, a in enumerate(task.attempts, start=1):
             row = stamps.get((task.id, n))
+            measured = copy.copy(a)
             if row and row["start"] is not None:
-                start = row["start"] - t0
-            if row and row["end"] is not None and end is not None:
-                end = row["end"] - t0
-            attempts.append([site, pilot, start, end, outcome])
+                measured.start = row["start"] - t0
+            if row and row["end"] is not None and a.end is not None:
+                measured.end = row["end"] - t0
+            attempts.append(measured)
         out.append(_MeasuredTask(task.id, task.first_origin, task.state, attempts))
     return out
 
@@ -1133,6 +1135,10 @@ def _action_time(action: Action, default: float) -> float:
 
 def _action_from(kind: str, time_: float, data: dict) -> Action:
     cls = ACTION_TYPES[kind]
+    if cls is Decision and data.get("kind") in DecisionKind._value2member_map_:
+        # the journal holds the kind's value; the engine makes members (an unknown one, from
+        # another version, stays the recorded text)
+        return Decision(time=time_, **{**data, "kind": DecisionKind(data["kind"])})
     if "time" in {f.name for f in dataclasses.fields(cls)}:
         return cls(time=time_, **data)
     return cls(**data)

@@ -22,7 +22,7 @@ from resel.errors import IllegalTransition
 from resel.live_notes import SiteNotes
 from resel.live_notes import read as read_notes
 from resel.safe_text import markup
-from resel.states import PilotState, TaskState
+from resel.states import AttemptOutcome, PilotState, TaskState
 
 log = logging.getLogger("resel.live")
 
@@ -88,8 +88,8 @@ def snapshot(engine: Engine, run_id: int, status: str, elapsed: float,
         elif task.state in (TaskState.RUNNING, TaskState.PROVISIONAL):
             rows[names[task.site]].running += 1
         elif task.state is TaskState.DONE:
-            final = next(a for a in reversed(task.attempts) if a[4] == "done")
-            rows[names[final[0]]].done += 1
+            final = next(a for a in reversed(task.attempts) if a.outcome == AttemptOutcome.DONE)
+            rows[names[final.site]].done += 1
         elif task.state is TaskState.FAILED:
             rows[names[task.origin]].failed += 1
     return Snapshot(run_id, status, elapsed, len(engine.tasks), engine.done_count, engine.failed_count,

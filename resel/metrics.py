@@ -19,6 +19,8 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Iterable
 
+from resel.states import AttemptOutcome
+
 
 def union_length(intervals: Iterable[tuple[float, float]]) -> float:
     """Total length covered by a set of [start, end) intervals."""
@@ -70,13 +72,13 @@ def task_times(tasks, site_names: list[str]) -> list[TaskTimes]:
     """Per-task T_q, T_x, TTC from the engine's task records."""
     out = []
     for task in tasks:
-        final = next((a for a in reversed(task.attempts) if a[4] == "done"), None)
+        final = next((a for a in reversed(task.attempts) if a.outcome == AttemptOutcome.DONE), None)
         if final is None:
             out.append(TaskTimes(task.id, site_names[task.first_origin], "", math.nan, math.nan,
                                  math.nan, len(task.attempts), task.state.value))
             continue
-        ttc, tx = final[3], final[3] - final[2]
-        out.append(TaskTimes(task.id, site_names[task.first_origin], site_names[final[0]], ttc - tx, tx,
+        ttc, tx = final.end, final.end - final.start
+        out.append(TaskTimes(task.id, site_names[task.first_origin], site_names[final.site], ttc - tx, tx,
                              ttc, len(task.attempts), task.state.value))
     return out
 
@@ -87,19 +89,20 @@ def workload_metrics(tasks, site_names: list[str], cores_per_task: int = 1) -> W
     done = failed = reassigned = restarts = 0
     wasted = 0.0
     for task in tasks:
-        for site, _pilot, start, end, outcome in task.attempts:
+        for a in task.attempts:
+            start, end = a.start, a.end
             if end is None:
                 continue
             intervals.append((start, end))
             ends.append(end)     # the bag completes when its last attempt ends, failed or not
-            if outcome == "done":
-                name = site_names[site]
+            if a.outcome == AttemptOutcome.DONE:
+                name = site_names[a.site]
                 per_site[name] = per_site.get(name, 0) + 1
-                if site != task.first_origin:
+                if a.site != task.first_origin:
                     reassigned += 1
             else:
                 wasted += (end - start) * cores_per_task
-                restarts += outcome == "cancelled"
+                restarts += a.outcome == AttemptOutcome.CANCELLED
         done += task.state.value == "done"
         failed += task.state.value == "failed"
     ttc = max(ends, default=0.0)
@@ -221,12 +224,13 @@ def run_costs(engine, cores_per_task: int = 1) -> RunCosts:
     thrown = 0.0
     end = 0.0
     for task in engine.tasks:
-        for _site, pilot, start, stop, outcome in task.attempts:
+        for a in task.attempts:
+            start, stop = a.start, a.end
             if stop is None or start is None:
                 continue
             end = max(end, stop)
-            busy[pilot] = busy.get(pilot, 0.0) + (stop - start)
-            if outcome != "done":
+            busy[a.pilot] = busy.get(a.pilot, 0.0) + (stop - start)
+            if a.outcome != AttemptOutcome.DONE:
                 thrown += (stop - start) * cores_per_task
     cancellations = 0
     idle = 0.0

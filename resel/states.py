@@ -7,7 +7,7 @@ the docs and checked by tests; an event a state does not allow raises
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import Enum, StrEnum
 
 from resel.errors import IllegalTransition
 
@@ -42,6 +42,19 @@ class PilotState(Enum):
     @property
     def order(self) -> int:
         return {PilotState.PENDING: 0, PilotState.ACTIVE: 1, PilotState.ENDED: 2, PilotState.CANCELLED: 2}[self]
+
+
+class AttemptOutcome(StrEnum):
+    """How one attempt of a task ended (``OPEN`` while it runs or waits in an inbox).
+
+    A StrEnum: the value is what reports, the store and older code compare with (``"done"``)."""
+
+    OPEN = ""                  # running, or handed ahead and not started yet
+    DONE = "done"
+    FAILED = "failed"          # non-zero exit, killed by its timeout: counts toward max_attempts
+    LOST = "lost"              # its pilot vanished or lost the slot: counts toward max_losses
+    CANCELLED = "cancelled"    # moved back to its origin, or the run was stopped
+    WITHDRAWN = "withdrawn"    # taken back from an inbox before it started: no time counted
 
 
 W, Q, R, P, D, F = (TaskState.WAITING, TaskState.QUEUED, TaskState.RUNNING, TaskState.PROVISIONAL,

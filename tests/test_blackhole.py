@@ -185,11 +185,11 @@ def test_a_bag_completes_when_one_of_three_sites_fails_every_task(black, count, 
     engine = res.engine
     assert engine.finished and engine.done_count == count and engine.failed_count == 0
     for task in engine.tasks:
-        outcomes = [a[4] for a in task.attempts]
+        outcomes = [a.outcome for a in task.attempts]
         assert outcomes.count("done") == 1, task.attempts
-        done = next(a for a in task.attempts if a[4] == "done")
-        assert done[0] != black
-        spans = sorted((a[2], a[3]) for a in task.attempts if a[3] is not None and a[4] != "withdrawn")
+        done = next(a for a in task.attempts if a.outcome == "done")
+        assert done.site != black
+        spans = sorted((a.start, a.end) for a in task.attempts if a.end is not None and a.outcome != "withdrawn")
         assert all(e1 <= s2 for (_, e1), (s2, _) in zip(spans, spans[1:])), spans
 
 

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import make_bag, make_site
-from resel.engine import Engine
+from resel.engine import Attempt, Engine
 from resel.errors import IllegalTransition
 from resel.events import (
     BagDone, BagSubmitted, CancelPilot, CancelTask, Decision, DispatchTask, PilotEnded,
@@ -107,7 +107,7 @@ def test_task_started_records_start_time(sites):
     engine.handle(BagSubmitted(time=0.0))
     engine.handle(PilotStarted(time=2.0, pilot=0))
     assert engine.handle(TaskStarted(time=2.5, task=0, attempt=1)) == []
-    assert engine.tasks[0].attempts == [[0, 0, 2.5, None, ""]]
+    assert engine.tasks[0].attempts == [Attempt(0, 0, 2.5)]
 
 
 # ------------------------------------------------------------------ re-selection, W > 0
@@ -139,7 +139,7 @@ def test_origin_acquired_inside_window_moves_task_back(sites):
     ]
     task = engine.tasks[0]
     assert task.state is R
-    assert task.attempts == [[1, 1, 1.0, 3.0, "cancelled"], [0, 0, 3.0, None, ""]]
+    assert task.attempts == [Attempt(1, 1, 1.0, 3.0, "cancelled"), Attempt(0, 0, 3.0)]
 
 
 def test_window_closes_before_origin_acquired_commits_to_target(sites):
@@ -199,7 +199,7 @@ def test_origin_acquired_after_commit_moves_nothing(sites):
     out = engine.handle(PilotStarted(time=7.0, pilot=0))
     assert out == [CancelPilot(pilot=0, site="hpc")]
     assert engine.tasks[0].state is R
-    assert engine.tasks[0].attempts == [[1, 1, 1.0, None, ""]]
+    assert engine.tasks[0].attempts == [Attempt(1, 1, 1.0)]
     assert engine.pilots[0].state is PilotState.CANCELLED
 
 
@@ -339,7 +339,7 @@ def test_pilot_lost_with_running_tasks_requeues_and_reruns(sites):
     out = engine.handle(PilotEnded(time=3.0, pilot=0, reason="walltime"))
     assert out == [SubmitPilot(pilot=1, site="hpc", cores=2, walltime=48 * 3600.0)]
     assert [t.state for t in engine.tasks] == [W, W]
-    assert [t.attempts[-1][3:] for t in engine.tasks] == [[3.0, "lost"], [3.0, "lost"]]
+    assert [(t.attempts[-1].end, t.attempts[-1].outcome) for t in engine.tasks] == [(3.0, "lost"), (3.0, "lost")]
     assert engine.remaining == 2
     out = engine.handle(PilotStarted(time=4.0, pilot=1))
     assert sorted(of(out, DispatchTask), key=lambda a: a.task) == [
@@ -363,7 +363,7 @@ def test_task_lost_on_every_pilot_eventually_fails(sites):
         assert losses <= 3
     assert engine.tasks[0].state is F
     assert of(out, BagDone) == [BagDone(time=t, done=0, failed=1)]
-    assert [a[4] for a in engine.tasks[0].attempts] == ["lost"] * losses
+    assert [a.outcome for a in engine.tasks[0].attempts] == ["lost"] * losses
 
 
 def test_task_given_up_after_exactly_max_losses(sites):
@@ -402,7 +402,7 @@ def test_failed_task_is_retried_until_max_attempts(sites):
     assert out == [CancelPilot(pilot=1, site="pool"), BagDone(time=6.0, done=0, failed=1)]
     task = engine.tasks[0]
     assert task.state is F and task.failures == 4
-    assert [a[4] for a in task.attempts] == ["failed"] * 4
+    assert [a.outcome for a in task.attempts] == ["failed"] * 4
 
 
 def test_failure_then_success_counts_done(sites):
@@ -413,7 +413,7 @@ def test_failure_then_success_counts_done(sites):
     engine.handle(TaskFailed(time=2.0, task=0, attempt=1))
     out = engine.handle(TaskFinished(time=7.0, task=0, attempt=2))
     assert of(out, BagDone) == [BagDone(time=7.0, done=1, failed=0)]
-    assert [a[4] for a in engine.tasks[0].attempts] == ["failed", "done"]
+    assert [a.outcome for a in engine.tasks[0].attempts] == ["failed", "done"]
 
 
 def test_provisional_task_lost_goes_back_to_origin(sites):
@@ -423,7 +423,7 @@ def test_provisional_task_lost_goes_back_to_origin(sites):
     engine.handle(PilotEnded(time=2.0, pilot=1))
     task = engine.tasks[0]
     assert task.state is W and task.origin == 0
-    assert task.attempts == [[1, 1, 1.0, 2.0, "lost"]]
+    assert task.attempts == [Attempt(1, 1, 1.0, 2.0, "lost")]
     out = engine.handle(PilotStarted(time=3.0, pilot=0))
     assert of(out, DispatchTask)[0] == DispatchTask(task=0, attempt=2, pilot=0, site="hpc")
 
@@ -584,6 +584,6 @@ def test_random_event_orders_keep_the_protocol(data, seed, count, cpt, strategy,
     assert not drv.pending and not drv.active and not drv.running
     for task in engine.tasks:
         assert task.state.final
-        outcomes = [a[4] for a in task.attempts]
+        outcomes = [a.outcome for a in task.attempts]
         assert outcomes.count("done") == (task.state is D)
         assert "" not in outcomes

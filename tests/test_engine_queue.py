@@ -91,7 +91,8 @@ def test_a_busy_pilot_gets_one_task_per_slot_ahead_and_a_freed_slot_needs_no_dis
     check_books(engine)
     # T_x of a queued task counts from its start, not from when it was handed ahead
     engine.handle(TaskFinished(time=7.01, task=2, attempt=1))
-    assert engine.tasks[2].attempts[-1][2:] == [4.01, 7.01, "done"]
+    last = engine.tasks[2].attempts[-1]
+    assert (last.start, last.end, last.outcome) == (4.01, 7.01, "done")
     check_books(engine)
 
 
@@ -112,7 +113,7 @@ def test_reselection_takes_a_queued_task_back_before_moving_it():
     assert (2, "pool") in moved
     if (1, "pool") in moved:
         assert CancelTask(task=1, attempt=1, pilot=0, site="fast") in out
-        assert engine.tasks[1].attempts[0][4] == "withdrawn" and engine.tasks[1].attempts[0][3] is None
+        assert engine.tasks[1].attempts[0].outcome == "withdrawn" and engine.tasks[1].attempts[0].end is None
     check_books(engine)
 
 
@@ -158,7 +159,7 @@ def test_a_relaunched_agent_reports_its_predecessors_attempts_lost():
     engine.handle(TaskStarted(time=1.1, task=1, attempt=1))
     out = engine.handle(TaskLost(time=9.0, task=0, attempt=1, reason="agent restarted"))
     assert of(out, DispatchTask) == [DispatchTask(task=0, attempt=2, pilot=0, site="a")]
-    assert engine.tasks[0].losses == 1 and engine.tasks[0].attempts[0][4] == "lost"
+    assert engine.tasks[0].losses == 1 and engine.tasks[0].attempts[0].outcome == "lost"
     assert engine.handle(TaskLost(time=9.1, task=0, attempt=1)) == []   # stale: ignored
     check_books(engine)
     # a queued attempt the dead agent took (no start record read) is lost the same way

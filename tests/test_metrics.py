@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from resel.engine import TaskRecord
+from resel.engine import Attempt, TaskRecord
 from resel.metrics import (
     Judgement, ReselAudit, judge, p_resel, resel, summarize, task_times, union_length,
     workload_metrics,
@@ -46,7 +46,7 @@ def test_union_length_matches_unit_grid(intervals):
 def record(tid, origin, state, attempts):
     t = TaskRecord(tid, origin)
     t.state = state
-    t.attempts = [list(a) for a in attempts]
+    t.attempts = [Attempt(*a) for a in attempts]
     return t
 
 

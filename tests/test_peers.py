@@ -146,7 +146,7 @@ def test_costs_count_from_the_records():
     res = simulate(bag, sites, "model+reselect", seed=4)
     eng = res.engine
     end = res.metrics.ttc_wkd
-    thrown = sum((a[3] - a[2]) for t in eng.tasks for a in t.attempts if a[3] is not None and a[4] != "done")
+    thrown = sum((a.end - a.start) for t in eng.tasks for a in t.attempts if a.end is not None and a.outcome != "done")
     costs = run_costs(eng)
     assert costs.submissions == len(eng.pilots) == len(res.pilots)
     assert costs.cancellations == sum(1 for p in eng.pilots.values() if p.state.value == "cancelled" and p.ended < end)

@@ -46,7 +46,7 @@ def test_gantt_lanes_and_segments_match_the_run(stored):
     assert data["restarts"] == run["restarts"] > 0
     assert sum(s["outcome"] == "done" for s in data["segments"]) == 32
     # the segments are the engine's own attempts, times included
-    engine_attempts = sorted((t.id, a[2], a[3], a[4]) for t in stored["result"].engine.tasks for a in t.attempts)
+    engine_attempts = sorted((t.id, a.start, a.end, a.outcome) for t in stored["result"].engine.tasks for a in t.attempts)
     assert sorted((s["task"], s["start"], s["end"], s["outcome"]) for s in data["segments"]) == engine_attempts
     assert len(data["pilots"]) == len(stored["result"].pilots)
     assert {m["kind"] for m in data["moves"]} >= {"reselect-provisional", "move-back"}

@@ -72,7 +72,7 @@ def test_every_task_completes_once_on_the_trace_example():
     for strategy in ("random", "queue", "queue+reselect", "reselect"):
         result = resel.simulate(resel.default_bag().resized(40), sites, strategy, seed=2)
         assert result.metrics.done == 40
-        assert all(sum(a[4] == "done" for a in t.attempts) == 1 for t in result.engine.tasks)
+        assert all(sum(a.outcome == "done" for a in t.attempts) == 1 for t in result.engine.tasks)
         assert result.audit.bound_violations == 0
 
 

@@ -35,9 +35,9 @@ def assert_every_task_done_once(result, count):
     assert result.engine.finished and result.engine.remaining == 0
     for task in result.engine.tasks:
         assert task.state is TaskState.DONE
-        assert [a[4] for a in task.attempts].count("done") == 1
-        assert task.attempts[-1][4] == "done"
-        assert all(a[3] is not None for a in task.attempts)          # no attempt left open
+        assert [a.outcome for a in task.attempts].count("done") == 1
+        assert task.attempts[-1].outcome == "done"
+        assert all(a.end is not None for a in task.attempts)          # no attempt left open
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -97,9 +97,9 @@ def test_reselect_moves_tasks_only_to_osg(default_sites, gromacs_bag):
     """Thesis experiment 3: re-assigned tasks finish on the OSG (the only target)."""
     result = simulate(gromacs_bag.resized(256), default_sites, "reselect", seed=1)
     moved = [t for t in result.engine.tasks
-             if next(a[0] for a in t.attempts if a[4] == "done") != t.first_origin]
+             if next(a.site for a in t.attempts if a.outcome == "done") != t.first_origin]
     assert moved
-    assert {result.sites[next(a[0] for a in t.attempts if a[4] == "done")].name for t in moved} == {"osg"}
+    assert {result.sites[next(a.site for a in t.attempts if a.outcome == "done")].name for t in moved} == {"osg"}
     assert result.metrics.reassigned == len(moved)
 
 
