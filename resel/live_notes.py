@@ -13,8 +13,12 @@ import os
 import socket
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from sqlite_utils import Database
+if TYPE_CHECKING:
+    from sqlite_utils import Database
+
+    from resel.store import StoreReader
 
 #: kinds of note, and how ``resel status`` words them
 KINDS = ("unreachable", "job-state", "relaunch", "requeue", "bad-record", "rejected", "pending-reason")
@@ -45,7 +49,7 @@ class SiteNotes:
     lines: list[str] = field(default_factory=list)
 
 
-def read(db: Database, run_id: int) -> dict[str, SiteNotes]:
+def read(db: Database | StoreReader, run_id: int) -> dict[str, SiteNotes]:
     """Every site's notes of a run (an empty dict for a store without the table)."""
     out: dict[str, SiteNotes] = {}
     if "live_notes" not in db.table_names():
