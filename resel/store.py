@@ -165,13 +165,19 @@ def read_store(path: str | Path | None = None) -> StoreReader | Database:
             return open_store(target, write=False)       # made here, or refused with its own words
         applied = _check_is_resel_store(target)
         writable = _writable(target)
-        if not applied or set(MIGRATIONS) - applied or (writable and not _in_wal_mode(target)
-                                                         and _filesystem(target) not in NETWORK_FILESYSTEMS):
-            return open_store(target, write=False)       # something to create, migrate or convert first
+        if writable and not _in_wal_mode(target) and _filesystem(target) not in NETWORK_FILESYSTEMS:
+            return open_store(target, write=False)       # converted to WAL first
         if writable:
             conn = sqlite3.connect(str(target), timeout=BUSY_TIMEOUT_S, isolation_level=None)
         else:
             conn = _read_only(target)
+        if applied != set(MIGRATIONS):
+            # the check above reads the file alone; a migration a running writer recorded may
+            # still be in the -wal file, which the connection sees
+            applied = _applied_migrations(conn)
+        if applied != set(MIGRATIONS):
+            conn.close()
+            return open_store(target, write=False)       # migrations to apply (or refuse) first
         reader = StoreReader(conn)
         _check_schema(reader.conn, target)
         return reader
@@ -179,6 +185,15 @@ def read_store(path: str | Path | None = None) -> StoreReader | Database:
         raise
     except (OSError, sqlite3.DatabaseError) as exc:
         raise StoreError(f"cannot open run store {target}: {exc}") from None
+
+
+def _applied_migrations(conn: sqlite3.Connection) -> set[str]:
+    """The names of resel's migrations the store records (none without the migrations table)."""
+    if not conn.execute("select 1 from sqlite_master where type = 'table' and name = ?",
+                        [MIGRATIONS_TABLE]).fetchone():
+        return set()
+    return {r[0] for r in conn.execute(f"select name from {MIGRATIONS_TABLE} where migration_set = ?",
+                                       [MIGRATION_SET])}
 
 
 def _writable(target: Path) -> bool:
