@@ -110,7 +110,8 @@ def test_read_store_refuses_what_open_store_refuses_with_its_words(bench_store, 
     cases["newer"] = tmp_path / "newer.db"
     shutil.copy(bench_store, cases["newer"])
     with sqlite3.connect(cases["newer"]) as c:
-        c.execute("insert into _sqlite_migrations (migration_set, name, applied_at) values ('resel', 'm999_future', '')")
+        c.execute("insert into _sqlite_migrations (migration_set, name, applied_at) "
+                  "values ('resel', 'm999_future', '')")
     c.close()
     cases["damaged"] = tmp_path / "damaged.db"
     shutil.copy(bench_store, cases["damaged"])
