@@ -27,6 +27,10 @@ run's recorded events into a fresh engine; the live run here is a simulated run 
 stored as a live one, with its events), and the replay's trace is hpc2n.swf from the shared
 data (``--traces DIR``).
 
+Before timing, every command is run once more by each version with its output captured: the
+table says whether before and after printed the same bytes (stdout, stderr and exit status) —
+the start-up work must not change what a command shows.
+
 Run:  python benchmarks/bench_startup.py [--repeat 15] [--before REV] [--after REV] [--json]
 """
 
@@ -119,6 +123,23 @@ def run_once(argv: list[str], env: dict) -> tuple[float, float]:
     return wall, usage.ru_utime + usage.ru_stime
 
 
+def program(python: str, label: str) -> str:
+    """The executable a measured command runs: the interpreter itself, or ``resel`` beside it."""
+    return python if label.startswith("python") else str(Path(python).parent / "resel")
+
+
+def same_output(versions: dict[str, str], cmds: list[tuple[str, list[str]]], env: dict) -> dict[str, bool]:
+    """Per command: did every version print the same stdout and stderr, with the same exit status?"""
+    same = {}
+    for label, tail in cmds:
+        seen = set()
+        for python in versions.values():
+            proc = subprocess.run([program(python, label), *tail], capture_output=True, env=env, timeout=300)
+            seen.add((proc.returncode, proc.stdout, proc.stderr))
+        same[label] = len(seen) == 1
+    return same
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -149,13 +170,13 @@ def main() -> None:
         env = {**os.environ, "RESEL_DB": str(tmp / "store.db"), "HOME": str(tmp)}
         env.pop("PYTHONPATH", None)
         cmds = commands(tmp, args.traces)
+        same = same_output(versions, cmds, env)
         samples = {(v, label): ([], []) for v in versions for label, _ in cmds}
         load_before = os.getloadavg()[0]
         for _ in range(args.repeat):
             for label, tail in cmds:
                 for version, python in versions.items():
-                    program = python if label.startswith("python") else str(Path(python).parent / "resel")
-                    wall, cpu = run_once([program, *tail], env)
+                    wall, cpu = run_once([program(python, label), *tail], env)
                     samples[(version, label)][0].append(wall)
                     samples[(version, label)][1].append(cpu)
         load_after = os.getloadavg()[0]
@@ -164,6 +185,7 @@ def main() -> None:
     if args.json:
         print(json.dumps({"repeat": args.repeat, "python": sys.version.split()[0], "cpus": os.cpu_count(),
                           "load": [load_before, load_after], "versions": versions,
+                          "same_output": same,
                           "median": {f"{v} | {label}": {"wall_s": w, "cpu_s": c} for (v, label), (w, c) in med.items()},
                           "samples": {f"{v} | {label}": {"wall_s": w, "cpu_s": c}
                                       for (v, label), (w, c) in samples.items()}}, indent=2))
@@ -175,7 +197,7 @@ def main() -> None:
         print(f"before: {args.baseline or args.before}   after: {args.python or args.after}")
     head = f"{'command':34s} {'after s':>8s} {'CPU s':>7s} {'- floor':>8s}"
     if has_before:
-        head += f" {'before s':>9s} {'CPU s':>7s} {'- floor':>8s} {'after/before':>13s}"
+        head += f" {'before s':>9s} {'CPU s':>7s} {'- floor':>8s} {'after/before':>13s} {'output':>8s}"
     print(head)
     floor = {v: med[(v, "python -c pass")] for v in versions}
     for label, _ in cmds:
@@ -183,10 +205,12 @@ def main() -> None:
         line = f"{label:34s} {w:8.3f} {c:7.3f} {w - floor['after'][0]:8.3f}"
         if has_before:
             bw, bc = med[("before", label)]
-            line += f" {bw:9.3f} {bc:7.3f} {bw - floor['before'][0]:8.3f} {w / bw:12.2f}x"
+            line += (f" {bw:9.3f} {bc:7.3f} {bw - floor['before'][0]:8.3f} {w / bw:12.2f}x"
+                     f" {'same' if same[label] else 'DIFFERS':>8s}")
         print(line)
     print("wall = fork to exit as a user waits; CPU = user + system of the child; - floor = wall minus "
-          "`python -c pass`'s")
+          "`python -c pass`'s" + ("; output = stdout, stderr and exit status of after and before compared"
+                                  if has_before else ""))
     for label in GOAL_COMMANDS:
         w, c = med[("after", label)]
         verdict = "PASS" if w <= GOAL_S else "MISS"

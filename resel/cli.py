@@ -304,8 +304,8 @@ def runs(db: Path | None, limit: int, as_json: bool) -> None:
     Example:
       resel runs --limit 10
     """
-    from resel.store import list_runs, open_store
-    rows = list_runs(open_store(db, write=False), limit)
+    from resel.store import list_runs, read_store
+    rows = list_runs(read_store(db), limit)
     if as_json:
         _print_json(rows)
         return

@@ -253,10 +253,10 @@ def status_cmd(run_id: int | None, db: Path | None, as_json: bool) -> None:
       resel status 7 --json
     """
     from resel.live_view import snapshot, stored_notes, table
-    from resel.store import open_store
+    from resel.store import read_store
     c = _cli()
     try:
-        store = open_store(db, write=False)
+        store = read_store(db)
         if run_id is None:
             rows = list(store.query("select id from runs where mode = 'live' order by id desc limit 1"))
             if not rows:

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from sqlite_utils import Database
+if TYPE_CHECKING:
+    from sqlite_utils import Database
+
+    from resel.store import StoreReader
 
 #: kinds of note, and how ``resel status`` words them
 KINDS = ("unreachable", "job-state", "relaunch", "requeue", "bad-record", "rejected", "pending-reason")
@@ -45,7 +48,7 @@ class SiteNotes:
     lines: list[str] = field(default_factory=list)
 
 
-def read(db: Database, run_id: int) -> dict[str, SiteNotes]:
+def read(db: Database | StoreReader, run_id: int) -> dict[str, SiteNotes]:
     """Every site's notes of a run (an empty dict for a store without the table)."""
     out: dict[str, SiteNotes] = {}
     if "live_notes" not in db.table_names():
@@ -63,11 +66,17 @@ def read(db: Database, run_id: int) -> dict[str, SiteNotes]:
 
 
 # ---------------------------------------------------------------------- the coordinator's lease
+def _host() -> str:
+    """This machine's name (socket imported here: ``resel status`` reads notes, holds no lease)."""
+    import socket
+    return socket.gethostname()
+
+
 def hold(db: Database, run_id: int, at: float, state: str = "running") -> None:
     """The coordinator says it drives the run (``state`` "running") or has let go ("released")."""
     db["live_notes"].upsert({"run_id": run_id, "site": "", "key": LEASE, "kind": "lease", "first": at,
                              "last": time.time(), "count": 1,
-                             "detail": json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "state": state})},
+                             "detail": json.dumps({"pid": os.getpid(), "host": _host(), "state": state})},
                             pk=("run_id", "site", "key"))
 
 
@@ -87,7 +96,7 @@ def holder(db: Database, run_id: int, stale_after: float) -> dict | None:
     age = time.time() - (rows[0]["last"] or 0.0)
     if info.get("state") != "running" or age > stale_after:
         return None
-    if info.get("host") == socket.gethostname() and isinstance(info.get("pid"), int):
+    if info.get("host") == _host() and isinstance(info.get("pid"), int):
         try:
             os.kill(info["pid"], 0)
         except ProcessLookupError:

@@ -10,12 +10,8 @@ its view inside the run and from ``live_notes`` in ``resel status``.
 from __future__ import annotations
 
 import json
-import logging
 from dataclasses import asdict, dataclass, field
-from typing import Any
-
-from rich.table import Table
-from sqlite_utils import Database
+from typing import TYPE_CHECKING, Any
 
 from resel.engine import Engine
 from resel.errors import IllegalTransition
@@ -24,8 +20,11 @@ from resel.live_notes import read as read_notes
 from resel.safe_text import markup
 from resel.states import AttemptOutcome, PilotState, TaskState
 
-log = logging.getLogger("resel.live")
+if TYPE_CHECKING:
+    from rich.table import Table
+    from sqlite_utils import Database
 
+    from resel.store import StoreReader
 
 @dataclass
 class SiteRow:
@@ -97,7 +96,9 @@ def snapshot(engine: Engine, run_id: int, status: str, elapsed: float,
 
 
 def table(snap: Snapshot) -> Table:
-    """The rich table the live display and ``resel status`` print."""
+    """The rich table the live display and ``resel status`` print (rich imported here: ``resel
+    status --json`` prints none)."""
+    from rich.table import Table
     t = Table(title=f"run {snap.run_id} ({markup(snap.status)}) — {snap.done}/{snap.total} done, {snap.failed} failed, "
                     f"{'TTC' if snap.status == 'done' else 'TTC so far'} {snap.elapsed:,.0f} s", title_justify="left")
     for col in ("site", "pilots pending", "pilots running", "queued", "running", "done", "failed", "note"):
@@ -125,9 +126,9 @@ def site_notes(r: SiteRow) -> list[str]:
     return out
 
 
-def replayed_engine(db: Database, run_id: int) -> tuple[Engine, dict]:
+def replayed_engine(db: Database | StoreReader, run_id: int) -> tuple[Engine, dict]:
     """A fresh engine fed the run's recorded events (read-only: touches no site)."""
-    from resel.live import EVENT_TYPES, load_live_run
+    from resel.live_stored import EVENT_TYPES, load_live_run
 
     run, bag, sites, options = load_live_run(db, run_id)
     engine = Engine(bag, sites, options.strategy, **options.engine_options())
@@ -136,10 +137,12 @@ def replayed_engine(db: Database, run_id: int) -> tuple[Engine, dict]:
             try:
                 engine.handle(EVENT_TYPES[row["kind"]](time=row["time"], **json.loads(row["data"])))
             except (IllegalTransition, TypeError, ValueError) as exc:   # a record an older resel let in
-                log.warning("run %s: recorded %s #%s skipped: %s", run_id, row["kind"], row["seq"], exc)
+                import logging   # here: only a damaged record needs it (8 ms of every status otherwise)
+                logging.getLogger("resel.live").warning("run %s: recorded %s #%s skipped: %s", run_id, row["kind"],
+                                                        row["seq"], exc)
     return engine, run
 
 
-def stored_notes(db: Database, run_id: int) -> dict[str, SiteNotes]:
+def stored_notes(db: Database | StoreReader, run_id: int) -> dict[str, SiteNotes]:
     """What the run's coordinator noticed, per site (``live_notes``)."""
     return read_notes(db, run_id)

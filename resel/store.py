@@ -4,11 +4,16 @@ Tables are named after the domain so users can query them with ``sqlite-utils`` 
 Datasette: ``experiments`` (one ``resel simulate`` call), ``runs`` (one bag × strategy × size ×
 seed), ``tasks`` (per-task T_q/T_x/TTC), ``pilots``, ``decisions`` (every engine choice with its
 inputs) and ``events`` (every event and action, in order).
+
+This module imports the standard library only: the migrations and the sqlite-utils connection
+that writers get (:mod:`resel.store_migrations`, 0.1 s of imports with numpy) are loaded when a
+store is created, written or migrated. Commands that only read (``resel runs``, ``resel
+status``) open the store with :func:`read_store`, through :mod:`sqlite3` alone, after the same
+checks as :func:`open_store`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import datetime as _dt
 import functools
@@ -18,124 +23,35 @@ import os
 import sqlite3
 import urllib.parse
 from pathlib import Path
-from typing import Any, Iterable, Iterator
-
-from sqlite_utils import Database, Migrations
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from resel.errors import StoreError
 from resel.json_safe import clean
 
-migrations = Migrations("resel")
+if TYPE_CHECKING:
+    from sqlite_utils import Database
+
+#: the name of resel's migration set in the store's migrations table (sqlite-utils' ``Migrations``)
+MIGRATION_SET = "resel"
+#: the table in which sqlite-utils' ``Migrations`` records the migrations applied
+MIGRATIONS_TABLE = "_sqlite_migrations"
+#: every migration of this version, in order: those of :mod:`resel.store_migrations` (which
+#: refuses to load if the two differ), named here so a reader can tell an up-to-date store
+#: without importing sqlite-utils
+MIGRATIONS = ("m001_initial", "m002_live", "m003_pilot_hosts", "m004_profiles", "m005_site_probes",
+              "m006_model_fits", "m007_wait_history", "m008_live_notes")
+
+#: names kept readable here that live in the writing side, imported from it on first use
+_WRITING_SIDE = {"migrations": "migrations", "Store": "Store"}
 
 
-@migrations()
-def m001_initial(db: Database) -> None:
-    db["experiments"].create({"id": int, "created": str, "params": str}, pk="id")
-    db["runs"].create({
-        "id": int, "experiment_id": int, "created": str, "mode": str, "bag": str, "strategy": str,
-        "size": int, "seed": int, "clock": str, "ttc_wkd": float, "tx_wkd": float, "tq_wkd": float,
-        "done": int, "failed": int, "reassigned": int, "restarts": int, "wasted_core_s": float,
-        "per_site": str, "audit": str, "sites": str, "bag_spec": str, "steps": int,
-    }, pk="id", foreign_keys=[("experiment_id", "experiments", "id")])
-    db["tasks"].create({"run_id": int, "task": int, "origin": str, "site": str, "tq": float,
-                        "tx": float, "ttc": float, "attempts": int, "state": str},
-                       pk=("run_id", "task"), foreign_keys=[("run_id", "runs", "id")])
-    db["pilots"].create({"run_id": int, "pilot": int, "site": str, "cores": int, "submitted": float,
-                         "start": float, "started": int, "cancelled": int},
-                        pk=("run_id", "pilot"), foreign_keys=[("run_id", "runs", "id")])
-    db["decisions"].create({"run_id": int, "seq": int, "time": float, "kind": str, "task": int,
-                            "origin": str, "target": str, "a_r": float, "a_r2": float,
-                            "tx_r": float, "tx_r2": float, "window": float},
-                           pk=("run_id", "seq"), foreign_keys=[("run_id", "runs", "id")])
-    db["events"].create({"run_id": int, "seq": int, "time": float, "kind": str, "data": str},
-                        pk=("run_id", "seq"), foreign_keys=[("run_id", "runs", "id")])
-    db["runs"].create_index(["experiment_id"])
-
-
-@migrations()
-def m002_live(db: Database) -> None:
-    """Live runs: status and clock origin of a run, pilots' batch jobs, agents' attempt records.
-
-    ``events.done`` is NULL for an event, 0 for an action recorded but not yet carried out, 1
-    once carried out: the coordinator writes both before acting, so a crashed run resumes by
-    replaying the events and finishing the actions still at 0.
-    """
-    runs = db["runs"]
-    for col, typ in (("status", str), ("t0", float), ("run_key", str), ("options", str), ("sites_file", str),
-                     ("bag_file", str)):
-        runs.add_column(col, typ)
-    db["events"].add_column("done", int)
-    db["events"].add_column("error", str)
-    db["live_pilots"].create({"run_id": int, "pilot": int, "site": str, "job_id": str, "cores": int,
-                              "walltime": float, "submitted": float, "started": float, "ended": float,
-                              "state": str, "reason": str},
-                             pk=("run_id", "pilot"), foreign_keys=[("run_id", "runs", "id")])
-    db["attempts"].create({"run_id": int, "task": int, "attempt": int, "site": str, "pilot": int,
-                           "host": str, "start": float, "end": float, "exit_code": int, "outcome": str,
-                           "reason": str, "perf": str, "stdout_tail": str, "stderr_tail": str},
-                          pk=("run_id", "task", "attempt"), foreign_keys=[("run_id", "runs", "id")])
-
-
-@migrations()
-def m003_pilot_hosts(db: Database) -> None:
-    """Where each live pilot landed, from its agent: host, CPU model and clock of the node or
-    slot (on a pool every slot can differ; calibration reads them per pilot)."""
-    for col, typ in (("host", str), ("cpu_model", str), ("cpu_mhz", float), ("agent_started", float)):
-        db["live_pilots"].add_column(col, typ)
-
-
-@migrations()
-def m004_profiles(db: Database) -> None:
-    """``resel profile``: one row per measured run, every figure with the method that gave it."""
-    from resel.probes.profile import ensure_tables
-    ensure_tables(db)
-
-
-@migrations()
-def m005_site_probes(db: Database) -> None:
-    """``resel sites probe``: what each site's compute nodes measured, per probe."""
-    db["site_probes"].create({
-        "created": str, "site": str, "kind": str, "host": str, "cpu_model": str, "cpu_mhz": float,
-        "task_clock_s": float, "cycles": float, "instructions": float, "clock_ghz": float, "clock_method": str,
-        "wait_s": float, "wall_s": float, "job_id": str, "error": str})
-
-
-@migrations()
-def m006_model_fits(db: Database) -> None:
-    """``resel model fit``: one row per fit (per-site fits, the LIM it replaced, held-out scores)."""
-    db["model_fits"].create({
-        "id": int, "created": str, "runs": str, "holdout": str, "baseline_label": str, "n_evidence": int,
-        "fit": str, "lim": str, "evaluation": str,
-    }, pk="id")
-
-
-@migrations()
-def m007_wait_history(db: Database) -> None:
-    """``resel history import``: past queue waits per site (sacct, SWF traces) for wait bounds.
-
-    Keyed by (site, source, job_id) so importing the same file twice adds nothing; the index
-    on (site, submit) serves reading one site's history in submission order.
-    """
-    db["wait_history"].create({
-        "site": str, "source": str, "job_id": str, "partition": str, "cores": int, "walltime": float,
-        "submit": float, "start": float,
-    }, pk=("site", "source", "job_id"))
-    db["wait_history"].create_index(["site", "submit"])
-
-
-@migrations()
-def m008_live_notes(db: Database) -> None:
-    """What a live coordinator noticed besides events, for ``resel status`` in another process:
-    a site not answering (and since when), a pilot in a job state resel does not know, an agent
-    relaunched under the same job, a record refused by the protocol check, and the
-    coordinator's own lease (so ``resel cancel`` can wait for it to let go of the run).
-
-    One row per (run, site, key); ``first``/``last`` are seconds since the run started,
-    ``count`` how often it was seen, ``detail`` the words to show.
-    """
-    db["live_notes"].create({"run_id": int, "site": str, "key": str, "kind": str, "first": float,
-                             "last": float, "count": int, "detail": str},
-                            pk=("run_id", "site", "key"), foreign_keys=[("run_id", "runs", "id")])
+def __getattr__(name: str) -> Any:
+    """``resel.store.migrations`` and ``resel.store.Store``, as before the writing side moved out
+    to :mod:`resel.store_migrations` (PEP 562: importing it costs only those who read them)."""
+    if name in _WRITING_SIDE:
+        from resel import store_migrations
+        return getattr(store_migrations, _WRITING_SIDE[name])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def default_path() -> Path:
@@ -153,45 +69,6 @@ NETWORK_FILESYSTEMS = frozenset({"nfs", "nfs4", "cifs", "smb3", "smbfs", "lustre
                                  "glusterfs", "fuse.glusterfs", "fuse.sshfs", "afs", "panfs", "9p", "orangefs"})
 
 
-class Store(Database):
-    """The run store's connection: every top-level transaction takes the write lock up front.
-
-    ``BEGIN IMMEDIATE`` instead of sqlite-utils' deferred ``BEGIN``: a deferred transaction that
-    reads and then writes cannot wait for another writer (SQLite answers ``database is
-    locked`` at once to avoid a deadlock), while an immediate one queues behind it for up to
-    :data:`BUSY_TIMEOUT_S`. Several ``resel simulate`` processes and a live ``resel run`` on
-    one store therefore all finish, each transaction in turn.
-
-    sqlite-utils plugins (its ``prepare_connection`` hook, meant for the ``sqlite-utils``
-    command) are not run on resel's connections: resel's queries need none, no installed
-    package should change what resel's store does, and finding them scans the entry points of
-    every installed distribution — a third of what opening a store cost a ``resel runs``.
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("execute_plugins", False)
-        super().__init__(*args, **kwargs)
-
-    @contextlib.contextmanager
-    def atomic(self) -> Iterator["Store"]:
-        if self.conn.in_transaction:
-            with super().atomic():
-                yield self
-            return
-        self.conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield self
-        except BaseException:
-            self.conn.rollback()
-            raise
-        else:
-            try:
-                self.conn.execute("COMMIT")
-            except BaseException:
-                self.conn.rollback()
-                raise
-
-
 def open_store(path: str | Path | None = None, *, memory: bool = False, write: bool = True) -> Database:
     """Open (creating if needed) the store and bring its schema up to date.
 
@@ -205,10 +82,9 @@ def open_store(path: str | Path | None = None, *, memory: bool = False, write: b
         StoreError: the file cannot be created or opened, is not a resel store, is from a newer
             resel, is damaged, or (``write``) is read-only — saying which, and what to do.
     """
+    from resel import store_migrations
     if memory:
-        db = Store(memory=True)
-        migrations.apply(db)
-        return db
+        return store_migrations.memory_store()
     target = Path(path) if path else default_path()
     try:
         _make_private_dirs(target.parent)
@@ -217,7 +93,7 @@ def open_store(path: str | Path | None = None, *, memory: bool = False, write: b
         if target.exists() and not target.is_file():
             raise StoreError(f"run store {target} is not a file; give the path of a store file with --db")
         _check_is_resel_store(target)
-        writable = os.access(target, os.W_OK) and os.access(target.parent, os.W_OK)
+        writable = _writable(target)
         if write and not writable:
             raise StoreError(f"run store {target} is read-only for this user (it or its folder cannot be "
                              "written); give a writable store with --db or $RESEL_DB, or fix its permissions")
@@ -225,19 +101,109 @@ def open_store(path: str | Path | None = None, *, memory: bool = False, write: b
             conn = sqlite3.connect(str(target), timeout=BUSY_TIMEOUT_S, isolation_level="IMMEDIATE")
         else:
             conn = _read_only(target)
-        db = Store(conn)
+        db = store_migrations.Store(conn)
         if writable:
-            _use_wal(db, target)
-            _migrate(db)
-        elif migrations.pending(db):
-            raise StoreError(f"run store {target} is read-only and was made by an older resel: open it once "
-                             "with write access to upgrade it")
-        _check_schema(db, target)
+            _use_wal(db.conn, target)
+            store_migrations.migrate(db)
+        elif store_migrations.pending(db):
+            raise _older_read_only(target)
+        _check_schema(db.conn, target)
         return db
     except StoreError:
         raise
     except (OSError, sqlite3.DatabaseError) as exc:
         raise StoreError(f"cannot open run store {target}: {exc}") from None
+
+
+class StoreReader:
+    """A run store opened to be read, through :mod:`sqlite3` alone.
+
+    It answers the part of sqlite-utils' ``Database`` that the reading commands use —
+    :meth:`query` (rows as dicts), :meth:`execute`, :meth:`table_names`, ``conn`` — so the
+    functions they call (:func:`list_runs`, the live run's replay, its notes) take either.
+    The connection is ``query_only``: nothing read through it can change the store.
+    """
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        conn.execute("pragma query_only = on")
+
+    def execute(self, sql: str, parameters: Iterable[Any] | dict | None = None) -> sqlite3.Cursor:
+        return self.conn.execute(sql, parameters or ())
+
+    def query(self, sql: str, params: Iterable[Any] | dict | None = None) -> Iterator[dict]:
+        """The rows ``sql`` selects, each a dict of column name to value (as sqlite-utils')."""
+        cursor = self.execute(sql, params)
+        keys = [d[0] for d in cursor.description]
+        for row in cursor:
+            yield dict(zip(keys, row))
+
+    def table_names(self) -> list[str]:
+        return [r[0] for r in self.conn.execute("select name from sqlite_master where type = 'table'")]
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def read_store(path: str | Path | None = None) -> StoreReader | Database:
+    """The store opened for reading, as ``open_store(path, write=False)`` opens it, without sqlite-utils.
+
+    The same checks, in the same order, with the same errors: a file that is not a resel store,
+    one from a newer resel, a damaged one. A store that ``open_store(write=False)`` would change
+    first — none there yet (it is created), migrations pending (they are applied, or a
+    read-only one is refused), a writable one not yet in WAL mode — is handed to it, and
+    what it returns (a sqlite-utils ``Database``) answers the same calls. Otherwise the store
+    is read through a :class:`StoreReader` on the same connection ``open_store`` makes (read-only
+    when this user cannot write it).
+
+    Raises:
+        StoreError: as :func:`open_store` with ``write=False``.
+    """
+    target = Path(path) if path else default_path()
+    try:
+        if not target.is_file():
+            return open_store(target, write=False)       # made here, or refused with its own words
+        applied = _check_is_resel_store(target)
+        writable = _writable(target)
+        if writable and not _in_wal_mode(target) and _filesystem(target) not in NETWORK_FILESYSTEMS:
+            return open_store(target, write=False)       # converted to WAL first
+        if writable:
+            conn = sqlite3.connect(str(target), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        else:
+            conn = _read_only(target)
+        if applied != set(MIGRATIONS):
+            # the check above reads the file alone; a migration a running writer recorded may
+            # still be in the -wal file, which the connection sees
+            applied = _applied_migrations(conn)
+        if applied != set(MIGRATIONS):
+            conn.close()
+            return open_store(target, write=False)       # migrations to apply (or refuse) first
+        reader = StoreReader(conn)
+        _check_schema(reader.conn, target)
+        return reader
+    except StoreError:
+        raise
+    except (OSError, sqlite3.DatabaseError) as exc:
+        raise StoreError(f"cannot open run store {target}: {exc}") from None
+
+
+def _applied_migrations(conn: sqlite3.Connection) -> set[str]:
+    """The names of resel's migrations the store records (none without the migrations table)."""
+    if not conn.execute("select 1 from sqlite_master where type = 'table' and name = ?",
+                        [MIGRATIONS_TABLE]).fetchone():
+        return set()
+    return {r[0] for r in conn.execute(f"select name from {MIGRATIONS_TABLE} where migration_set = ?",
+                                       [MIGRATION_SET])}
+
+
+def _writable(target: Path) -> bool:
+    """This user can write the store (the file, and its folder for the journal or WAL files)."""
+    return os.access(target, os.W_OK) and os.access(target.parent, os.W_OK)
+
+
+def _older_read_only(target: Path) -> StoreError:
+    return StoreError(f"run store {target} is read-only and was made by an older resel: open it once "
+                      "with write access to upgrade it")
 
 
 def _read_only(target: Path) -> sqlite3.Connection:
@@ -281,8 +247,9 @@ def _uri(target: Path, query: str) -> str:
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
-def _check_is_resel_store(target: Path) -> None:
-    """Refuse, without changing a byte of it, a file that is not an (empty or) resel store.
+def _check_is_resel_store(target: Path) -> set[str]:
+    """Refuse, without changing a byte of it, a file that is not an (empty or) resel store;
+    return the migrations it has (none: a new, empty file or database, made into a store here).
 
     Read through ``immutable=1``: no lock, no journal or WAL recovery, no -shm file, so
     another application's database is only read.
@@ -290,7 +257,7 @@ def _check_is_resel_store(target: Path) -> None:
     with open(target, "rb") as f:
         head = f.read(len(_SQLITE_MAGIC))
     if not head:
-        return      # a new, empty file: the store is made here
+        return set()      # a new, empty file: the store is made here
     if head != _SQLITE_MAGIC:
         raise StoreError(f"{target} is not a resel run store (not an SQLite database); resel leaves it "
                          "untouched — give the run store with --db or $RESEL_DB")
@@ -298,21 +265,22 @@ def _check_is_resel_store(target: Path) -> None:
     try:
         tables = {r[0] for r in conn.execute("select name from sqlite_master where type = 'table'")}
         if not tables:
-            return
+            return set()
         applied: set[str] = set()
-        if Migrations.migrations_table in tables:
+        if MIGRATIONS_TABLE in tables:
             applied = {r[0] for r in conn.execute(
-                f"select name from {Migrations.migrations_table} where migration_set = ?", [migrations.name])}
+                f"select name from {MIGRATIONS_TABLE} where migration_set = ?", [MIGRATION_SET])}
     finally:
         conn.close()
     if not applied:
         shown = ", ".join(sorted(tables)[:6]) + (", …" if len(tables) > 6 else "")
         raise StoreError(f"{target} is not a resel run store: it holds another application's tables ({shown}); "
                          "resel leaves it untouched — give the run store with --db or $RESEL_DB")
-    newer = sorted(applied - {m.name for m in migrations._migrations})
+    newer = sorted(applied - set(MIGRATIONS))
     if newer:
         raise StoreError(f"run store {target} was made by a newer resel (its schema has {', '.join(newer)}, "
                          f"which resel {_version()} does not know); upgrade resel, or give another store with --db")
+    return applied
 
 
 def _version() -> str:
@@ -320,14 +288,22 @@ def _version() -> str:
     return __version__
 
 
-def _use_wal(db: Database, target: Path) -> None:
+def _in_wal_mode(target: Path) -> bool:
+    """The database file says it is in WAL mode (header bytes 18 and 19 are 2: SQLite's file
+    format, section 1.3), read without opening a connection."""
+    with open(target, "rb") as f:
+        head = f.read(20)
+    return len(head) == 20 and head[18] == 2 and head[19] == 2
+
+
+def _use_wal(conn: sqlite3.Connection, target: Path) -> None:
     """WAL, so readers never block the writer, unless the store is on a network filesystem
     (WAL's shared memory does not work there: SQLite's rollback journal and the busy
     timeout serialise writers instead)."""
     if _filesystem(target) in NETWORK_FILESYSTEMS:
         return
-    if db.execute("pragma journal_mode").fetchone()[0] != "wal":
-        db.execute("pragma journal_mode = wal")
+    if conn.execute("pragma journal_mode").fetchone()[0] != "wal":
+        conn.execute("pragma journal_mode = wal")
 
 
 def _filesystem(path: Path) -> str | None:
@@ -346,15 +322,6 @@ def _filesystem(path: Path) -> str | None:
         if (real == point or real.startswith(point.rstrip("/") + "/")) and len(point) >= len(best):
             best, kind = point, fields[2]
     return kind
-
-
-def _migrate(db: Database) -> None:
-    """Apply pending migrations holding the write lock, so processes opening a new store at
-    once apply each migration exactly once (the others wait, then find nothing pending)."""
-    if not migrations.pending(db):
-        return
-    with db.atomic():
-        migrations.apply(db)
 
 
 #: The tables and columns that the migrations above give an empty store, for :func:`_check_schema`.
@@ -394,21 +361,25 @@ def _expected_schema() -> dict[str, frozenset[str]]:
     """Tables and columns a store of this version has: the migrations applied to an empty one
     (read from :data:`_SCHEMA_SNAPSHOT` while it names exactly the migrations there are)."""
     names, tables = _SCHEMA_SNAPSHOT
-    if tuple(m.name for m in migrations._migrations) == names:
+    if tuple(names) == MIGRATIONS:
         return {table: frozenset(columns.split()) for table, columns in tables.items()}
     return _applied_schema()
 
 
 def _applied_schema() -> dict[str, frozenset[str]]:
     """Tables and columns that applying the migrations to an empty in-memory store gives."""
-    db = Store(memory=True)
-    migrations.apply(db)
-    return {t.name: frozenset(c.name for c in t.columns) for t in db.tables
-            if t.name != Migrations.migrations_table}
+    from resel.store_migrations import applied_schema
+    return applied_schema()
 
 
-def _check_schema(db: Database, target: Path) -> None:
-    present = {t.name: {c.name for c in t.columns} for t in db.tables}
+def _present_schema(conn: sqlite3.Connection) -> dict[str, set[str]]:
+    """The store's tables and the columns of each, as SQLite lists them."""
+    tables = [r[0] for r in conn.execute("select name from sqlite_master where type = 'table'")]
+    return {t: {r[1] for r in conn.execute("select * from pragma_table_info(?)", [t])} for t in tables}
+
+
+def _check_schema(conn: sqlite3.Connection, target: Path) -> None:
+    present = _present_schema(conn)
     for table, columns in _expected_schema().items():
         if table not in present:
             raise StoreError(f"run store {target} is damaged: table {table} is missing (the store's migrations "

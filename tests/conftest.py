@@ -171,3 +171,16 @@ def testbed():
 def rest_token(testbed) -> str:
     """A JWT for ``testbed.rest_user``, for the headers X-SLURM-USER-NAME / X-SLURM-USER-TOKEN."""
     return Path(testbed.rest_token_file).read_text().strip()
+
+
+@pytest.fixture(scope="session")
+def bench_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store made by the start-up benchmark's own recipe (``benchmarks/bench_startup.py
+    --make-inputs``): three simulated runs of 64 tasks and a live run (run 4, ``running``) with
+    its recorded events — what ``resel runs`` and ``resel status`` are measured on."""
+    import subprocess
+    import sys
+    db = tmp_path_factory.mktemp("bench-store") / "store.db"
+    subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_startup.py"), "--make-inputs", str(db)],
+                   check=True, timeout=600)
+    return db

@@ -20,8 +20,8 @@ from resel.cli import COMMANDS, SITES_COMMANDS, cli
 THIRD_PARTY = ("numpy", "click", "rich", "sqlite_utils", "scipy", "matplotlib", "paramiko", "requests",
                "pandas", "dateutil", "pluggy", "cryptography", "htcondor2", "classad2", "yaml")
 #: resel modules that drag those in, or that a command has no business loading
-HEAVY_RESEL = ("resel.store", "resel.backends.simulated", "resel.live", "resel.backends.transport",
-               "resel.probes.profile", "resel.plots")
+HEAVY_RESEL = ("resel.store", "resel.store_migrations", "resel.backends.simulated", "resel.live",
+               "resel.backends.transport", "resel.probes.profile", "resel.plots")
 
 
 def _fresh_modules(code: str, *argv: str) -> tuple[set[str], str]:
@@ -85,6 +85,31 @@ def test_runs_loads_the_store_but_not_the_rest(tmp_path):
     assert "resel.store" in loaded
     assert not {"paramiko", "requests", "matplotlib"} & _top(loaded)
     assert not {"resel.live", "resel.backends.simulated", "resel.experiment", "resel.replay"} & loaded
+
+
+def test_import_resel_store_loads_neither_sqlite_utils_nor_numpy():
+    """The store module is the standard library's: sqlite-utils (which pulls in numpy) comes
+    with the writing side, resel.store_migrations, when a store is created, written or migrated."""
+    loaded, out = _fresh_modules("import resel.store\nprint(resel.store.read_store.__module__)")
+    assert out.strip() == "resel.store"
+    assert not {"sqlite_utils", "numpy"} & _top(loaded)
+    assert "resel.store_migrations" not in loaded
+    loaded, _ = _fresh_modules("import resel.store\nresel.store.migrations")
+    assert {"sqlite_utils", "resel.store_migrations"} <= loaded       # read on first use, as before
+
+
+@pytest.mark.parametrize("argv", [["runs"], ["runs", "--json"], ["status"], ["status", "--json"]], ids=" ".join)
+def test_runs_and_status_of_a_store_load_neither_sqlite_utils_nor_the_coordinator(bench_store, argv):
+    """On a store made by the start-up benchmark's recipe (a live run with its events among
+    simulated ones): the store is read through sqlite3, the run replayed without the
+    coordinator's site clients; ``--json`` prints no table, so it does not load rich."""
+    loaded, out = _fresh_modules(CLI, *argv, "--db", str(bench_store))
+    assert ("run 4" in out or '"run_id": 4' in out) if argv[0] == "status" else "gromacs" in out
+    assert not {"numpy", "sqlite_utils", "paramiko", "requests", "matplotlib", "cryptography"} & _top(loaded)
+    assert not {"resel.store_migrations", "resel.live", "resel.backends.transport", "resel.backends.simulated",
+                "resel.experiment", "resel.replay"} & loaded
+    if "--json" in argv:
+        assert "rich" not in _top(loaded)
 
 
 def test_replay_json_loads_neither_store_nor_simulator_nor_rich(tmp_path):

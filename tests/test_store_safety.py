@@ -185,6 +185,32 @@ def test_a_read_only_store_is_refused_before_work_and_read_by_reading_commands(t
         shutil.rmtree(folder)
 
 
+def test_another_users_store_reads_as_its_owner_reads_it(bench_store, foreign_user):
+    """``resel runs`` and ``resel status`` on a store another user cannot write (read through
+    sqlite3 alone, immutable: no lock, no -shm) print what its owner sees, and change nothing."""
+    folder = Path(tempfile.mkdtemp(prefix="resel-ro-"))
+    try:
+        os.chmod(folder, 0o755)
+        db = folder / "resel.db"
+        shutil.copy(bench_store, db)
+        os.chmod(db, 0o644)
+        before, files = _sha(db), sorted(os.listdir(folder))
+        env = {"PATH": os.environ["PATH"], "HOME": str(folder), "COLUMNS": "120",
+               **{k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ}}
+        commands = [["runs"], ["runs", "--json"], ["status"], ["status", "--json"], ["status", "1"]]
+        theirs = [subprocess.run([*foreign_user, *RESEL, *args, "--db", str(db)], capture_output=True, text=True,
+                                 env=env, timeout=300, cwd="/") for args in commands]
+        assert _sha(db) == before and sorted(os.listdir(folder)) == files
+        mine = [subprocess.run([*RESEL, *args, "--db", str(db)], capture_output=True, text=True, env=env,
+                               timeout=300, cwd="/") for args in commands]
+        for args, got, want in zip(commands, theirs, mine):
+            assert "Traceback" not in got.stderr, got.stderr
+            assert (got.returncode, got.stdout, got.stderr) == (want.returncode, want.stdout, want.stderr), args
+        assert [t.returncode for t in theirs] == [0, 0, 0, 0, 1] and "run 4 (running)" in theirs[2].stdout
+    finally:
+        shutil.rmtree(folder)
+
+
 def test_a_store_path_that_is_a_folder_is_one_line(tmp_path):
     with pytest.raises(StoreError, match="is not a file"):
         open_store(tmp_path)

@@ -1,0 +1,127 @@
+"""A live run as the store keeps it, read back: its options, bag and sites, and the types of
+its recorded events and actions.
+
+``resel status`` (another process) rebuilds a run's engine from these and the stored events;
+the coordinator (:mod:`resel.live`, which re-exports every name here) stores and resumes runs
+with them. Apart from the coordinator on purpose: this module loads the standard library and
+the pure core only, not the site clients (paramiko, requests) nor sqlite-utils, so showing a
+run's status does not pay for what driving one needs.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from resel.domain import Bag, Site
+from resel.errors import ReselError
+from resel.events import (
+    BagCancelled, BagDone, BagSubmitted, CancelPilot, CancelTask, Decision, DispatchTask, PilotEnded, PilotRequeued,
+    PilotStarted, SetTimer, SiteLost, SiteQuarantined, SiteReleased, SubmitPilot, TaskFailed, TaskFinished, TaskLost,
+    TaskStarted, TimerFired,
+)
+
+if TYPE_CHECKING:
+    from sqlite_utils import Database
+
+    from resel.store import StoreReader
+
+EVENT_TYPES = {cls.__name__: cls for cls in (BagSubmitted, PilotStarted, PilotEnded, PilotRequeued, SiteLost,
+                                             TaskStarted, TaskFinished, TaskFailed, TaskLost, TimerFired,
+                                             BagCancelled)}
+ACTION_TYPES = {cls.__name__: cls for cls in (SubmitPilot, CancelPilot, DispatchTask, CancelTask, SetTimer,
+                                              Decision, BagDone, SiteQuarantined, SiteReleased)}
+
+
+@dataclass
+class LiveOptions:
+    """How a live run behaves; stored with the run so ``--resume`` behaves the same."""
+
+    strategy: str = "model+reselect"
+    seed: int = 0
+    clock: str = "base"
+    poll: float = 1.0
+    perf: bool = False
+    task_timeout: float | None = None
+    #: a site whose scheduler cannot be reached for this long is given up (SiteLost)
+    site_timeout: float = 600.0
+    #: a pilot the scheduler stops listing is taken as ended after this many polls
+    missing_polls: int = 2
+    #: queue-aware strategy: which start estimate ranks the sites (resel.plan.SOURCES)
+    estimate: str = "auto"
+    quantile: float = 0.95
+    confidence: float = 0.95
+    #: tasks handed ahead per pilot slot, so a freed slot is refilled by the agent at once
+    #: (0: none; runs stored before this option replay with 0)
+    prefetch: int = 1
+    #: a site whose command has not answered for this long is shown as not answering
+    slow_after: float = 10.0
+    #: seconds the first check of the sites may take; a site silent that long is given up
+    check_timeout: float = 120.0
+    #: the engine's T̂x rates (:meth:`resel.models.runtime.EngineRates.to_json`), stored so a
+    #: resumed run decides with the same numbers; None: LIM with ``clock``
+    rates: dict | None = None
+    #: queue-aware split: minimise the P50 (point estimates) or the P90 finish (resel.plan.menu_waits)
+    objective: str = "p50"
+    #: walltime rules (resel/walltime.py): limit, pack or off (runs stored before them replay with off)
+    walltime: str = "limit"
+    #: the black-hole rule (resel/blackhole.py) on (runs stored before it replay without it)
+    quarantine: bool = True
+
+    def engine_options(self) -> dict:
+        """The engine's keyword arguments these options set (the coordinator and status alike)."""
+        from resel.blackhole import QuarantinePolicy
+        return {"seed": self.seed, "clock": self.clock, "prefetch": self.prefetch, "rates": self.engine_rates(),
+                "walltime": self.walltime, "quarantine": QuarantinePolicy(enabled=self.quarantine)}
+
+    def engine_rates(self):
+        """The stored rates as the engine takes them (None: LIM)."""
+        from resel.models.runtime import EngineRates
+        return EngineRates.from_json(self.rates) if self.rates else None
+
+
+def load_live_run(db: Database | StoreReader, run_id: int) -> tuple[dict, Bag, list[Site], LiveOptions]:
+    """A live run's row, bag, sites and options, as stored when it started.
+
+    Raises:
+        ReselError: no such run, or it is a simulated one.
+    """
+    rows = list(db.query("select * from runs where id = ?", [run_id]))
+    if not rows:
+        raise ReselError(f"no run {run_id} in the store (list them with `resel runs`)")
+    run = rows[0]
+    if run["mode"] != "live":
+        raise ReselError(f"run {run_id} is a {run['mode']} run, not a live one: use `resel report {run_id}`")
+    options = json.loads(run["options"])
+    options.setdefault("prefetch", 0)   # stored before hand-ahead existed: replay as it ran
+    options.setdefault("walltime", "off")      # stored before the walltime rules: replay as it ran
+    options.setdefault("quarantine", False)    # stored before the black-hole rule
+    return (run, bag_from_json(json.loads(run["bag_spec"])), sites_from_json(json.loads(run["sites"])),
+            LiveOptions(**options))
+
+
+def bag_from_json(d: dict) -> Bag:
+    from resel.domain import Profile
+    return Bag(d["name"], d["command"], d["count"], d["cores_per_task"], Profile(**d["profile"]),
+               d.get("isa", "x86"), d.get("source", "<store>"), d.get("perf_every", 0),
+               tuple((str(site), str(cmd)) for site, cmd in d.get("site_commands") or ()))
+
+
+def sites_from_json(items: list[dict]) -> list[Site]:
+    """Live sites back from their stored JSON (simulation-only fields are not needed live)."""
+    from resel.domain import Access, Clock, PilotPolicy
+    out = []
+    for d in items:
+        acc = d.get("access")
+        access = None
+        if acc:
+            acc = dict(acc)
+            acc["submit_args"] = tuple(acc.get("submit_args") or ())
+            acc["setup"] = tuple(acc.get("setup") or ())
+            acc["submit_lines"] = dict(acc.get("submit_lines") or {})
+            access = Access(**acc)
+        out.append(Site(name=d["name"], kind=d["kind"], cores=d["cores"], clock=Clock(**d["clock"]),
+                        kappa=d.get("kappa", 1.0), pilot=PilotPolicy(**d["pilot"]), isa=d.get("isa", "x86"),
+                        reselect_target=d.get("reselect_target", True), access=access, notes=d.get("notes", "")))
+    return out
