@@ -28,7 +28,7 @@ def _sources() -> list[Path]:
 
 def test_the_sources_are_found():
     names = {p.relative_to(REPO).as_posix() for p in _sources()}
-    assert {"tests/htcondor_samples.py", "scripts/test.sh", ".ci/run", "resel/cli.py"} <= names
+    assert {"tests/htcondor_samples.py", "scripts/test.sh", ".ci/run", "resel/cli/__init__.py"} <= names
 
 
 def test_no_source_names_a_path_of_the_authors_machine():
