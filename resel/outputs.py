@@ -50,7 +50,7 @@ def refuse_inputs(output: str | os.PathLike[str], option: str,
                              "choose another file")
 
 
-#: the files a ``--plot`` folder receives (resel.plots writes them; checked before any work)
+#: the files a ``--plot`` folder receives (resel.report.plots writes them; checked before any work)
 FIGURES = ("gantt", "cdfs", "predictions", "workload_by_size")
 FIGURE_FORMATS = ("png", "svg")
 

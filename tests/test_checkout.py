@@ -28,7 +28,7 @@ def _sources() -> list[Path]:
 
 def test_the_sources_are_found():
     names = {p.relative_to(REPO).as_posix() for p in _sources()}
-    assert {"tests/htcondor_samples.py", "scripts/test.sh", ".ci/run", "resel/cli.py"} <= names
+    assert {"tests/htcondor_samples.py", "scripts/test.sh", ".ci/run", "resel/cli/__init__.py"} <= names
 
 
 def test_no_source_names_a_path_of_the_authors_machine():
@@ -59,3 +59,29 @@ def test_venv_script_repairs_a_venv_left_without_pip(tmp_path):
     subprocess.run(["bash", str(REPO / "scripts" / "venv.sh"), str(venv)], check=True,
                    env={**os.environ, "PYTHON": base}, timeout=300)
     assert marker.lstat().st_mtime_ns == before
+
+
+def _package_dir(name: str, mapping: dict[str, str]) -> Path:
+    """Where setuptools looks for package ``name`` given ``package-dir`` (the longest prefix)."""
+    parts = name.split(".")
+    for cut in range(len(parts), 0, -1):
+        prefix = ".".join(parts[:cut])
+        if prefix in mapping:
+            return REPO.joinpath(mapping[prefix], *parts[cut:])
+    return REPO.joinpath(*parts)
+
+
+def test_every_package_folder_is_installed():
+    """pyproject's explicit ``packages`` list is what a plain ``pip install .`` installs: a new
+    folder of modules (resel/cli/, resel/report/) missing from it works in the editable checkout
+    and is absent from every real installation."""
+    import tomllib
+    setup = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    mapping, listed = setup["package-dir"], setup["packages"]
+    folders = {init.parent.resolve() for top in ("resel", "backends", "models", "probes")
+               for init in (REPO / top).rglob("__init__.py")}
+    installed = {_package_dir(name, mapping).resolve() for name in listed}
+    missing = sorted(str(f.relative_to(REPO)) for f in folders - installed)
+    assert missing == [], f"add these folders' packages to [tool.setuptools] packages in pyproject.toml: {missing}"
+    absent = sorted(name for name in listed if not _package_dir(name, mapping).is_dir())
+    assert absent == [], f"pyproject.toml lists packages without a folder: {absent}"

@@ -1,4 +1,4 @@
-"""Tests of the ``resel`` command line (resel/cli.py), driven through click's CliRunner.
+"""Tests of the ``resel`` command line (resel/cli/), driven through click's CliRunner.
 
 Every invocation writes to a store under ``tmp_path`` (``--db`` or ``$RESEL_DB``) so nothing
 touches the user's home directory. Sizes and repetitions are kept tiny: the whole file runs in

@@ -1,4 +1,4 @@
-"""``resel grid`` and ``resel scenario seed004`` (resel/cli_grid.py), driven through CliRunner.
+"""``resel grid`` and ``resel scenario seed004`` (resel/cli/grid.py), driven through CliRunner.
 
 The real traces under ../shared/data/swf are read-only inputs. hpc2n's first 1,500 jobs
 simulate in well under a second per run, and seed004 on 1,500 jobs in a few seconds, so the

@@ -1,4 +1,4 @@
-"""Tests of ``resel replay`` (resel/cli_trace.py), driven through click's CliRunner.
+"""Tests of ``resel replay`` (resel/cli/trace.py), driven through click's CliRunner.
 
 The real traces under ../shared/data/swf are read-only inputs; every file the command
 writes goes under ``tmp_path``. hpc2n replays in a fraction of a second, so the whole file

@@ -21,10 +21,10 @@ from click.testing import CliRunner
 from rich.console import Console
 
 import resel
-from resel import plots
+from resel.report import plots
 from resel import units
 from resel.cli import cli
-from resel.report_html import html_report
+from resel.report.html import html_report
 from resel.store import open_store, save_run
 
 REPO = Path(__file__).resolve().parent.parent
@@ -221,9 +221,9 @@ def test_seed004_reports_each_run_as_it_ends():
 
 
 def test_seed004_progress_on_a_terminal_none_with_json(monkeypatch):
-    import resel.cli as cli_module
+    from resel.cli import common as cli_common
     tty = io.StringIO()
-    monkeypatch.setattr(cli_module, "err", Console(file=tty, force_terminal=True, width=120,
+    monkeypatch.setattr(cli_common, "err", Console(file=tty, force_terminal=True, width=120,
                                                      _environ={"TERM": "xterm-256color"}))  # not dumb: CI has no TERM)
     r = invoke("scenario", "seed004", "--first", "200", "--workers", "1")
     assert r.exit_code == 0, r.output
@@ -232,7 +232,7 @@ def test_seed004_progress_on_a_terminal_none_with_json(monkeypatch):
     doc = as_json("scenario", "seed004", "--first", "200", "--workers", "1", "--json")
     for row in doc["rows"]:
         assert re.search(rf"│ {re.escape(row['variant'])} +│", r.stdout), row["variant"]
-    from resel.cli_grid import SEED004_LEGEND
+    from resel.cli.grid import SEED004_LEGEND
     for line in SEED004_LEGEND:
         assert flat(line) in flat(r.stdout)
     for word in ("rel. resp.", "impacted %", "earlier %", "bounded slowdown", "all-cancel/H", "isis/D"):
@@ -249,7 +249,7 @@ def test_plan_legend_is_whole_sentences_under_the_table(tmp_path):
     r = invoke("plan", REPO / "examples" / "gromacs-bag.toml", "--sites", REPO / "examples" / "sites-thesis.toml",
                "--db", tmp_path / "r.db")
     assert r.exit_code == 0, r.output
-    from resel.cli_plan import PLAN_LEGEND
+    from resel.cli.plan import PLAN_LEGEND
     table_end = r.stdout.index("└")
     for line in PLAN_LEGEND:
         assert line.endswith(".") and flat(line) in flat(r.stdout[table_end:]), line

@@ -260,7 +260,7 @@ def test_numeric_options_are_checked_at_the_command_line(small, command, value):
 @fuzz(30)
 @given(st.text(max_size=20))
 def test_simulate_sizes_are_parsed_or_refused(text):
-    from resel.cli import _csv_ints
+    from resel.cli.simulate import _csv_ints
     import click
     try:
         sizes = _csv_ints(None, None, text)

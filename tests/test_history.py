@@ -1,4 +1,4 @@
-"""Wait history per site and shape class (models/history.py) and ``resel history`` (cli_history.py).
+"""Wait history per site and shape class (models/history.py) and ``resel history`` (resel/cli/history.py).
 
 Coverage is checked the way a bound is stated: over many independent histories drawn from a
 known distribution, the share of bounds at or above the true quantile must reach the
@@ -17,7 +17,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from resel.cli_history import duration, history_group, register
+from resel.cli.history import duration, history_group, register
 from resel.errors import InputError, ReselError
 from resel.models.history import (HistoryBound, WaitHistory, WaitRecord, cores_class, load_history,
                                   records_from_jobs, records_from_sacct_file, records_from_store,

@@ -14,14 +14,15 @@ import sys
 import click
 import pytest
 
-from resel.cli import COMMANDS, SITES_COMMANDS, cli
+from resel.cli import COMMANDS, cli
+from resel.cli.sites import SITES_COMMANDS
 
 #: third-party packages the pure core must never load (the standard library is all it needs)
 THIRD_PARTY = ("numpy", "click", "rich", "sqlite_utils", "scipy", "matplotlib", "paramiko", "requests",
                "pandas", "dateutil", "pluggy", "cryptography", "htcondor2", "classad2", "yaml")
 #: resel modules that drag those in, or that a command has no business loading
 HEAVY_RESEL = ("resel.store", "resel.store_migrations", "resel.backends.simulated", "resel.live",
-               "resel.backends.transport", "resel.probes.profile", "resel.plots")
+               "resel.backends.transport", "resel.probes.profile", "resel.report.plots")
 
 
 def _fresh_modules(code: str, *argv: str) -> tuple[set[str], str]:
@@ -131,12 +132,13 @@ def _registered(register, *args) -> set[str]:
 def test_lazy_commands_are_every_command_of_their_modules():
     """The lazy maps name every command the command modules define: a command added to a
     module's ``register()`` but not to ``resel.cli.COMMANDS`` would silently vanish."""
-    from resel import cli_history, cli_live, cli_plan
-    live_top, (live_sites,) = _registered(cli_live.register, "sites")
-    top = live_top | _registered(cli_plan.register)[0] | _registered(cli_history.register)[0]
+    from resel.cli import history, live, plan
+    live_top, (live_sites,) = _registered(live.register, "sites")
+    top = live_top | _registered(plan.register)[0] | _registered(history.register)[0]
     assert top <= set(COMMANDS)
     assert live_sites == set(SITES_COMMANDS)
     ctx = click.Context(cli)
+    assert set(cli.list_commands(ctx)) == set(COMMANDS)     # the root defines no command itself
     for name, target in COMMANDS.items():
         command = cli.get_command(ctx, name)
         assert isinstance(command, click.Command) and command.name == name, target
@@ -145,8 +147,8 @@ def test_lazy_commands_are_every_command_of_their_modules():
 
 
 def test_a_wrong_lazy_entry_is_a_clear_error():
-    from resel.cli_common import LazyGroup
-    group = LazyGroup(lazy={"grid": "resel.cli_grid:scenario_group"})
+    from resel.cli.common import LazyGroup
+    group = LazyGroup(lazy={"grid": "resel.cli.grid:scenario_group"})
     with pytest.raises(RuntimeError, match="is not the command 'grid'"):
         group.get_command(click.Context(group), "grid")
 
@@ -188,14 +190,14 @@ def test_the_store_runs_no_sqlite_utils_plugin(tmp_path):
 
 
 def test_a_lazy_console_becomes_a_rich_console_on_first_use():
-    """``resel.cli.out``/``err`` import rich only when a command prints through them, and are
+    """``resel.cli.common.out``/``err`` import rich only when a command prints through them, and are
     then genuine Consoles: rich's Live and Progress use them as context managers."""
     import io
 
     from rich.console import Console
     from rich.progress import Progress
 
-    from resel.cli_common import LazyConsole
+    from resel.cli.common import LazyConsole
     for first_use in ("attribute", "with", "progress"):
         buf = io.StringIO()
         con = LazyConsole(file=buf, width=40, force_terminal=False)
@@ -211,7 +213,7 @@ def test_a_lazy_console_becomes_a_rich_console_on_first_use():
             con.print("hello")
         assert isinstance(con, Console) and con.width == 40
         assert "hello" in buf.getvalue()
-    loaded, _ = _fresh_modules("import resel.cli")
+    loaded, _ = _fresh_modules("import resel.cli.common")
     assert "rich" not in _top(loaded)
 
 

@@ -88,12 +88,12 @@ def test_run_sizes_a_pool_within_its_schedd_limits(tmp_path, trixie, capsys):  #
     """What `resel run` does before it starts: the pool's real MAX_JOBS_RUNNING (10000) caps a
     per-task site that asked for 100000 pilots; a Slurm site without accounting is unchanged."""
     from trixie_helpers import pool_site
-    from resel.cli_live import _within_limits
+    from resel.cli.live import _within_limits
     path = tmp_path / "sites.toml"
     path.write_text(pool_site(trixie, pilots=100000) + "\n" + "[[site]]" + sites_toml(trixie).split("[[site]]")[1],
                     encoding="utf-8")
     sites = load_sites(path)
-    from resel import cli as c
+    from resel.cli import common as c
     from resel.domain import Bag, Profile
     kept = _within_limits(c, Bag("b", "true", 4, 1, Profile(1e9)), sites)
     by = {s.name: s for s in kept}

@@ -13,9 +13,9 @@ from resel.errors import ReselError
 from resel.experiment import run_experiment
 from resel.store import add_experiment, open_store, save_run
 
-from resel import plots
-from resel.cli_report_plots import emit, write_experiment
-from resel.report_html import html_report
+from resel.report import plots
+from resel.cli.report_plots import emit, write_experiment
+from resel.report.html import html_report
 
 
 @pytest.fixture(scope="module")

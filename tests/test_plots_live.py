@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from live_helpers import bag_toml, cancel_leftovers, fill, sites_toml, slurm, start
-from resel import plots
-from resel.report_html import html_report
+from resel.report import plots
+from resel.report.html import html_report
 
 
 @pytest.fixture(autouse=True)

@@ -17,7 +17,7 @@ from resel.probes import cpu, fallback
 from resel.probes.cpu import MhzSampler, discover, parse_cpuinfo, parse_lscpu_json
 from resel.probes.perf import figures_from_counters, parse_perf_csv, run_perf
 from resel.probes.profile import profile, save, summarize
-from resel.cli_profile import profile_cmd
+from resel.cli.profile import profile_cmd
 
 DATA = Path(__file__).parent / "data"
 PY = "/usr/bin/python3"          # the real binary: a pyenv shim would multiply callgrind's work

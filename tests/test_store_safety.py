@@ -218,5 +218,5 @@ def test_a_store_path_that_is_a_folder_is_one_line(tmp_path):
 
 def test_every_figure_a_plot_folder_receives_is_checked_before_work():
     from resel.outputs import FIGURES
-    from resel.plots import RUN_FIGURES
+    from resel.report.plots import RUN_FIGURES
     assert set(FIGURES) == set(RUN_FIGURES) | {"workload_by_size"}

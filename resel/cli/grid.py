@@ -8,9 +8,9 @@ from typing import Callable, Iterator
 
 import click
 
-from resel.cli_common import Table   # rich, imported on first use
+from resel.cli.common import Table   # rich, imported on first use
 from resel.backends.batch import POLICIES
-from resel.cli_common import INT64_MAX, Finite
+from resel.cli.common import INT64_MAX, Finite
 from resel.grid import ALGORITHMS, DISPATCHERS, HEURISTICS, Cluster, Grid, Reallocation, compare
 from resel.safe_text import markup as m
 from resel.safe_text import terminal
@@ -83,8 +83,8 @@ def grid_cmd(traces: tuple[Path, ...], clusters: list[Cluster], dispatch: str, r
       resel grid ../shared/data/swf/hpc2n.swf --cluster a:120 --cluster b:120:1.4 --realloc regular \\
           --dry-run --first 2000
     """
-    from resel.cli import err, out
-    from resel.cli_common import fail_cleanly as _fail_cleanly, print_json as _print_json
+    from resel.cli.common import err, out
+    from resel.cli.common import fail_cleanly as _fail_cleanly, print_json as _print_json
 
     @_fail_cleanly
     def run() -> None:
@@ -174,8 +174,8 @@ def seed004_cmd(load: float, period: float, first_n: int | None, workers: int, a
     Example:
       resel scenario seed004 --load 1.5
     """
-    from resel.cli import err, out
-    from resel.cli_common import fail_cleanly as _fail_cleanly, print_json as _print_json
+    from resel.cli.common import err, out
+    from resel.cli.common import fail_cleanly as _fail_cleanly, print_json as _print_json
     from resel.scenarios import run_seed004
 
     @_fail_cleanly

@@ -8,17 +8,13 @@ from pathlib import Path
 
 import click
 
-from resel.cli_common import Table   # rich, imported on first use
-from resel.cli_rates import model_option, objective_option, risk_option
+from resel.cli import common as c   # its consoles are looked up at each use (tests replace them)
+from resel.cli.common import Table   # rich, imported on first use
+from resel.cli.rates import model_option, objective_option, risk_option
 from resel.errors import ReselError
-from resel.cli_common import SEED, Finite, print_json
+from resel.cli.common import SEED, Finite, live_sites_from, print_json
 from resel.safe_text import markup as m
 from resel.safe_text import terminal
-
-
-def _cli():
-    from resel import cli as c   # noqa: PLC0415 - shared helpers; imported late to avoid a cycle
-    return c
 
 
 def _dur(seconds: float | None) -> str:
@@ -107,7 +103,6 @@ def plan_cmd(bag_file: Path, sites_file: Path, strategy: str, source: str, quant
     pilots are sized and counted within them, a site with no room left is given up, and the
     reasons your pending jobs wait (Priority, QOSMaxJobsPerUserLimit, …) are shown.
     """
-    from resel.cli_live import live_sites_from
     from resel.config import LIVE_KINDS, check_site_commands, load_bag, load_sites
     try:
         bag = load_bag(bag_file)
@@ -126,12 +121,11 @@ def show_plan(bag, site_list, *, strategy: str, source: str, quantile: float, co
               seed: int, db_path: Path | None, as_json: bool, model: str = "auto", objective: str = "p50",
               risk: float | None = None, simulated: bool = False, explain: bool = False) -> None:
     """Probe, plan and print (``resel plan`` and ``resel run --dry-run``)."""
-    from resel.cli_rates import runtime_for, store_if_exists
+    from resel.cli.rates import runtime_for, store_if_exists
     from resel.limits import check_task_count
     from resel.models.conditioned import load_wait_errors
     from resel.plan import plan
     check_task_count(bag.count, f"{bag.source}: bag.count")
-    c = _cli()
     db = store_if_exists(db_path)
     runtime = runtime_for(bag, site_list, model=model, db=db, clock=clock, simulated=simulated, seed=seed)
     if simulated:
@@ -236,9 +230,9 @@ def _pilots(cores: list[int]) -> str:
     if not cores:
         return "—"
     counts: dict[int, int] = {}
-    for c in cores:
-        counts[c] = counts.get(c, 0) + 1
-    return ", ".join(str(c) if n == 1 else f"{n} × {c}" for c, n in counts.items())
+    for size in cores:
+        counts[size] = counts.get(size, 0) + 1
+    return ", ".join(str(size) if n == 1 else f"{n} × {size}" for size, n in counts.items())
 
 
 def register(cli: click.Group) -> None:

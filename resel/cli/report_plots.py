@@ -1,6 +1,6 @@
 """The glue between ``resel report`` / ``resel simulate`` and the figures: what to write, what
-to print. Kept out of cli.py so the CLI imports matplotlib only when figures are asked for
-(it is an optional extra: ``pip install resel[plots]``).
+to print. Kept apart from the commands so that the CLI imports :mod:`resel.report` and
+matplotlib only when figures are asked for (an optional extra: ``pip install resel[plots]``).
 """
 
 from __future__ import annotations
@@ -46,8 +46,8 @@ def emit(db: Database, run_id: int, plot_dir: Path | None, html_file: Path | Non
     if plot_dir is not None:
         refuse_plot_inputs(plot_dir, protect)
     _need_matplotlib()
-    from resel.plots import jsonable, write_all
-    from resel.report_html import html_report
+    from resel.report.plots import jsonable, write_all
+    from resel.report.html import html_report
 
     doc: dict = {}
     try:
@@ -78,8 +78,8 @@ def write_experiment(db: Database, experiment_id: int, out_dir: Path, as_json: b
                      protect: Sequence[tuple[str, Any]] = ()) -> dict:
     """``resel simulate --plot DIR``: the experiment's T_q/T_x/TTC against size figure."""
     _need_matplotlib()
-    from resel.plots import jsonable
-    from resel.plots import write_experiment as _write
+    from resel.report.plots import jsonable
+    from resel.report.plots import write_experiment as _write
 
     try:
         data = jsonable(_write(db, experiment_id, out_dir, protect=protect))

@@ -1,5 +1,8 @@
-"""What every ``resel`` command module shares, importable without :mod:`resel.cli` (which
-imports the command modules, so they cannot import it back at load time).
+"""What every ``resel`` command module shares: the consoles (``out``, ``err``), the common
+options, the option types, the lazy command group, clean one-line errors and JSON output.
+
+Command modules import this module and each other, never the package root :mod:`resel.cli`
+(which names them in its lazy command map): tests/test_cli_layout.py checks that.
 
 Start-up matters here: every command imports this module, so it loads click and the standard
 library only (the store, for its JSON cleaning and busy timeout, is imported where used).
@@ -12,7 +15,9 @@ import importlib
 import json
 import math
 import sqlite3
+import sys
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import click
@@ -76,7 +81,7 @@ def Console(*args: Any, **kwargs: Any) -> Any:  # noqa: N802 - stands in for ric
 
 
 class LazyConsole:
-    """A module's console (``resel.cli.out``, ``err``) that becomes a rich ``Console`` on first use.
+    """A module's console (``resel.cli.common.out``, ``err``) that becomes a rich ``Console`` on first use.
 
     Its arguments are fixed when the module is loaded, as they were for the console made there
     before; at the first attribute read (or ``with``) the object turns itself into a genuine
@@ -176,3 +181,26 @@ def fail_cleanly(fn: Callable) -> Callable:
 def print_json(doc: Any) -> None:
     """One JSON document on stdout; NaN and infinities become null."""
     click.echo(json.dumps(clean(doc), indent=2))
+
+
+# Piped output (a file, a pager) gets wide lines rather than 80-column wrapping.
+out = LazyConsole(highlight=False, width=None if sys.stdout.isatty() else 150)
+err = LazyConsole(stderr=True, highlight=False)
+
+db_option = click.option("--db", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                         help="Run store (SQLite). Default: $RESEL_DB or ~/.local/share/resel/resel.db.")
+json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document instead of tables.")
+sites_option = click.option("--sites", "sites_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                            help="Sites file (TOML). Default: the embedded thesis sites (`resel sites defaults`).")
+
+
+def live_sites_from(sites_file: Path) -> list:
+    """The sites of ``sites_file``, refused whole if any is simulated: what ``resel run``,
+    ``resel plan`` and the live ``resel sites`` commands start from."""
+    from resel.config import LIVE_KINDS, load_sites
+    site_list = load_sites(sites_file)
+    offline = [s.name for s in site_list if s.kind not in LIVE_KINDS]
+    if offline:
+        raise ReselError(f"{sites_file}: sites {', '.join(offline)} are simulated; `resel run` and `resel plan` need live sites "
+                         f"(kind = one of {', '.join(LIVE_KINDS)}) — use `resel simulate` for simulated ones")
+    return site_list

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from resel.cli_common import Finite
+from resel.cli.common import Finite
 from resel.errors import ModelError, ReselError
 from resel.json_safe import clean as _clean
 from resel.safe_text import terminal

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 
 import click
 
-from resel.cli_common import Console, Table   # rich, imported on first use
+from resel.cli.common import Console, Table   # rich, imported on first use
 from resel.errors import ReselError
-from resel.cli_common import Finite
+from resel.cli.common import Finite
 from resel.json_safe import clean as _clean
 from resel.safe_text import markup as m
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import click
 
-from resel.cli_common import Console, Table   # rich, imported on first use
-from resel.cli_common import fail_cleanly as _fail_cleanly
-from resel.cli_common import CORES, INT64_MAX, Finite
-from resel.cli_common import print_json as _print_json
+from resel.cli.common import Console, Table   # rich, imported on first use
+from resel.cli.common import fail_cleanly as _fail_cleanly
+from resel.cli.common import CORES, INT64_MAX, Finite
+from resel.cli.common import print_json as _print_json
 from resel.errors import ReselError
 from resel.safe_text import markup as m
 from resel.safe_text import terminal
@@ -281,5 +281,6 @@ def learn_cmd(site, swf_file, cores, policy, db_path, as_json) -> None:
 
 
 def register(cli: click.Group) -> None:
-    """Add ``resel history`` to the top-level group (called from :mod:`resel.cli`)."""
+    """Add ``resel history`` to a group (tests/test_imports.py checks ``resel.cli.COMMANDS``
+    against it)."""
     cli.add_command(history_group)

@@ -16,7 +16,7 @@ from typing import Any, Iterable
 
 from sqlite_utils import Database
 
-from resel.plots import load_run, plain_text, run_figures, site_names
+from resel.report.plots import load_run, plain_text, run_figures, site_names
 from resel.units import TimeUnit, pick
 
 _CSS = """

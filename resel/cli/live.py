@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING
 
 import click
 
-from resel.cli_common import Table   # rich, imported on first use
-from resel.cli_rates import model_option, objective_option, risk_option, walltime_option
-from resel.cli_common import RUN_ID, SEED, Finite, print_json
+from resel.cli import common as c   # its consoles are looked up at each use (tests replace them)
+from resel.cli.common import Table   # rich, imported on first use
+from resel.cli.rates import model_option, objective_option, risk_option, walltime_option
+from resel.cli.common import RUN_ID, SEED, Finite, live_sites_from, print_json
 from resel.errors import ReselError, StoreError
 from resel.safe_text import markup as m
 
@@ -26,21 +27,6 @@ if TYPE_CHECKING:
 
 # The coordinator, the store and the site clients (paramiko, requests) are imported in the
 # commands that use them: loading this module (for `resel --help`) stays cheap.
-
-
-def _cli():
-    from resel import cli as c   # noqa: PLC0415 - shared helpers; imported late to avoid a cycle
-    return c
-
-
-def live_sites_from(sites_file: Path):
-    from resel.config import LIVE_KINDS, load_sites
-    site_list = load_sites(sites_file)
-    offline = [s.name for s in site_list if s.kind not in LIVE_KINDS]
-    if offline:
-        raise ReselError(f"{sites_file}: sites {', '.join(offline)} are simulated; `resel run` and `resel plan` need live sites "
-                         f"(kind = one of {', '.join(LIVE_KINDS)}) — use `resel simulate` for simulated ones")
-    return site_list
 
 
 def readable_run(store, run_id: int):
@@ -121,7 +107,6 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
     from resel.live_view import table
     from resel.selection import Strategy
     from resel.store import default_path, open_store
-    c = _cli()
     try:
         store = open_store(db)
         if resume_id is not None:
@@ -140,13 +125,13 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
                 c.err.print(f"probed clocks: {m(probed or 'none stored; using the sites file')}", soft_wrap=True)
                 clock = "avg"
             if dry_run:
-                from resel.cli_plan import show_plan
+                from resel.cli.plan import show_plan
                 show_plan(bag, site_list, strategy=strategy, source=estimate, quantile=LiveOptions.quantile,
                           confidence=LiveOptions.confidence, clock=clock, seed=seed, db_path=db, as_json=as_json,
                           model=model, objective=objective, risk=risk)
                 return
             site_list = _within_limits(c, bag, site_list)
-            from resel.cli_rates import runtime_for
+            from resel.cli.rates import runtime_for
             runtime = runtime_for(bag, site_list, model=model, db=store, clock=clock)
             rates = runtime.engine_rates(bag.profile.instructions, risk=risk, objective=objective)
             c.err.print(rates.label, soft_wrap=True, markup=False)
@@ -192,9 +177,8 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
 
 def _refit(store, coord: Coordinator) -> list[dict]:
     """``--refit``: fit the bag's application again from every live run, and say what changed."""
-    from resel.cli_model import refit
+    from resel.cli.model import refit
     from resel.models.calibration import application_of
-    c = _cli()
     app = application_of(coord.bag.command)
     try:
         docs = refit(store, application=app, holdout=0.0)
@@ -254,7 +238,6 @@ def status_cmd(run_id: int | None, db: Path | None, as_json: bool) -> None:
     """
     from resel.live_view import snapshot, stored_notes, table
     from resel.store import read_store
-    c = _cli()
     try:
         store = read_store(db)
         if run_id is None:
@@ -296,7 +279,6 @@ def cancel_cmd(run_id: int, db: Path | None, as_json: bool) -> None:
     from resel.backends.connect import open_site
     from resel.live import Coordinator
     from resel.store import open_store
-    c = _cli()
     try:
         store = open_store(db)
         rows = list(store.query("select status, options from runs where id = ? and mode = 'live'", [run_id]))
@@ -356,7 +338,6 @@ def check_cmd(sites_file: Path, as_json: bool) -> None:
     """
     from resel.backends.connect import check_site
     from concurrent.futures import ThreadPoolExecutor
-    c = _cli()
     try:
         site_list = live_sites_from(sites_file)
     except ReselError as exc:
@@ -401,7 +382,6 @@ def sites_status_cmd(sites_file: Path, timeout: float, as_json: bool) -> None:
       resel sites status --sites my-sites.toml --json
     """
     from resel.backends.connect import site_status
-    c = _cli()
     try:
         site_list = live_sites_from(sites_file)
     except ReselError as exc:
@@ -462,7 +442,6 @@ def sites_probe_cmd(sites_file: Path, timeout: float, db: Path | None, as_json: 
     from resel.backends.connect import open_site
     from resel.site_probe import probe_site, save
     from resel.store import open_store
-    c = _cli()
     try:
         site_list = live_sites_from(sites_file)
         store = open_store(db)

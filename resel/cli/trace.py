@@ -9,9 +9,9 @@ from pathlib import Path
 
 import click
 
-from resel.cli_common import Table   # rich, imported on first use
+from resel.cli.common import Table   # rich, imported on first use
 from resel.backends.batch import POLICIES
-from resel.cli_common import CORES, INT64_MAX, Finite
+from resel.cli.common import CORES, INT64_MAX, Finite
 from resel.errors import ReselError
 from resel.outputs import create, refuse_inputs
 from resel.safe_text import markup as m
@@ -52,8 +52,8 @@ def replay_cmd(trace: Path, policy: str, cores: int | None, speed: float, kill: 
       resel replay ../shared/data/swf/hpc2n.swf --policy conservative --output hpc2n-cbf.swf
       resel replay ../shared/data/swf/wagap-2013.swf --cores 2176 --policy easy-sjbf --first 5000 --json
     """
-    from resel.cli import err, out
-    from resel.cli_common import fail_cleanly as _fail_cleanly, print_json as _print_json
+    from resel.cli.common import err, out
+    from resel.cli.common import fail_cleanly as _fail_cleanly, print_json as _print_json
     from resel.replay import replay
     from resel.swf import Header, only_status, read_swf, write_swf
 

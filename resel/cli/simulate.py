@@ -1,0 +1,210 @@
+"""``resel simulate``: compare strategies on simulated sites and store every run.
+
+The simulator, the store and rich's progress bar are imported when the command runs; loading
+this module (for ``resel --help``) costs click and :mod:`resel.cli.common` only.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from resel.cli.common import SEED, Finite, Table, db_option, err, fail_cleanly, json_option, out, print_json
+from resel.cli.common import sites_option
+from resel.cli.rates import model_option, objective_option, risk_option, walltime_option
+from resel.errors import ReselError
+from resel.safe_text import markup as m
+
+if TYPE_CHECKING:
+    from resel.experiment import Experiment
+
+
+def _csv_ints(ctx: click.Context, param: click.Parameter, value: str) -> list[int]:
+    from resel.config import MAX_COUNT
+    try:
+        sizes = [int(v) if len(v.strip()) <= 12 else 0 for v in value.split(",") if v.strip()]
+    except ValueError:
+        raise click.BadParameter(f"{value!r}: give whole numbers separated by commas, e.g. 64,256") from None
+    if not sizes or any(not 1 <= n <= MAX_COUNT for n in sizes):
+        raise click.BadParameter(f"give one or more sizes from 1 to {MAX_COUNT:,}, e.g. 64,256")
+    return list(dict.fromkeys(sizes))
+
+
+def _csv_strategies(ctx: click.Context, param: click.Parameter, value: str) -> list[str]:
+    specs = [v.strip() for v in value.split(",") if v.strip()]
+    if not specs:
+        raise click.BadParameter("give one or more strategies, e.g. random,model,reselect")
+    from resel.experiment import split_spec
+    try:   # repeated names count once; an @source suffix is kept in the name
+        return list(dict.fromkeys(split_spec(spec)[2] for spec in specs))
+    except ReselError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+
+@click.command()
+@click.argument("bag_file", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@sites_option
+@click.option("--strategies", default="random,model,reselect", show_default=True, callback=_csv_strategies,
+              help="Comma-separated: random, model (lowest predicted T_x), topk:K, queue[:E] (lowest "
+                   "predicted start + T̂x; E extra sites hold pilots), reselect (random + re-selection), "
+                   "BASE+reselect; append @scheduler, @twin or @history to pick a strategy's start estimate. "
+                   "Peers (what users do without resel, docs/peers.md): race[:K] (the bag's pilot on every "
+                   "site, the first K to start keep it), earliest (the earliest estimated start, never "
+                   "moved), failover[:T] (best site; nothing started in T s: the next), rebroker[:TIMEOUT] "
+                   "(PanDA-style reassignment).")
+@click.option("--estimate", type=click.Choice(["scheduler", "twin", "history"]), default="scheduler",
+              show_default=True, help="Start estimate the queue-aware strategy ranks sites by (no @ suffix).")
+@click.option("--quantile", type=Finite(0.5, 0.999), default=0.9, show_default=True,
+              help="History estimate: the wait quantile bounded.")
+@click.option("--confidence", type=Finite(0.5, 0.999), default=0.9, show_default=True,
+              help="History estimate: confidence of the bound.")
+@click.option("--sizes", default="64,128,256,512,1024", show_default=True, callback=_csv_ints,
+              help="Workload sizes (tasks per bag) to simulate.")
+@click.option("--repeat", default=5, show_default=True, type=click.IntRange(1, 10_000),
+              help="Repetitions per strategy and size (repetition i uses seed S+i for every strategy).")
+@click.option("--seed", default=0, show_default=True, type=SEED, help="Base random seed.")
+@click.option("--workers", type=click.IntRange(1, 1024), default=None,
+              help="Local processes running the repetitions (default: every core this process may use). "
+                   "The results are the serial ones, whatever N.")
+@click.option("--dask", "dask_address", default=None, metavar="ADDRESS",
+              help="Run the repetitions on a Dask cluster instead (its scheduler, e.g. tcp://login1:8786; "
+                   "needs resel[sweep] here and resel on its workers; waits for it as long as Dask's "
+                   "distributed.comm.timeouts.connect, 30 s by default) — docs/peers.md.")
+@click.option("--clock", type=click.Choice(["base", "avg"]), default="base", show_default=True,
+              help="Site clock LIM predicts with: nominal (thesis) or measured average.")
+@model_option
+@risk_option
+@objective_option
+@walltime_option
+@db_option
+@click.option("--no-store", is_flag=True, help="Do not write runs to the store.")
+@click.option("--plot", "plot_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Write T_q/T_x/TTC against size per strategy (and each run's figures) into DIR.")
+@json_option
+@fail_cleanly
+def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[str], estimate: str,
+             quantile: float, confidence: float, sizes: list[int], repeat: int, seed: int,
+             workers: int | None, dask_address: str | None, clock: str,
+             model: str, risk: float | None, objective: str, walltime: str,
+             db: Path | None, no_store: bool, plot_dir: Path | None, as_json: bool) -> None:
+    """Compare strategies on simulated sites: TTC, T_x and T_q of the whole bag.
+
+    BAG_FILE is a task bag (TOML; default: the embedded 1,024-task GROMACS bag, see
+    examples/gromacs-bag.toml). Each run is stored with its events and decisions; the table
+    shows mean ± sample std per strategy and size, and how much lower TTC_wkd is than random.
+
+    \b
+    Example:
+      resel simulate --sizes 256,1024 --repeat 10
+      resel simulate examples/gromacs-bag.toml --sites my-sites.toml --strategies model,model+reselect --json
+      resel simulate --strategies model+reselect,race,earliest,failover,rebroker --repeat 20 --workers 2
+    """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from resel.api import default_bag_path, default_sites_path
+    from resel.cli.rates import runtime_for, store_if_exists
+    from resel.config import check_site_commands, load_bag, load_sites
+    from resel.experiment import run_experiment
+    from resel.limits import check_task_count
+    from resel.store import add_experiment, default_path, open_store, save_run
+    bag = load_bag(bag_file or default_bag_path())
+    sites = load_sites(sites_file or default_sites_path())
+    check_site_commands(bag, sites)
+    if plot_dir is not None and no_store:
+        raise ReselError("--plot draws from the stored runs: drop --no-store")
+    check_task_count(max(sizes), "--sizes", hint="give smaller --sizes")
+    protect = [("the run store", db or default_path()), ("the bag file", bag_file), ("the sites file", sites_file)]
+    if plot_dir is not None:    # before any work: neither the figures' folder nor a figure is an input
+        from resel.outputs import refuse_plot_inputs
+        refuse_plot_inputs(plot_dir, protect, names=["workload_by_size"])
+    store = None if no_store else open_store(db)
+    runtime = runtime_for(bag, sites, model=model, db=store if store is not None else store_if_exists(db),
+                          clock=clock, simulated=True, seed=seed)
+    rates = runtime.engine_rates(bag.profile.instructions, risk=risk, objective=objective)
+    params = {"bag": str(bag_file or "embedded"), "sites": str(sites_file or "embedded"),
+              "strategies": strategies, "sizes": sizes, "repeat": repeat, "seed": seed, "clock": clock,
+              "estimate": estimate, "quantile": quantile, "confidence": confidence,
+              "model": model, "model_used": runtime.summary(), "risk": risk, "objective": objective,
+              "walltime": walltime}
+    exp_id = add_experiment(store, params) if store is not None else None
+    total = len(strategies) * len(sizes) * repeat
+    with Progress(TextColumn("[bold]simulating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err, transient=True, disable=not err.is_terminal) as progress:
+        bar = progress.add_task("runs", total=total)
+
+        def on_run(result) -> int | None:
+            progress.advance(bar)
+            return save_run(store, result, experiment_id=exp_id) if store is not None else None
+
+        from resel.experiment import dask_executor, local_cores
+        with dask_executor(dask_address) as executor:
+            exp = run_experiment(bag, sites, strategies, sizes, repeat=repeat, seed=seed, clock=clock,
+                                 estimate=estimate, quantile=quantile, confidence=confidence, on_run=on_run,
+                                 rates=rates, workers=workers or local_cores(), executor=executor,
+                                 walltime=walltime)
+    exp.experiment_id = exp_id
+    if as_json:
+        doc = exp.as_dict()
+        doc["model"] = {"asked": model, "used": runtime.used, "summary": runtime.summary(),
+                        "application": runtime.application, "notes": runtime.notes,
+                        "sites": {s: r.as_dict(bag.profile.instructions) for s, r in runtime.sites.items()}}
+        doc["risk"], doc["objective"], doc["walltime"] = risk, objective, walltime
+        doc["db"] = str(db or default_path()) if store is not None else None
+        if plot_dir is not None:
+            from resel.cli.report_plots import write_experiment
+            doc["figures"] = write_experiment(store, exp_id, plot_dir, as_json=True, protect=protect)
+        print_json(doc)
+        return
+    _print_experiment(exp, bag_file, sites_file)
+    out.print(f"[dim]{m(runtime.summary())}" + (f"; re-selection windows at risk {risk:g}" if risk is not None else "")
+              + ("; queue-aware split on P90" if objective == "p90" else "") + "[/dim]")
+    for note in runtime.notes:
+        out.print(f"[dim]{m(note)}[/dim]")
+    if store is not None:
+        out.print(f"[dim]stored as experiment {exp_id} in {m(db or default_path())}: "
+                  f"`resel runs`, `resel report RUN`[/dim]")
+    if plot_dir is not None:
+        from resel.cli.report_plots import write_experiment
+        write_experiment(store, exp_id, plot_dir, protect=protect)
+
+
+def _mean_std(s: dict, unit: Any) -> str:
+    """``mean±std`` of a cell's summary in the table's unit (``—`` for a cell with no run)."""
+    if s["n"] == 0 or math.isnan(s["mean"]):
+        return "—"
+    return f"{unit.fmt(s['mean'])}±{unit.fmt(s['std'])}"
+
+
+def _print_experiment(exp: Experiment, bag_file: Path | None, sites_file: Path | None) -> None:
+    table = Table(title=f"bag {m(exp.bag.name)} ({exp.bag.profile.instructions:.3g} instructions/task) on "
+                        f"{m(', '.join(s.name for s in exp.sites))} — {exp.repeat} run(s) each, seed {exp.seed}, "
+                        f"LIM clock {exp.clock}", title_justify="left")
+    from resel.units import pick
+    unit = pick(cell.summary(metric)["mean"] for cell in exp.cells.values() for metric in ("ttc_wkd", "tx_wkd"))
+    for col, just in (("size", "right"), ("strategy", "left"), (m(unit.header("TTC_wkd")), "right"),
+                      (m(unit.header("T_x,wkd")), "right"), (m(unit.header("T_q,wkd")), "right"),
+                      ("TTC vs random", "right"), ("moved", "right"), ("P_RESEL wrong", "right")):
+        table.add_column(col, justify=just, no_wrap=col != "TTC vs random" and col != "P_RESEL wrong")
+    for size in exp.sizes:
+        for i, name in enumerate(exp.strategies):
+            cell = exp.cells[(name, size)]
+            d = cell.as_dict()
+            vs = ""
+            if "random" in exp.strategies and name != "random":
+                change = exp.change(name, "random", size)
+                vs = f"{change:.0f}% lower" if change >= 0 else f"{-change:.0f}% higher"
+            rs = d["reselection"]
+            wrong = f"{rs['incorrect']}/{rs['judged']}" if rs["judged"] else ""
+            table.add_row(str(size) if i == 0 else "", m(name), _mean_std(cell.summary("ttc_wkd"), unit),
+                          _mean_std(cell.summary("tx_wkd"), unit), _mean_std(cell.summary("tq_wkd"), unit), vs,
+                          f"{d['reassigned']:.0f}" if rs["decisions"] else "", wrong,
+                          end_section=i == len(exp.strategies) - 1)
+    out.print(table)
+    out.print(f"[dim]times in {unit.words}, mean±sample std over runs; moved = tasks (mean per run) that finished "
+              "away from their initial site; P_RESEL wrong = re-selections (all runs) that the oracle RESEL, knowing true "
+              "T_x and a_r, would have decided otherwise[/dim]")
+
