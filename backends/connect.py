@@ -13,7 +13,7 @@ from typing import Any
 from resel.backends.jobs import CpuReader, Scheduler
 from resel.backends.pilotsite import PilotSite
 from resel.backends.transport import make_transport
-from resel.domain import Site
+from resel.domain import HTCondorOptions, PBSOptions, Site, SlurmOptions
 from resel.errors import ReselError
 
 
@@ -23,13 +23,14 @@ def open_scheduler(site: Site, transport: Any) -> Scheduler:
     if acc is None:
         raise ReselError(f"site {site.name!r} has no [site.access] table")
     if site.kind == "slurm":
+        opt = acc.options(SlurmOptions)
         if acc.api == "cli":
             from resel.backends.slurm import SlurmCLI
-            return SlurmCLI(transport, env=dict(acc.env) or None, partition=acc.partition, account=acc.account,
-                            qos=acc.qos, extra_sbatch=acc.submit_args, requeue=acc.requeue)
+            return SlurmCLI(transport, env=dict(acc.env) or None, partition=opt.partition, account=opt.account,
+                            qos=opt.qos, extra_sbatch=opt.sbatch_options, requeue=acc.requeue)
         if acc.api == "rest":
             from resel.backends.slurmrest import SlurmREST
-            token_file = Path(acc.rest_token_file or "")
+            token_file = Path(opt.rest_token_file or "")
             try:
                 token = token_file.read_text(encoding="utf-8").strip()
             except OSError as exc:
@@ -38,24 +39,26 @@ def open_scheduler(site: Site, transport: Any) -> Scheduler:
             if token.startswith("SLURM_JWT="):
                 token = token.split("=", 1)[1]
             # "auto": the newest API version the site's slurmrestd serves (Slurm 24.11 no longer serves v0.0.38)
-            return SlurmREST(acc.rest_url, acc.rest_user, token, api_version="auto", partition=acc.partition,
-                             account=acc.account, requeue=acc.requeue)
+            return SlurmREST(opt.rest_url, opt.rest_user, token, api_version="auto", partition=opt.partition,
+                             account=opt.account, requeue=acc.requeue)
         if acc.api == "pyslurm":
             from resel.backends.slurm_pyslurm import SlurmPySlurm
-            return SlurmPySlurm(partition=acc.partition, account=acc.account)
+            return SlurmPySlurm(partition=opt.partition, account=opt.account)
     if site.kind == "pbs":
         from resel.backends.pbs import PBSCLI
-        return PBSCLI(transport, env=dict(acc.env) or None, queue=acc.partition, account=acc.account,
-                      dialect=acc.dialect, extra_qsub=acc.submit_args, rerunnable=acc.requeue)
+        opt = acc.options(PBSOptions)
+        return PBSCLI(transport, env=dict(acc.env) or None, queue=opt.queue, account=opt.account,
+                      dialect=opt.dialect, extra_qsub=opt.qsub_options, rerunnable=acc.requeue)
     if site.kind == "htcondor":
+        opt = acc.options(HTCondorOptions)
         if acc.api == "bindings":
             from resel.backends.htcondor import HTCondorBindings
             # the transport ships the chirp wrapper and makes the pilot's directories before a submit
-            return HTCondorBindings(transport, project=acc.project, accounting_group=acc.accounting_group,
-                                    extra_submit=acc.submit_lines, requeue=acc.requeue, setup=acc.setup)
+            return HTCondorBindings(transport, project=opt.project, accounting_group=opt.accounting_group,
+                                    extra_submit=opt.submit_lines, requeue=acc.requeue, setup=acc.setup)
         from resel.backends.htcondor import HTCondorCLI
-        return HTCondorCLI(transport, env=dict(acc.env) or None, project=acc.project,
-                           accounting_group=acc.accounting_group, extra_submit=acc.submit_lines,
+        return HTCondorCLI(transport, env=dict(acc.env) or None, project=opt.project,
+                           accounting_group=opt.accounting_group, extra_submit=opt.submit_lines,
                            requeue=acc.requeue, setup=acc.setup)
     raise ReselError(f"site {site.name!r}: no live backend for kind {site.kind!r} with api {acc.api!r}")
 
@@ -64,7 +67,7 @@ def open_site(site: Site) -> PilotSite:
     """Transport + scheduler + pilot exchange for one live site (SSH connects lazily)."""
     if site.access is None:
         raise ReselError(f"site {site.name!r} has no [site.access] table; it cannot run live")
-    transport = make_transport(site.access.transport_spec())
+    transport = make_transport(site.access.transport.table())
     return PilotSite(site, transport, open_scheduler(site, transport))
 
 

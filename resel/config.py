@@ -17,7 +17,10 @@ from typing import Any, Callable
 
 from resel import site_options
 from resel.command_template import problems as template_problems
-from resel.domain import Access, Bag, Clock, PilotPolicy, Profile, QueueModel, Site, Truth, WaitModel
+from resel.domain import (
+    Access, Bag, Clock, HTCondorOptions, PBSOptions, PilotPolicy, Profile, QueueModel, Site, SlurmOptions,
+    TransportSpec, Truth, WaitModel,
+)
 from resel.errors import InputError
 from resel.models.distributions import KINDS, Dist
 
@@ -464,16 +467,33 @@ def _access(reader: _Reader, raw: Any, key_path: str, kind: str) -> Access:
             return None
         p = Path(value).expanduser()
         return str(p if p.is_absolute() else here / p)
-    return Access(
-        transport=transport, host=a.get("host"), user=a.get("user"), port=a.get("port"),
-        key=local_path("key"), ssh_config=local_path("ssh_config"), known_hosts=local_path("known_hosts"),
-        accept_new_host_keys=bool(a.get("accept_new_host_keys", False)), workdir=a["workdir"],
-        python=a.get("python", "python3"), env=dict(a.get("env", {})), api=a.get("api", APIS[kind][0]),
-        partition=a.get("partition") or a.get("queue"), account=a.get("account"), qos=a.get("qos"),
-        dialect=a.get("dialect", "auto"), project=a.get("project"), accounting_group=a.get("accounting_group"),
-        submit_args=submit_args, submit_lines=submit_lines, setup=tuple(setup), requeue=a.get("requeue", False), rest_url=a.get("rest_url"),
-        rest_user=a.get("rest_user"), rest_token_file=local_path("rest_token_file"),
-    )
+    if kind != "slurm":   # (dialect, project, accounting_group and submit_lines are checked above)
+        for key in ("qos", "rest_url", "rest_user", "rest_token_file"):
+            if key in a:
+                raise reader.fail(f"{key_path}.{key}", f"only Slurm sites have {key}: a {kind} site would ignore it",
+                                  f"no {key} key")
+    if kind == "htcondor":
+        for key in ("partition", "queue", "account"):
+            if key in a:
+                raise reader.fail(f"{key_path}.{key}", f"an HTCondor pool has no {key}: a pool site would ignore it",
+                                  "project = ... (OSG) or accounting_group = ...")
+    if kind == "slurm":
+        scheduler: Any = SlurmOptions(partition=a.get("partition") or a.get("queue"), account=a.get("account"),
+                                      qos=a.get("qos"), sbatch_options=submit_args, rest_url=a.get("rest_url"),
+                                      rest_user=a.get("rest_user"), rest_token_file=local_path("rest_token_file"))
+    elif kind == "pbs":
+        scheduler = PBSOptions(queue=a.get("queue") or a.get("partition"), account=a.get("account"),
+                               qsub_options=submit_args, dialect=a.get("dialect", "auto"))
+    else:
+        scheduler = HTCondorOptions(project=a.get("project"), accounting_group=a.get("accounting_group"),
+                                    submit_lines=submit_lines)
+    transport_spec = TransportSpec(
+        kind=transport, host=a.get("host"), user=a.get("user"), port=a.get("port"), key=local_path("key"),
+        ssh_config=local_path("ssh_config"), known_hosts=local_path("known_hosts"),
+        accept_new_host_keys=bool(a.get("accept_new_host_keys", False)))
+    return Access(transport=transport_spec, workdir=a["workdir"], python=a.get("python", "python3"),
+                  env=dict(a.get("env", {})), api=a.get("api", APIS[kind][0]), scheduler=scheduler,
+                  setup=tuple(setup), requeue=a.get("requeue", False))
 
 
 def _submit_options(reader: _Reader, a: dict[str, Any], key_path: str, kind: str) -> tuple[str, ...]:

@@ -149,15 +149,11 @@ class Truth:
 
 
 @dataclass(frozen=True, slots=True)
-class Access:
-    """How resel reaches a live site: a transport, a scheduler API and a work directory.
+class TransportSpec:
+    """How the coordinator reaches a site's login node or access point: this machine
+    (``local``) or SSH. Paths (``key``, ``ssh_config``, ``known_hosts``) are on this machine."""
 
-    ``workdir`` is on the site's shared filesystem: the coordinator writes pilot inboxes there
-    (locally or over SFTP) and the pilot agent, running on a compute node, reads them.
-    ``env`` is added to every scheduler command (e.g. ``SLURM_CONF`` to pick a cluster).
-    """
-
-    transport: str = "local"
+    kind: str = "local"
     host: str | None = None
     user: str | None = None
     port: int | None = None
@@ -165,40 +161,95 @@ class Access:
     ssh_config: str | None = None
     known_hosts: str | None = None
     accept_new_host_keys: bool = False
-    workdir: str = "~/resel-work"
-    python: str = "python3"
-    env: dict[str, str] = field(default_factory=dict)
-    api: str = "cli"
-    partition: str | None = None      # Slurm partition or PBS queue
-    dialect: str = "auto"             # PBS: auto, pro (PBS Pro/OpenPBS) or torque
-    project: str | None = None        # HTCondor/OSG: +ProjectName
-    accounting_group: str | None = None
-    account: str | None = None
-    qos: str | None = None
-    #: extra submit options (sbatch_options / qsub_options in the sites file), checked by
-    #: :mod:`resel.site_options`
-    submit_args: tuple[str, ...] = ()
-    #: extra HTCondor submit commands (``submit_lines``), checked by :mod:`resel.site_options`
-    submit_lines: dict[str, str] = field(default_factory=dict)
-    #: shell lines the pilot runs before the agent (``module load …``): the agent and its tasks
-    #: inherit the environment they leave
-    setup: tuple[str, ...] = ()
-    #: let the scheduler requeue or rerun a pilot (off: a relaunched agent would find its
-    #: predecessor's attempts half done; resel asks for a new pilot instead)
-    requeue: bool = False
-    rest_url: str | None = None
-    rest_user: str | None = None
-    rest_token_file: str | None = None
 
-    def transport_spec(self) -> dict[str, Any]:
+    def table(self) -> dict[str, Any]:
         """The table :func:`resel.backends.transport.make_transport` reads."""
-        spec: dict[str, Any] = {"transport": self.transport}
+        spec: dict[str, Any] = {"transport": self.kind}
         for key in ("host", "user", "port", "key", "ssh_config", "known_hosts"):
             value = getattr(self, key)
             if value is not None:
                 spec[key] = value
         spec["accept_new_host_keys"] = self.accept_new_host_keys
         return spec
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmOptions:
+    """What a Slurm site's pilots are submitted with (the sites file's keys in brackets):
+    partition, account, QOS, extra ``sbatch`` options [sbatch_options], and the slurmrestd
+    endpoint for ``api = "rest"`` (the token file is on this machine)."""
+
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    sbatch_options: tuple[str, ...] = ()
+    rest_url: str | None = None
+    rest_user: str | None = None
+    rest_token_file: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PBSOptions:
+    """What a PBS site's pilots are submitted with: queue [queue or partition], account,
+    extra ``qsub`` options [qsub_options] and the dialect (auto, pro for PBS Pro/OpenPBS,
+    torque)."""
+
+    queue: str | None = None
+    account: str | None = None
+    qsub_options: tuple[str, ...] = ()
+    dialect: str = "auto"
+
+
+@dataclass(frozen=True, slots=True)
+class HTCondorOptions:
+    """What an HTCondor pool's pilots are submitted with: ``+ProjectName`` [project] (OSG
+    access points refuse jobs without one), ``accounting_group`` and extra submit commands
+    [submit_lines]."""
+
+    project: str | None = None
+    accounting_group: str | None = None
+    submit_lines: dict[str, str] = field(default_factory=dict)
+
+
+#: the options of one kind of scheduler, as ``Access.scheduler`` holds them
+SchedulerOptions = SlurmOptions | PBSOptions | HTCondorOptions
+#: site kind -> its options record
+SCHEDULER_OPTIONS: dict[str, type] = {"slurm": SlurmOptions, "pbs": PBSOptions, "htcondor": HTCondorOptions}
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    """How resel reaches a live site: a transport, a scheduler API and its options, a work
+    directory.
+
+    ``workdir`` is on the site's shared filesystem: the coordinator writes pilot inboxes there
+    (locally or over SFTP) and the pilot agent, running on a compute node, reads them.
+    ``env`` is added to every scheduler command (e.g. ``SLURM_CONF`` to pick a cluster).
+    ``scheduler`` holds what only one kind of scheduler understands (a record per kind, so a
+    Slurm site cannot carry a PBS dialect or an HTCondor project).
+    """
+
+    transport: TransportSpec = field(default_factory=TransportSpec)
+    workdir: str = "~/resel-work"
+    python: str = "python3"
+    env: dict[str, str] = field(default_factory=dict)
+    api: str = "cli"
+    scheduler: SchedulerOptions | None = None
+    #: shell lines the pilot runs before the agent (``module load …``): the agent and its tasks
+    #: inherit the environment they leave
+    setup: tuple[str, ...] = ()
+    #: let the scheduler requeue or rerun a pilot (off: a relaunched agent would find its
+    #: predecessor's attempts half done; resel asks for a new pilot instead)
+    requeue: bool = False
+
+    def options(self, kind: type) -> Any:
+        """The scheduler options as ``kind`` (SlurmOptions, ...): the defaults when none were
+        given; an error when the site's options are of another kind."""
+        if self.scheduler is None:
+            return kind()
+        if not isinstance(self.scheduler, kind):
+            raise TypeError(f"this site's scheduler options are {type(self.scheduler).__name__}, not {kind.__name__}")
+        return self.scheduler
 
 
 @dataclass(frozen=True, slots=True)

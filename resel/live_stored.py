@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from resel.domain import Bag, Site
+from resel.domain import Access, Bag, Site
 from resel.errors import ReselError
 from resel.events import (
     BagCancelled, BagDone, BagSubmitted, CancelPilot, CancelTask, Decision, DispatchTask, PilotEnded, PilotRequeued,
@@ -110,18 +110,48 @@ def bag_from_json(d: dict) -> Bag:
 
 def sites_from_json(items: list[dict]) -> list[Site]:
     """Live sites back from their stored JSON (simulation-only fields are not needed live)."""
-    from resel.domain import Access, Clock, PilotPolicy
+    from resel.domain import Clock, PilotPolicy
     out = []
     for d in items:
-        acc = d.get("access")
-        access = None
-        if acc:
-            acc = dict(acc)
-            acc["submit_args"] = tuple(acc.get("submit_args") or ())
-            acc["setup"] = tuple(acc.get("setup") or ())
-            acc["submit_lines"] = dict(acc.get("submit_lines") or {})
-            access = Access(**acc)
+        access = access_from_json(d["kind"], d["access"]) if d.get("access") else None
         out.append(Site(name=d["name"], kind=d["kind"], cores=d["cores"], clock=Clock(**d["clock"]),
                         kappa=d.get("kappa", 1.0), pilot=PilotPolicy(**d["pilot"]), isa=d.get("isa", "x86"),
                         reselect_target=d.get("reselect_target", True), access=access, notes=d.get("notes", "")))
     return out
+
+
+#: the keys of an access table as runs stored it before the scheduler options were split off
+_FLAT_TRANSPORT = ("host", "user", "port", "key", "ssh_config", "known_hosts", "accept_new_host_keys")
+
+
+def access_from_json(kind: str, acc: dict) -> Access:
+    """A live site's access back from its stored JSON: nested (transport and scheduler tables)
+    as stored now, or flat as runs stored before the split (``--resume`` of an older run)."""
+    from resel.domain import SCHEDULER_OPTIONS, HTCondorOptions, PBSOptions, SlurmOptions, TransportSpec
+    common = {k: acc[k] for k in ("workdir", "python", "api", "requeue") if k in acc}
+    common["env"] = dict(acc.get("env") or {})
+    common["setup"] = tuple(acc.get("setup") or ())
+    if isinstance(acc.get("transport"), dict):
+        transport = TransportSpec(**acc["transport"])
+        raw = dict(acc.get("scheduler") or {})
+        if "sbatch_options" in raw:
+            raw["sbatch_options"] = tuple(raw["sbatch_options"] or ())
+        if "qsub_options" in raw:
+            raw["qsub_options"] = tuple(raw["qsub_options"] or ())
+        scheduler = SCHEDULER_OPTIONS[kind](**raw) if kind in SCHEDULER_OPTIONS else None
+        return Access(transport=transport, scheduler=scheduler, **common)
+    transport = TransportSpec(kind=acc.get("transport", "local"), **{k: acc[k] for k in _FLAT_TRANSPORT if k in acc})
+    extra = tuple(acc.get("submit_args") or ())
+    if kind == "slurm":
+        scheduler = SlurmOptions(partition=acc.get("partition"), account=acc.get("account"), qos=acc.get("qos"),
+                                 sbatch_options=extra, rest_url=acc.get("rest_url"), rest_user=acc.get("rest_user"),
+                                 rest_token_file=acc.get("rest_token_file"))
+    elif kind == "pbs":
+        scheduler = PBSOptions(queue=acc.get("partition"), account=acc.get("account"), qsub_options=extra,
+                               dialect=acc.get("dialect", "auto"))
+    elif kind == "htcondor":
+        scheduler = HTCondorOptions(project=acc.get("project"), accounting_group=acc.get("accounting_group"),
+                                    submit_lines=dict(acc.get("submit_lines") or {}))
+    else:
+        scheduler = None
+    return Access(transport=transport, scheduler=scheduler, **common)

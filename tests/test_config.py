@@ -311,15 +311,15 @@ def test_live_site_access_table_loads_with_paths_relative_to_the_file(tmp_path):
                                             'partition = "debug", submit_args = ["--mem=1G"]'))
     (site,) = load_sites(path)
     acc = site.access
-    assert (acc.transport, acc.host, acc.workdir, acc.partition) == ("ssh", "login1", "~/w", "debug")
-    assert acc.ssh_config == str(tmp_path / "ssh" / "config")
-    assert acc.env == {"SLURM_CONF": "/etc/slurm/b.conf"} and acc.submit_args == ("--mem=1G",)
-    assert acc.transport_spec()["host"] == "login1"
+    assert (acc.transport.kind, acc.transport.host, acc.workdir, acc.scheduler.partition) == ("ssh", "login1", "~/w", "debug")
+    assert acc.transport.ssh_config == str(tmp_path / "ssh" / "config")
+    assert acc.env == {"SLURM_CONF": "/etc/slurm/b.conf"} and acc.scheduler.sbatch_options == ("--mem=1G",)
+    assert acc.transport.table()["host"] == "login1"
 
 
 def test_example_testbed_sites_load(repo):
     sites = load_sites(repo / "examples" / "sites-testbed.toml")
-    assert [(s.name, s.kind, s.access.transport) for s in sites] == [("tba", "slurm", "local"), ("tbb", "slurm", "ssh")]
+    assert [(s.name, s.kind, s.access.transport.kind) for s in sites] == [("tba", "slurm", "local"), ("tbb", "slurm", "ssh")]
 
 
 def test_live_site_without_access_is_refused(tmp_path):
@@ -354,8 +354,22 @@ def test_pbs_and_htcondor_access_tables(tmp_path):
             + LIVE_SITE.format(access='transport = "ssh", host = "ap40", workdir = "~/w", project = "OSG-Staff"')
             .replace('"slurm"', '"htcondor"').replace('name = "hpc"', 'name = "osg"'))
     pbs, osg = load_sites(write(tmp_path, text))
-    assert (pbs.kind, pbs.access.partition, pbs.access.dialect, pbs.access.api) == ("pbs", "workq", "torque", "cli")
-    assert (osg.kind, osg.access.project, osg.access.api) == ("htcondor", "OSG-Staff", "cli")
+    assert (pbs.kind, pbs.access.scheduler.queue, pbs.access.scheduler.dialect, pbs.access.api) == ("pbs", "workq", "torque", "cli")
+    assert (osg.kind, osg.access.scheduler.project, osg.access.api) == ("htcondor", "OSG-Staff", "cli")
+
+
+@pytest.mark.parametrize("kind, key", [
+    ("pbs", 'qos = "high"'), ("htcondor", 'qos = "high"'), ("pbs", 'rest_user = "me"'),
+    ("htcondor", 'partition = "debug"'), ("htcondor", 'queue = "workq"'), ("htcondor", 'account = "proj"'),
+    ("slurm", 'dialect = "pro"'), ("pbs", 'project = "OSG-Staff"'),
+])
+def test_a_key_the_sites_scheduler_would_ignore_is_refused(tmp_path, kind, key):
+    """Each kind of scheduler has its own options record: a key another kind's record holds would
+    be dropped silently, so the file is refused at that key, with its line."""
+    text = LIVE_SITE.format(access=f'workdir = "/w", {key}').replace('"slurm"', f'"{kind}"')
+    err = bad(load_sites, write(tmp_path, text))
+    name = key.split(" =")[0]
+    assert f"site[0].access.{name}" in str(err) and "line " in str(err), str(err)
 
 
 def test_api_must_fit_the_kind(tmp_path):

@@ -129,7 +129,7 @@ def test_sites_file_options_and_setup_are_read(tmp_path):
                                              + '" }\n', f'[site.access]\ntransport = "local"\nworkdir = '
                                              f'"{tmp_path / "w"}"\n').replace("access.", ""), encoding="utf-8")
     [site] = load_sites(path)
-    assert site.access.submit_args == ("--mem=2G",)
+    assert site.access.scheduler.sbatch_options == ("--mem=2G",)
     assert site.access.setup == ("module load gromacs/2024", "export OMP_NUM_THREADS=1")
 
 
@@ -226,7 +226,7 @@ def test_pbs_pilot_gets_options_and_its_setup_reaches_the_task(tmp_path):
     qsub = ("qsub", "-N", f"resel-{run_key}-p0", "-l", "select=1:ncpus=1", "-l", "walltime=00:02:00",
             "-r", "n", "-l", "mem=2gb", "-m", "n", "-o", f"{pdir}/pilot.out", "-j", "oe")
     replay = Replay({qsub: "7.pbs\n"})
-    ps = PilotSite(site, LocalTransport(), PBSCLI(replay, dialect="pro", extra_qsub=site.access.submit_args))
+    ps = PilotSite(site, LocalTransport(), PBSCLI(replay, dialect="pro", extra_qsub=site.access.scheduler.qsub_options))
     assert ps.submit_pilot(run_key, pilot, 1, 120) == "7.pbs"
     [(argv, body)] = replay.calls
     assert tuple(argv) == qsub
