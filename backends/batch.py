@@ -401,17 +401,33 @@ class Conservative(Policy):
             self._new.clear()
 
     def _compress(self, now: float) -> None:
+        """Move each queued job, in priority order, to the earliest slot no later than its own.
+
+        Most queued jobs wait for the profile's next breakpoint (their reservation is at or
+        before ``ts[1]``; the profile is pruned, so step 0 holds ``now``): such a job can move
+        exactly when step 0 has room for it, and then moves to ``now`` — one comparison, no
+        scan. The others ask :meth:`_Profile.earlier`, which finds the new start on the profile
+        as it is (no release first), and the reservation moves in one
+        :meth:`_Profile.move` that touches only the parts of the two intervals that differ.
+        """
         profile = self.profile
+        ts, fr = profile.ts, profile.fr          # changed in place by the profile's methods
         for job in self.queue:
             resv = job.resv
-            # new jobs are reserved after the compression; a cheap necessary condition first,
-            # on the profile as it is (see could_move)
-            if resv <= now or resv == UNPLANNED or not profile.could_move(job.size, job.estimate, now, resv):
+            # new jobs are reserved after the compression
+            if resv <= now or resv == UNPLANNED:
                 continue
-            profile.release(resv, resv + job.estimate, job.size)
-            start = profile.earliest(job.size, job.estimate, now, until=resv)
+            size = job.size
+            if len(ts) < 2 or resv <= ts[1]:     # only step 0 lies before resv
+                if fr[0] < size:
+                    continue
+                start = now
+            else:
+                start = profile.earlier(size, job.estimate, now, resv)
+                if start is None:
+                    continue
             job.resv = start
-            profile.reserve(start, start + job.estimate, job.size)
+            profile.move(resv, start, job.estimate, size)
 
     def schedule(self, now: float) -> list[QJob]:
         self.plan(now)
@@ -492,13 +508,17 @@ class _Profile:
         if i > 0 and fr[i] == fr[i - 1]:
             del ts[i], fr[i]
 
-    def could_move(self, size: int, duration: float, now: float, resv: float) -> bool:
-        """Whether a job reserved at ``resv`` might start earlier (a necessary condition).
+    def earlier(self, size: int, duration: float, now: float, resv: float) -> float | None:
+        """The earliest start in [now, resv) for a job of ``size`` cores reserved at ``resv``,
+        or None if it cannot start before its reservation.
 
-        Before ``resv`` the job holds no cores, so an earlier start s needs ``size`` free
-        cores on all of [s, min(resv, s + duration)): either a whole window of ``duration``
-        before resv, or a run of free steps reaching up to resv (the window then continues
-        on the job's own cores). Neither: the job cannot move, and the profile is untouched.
+        Before ``resv`` the job holds no cores, so a start s needs ``size`` free cores on
+        [s, min(resv, s + duration)) of the profile as it is: the window continues on the
+        job's own cores from resv on. So a run of steps with room either holds the whole
+        window or reaches resv; the first run that does gives the start (its first instant).
+        This is what :meth:`earliest` would find on the profile without the job — the
+        arithmetic is the same (``start + duration`` against the breakpoints) — without
+        releasing the job first.
         """
         ts, fr = self.ts, self.fr
         n = len(ts)
@@ -509,12 +529,22 @@ class _Profile:
                 if run_start is None:
                     run_start = max(now, ts[k])
                 end = ts[k + 1] if k + 1 < n else INF
-                if min(end, resv) - run_start >= duration or end >= resv:
-                    return True
+                if end >= resv or run_start + duration <= end:
+                    return run_start
             else:
                 run_start = None
             k += 1
-        return False
+        return None
+
+    def move(self, old: float, new: float, duration: float, size: int) -> None:
+        """Move a reservation of ``size`` cores for ``duration`` from ``old`` to ``new``
+        (earlier): only the parts of the two intervals that do not overlap change."""
+        if new + duration <= old:
+            self._add(new, new + duration, -size)
+            self._add(old, old + duration, size)
+        else:
+            self._add(new, old, -size)
+            self._add(new + duration, old + duration, size)
 
     def prune(self, now: float) -> None:
         """Forget steps that ended before ``now``."""
