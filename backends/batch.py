@@ -16,6 +16,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
+import operator
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
@@ -310,6 +311,8 @@ class EASY(Policy):
 #: a conservative job's reservation before its first pass
 UNPLANNED = INF
 
+_resv = operator.attrgetter("resv")
+
 
 class Conservative(Policy):
     """Conservative backfilling: every queued job holds a reservation, none is ever delayed.
@@ -423,23 +426,39 @@ class Conservative(Policy):
                     continue
                 start = now
             else:
-                start = profile.earlier(size, job.estimate, now, resv)
-                if start is None:
+                # profile.earlier(size, job.estimate, now, resv), written out: step 0 holds now
+                duration = job.estimate
+                n = len(ts)
+                k = 0
+                start = None
+                while k < n and ts[k] < resv:
+                    if fr[k] >= size:
+                        if start is None:
+                            start = ts[k] if k else now
+                        end = ts[k + 1] if k + 1 < n else INF
+                        if end >= resv or start + duration <= end:
+                            break
+                    else:
+                        start = None
+                    k += 1
+                else:
                     continue
             job.resv = start
             profile.move(resv, start, job.estimate, size)
 
     def schedule(self, now: float) -> list[QJob]:
         self.plan(now)
-        started = [job for job in self.queue if job.resv <= now]
-        if started:
-            for job in started:
-                self._start(job, now)
-            self.queue = [job for job in self.queue if job.resv > now]
+        queue = self.queue
+        if not queue or min(map(_resv, queue)) > now:     # the common case: nothing starts
+            return []
+        started = [job for job in queue if job.resv <= now]
+        for job in started:
+            self._start(job, now)
+        self.queue = [job for job in queue if job.resv > now]
         return started
 
     def wakeup(self) -> float | None:
-        return min((j.resv for j in self.queue), default=None)
+        return min(map(_resv, self.queue), default=None)
 
     def planned_start(self, job: QJob, now: float) -> float:
         self.plan(now)
@@ -475,20 +494,6 @@ class _Profile:
                 profile.reserve(now, now + 1e-9, job.size)
         return profile
 
-    def _split(self, t: float) -> int:
-        """Index of the step starting exactly at t, inserting a breakpoint if needed."""
-        ts = self.ts
-        i = bisect.bisect_right(ts, t) - 1
-        if i < 0:
-            ts.insert(0, t)
-            self.fr.insert(0, self.cores)
-            return 0
-        if ts[i] == t:
-            return i
-        ts.insert(i + 1, t)
-        self.fr.insert(i + 1, self.fr[i])
-        return i + 1
-
     def reserve(self, start: float, end: float, size: int) -> None:
         self._add(start, end, -size)
 
@@ -496,13 +501,31 @@ class _Profile:
         self._add(start, end, size)
 
     def _add(self, start: float, end: float, delta: int) -> None:
+        """Add ``delta`` cores on [start, end): a breakpoint at each end (bisect, insert),
+        the steps in between shifted at C speed, equal neighbours merged at the two edges.
+        The hottest code of conservative backfilling, hence written out in one function."""
         if end <= start:
             return
-        i, j = self._split(start), self._split(end)
-        fr = self.fr
-        fr[i:j] = map(delta.__add__, fr[i:j])      # the steps in between, at C speed
+        ts, fr = self.ts, self.fr
+        i = bisect.bisect_right(ts, start) - 1
+        if i < 0:                         # before the profile's first step: every core free
+            ts.insert(0, start)
+            fr.insert(0, self.cores)
+            i = 0
+        elif ts[i] != start:
+            i += 1
+            ts.insert(i, start)
+            fr.insert(i, fr[i - 1])
+        j = bisect.bisect_right(ts, end, i) - 1
+        if ts[j] != end:
+            j += 1
+            ts.insert(j, end)
+            fr.insert(j, fr[j - 1])
+        if j == i + 1:
+            fr[i] += delta
+        else:
+            fr[i:j] = map(delta.__add__, fr[i:j])      # the steps in between, at C speed
         # steps inside [i, j) moved together, so only the two edges can now equal a neighbour
-        ts = self.ts
         if j < len(ts) and fr[j] == fr[j - 1]:
             del ts[j], fr[j]
         if i > 0 and fr[i] == fr[i - 1]:
