@@ -333,10 +333,14 @@ class Conservative(Policy):
         self.profile = _Profile(cores)
         self._new: list[QJob] = []     # arrived this instant, not reserved yet
         self._freed = False            # cores came back before their planned end this instant
+        # the earliest reservation in the queue (INF: none; None: unknown, to be scanned for),
+        # kept as reservations move earlier and jobs join, so that a pass where nothing is
+        # due and wakeup need no scan of the queue
+        self._first: float | None = INF
 
     def enqueue(self, job: QJob, now: float) -> None:
         super().enqueue(job, now)
-        job.resv = UNPLANNED
+        job.resv = UNPLANNED                      # (cannot lower the earliest reservation)
         self._new.append(job)
 
     def place_running(self, job: QJob) -> None:
@@ -365,6 +369,8 @@ class Conservative(Policy):
         job.resv = at
         self.profile.reserve(at, at + job.estimate, job.size)
         self.queue.append(job)
+        if self._first is not None and at < self._first:
+            self._first = at
 
     def _released(self, job: QJob, now: float) -> None:
         planned_end = job.resv + job.estimate     # what the profile holds for it
@@ -373,6 +379,8 @@ class Conservative(Policy):
             self._freed = True
 
     def _withdrawn(self, job: QJob, now: float) -> None:
+        if job.resv == self._first:
+            self._first = None
         if job.resv == UNPLANNED:
             self._new.remove(job)
             return
@@ -387,20 +395,28 @@ class Conservative(Policy):
         self.profile = profile
         self._new.clear()
         self._freed = False
+        self._first = INF
 
     def plan(self, now: float) -> None:
         """Bring this instant's changes into the reservations: one compression if cores came
         back early (or a queued job left), then the new jobs reserved in arrival order.
         Idempotent at one instant; :meth:`schedule` and the estimates call it first."""
         profile = self.profile
-        profile.prune(now)
+        ts = profile.ts
+        if len(ts) > 1 and ts[1] <= now:         # profile.prune(now), the common case first
+            profile.prune(now)
         if self._freed:
             self._freed = False
             self._compress(now)
         if self._new:
+            earliest, add = profile.earliest, profile._add
+            first = self._first
             for job in self._new:
-                job.resv = start = profile.earliest(job.size, job.estimate, now)
-                profile.reserve(start, start + job.estimate, job.size)
+                job.resv = start = earliest(job.size, job.estimate, now)
+                add(start, start + job.estimate, -job.size)
+                if first is not None and start < first:
+                    first = start
+            self._first = first
             self._new.clear()
 
     def _compress(self, now: float) -> None:
@@ -414,19 +430,24 @@ class Conservative(Policy):
         :meth:`_Profile.move` that touches only the parts of the two intervals that differ.
         """
         profile = self.profile
+        add = profile._add
         ts, fr = profile.ts, profile.fr          # changed in place by the profile's methods
+        free0 = fr[0]                            # cores free now (step 0 holds now)
+        first = self._first                      # reservations only move earlier here
+        t1 = ts[1] if len(ts) > 1 else INF       # the profile's next breakpoint
         for job in self.queue:
             resv = job.resv
-            # new jobs are reserved after the compression
-            if resv <= now or resv == UNPLANNED:
-                continue
-            size = job.size
-            if len(ts) < 2 or resv <= ts[1]:     # only step 0 lies before resv
-                if fr[0] < size:
+            if resv <= t1:                       # only step 0 lies before resv
+                # (resv <= now: due to start in this pass, nowhere earlier to go; t1 is
+                # infinite when the profile is one step, and new jobs wait for the pass)
+                if resv <= now or free0 < job.size or resv == UNPLANNED:
                     continue
                 start = now
+            elif resv == UNPLANNED:              # new jobs are reserved after the compression
+                continue
             else:
-                # profile.earlier(size, job.estimate, now, resv), written out: step 0 holds now
+                # profile.earlier(size, job.estimate, now, resv), written out from step 0
+                size = job.size
                 duration = job.estimate
                 n = len(ts)
                 k = 0
@@ -444,21 +465,43 @@ class Conservative(Policy):
                 else:
                     continue
             job.resv = start
-            profile.move(resv, start, job.estimate, size)
+            if first is not None and start < first:
+                first = start
+            # profile.move(resv, start, job.estimate, job.size), written out
+            duration = job.estimate
+            size = job.size
+            if start + duration <= resv:
+                add(start, start + duration, -size)
+                add(resv, resv + duration, size)
+            else:
+                add(start, resv, -size)
+                add(start + duration, resv + duration, size)
+            free0 = fr[0]
+            t1 = ts[1] if len(ts) > 1 else INF
+        self._first = first
 
     def schedule(self, now: float) -> list[QJob]:
         self.plan(now)
-        queue = self.queue
-        if not queue or min(map(_resv, queue)) > now:     # the common case: nothing starts
+        first = self._first
+        if first is None:
+            first = self._first = min(map(_resv, self.queue), default=INF)
+        if first > now:                       # the common case: nothing starts
             return []
+        queue = self.queue
         started = [job for job in queue if job.resv <= now]
         for job in started:
             self._start(job, now)
-        self.queue = [job for job in queue if job.resv > now]
+        self.queue = queue = [job for job in queue if job.resv > now]
+        self._first = min(map(_resv, queue), default=INF)
         return started
 
     def wakeup(self) -> float | None:
-        return min(map(_resv, self.queue), default=None)
+        if not self.queue:
+            return None
+        first = self._first
+        if first is None:
+            first = self._first = min(map(_resv, self.queue), default=INF)
+        return first
 
     def planned_start(self, job: QJob, now: float) -> float:
         self.plan(now)
