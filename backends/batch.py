@@ -432,9 +432,11 @@ class Conservative(Policy):
         profile = self.profile
         add = profile._add
         ts, fr = profile.ts, profile.fr          # changed in place by the profile's methods
-        free0 = fr[0]                            # cores free now (step 0 holds now)
         first = self._first                      # reservations only move earlier here
-        t1 = ts[1] if len(ts) > 1 else INF       # the profile's next breakpoint
+        # the profile's first three steps: [now, t1) with free0 cores, [t1, t2) with free1
+        n = len(ts)
+        free0, t1 = fr[0], (ts[1] if n > 1 else INF)
+        free1, t2 = (fr[1], ts[2] if n > 2 else INF) if n > 1 else (free0, INF)
         for job in self.queue:
             resv = job.resv
             if resv <= t1:                       # only step 0 lies before resv
@@ -445,6 +447,16 @@ class Conservative(Policy):
                 start = now
             elif resv == UNPLANNED:              # new jobs are reserved after the compression
                 continue
+            elif resv <= t2:                     # steps 0 and 1 lie before resv
+                size = job.size
+                if free1 < size:                 # only a window inside step 0
+                    if free0 < size or now + job.estimate > t1:
+                        continue
+                    start = now
+                elif free0 >= size:              # a run from now reaching resv
+                    start = now
+                else:
+                    start = t1
             else:
                 # profile.earlier(size, job.estimate, now, resv), written out from step 0
                 size = job.size
@@ -476,8 +488,9 @@ class Conservative(Policy):
             else:
                 add(start, resv, -size)
                 add(start + duration, resv + duration, size)
-            free0 = fr[0]
-            t1 = ts[1] if len(ts) > 1 else INF
+            n = len(ts)
+            free0, t1 = fr[0], (ts[1] if n > 1 else INF)
+            free1, t2 = (fr[1], ts[2] if n > 2 else INF) if n > 1 else (free0, INF)
         self._first = first
 
     def schedule(self, now: float) -> list[QJob]:
@@ -567,7 +580,7 @@ class _Profile:
         if j == i + 1:
             fr[i] += delta
         else:
-            fr[i:j] = map(delta.__add__, fr[i:j])      # the steps in between, at C speed
+            fr[i:j] = [f + delta for f in fr[i:j]]      # the steps in between
         # steps inside [i, j) moved together, so only the two edges can now equal a neighbour
         if j < len(ts) and fr[j] == fr[j - 1]:
             del ts[j], fr[j]
