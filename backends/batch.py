@@ -17,6 +17,7 @@ import bisect
 import itertools
 import math
 import operator
+from bisect import bisect_left as _bisect_left, bisect_right as _bisect_right
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
@@ -431,12 +432,12 @@ class Conservative(Policy):
         """
         profile = self.profile
         add = profile._add
-        ts, fr = profile.ts, profile.fr          # changed in place by the profile's methods
+        ts, dl = profile.ts, profile.dl          # changed in place by the profile's methods
         first = self._first                      # reservations only move earlier here
-        # the profile's first three steps: [now, t1) with free0 cores, [t1, t2) with free1
+        # the profile's first steps: [now, t1) with free0 cores, [t1, t2) with free1
         n = len(ts)
-        free0, t1 = fr[0], (ts[1] if n > 1 else INF)
-        free1, t2 = (fr[1], ts[2] if n > 2 else INF) if n > 1 else (free0, INF)
+        free0, t1 = dl[0], (ts[1] if n > 1 else INF)
+        free1, t2 = (free0 + dl[1], ts[2] if n > 2 else INF) if n > 1 else (free0, INF)
         for job in self.queue:
             resv = job.resv
             if resv <= t1:                       # only step 0 lies before resv
@@ -461,11 +462,11 @@ class Conservative(Policy):
                 # profile.earlier(size, job.estimate, now, resv), written out from step 0
                 size = job.size
                 duration = job.estimate
-                n = len(ts)
-                k = 0
+                k = free = 0
                 start = None
                 while k < n and ts[k] < resv:
-                    if fr[k] >= size:
+                    free += dl[k]
+                    if free >= size:
                         if start is None:
                             start = ts[k] if k else now
                         end = ts[k + 1] if k + 1 < n else INF
@@ -489,8 +490,8 @@ class Conservative(Policy):
                 add(start, resv, -size)
                 add(start + duration, resv + duration, size)
             n = len(ts)
-            free0, t1 = fr[0], (ts[1] if n > 1 else INF)
-            free1, t2 = (fr[1], ts[2] if n > 2 else INF) if n > 1 else (free0, INF)
+            free0, t1 = dl[0], (ts[1] if n > 1 else INF)
+            free1, t2 = (free0 + dl[1], ts[2] if n > 2 else INF) if n > 1 else (free0, INF)
         self._first = first
 
     def schedule(self, now: float) -> list[QJob]:
@@ -526,18 +527,25 @@ class Conservative(Policy):
 
 
 class _Profile:
-    """Free cores over time as a step function: ``free[i]`` holds on ``[ts[i], ts[i+1])``.
+    """Free cores over time as a step function, stored as its changes: at ``ts[i]`` the free
+    cores change by ``dl[i]``; ``dl[0]`` is the free cores of the first step, so step k
+    (``[ts[k], ts[k+1])``, the last one to infinity) has ``sum(dl[:k+1])``.
 
-    The last step runs to infinity. Reservations subtract cores over an interval; releases
-    add them back. Every operation is a bisect plus a scan over the steps it touches.
+    Why changes and not values: a reservation or a release is then two entries whatever its
+    length (a bisect and an insert at each end), where a list of values had every step in
+    between rewritten — and new jobs' windows and early ends' released intervals span tens
+    of steps. Searches walk forward from a known step adding changes as they go (the ones
+    that look at a whole window sum it at C speed with ``itertools.accumulate``). No entry
+    is zero after the first (a breakpoint where nothing changes is removed), so the
+    representation of a profile is unique.
     """
 
-    __slots__ = ("ts", "fr", "cores")
+    __slots__ = ("ts", "dl", "cores")
 
     def __init__(self, cores: int, start: float = -INF):   # simulated time may start below 0 (warm-up)
         self.cores = cores
         self.ts: list[float] = [start]
-        self.fr: list[int] = [cores]
+        self.dl: list[int] = [cores]
 
     @classmethod
     def of_running(cls, cores: int, running, now: float) -> "_Profile":
@@ -550,6 +558,10 @@ class _Profile:
                 profile.reserve(now, now + 1e-9, job.size)
         return profile
 
+    def free(self) -> list[tuple[float, int]]:
+        """The steps as (start, free cores) — for tests and debugging."""
+        return list(zip(self.ts, itertools.accumulate(self.dl)))
+
     def reserve(self, start: float, end: float, size: int) -> None:
         self._add(start, end, -size)
 
@@ -557,35 +569,37 @@ class _Profile:
         self._add(start, end, size)
 
     def _add(self, start: float, end: float, delta: int) -> None:
-        """Add ``delta`` cores on [start, end): a breakpoint at each end (bisect, insert),
-        the steps in between shifted at C speed, equal neighbours merged at the two edges.
-        The hottest code of conservative backfilling, hence written out in one function."""
+        """Add ``delta`` cores on [start, end): ``+delta`` at start, ``-delta`` at end, each
+        by a bisect and an insert (or an update of an existing breakpoint, removed if its
+        change becomes zero). The hottest code of conservative backfilling."""
         if end <= start:
             return
-        ts, fr = self.ts, self.fr
-        i = bisect.bisect_right(ts, start) - 1
+        ts, dl = self.ts, self.dl
+        i = _bisect_right(ts, start) - 1
         if i < 0:                         # before the profile's first step: every core free
             ts.insert(0, start)
-            fr.insert(0, self.cores)
-            i = 0
-        elif ts[i] != start:
+            dl.insert(0, self.cores + delta)
+            dl[1] -= self.cores           # the old first step keeps its free cores
+            if dl[1] == 0:
+                del ts[1], dl[1]
+            i = -1                        # (nothing to check at start)
+        elif ts[i] == start:
+            dl[i] += delta
+        else:
             i += 1
             ts.insert(i, start)
-            fr.insert(i, fr[i - 1])
-        j = bisect.bisect_right(ts, end, i) - 1
-        if ts[j] != end:
-            j += 1
-            ts.insert(j, end)
-            fr.insert(j, fr[j - 1])
-        if j == i + 1:
-            fr[i] += delta
+            dl.insert(i, delta)
+            i = -1                        # a new nonzero change
+        j = _bisect_right(ts, end, i if i > 0 else 0) - 1
+        if ts[j] == end:
+            dl[j] -= delta
+            if dl[j] == 0:
+                del ts[j], dl[j]
         else:
-            fr[i:j] = [f + delta for f in fr[i:j]]      # the steps in between
-        # steps inside [i, j) moved together, so only the two edges can now equal a neighbour
-        if j < len(ts) and fr[j] == fr[j - 1]:
-            del ts[j], fr[j]
-        if i > 0 and fr[i] == fr[i - 1]:
-            del ts[i], fr[i]
+            ts.insert(j + 1, end)
+            dl.insert(j + 1, -delta)
+        if i > 0 and dl[i] == 0:          # (j > i: removing j first left i in place)
+            del ts[i], dl[i]
 
     def earlier(self, size: int, duration: float, now: float, resv: float) -> float | None:
         """The earliest start in [now, resv) for a job of ``size`` cores reserved at ``resv``,
@@ -597,14 +611,16 @@ class _Profile:
         window or reaches resv; the first run that does gives the start (its first instant).
         This is what :meth:`earliest` would find on the profile without the job — the
         arithmetic is the same (``start + duration`` against the breakpoints) — without
-        releasing the job first.
+        releasing the job first. (:meth:`Conservative._compress` has it written out.)
         """
-        ts, fr = self.ts, self.fr
+        ts, dl = self.ts, self.dl
         n = len(ts)
-        k = max(0, bisect.bisect_right(ts, now) - 1)
+        k = max(0, _bisect_right(ts, now) - 1)
+        free = sum(dl[:k])
         run_start = None
         while k < n and ts[k] < resv:
-            if fr[k] >= size:
+            free += dl[k]
+            if free >= size:
                 if run_start is None:
                     run_start = max(now, ts[k])
                 end = ts[k + 1] if k + 1 < n else INF
@@ -615,51 +631,53 @@ class _Profile:
             k += 1
         return None
 
-    def move(self, old: float, new: float, duration: float, size: int) -> None:
-        """Move a reservation of ``size`` cores for ``duration`` from ``old`` to ``new``
-        (earlier): only the parts of the two intervals that do not overlap change."""
-        if new + duration <= old:
-            self._add(new, new + duration, -size)
-            self._add(old, old + duration, size)
-        else:
-            self._add(new, old, -size)
-            self._add(new + duration, old + duration, size)
-
     def prune(self, now: float) -> None:
-        """Forget steps that ended before ``now``."""
+        """Forget steps that ended before ``now`` (their changes fold into the first)."""
         ts = self.ts
-        i = bisect.bisect_right(ts, now) - 1
+        i = _bisect_right(ts, now) - 1
         if i > 0:
-            del ts[:i], self.fr[:i]
+            dl = self.dl
+            first = sum(dl[:i + 1])
+            del ts[:i], dl[:i]
+            dl[0] = first
 
     def earliest(self, size: int, duration: float, t0: float, until: float = INF) -> float:
         """The earliest start >= t0 at which ``size`` cores are free for ``duration``.
 
         ``until`` bounds the search (the caller knows a slot there is feasible). A candidate
-        start's window is checked at once (``min`` over its steps); when it fails, the search
-        resumes after the window's last step without room (any start before it would hold
-        that step too).
+        start's window is checked at once (its free cores summed and ``min``-ed at C speed);
+        when it fails, the search resumes after the window's last step without room (any
+        start before it would hold that step too).
         """
-        ts, fr = self.ts, self.fr
+        ts, dl = self.ts, self.dl
         n = len(ts)
-        k = max(0, bisect.bisect_right(ts, t0) - 1)
+        k = max(0, _bisect_right(ts, t0) - 1)
+        free = sum(dl[:k + 1])            # step k's free cores
         start = max(t0, ts[k])
         while True:
-            if fr[k] < size:
+            if free < size:
                 k += 1
-                while k < n and fr[k] < size:
+                while k < n:
+                    free += dl[k]
+                    if free >= size:
+                        break
                     k += 1
-                if k >= n:             # cannot happen: the last step has every core back
+                else:                  # cannot happen: the last step has every core back
                     raise ReselError(f"no slot for {size} cores in the profile")
                 start = ts[k]
                 if start >= until:
                     return until
-            j = bisect.bisect_left(ts, start + duration, k + 1)   # steps k..j-1 meet the window
-            if j == k + 1 or min(fr[k + 1:j]) >= size:
+            j = _bisect_left(ts, start + duration, k + 1)   # steps k..j-1 meet the window
+            if j == k + 1:
                 return start
-            k = j - 1
-            while fr[k] >= size:
-                k -= 1
+            window = list(itertools.accumulate(dl[k + 1:j], initial=free))   # free at k..j-1
+            if min(window) >= size:
+                return start
+            m = j - 1 - k
+            while window[m] >= size:
+                m -= 1
+            k += m
+            free = window[m]
 
 
 POLICIES = {
