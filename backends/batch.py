@@ -504,8 +504,8 @@ class Conservative(Policy):
         queue = self.queue
         started = [job for job in queue if job.resv <= now]
         for job in started:
+            queue.remove(job)                 # (a search at C speed; few start at once)
             self._start(job, now)
-        self.queue = queue = [job for job in queue if job.resv > now]
         self._first = min(map(_resv, queue), default=INF)
         return started
 
@@ -670,9 +670,9 @@ class _Profile:
             j = _bisect_left(ts, start + duration, k + 1)   # steps k..j-1 meet the window
             if j == k + 1:
                 return start
-            window = list(itertools.accumulate(dl[k + 1:j], initial=free))   # free at k..j-1
-            if min(window) >= size:
+            if min(itertools.accumulate(dl[k + 1:j], initial=free)) >= size:   # free at k..j-1
                 return start
+            window = list(itertools.accumulate(dl[k + 1:j], initial=free))
             m = j - 1 - k
             while window[m] >= size:
                 m -= 1
