@@ -613,6 +613,8 @@ class _Profile:
         arithmetic is the same (``start + duration`` against the breakpoints) — without
         releasing the job first. (:meth:`Conservative._compress` has it written out.)
         """
+        if resv <= now:
+            return None
         ts, dl = self.ts, self.dl
         n = len(ts)
         k = max(0, _bisect_right(ts, now) - 1)
