@@ -459,24 +459,34 @@ class Conservative(Policy):
                 else:
                     start = t1
             else:
-                # profile.earlier(size, job.estimate, now, resv), written out from step 0
+                # profile.earlier(size, job.estimate, now, resv), written out: steps 0 and 1
+                # from what is known of them, then a walk from step 2 (resv > t2: it exists)
                 size = job.size
                 duration = job.estimate
-                k = free = 0
-                start = None
-                while k < n and ts[k] < resv:
-                    free += dl[k]
-                    if free >= size:
-                        if start is None:
-                            start = ts[k] if k else now
-                        end = ts[k + 1] if k + 1 < n else INF
-                        if end >= resv or start + duration <= end:
-                            break
+                if free0 >= size and now + duration <= t1:
+                    start = now                  # the window fits in step 0
+                else:
+                    if free1 >= size:            # a run through step 1 ...
+                        start = now if free0 >= size else t1
+                        walk = start + duration > t2    # ... that must go on
                     else:
                         start = None
-                    k += 1
-                else:
-                    continue
+                        walk = True
+                    if walk:
+                        k, free = 2, free1
+                        while k < n and ts[k] < resv:
+                            free += dl[k]
+                            if free >= size:
+                                if start is None:
+                                    start = ts[k]
+                                end = ts[k + 1] if k + 1 < n else INF
+                                if end >= resv or start + duration <= end:
+                                    break
+                            else:
+                                start = None
+                            k += 1
+                        else:
+                            continue
             job.resv = start
             if first is not None and start < first:
                 first = start
