@@ -426,9 +426,11 @@ class Conservative(Policy):
         Most queued jobs wait for the profile's next breakpoint (their reservation is at or
         before ``ts[1]``; the profile is pruned, so step 0 holds ``now``): such a job can move
         exactly when step 0 has room for it, and then moves to ``now`` — one comparison, no
-        scan. The others ask :meth:`_Profile.earlier`, which finds the new start on the profile
-        as it is (no release first), and the reservation moves in one
-        :meth:`_Profile.move` that touches only the parts of the two intervals that differ.
+        scan. A job reserved within the second step has three cases, decided on the two
+        steps' free cores; the others walk the profile as :meth:`_Profile.earlier` does,
+        which finds the new start on the profile as it is (no release first). A move then
+        changes only the parts of the old and new intervals that do not overlap. The free
+        cores and times of the first steps are read again after each move.
         """
         profile = self.profile
         add = profile._add
