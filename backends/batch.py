@@ -492,7 +492,7 @@ class Conservative(Policy):
             job.resv = start
             if first is not None and start < first:
                 first = start
-            # profile.move(resv, start, job.estimate, job.size), written out
+            # the move: [start, start + duration) taken, [resv, resv + duration) given back
             duration = job.estimate
             size = job.size
             if start + duration <= resv:
