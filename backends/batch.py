@@ -410,11 +410,10 @@ class Conservative(Policy):
             self._freed = False
             self._compress(now)
         if self._new:
-            earliest, add = profile.earliest, profile._add
+            take = profile.take_earliest
             first = self._first
             for job in self._new:
-                job.resv = start = earliest(job.size, job.estimate, now)
-                add(start, start + job.estimate, -job.size)
+                job.resv = start = take(job.size, job.estimate, now)
                 if first is not None and start < first:
                     first = start
             self._first = first
@@ -655,6 +654,31 @@ class _Profile:
             del ts[:i], dl[:i]
             dl[0] = first
 
+    def take_earliest(self, size: int, duration: float, t0: float) -> float:
+        """Reserve ``size`` cores for ``duration`` at the earliest start >= t0 (as
+        :meth:`earliest` then :meth:`reserve`, with the two breakpoints the search found)."""
+        start, k, j = self._search(size, duration, t0, INF)
+        if duration <= 0:
+            return start
+        ts, dl = self.ts, self.dl
+        # the end first (j > k: removing or inserting there leaves index k in place)
+        end = start + duration
+        if j < len(ts) and ts[j] == end:
+            dl[j] += size
+            if dl[j] == 0:
+                del ts[j], dl[j]
+        else:
+            ts.insert(j, end)
+            dl.insert(j, size)
+        if ts[k] == start:
+            dl[k] -= size
+            if k and dl[k] == 0:
+                del ts[k], dl[k]
+        else:                             # a start inside step k (t0 itself)
+            ts.insert(k + 1, start)
+            dl.insert(k + 1, -size)
+        return start
+
     def earliest(self, size: int, duration: float, t0: float, until: float = INF) -> float:
         """The earliest start >= t0 at which ``size`` cores are free for ``duration``.
 
@@ -663,10 +687,18 @@ class _Profile:
         when it fails, the search resumes after the window's last step without room (any
         start before it would hold that step too).
         """
+        return self._search(size, duration, t0, until)[0]
+
+    def _search(self, size: int, duration: float, t0: float, until: float) -> tuple[float, int, int]:
+        """:meth:`earliest`'s answer with the step k it starts in and the first step j at or
+        after its end (``ts[j - 1] < start + duration <= ts[j]``; j = len(ts) if none)."""
         ts, dl = self.ts, self.dl
         n = len(ts)
-        k = max(0, _bisect_right(ts, t0) - 1)
-        free = sum(dl[:k + 1])            # step k's free cores
+        if ts[0] <= t0 and (n == 1 or t0 < ts[1]):    # t0 in the first step (a pruned profile)
+            k, free = 0, dl[0]
+        else:
+            k = max(0, _bisect_right(ts, t0) - 1)
+            free = sum(dl[:k + 1])        # step k's free cores
         start = max(t0, ts[k])
         while True:
             if free < size:
@@ -680,12 +712,12 @@ class _Profile:
                     raise ReselError(f"no slot for {size} cores in the profile")
                 start = ts[k]
                 if start >= until:
-                    return until
+                    return until, k, k
             j = _bisect_left(ts, start + duration, k + 1)   # steps k..j-1 meet the window
             if j == k + 1:
-                return start
+                return start, k, j
             if min(itertools.accumulate(dl[k + 1:j], initial=free)) >= size:   # free at k..j-1
-                return start
+                return start, k, j
             window = list(itertools.accumulate(dl[k + 1:j], initial=free))
             m = j - 1 - k
             while window[m] >= size:

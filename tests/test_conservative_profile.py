@@ -91,7 +91,10 @@ def test_profile_is_its_intervals_and_finds_the_earliest_slot(case, size, durati
     assert profile.earliest(size, duration, t0) == _earliest(held, cores, size, duration, t0)
     profile.prune(t0)                 # forgetting the past changes nothing from t0 on
     check_profile(profile, held, cores, since=t0)
-    assert profile.earliest(size, duration, t0) == _earliest(held, cores, size, duration, t0)
+    expected = _earliest(held, cores, size, duration, t0)
+    assert profile.earliest(size, duration, t0) == expected
+    assert profile.take_earliest(size, duration, t0) == expected     # and reserve it there
+    check_profile(profile, held + [(expected, expected + duration, size)], cores, since=t0)
 
 
 @settings(max_examples=300, deadline=None)
