@@ -16,6 +16,8 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
+import operator
+from bisect import bisect_left as _bisect_left, bisect_right as _bisect_right
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
@@ -310,6 +312,8 @@ class EASY(Policy):
 #: a conservative job's reservation before its first pass
 UNPLANNED = INF
 
+_resv = operator.attrgetter("resv")
+
 
 class Conservative(Policy):
     """Conservative backfilling: every queued job holds a reservation, none is ever delayed.
@@ -330,10 +334,14 @@ class Conservative(Policy):
         self.profile = _Profile(cores)
         self._new: list[QJob] = []     # arrived this instant, not reserved yet
         self._freed = False            # cores came back before their planned end this instant
+        # the earliest reservation in the queue (INF: none; None: unknown, to be scanned for),
+        # kept as reservations move earlier and jobs join, so that a pass where nothing is
+        # due and wakeup need no scan of the queue
+        self._first: float | None = INF
 
     def enqueue(self, job: QJob, now: float) -> None:
         super().enqueue(job, now)
-        job.resv = UNPLANNED
+        job.resv = UNPLANNED                      # (cannot lower the earliest reservation)
         self._new.append(job)
 
     def place_running(self, job: QJob) -> None:
@@ -362,6 +370,8 @@ class Conservative(Policy):
         job.resv = at
         self.profile.reserve(at, at + job.estimate, job.size)
         self.queue.append(job)
+        if self._first is not None and at < self._first:
+            self._first = at
 
     def _released(self, job: QJob, now: float) -> None:
         planned_end = job.resv + job.estimate     # what the profile holds for it
@@ -370,6 +380,8 @@ class Conservative(Policy):
             self._freed = True
 
     def _withdrawn(self, job: QJob, now: float) -> None:
+        if job.resv == self._first:
+            self._first = None
         if job.resv == UNPLANNED:
             self._new.remove(job)
             return
@@ -384,46 +396,137 @@ class Conservative(Policy):
         self.profile = profile
         self._new.clear()
         self._freed = False
+        self._first = INF
 
     def plan(self, now: float) -> None:
         """Bring this instant's changes into the reservations: one compression if cores came
         back early (or a queued job left), then the new jobs reserved in arrival order.
         Idempotent at one instant; :meth:`schedule` and the estimates call it first."""
         profile = self.profile
-        profile.prune(now)
+        ts = profile.ts
+        if len(ts) > 1 and ts[1] <= now:         # profile.prune(now), the common case first
+            profile.prune(now)
         if self._freed:
             self._freed = False
             self._compress(now)
         if self._new:
+            take = profile.take_earliest
+            first = self._first
             for job in self._new:
-                job.resv = start = profile.earliest(job.size, job.estimate, now)
-                profile.reserve(start, start + job.estimate, job.size)
+                job.resv = start = take(job.size, job.estimate, now)
+                if first is not None and start < first:
+                    first = start
+            self._first = first
             self._new.clear()
 
     def _compress(self, now: float) -> None:
+        """Move each queued job, in priority order, to the earliest slot no later than its own.
+
+        Most queued jobs wait for the profile's next breakpoint (their reservation is at or
+        before ``ts[1]``; the profile is pruned, so step 0 holds ``now``): such a job can move
+        exactly when step 0 has room for it, and then moves to ``now`` — one comparison, no
+        scan. A job reserved within the second step has three cases, decided on the two
+        steps' free cores; the others walk the profile as :meth:`_Profile.earlier` does,
+        which finds the new start on the profile as it is (no release first). A move then
+        changes only the parts of the old and new intervals that do not overlap. The free
+        cores and times of the first steps are read again after each move.
+        """
         profile = self.profile
+        add = profile._add
+        ts, dl = profile.ts, profile.dl          # changed in place by the profile's methods
+        first = self._first                      # reservations only move earlier here
+        # the profile's first steps: [now, t1) with free0 cores, [t1, t2) with free1
+        n = len(ts)
+        free0, t1 = dl[0], (ts[1] if n > 1 else INF)
+        free1, t2 = (free0 + dl[1], ts[2] if n > 2 else INF) if n > 1 else (free0, INF)
         for job in self.queue:
             resv = job.resv
-            # new jobs are reserved after the compression; a cheap necessary condition first,
-            # on the profile as it is (see could_move)
-            if resv <= now or resv == UNPLANNED or not profile.could_move(job.size, job.estimate, now, resv):
+            if resv <= t1:                       # only step 0 lies before resv
+                # (resv <= now: due to start in this pass, nowhere earlier to go; t1 is
+                # infinite when the profile is one step, and new jobs wait for the pass)
+                if resv <= now or free0 < job.size or resv == UNPLANNED:
+                    continue
+                start = now
+            elif resv == UNPLANNED:              # new jobs are reserved after the compression
                 continue
-            profile.release(resv, resv + job.estimate, job.size)
-            start = profile.earliest(job.size, job.estimate, now, until=resv)
+            elif resv <= t2:                     # steps 0 and 1 lie before resv
+                size = job.size
+                if free1 < size:                 # only a window inside step 0
+                    if free0 < size or now + job.estimate > t1:
+                        continue
+                    start = now
+                elif free0 >= size:              # a run from now reaching resv
+                    start = now
+                else:
+                    start = t1
+            else:
+                # profile.earlier(size, job.estimate, now, resv), written out: steps 0 and 1
+                # from what is known of them, then a walk from step 2 (resv > t2: it exists)
+                size = job.size
+                duration = job.estimate
+                if free0 >= size and now + duration <= t1:
+                    start = now                  # the window fits in step 0
+                else:
+                    if free1 >= size:            # a run through step 1 ...
+                        start = now if free0 >= size else t1
+                        walk = start + duration > t2    # ... that must go on
+                    else:
+                        start = None
+                        walk = True
+                    if walk:
+                        k, free = 2, free1
+                        while k < n and ts[k] < resv:
+                            free += dl[k]
+                            if free >= size:
+                                if start is None:
+                                    start = ts[k]
+                                end = ts[k + 1] if k + 1 < n else INF
+                                if end >= resv or start + duration <= end:
+                                    break
+                            else:
+                                start = None
+                            k += 1
+                        else:
+                            continue
             job.resv = start
-            profile.reserve(start, start + job.estimate, job.size)
+            if first is not None and start < first:
+                first = start
+            # the move: [start, start + duration) taken, [resv, resv + duration) given back
+            duration = job.estimate
+            size = job.size
+            if start + duration <= resv:
+                add(start, start + duration, -size)
+                add(resv, resv + duration, size)
+            else:
+                add(start, resv, -size)
+                add(start + duration, resv + duration, size)
+            n = len(ts)
+            free0, t1 = dl[0], (ts[1] if n > 1 else INF)
+            free1, t2 = (free0 + dl[1], ts[2] if n > 2 else INF) if n > 1 else (free0, INF)
+        self._first = first
 
     def schedule(self, now: float) -> list[QJob]:
         self.plan(now)
-        started = [job for job in self.queue if job.resv <= now]
-        if started:
-            for job in started:
-                self._start(job, now)
-            self.queue = [job for job in self.queue if job.resv > now]
+        first = self._first
+        if first is None:
+            first = self._first = min(map(_resv, self.queue), default=INF)
+        if first > now:                       # the common case: nothing starts
+            return []
+        queue = self.queue
+        started = [job for job in queue if job.resv <= now]
+        for job in started:
+            queue.remove(job)                 # (a search at C speed; few start at once)
+            self._start(job, now)
+        self._first = min(map(_resv, queue), default=INF)
         return started
 
     def wakeup(self) -> float | None:
-        return min((j.resv for j in self.queue), default=None)
+        if not self.queue:
+            return None
+        first = self._first
+        if first is None:
+            first = self._first = min(map(_resv, self.queue), default=INF)
+        return first
 
     def planned_start(self, job: QJob, now: float) -> float:
         self.plan(now)
@@ -435,18 +538,25 @@ class Conservative(Policy):
 
 
 class _Profile:
-    """Free cores over time as a step function: ``free[i]`` holds on ``[ts[i], ts[i+1])``.
+    """Free cores over time as a step function, stored as its changes: at ``ts[i]`` the free
+    cores change by ``dl[i]``; ``dl[0]`` is the free cores of the first step, so step k
+    (``[ts[k], ts[k+1])``, the last one to infinity) has ``sum(dl[:k+1])``.
 
-    The last step runs to infinity. Reservations subtract cores over an interval; releases
-    add them back. Every operation is a bisect plus a scan over the steps it touches.
+    Why changes and not values: a reservation or a release is then two entries whatever its
+    length (a bisect and an insert at each end), where a list of values had every step in
+    between rewritten — and new jobs' windows and early ends' released intervals span tens
+    of steps. Searches walk forward from a known step adding changes as they go (the ones
+    that look at a whole window sum it at C speed with ``itertools.accumulate``). No entry
+    is zero after the first (a breakpoint where nothing changes is removed), so the
+    representation of a profile is unique.
     """
 
-    __slots__ = ("ts", "fr", "cores")
+    __slots__ = ("ts", "dl", "cores")
 
     def __init__(self, cores: int, start: float = -INF):   # simulated time may start below 0 (warm-up)
         self.cores = cores
         self.ts: list[float] = [start]
-        self.fr: list[int] = [cores]
+        self.dl: list[int] = [cores]
 
     @classmethod
     def of_running(cls, cores: int, running, now: float) -> "_Profile":
@@ -459,19 +569,9 @@ class _Profile:
                 profile.reserve(now, now + 1e-9, job.size)
         return profile
 
-    def _split(self, t: float) -> int:
-        """Index of the step starting exactly at t, inserting a breakpoint if needed."""
-        ts = self.ts
-        i = bisect.bisect_right(ts, t) - 1
-        if i < 0:
-            ts.insert(0, t)
-            self.fr.insert(0, self.cores)
-            return 0
-        if ts[i] == t:
-            return i
-        ts.insert(i + 1, t)
-        self.fr.insert(i + 1, self.fr[i])
-        return i + 1
+    def free(self) -> list[tuple[float, int]]:
+        """The steps as (start, free cores) — for tests and debugging."""
+        return list(zip(self.ts, itertools.accumulate(self.dl)))
 
     def reserve(self, start: float, end: float, size: int) -> None:
         self._add(start, end, -size)
@@ -480,77 +580,150 @@ class _Profile:
         self._add(start, end, size)
 
     def _add(self, start: float, end: float, delta: int) -> None:
+        """Add ``delta`` cores on [start, end): ``+delta`` at start, ``-delta`` at end, each
+        by a bisect and an insert (or an update of an existing breakpoint, removed if its
+        change becomes zero). The hottest code of conservative backfilling."""
         if end <= start:
             return
-        i, j = self._split(start), self._split(end)
-        fr = self.fr
-        fr[i:j] = map(delta.__add__, fr[i:j])      # the steps in between, at C speed
-        # steps inside [i, j) moved together, so only the two edges can now equal a neighbour
-        ts = self.ts
-        if j < len(ts) and fr[j] == fr[j - 1]:
-            del ts[j], fr[j]
-        if i > 0 and fr[i] == fr[i - 1]:
-            del ts[i], fr[i]
+        ts, dl = self.ts, self.dl
+        i = _bisect_right(ts, start) - 1
+        if i < 0:                         # before the profile's first step: every core free
+            ts.insert(0, start)
+            dl.insert(0, self.cores + delta)
+            dl[1] -= self.cores           # the old first step keeps its free cores
+            if dl[1] == 0:
+                del ts[1], dl[1]
+            i = -1                        # (nothing to check at start)
+        elif ts[i] == start:
+            dl[i] += delta
+        else:
+            i += 1
+            ts.insert(i, start)
+            dl.insert(i, delta)
+            i = -1                        # a new nonzero change
+        j = _bisect_right(ts, end, i if i > 0 else 0) - 1
+        if ts[j] == end:
+            dl[j] -= delta
+            if dl[j] == 0:
+                del ts[j], dl[j]
+        else:
+            ts.insert(j + 1, end)
+            dl.insert(j + 1, -delta)
+        if i > 0 and dl[i] == 0:          # (j > i: removing j first left i in place)
+            del ts[i], dl[i]
 
-    def could_move(self, size: int, duration: float, now: float, resv: float) -> bool:
-        """Whether a job reserved at ``resv`` might start earlier (a necessary condition).
+    def earlier(self, size: int, duration: float, now: float, resv: float) -> float | None:
+        """The earliest start in [now, resv) for a job of ``size`` cores reserved at ``resv``,
+        or None if it cannot start before its reservation.
 
-        Before ``resv`` the job holds no cores, so an earlier start s needs ``size`` free
-        cores on all of [s, min(resv, s + duration)): either a whole window of ``duration``
-        before resv, or a run of free steps reaching up to resv (the window then continues
-        on the job's own cores). Neither: the job cannot move, and the profile is untouched.
+        Before ``resv`` the job holds no cores, so a start s needs ``size`` free cores on
+        [s, min(resv, s + duration)) of the profile as it is: the window continues on the
+        job's own cores from resv on. So a run of steps with room either holds the whole
+        window or reaches resv; the first run that does gives the start (its first instant).
+        This is what :meth:`earliest` would find on the profile without the job — the
+        arithmetic is the same (``start + duration`` against the breakpoints) — without
+        releasing the job first. (:meth:`Conservative._compress` has it written out.)
         """
-        ts, fr = self.ts, self.fr
+        if resv <= now:
+            return None
+        ts, dl = self.ts, self.dl
         n = len(ts)
-        k = max(0, bisect.bisect_right(ts, now) - 1)
+        k = max(0, _bisect_right(ts, now) - 1)
+        free = sum(dl[:k])
         run_start = None
         while k < n and ts[k] < resv:
-            if fr[k] >= size:
+            free += dl[k]
+            if free >= size:
                 if run_start is None:
                     run_start = max(now, ts[k])
                 end = ts[k + 1] if k + 1 < n else INF
-                if min(end, resv) - run_start >= duration or end >= resv:
-                    return True
+                if end >= resv or run_start + duration <= end:
+                    return run_start
             else:
                 run_start = None
             k += 1
-        return False
+        return None
 
     def prune(self, now: float) -> None:
-        """Forget steps that ended before ``now``."""
+        """Forget steps that ended before ``now`` (their changes fold into the first)."""
         ts = self.ts
-        i = bisect.bisect_right(ts, now) - 1
+        i = _bisect_right(ts, now) - 1
         if i > 0:
-            del ts[:i], self.fr[:i]
+            dl = self.dl
+            first = sum(dl[:i + 1])
+            del ts[:i], dl[:i]
+            dl[0] = first
+
+    def take_earliest(self, size: int, duration: float, t0: float) -> float:
+        """Reserve ``size`` cores for ``duration`` at the earliest start >= t0 (as
+        :meth:`earliest` then :meth:`reserve`, with the two breakpoints the search found)."""
+        start, k, j = self._search(size, duration, t0, INF)
+        if duration <= 0:
+            return start
+        ts, dl = self.ts, self.dl
+        # the end first (j > k: removing or inserting there leaves index k in place)
+        end = start + duration
+        if j < len(ts) and ts[j] == end:
+            dl[j] += size
+            if dl[j] == 0:
+                del ts[j], dl[j]
+        else:
+            ts.insert(j, end)
+            dl.insert(j, size)
+        if ts[k] == start:
+            dl[k] -= size
+            if k and dl[k] == 0:
+                del ts[k], dl[k]
+        else:                             # a start inside step k (t0 itself)
+            ts.insert(k + 1, start)
+            dl.insert(k + 1, -size)
+        return start
 
     def earliest(self, size: int, duration: float, t0: float, until: float = INF) -> float:
         """The earliest start >= t0 at which ``size`` cores are free for ``duration``.
 
         ``until`` bounds the search (the caller knows a slot there is feasible). A candidate
-        start's window is checked at once (``min`` over its steps); when it fails, the search
-        resumes after the window's last step without room (any start before it would hold
-        that step too).
+        start's window is checked at once (its free cores summed and ``min``-ed at C speed);
+        when it fails, the search resumes after the window's last step without room (any
+        start before it would hold that step too).
         """
-        ts, fr = self.ts, self.fr
+        return self._search(size, duration, t0, until)[0]
+
+    def _search(self, size: int, duration: float, t0: float, until: float) -> tuple[float, int, int]:
+        """:meth:`earliest`'s answer with the step k it starts in and the first step j at or
+        after its end (``ts[j - 1] < start + duration <= ts[j]``; j = len(ts) if none)."""
+        ts, dl = self.ts, self.dl
         n = len(ts)
-        k = max(0, bisect.bisect_right(ts, t0) - 1)
+        if ts[0] <= t0 and (n == 1 or t0 < ts[1]):    # t0 in the first step (a pruned profile)
+            k, free = 0, dl[0]
+        else:
+            k = max(0, _bisect_right(ts, t0) - 1)
+            free = sum(dl[:k + 1])        # step k's free cores
         start = max(t0, ts[k])
         while True:
-            if fr[k] < size:
+            if free < size:
                 k += 1
-                while k < n and fr[k] < size:
+                while k < n:
+                    free += dl[k]
+                    if free >= size:
+                        break
                     k += 1
-                if k >= n:             # cannot happen: the last step has every core back
+                else:                  # cannot happen: the last step has every core back
                     raise ReselError(f"no slot for {size} cores in the profile")
                 start = ts[k]
                 if start >= until:
-                    return until
-            j = bisect.bisect_left(ts, start + duration, k + 1)   # steps k..j-1 meet the window
-            if j == k + 1 or min(fr[k + 1:j]) >= size:
-                return start
-            k = j - 1
-            while fr[k] >= size:
-                k -= 1
+                    return until, k, k
+            j = _bisect_left(ts, start + duration, k + 1)   # steps k..j-1 meet the window
+            if j == k + 1:
+                return start, k, j
+            if min(itertools.accumulate(dl[k + 1:j], initial=free)) >= size:   # free at k..j-1
+                return start, k, j
+            window = list(itertools.accumulate(dl[k + 1:j], initial=free))
+            m = j - 1 - k
+            while window[m] >= size:
+                m -= 1
+            k += m
+            free = window[m]
 
 
 POLICIES = {
