@@ -845,7 +845,7 @@ class SSHTransport:
                         f"{self.name}: connection to {self._target.where} lost while "
                         f"{words[0]!r} was running; {then}") from e.__cause__
                 finally:
-                    chan.close()
+                    _close(chan)
         raise AssertionError("unreachable")
 
     def _exchange(self, chan: paramiko.Channel, conn: _Connection, words: tuple[str, ...],
@@ -884,7 +884,7 @@ class SSHTransport:
             else:
                 select.select([chan], [], [], wait)
         if writer is not None and writer.is_alive():  # the command left input unread
-            chan.close()
+            _close(chan)
             writer.join(timeout=1.0)
         if chan.exit_status == -1 and (not chan.eof_received or not conn.alive()):
             raise _Lost()
@@ -1039,6 +1039,14 @@ def _feed(chan: paramiko.Channel, data: bytes) -> None:
         chan.shutdown_write()
 
 
+def _close(chan: paramiko.Channel) -> None:
+    """Close a channel whose link may be dead: paramiko then raises EOFError (or OSError) from
+    the close message it cannot send, which would replace the command's result — or the
+    ConnectionLost that says what happened — with a bare EOFError."""
+    with suppress(*_CONNECTION_ERRORS):
+        chan.close()
+
+
 def _kill(chan: paramiko.Channel) -> None:
     """Ask sshd to SIGKILL the command (RFC 4254 "signal"), then close its channel."""
     with suppress(Exception):
@@ -1049,7 +1057,7 @@ def _kill(chan: paramiko.Channel) -> None:
         msg.add_boolean(False)
         msg.add_string("KILL")
         chan.transport._send_user_message(msg)
-    chan.close()
+    _close(chan)
 
 
 def _sftp_create(sftp: paramiko.SFTPClient, path: str, mode: int) -> paramiko.SFTPFile:

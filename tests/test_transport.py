@@ -390,6 +390,24 @@ def test_threads_ride_through_drops(ssh, remote_dir):
     assert ssh.connections_opened == 4
 
 
+def test_a_close_failing_on_a_dying_link_does_not_replace_the_result(ssh, monkeypatch):
+    """paramiko's Channel.close() raises EOFError when the link died under it between the
+    command's end and the close (Packetizer.write_all cannot send the close message). run()
+    closes its channel in a finally: that EOFError replaced the command's result in a thread
+    caught by a drop (test_threads_ride_through_drops, CI under load). The fault is injected at
+    that one call; the command runs on the real sshd."""
+    import paramiko
+
+    assert ssh.run(["true"]).returncode == 0
+
+    def close(chan):
+        raise EOFError()
+
+    monkeypatch.setattr(paramiko.Channel, "close", close)
+    assert ssh.run(["echo", "x"]).stdout == "x\n"
+    assert ssh.run(["sh", "-c", "cat"], input="fed\n").stdout == "fed\n"
+
+
 def _drop_during(ssh: SSHTransport, argv: list[str], **kwargs) -> Completed | BaseException:
     result: list[Completed | BaseException] = []
 
