@@ -819,6 +819,12 @@ class SSHTransport:
             cwd = self._expand(cwd)
         command = shell_command(words, env=env, cwd=cwd)
         stdin = input.encode() if input is not None else None
+        if stdin is None:
+            # No input: the remote shell gives the command /dev/null instead of a channel EOF.
+            # paramiko builds an EOF under the channel's lock and sends it after releasing it;
+            # a fast command's CLOSE handled in between put our EOF after our CLOSE, and sshd
+            # then dropped the whole connection ("ieof packet referred to nonexistent channel").
+            command += " </dev/null"
         for attempt in itertools.count():
             conn = self._connection()
             with self._sessions:
@@ -857,10 +863,7 @@ class SSHTransport:
                 raise TransportError(f"{self.name}: could not start {words[0]!r}: {e}") from e
             raise _Lost() from e
         writer = None
-        if stdin is None:
-            with suppress(*_CONNECTION_ERRORS):
-                chan.shutdown_write()
-        else:
+        if stdin is not None:   # (without input the command reads /dev/null: see run)
             writer = threading.Thread(target=_feed, args=(chan, stdin), daemon=True)
             writer.start()
         out, err = bytearray(), bytearray()

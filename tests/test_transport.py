@@ -390,6 +390,29 @@ def test_threads_ride_through_drops(ssh, remote_dir):
     assert ssh.connections_opened == 4
 
 
+def test_many_fast_commands_at_once_keep_one_connection(ssh):
+    """Eight threads of fast commands and no drop: one connection throughout. Each command used
+    to get a channel EOF right after its start; when the command's CLOSE was handled between
+    paramiko building that EOF and sending it, the EOF followed our CLOSE and sshd dropped the
+    whole connection ("ieof packet referred to nonexistent channel"), mostly under load."""
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            for i in range(40):
+                assert ssh.run(["echo", str(i)]).stdout == f"{i}\n"
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert ssh.connections_opened == 1
+
+
 def test_a_close_failing_on_a_dying_link_does_not_replace_the_result(ssh, monkeypatch):
     """paramiko's Channel.close() raises EOFError when the link died under it between the
     command's end and the close (Packetizer.write_all cannot send the close message). run()
