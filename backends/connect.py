@@ -25,11 +25,11 @@ def open_scheduler(site: Site, transport: Any) -> Scheduler:
     if site.kind == "slurm":
         opt = acc.options(SlurmOptions)
         if acc.api == "cli":
-            from resel.backends.slurm import SlurmCLI
+            from resel.backends.slurm.cli import SlurmCLI
             return SlurmCLI(transport, env=dict(acc.env) or None, partition=opt.partition, account=opt.account,
                             qos=opt.qos, extra_sbatch=opt.sbatch_options, requeue=acc.requeue)
         if acc.api == "rest":
-            from resel.backends.slurmrest import SlurmREST
+            from resel.backends.slurm.rest import SlurmREST
             token_file = Path(opt.rest_token_file or "")
             try:
                 token = token_file.read_text(encoding="utf-8").strip()
@@ -42,21 +42,21 @@ def open_scheduler(site: Site, transport: Any) -> Scheduler:
             return SlurmREST(opt.rest_url, opt.rest_user, token, api_version="auto", partition=opt.partition,
                              account=opt.account, requeue=acc.requeue)
         if acc.api == "pyslurm":
-            from resel.backends.slurm_pyslurm import SlurmPySlurm
+            from resel.backends.slurm.pyslurm import SlurmPySlurm
             return SlurmPySlurm(partition=opt.partition, account=opt.account)
     if site.kind == "pbs":
-        from resel.backends.pbs import PBSCLI
+        from resel.backends.pbs.cli import PBSCLI
         opt = acc.options(PBSOptions)
         return PBSCLI(transport, env=dict(acc.env) or None, queue=opt.queue, account=opt.account,
                       dialect=opt.dialect, extra_qsub=opt.qsub_options, rerunnable=acc.requeue)
     if site.kind == "htcondor":
         opt = acc.options(HTCondorOptions)
         if acc.api == "bindings":
-            from resel.backends.htcondor import HTCondorBindings
+            from resel.backends.htcondor.client import HTCondorBindings
             # the transport ships the chirp wrapper and makes the pilot's directories before a submit
             return HTCondorBindings(transport, project=opt.project, accounting_group=opt.accounting_group,
                                     extra_submit=opt.submit_lines, requeue=acc.requeue, setup=acc.setup)
-        from resel.backends.htcondor import HTCondorCLI
+        from resel.backends.htcondor.client import HTCondorCLI
         return HTCondorCLI(transport, env=dict(acc.env) or None, project=opt.project,
                            accounting_group=opt.accounting_group, extra_submit=opt.submit_lines,
                            requeue=acc.requeue, setup=acc.setup)
@@ -141,6 +141,6 @@ def _cpu(ps: PilotSite) -> dict[str, Any]:
     """CPU model and clock of the site's login node (lscpu / /proc/cpuinfo) via its transport."""
     info = ps.scheduler.cpu_info() if isinstance(ps.scheduler, CpuReader) else None
     if info is None:
-        from resel.backends.slurm import SlurmCLI
+        from resel.backends.slurm.cli import SlurmCLI
         info = SlurmCLI(ps.transport).cpu_info()
     return info

@@ -21,8 +21,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from resel.backends.pbs_formats import QUEUE_HEADER, text_blocks, flatten, parse_walltime
-from resel.backends.slurm_formats import parse_duration
+from resel.backends.pbs.formats import QUEUE_HEADER, text_blocks, flatten, parse_walltime
+from resel.backends.slurm.formats import parse_duration
 from resel.errors import SchedulerReplyError
 
 __all__ = ["Limits", "condor_limits", "parse_sacctmgr", "pbs_limit_value", "pbs_queue_limits",

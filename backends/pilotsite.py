@@ -2,8 +2,8 @@
 on the site's shared filesystem to exchange tasks and results with their agents.
 
 Scheduler-agnostic on purpose (PSI/J's split of executor and launcher): the scheduler object
-(any :class:`~resel.backends.jobs.Scheduler`: :class:`~resel.backends.slurm.SlurmCLI`,
-:class:`~resel.backends.slurmrest.SlurmREST`, PBS, HTCondor …) only submits, polls and cancels
+(any :class:`~resel.backends.jobs.Scheduler`: :class:`~resel.backends.slurm.cli.SlurmCLI`,
+:class:`~resel.backends.slurm.rest.SlurmREST`, PBS, HTCondor …) only submits, polls and cancels
 batch jobs, in resel's job vocabulary; everything a pilot does once it runs goes through
 files written atomically in ``{workdir}/{run_key}/p{pilot}/``, following the agent's protocol
 (:mod:`resel.agent`, docs/agent.md). The coordinator never talks to a compute node.

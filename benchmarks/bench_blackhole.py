@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from resel.api import default_bag_path, default_sites_path  # noqa: E402
-from resel.backends.simulated import simulate  # noqa: E402
+from resel.backends.simulated.simulation import simulate  # noqa: E402
 from resel.blackhole import QuarantinePolicy  # noqa: E402
 from resel.config import load_bag, load_sites  # noqa: E402
 

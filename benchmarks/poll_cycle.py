@@ -32,9 +32,9 @@ from typing import Any, Callable
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from resel.backends.pbs import PBSCLI  # noqa: E402
-from resel.backends.slurm import SlurmCLI  # noqa: E402
-from resel.backends.slurmrest import SlurmREST  # noqa: E402
+from resel.backends.pbs.cli import PBSCLI  # noqa: E402
+from resel.backends.slurm.cli import SlurmCLI  # noqa: E402
+from resel.backends.slurm.rest import SlurmREST  # noqa: E402
 from resel.backends.transport import LocalTransport, SSHTransport  # noqa: E402
 
 SLEEP = "#!/bin/sh\n# resel poll benchmark\nsleep 120\n"
@@ -80,7 +80,7 @@ def sites(tb) -> list[tuple[str, Any, Counting, str, Callable[[], None]]]:
     out.append(("tbb torque wrappers", PBSCLI(lt, env={"SLURM_CONF": tb.slurm_conf_b}, dialect="torque"), lt, "/tmp",
                 lambda: None))
     if tb.has_trixie:
-        from resel.backends.htcondor import HTCondorCLI
+        from resel.backends.htcondor.client import HTCondorCLI
         sc = Counting(requests.Session())
         out.append(("tbc slurmrestd 24.11", SlurmREST(tb.rest_url_c, tb.rest_user_c, _token(tb.rest_token_file_c),
                                                       api_version="auto", session=sc), sc, "/tmp", lambda: None))

@@ -72,7 +72,7 @@ def measured_clocks(db: Any, site: str) -> list[float]:
 
 
 def slot_speeds_from_ads(slots: Iterable[Any]) -> tuple[list[float], list[float], str] | None:
-    """Per-slot speeds from a pool's slot ads (:class:`~resel.backends.htcondor_formats.Slot`):
+    """Per-slot speeds from a pool's slot ads (:class:`~resel.backends.htcondor.formats.Slot`):
     ``Mips`` (a measured benchmark) where slots publish it, else the advertised clock (or the
     ``@ x.xxGHz`` of the CPU model); weights are the slots' cpus (a partitionable slot's free
     ones plus its dynamic slots' cover the machine once). Slots without the figure are left

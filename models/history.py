@@ -47,7 +47,7 @@ from resel.models.qbets import WaitBounds, min_history
 if TYPE_CHECKING:
     from sqlite_utils import Database
 
-    from resel.backends.slurm_formats import JobInfo
+    from resel.backends.slurm.formats import JobInfo
 
 Source = Literal["resel", "sacct", "swf", "sim"]
 SOURCES: tuple[str, ...] = ("resel", "sacct", "swf", "sim")
@@ -211,7 +211,7 @@ def records_from_sacct_file(path: str | os.PathLike[str], site: str, *, fields: 
     The kind is detected from the content: a JSON object with ``jobs`` is ``sacct --json``; a
     JSON object with ``stdout`` is a recorded command (its ``--format`` names the columns); text
     is ``sacct -P``, whose columns come from its header line, else from ``fields``, else
-    resel's own :data:`~resel.backends.slurm_formats.SACCT_FIELDS`. Text times without a zone
+    resel's own :data:`~resel.backends.slurm.formats.SACCT_FIELDS`. Text times without a zone
     are in ``tz`` (the site's zone; None = this machine's). ``default_cores``: see
     :func:`records_from_jobs`.
 
@@ -230,7 +230,7 @@ def records_from_sacct_file(path: str | os.PathLike[str], site: str, *, fields: 
 
 
 def _parse_sacct(path: str, text: str, fields: list[str] | None, tz: tzinfo | None) -> dict[str, JobInfo]:
-    from resel.backends import slurm_formats as sf
+    from resel.backends.slurm import formats as sf
 
     stripped = text.strip()
     if not stripped:

@@ -27,8 +27,8 @@ _LAZY = {
     "default_bag_path": "resel.api",
     "default_sites": "resel.api",
     "default_sites_path": "resel.api",
-    "SimResult": "resel.backends.simulated",
-    "simulate": "resel.backends.simulated",
+    "SimResult": "resel.backends.simulated.simulation",
+    "simulate": "resel.backends.simulated.simulation",
     "load_bag": "resel.config",
     "load_sites": "resel.config",
     "Engine": "resel.engine",
@@ -44,7 +44,7 @@ __all__ = sorted(_LAZY) + ["__version__"]
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; nothing is imported at run time
     from resel.api import default_bag, default_bag_path, default_sites, default_sites_path
-    from resel.backends.simulated import SimResult, simulate
+    from resel.backends.simulated.simulation import SimResult, simulate
     from resel.config import load_bag, load_sites
     from resel.engine import Engine
     from resel.errors import InputError, ReselError

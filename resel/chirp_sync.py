@@ -31,7 +31,7 @@ Every ``--interval`` seconds, and once more after the agent exits:
   half written; this is logged.
 
 condor_chirp makes no directories: the coordinator creates ``inbox cancel started results`` in
-the pilot directory before it submits (resel.backends.htcondor does).
+the pilot directory before it submits (resel.backends.htcondor.client does).
 
 At start the wrapper lists the remote ``results/`` and ``started/``: attempts with a result are
 never fetched again, and an attempt started by an earlier run of this job (an eviction) without

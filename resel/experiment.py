@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
-from resel.backends.simulated import SimResult, simulate
+from resel.backends.simulated.simulation import SimResult, simulate
 from resel.domain import Bag, Site
 from resel.errors import ReselError
 from resel.metrics import ReselAudit, RunCosts, WorkloadMetrics, run_costs, summarize
@@ -121,7 +121,7 @@ def split_spec(spec: str, default_estimate: str = "scheduler") -> tuple[Strategy
     The ``@source`` suffix lets one experiment compare the same strategy fed by different
     start estimates (``scheduler``, ``twin``, ``history``); without it the default is used.
     """
-    from resel.backends.sim_estimates import SOURCES
+    from resel.backends.simulated.estimates import SOURCES
     base, _, source = spec.partition("@")
     strat = Strategy.parse(base)
     source = source.strip().lower() or default_estimate

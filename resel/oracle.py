@@ -3,7 +3,7 @@
 The simulator's truth for a seed is fixed before any decision: site s's k-th pilot
 submission waits W_s[k] · nodes^e (drawn-wait sites) and runs every task in
 t_s[k] = instructions · κ_true / speed_s[k] (both streams seeded by the seed and the site's
-name, :class:`~resel.backends.simulated._SiteTruth`); a trace-driven site starts a pilot when
+name, :class:`~resel.backends.simulated.simulation._SiteTruth`); a trace-driven site starts a pilot when
 its schedule lets it, never before the cores held by the jobs already running when the bag
 arrives are free. The oracle knows all of it and asks: by time T, how many tasks could *any*
 schedule have finished? Per site, two counts, each an upper bound (the smaller is used):
@@ -106,7 +106,7 @@ def site_capacity(site: Site, bag: Bag, seed: int, draws: int, running_ends: lis
 
     ``running_ends`` (trace-driven sites): (end, cores) of each job running at the bag's arrival.
     """
-    from resel.backends.simulated import _SiteTruth
+    from resel.backends.simulated.simulation import _SiteTruth
     cpt = bag.cores_per_task
     cap_cores = min(site.pilot.max_cores or site.cores, site.cores)
     per_task = site.pilot.mode == "per-task"
@@ -159,7 +159,7 @@ def site_capacity(site: Site, bag: Bag, seed: int, draws: int, running_ends: lis
 
 def _running_at_arrival(sites: list[Site]) -> dict[int, list[tuple[float, int]]]:
     """Per trace-driven site: (end, cores) of other users' jobs running when the bag arrives (0)."""
-    from resel.backends.simqueue import QueueSite
+    from resel.backends.simulated.queuesite import QueueSite
     from resel.sim.core import Environment
     env = Environment()
     queues = {i: QueueSite(i, s, env, None) for i, s in enumerate(sites) if s.queue is not None}

@@ -1,7 +1,7 @@
 """``resel plan`` on simulated sites: the same table as for live ones, from the simulator.
 
 The three start estimates of each pilot size come from the simulator itself — a run of
-:func:`resel.backends.simulated.simulate` stopped when the bag arrives (virtual time 0), once
+:func:`resel.backends.simulated.simulation.simulate` stopped when the bag arrives (virtual time 0), once
 per source (``scheduler``, ``twin``, ``history``), reading the estimates it handed the engine
 from the recorded :class:`~resel.events.BagSubmitted` — so the plan shows exactly what a
 simulated run would decide with.
@@ -10,7 +10,7 @@ The spread of each wait:
 
 * a site with a drawn wait (a wait distribution, no queue) has no "now" to condition on: its
   waits are independent draws, so the past waits of pilots of the same shape
-  (:func:`resel.backends.sim_estimates.drawn_history`, the history source's own sample) give
+  (:func:`resel.backends.simulated.estimates.drawn_history`, the history source's own sample) give
   the wait's percentiles directly;
 * a site whose queue replays a trace gets the conditioned predictor: probe pilots of each
   menu size injected into the same trace before the bag arrives
@@ -41,8 +41,8 @@ def simulated_rows(bag: Bag, sites: list[Site], strategy: str, *, quantile: floa
                    seed: int, rates: Any, clock: str = "base") -> tuple[list[SitePlan], dict[str, Any]]:
     """The plan's rows for simulated sites, and the wait-error models learned for queue sites
     (per source, as :func:`resel.plan.plan` takes them)."""
-    from resel.backends.sim_estimates import drawn_history
-    from resel.backends.simulated import simulate
+    from resel.backends.simulated.estimates import drawn_history
+    from resel.backends.simulated.simulation import simulate
     from resel.engine import Engine
     from resel.models.finish import empirical
     from resel.selection import Strategy

@@ -408,7 +408,7 @@ def add_experiment(db: Database, params: dict) -> int:
 
 
 def save_run(db: Database, result, *, experiment_id: int | None = None, events: bool = True) -> int:
-    """Write one simulated run (a :class:`~resel.backends.simulated.SimResult`) in one transaction.
+    """Write one simulated run (a :class:`~resel.backends.simulated.simulation.SimResult`) in one transaction.
 
     Every row is built before the transaction starts, and inserted with ``executemany``: the
     write lock, which other processes sharing the store wait for, is held only for the inserts

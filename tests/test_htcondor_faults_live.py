@@ -21,7 +21,7 @@ import threading
 import time
 
 import pytest
-from resel.backends.htcondor import HTCondorCLI
+from resel.backends.htcondor.client import HTCondorCLI
 from resel.backends.transport import SSHTransport
 from resel.store import open_store
 

@@ -1,4 +1,4 @@
-"""HTCondor reply parsers (backends/htcondor_formats.py) through the real ClassAd library.
+"""HTCondor reply parsers (backends/htcondor/formats.py) through the real ClassAd library.
 
 The slot tests read the REAL ``condor_status -long`` recording with ``classad2``; the ``-json``,
 ``condor_q``/``condor_history``, ``-terse`` and ``condor_rm`` samples are CONSTRUCTED from it or
@@ -12,7 +12,7 @@ import json
 import classad2
 import pytest
 
-from resel.backends import htcondor_formats as fmt
+from resel.backends.htcondor import formats as fmt
 from resel.errors import SchedulerError, SchedulerReplyError
 import htcondor_samples as S  # tests/ is on sys.path (rootdir conftest)
 

@@ -21,7 +21,7 @@ import subprocess
 import sys
 
 import pytest
-from resel.backends.htcondor import HTCondorBindings, HTCondorCLI
+from resel.backends.htcondor.client import HTCondorBindings, HTCondorCLI
 from resel.backends.pilotsite import PilotSite
 from resel.backends.transport import SSHTransport
 from resel.config import load_sites

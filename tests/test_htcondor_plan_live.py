@@ -17,7 +17,7 @@ import sys
 import uuid
 
 import pytest
-from resel.backends.htcondor import HTCondorBindings, HTCondorCLI
+from resel.backends.htcondor.client import HTCondorBindings, HTCondorCLI
 from resel.backends.transport import SSHTransport
 from resel.models.twin import twin_start
 

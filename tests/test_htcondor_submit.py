@@ -36,7 +36,7 @@ import pytest
 import htcondor_samples as S  # tests/ is on sys.path (rootdir conftest)
 from resel import agent as agent_module
 from resel import chirp_sync
-from resel.backends import htcondor as hc
+from resel.backends.htcondor import client as hc
 from resel.backends.transport import LocalTransport
 from resel.backends.verified import VERIFY, digest, verified_argv
 from resel.errors import SchedulerError

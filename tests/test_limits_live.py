@@ -73,7 +73,7 @@ def test_pending_reason_in_status_and_plan_on_a_full_cluster(tmp_path, testbed):
 
 
 def test_condor_per_owner_limits_read_from_the_access_point(trixie):  # noqa: F811
-    from resel.backends.htcondor import HTCondorCLI
+    from resel.backends.htcondor.client import HTCondorCLI
     from resel.backends.transport import SSHTransport
     tr = SSHTransport("tb-ap", ssh_config=trixie.trixie_ssh_config)
     try:
@@ -117,7 +117,7 @@ def _limited_tbb(tb, *, mode: str = "per-task", max_pilots: int = 8) -> str:
 
 
 def _user_cli(tb, transport, qos: str | None = None):
-    from resel.backends.slurm import SlurmCLI
+    from resel.backends.slurm.cli import SlurmCLI
     return SlurmCLI(transport, env={"SLURM_CONF": tb.slurm_conf_b}, qos=qos)
 
 
@@ -192,7 +192,7 @@ def test_second_job_waits_for_the_qos_and_a_third_is_refused(tmp_path, testbed):
     for MaxSubmitPU=2) but waits with QOSMaxJobsPerUserLimit, shown by `resel status --json` and
     by the limit reader, which then finds no room left (blocked); a third job is refused by sbatch
     with QOSMaxSubmitJobPerUserLimit, through the real submit path."""
-    from resel.backends.slurm_formats import SchedulerError
+    from resel.backends.slurm.formats import SchedulerError
     from resel.backends.transport import SSHTransport
     from resel.cli import cli
     from resel.site_limits import within_limits

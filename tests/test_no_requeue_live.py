@@ -16,10 +16,10 @@ import uuid
 import pytest
 
 from live_helpers import slurm, wait_for
-from resel.backends.htcondor import periodic_remove, pilot_description
-from resel.backends.pbs import PBSCLI
-from resel.backends.slurm import SlurmCLI
-from resel.backends.slurmrest import SlurmREST
+from resel.backends.htcondor.client import periodic_remove, pilot_description
+from resel.backends.pbs.cli import PBSCLI
+from resel.backends.slurm.cli import SlurmCLI
+from resel.backends.slurm.rest import SlurmREST
 from resel.backends.transport import LocalTransport
 
 SLEEP = "#!/bin/sh\nsleep 30\n"

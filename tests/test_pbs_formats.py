@@ -15,8 +15,8 @@ from datetime import UTC
 from pathlib import Path
 
 import pytest
-from resel.backends import pbs_formats as f
-from resel.backends.pbs import PBSCLI, check_job_ids, check_job_name, with_workdir
+from resel.backends.pbs import formats as f
+from resel.backends.pbs.cli import PBSCLI, check_job_ids, check_job_name, with_workdir
 from resel.backends.transport import Completed
 
 from resel.errors import ReselError, SchedulerError, SchedulerReplyError

@@ -12,7 +12,7 @@ import shutil
 import uuid
 
 import pytest
-from resel.backends.pbs import PBSCLI
+from resel.backends.pbs.cli import PBSCLI
 from resel.backends.transport import LocalTransport
 
 from live_helpers import wait_for

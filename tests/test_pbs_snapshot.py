@@ -1,4 +1,4 @@
-"""PBS queue snapshots for the twin (:func:`resel.backends.pbs_formats.snapshot_of`,
+"""PBS queue snapshots for the twin (:func:`resel.backends.pbs.formats.snapshot_of`,
 :meth:`PBSCLI.queue_snapshot`) on real replies: the OpenPBS 23.06 recordings in
 shared/data/formats/pbs and the Torque text Debian's slurm-wlm-torque wrappers printed on the
 testbed (tests/data/torque). Samples marked CONSTRUCTED are written by hand after the formats
@@ -12,8 +12,8 @@ import json
 from datetime import UTC, datetime
 
 import pytest
-from resel.backends import pbs_formats as f
-from resel.backends.pbs import PBSCLI
+from resel.backends.pbs import formats as f
+from resel.backends.pbs.cli import PBSCLI
 from resel.models.twin import QueueSnapshot, twin_start
 from test_pbs_formats import Replay, pro_doc, recorded, torque
 
@@ -71,7 +71,7 @@ def test_pbscli_queue_snapshot_from_recorded_replies(monkeypatch):
         ("qstat", "-f", "-F", "json"): recorded("ssh_qstat_allusers_command.json")["stdout"],
         ("date", "+%z"): "+0000\n",
     })
-    monkeypatch.setattr("resel.backends.pbs.time.time", lambda: STAMP + 10)
+    monkeypatch.setattr("resel.backends.pbs.cli.time.time", lambda: STAMP + 10)
     cli = PBSCLI(tr, dialect="pro")
     assert cli.scheduler_policy() == "easy"
     snap = cli.queue_snapshot()
@@ -269,7 +269,7 @@ def test_pbscli_wrapper_snapshot_asks_slurm_for_the_policy(monkeypatch):
         ("qstat", "-f"): text,
         ("date", "+%z"): "+0000\n",
     }, codes={("qstat", "--version"): 1})
-    monkeypatch.setattr("resel.backends.pbs.time.time",
+    monkeypatch.setattr("resel.backends.pbs.cli.time.time",
                         lambda: datetime(2026, 11, 26, 1, 2, 28, tzinfo=UTC).timestamp())
     cli = PBSCLI(tr, queue="debug", dialect="torque")            # told torque: the wrapper is found
     snap = cli.queue_snapshot()

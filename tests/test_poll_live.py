@@ -28,9 +28,9 @@ import uuid
 import pytest
 import requests
 from resel.backends.jobs import JobState, Scheduler
-from resel.backends.pbs import PBSCLI
-from resel.backends.slurm import SlurmCLI
-from resel.backends.slurmrest import SlurmREST
+from resel.backends.pbs.cli import PBSCLI
+from resel.backends.slurm.cli import SlurmCLI
+from resel.backends.slurm.rest import SlurmREST
 from resel.backends.transport import LocalTransport, SSHTransport
 
 from live_helpers import slurm, wait_for
@@ -154,7 +154,7 @@ def test_torque_wrappers_poll_our_jobs_only(testbed, tmp_path):
 
 
 def test_htcondor_cli_polls_our_jobs_only(trixie, tmp_path):  # noqa: F811 - the fixture
-    from resel.backends.htcondor import HTCondorCLI
+    from resel.backends.htcondor.client import HTCondorCLI
     from resel.backends.pilotsite import PilotSite
     from resel.config import load_sites
     from trixie_helpers import pool_site
@@ -250,7 +250,7 @@ class RecordingSchedd:
 
 def test_htcondor_bindings_poll_our_jobs_only(trixie, tmp_path):  # noqa: F811 - the fixture
     pytest.importorskip("htcondor2")
-    from resel.backends.htcondor import HTCondorBindings
+    from resel.backends.htcondor.client import HTCondorBindings
     from resel.backends.pilotsite import PilotSite
     from resel.config import load_sites
     from trixie_helpers import condor_client, pool_site

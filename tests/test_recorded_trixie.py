@@ -14,9 +14,9 @@ import json
 from pathlib import Path
 
 import pytest
-from resel.backends import htcondor_formats as hf
-from resel.backends import slurm_formats as fmt
-from resel.backends.slurmrest import SlurmREST, default_when_unflagged
+from resel.backends.htcondor import formats as hf
+from resel.backends.slurm import formats as fmt
+from resel.backends.slurm.rest import SlurmREST, default_when_unflagged
 from resel.errors import SchedulerError
 
 DATA = Path(__file__).parent / "data" / "trixie"
@@ -222,7 +222,7 @@ def test_the_pools_queue_snapshot_from_recorded_replies():
     into :func:`pool_snapshot`; the twin's start by the definition: the 4 cores free when the
     fillers end (their start + 90 s), the idle job takes the first, our pilot the second, at the
     first negotiation cycle at or after that."""
-    from resel.backends.htcondor import pool_snapshot
+    from resel.backends.htcondor.client import pool_snapshot
     from resel.models.twin import twin_start
     state = json.loads((CONDOR / "snapshot-STATE.json").read_text())
     taken = state["taken_at"]

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from conftest import make_bag
-from resel.backends.htcondor_formats import parse_slots
-from resel.backends.simulated import simulate
+from resel.backends.htcondor.formats import parse_slots
+from resel.backends.simulated.simulation import simulate
 from resel.engine import Engine
 from resel.errors import ModelError
 from resel.events import BagSubmitted, Decision, PilotStarted

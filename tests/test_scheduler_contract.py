@@ -25,7 +25,7 @@ import json
 from pathlib import Path
 
 import pytest
-from resel.backends import slurm_formats as sf
+from resel.backends.slurm import formats as sf
 from resel.backends.jobs import (
     HTCONDOR_STATES,
     PBS_STATES,
@@ -37,10 +37,10 @@ from resel.backends.jobs import (
     pbs_state,
     slurm_state,
 )
-from resel.backends.pbs import PBSCLI
+from resel.backends.pbs.cli import PBSCLI
 from resel.backends.pilotsite import job_phase
-from resel.backends.slurm import SlurmCLI
-from resel.backends.slurmrest import SlurmREST
+from resel.backends.slurm.cli import SlurmCLI
+from resel.backends.slurm.rest import SlurmREST
 from resel.backends.transport import Completed
 
 HERE = Path(__file__).resolve().parent
@@ -193,7 +193,7 @@ def _condor_expected(word: int | None = None) -> dict[str, JobState]:
 def htcondor_cli(word: int | None = None):
     """HTCondor 23.9.6 over its CLI: ``condor_q``/``condor_history -json`` as recorded, each
     answering the ids named on its command line (the recording's jobs among them)."""
-    from resel.backends.htcondor import HTCondorCLI
+    from resel.backends.htcondor.client import HTCondorCLI
     queue, history = _condor_ads(word)
 
     def pick(ads, argv):
@@ -236,7 +236,7 @@ class RecordedSchedd:
 
 def htcondor_bindings(word: int | None = None):
     pytest.importorskip("htcondor2")
-    from resel.backends.htcondor import HTCondorBindings
+    from resel.backends.htcondor.client import HTCondorBindings
     schedd = RecordedSchedd(*_condor_ads(word))
     return HTCondorBindings(schedd=schedd, collector=object()), schedd, _condor_expected(word), "4242.0"
 

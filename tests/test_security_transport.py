@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from resel.backends.slurmrest import InsecureTokenWarning, SlurmREST
+from resel.backends.slurm.rest import InsecureTokenWarning, SlurmREST
 from resel.backends.transport import LocalTransport, SSHTransport, TransportError
 from resel.backends.workdir import WorkdirError, prepare_workdir
 from resel.errors import SchedulerError

@@ -8,7 +8,7 @@ import pytest
 
 import resel
 from resel.backends.batch import QJob
-from resel.backends.simulated import Simulation, simulate
+from resel.backends.simulated.simulation import Simulation, simulate
 from resel.sim.core import ARRIVE, JOB_END, SCHEDULE, STARTED, Environment
 from resel.sim.queue import BatchQueue
 

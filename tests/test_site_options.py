@@ -25,10 +25,10 @@ import pytest
 
 from test_pbs_formats import Replay  # tests/ is on sys.path (rootdir conftest)
 from resel import chirp_sync
-from resel.backends import htcondor as hc
-from resel.backends.pbs import PBSCLI
+from resel.backends.htcondor import client as hc
+from resel.backends.pbs.cli import PBSCLI
 from resel.backends.pilotsite import PilotSite
-from resel.backends.slurm import SlurmCLI
+from resel.backends.slurm.cli import SlurmCLI
 from resel.backends.transport import LocalTransport
 from resel.config import check_site_commands, load_bag, load_sites
 from resel.errors import InputError, SchedulerError

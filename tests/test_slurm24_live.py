@@ -20,9 +20,9 @@ import uuid
 from pathlib import Path
 
 import pytest
-from resel.backends import slurm_formats as fmt
-from resel.backends.slurm import SlurmCLI
-from resel.backends.slurmrest import SlurmREST
+from resel.backends.slurm import formats as fmt
+from resel.backends.slurm.cli import SlurmCLI
+from resel.backends.slurm.rest import SlurmREST
 from resel.backends.transport import SSHTransport
 from resel.errors import SchedulerError
 

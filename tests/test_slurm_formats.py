@@ -15,8 +15,8 @@ from datetime import UTC, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from resel.backends import slurm_formats as f
-from resel.backends.slurm_formats import SchedulerError, SchedulerReplyError
+from resel.backends.slurm import formats as f
+from resel.backends.slurm.formats import SchedulerError, SchedulerReplyError
 
 from resel.errors import ReselError
 

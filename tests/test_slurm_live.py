@@ -14,10 +14,10 @@ import uuid
 from dataclasses import dataclass
 
 import pytest
-from resel.backends.slurm import SlurmCLI
-from resel.backends.slurm_formats import SchedulerError
-from resel.backends.slurm_pyslurm import PySlurmUnavailable, SlurmPySlurm
-from resel.backends.slurmrest import SlurmREST
+from resel.backends.slurm.cli import SlurmCLI
+from resel.backends.slurm.formats import SchedulerError
+from resel.backends.slurm.pyslurm import PySlurmUnavailable, SlurmPySlurm
+from resel.backends.slurm.rest import SlurmREST
 from resel.backends.transport import Completed, LocalTransport, SSHTransport
 
 from live_helpers import wait_for

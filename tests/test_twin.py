@@ -14,9 +14,9 @@ import json
 from pathlib import Path
 
 import pytest
-from resel.backends import slurm_formats as f
+from resel.backends.slurm import formats as f
 from resel.backends.batch import EASY, QJob
-from resel.backends.simqueue import QueueSite
+from resel.backends.simulated.queuesite import QueueSite
 from resel.sim.core import Environment
 from resel.domain import Clock, QueueModel, Site
 from resel.models.twin import QueueSnapshot, SnapJob, twin_start
@@ -173,7 +173,7 @@ def exact_trace(tmp_path_factory) -> Path:
 def simulate(trace: Path, policy: str, at: float, cores: int, walltime: float, site_cores: int = 64):
     """Replay up to ``at``; snapshot; submit a pilot; continue with no arrivals until it starts.
 
-    The site is the simulator's own QueueSite on an event core, as backends/simulated.py runs it.
+    The site is the simulator's own QueueSite on an event core, as backends/simulated/simulation.py runs it.
     """
     env = Environment()
     started: list[float] = []
@@ -297,8 +297,8 @@ class Canned:
 
 
 def test_queue_snapshot_reads_orders_and_leaves_out(monkeypatch):
-    from resel.backends import slurm as slurm_mod
-    from resel.backends.slurm import SlurmCLI
+    from resel.backends.slurm import cli as slurm_mod
+    from resel.backends.slurm.cli import SlurmCLI
     monkeypatch.setattr(slurm_mod.time, "time", lambda: 1000.0)
     squeue = "\n".join([
         "1|a|RUNNING|6|900|950|1010|1:00|None|u1|debug|10",

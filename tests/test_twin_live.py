@@ -20,8 +20,8 @@ import time
 from dataclasses import replace
 
 import pytest
-from resel.backends.slurm import SlurmCLI
-from resel.backends.slurm_formats import SchedulerError
+from resel.backends.slurm.cli import SlurmCLI
+from resel.backends.slurm.formats import SchedulerError
 from resel.backends.transport import LocalTransport
 from resel.errors import TransportError
 from resel.models.twin import twin_start

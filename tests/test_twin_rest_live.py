@@ -14,8 +14,8 @@ import subprocess
 import sys
 
 import pytest
-from resel.backends.slurm_formats import SchedulerError
-from resel.backends.slurmrest import SlurmREST
+from resel.backends.slurm.formats import SchedulerError
+from resel.backends.slurm.rest import SlurmREST
 from resel.models.twin import twin_start
 
 from live_helpers import REPO, fill, sites_toml, slurm, wait_for, write_inputs

@@ -1,9 +1,9 @@
 """A Slurm site through slurmrestd (Slurm's REST API), over HTTP with a JWT.
 
 For sites that offer slurmrestd but no SSH login (or where one HTTP request per poll is
-cheaper than a login). The same methods as :class:`~resel.backends.slurm.SlurmCLI`, so the
+cheaper than a login). The same methods as :class:`~resel.backends.slurm.cli.SlurmCLI`, so the
 coordinator does not care which it has; the replies are the same JSON ``sinfo``/``squeue``
-print, parsed by :mod:`.slurm_formats`.
+print, parsed by :mod:`.formats`.
 
 Authentication is slurmrestd's JWT scheme: headers ``X-SLURM-USER-NAME`` and
 ``X-SLURM-USER-TOKEN`` (a token from ``scontrol token``, which expires). The API version
@@ -44,9 +44,9 @@ from dataclasses import replace
 from typing import Any
 
 import requests
-from resel.backends import slurm_formats as fmt
-from resel.backends.slurm import QUEUE_STATES, check_job_ids, check_job_name, snapshot_of, walltime_minutes
-from resel.backends.slurm_formats import (
+from resel.backends.slurm import formats as fmt
+from resel.backends.slurm.cli import QUEUE_STATES, check_job_ids, check_job_name, snapshot_of, walltime_minutes
+from resel.backends.slurm.formats import (
     Availability,
     JobInfo,
     JobState,
@@ -59,7 +59,7 @@ from resel.models.twin import QueueSnapshot
 from resel.errors import TransportError
 
 #: each request at DEBUG: method, URL, HTTP status, seconds (``RESEL_LOG=debug``)
-log = logging.getLogger("resel.backends.slurmrest")
+log = logging.getLogger("resel.backends.slurm.rest")
 
 __all__ = ["InsecureTokenWarning", "SlurmREST"]
 
@@ -353,8 +353,8 @@ class SlurmREST:
 
     def queue_snapshot(self) -> QueueSnapshot:
         """The queue of the partition resel submits to (the configured one, else the default),
-        as :meth:`SlurmCLI.queue_snapshot <resel.backends.slurm.SlurmCLI.queue_snapshot>`
-        reads it (:func:`~resel.backends.slurm.snapshot_of`), from ``/partitions``,
+        as :meth:`SlurmCLI.queue_snapshot <resel.backends.slurm.cli.SlurmCLI.queue_snapshot>`
+        reads it (:func:`~resel.backends.slurm.cli.snapshot_of`), from ``/partitions``,
         ``/nodes`` and ``/jobs``; the policy is :meth:`scheduler_policy`, and a note says
         whether ``/diag`` confirmed it. An unreadable queue raises :class:`SchedulerError`
         (:class:`~resel.errors.TransportError` where slurmrestd does not answer)."""

@@ -1,11 +1,11 @@
 """A PBS site (PBS Pro/OpenPBS or Torque) through its command-line tools, over any transport.
 
 :class:`PBSCLI` is a :class:`~resel.backends.jobs.Scheduler` (and a
-:class:`~resel.backends.jobs.QueueReader`) like :class:`~resel.backends.slurm.SlurmCLI`, with
+:class:`~resel.backends.jobs.QueueReader`) like :class:`~resel.backends.slurm.cli.SlurmCLI`, with
 job states translated from PBS's letters into resel's :class:`~resel.backends.jobs.JobState`,
 so :class:`~resel.backends.pilotsite.PilotSite` and the coordinator drive a PBS site unchanged.
 Every command is an argv list (the transport quotes it); the replies are read by
-:mod:`.pbs_formats`.
+:mod:`.formats`.
 
 Dialects (``dialect=``):
 
@@ -39,10 +39,10 @@ from dataclasses import replace
 from datetime import tzinfo
 from typing import Any
 
-from resel.backends import pbs_formats as fmt
+from resel.backends.pbs import formats as fmt
 from resel.backends.limit_formats import Limits
 from resel.backends.jobs import Availability, JobInfo, Partition, batches
-from resel.backends.slurm_formats import (
+from resel.backends.slurm.formats import (
     parse_cpuinfo,
     parse_lscpu_json,
     parse_scheduler_type,
@@ -252,7 +252,7 @@ class PBSCLI:
 
     def _jobs_by_id(self, wanted: list[str]) -> dict[str, JobInfo]:
         """Only these jobs: ``qstat -f [-F json -x] ID…`` in batches of
-        :data:`~.jobs.POLL_BATCH`. PBS Pro's ``-x`` keeps finished jobs (history) and Torque
+        :data:`~resel.backends.jobs.POLL_BATCH`. PBS Pro's ``-x`` keeps finished jobs (history) and Torque
         keeps completed ones for ``keep_completed`` seconds, so a job that ended between two
         polls is reported with its final state. An id the server no longer knows is simply
         absent ("Unknown Job Id", exit status 153, for it alone)."""
@@ -373,7 +373,7 @@ class PBSCLI:
         return nodes
 
     def partitions(self) -> list[Partition]:
-        """The queues as :class:`Partition` records (see :func:`.pbs_formats.partitions`)."""
+        """The queues as :class:`Partition` records (see :func:`.formats.partitions`)."""
         return fmt.partitions(self.queues(), self.nodes(), self.default_queue())
 
     def availability(self) -> Availability:
@@ -420,7 +420,7 @@ class PBSCLI:
         return lf.pbs_queue_limits(records[queue], queue, user, command), []
 
     def _policy(self) -> tuple[str, str]:
-        """(policy, the note saying it is assumed): see :func:`.pbs_formats.assumed_policy`.
+        """(policy, the note saying it is assumed): see :func:`.formats.assumed_policy`.
         Under Slurm's wrappers the Slurm behind them is asked (``scontrol show config``), once."""
         if self.flavour == "torque" and self._version is None:
             with contextlib.suppress(SchedulerError):
@@ -443,8 +443,8 @@ class PBSCLI:
         report the scheduler's configuration): EASY for PBS Pro/OpenPBS, whose scheduler
         backfills around ``backfill_depth`` (default 1) top jobs; FCFS for Torque's own
         ``pbs_sched``; under Debian's Torque wrappers, the Slurm behind them as
-        :meth:`SlurmCLI.scheduler_policy <resel.backends.slurm.SlurmCLI.scheduler_policy>`
-        maps it. See :func:`.pbs_formats.assumed_policy`."""
+        :meth:`SlurmCLI.scheduler_policy <resel.backends.slurm.cli.SlurmCLI.scheduler_policy>`
+        maps it. See :func:`.formats.assumed_policy`."""
         return self._policy()[0]
 
     def queue_snapshot(self) -> QueueSnapshot:

@@ -1,7 +1,7 @@
 """Slurm's replies, turned into resel's types: pure parsers, no I/O.
 
-Everything Slurm prints is parsed here, so the command runners (:mod:`.slurm` over a transport,
-:mod:`.slurmrest` over HTTP) only build commands and pick a parser. The parsers are tested on
+Everything Slurm prints is parsed here, so the command runners (:mod:`.cli` over a transport,
+:mod:`.rest` over HTTP) only build commands and pick a parser. The parsers are tested on
 real recorded outputs (``shared/data/formats/slurm``) and on the live testbed.
 
 Slurm's JSON comes in two generations, told apart by ``meta``:
@@ -213,7 +213,7 @@ def parse_utc_offset(text: str) -> timezone:
 
 # ---------------------------------------------------------------------------- job states
 
-#: squeue's compact state codes (%t) → full names (the table lives in :mod:`.jobs`)
+#: squeue's compact state codes (%t) → full names (the table lives in :mod:`resel.backends.jobs`)
 STATE_CODES = SLURM_CODES
 #: base states (a job has exactly one); the data_parser lists add flags such as COMPLETING
 BASE_STATES = {"PENDING", "RUNNING", "SUSPENDED", "COMPLETED", "CANCELLED", "FAILED", "TIMEOUT",
@@ -249,7 +249,7 @@ def normalise_state(value: Any, command: str = "slurm") -> str:
 
 
 def job_state_fields(value: Any, command: str) -> dict[str, Any]:
-    """``state`` (resel's :class:`~.jobs.JobState`) and ``native`` (Slurm's word) of a job."""
+    """``state`` (resel's :class:`~resel.backends.jobs.JobState`) and ``native`` (Slurm's word) of a job."""
     native = normalise_state(value, command)
     return {"state": slurm_state(native), "native": native}
 

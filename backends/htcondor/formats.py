@@ -49,8 +49,8 @@ for the OSG in Table 4.1).
 
 Jobs
 ----
-``JobStatus`` is translated into resel's :class:`~.jobs.JobState` through HTCondor's own table
-(:data:`~.jobs.HTCONDOR_STATES`, from the manual's "Job ClassAd Attributes"); the status's
+``JobStatus`` is translated into resel's :class:`~resel.backends.jobs.JobState` through HTCondor's own table
+(:data:`~resel.backends.jobs.HTCONDOR_STATES`, from the manual's "Job ClassAd Attributes"); the status's
 name is kept as ``native``:
 
 ==========  ====================  ===================================================
@@ -76,7 +76,7 @@ the history (``condor_history``/``Schedd.history``), when everything it wrote is
 point.
 
 A held job never starts by itself (a user or a ``periodic_release`` must release it); the pilot
-submit description of :mod:`.htcondor` removes a pilot held for longer than ten minutes, which
+submit description of :mod:`.client` removes a pilot held for longer than ten minutes, which
 the coordinator then sees as cancelled.
 """
 
@@ -115,7 +115,7 @@ JOB_ATTRS = ("ClusterId", "ProcId", "JobStatus", "JobBatchName", "Owner", "QDate
              "JobCurrentStartDate", "JobStartDate", "CompletionDate", "EnteredCurrentStatus",
              "RequestCpus", "ExitCode", "ExitBySignal", "ExitSignal", "HoldReason",
              "RemoveReason", "ReselWalltime", "NumJobStarts")
-#: JobStatus → JobState (Completed is refined by the exit code); the table is in :mod:`.jobs`
+#: JobStatus → JobState (Completed is refined by the exit code); the table is in :mod:`resel.backends.jobs`
 JOB_STATES = {code: state for code, (_name, state) in HTCONDOR_STATES.items()}
 
 

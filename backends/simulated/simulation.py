@@ -19,8 +19,8 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from resel.backends.sim_estimates import menu_estimates, start_estimates
-from resel.backends.simqueue import QueueSite
+from resel.backends.simulated.estimates import menu_estimates, start_estimates
+from resel.backends.simulated.queuesite import QueueSite
 from resel.domain import Bag, Site, Truth
 from resel.engine import Engine
 from resel.events import (
@@ -126,7 +126,7 @@ def simulate(bag: Bag, sites: list[Site], strategy: Strategy | str = "model", *,
             benchmark turns it off.
         until: stop the virtual clock there (tasks not done by then stay unfinished).
         estimate: where the pilots' predicted starts given to the engine come from —
-            ``scheduler``, ``twin`` or ``history`` (:mod:`resel.backends.sim_estimates`);
+            ``scheduler``, ``twin`` or ``history`` (:mod:`resel.backends.simulated.estimates`);
             ``quantile``/``confidence`` set the history bound.
         rates: the engine's T̂x rates (:class:`~resel.models.runtime.EngineRates` or a mapping
             site → SiteRate); default LIM with ``clock``.

@@ -3,7 +3,7 @@
 Both classes are :class:`~resel.backends.jobs.Scheduler` objects (``version``, ``availability``,
 ``jobs``, ``submit``, ``test_only``, ``cancel``; and ``cpu_info``, ``slots``) so
 :class:`~resel.backends.pilotsite.PilotSite` drives them unchanged; job states come back as
-resel's :class:`~resel.backends.jobs.JobState` (:mod:`.htcondor_formats`).
+resel's :class:`~resel.backends.jobs.JobState` (:mod:`.formats`).
 
 * :class:`HTCondorCLI` runs ``condor_status -json``, ``condor_q -json``, ``condor_history
   -json``, ``condor_submit -terse`` (submit description on stdin) and ``condor_rm`` over any
@@ -55,7 +55,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from resel import chirp_sync
-from resel.backends import htcondor_formats as fmt
+from resel.backends.htcondor import formats as fmt
 from resel.backends.limit_formats import CONDOR_KNOBS, Limits, condor_limits
 from resel.backends.verified import digest, parse_verified, verified_argv
 from resel.backends.jobs import Availability, JobInfo, JobState, batches
@@ -414,7 +414,7 @@ class HTCondorCLI(_Common):
              name_prefix: str | None = None) -> dict[str, JobInfo]:
         """Jobs in the queue (``condor_q``), and for ids asked by name those that left it
         (``condor_history``: completed and removed jobs leave the queue at once). With ids (a
-        pilot poll) only those jobs are asked for, in batches of :data:`~.jobs.POLL_BATCH`;
+        pilot poll) only those jobs are asked for, in batches of :data:`~resel.backends.jobs.POLL_BATCH`;
         without, ``condor_q`` lists this user's jobs (its default), or ``user``'s."""
         wanted = set(fmt.check_ids(ids)) if ids is not None else None
         if wanted is not None and not wanted:

@@ -1,8 +1,8 @@
 """PBS replies (PBS Pro/OpenPBS and Torque), turned into resel's types: pure parsers, no I/O.
 
-The command runner (:mod:`.pbs`) only builds commands and picks a parser; everything PBS
-prints is read here, so the coordinator sees the same :class:`~.slurm_formats.JobInfo`,
-:class:`~.slurm_formats.Partition` and :class:`~.slurm_formats.Availability` as for Slurm.
+The command runner (:mod:`.cli`) only builds commands and picks a parser; everything PBS
+prints is read here, so the coordinator sees the same :class:`~resel.backends.jobs.JobInfo`,
+:class:`~resel.backends.jobs.Partition` and :class:`~resel.backends.jobs.Availability` as for Slurm.
 
 Two dialects:
 
@@ -16,8 +16,8 @@ Two dialects:
   shapes with tabs instead of spaces, no ``jobs =`` line, ``mixed`` as a node state, and reuse
   ``mtime``/``ctime`` for the job's start and end (expected start and end while pending).
 
-Job states are translated into resel's :class:`~.jobs.JobState` through PBS's own table
-(:data:`~.jobs.PBS_STATES`, :func:`job_state`); the letter itself is kept as ``native``.
+Job states are translated into resel's :class:`~resel.backends.jobs.JobState` through PBS's own table
+(:data:`~resel.backends.jobs.PBS_STATES`, :func:`job_state`); the letter itself is kept as ``native``.
 
 Malformed replies raise :class:`SchedulerReplyError` naming the command — never a
 ``KeyError`` from inside a parser.
@@ -186,11 +186,12 @@ def job_state(code: str, exit_status: int | None = None, dialect: str = "pro",
               command: str = "qstat") -> tuple[JobState, str | None]:
     """A PBS state letter (and the exit status of a finished job) → (JobState, reason).
 
-    The translation is :data:`~.jobs.PBS_STATES` (:func:`~.jobs.pbs_state`, which cites the PBS
-    documentation); this adds the reason resel shows: ``Held``/``Waiting``/``Transit`` for a
-    waiting job, ``Moved`` for M, the exit status or the signal (PBS reports 256 + the signal)
-    of a finished job, ``PBS state U`` for U. A letter not in the table is
-    :attr:`~.jobs.JobState.UNKNOWN` with reason ``unknown PBS state``: the pilot is polled on
+    The translation is :data:`~resel.backends.jobs.PBS_STATES`
+    (:func:`~resel.backends.jobs.pbs_state`, which cites the PBS documentation); this adds the
+    reason resel shows: ``Held``/``Waiting``/``Transit`` for a waiting job, ``Moved`` for M,
+    the exit status or the signal (PBS reports 256 + the signal) of a finished job,
+    ``PBS state U`` for U. A letter not in the table is
+    :attr:`~resel.backends.jobs.JobState.UNKNOWN` with reason ``unknown PBS state``: the pilot is polled on
     instead of being taken as ended (one odd job never makes the whole reply unreadable either).
     """
     c = str(code or "").strip().upper()[:1]
@@ -728,7 +729,7 @@ def assumed_policy(flavour: str, scheduler_type: str | None = None) -> tuple[str
       is on the safe side, likely too long.
     * ``"slurm-torque"`` (Debian's wrappers over Slurm) — Slurm's own policy, from
       ``scontrol show config``'s ``SchedulerType`` (``scheduler_type``) as
-      :meth:`~resel.backends.slurm.SlurmCLI.scheduler_policy` maps it; FCFS if not known.
+      :meth:`~resel.backends.slurm.cli.SlurmCLI.scheduler_policy` maps it; FCFS if not known.
     """
     if flavour == "pro":
         return "easy", ("policy assumed: PBS Pro's default backfilling around one top job "

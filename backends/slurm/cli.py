@@ -2,7 +2,7 @@
 
 :class:`SlurmCLI` builds every command as an argv list (the transport quotes it; no shell
 string is ever assembled here), runs it, and hands the output to a parser in
-:mod:`.slurm_formats`. It holds what it learnt about the site between calls: whether the
+:mod:`.formats`. It holds what it learnt about the site between calls: whether the
 site's tools speak ``--json`` (asked first, text formats after a refusal), whether the site
 keeps accounting, and the site's UTC offset for the rare text time without a zone.
 
@@ -25,10 +25,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, tzinfo
 from typing import Any
 
-from resel.backends import slurm_formats as fmt
+from resel.backends.slurm import formats as fmt
 from resel.backends.limit_formats import Limits
 from resel.backends.jobs import batches
-from resel.backends.slurm_formats import (
+from resel.backends.slurm.formats import (
     Availability,
     JobInfo,
     Partition,
@@ -354,7 +354,7 @@ class SlurmCLI:
         """Jobs by id, filtered by ids, user and name prefix.
 
         With ``ids`` (a pilot poll) only those jobs are asked for, never every user's queue:
-        ``squeue --jobs=…`` in batches of :data:`~.jobs.POLL_BATCH`, in squeue's text form
+        ``squeue --jobs=…`` in batches of :data:`~resel.backends.jobs.POLL_BATCH`, in squeue's text form
         (Slurm 22.05's ``--json`` ignores ``--jobs`` and lists every job), and ``sacct`` for
         the ids squeue no longer lists — a job that ended more than ``MinJobAge`` seconds ago
         is still reported with its final state where the site keeps accounting. Without ids

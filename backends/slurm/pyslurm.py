@@ -8,7 +8,7 @@ importable, its major.minor equal to the cluster's — and otherwise raises
 
 PyPI carries only a few pyslurm builds (old 17/18 ones and the newest), so on most clusters
 pyslurm has to be built from source against the site's Slurm; the CLI backend
-(:class:`~resel.backends.slurm.SlurmCLI`) needs nothing and is the default. This adapter uses
+(:class:`~resel.backends.slurm.cli.SlurmCLI`) needs nothing and is the default. This adapter uses
 pyslurm's object API (``JobSubmitDescription``, ``Jobs``, ``Job``; ``Partitions``/``Nodes``
 where present, the older ``partition()``/``node()`` dictionaries otherwise); it is only
 exercised up to the version guard in the test suite, since no matching pyslurm exists here.
@@ -23,9 +23,9 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from resel.backends import slurm_formats as fmt
-from resel.backends.slurm import check_job_ids, check_job_name, walltime_minutes
-from resel.backends.slurm_formats import (
+from resel.backends.slurm import formats as fmt
+from resel.backends.slurm.cli import check_job_ids, check_job_name, walltime_minutes
+from resel.backends.slurm.formats import (
     Availability,
     JobInfo,
     JobState,
