@@ -39,7 +39,9 @@ a result gets one, outcome ``lost``, reason ``evicted``, so nothing waits for it
 
 SIGTERM and SIGINT (what condor_rm and an eviction send) are passed to the agent, which ends its
 attempts as ``lost``; the wrapper pushes their results and exits with the agent's status. Its
-own log is ``resel-chirp.log`` in the scratch directory, the one output file transferred back.
+own log is ``resel-chirp.log`` in the scratch directory, the one output file transferred back
+(it is transferred in empty with the wrapper, so it is there to go back however early the job
+ends: see resel.backends.htcondor.client.log_seed).
 
 Nothing another user changed runs: the job starts this wrapper only if its SHA-256 is the one
 in the job's arguments (resel.backends.verified), and the wrapper starts the agent only if the

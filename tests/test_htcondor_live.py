@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import uuid
 
 import pytest
 from resel.backends.htcondor.client import HTCondorBindings, HTCondorCLI
@@ -98,6 +99,37 @@ def test_cli_pilot_runs_in_a_slot_and_condor_rm_ends_it(tmp_path, trixie, ssh):
         cli.cancel([jid])                                          # already gone: no error
     finally:
         cli.cancel([jid])
+
+
+def test_a_pilot_whose_wrapper_is_refused_frees_its_slot_at_once(tmp_path, trixie, ssh):
+    """The chirp wrapper on the access point changed after it was shipped: the job's launcher
+    refuses it before the wrapper writes its log. That log is the job's one output file; when it
+    was missing, the starter's output transfer failed and it held the slot "Preempting/Vacating"
+    for the 40-minute job lease with no job in the queue (CI: a pilot removed in its first
+    milliseconds). The log now travels in empty with the wrapper: the slot is free at once."""
+    from resel.backends.htcondor.client import WRAPPER_NAME
+
+    cli = HTCondorCLI(ssh)
+    idle_pool(trixie, cli)
+    workdir = f"{trixie.work_c}/wrapper-refused-{uuid.uuid4().hex[:8]}"
+    ps = PilotSite(site_of(tmp_path, pool_site(trixie, workdir=workdir)), ssh, cli)
+    first = ps.submit_pilot(RUN_KEY, 3, 1, 300)            # ships the wrapper (once per folder)
+    cli.cancel([first])
+    assert state(cli, first, "cancelled", timeout=60)
+    [wrapper] = host_path(trixie, workdir).rglob(WRAPPER_NAME)
+    original = wrapper.read_bytes()
+    second = None
+    try:
+        wrapper.write_bytes(original + b"\n# changed behind resel's back\n")
+        second = ps.submit_pilot(RUN_KEY, 4, 1, 300)          # not shipped again: the changed one goes
+        ended = wait_for(lambda: (j := cli.jobs([second]).get(second)) and j.state not in ("pending", "running") and j,
+                         timeout=60, every=1.0)
+        assert ended and ended.state != "held", ended
+        assert idle_pool(trixie, cli, timeout=30).free_cores == 4
+    finally:
+        wrapper.write_bytes(original)
+        if second:
+            cli.cancel([second])
 
 
 def test_bindings_on_this_machine_against_the_real_daemons(tmp_path, trixie, ssh):

@@ -113,7 +113,8 @@ def test_bindings_render_the_pilot_description():
     # the bindings write "+Attr" as its canonical "MY.Attr" (the same thing in submit language)
     assert 'MY.ProjectName = "OSG-Staff"' in text
     assert "MY.WantIOProxy = true" in text
-    assert "transfer_input_files = /ap/work/resel-agent-v1.py, /ap/work/resel-chirp-sync-v1.py" in text
+    assert ("transfer_input_files = /ap/work/resel-agent-v1.py, /ap/work/resel-chirp-sync-v1.py, "
+            "/ap/work/resel-chirp.log") in text        # the wrapper's log travels in empty
     # the job executes /usr/bin/env, which runs the wrapper only if it is unchanged
     assert "executable = /usr/bin/env" in text and "transfer_executable = false" in text
     assert "(time() - EnteredCurrentStatus) > 960" in text            # walltime 900 + 60 s grace

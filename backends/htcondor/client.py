@@ -71,6 +71,17 @@ __all__ = ["HTCondorBindings", "HTCondorCLI", "pilot_description", "render_submi
 WRAPPER_NAME = f"resel-chirp-sync-v{chirp_sync.PROTOCOL_VERSION}.py"
 #: the wrapper's own log in the slot's scratch directory: the one output file transferred back
 WRAPPER_LOG = chirp_sync.LOG_NAME
+
+
+def log_seed(wrapper: str) -> str:
+    """The empty ``resel-chirp.log`` shipped next to the wrapper and transferred in with it.
+
+    ``transfer_output_files`` names the wrapper's log; a pilot removed or evicted before the
+    wrapper made it (condor_rm in the first milliseconds, a modified wrapper refused) had no
+    such file, the starter's output transfer failed, and the starter held the slot
+    "Preempting/Vacating" for the job lease (40 minutes) with no job in the queue. Transferred
+    in empty, the log is always there to go back."""
+    return posixpath.join(posixpath.dirname(wrapper), WRAPPER_LOG)
 #: seconds beyond the walltime before periodic_remove ends a pilot the agent did not end itself
 REMOVE_GRACE = 60
 #: seconds a held pilot is left before periodic_remove ends it (a held job never starts by itself)
@@ -164,7 +175,7 @@ def pilot_description(*, name: str, pilot_dir: str, agent: str, wrapper: str, py
         "batch_name": name,
         "should_transfer_files": "YES",
         "when_to_transfer_output": "ON_EXIT_OR_EVICT",
-        "transfer_input_files": f"{agent}, {wrapper}",
+        "transfer_input_files": f"{agent}, {wrapper}, {log_seed(wrapper)}",
         "transfer_output_files": WRAPPER_LOG,
         "output": posixpath.join(pilot_dir, "pilot.out"),
         "error": posixpath.join(pilot_dir, "pilot.err"),
@@ -466,6 +477,7 @@ class HTCondorCLI(_Common):
         path = posixpath.join(posixpath.dirname(agent_path), WRAPPER_NAME)
         if path not in self._wrapper_shipped:
             self.transport.write_file(path, chirp_sync.source().encode(), mode=0o600)
+            self.transport.write_file(log_seed(path), b"", mode=0o600)
             self._wrapper_shipped.add(path)
         return path
 
@@ -635,6 +647,7 @@ class HTCondorBindings(_Common):
         if self.transport is not None:
             if wrapper not in self._wrapper_shipped:
                 self.transport.write_file(wrapper, chirp_sync.source().encode(), mode=0o600)
+                self.transport.write_file(log_seed(wrapper), b"", mode=0o600)
                 self._wrapper_shipped.add(wrapper)
             for d in ("inbox", "cancel", "started", "results"):
                 self.transport.makedirs(posixpath.join(workdir, d))
