@@ -859,7 +859,9 @@ class SSHTransport:
         try:
             chan.exec_command(command)
         except _CONNECTION_ERRORS as e:
-            if conn.alive() and not chan.closed:
+            # EOFError/OSError: the link died under the request (a drop the transport's thread
+            # has not noticed yet looks alive); an SSHException on a live link is sshd's refusal
+            if conn.alive() and not chan.closed and not isinstance(e, (EOFError, OSError)):
                 raise TransportError(f"{self.name}: could not start {words[0]!r}: {e}") from e
             raise _Lost() from e
         writer = None

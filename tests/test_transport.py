@@ -413,6 +413,31 @@ def test_many_fast_commands_at_once_keep_one_connection(ssh):
     assert ssh.connections_opened == 1
 
 
+def test_a_start_request_lost_with_the_link_is_a_lost_connection(ssh, monkeypatch):
+    """A drop between opening a session and the exec request: paramiko raises EOFError from the
+    request while the transport still looks alive (its thread has not seen the drop yet). That
+    is the link, not sshd refusing the command: an idempotent command goes again, another one
+    says it may or may not have run (it was "could not start" TransportError, under load)."""
+    import paramiko
+
+    real = paramiko.Channel.exec_command
+    failures = [1]                                   # the next exec request fails once
+
+    def exec_command(chan, command):
+        if failures:
+            failures.pop()
+            raise EOFError()
+        return real(chan, command)
+
+    monkeypatch.setattr(paramiko.Channel, "exec_command", exec_command)
+    assert ssh.run(["echo", "x"], idempotent=True).stdout == "x\n"
+    assert not failures
+    failures.append(1)
+    with pytest.raises(ConnectionLost, match="may or may not"):
+        ssh.run(["echo", "y"])
+    assert ssh.run(["echo", "z"]).stdout == "z\n"
+
+
 def test_a_close_failing_on_a_dying_link_does_not_replace_the_result(ssh, monkeypatch):
     """paramiko's Channel.close() raises EOFError when the link died under it between the
     command's end and the close (Packetizer.write_all cannot send the close message). run()
