@@ -226,9 +226,16 @@ def test_a_pilot_relaunched_unseen_is_told_by_its_new_agent(tmp_path, testbed):
     assert wait_for(lambda: slurm(testbed, "a", "squeue", "-h", "-j", job, "-o", "%T").stdout.strip() == "PENDING",
                     timeout=30)
     _release(testbed, job)
-    assert wait_for(lambda: (pdir / "heartbeat.json").exists() and
-                    json.loads((pdir / "heartbeat.json").read_text()).get("incarnation") not in (None, first),
-                    timeout=180)   # a requeued job waits for its begin time and a scheduling pass
+    relaunched = wait_for(lambda: (pdir / "heartbeat.json").exists() and
+                          json.loads((pdir / "heartbeat.json").read_text()).get("incarnation") not in (None, first),
+                          timeout=180)   # a requeued job waits for its begin time and a scheduling pass
+    if not relaunched:   # say what Slurm did with the job: this failed in fresh roots only
+        show = slurm(testbed, "a", "scontrol", "show", "job", job, check=False)
+        nodes = slurm(testbed, "a", "sinfo", "-N", "-o", "%N %T %C %E", check=False)
+        queue = slurm(testbed, "a", "squeue", "-o", "%i %u %j %T %r %C %S", check=False)
+        tail = (pdir / "pilot.out").read_text()[-1500:] if (pdir / "pilot.out").exists() else "(no pilot.out)"
+        pytest.fail(f"job {job} was not relaunched within 180 s of its release.\nscontrol show job:\n"
+                    f"{show.stdout}{show.stderr}\nsinfo:\n{nodes.stdout}\nsqueue:\n{queue.stdout}\npilot.out:\n{tail}")
     coord.run(max_time=300)
     coord.close()
     events = kinds(coord.db, coord.run_id)
