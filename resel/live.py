@@ -1066,10 +1066,13 @@ def _action_time(action: Action, default: float) -> float:
 
 def _action_from(kind: str, time_: float, data: dict) -> Action:
     cls = ACTION_TYPES[kind]
-    if cls is Decision and data.get("kind") in DecisionKind._value2member_map_:
+    if cls is Decision:
         # the journal holds the kind's value; the engine makes members (an unknown one, from
         # another version, stays the recorded text)
-        return Decision(time=time_, **{**data, "kind": DecisionKind(data["kind"])})
+        try:
+            data = {**data, "kind": DecisionKind(data.get("kind"))}
+        except ValueError:
+            pass
     if "time" in {f.name for f in dataclasses.fields(cls)}:
         return cls(time=time_, **data)
     return cls(**data)

@@ -73,6 +73,12 @@ WRAPPER_NAME = f"resel-chirp-sync-v{chirp_sync.PROTOCOL_VERSION}.py"
 WRAPPER_LOG = chirp_sync.LOG_NAME
 
 
+def ship_wrapper(transport: Any, wrapper: str) -> None:
+    """Write the chirp wrapper and its empty log (:func:`log_seed`) on the access point."""
+    transport.write_file(wrapper, chirp_sync.source().encode(), mode=0o600)
+    transport.write_file(log_seed(wrapper), b"", mode=0o600)
+
+
 def log_seed(wrapper: str) -> str:
     """The empty ``resel-chirp.log`` shipped next to the wrapper and transferred in with it.
 
@@ -476,8 +482,7 @@ class HTCondorCLI(_Common):
         """Put the chirp wrapper next to the agent on the access point (once per directory)."""
         path = posixpath.join(posixpath.dirname(agent_path), WRAPPER_NAME)
         if path not in self._wrapper_shipped:
-            self.transport.write_file(path, chirp_sync.source().encode(), mode=0o600)
-            self.transport.write_file(log_seed(path), b"", mode=0o600)
+            ship_wrapper(self.transport, path)
             self._wrapper_shipped.add(path)
         return path
 
@@ -646,8 +651,7 @@ class HTCondorBindings(_Common):
                                       wrapper=wrapper)
         if self.transport is not None:
             if wrapper not in self._wrapper_shipped:
-                self.transport.write_file(wrapper, chirp_sync.source().encode(), mode=0o600)
-                self.transport.write_file(log_seed(wrapper), b"", mode=0o600)
+                ship_wrapper(self.transport, wrapper)
                 self._wrapper_shipped.add(wrapper)
             for d in ("inbox", "cancel", "started", "results"):
                 self.transport.makedirs(posixpath.join(workdir, d))
