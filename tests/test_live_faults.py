@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -163,6 +164,17 @@ def _requeue_sites(tb) -> str:
     return sites_toml(tb, a={"requeue": True}, clock_b=0.1)
 
 
+def _slurm_log_lines(tb, job: str) -> str:
+    """What tba's slurmctld and slurmd logged about one job (the testbed's logs beside work-a)."""
+    out = []
+    for name in ("slurmctld-tba.log", "slurmd-tba.log"):
+        log = Path(tb.work_a).parent / "log" / name
+        text = log.read_text(errors="replace") if log.exists() else ""
+        lines = [ln for ln in text.splitlines() if re.search(rf"\b{job}\b", ln)]
+        out.append(f"{name} ({len(lines)} lines about {job}):\n" + "\n".join(lines[-60:]))
+    return "\n".join(out)
+
+
 def _started(co) -> int:
     """Tasks whose current attempt the agent has started (its own record was read)."""
     return sum(t.state.value == "running" and ("TaskStarted", t.id, t.attempt) in co.consumed for t in co.engine.tasks)
@@ -235,7 +247,8 @@ def test_a_pilot_relaunched_unseen_is_told_by_its_new_agent(tmp_path, testbed):
         queue = slurm(testbed, "a", "squeue", "-o", "%i %u %j %T %r %C %S", check=False)
         tail = (pdir / "pilot.out").read_text()[-1500:] if (pdir / "pilot.out").exists() else "(no pilot.out)"
         pytest.fail(f"job {job} was not relaunched within 180 s of its release.\nscontrol show job:\n"
-                    f"{show.stdout}{show.stderr}\nsinfo:\n{nodes.stdout}\nsqueue:\n{queue.stdout}\npilot.out:\n{tail}")
+                    f"{show.stdout}{show.stderr}\nsinfo:\n{nodes.stdout}\nsqueue:\n{queue.stdout}\npilot.out:\n{tail}"
+                    f"\npilot folder: {sorted(p.name for p in pdir.iterdir())}\n{_slurm_log_lines(testbed, job)}")
     coord.run(max_time=300)
     coord.close()
     events = kinds(coord.db, coord.run_id)
