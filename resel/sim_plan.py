@@ -24,7 +24,7 @@ import math
 from typing import Any
 
 from resel.domain import Bag, Site
-from resel.plan import WAIT_PS, SitePlan
+from resel.live.plan import WAIT_PS, SitePlan
 
 #: probe instants per queue site when learning the estimates' errors before the bag arrives
 LEARN_POINTS = 120
@@ -40,7 +40,7 @@ def _bag_submitted(result: Any) -> Any:
 def simulated_rows(bag: Bag, sites: list[Site], strategy: str, *, quantile: float, confidence: float,
                    seed: int, rates: Any, clock: str = "base") -> tuple[list[SitePlan], dict[str, Any]]:
     """The plan's rows for simulated sites, and the wait-error models learned for queue sites
-    (per source, as :func:`resel.plan.plan` takes them)."""
+    (per source, as :func:`resel.live.plan.plan` takes them)."""
     from resel.backends.simulated.estimates import drawn_history
     from resel.backends.simulated.simulation import simulate
     from resel.engine import Engine

@@ -22,8 +22,8 @@ from live_helpers import (
     REPO, Forwarder, agents_results, bag_toml, cancel_leftovers, done_results, forwarded_tbb, kill_ctld, our_jobs,
     restart_ctld, sites_toml, slurm, start, wait_for, write_inputs,
 )
-from resel import live_notes
-from resel.live_view import replayed_engine, snapshot
+from resel.live import notes as live_notes
+from resel.live.view import replayed_engine, snapshot
 from resel.store import open_store
 
 RESEL = [sys.executable, "-m", "resel.cli"]

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from resel.engine import Engine
 from resel.errors import IllegalTransition
-from resel.live_notes import SiteNotes
-from resel.live_notes import read as read_notes
+from resel.live.notes import SiteNotes
+from resel.live.notes import read as read_notes
 from resel.safe_text import markup
 from resel.states import AttemptOutcome, PilotState, TaskState
 
@@ -128,7 +128,7 @@ def site_notes(r: SiteRow) -> list[str]:
 
 def replayed_engine(db: Database | StoreReader, run_id: int) -> tuple[Engine, dict]:
     """A fresh engine fed the run's recorded events (read-only: touches no site)."""
-    from resel.live_stored import EVENT_TYPES, load_live_run
+    from resel.live.stored import EVENT_TYPES, load_live_run
 
     run, bag, sites, options = load_live_run(db, run_id)
     engine = Engine(bag, sites, options.strategy, **options.engine_options())

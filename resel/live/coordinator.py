@@ -1,7 +1,7 @@
 """The live coordinator: the pure engine driven by real schedulers, crash-safe through SQLite.
 
 One loop, as docs/architecture.md draws it: each site is polled on its own worker thread
-(:mod:`resel.live_sites`: a slow or dead site never holds up another), what changed becomes
+(:mod:`resel.live.sites`: a slow or dead site never holds up another), what changed becomes
 engine events, **each event and the actions it produced are recorded in the store before any
 of them is carried out**, then the actions run, each on its site's thread. The engine is
 deterministic given its seed and the events it saw, so a coordinator killed at any instant
@@ -16,7 +16,7 @@ nothing; a running pilot back in the queue is :class:`~resel.events.PilotRequeue
 relaunched under the same job is told by its heartbeat, and what its predecessor left
 unfinished comes back as :class:`~resel.events.TaskLost`; a record that breaks the agent's
 protocol is logged, counted and skipped; a failure is retried only if it is transient
-(:mod:`resel.live_errors`).
+(:mod:`resel.live.errors`).
 
 Times fed to the engine are seconds since the run started (``t0``) when the coordinator
 handles the change; the agents' own start/end stamps go to the ``attempts`` table and give the
@@ -39,7 +39,7 @@ from typing import Any, Callable
 
 from sqlite_utils import Database
 
-from resel import live_notes
+from resel.live import notes as live_notes
 from resel.backends.pilotsite import NEVER_REASONS, PilotFiles, PilotSite, job_phase, task_key
 from resel.domain import Bag, Site
 from resel.engine import Engine
@@ -49,12 +49,12 @@ from resel.events import (
     PilotEnded, PilotRequeued, PilotStarted, SetTimer, SiteLost, SiteQuarantined, SiteReleased, SubmitPilot,
     TaskFailed, TaskFinished, TaskLost, TaskStarted, TimerFired,
 )
-from resel.live_errors import is_transient
-from resel.live_sites import Report, SiteWorker
+from resel.live.errors import is_transient
+from resel.live.sites import Report, SiteWorker
 from resel.metrics import task_times, workload_metrics
 from resel.selection import Strategy
 from resel.json_safe import clean as json_clean
-from resel.live_stored import (  # noqa: F401 - a live run as stored; read here as before
+from resel.live.stored import (  # noqa: F401 - a live run as stored; read here as before
     ACTION_TYPES, EVENT_TYPES, LiveOptions, bag_from_json, load_live_run, sites_from_json,
 )
 from resel.store import to_json, utc_now
@@ -262,7 +262,7 @@ class Coordinator:
 
     def _preflight(self) -> tuple[dict[str, str], dict[str, float], dict[str, list[float | None]] | None]:
         """Ask every site for its availability and, for the queue-aware strategy, when each of
-        its pilot sizes would start (twin, history bound or the scheduler's answer: resel.plan).
+        its pilot sizes would start (twin, history bound or the scheduler's answer: resel.live.plan).
 
         Returns the sites that failed (with why), the full pilot's start estimate per site, and
         the estimates of every size of :meth:`Engine.probe_menu` (None without queue-awareness).
@@ -283,7 +283,7 @@ class Coordinator:
             ps.ship_agent()
             if not (want_estimates and menu[i]):
                 return None
-            from resel.plan import menu_waits, site_estimates
+            from resel.live.plan import menu_waits, site_estimates
             opts = self.options
             row = site_estimates(ps.scheduler, site, menu[i], self.engine.tx[i], history,
                                  quantile=opts.quantile, confidence=opts.confidence)
@@ -630,7 +630,7 @@ class Coordinator:
 
     def _rejected(self, t: float, v: PilotView, beat: dict) -> None:
         """Files the agent refused to act on (not a regular file of its user: someone else's
-        inbox file, a planted link; resel/agent.py) are shown per site, never run: someone may
+        inbox file, a planted link; resel/live/agent.py) are shown per site, never run: someone may
         be trying to run code as you, or the work directory was open before."""
         count = beat.get("rejected")
         if not isinstance(count, int) or isinstance(count, bool) or count <= 0:
