@@ -5,14 +5,14 @@
     nice .venv/bin/python benchmarks/eval_finish_coverage.py --trace hpc2n --reality simulated --points 500
 
 Recorded reality: every trace job after a 10 % warm-up is a probe, judged against its recorded
-wait, with the queue rebuilt from the trace at its submission (resel.wait_eval.evaluate_recorded).
+wait, with the queue rebuilt from the trace at its submission (resel.sim.wait_eval.evaluate_recorded).
 Simulated reality: probe pilots of 8 shapes injected at ``--points`` instants into the replay
-(resel.wait_eval.evaluate). The conditioned predictor (resel.models.conditioned) corrects the
+(resel.sim.wait_eval.evaluate). The conditioned predictor (resel.models.conditioned) corrects the
 twin's and the scheduler's estimates with their past errors; the finish time joins each
 probe's wait with one wave of tasks of T̂x = ``--tx`` seconds whose run-time errors are real
 GROMACS measurements of this machine (``--runtime``: the ratios written by
 benchmarks/eval_gromacs_runtime.py; training residuals predict, held-out ratios are "real").
-Prints one markdown table (resel.finish_eval.markdown); ``--json`` prints the scores instead.
+Prints one markdown table (resel.sim.finish_eval.markdown); ``--json`` prints the scores instead.
 """
 
 from __future__ import annotations
@@ -28,18 +28,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from resel import finish_eval as fe  # noqa: E402
-from resel import wait_eval as we  # noqa: E402
-from resel.swf import Trace  # noqa: E402
+from resel.sim import finish_eval as fe  # noqa: E402
+from resel.sim import wait_eval as we  # noqa: E402
+from resel.sim.swf import Trace  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "swf"
 KNOWN = {"hpc2n": (DATA / "hpc2n.swf", 240), "wagap": (DATA / "wagap-2013.swf", 2176)}
 RUNTIME = ROOT / "benchmarks" / "data" / "gromacs-runtime-ratios.json"
 #: the code the probes come from: a cached probe file made by other code is not reused (a cache
 #: from before the event-core merge handed back the old probes, and the old figures, silently)
-PROBE_CODE = [ROOT / "resel" / "wait_eval.py", ROOT / "resel" / "finish_eval.py", ROOT / "resel" / "swf.py",
-              ROOT / "backends" / "batch.py", ROOT / "models" / "twin.py", ROOT / "models" / "qbets.py",
-              ROOT / "models" / "history.py", *sorted((ROOT / "resel" / "sim").glob("*.py"))]
+PROBE_CODE = [*(ROOT / "resel" / "sim" / f"{m}.py" for m in ("wait_eval", "finish_eval", "swf", "policies", "core", "queue")),
+              ROOT / "models" / "twin.py", ROOT / "models" / "qbets.py", ROOT / "models" / "history.py"]
 
 
 def code_digest() -> str:

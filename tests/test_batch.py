@@ -7,7 +7,7 @@ import heapq
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from resel.backends.batch import EASY, FCFS, Conservative, QJob, make_policy
+from resel.sim.policies import EASY, FCFS, Conservative, QJob, make_policy
 from resel.errors import ReselError
 
 

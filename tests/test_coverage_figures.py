@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from resel import finish_eval as fe
-from resel import wait_eval as we
-from resel.swf import Trace
+from resel.sim import finish_eval as fe
+from resel.sim import wait_eval as we
+from resel.sim.swf import Trace
 
 REPO = Path(__file__).resolve().parent.parent
 HPC2N = REPO.parent / "shared" / "data" / "swf" / "hpc2n.swf"
@@ -56,7 +56,7 @@ def test_likeliest_start_hit_rate_against_the_scheduler_on_hpc2n(hpc2n_rows):
 def test_gromacs_held_out_figures_of_the_committed_measurements():
     """100 real runs (50 × gmx, 50 × gmx_d, nsteps 1030–93450) re-analysed by resel's model code:
     the figures of docs/calibration.md, each against the issue's goal."""
-    from resel import runtime_eval as rt
+    from resel.sim import runtime_eval as rt
     res = rt.evaluate(rt.read(REPO / "benchmarks" / "data" / "gromacs-runtime.jsonl"))
     loo, split = res["pooled"]["loo"], res["pooled"]["split"]
     assert (loo["n"], split["n"]) == (100, 50)

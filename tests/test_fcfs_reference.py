@@ -8,8 +8,8 @@ file names the command). AccaSim itself is not needed to run this test.
 import json
 from pathlib import Path
 
-from resel.replay import replay
-from resel.swf import read_swf
+from resel.sim.replay import replay
+from resel.sim.swf import read_swf
 
 DATA = Path(__file__).parent / "data" / "accasim-fifo-hpc2n.json"
 TRACE = Path(__file__).resolve().parents[2] / "shared" / "data" / "swf" / "hpc2n.swf"

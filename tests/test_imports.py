@@ -85,7 +85,7 @@ def test_runs_loads_the_store_but_not_the_rest(tmp_path):
     assert "no runs stored yet" in out
     assert "resel.store" in loaded
     assert not {"paramiko", "requests", "matplotlib"} & _top(loaded)
-    assert not {"resel.live.coordinator", "resel.backends.simulated.simulation", "resel.experiment", "resel.replay"} & loaded
+    assert not {"resel.live.coordinator", "resel.backends.simulated.simulation", "resel.sim.experiment", "resel.sim.replay"} & loaded
 
 
 def test_import_resel_store_loads_neither_sqlite_utils_nor_numpy():
@@ -108,7 +108,7 @@ def test_runs_and_status_of_a_store_load_neither_sqlite_utils_nor_the_coordinato
     assert ("run 4" in out or '"run_id": 4' in out) if argv[0] == "status" else "gromacs" in out
     assert not {"numpy", "sqlite_utils", "paramiko", "requests", "matplotlib", "cryptography"} & _top(loaded)
     assert not {"resel.store_migrations", "resel.live.coordinator", "resel.backends.transport",
-                "resel.backends.simulated.simulation", "resel.experiment", "resel.replay"} & loaded
+                "resel.backends.simulated.simulation", "resel.sim.experiment", "resel.sim.replay"} & loaded
     if "--json" in argv:
         assert "rich" not in _top(loaded)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from resel.backends.slurm import formats as f
-from resel.backends.batch import EASY, QJob
+from resel.sim.policies import EASY, QJob
 from resel.backends.simulated.queuesite import QueueSite
 from resel.sim.core import Environment
 from resel.domain import Clock, QueueModel, Site

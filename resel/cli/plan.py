@@ -129,7 +129,7 @@ def show_plan(bag, site_list, *, strategy: str, source: str, quantile: float, co
     db = store_if_exists(db_path)
     runtime = runtime_for(bag, site_list, model=model, db=db, clock=clock, simulated=simulated, seed=seed)
     if simulated:
-        from resel.sim_plan import simulated_rows
+        from resel.sim.plan import simulated_rows
         src = "twin" if source == "auto" else source
         rows, errors = simulated_rows(bag, site_list, strategy, quantile=quantile, confidence=confidence, seed=seed,
                                       rates=runtime.engine_rates(bag.profile.instructions, risk=risk,

@@ -3,5 +3,5 @@
 ``resel.sim.core`` is the clock and the event heap every simulation in resel runs on (the
 bag simulator, the trace replay, the wait-bound evaluation, the twin, the grid);
 ``resel.sim.queue`` is one site's batch queue on it. The batch policies themselves are in
-:mod:`resel.backends.batch`.
+:mod:`resel.sim.policies`.
 """

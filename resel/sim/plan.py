@@ -14,7 +14,7 @@ The spread of each wait:
   the wait's percentiles directly;
 * a site whose queue replays a trace gets the conditioned predictor: probe pilots of each
   menu size injected into the same trace before the bag arrives
-  (:func:`resel.finish_eval.simulated_probes`) teach it the errors the twin and the scheduler's
+  (:func:`resel.sim.finish_eval.simulated_probes`) teach it the errors the twin and the scheduler's
   estimate made on this site.
 """
 
@@ -96,9 +96,9 @@ def learn_queue_errors(sites: list[Site], menu: dict[int, list[tuple[int, int, f
     once it started, and only probes that started before the bag's arrival teach at all)."""
     from pathlib import Path
 
-    from resel import wait_eval as we
+    from resel.sim import wait_eval as we
     from resel.models.conditioned import ConditionedWait
-    from resel.swf import Trace
+    from resel.sim.swf import Trace
 
     models = {"twin": ConditionedWait(), "scheduler": ConditionedWait()}
     for i, site in enumerate(sites):

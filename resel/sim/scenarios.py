@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from resel.errors import InputError, ReselError
-from resel.grid import HEURISTICS, Cluster, Grid, GridResult, Reallocation, compare
-from resel.swf import Job, drop_zero_runtime, first, fuse, in_submit_order, read_swf, rebase
+from resel.sim.grid import HEURISTICS, Cluster, Grid, GridResult, Reallocation, compare
+from resel.sim.swf import Job, drop_zero_runtime, first, fuse, in_submit_order, read_swf, rebase
 
 SEED004_CLUSTERS = [Cluster("zewura", 1600, 1.0), Cluster("zegox", 576, 1.2), Cluster("seth", 240, 1.4)]
 

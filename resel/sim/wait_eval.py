@@ -30,11 +30,11 @@ import statistics
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterable, Protocol, Sequence
 
-from resel.backends.batch import Policy, QJob, make_policy, run_and_estimate
+from resel.sim.policies import Policy, QJob, make_policy, run_and_estimate
 from resel.errors import ReselError
 from resel.models.qbets import WaitBounds
 from resel.sim.queue import BatchQueue, ListFeed
-from resel.swf import Job
+from resel.sim.swf import Job
 
 if TYPE_CHECKING:
     from resel.models.twin import QueueSnapshot
@@ -73,7 +73,7 @@ class BgJob:
 def load_jobs(jobs: Iterable[Job], cores: int, *, speed: float = 1.0, kill: bool = False,
               first: int | None = None, load: float = 1.0) -> list[BgJob]:
     """The trace's usable jobs, in submit order (unknown run times and jobs wider than the site
-    are dropped, as :func:`resel.replay.replay` drops them). ``first`` keeps only that many
+    are dropped, as :func:`resel.sim.replay.replay` drops them). ``first`` keeps only that many
     trace lines, for quick runs and tests. ``load`` > 1 compresses the arrivals (submit /
     load), the usual way to ask how the estimates hold up on a busier queue."""
     if load <= 0:
@@ -116,7 +116,7 @@ class QueueSim:
     be paused and cloned.
 
     ``on_start(job, now)`` sees every background job as it starts (the history feed). The
-    order of :func:`resel.replay.replay`: at every instant the ends, then the arrivals, then
+    order of :func:`resel.sim.replay.replay`: at every instant the ends, then the arrivals, then
     one scheduling pass.
     """
 

@@ -2,7 +2,7 @@
 (issue 16 item 5).
 
 The probes — pilots injected into a replayed trace (simulated reality) or the trace's own jobs
-judged against their recorded waits (recorded reality) — come from :mod:`resel.wait_eval`,
+judged against their recorded waits (recorded reality) — come from :mod:`resel.sim.wait_eval`,
 through its public functions only (``evaluate``, ``evaluate_recorded`` and their estimators):
 this module adds what happens after, so it keeps working whatever event loop produces them.
 
@@ -38,7 +38,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from resel import wait_eval as we
+from resel.sim import wait_eval as we
 from resel.models.conditioned import Case, WaitQuantiles, walk_forward
 from resel.models.finish import grid, sum_quantiles
 from resel.models.runtime import quantile
