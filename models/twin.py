@@ -20,9 +20,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from resel.sim.policies import POLICIES, Conservative, QJob
 from resel.errors import ModelError, ReselError
 from resel.sim.core import Environment
+from resel.sim.policies import POLICIES, Conservative, QJob
 from resel.sim.queue import BatchQueue
 
 __all__ = ["QueueSnapshot", "SnapJob", "TwinEstimate", "twin_start"]

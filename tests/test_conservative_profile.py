@@ -19,10 +19,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from batch_reference import _earliest, simulate as reference
-from resel.sim.policies import INF, Conservative, QJob, _Profile, run_and_estimate
-from resel.sim.replay import replay
 from resel.sim.core import Environment
+from resel.sim.policies import INF, Conservative, QJob, _Profile, run_and_estimate
 from resel.sim.queue import BatchQueue
+from resel.sim.replay import replay
 from resel.sim.swf import Job
 
 TIMES = [0, 0, 1, 2, 3, 5, 5, 8, 10, 13, 20]

@@ -13,8 +13,8 @@ import math
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from resel.sim.policies import POLICIES
 from resel.errors import ReselError
+from resel.sim.policies import POLICIES
 from resel.sim.grid import (
     ALGORITHMS,
     DISPATCHERS,

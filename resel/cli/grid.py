@@ -9,11 +9,11 @@ from typing import Callable, Iterator
 import click
 
 from resel.cli.common import Table   # rich, imported on first use
-from resel.sim.policies import POLICIES
 from resel.cli.common import INT64_MAX, Finite
-from resel.sim.grid import ALGORITHMS, DISPATCHERS, HEURISTICS, Cluster, Grid, Reallocation, compare
 from resel.safe_text import markup as m
 from resel.safe_text import terminal
+from resel.sim.grid import ALGORITHMS, DISPATCHERS, HEURISTICS, Cluster, Grid, Reallocation, compare
+from resel.sim.policies import POLICIES
 
 
 def _cluster(ctx, param, values: tuple[str, ...]) -> list[Cluster]:

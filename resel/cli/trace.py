@@ -10,11 +10,11 @@ from pathlib import Path
 import click
 
 from resel.cli.common import Table   # rich, imported on first use
-from resel.sim.policies import POLICIES
 from resel.cli.common import CORES, INT64_MAX, Finite
 from resel.errors import ReselError
 from resel.outputs import create, refuse_inputs
 from resel.safe_text import markup as m
+from resel.sim.policies import POLICIES
 
 # The replay and the SWF reader are imported when the command runs (`resel --help` loads this
 # module to show its one-line help).

@@ -38,10 +38,10 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from resel.sim import wait_eval as we
 from resel.models.conditioned import Case, WaitQuantiles, walk_forward
 from resel.models.finish import grid, sum_quantiles
 from resel.models.runtime import quantile
+from resel.sim import wait_eval as we
 
 HIT = 600.0             # ±10 minutes
 PS = (0.05, 0.5, 0.9, 0.95)

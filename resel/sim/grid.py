@@ -32,10 +32,10 @@ import random
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
-from resel.sim.policies import Policy, QJob, run_and_estimate
 from resel.errors import ReselError
-from resel.sim.jobstats import JobStats
 from resel.sim.core import ARRIVE, REALLOCATE, Environment
+from resel.sim.jobstats import JobStats
+from resel.sim.policies import Policy, QJob, run_and_estimate
 from resel.sim.queue import BatchQueue
 from resel.sim.swf import Job
 

@@ -30,9 +30,9 @@ import statistics
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterable, Protocol, Sequence
 
-from resel.sim.policies import Policy, QJob, make_policy, run_and_estimate
 from resel.errors import ReselError
 from resel.models.qbets import WaitBounds
+from resel.sim.policies import Policy, QJob, make_policy, run_and_estimate
 from resel.sim.queue import BatchQueue, ListFeed
 from resel.sim.swf import Job
 
