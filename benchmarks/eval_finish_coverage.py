@@ -3,6 +3,13 @@
     nice .venv/bin/python benchmarks/eval_finish_coverage.py --trace hpc2n --reality recorded
     nice .venv/bin/python benchmarks/eval_finish_coverage.py --trace wagap --reality recorded
     nice .venv/bin/python benchmarks/eval_finish_coverage.py --trace hpc2n --reality simulated --points 500
+    nice .venv/bin/python benchmarks/eval_finish_coverage.py --hits
+
+``--hits`` (recorded reality, both traces unless ``--trace`` names some, comma-separated)
+prints instead the ±10-minute start hits of every predictor on the jobs that waited — the
+scheduler's estimate, the twin, the conditioned predictor, the learned start predictor
+(resel.models.learned_start), constant predictions and the clairvoyant twin — and the goal's
+verdict per trace (resel.hit_eval).
 
 Recorded reality: every trace job after a 10 % warm-up is a probe, judged against its recorded
 wait, with the queue rebuilt from the trace at its submission (resel.sim.wait_eval.evaluate_recorded).
@@ -38,7 +45,8 @@ RUNTIME = ROOT / "benchmarks" / "data" / "gromacs-runtime-ratios.json"
 #: the code the probes come from: a cached probe file made by other code is not reused (a cache
 #: from before the event-core merge handed back the old probes, and the old figures, silently)
 PROBE_CODE = [*(ROOT / "resel" / "sim" / f"{m}.py" for m in ("wait_eval", "finish_eval", "swf", "policies", "core", "queue")),
-              ROOT / "models" / "twin.py", ROOT / "models" / "qbets.py", ROOT / "models" / "history.py"]
+              ROOT / "models" / "twin.py", ROOT / "models" / "qbets.py", ROOT / "models" / "history.py",
+              ROOT / "models" / "start_features.py"]
 
 
 def code_digest() -> str:
@@ -52,7 +60,9 @@ def code_digest() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--trace", default="hpc2n", help="hpc2n, wagap, or an SWF path (then give --cores)")
+    ap.add_argument("--trace", default=None,
+                    help="hpc2n (default), wagap, or an SWF path (then give --cores); with --hits a comma-separated "
+                         "list (default hpc2n,wagap)")
     ap.add_argument("--cores", type=int, help="site cores (default: hpc2n 240, wagap 2176)")
     ap.add_argument("--policy", default="easy", help="policy the estimates model the queue with")
     ap.add_argument("--reality", choices=("recorded", "simulated"), default="recorded")
@@ -65,8 +75,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache", type=Path, default=None,
                     help="keep the probes (the slow part) in this directory and reuse them when the trace, "
                          "reality, policy, points, load and the code that computes them are the same")
+    ap.add_argument("--hits", action="store_true",
+                    help="the ±10-minute start hits of every predictor on recorded waits, and the goal's verdict")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
+    if args.hits:
+        return hits(ap, args)
+    args.trace = args.trace or "hpc2n"
 
     path, cores = KNOWN.get(args.trace, (Path(args.trace), None))
     cores = args.cores or cores
@@ -123,6 +138,56 @@ def main(argv: list[str] | None = None) -> int:
             break
     print()
     print(fe.markdown(table))
+    return 0
+
+
+def clock_offset(path: Path) -> float:
+    """Local epoch seconds of the trace's time 0 (UnixStartTime + TimeZone), 0 if unknown."""
+    header = Trace(path).header
+    start = header.unix_start_time
+    if start is None:
+        return 0.0
+    zone = header.fields.get("TimeZone", "0").split("\n")[0].strip()
+    return float(start) + (float(zone) if zone.lstrip("+-").isdigit() else 0.0)
+
+
+def hits(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """``--hits``: one table of ±10-minute hit rates over the traces named."""
+    from resel import hit_eval as he
+
+    per_trace, params = [], []
+    for name in (args.trace or "hpc2n,wagap").split(","):
+        path, cores = KNOWN.get(name, (Path(name), None))
+        cores = args.cores or cores
+        if cores is None:
+            ap.error(f"give --cores for {name}")
+        started = time.perf_counter()
+        lines = list(Trace(path)) if args.first is None else list(Trace(path))[:args.first]
+        key = f"{path.stem}-hits-{args.policy}-{cores}-{args.first}-{code_digest()}.pickle"
+        cached = args.cache / key if args.cache else None
+        jobs = we.load_recorded(lines, cores)
+        if cached is not None and cached.exists():
+            probes = pickle.loads(cached.read_bytes())
+        else:
+            probes = fe.recorded_probes(jobs, args.policy, cores, hits=True, clock_offset=clock_offset(path))
+            if cached is not None:
+                cached.parent.mkdir(parents=True, exist_ok=True)
+                cached.write_bytes(pickle.dumps(probes))
+        t_probes = time.perf_counter() - started
+        rates = he.hit_rates(probes, path.name)
+        per_trace.append(rates)
+        params.append({"trace": path.name, "cores": cores, "policy": args.policy, "jobs": len(jobs),
+                       "probes": len(probes), "seconds": round(time.perf_counter() - started, 1),
+                       "probe_seconds": round(t_probes, 1)})
+    if args.json:
+        print(json.dumps({"params": params, "hits": [[r.as_dict() for r in rates] for rates in per_trace],
+                          "verdicts": [he.verdict(rates) for rates in per_trace]}, indent=1, default=str))
+        return 0
+    for p in params:
+        print(f"{p['trace']}: {p['cores']} cores, {p['policy']} model, recorded reality, {p['jobs']} jobs, "
+              f"{p['probes']} probes, {p['seconds']:.0f} s (probes {p['probe_seconds']:.0f} s)")
+    print()
+    print(he.markdown(per_trace))
     return 0
 
 
