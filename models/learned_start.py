@@ -13,7 +13,8 @@ free cores, the work queued and running, the job's size and request, the time of
 nearest neighbours in those features, the distance also growing with the neighbour's age so a
 drifting site is followed — shrunk towards the site's recent waits (a handful of neighbours
 says little about a 20-minute window). The point is the centre of the window that holds the
-most neighbours plus ``prior`` × the share of recent waits it holds.
+most neighbours plus ``prior`` × the share of recent waits it holds, moved to the middle of the
+waits it holds (it still holds them all, and a wait a little off them is likelier caught).
 
 How many neighbours, how much shrinkage and how much age counts is itself learnt, never tuned
 on the jobs being predicted: every configuration of :data:`CONFIGS` predicts every job, each is
@@ -166,9 +167,17 @@ class LearnedStart:
             score = _in_windows(near, centres) / len(near)
             if cfg.prior:
                 score = (score + cfg.prior * _in_windows(recent, centres) / len(recent)) / (1.0 + cfg.prior)
-            i = int(np.argmax(score))
-            points.append(float(centres[i]))
-            masses.append(float(score[i]))
+            c = float(centres[int(np.argmax(score))])
+            # centre the window on the waits it holds: it keeps them all (they span at most
+            # 20 minutes) and is the least sensitive to a wait a little off them
+            both = np.concatenate((near, recent)) if cfg.prior else near
+            held = both[(both >= c - HALF) & (both <= c + HALF)]
+            c = max(HALF, 0.5 * (float(held.min()) + float(held.max())))
+            mass = float(_in_windows(near, np.array([c]))[0]) / len(near)
+            if cfg.prior:
+                mass = (mass + cfg.prior * float(_in_windows(recent, np.array([c]))[0]) / len(recent)) / (1 + cfg.prior)
+            points.append(c)
+            masses.append(mass)
         b = self.best()
         return StartPrediction(points[b], masses[b], self.configs[b], n, tuple(points))
 
