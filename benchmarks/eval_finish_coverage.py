@@ -141,16 +141,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def clock_offset(path: Path) -> float:
-    """Local epoch seconds of the trace's time 0 (UnixStartTime + TimeZone), 0 if unknown."""
-    header = Trace(path).header
-    start = header.unix_start_time
-    if start is None:
-        return 0.0
-    zone = header.fields.get("TimeZone", "0").split("\n")[0].strip()
-    return float(start) + (float(zone) if zone.lstrip("+-").isdigit() else 0.0)
-
-
 def hits(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     """``--hits``: one table of ±10-minute hit rates over the traces named."""
     from resel import hit_eval as he
@@ -169,7 +159,7 @@ def hits(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         if cached is not None and cached.exists():
             probes = pickle.loads(cached.read_bytes())
         else:
-            probes = fe.recorded_probes(jobs, args.policy, cores, hits=True, clock_offset=clock_offset(path))
+            probes = fe.recorded_probes(jobs, args.policy, cores, hits=True, clock_offset=he.clock_offset(Trace(path)))
             if cached is not None:
                 cached.parent.mkdir(parents=True, exist_ok=True)
                 cached.write_bytes(pickle.dumps(probes))
