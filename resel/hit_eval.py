@@ -23,9 +23,9 @@ The predictors, each with only what it may know:
   later arrivals (:func:`resel.wait_eval.clairvoyant_wait`) — what seeing the queue could give
   with perfect run times; and ``clairvoyant twin, oracle hedge``: a hit when either 10 minutes
   or the clairvoyant twin hits, as if an oracle told which of the two to say. Neither is a
-  strict bound on a learned predictor (the real scheduler is not EASY, and a predictor could
-  learn its habits), but no predictor of this project's kind comes near them without knowing
-  run times.
+  strict bound (the real scheduler is not EASY, and a predictor can learn its habits: the
+  learned start beats the plain clairvoyant twin on both traces); the oracle hedge is the
+  reference for what seeing the queue, even with perfect run times, adds to the hedge.
 
 The same hits are also counted among the jobs that waited at least 10 minutes, where a
 prediction of "now" cannot hit and a constant one hits only waits of 10–20 minutes.
