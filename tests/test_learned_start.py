@@ -171,3 +171,10 @@ def test_clairvoyant_twin_is_the_replay_when_nothing_arrives_later(policy):
             assert we.clairvoyant_wait(sim.policy, at, shape.cores, shape.walltime) == pytest.approx(real)
             checked += real > 0
     assert checked >= 3                                   # not only probes that start at once
+
+
+def test_hit_rates_refuse_probes_made_without_what_they_need():
+    from resel import hit_eval as he
+    probe = we.Probe(0.0, we.Shape(1, 60.0), 10.0, {"scheduler": 0.0, "twin": 0.0})
+    with pytest.raises(ValueError, match="hits=True"):
+        he.hit_rates([probe], "t")
