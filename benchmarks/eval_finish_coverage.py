@@ -76,7 +76,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="keep the probes (the slow part) in this directory and reuse them when the trace, "
                          "reality, policy, points, load and the code that computes them are the same")
     ap.add_argument("--hits", action="store_true",
-                    help="the ±10-minute start hits of every predictor on recorded waits, and the goal's verdict")
+                    help="instead: the ±10-minute start hits of every predictor on the recorded waits of the "
+                         "traces named (default hpc2n,wagap), and the issue's 3× goal per trace; "
+                         "e.g. --hits --trace hpc2n --cache /tmp/probes")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     if args.hits:
