@@ -9,7 +9,7 @@
 prints instead the ±10-minute start hits of every predictor on the jobs that waited — the
 scheduler's estimate, the twin, the conditioned predictor, the learned start predictor
 (resel.models.learned_start), constant predictions and the clairvoyant twin — and the goal's
-verdict per trace (resel.hit_eval).
+verdict per trace (resel.sim.hit_eval).
 
 Recorded reality: every trace job after a 10 % warm-up is a probe, judged against its recorded
 wait, with the queue rebuilt from the trace at its submission (resel.sim.wait_eval.evaluate_recorded).
@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def hits(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     """``--hits``: one table of ±10-minute hit rates over the traces named."""
-    from resel import hit_eval as he
+    from resel.sim import hit_eval as he
 
     per_trace, params = [], []
     for name in (args.trace or "hpc2n,wagap").split(","):

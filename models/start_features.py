@@ -6,7 +6,7 @@ Only what a user could see at that instant goes in: the queue snapshot the twin 
 pending jobs with their limits), the twin's and the scheduler's estimates made from it, the
 job's own size and requested time, and the time of day. Nothing about the future (run times
 of the jobs ahead, later arrivals) can enter: that is what the clairvoyant reference of
-:func:`resel.wait_eval.clairvoyant_wait` has and a predictor has not.
+:func:`resel.sim.wait_eval.clairvoyant_wait` has and a predictor has not.
 
 Times enter as ln(x + 60 s) — the shifted log of :mod:`resel.models.conditioned`, a ratio for
 long times and a difference near zero — and amounts of work as a share of the machine, so

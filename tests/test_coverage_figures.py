@@ -5,7 +5,7 @@
   covers 90.0 % of the jobs that waited (goal 88–92 %); its likeliest ±10 min start hits 32.0 %
   of them against the scheduler's 18.5 % (1.73×). The computation is deterministic, so the
   margin is only the rounding of the documented figures.
-* Recorded HPC2N, the ±10 min hits of docs/calibration.md §5.3 (resel.hit_eval): the learned
+* Recorded HPC2N, the ±10 min hits of docs/calibration.md §5.3 (resel.sim.hit_eval): the learned
   start 35.2 % (1.91× the scheduler; the goal of 3× is missed, and said so), "always 10 min"
   35.0 %, the clairvoyant twin 25.4 % and 37.9 % with the oracle hedge — each row of the
   documented table re-measured, and the hit counts re-derived from the definition here.

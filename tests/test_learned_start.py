@@ -1,5 +1,5 @@
 """The learned start predictor (models/learned_start.py), the queue's features
-(models/start_features.py) and the clairvoyant twin (resel.wait_eval.clairvoyant_wait).
+(models/start_features.py) and the clairvoyant twin (resel.sim.wait_eval.clairvoyant_wait).
 
 Expected values come from the definitions: a prediction c hits a wait w when |c − w| ≤ 600 s,
 so the best point holds the most waits in [c − 600, c + 600] (checked against a brute-force
@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from resel import wait_eval as we
-from resel.backends.batch import QJob, make_policy
+from resel.sim import wait_eval as we
+from resel.sim.policies import QJob, make_policy
 from resel.models import learned_start as ls
 from resel.models.start_features import FEATURES, snapshot_features
 from resel.models.twin import QueueSnapshot, SnapJob
-from resel.swf import Trace
+from resel.sim.swf import Trace
 
 
 def brute_best(waits: list[float]) -> int:
@@ -174,7 +174,7 @@ def test_clairvoyant_twin_is_the_replay_when_nothing_arrives_later(policy):
 
 
 def test_hit_rates_refuse_probes_made_without_what_they_need():
-    from resel import hit_eval as he
+    from resel.sim import hit_eval as he
     probe = we.Probe(0.0, we.Shape(1, 60.0), 10.0, {"scheduler": 0.0, "twin": 0.0})
     with pytest.raises(ValueError, match="hits=True"):
         he.hit_rates([probe], "t")

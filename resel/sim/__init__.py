@@ -6,7 +6,7 @@ queue on it and ``policies`` the batch policies it runs (FCFS, EASY, conservativ
 SWF traces (``swf``) and their replay on one site (``replay``, ``jobstats``), clusters behind a
 meta-scheduler (``grid``, ``scenarios``), the strategy experiments (``experiment``) and their
 lower bound (``oracle``), ``resel plan`` on simulated sites (``plan``), and the evaluations of
-the predictions (``wait_eval``, ``finish_eval``, ``runtime_eval``). The simulated site itself is
-a backend: :mod:`resel.backends.simulated`. Importing nothing here keeps ``import resel.sim.swf``
-(``resel replay``) from paying for the simulator, the store or rich.
+the predictions (``wait_eval``, ``finish_eval``, ``hit_eval``, ``runtime_eval``). The simulated
+site itself is a backend: :mod:`resel.backends.simulated`. Importing nothing here keeps
+``import resel.sim.swf`` (``resel replay``) from paying for the simulator, the store or rich.
 """

@@ -53,7 +53,7 @@ GRID_PS = tuple(sorted(set(GRID_PS + (0.01, 0.05, 0.5, 0.9, 0.95, 0.99))))
 def estimators(quantile_: float = 0.9, confidence: float = 0.9, *, clairvoyant: bool = False) -> list[Any]:
     """The base estimates the evaluation needs: the scheduler's, the twin's, and the QBETS
     bound as the history-only reference; with ``clairvoyant`` also the clairvoyant twin
-    (:func:`resel.wait_eval.clairvoyant_wait`, the reference no predictor can reach)."""
+    (:func:`resel.sim.wait_eval.clairvoyant_wait`, the reference no predictor can reach)."""
     out = [we.SchedulerEstimate(), we.FunctionEstimate("twin", we.twin_wait),
            we.HistoryBound(quantile_, confidence)]
     if clairvoyant:
@@ -63,7 +63,7 @@ def estimators(quantile_: float = 0.9, confidence: float = 0.9, *, clairvoyant: 
 
 def queue_features(clock_offset: float = 0.0):
     """The probe's :data:`resel.models.start_features.FEATURES`, from the queue a live site
-    would show (:func:`resel.wait_eval.snapshot_of`) and the estimates made on it."""
+    would show (:func:`resel.sim.wait_eval.snapshot_of`) and the estimates made on it."""
     from resel.models.start_features import snapshot_features
 
     def features(policy: Any, now: float, shape: Any, estimates: dict) -> tuple[float, ...]:
@@ -77,7 +77,7 @@ def recorded_probes(jobs: Sequence[Any], policy: str, cores: int, n: int | None 
                     hits: bool = False, clock_offset: float = 0.0) -> list[Any]:
     """The trace's own jobs as probes, judged against their recorded waits (every job after the
     warm-up unless ``n``): the conditioned predictor learns from all of them as they start.
-    ``hits`` adds what the ±10-minute comparison needs (:mod:`resel.hit_eval`): the clairvoyant
+    ``hits`` adds what the ±10-minute comparison needs (:mod:`resel.sim.hit_eval`): the clairvoyant
     twin's estimate and the queue's features (time of day from ``clock_offset``)."""
     n = len(jobs) if n is None else n
     return we.evaluate_recorded(jobs, policy, cores, n, warmup=warmup,

@@ -2,7 +2,7 @@
 
 Issue 16 asks for the share of jobs that waited whose start is predicted within ±10 minutes,
 the conditioned predictor against the scheduler's own estimate (goal: at least 3×). The probes
-are :func:`resel.finish_eval.recorded_probes` with ``hits=True``: every trace job after a 10 %
+are :func:`resel.sim.finish_eval.recorded_probes` with ``hits=True``: every trace job after a 10 %
 warm-up, the queue rebuilt from the trace at its submission, judged against its recorded wait.
 The jobs scored are those that waited (recorded wait > 0 s) and that the conditioned predictor
 could predict (it needs 20 past errors: the first few dozen jobs after the warm-up are left
@@ -20,7 +20,7 @@ The predictors, each with only what it may know:
 * ``always now`` and ``always 10 min``: constant predictions, the floor any predictor must
   clear (10 minutes hits every job that starts within 20);
 * ``clairvoyant twin``: the queue simulated with the true run times of every job in it, no
-  later arrivals (:func:`resel.wait_eval.clairvoyant_wait`) — what seeing the queue could give
+  later arrivals (:func:`resel.sim.wait_eval.clairvoyant_wait`) — what seeing the queue could give
   with perfect run times; and ``clairvoyant twin, oracle hedge``: a hit when either 10 minutes
   or the clairvoyant twin hits, as if an oracle told which of the two to say. Neither is a
   strict bound (the real scheduler is not EASY, and a predictor can learn its habits: the
@@ -37,7 +37,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from resel.finish_eval import HIT, conditioned_rows
+from resel.sim.finish_eval import HIT, conditioned_rows
 from resel.models import learned_start
 
 #: the issue's goal: this many times the scheduler estimate's hit rate
