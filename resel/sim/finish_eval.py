@@ -53,7 +53,7 @@ GRID_PS = tuple(sorted(set(GRID_PS + (0.01, 0.05, 0.5, 0.9, 0.95, 0.99))))
 def estimators(quantile_: float = 0.9, confidence: float = 0.9, *, clairvoyant: bool = False) -> list[Any]:
     """The base estimates the evaluation needs: the scheduler's, the twin's, and the QBETS
     bound as the history-only reference; with ``clairvoyant`` also the clairvoyant twin
-    (:func:`resel.sim.wait_eval.clairvoyant_wait`, the reference no predictor can reach)."""
+    (:func:`resel.sim.wait_eval.clairvoyant_wait`: the queue with true run times, a reference)."""
     out = [we.SchedulerEstimate(), we.FunctionEstimate("twin", we.twin_wait),
            we.HistoryBound(quantile_, confidence)]
     if clairvoyant:
