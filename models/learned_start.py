@@ -23,7 +23,8 @@ one of the configuration that has hit most often until then.
 
 Only what was known at the job's submission enters: a past job teaches once it has started
 (its wait is then known); callers feed :meth:`LearnedStart.observe` at start times, as
-:func:`walk_forward` does. numpy only.
+:func:`walk_forward` does. numpy (declared in the ``test`` extra: no command imports this module,
+only the evaluation :mod:`resel.sim.hit_eval`, its benchmark and tests).
 """
 
 from __future__ import annotations
