@@ -1,0 +1,185 @@
+"""The engine's decisions are pinned: a change that alters any schedule fails here.
+
+Speeding the engine up (issue 15) must not change one decision. These tests run fixed, seeded
+simulations — every strategy family, re-selection on and off, walltime packing, a black-hole
+site, a site whose queue replays a real trace, and the 16-site benchmark's shape — and compare
+a SHA-256 digest of everything the run produced (every event, action and decision in order, as
+``repr``, every simulated pilot, the per-task times) with the digest the code produced
+*before* the speed-up (main at 9673476). A second test compares the stored rows of a small run
+(tasks, pilots, decisions, events) with the rows that code stored, kept in
+tests/data/engine_schedule/rows.json.
+
+A digest names no culprit: when one fails, compare the run's event log with the previous
+code's (``python tests/test_engine_schedule.py`` prints the digests of the code at hand). Only
+a change meant to alter decisions may re-pin them (``--pin-rows`` rewrites the rows file), and
+its commit says why.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+import resel
+from resel.backends.simulated.simulation import simulate
+from resel.domain import Clock, PilotPolicy, QueueModel, Site, Truth, WaitModel
+from resel.models.distributions import Dist
+from resel.store import open_store, save_run
+
+HERE = Path(__file__).resolve().parent
+ROWS = HERE / "data" / "engine_schedule" / "rows.json"
+TRACE = HERE.parent.parent / "shared" / "data" / "swf" / "hpc2n.swf"
+
+
+def sixteen_sites() -> list[Site]:
+    """benchmarks/bench_simulate.py's 16 sites: the four thesis sites in four clock/wait variants."""
+    sites = []
+    for v, (clock_f, wait_f) in enumerate([(1.0, 1.0), (0.9, 0.6), (1.1, 1.5), (0.95, 2.0)]):
+        for s in resel.default_sites():
+            params = dict(s.wait.dist.params)
+            sites.append(dataclasses.replace(
+                s, name=f"{s.name}-{v}",
+                clock=Clock(s.clock.base * clock_f, (s.clock.avg or s.clock.base) * clock_f),
+                wait=WaitModel(Dist.of("lognormal", median=params["median"] * wait_f, sigma=params["sigma"]),
+                               s.wait.size_exponent, s.wait.cores_per_node)))
+    return sites
+
+
+def black_hole_sites(black: int) -> list[Site]:
+    """Three sites, one of which fails every attempt 30 s in (as tests/test_blackhole.py)."""
+    sites = []
+    for i, (name, ghz, mode) in enumerate([("a", 2.0, "single"), ("b", 2.5, "single"), ("c", 1.5, "per-task")]):
+        truth = Truth(1.0, Dist.fixed(1.0), Dist.fixed(ghz), fail=1.0 if i == black else 0.0, fail_after=30.0)
+        sites.append(Site(name=name, kind="simulated", cores=16, clock=Clock(ghz),
+                          pilot=PilotPolicy(mode=mode, max_pilots=1 if mode == "single" else 16),
+                          reselect_target=mode == "per-task", wait=WaitModel(Dist.fixed(60.0 * (i + 1))),
+                          truth=truth))
+    return sites
+
+
+def traced_sites() -> list[Site]:
+    """The thesis sites plus one whose queue replays HPC2N's real trace under EASY backfilling."""
+    queue = Site("seth", "simulated", 240, Clock(2.0, 2.0), pilot=PilotPolicy("single", max_cores=64, walltime=86_400),
+                 reselect_target=False, queue=QueueModel("easy", str(TRACE), offset=86_400.0))
+    return [*resel.default_sites(), queue]
+
+
+def digest(result) -> str:
+    """SHA-256 of what a run did: its log (events, actions, in order), decisions, pilots, tasks."""
+    h = hashlib.sha256()
+    for entry in result.events:
+        h.update(repr(entry).encode())
+    for d in result.decisions:
+        h.update(repr(d).encode())
+    for p in result.pilots:
+        h.update(repr(p).encode())
+    for t in result.engine.tasks:
+        h.update(repr((t.id, t.state.value, t.origin, t.first_origin, t.attempts)).encode())
+    h.update(repr((result.steps, result.walltime_kills, sorted(result.kills_by_pilot.items()))).encode())
+    return h.hexdigest()[:20]
+
+
+#: name -> (sites, tasks, strategy, seed, walltime)
+CASES = {
+    "thesis-random": (resel.default_sites, 300, "random", 1, "limit"),
+    "thesis-model": (resel.default_sites, 300, "model", 1, "limit"),
+    "thesis-reselect": (resel.default_sites, 300, "reselect", 1, "limit"),
+    "thesis-model+reselect": (resel.default_sites, 300, "model+reselect", 1, "limit"),
+    "thesis-topk2+reselect": (resel.default_sites, 300, "topk:2+reselect", 2, "limit"),
+    "thesis-queue": (resel.default_sites, 300, "queue", 1, "limit"),
+    "thesis-race2": (resel.default_sites, 300, "race:2", 1, "limit"),
+    "thesis-earliest": (resel.default_sites, 300, "earliest", 1, "limit"),
+    "thesis-failover": (resel.default_sites, 300, "failover", 1, "limit"),
+    "thesis-rebroker": (resel.default_sites, 300, "rebroker", 1, "limit"),
+    "thesis-reselect-pack": (resel.default_sites, 300, "reselect", 3, "pack"),
+    "sixteen-reselect": (sixteen_sites, 3000, "reselect", 0, "limit"),
+    "sixteen-model+reselect": (sixteen_sites, 3000, "model+reselect", 1, "limit"),
+    "sixteen-model": (sixteen_sites, 3000, "model", 0, "limit"),
+    "blackhole0-reselect-pack": (lambda: black_hole_sites(0), 60, "reselect", 4, "pack"),
+    "blackhole1-model+reselect": (lambda: black_hole_sites(1), 60, "model+reselect", 5, "limit"),
+    "blackhole2-random+reselect": (lambda: black_hole_sites(2), 60, "random+reselect", 6, "limit"),
+}
+
+#: the digests of main at 9673476, before the engine was sped up
+PINNED = {
+    'blackhole0-reselect-pack': 'bc1e4785217831b814a6',
+    'blackhole1-model+reselect': 'ed696d2d1ef432ee6bbe',
+    'blackhole2-random+reselect': '028cff2d26b5a6d424fa',
+    'sixteen-model': '012c14af8683deec7731',
+    'sixteen-model+reselect': '545062a5b98356fd783d',
+    'sixteen-reselect': '0c6f935601065fdacae8',
+    'thesis-earliest': '82fd7e071529a417cde6',
+    'thesis-failover': '486b59f21dc180a8bb8d',
+    'thesis-model': '9d8b1a5335f2d93fe8f5',
+    'thesis-model+reselect': '1b10123c51a40d6e46f7',
+    'thesis-queue': '4f066ad32776686518c8',
+    'thesis-race2': 'b7cee67757746dc99bb6',
+    'thesis-random': '10b57af348480e22bdbf',
+    'thesis-rebroker': '79904e0e349d2e7c0108',
+    'thesis-reselect': 'ece08a34c3972e07a135',
+    'thesis-reselect-pack': 'aef50e278c144bb2772f',
+    'thesis-topk2+reselect': 'cee3bc9d24803b923f42',
+}
+
+TRACED = ("traced-model+reselect", traced_sites, 200, "model+reselect", 1, "limit")
+TRACED_PIN = 'fe6caffb5c6a4fafa4c1'
+
+
+def run_case(sites, tasks: int, strategy: str, seed: int, walltime: str):
+    return simulate(resel.default_bag().resized(tasks), sites(), strategy, seed=seed, walltime=walltime)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_schedule_is_unchanged(name):
+    """The run's whole record hashes as it did before the engine was sped up."""
+    assert digest(run_case(*CASES[name])) == PINNED[name], f"{name}: a decision changed"
+
+
+@pytest.mark.skipif(not TRACE.is_file(), reason="needs ../shared/data/swf/hpc2n.swf")
+def test_schedule_beside_a_replayed_trace_is_unchanged():
+    """The same beside a site whose waits emerge from a replayed real trace (HPC2N, EASY)."""
+    name, *case = TRACED
+    assert digest(run_case(*case)) == TRACED_PIN, f"{name}: a decision changed"
+
+
+def stored_rows() -> dict[str, list[list]]:
+    """A small run (40 tasks, the thesis sites, re-selection on), stored, read back per table."""
+    result = simulate(resel.default_bag().resized(40), resel.default_sites(), "reselect", seed=3)
+    db = open_store(memory=True)
+    run_id = save_run(db, result)
+    order = {"tasks": "task", "pilots": "pilot", "decisions": "seq", "events": "seq"}
+    rows = {table: [list(r) for r in db.conn.execute(
+        f"SELECT * FROM [{table}] WHERE run_id = ? ORDER BY [{key}]", (run_id,)).fetchall()]
+        for table, key in order.items()}
+    run = db.conn.execute("SELECT ttc_wkd, tx_wkd, tq_wkd, done, failed, reassigned, restarts, wasted_core_s, "
+                          "per_site, audit, steps FROM runs WHERE id = ?", (run_id,)).fetchone()
+    rows["run"] = [list(run)]
+    db.close()
+    # one JSON round trip, so the comparison sees what the file holds
+    return json.loads(json.dumps(rows))
+
+
+def test_stored_rows_of_a_small_run_are_unchanged():
+    """Every stored row of a 40-task re-selection run equals the row the previous code stored."""
+    expected = json.loads(ROWS.read_text())
+    got = stored_rows()
+    assert got.keys() == expected.keys()
+    for table in expected:
+        assert len(got[table]) == len(expected[table]), table
+        for i, (a, b) in enumerate(zip(got[table], expected[table])):
+            assert a == b, f"{table} row {i}: {a} != {b}"
+
+
+if __name__ == "__main__":
+    if "--pin-rows" in sys.argv:
+        ROWS.parent.mkdir(parents=True, exist_ok=True)
+        ROWS.write_text(json.dumps(stored_rows(), indent=None, separators=(",", ":")) + "\n")
+    for name in sorted(CASES):
+        print(f"    {name!r}: {digest(run_case(*CASES[name]))!r},")
+    if TRACE.is_file():
+        print(f"TRACED_PIN = {digest(run_case(*TRACED[1:]))!r}")
