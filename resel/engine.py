@@ -903,21 +903,27 @@ class Engine(PeerRules):
         expiries = self._expiries
         if (expiries and expiries[0][0] < t) or self._drained:
             self._expire(t, out)
-        for x, book in enumerate(self._books):
+        books = self._books
+        for x, book in enumerate(books):
             if book.free and (book.waiting or book.prov):
                 self._fill_home(x, t, out)
+        health = self.health
         for x in self._targets:
-            if self._books[x].free and self.health[x].until is None:   # not quarantined
+            if books[x].free and health[x].until is None:   # not quarantined
                 self._fill_reselect(x, t, out)
         if self._remaining == 0:
             self._finish(t, out)
             return
+        dirty = self._dirty
         if self._waiting_changed:
-            self._dirty.update(x for x in self._targets if self._books[x].spec)
+            for x in self._targets:
+                if books[x].spec:
+                    dirty.add(x)
             self._waiting_changed = False
-        for x in sorted(self._dirty):
-            self._size_pilots(x, t, out)
-        self._dirty.clear()
+        if dirty:
+            for x in sorted(dirty):   # a copy: sizing may mark sites again (cleared below)
+                self._size_pilots(x, t, out)
+            dirty.clear()
         if self.prefetch:   # after sizing: a pilot just asked for gets its first wave at once
             for x, book in enumerate(self._books):
                 if book.waiting and (book.active or book.pending):
@@ -1001,13 +1007,21 @@ class Engine(PeerRules):
 
     def _size_pilots(self, x: int, t: float, out: list[Action]) -> None:
         """Ask for the slots the site's tasks still need; withdraw what nobody needs."""
-        book, site = self._books[x], self.sites[x]
+        book = self._books[x]
         # a queued task whose slot already freed (reserved) needs nothing more
-        need = len(book.waiting) + len(book.queued) - book.reserved + len(book.prov)
         if book.spec:   # every other candidate site is an origin of this target
-            need += self._waiting_total - len(book.waiting) - len(book.queued)
+            need = self._waiting_total - book.reserved + len(book.prov)
+        else:
+            need = len(book.waiting) + len(book.queued) - book.reserved + len(book.prov)
         have = book.free + book.pending_slots
-        if need > have and book.pending and book.cap_slots > 0 and site.pilot.mode != "per-task":
+        if need <= have:
+            if need < have:
+                self._withdraw_surplus(book, have - need, t, out)
+            return
+        if book.cap_slots <= 0:
+            return   # nothing to ask of a site that takes no task (lost, quarantined, no fit)
+        site = self.sites[x]
+        if book.pending and site.pilot.mode != "per-task":
             # tasks arriving one event at a time within one instant (a quarantine's failures):
             # a pilot asked for at this very instant has no queue place to lose, so it is
             # replaced by one sized for them all rather than left to run them in waves
@@ -1016,16 +1030,18 @@ class Engine(PeerRules):
                 if pilot.submitted == t and not pilot.queued and pilot.slots < book.cap_slots:
                     have -= pilot.slots
                     self._cancel_pilot(pilot, t, out)
-        if need > have and book.cap_slots > 0:
-            # a draining pilot is on its way out: its replacement may queue meanwhile
-            count = len(book.pending) + len(book.active) - book.draining
-            if site.pilot.mode == "per-task":
-                for _ in range(min(need - have, site.pilot.max_pilots - count)):
-                    self._submit(x, 1, t, out, tasks=1)
-            elif count < site.pilot.max_pilots:
-                self._submit(x, min(need - have, book.cap_slots), t, out, tasks=need - have)
-            return
-        surplus = have - need
+        # (replacing only lowers ``have``: still short) a draining pilot is on its way out: its
+        # replacement may queue meanwhile
+        count = len(book.pending) + len(book.active) - book.draining
+        if site.pilot.mode == "per-task":
+            for _ in range(min(need - have, site.pilot.max_pilots - count)):
+                self._submit(x, 1, t, out, tasks=1)
+        elif count < site.pilot.max_pilots:
+            self._submit(x, min(need - have, book.cap_slots), t, out, tasks=need - have)
+
+    def _withdraw_surplus(self, book: _SiteBook, surplus: int, t: float, out: list[Action]) -> None:
+        """Cancel pending pilots, newest first, then idle active ones, that fit in ``surplus``
+        slots nobody needs (a pilot bigger than what is left over is kept)."""
         for pid in reversed(list(book.pending)):
             if surplus <= 0:
                 break

@@ -8,10 +8,39 @@ makes can be audited with its inputs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+import inspect
 from enum import StrEnum
 
-_rec = dataclass(frozen=True, slots=True, kw_only=True)
+
+def _rec(cls: type) -> type:
+    """A frozen, slotted, keyword-only dataclass whose ``__init__`` fills the slots directly.
+
+    Why: dataclasses' frozen ``__init__`` sets each field through ``object.__setattr__`` looked
+    up by name, about 1.4 µs for a :class:`Decision`; a simulation of 1,000,000 tasks builds
+    millions of these records (issue 15). Calling each slot's own descriptor does the same
+    (the instance stays frozen: assigning a field still raises ``FrozenInstanceError``) in
+    about 0.6 µs. Same signature, defaults, ``repr``, equality, hash and ``replace``.
+    """
+    cls = dataclasses.dataclass(frozen=True, slots=True, kw_only=True)(cls)
+    namespace: dict = {}
+    params, body = [], []
+    for i, f in enumerate(dataclasses.fields(cls)):
+        if f.default_factory is not dataclasses.MISSING or not f.init:
+            raise TypeError(f"{cls.__name__}.{f.name}: _rec records take plain defaults only")
+        namespace[f"_set{i}"] = inspect.getattr_static(cls, f.name).__set__   # the slot's descriptor
+        if f.default is dataclasses.MISSING:
+            params.append(f.name)
+        else:
+            namespace[f"_default{i}"] = f.default
+            params.append(f"{f.name}=_default{i}")
+        body.append(f"    _set{i}(self, {f.name})")
+    head = f"def __init__(self, *, {', '.join(params)}):" if params else "def __init__(self):"
+    exec("\n".join([head, *(body or ["    pass"])]), namespace)
+    init = namespace["__init__"]
+    init.__qualname__, init.__module__ = f"{cls.__qualname__}.__init__", cls.__module__
+    cls.__init__ = init
+    return cls
 
 
 # ---------------------------------------------------------------- events (driver -> engine)
