@@ -176,13 +176,19 @@ class Engine(PeerRules):
         walltime: walltime packing (:mod:`resel.walltime`): a :class:`WalltimePolicy` or its
             mode: ``limit`` (default: the dispatch guard, pilots ask for the limit), ``pack``
             (pilots also ask only for what their tasks need) or ``off``.
+        decisions: return a :class:`Decision` action for every choice (default). A driver that
+            records nothing (the simulator with ``record=False``) turns them off: they have no
+            effect but to be recorded, and at a million tasks they are two million records
+            built to be dropped. Every other action, and every state, is the same either way.
     """
 
     def __init__(self, bag: Bag, sites: list[Site], strategy: Strategy | str = "model", *,
                  seed: int = 0, clock: str = "base", max_attempts: int = 3, max_losses: int = 5,
                  prefetch: int = 0, rates: Mapping[str, SiteRate] | EngineRates | None = None,
-                 quarantine: QuarantinePolicy | None = None, walltime: WalltimePolicy | str = "limit"):
+                 quarantine: QuarantinePolicy | None = None, walltime: WalltimePolicy | str = "limit",
+                 decisions: bool = True):
         self.bag = bag
+        self.decisions = decisions
         self.prefetch = max(0, int(prefetch))
         self.sites = list(sites)
         self.strategy = Strategy.parse(strategy) if isinstance(strategy, str) else strategy
@@ -344,8 +350,9 @@ class Engine(PeerRules):
         for tid, origin in enumerate(origins):
             self.tasks.append(TaskRecord(tid, origin))
             self._books[origin].waiting.append(tid)
-            out.append(Decision(time=ev.time, kind=DecisionKind.ASSIGN, task=tid, origin=names[origin],
-                                target=names[origin], tx_r=self.tx[origin]))
+            if self.decisions:
+                out.append(Decision(time=ev.time, kind=DecisionKind.ASSIGN, task=tid, origin=names[origin],
+                                    target=names[origin], tx_r=self.tx[origin]))
         self._remaining = self._waiting_total = len(origins)
         if self.strategy.reselect:
             self._plan_reselection(candidates)
@@ -482,7 +489,10 @@ class Engine(PeerRules):
         self.cancelled = self.finished = True
 
     def _on_task_finished(self, ev: TaskFinished, out: list[Action]) -> None:
-        task = self._task(ev.task)
+        tid = ev.task   # self._task, inline: the hottest event
+        if not 0 <= tid < len(self.tasks):
+            raise IllegalTransition(f"unknown task {tid}")
+        task = self.tasks[tid]
         if task.attempt == ev.attempt and task.state is QUEUED:
             self._start_queued(task, ev.time)   # its result came with (or before) its start
         if task.attempt != ev.attempt or task.state not in (RUNNING, PROVISIONAL):
@@ -494,7 +504,8 @@ class Engine(PeerRules):
             del self._books[task.origin].prov[task.id]
             self._dirty.add(task.origin)
         task.state = next_task_state(task.state, "finish")
-        self._settled_one(done=True)
+        self._remaining -= 1   # self._settled_one(done=True), inline
+        self.done_count += 1
 
     def _on_task_failed(self, ev: TaskFailed, out: list[Action]) -> None:
         task = self._task(ev.task)
@@ -552,8 +563,9 @@ class Engine(PeerRules):
             task = self.tasks[tid]
             task.origin = best
             self._books[best].waiting.append(tid)
-            out.append(Decision(time=ev.time, kind=DecisionKind.SITE_LOST, task=tid, origin=ev.site,
-                                target=names[best], tx_r=self.tx[x], tx_r2=self.tx[best]))
+            if self.decisions:
+                out.append(Decision(time=ev.time, kind=DecisionKind.SITE_LOST, task=tid, origin=ev.site,
+                                    target=names[best], tx_r=self.tx[x], tx_r2=self.tx[best]))
         for tid in list(book.prov):              # provisional elsewhere: r is gone, commit to r'
             task = self.tasks[tid]
             self._commit(task, ev.time, out)
@@ -656,8 +668,9 @@ class Engine(PeerRules):
             task = self.tasks[tid]
             task.origin, task.moved_from = best, x
             self._books[best].waiting.append(tid)
-            out.append(Decision(time=t, kind=DecisionKind.QUARANTINE, task=tid, origin=name,
-                                target=self.sites[best].name, tx_r=self.tx[x], tx_r2=self.tx[best]))
+            if self.decisions:
+                out.append(Decision(time=t, kind=DecisionKind.QUARANTINE, task=tid, origin=name,
+                                    target=self.sites[best].name, tx_r=self.tx[x], tx_r2=self.tx[best]))
         for tid in list(book.prov):                  # provisional elsewhere: r is out, keep r'
             self._commit(self.tasks[tid], t, out)
         self._waiting_changed = True
@@ -687,8 +700,9 @@ class Engine(PeerRules):
             for tid in back:
                 self.tasks[tid].origin, self.tasks[tid].moved_from = x, -1
                 book.waiting.append(tid)
-                out.append(Decision(time=t, kind=DecisionKind.QUARANTINE_RELEASE, task=tid, origin=self.sites[y].name,
-                                    target=name, tx_r=self.tx[y], tx_r2=self.tx[x]))
+                if self.decisions:
+                    out.append(Decision(time=t, kind=DecisionKind.QUARANTINE_RELEASE, task=tid, origin=self.sites[y].name,
+                                        target=name, tx_r=self.tx[y], tx_r2=self.tx[x]))
             self._dirty.add(y)
         self._waiting_changed = True
         self._dirty.add(x)
@@ -887,10 +901,11 @@ class Engine(PeerRules):
         task.state = next_task_state(task.state, "commit")
         task.origin = x
         self._dirty.add(r)
-        out.append(Decision(time=t, kind=DecisionKind.WINDOW_COMMIT, task=task.id, origin=self.sites[r].name,
-                            target=self.sites[x].name, a_r=self._books[r].acquired_at,
-                            a_r2=task.opened, tx_r=self.tx[r], tx_r2=self.tx[x],
-                            window=self._window(x, r)))
+        if self.decisions:
+            out.append(Decision(time=t, kind=DecisionKind.WINDOW_COMMIT, task=task.id, origin=self.sites[r].name,
+                                target=self.sites[x].name, a_r=self._books[r].acquired_at,
+                                a_r2=task.opened, tx_r=self.tx[r], tx_r2=self.tx[x],
+                                window=self._window(x, r)))
 
     # ------------------------------------------------------------------ the decisions
     def _settle(self, t: float, out: list[Action]) -> None:
@@ -951,9 +966,10 @@ class Engine(PeerRules):
             del book.prov[tid]
             task.state = next_task_state(task.state, "move-back")   # PROVISIONAL -> WAITING
             self._dispatch(task, x, t, RUNNING, out)                # … -> RUNNING on r
-            out.append(Decision(time=t, kind=DecisionKind.MOVE_BACK, task=tid, origin=self.sites[x].name,
-                                target=self.sites[x].name, a_r=book.acquired_at, a_r2=a_r2,
-                                tx_r=self.tx[x], tx_r2=self.tx[r2], window=self._window(r2, x)))
+            if self.decisions:
+                out.append(Decision(time=t, kind=DecisionKind.MOVE_BACK, task=tid, origin=self.sites[x].name,
+                                    target=self.sites[x].name, a_r=book.acquired_at, a_r2=a_r2,
+                                    tx_r=self.tx[x], tx_r2=self.tx[r2], window=self._window(r2, x)))
 
     def _hand_ahead(self, x: int, t: float, out: list[Action]) -> None:
         """Queue r's next waiting tasks on its busy or pending pilots, ``prefetch`` per slot:
@@ -999,9 +1015,10 @@ class Engine(PeerRules):
                     origin.prov[task.id] = None
                     out.append(SetTimer(at=task.deadline, task=task.id, attempt=task.attempt))
                     kind = DecisionKind.RESELECT_PROVISIONAL
-                out.append(Decision(time=t, kind=kind, task=task.id, origin=self.sites[r].name,
-                                    target=name_x, a_r=origin.acquired_at, a_r2=t,
-                                    tx_r=self.tx[r], tx_r2=tx_x, window=window))
+                if self.decisions:
+                    out.append(Decision(time=t, kind=kind, task=task.id, origin=self.sites[r].name,
+                                        target=name_x, a_r=origin.acquired_at, a_r2=t,
+                                        tx_r=self.tx[r], tx_r2=tx_x, window=window))
             if not book.free:
                 return
 
@@ -1034,8 +1051,9 @@ class Engine(PeerRules):
         # replacement may queue meanwhile
         count = len(book.pending) + len(book.active) - book.draining
         if site.pilot.mode == "per-task":
-            for _ in range(min(need - have, site.pilot.max_pilots - count)):
-                self._submit(x, 1, t, out, tasks=1)
+            if count < site.pilot.max_pilots:   # (a pool at its pilot cap: the usual case)
+                for _ in range(min(need - have, site.pilot.max_pilots - count)):
+                    self._submit(x, 1, t, out, tasks=1)
         elif count < site.pilot.max_pilots:
             self._submit(x, min(need - have, book.cap_slots), t, out, tasks=need - have)
 

@@ -85,7 +85,8 @@ class PeerRules:
             self._books[x].origins = [r for r in self._books[x].origins if r in winners]
         self._dirty.update(winners)
         self._waiting_changed = True
-        out.append(Decision(time=t, kind=DecisionKind.RACE_CLOSED, task=-1, origin=names[first], target=names[first]))
+        if self.decisions:
+            out.append(Decision(time=t, kind=DecisionKind.RACE_CLOSED, task=-1, origin=names[first], target=names[first]))
 
     def _peer_timer(self, ev: TimerFired, out: list[Action]) -> None:
         """One of the engine's own timers (task −1) fired: the peer strategy's round."""
@@ -114,8 +115,9 @@ class PeerRules:
                 task = self.tasks[book.waiting.popleft()]
                 task.origin = there
                 self._books[there].waiting.append(task.id)
-            out.append(Decision(time=t, kind=DecisionKind.FAILOVER, task=-1, origin=names[here], target=names[there],
-                                tx_r=self.tx[here], tx_r2=self.tx[there]))
+            if self.decisions:
+                out.append(Decision(time=t, kind=DecisionKind.FAILOVER, task=-1, origin=names[here], target=names[there],
+                                    tx_r=self.tx[here], tx_r2=self.tx[there]))
         self._dirty.update((here, there))
         self._peer_round += 1
         rounds = self._peer_round // len(order)        # each pass over the list doubles T
@@ -152,7 +154,8 @@ class PeerRules:
                 queued[x] += 1
                 self._dirty.update((r, x))
                 self._waiting_changed = True
-                out.append(Decision(time=t, kind=DecisionKind.REBROKER, task=task.id, origin=names[r], target=names[x],
-                                    tx_r=self.tx[r], tx_r2=self.tx[x]))
+                if self.decisions:
+                    out.append(Decision(time=t, kind=DecisionKind.REBROKER, task=task.id, origin=names[r], target=names[x],
+                                        tx_r=self.tx[r], tx_r2=self.tx[x]))
         self._peer_round += 1
         out.append(SetTimer(at=t + REBROKER_PERIOD, task=-1, attempt=self._peer_round))

@@ -19,7 +19,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Iterable
 
-from resel.states import AttemptOutcome
+from resel.states import AttemptOutcome, TaskState
 
 
 def union_length(intervals: Iterable[tuple[float, float]]) -> float:
@@ -103,8 +103,8 @@ def workload_metrics(tasks, site_names: list[str], cores_per_task: int = 1) -> W
             else:
                 wasted += (end - start) * cores_per_task
                 restarts += a.outcome == AttemptOutcome.CANCELLED
-        done += task.state.value == "done"
-        failed += task.state.value == "failed"
+        done += task.state is TaskState.DONE     # (an Enum's .value is a Python-level property)
+        failed += task.state is TaskState.FAILED
     ttc = max(ends, default=0.0)
     tx = union_length(intervals)
     return WorkloadMetrics(ttc, tx, max(0.0, ttc - tx), len(tasks), done, failed, reassigned,

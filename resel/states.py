@@ -22,6 +22,10 @@ class TaskState(Enum):
     DONE = "done"
     FAILED = "failed"
 
+    # members are singletons compared by identity, so identity hashes them: Enum's own hash
+    # (of the name, in Python) ran on every transition, the engine's hottest lookup
+    __hash__ = object.__hash__
+
     @property
     def final(self) -> bool:
         return self in (TaskState.DONE, TaskState.FAILED)
@@ -34,6 +38,8 @@ class PilotState(Enum):
     ACTIVE = "active"        # acquired: its cores can run tasks
     ENDED = "ended"          # ran and stopped (released, walltime, failure)
     CANCELLED = "cancelled"  # withdrawn before it started
+
+    __hash__ = object.__hash__   # as TaskState's
 
     @property
     def final(self) -> bool:

@@ -147,6 +147,30 @@ def test_schedule_beside_a_replayed_trace_is_unchanged():
     assert digest(run_case(*case)) == TRACED_PIN, f"{name}: a decision changed"
 
 
+def state_digest(result) -> str:
+    """SHA-256 of a run's outcome without its log: every task's attempts, every pilot, steps."""
+    h = hashlib.sha256()
+    for t in result.engine.tasks:
+        h.update(repr((t.id, t.state.value, t.origin, t.first_origin, t.attempts)).encode())
+    for p in result.pilots:
+        h.update(repr(p).encode())
+    h.update(repr((result.steps, result.walltime_kills, result.metrics)).encode())
+    return h.hexdigest()
+
+
+@pytest.mark.parametrize("name", ["thesis-reselect", "thesis-rebroker", "blackhole1-model+reselect",
+                                  "sixteen-model+reselect"])
+def test_a_run_that_records_nothing_decides_the_same(name):
+    """record=False (the benchmark's dry run) builds no Decision actions in the engine: every
+    task's attempts, every pilot, the step count and the metrics are those of the recorded run."""
+    sites, tasks, strategy, seed, walltime = CASES[name]
+    bag = resel.default_bag().resized(tasks)
+    recorded = simulate(bag, sites(), strategy, seed=seed, walltime=walltime)
+    dry = simulate(bag, sites(), strategy, seed=seed, walltime=walltime, record=False)
+    assert recorded.decisions and not dry.decisions and not dry.engine.decisions
+    assert state_digest(dry) == state_digest(recorded)
+
+
 def stored_rows() -> dict[str, list[list]]:
     """A small run (40 tasks, the thesis sites, re-selection on), stored, read back per table."""
     result = simulate(resel.default_bag().resized(40), resel.default_sites(), "reselect", seed=3)

@@ -184,8 +184,9 @@ class Simulation:
                  quarantine=None):
         self.bag, self.sites, self.seed, self.clock, self.record = bag, list(sites), seed, clock, record
         self.strategy = Strategy.parse(strategy) if isinstance(strategy, str) else strategy
+        # not recording: the engine builds no Decision actions (they would only be dropped)
         self.engine = Engine(bag, self.sites, self.strategy, seed=seed, clock=clock, rates=rates,
-                             walltime=walltime, quarantine=quarantine)
+                             walltime=walltime, quarantine=quarantine, decisions=record)
         self.walltime_kills = 0
         self.kills_by_pilot: dict[int, int] = {}
         self.truths = [_SiteTruth(s, seed) for s in self.sites]
