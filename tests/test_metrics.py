@@ -42,6 +42,26 @@ def test_union_length_matches_unit_grid(intervals):
     assert union_length(intervals) == len(cells)
 
 
+def _union_by_tuple_sort(intervals):
+    """The reference: merge in (start, end) order, as union_length did before it sorted by start."""
+    total, cur = 0.0, None
+    for start, end in sorted(intervals):
+        if cur is None or start > cur[1]:
+            total += 0.0 if cur is None else cur[1] - cur[0]
+            cur = [start, end]
+        else:
+            cur[1] = max(cur[1], end)
+    return total + (0.0 if cur is None else cur[1] - cur[0])
+
+
+@given(st.lists(st.tuples(st.sampled_from([0.0, 0.1, 0.3, 1e6 / 3, 2.5]), st.floats(0, 1e6, allow_nan=False))
+                .map(lambda p: (p[0], p[0] + p[1])), max_size=30))
+def test_union_length_is_exactly_that_of_a_sort_by_start_and_end(intervals):
+    """Sorting by start only (the fast sort) gives bit-for-bit the sum of a (start, end) sort,
+    with many intervals sharing a start."""
+    assert union_length(intervals) == _union_by_tuple_sort(intervals)
+
+
 # ------------------------------------------------------------------ workload_metrics
 def record(tid, origin, state, attempts):
     t = TaskRecord(tid, origin)
