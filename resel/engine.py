@@ -133,9 +133,12 @@ class _SiteBook:
     """Per-site indices that keep every decision O(sites), not O(tasks)."""
 
     __slots__ = ("waiting", "queued", "prov", "pending", "active", "free_pilots", "free", "reserved",
-                 "pending_slots", "acquired_at", "cap_slots", "origins", "spec", "cap_saved", "draining")
+                 "pending_slots", "acquired_at", "cap_slots", "origins", "spec", "cap_saved", "draining",
+                 "per_task", "max_pilots")
 
-    def __init__(self, cap_slots: int):
+    def __init__(self, cap_slots: int, per_task: bool = False, max_pilots: int = 1):
+        self.per_task = per_task             # the site's pilot.mode is "per-task" (a pool)
+        self.max_pilots = max_pilots         # the site's pilot.max_pilots
         self.waiting: deque[int] = deque()
         self.queued: dict[int, None] = {}    # handed ahead to this site's pilots, not started
         self.reserved = 0                    # freed slots held for queued tasks (sum over pilots)
@@ -217,7 +220,8 @@ class Engine(PeerRules):
         self._rng = random.Random(seed)
         self.tasks: list[TaskRecord] = []
         self.pilots: dict[int, PilotRecord] = {}
-        self._books = [_SiteBook(max(0, min(s.pilot.max_cores or s.cores, s.cores) // bag.cores_per_task))
+        self._books = [_SiteBook(max(0, min(s.pilot.max_cores or s.cores, s.cores) // bag.cores_per_task),
+                                 s.pilot.mode == "per-task", s.pilot.max_pilots)
                        for s in self.sites]
         self._next_pilot = 0
         self._dirty: set[int] = set()
@@ -931,8 +935,17 @@ class Engine(PeerRules):
             return
         dirty = self._dirty
         if self._waiting_changed:
+            # a pool that asks for pilots for every waiting task must be sized again — unless
+            # it is short of slots and at its pilot cap, when sizing it would do nothing (sizing
+            # other sites first changes none of its counts). That is a pool's usual state, and
+            # this check runs for every pool at nearly every event.
+            total = self._waiting_total
             for x in self._targets:
-                if books[x].spec:
+                book = books[x]
+                if book.spec and not (book.per_task and total - book.reserved + len(book.prov)
+                                      > book.free + book.pending_slots and (
+                                          book.cap_slots <= 0 or len(book.pending) + len(book.active)
+                                          - book.draining >= book.max_pilots)):
                     dirty.add(x)
             self._waiting_changed = False
         if dirty:
@@ -1037,8 +1050,7 @@ class Engine(PeerRules):
             return
         if book.cap_slots <= 0:
             return   # nothing to ask of a site that takes no task (lost, quarantined, no fit)
-        site = self.sites[x]
-        if book.pending and site.pilot.mode != "per-task":
+        if book.pending and not book.per_task:
             # tasks arriving one event at a time within one instant (a quarantine's failures):
             # a pilot asked for at this very instant has no queue place to lose, so it is
             # replaced by one sized for them all rather than left to run them in waves
@@ -1050,11 +1062,11 @@ class Engine(PeerRules):
         # (replacing only lowers ``have``: still short) a draining pilot is on its way out: its
         # replacement may queue meanwhile
         count = len(book.pending) + len(book.active) - book.draining
-        if site.pilot.mode == "per-task":
-            if count < site.pilot.max_pilots:   # (a pool at its pilot cap: the usual case)
-                for _ in range(min(need - have, site.pilot.max_pilots - count)):
+        if book.per_task:
+            if count < book.max_pilots:   # (a pool at its pilot cap: the usual case)
+                for _ in range(min(need - have, book.max_pilots - count)):
                     self._submit(x, 1, t, out, tasks=1)
-        elif count < site.pilot.max_pilots:
+        elif count < book.max_pilots:
             self._submit(x, min(need - have, book.cap_slots), t, out, tasks=need - have)
 
     def _withdraw_surplus(self, book: _SiteBook, surplus: int, t: float, out: list[Action]) -> None:
