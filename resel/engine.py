@@ -227,6 +227,7 @@ class Engine(PeerRules):
         self._dirty: set[int] = set()
         self._waiting_changed = False
         self._waiting_total = 0       # tasks WAITING or QUEUED anywhere (waiting deques + queued)
+        self._free_total = 0          # free slots over every site (the sum of the books' free)
         self._remaining = 0
         self.started = False
         self.finished = False
@@ -405,6 +406,7 @@ class Engine(PeerRules):
         if pilot.free:
             book.free_pilots[pilot.id] = None
         book.free += pilot.free
+        self._free_total += pilot.free
         if book.acquired_at is None:
             book.acquired_at = ev.time
         if self.walltime.guard and math.isfinite(pilot.walltime):
@@ -611,6 +613,7 @@ class Engine(PeerRules):
             book.draining += 1
             if pilot.free:
                 book.free -= pilot.free
+                self._free_total -= pilot.free
                 pilot.free = 0
                 del book.free_pilots[pid]
             self._dirty.add(x)
@@ -764,6 +767,7 @@ class Engine(PeerRules):
         else:
             pilot.free += 1
             book.free += 1
+            self._free_total += 1
             book.free_pilots[pilot.id] = None
         self._dirty.add(pilot.site)
 
@@ -791,6 +795,7 @@ class Engine(PeerRules):
             elif pilot.free:
                 pilot.free -= 1
                 book.free -= 1
+                self._free_total -= 1
                 if pilot.free == 0:
                     del book.free_pilots[pilot.id]
             else:
@@ -814,6 +819,7 @@ class Engine(PeerRules):
             if pilot.state is PilotState.ACTIVE:
                 pilot.free += 1
                 book.free += 1
+                self._free_total += 1
                 book.free_pilots[pilot.id] = None
         task.attempts[-1].outcome = AttemptOutcome.WITHDRAWN   # never started: no end, no time counted
         if out is not None:
@@ -888,6 +894,7 @@ class Engine(PeerRules):
         pilot = self.pilots[pid]
         pilot.free -= 1
         book.free -= 1
+        self._free_total -= 1
         if pilot.free == 0:
             del book.free_pilots[pid]
         pilot.tasks[task.id] = None
@@ -923,13 +930,17 @@ class Engine(PeerRules):
         if (expiries and expiries[0][0] < t) or self._drained:
             self._expire(t, out)
         books = self._books
-        for x, book in enumerate(books):
-            if book.free and (book.waiting or book.prov):
-                self._fill_home(x, t, out)
-        health = self.health
-        for x in self._targets:
-            if books[x].free and health[x].until is None:   # not quarantined
-                self._fill_reselect(x, t, out)
+        if self._free_total:   # most events leave no slot free, or one (the one just freed)
+            for x, book in enumerate(books):
+                if book.free and (book.waiting or book.prov):
+                    self._fill_home(x, t, out)
+                    if not self._free_total:
+                        break   # no slot free anywhere: no later site can take a task
+        if self._free_total:
+            health = self.health
+            for x in self._targets:
+                if books[x].free and health[x].until is None:   # not quarantined
+                    self._fill_reselect(x, t, out)
         if self._remaining == 0:
             self._finish(t, out)
             return
@@ -1114,6 +1125,7 @@ class Engine(PeerRules):
             del book.active[pilot.id]
             book.free_pilots.pop(pilot.id, None)
             book.free -= pilot.free
+            self._free_total -= pilot.free
             book.reserved -= pilot.reserved
             pilot.reserved = 0
             if pilot.draining:

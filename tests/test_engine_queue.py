@@ -43,6 +43,7 @@ def check_books(engine: Engine) -> None:
         for p in pilots:
             if p.state.final:
                 assert not p.queued
+    assert engine._free_total == sum(book.free for book in engine._books)
     waiting = 0
     for task in engine.tasks:
         if task.state is TaskState.QUEUED:

@@ -171,6 +171,24 @@ def test_a_run_that_records_nothing_decides_the_same(name):
     assert state_digest(dry) == state_digest(recorded)
 
 
+@pytest.mark.parametrize("name", ["thesis-reselect-pack", "thesis-race2", "thesis-rebroker", "thesis-failover",
+                                  "blackhole0-reselect-pack", "blackhole1-model+reselect",
+                                  "blackhole2-random+reselect"])
+def test_the_free_slot_count_is_the_sum_over_sites_after_every_event(name):
+    """The engine keeps a running count of free slots to skip its scans when none is free; after
+    every event of a run it equals the sum of the sites' free slots (a missed update would make
+    the engine skip a site that could take a task)."""
+    from resel.backends.simulated.simulation import Simulation
+    sites, tasks, strategy, seed, walltime = CASES[name]
+    sim = Simulation(resel.default_bag().resized(tasks), sites(), strategy, seed=seed, walltime=walltime)
+    engine, steps = sim.engine, 0
+    while not sim.finished:
+        sim.step()
+        steps += 1
+        assert engine._free_total == sum(b.free for b in engine._books), f"after event {steps}"
+    assert steps > tasks
+
+
 def stored_rows() -> dict[str, list[list]]:
     """A small run (40 tasks, the thesis sites, re-selection on), stored, read back per table."""
     result = simulate(resel.default_bag().resized(40), resel.default_sites(), "reselect", seed=3)
