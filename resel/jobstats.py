@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from array import array
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import add, truediv
 
 
 def percentile(sorted_values, q: float) -> float:
@@ -61,27 +63,46 @@ class JobStats:
         if start + run > self.last_end:
             self.last_end = start + run
 
+    # the derived arrays are computed by map() and comprehensions over the two arrays, not a
+    # generator per job (a replay's summary is a noticeable part of a whole ``resel replay``
+    # process), with the same operations in the same order as their definitions; max(a, b)
+    # is written out as a comparison, which gives the same number
+
     @property
     def response(self) -> array:
-        return array("d", (w + r for w, r in zip(self.wait, self.run)))
+        return array("d", map(add, self.wait, self.run))
 
     @property
     def slowdown(self) -> array:
-        return array("d", ((w + r) / r if r > 0 else 1.0 for w, r in zip(self.wait, self.run)))
+        """response / run, 1 for a job of no run time."""
+        return self._slowdown(self.response)
+
+    def _slowdown(self, response: array) -> array:
+        run = self.run
+        if not run or min(run) > 0:
+            return array("d", map(truediv, response, run))
+        return array("d", [x / r if r > 0 else 1.0 for x, r in zip(response, run)])
 
     @property
     def bsld(self) -> dict[float, array]:
         """Bounded slowdown max(1, response / max(run, τ)) per τ."""
-        return {tau: array("d", (max(1.0, (w + r) / max(r, tau)) for w, r in zip(self.wait, self.run)))
-                for tau in self.taus}
+        return self._bsld(self.response)
+
+    def _bsld(self, response: array) -> dict[float, array]:
+        out = {}
+        for tau in self.taus:
+            ratios = map(truediv, response, [r if r > tau else tau for r in self.run])   # / max(run, τ)
+            out[tau] = array("d", [x if x > 1.0 else 1.0 for x in ratios])                 # max(1, ·)
+        return out
 
     def summary(self, cores: int) -> dict:
         span = self.last_end - self.first_submit
+        response = self.response
         out = {"jobs": len(self.wait), "killed": self.killed,
                "utilisation": self.area / (cores * span) if span > 0 else math.nan,
                "makespan": span if span > 0 else 0.0,
-               "wait": describe(self.wait), "response": describe(self.response),
-               "slowdown": describe(self.slowdown)}
-        for tau, values in sorted(self.bsld.items()):
+               "wait": describe(self.wait), "response": describe(response),
+               "slowdown": describe(self._slowdown(response))}
+        for tau, values in sorted(self._bsld(response).items()):
             out[f"bsld_{tau:g}"] = describe(values)
         return out

@@ -23,13 +23,10 @@ from __future__ import annotations
 import heapq
 import importlib
 import itertools
-import lzma
 import math
 import os
 import re
-import zlib
 from dataclasses import dataclass, field, replace
-from decimal import Decimal
 from json import loads as _json_loads
 from typing import Callable, Collection, Iterable, Iterator, Mapping, TextIO
 
@@ -348,6 +345,9 @@ class _Decompressed:
 
     def __init__(self, stream: TextIO, path: str):
         self.stream, self.path = stream, path
+        # what a damaged stream raises (imported here: an uncompressed trace needs neither)
+        self.damage = (EOFError, OSError, importlib.import_module("lzma").LZMAError,
+                       importlib.import_module("zlib").error)
 
     def _fail(self, exc: Exception) -> InputError:
         return InputError(self.path, None, f"cannot be decompressed: {exc or type(exc).__name__}",
@@ -365,13 +365,13 @@ class _Decompressed:
     def __next__(self) -> str:
         try:
             return next(self.stream)
-        except (EOFError, OSError, lzma.LZMAError, zlib.error) as exc:
+        except self.damage as exc:
             raise self._fail(exc) from None
 
     def read(self, size: int = -1) -> bytes:
         try:
             return self.stream.read(size)
-        except (EOFError, OSError, lzma.LZMAError, zlib.error) as exc:
+        except self.damage as exc:
             raise self._fail(exc) from None
 
     def close(self) -> None:
@@ -782,7 +782,10 @@ def _format(value: Number | tuple[int, ...]) -> str:
     if value.is_integer():
         return str(int(value))
     text = repr(value)
-    return format(Decimal(text), "f") if "e" in text else text
+    if "e" not in text:
+        return text
+    from decimal import Decimal      # (rare: imported when needed, not with every replay)
+    return format(Decimal(text), "f")
 
 
 def _header_lines(header: Header | Mapping[str, object] | None) -> list[str]:
