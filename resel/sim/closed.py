@@ -20,7 +20,7 @@ order (tests/test_closed.py: every shared trace and random workloads, job by job
 from __future__ import annotations
 
 import math
-from bisect import bisect_left, insort
+from bisect import bisect_left, bisect_right
 from heapq import heappop, heappush
 from typing import Callable, Iterable
 
@@ -28,6 +28,11 @@ INF = math.inf
 
 #: appends one number (``array.append``)
 Append = Callable[[float], None]
+
+#: sentinels that keep the loops free of emptiness checks: an arrival that never comes and
+#: an end that never happens (a heap entry after every real one: INF, then start order 0)
+_NO_JOB = (INF,)
+_NO_END = (INF, 0)
 
 
 def fcfs(jobs: Iterable[tuple[float, int, float, int]], cores: int, wait: Append, run: Append,
@@ -100,11 +105,16 @@ def easy(jobs: Iterable[tuple[float, int, float, float, int]], cores: int, wait:
     """
     # running: (end, start order, size, run, wait, expected end, number)
     heap: list[tuple[float, int, int, float, float, float, int]] = []
-    ends: list[tuple[float, int, int]] = []          # running (expected end, start order, size), sorted
+    # running jobs' expected ends (start + estimate), sorted, and their sizes beside them: jobs
+    # expected to end together are interchangeable for the shadow time (only which ends and
+    # how many cores count), so plain floats are searched and the first of a size is removed
+    ends: list[float] = []
+    sizes: list[int] = []
     queue: list[tuple[float, int, float, float, int]] = []   # waiting jobs as given, in order
     push, pop = heappush, heappop
     source = iter(jobs)
-    nxt = next(source, None)
+    nxt = next(source, _NO_JOB)
+    heap.append(_NO_END)            # the heap is never empty: its top is INF when no job runs
     free = cores
     seq = 0
     area = 0.0
@@ -113,25 +123,28 @@ def easy(jobs: Iterable[tuple[float, int, float, float, int]], cores: int, wait:
     # and made exact when a pass would scan the queue (jobs leaving cannot lower the minimum)
     smallest = INF
     while True:
-        t = heap[0][0] if heap else INF
-        if nxt is not None and nxt[0] < t:
+        t = heap[0][0]
+        if nxt[0] < t:
             t = nxt[0]
         if t == INF:
             break
-        while heap and heap[0][0] == t:
-            last_end, order, used, length, waited, expected, done = pop(heap)
+        while heap[0][0] == t:
+            last_end, _, used, length, waited, expected, done = pop(heap)
             free += used
             if number is not None:
                 number(done)
             wait(waited)
             run(length)
             area += length * used
-            del ends[bisect_left(ends, (expected, order, used))]
-        while nxt is not None and nxt[0] == t:
+            i = bisect_left(ends, expected)
+            while sizes[i] != used:
+                i += 1
+            del ends[i], sizes[i]
+        while nxt[0] == t:
             if queue and nxt[1] < smallest:
                 smallest = nxt[1]
             queue.append(nxt)
-            nxt = next(source, None)
+            nxt = next(source, _NO_JOB)
         if not queue or not free:
             continue
         # the pass: the head while it fits ...
@@ -141,7 +154,9 @@ def easy(jobs: Iterable[tuple[float, int, float, float, int]], cores: int, wait:
                 free -= size
                 seq += 1
                 push(heap, (t + length, seq, size, length, t - submit, t + estimate, job))
-                insort(ends, (t + estimate, seq, size))
+                i = bisect_right(ends, t + estimate)
+                ends.insert(i, t + estimate)
+                sizes.insert(i, size)
         if len(queue) < 2 or free <= 0:
             continue
         if smallest > free:               # (still a lower bound: jobs only left since)
@@ -155,12 +170,12 @@ def easy(jobs: Iterable[tuple[float, int, float, float, int]], cores: int, wait:
         i, n = 0, len(ends)
         end = t
         while avail < need and i < n:
-            end, _, size = ends[i]
-            avail += size
+            end = ends[i]
+            avail += sizes[i]
             i += 1
         shadow = end if end > t else t
-        while i < n and ends[i][0] <= shadow:
-            avail += ends[i][2]
+        while i < n and ends[i] <= shadow:
+            avail += sizes[i]
             i += 1
         extra = avail - need
         chosen = []
@@ -177,7 +192,9 @@ def easy(jobs: Iterable[tuple[float, int, float, float, int]], cores: int, wait:
             free -= size
             seq += 1
             push(heap, (t + length, seq, size, length, t - submit, t + estimate, job))
-            insort(ends, (t + estimate, seq, size))
+            i = bisect_right(ends, t + estimate)
+            ends.insert(i, t + estimate)
+            sizes.insert(i, size)
             chosen.append(candidate)
             if free <= 0:
                 break
