@@ -541,7 +541,7 @@ def test_block_reader_takes_every_shared_trace_whole(path):
     lines = path.read_bytes().replace(b"\r\n", b"\n").split(b"\n")
     body = [line for number, line in enumerate(lines, 1)
             if line.strip() and not line.lstrip().startswith(b";") and number != trace._title_line]
-    columns = swf._block_columns(b"\n".join(body) + b"\n")
+    columns = swf._block_columns(b"\n".join(body) + b"\n", len(body))
     assert columns is not None
     assert list(zip(*columns, [None] * len(body))) == _job_rows(trace)
 
