@@ -232,16 +232,17 @@ def _run_kernel(blocks: Iterable[Columns], policy: str, cores: int, speed: float
             low[0] = min(low[0], submits[0])
             numbers = range(counts[4], counts[4] + len(submits))
             counts[4] += len(submits)
-            floats = list(map(float, submits))
             if starts is not None:
                 kept_ids.extend(ids)
-                kept_submits.extend(floats)
+                kept_submits.extend(map(float, submits))
             # run_and_estimate, column by column: the request (else the run), both / speed; a
             # run past its request is cut to it (kill) or raises it (FCFS reads no estimate)
-            lengths = list(map(float, runs)) if speed == 1 else [run / speed for run in runs]
             if fcfs and not kill:
-                yield zip(floats, sizes, lengths, numbers)
+                yield zip(map(float, submits), sizes, map(float, runs) if speed == 1 else
+                          [run / speed for run in runs], numbers)
                 continue
+            floats = list(map(float, submits))
+            lengths = list(map(float, runs)) if speed == 1 else [run / speed for run in runs]
             estimates = [(req if req > 0 else run) / speed for req, run in zip(req_times, runs)]
             over = list(map(operator.gt, lengths, estimates))
             if any(over):

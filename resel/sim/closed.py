@@ -57,10 +57,11 @@ def fcfs(jobs: Iterable[tuple[float, int, float, int]], cores: int, wait: Append
     seq = 0
     area = 0.0
     last_end = -INF
+    heap.append(_NO_END)            # never popped: its INF is past every start
     for submit, size, length, job in jobs:
         if submit > t:
             t = submit
-        while heap and heap[0][0] <= t:                  # every end up to t
+        while heap[0][0] <= t:                           # every end up to t
             last_end, _, used, length_done, waited, done = pop(heap)
             free += used
             if number is not None:
@@ -80,7 +81,7 @@ def fcfs(jobs: Iterable[tuple[float, int, float, int]], cores: int, wait: Append
         free -= size
         seq += 1
         push(heap, (t + length, seq, size, length, t - submit, job))
-    while heap:
+    while heap[0][0] != INF:
         last_end, _, used, length_done, waited, done = pop(heap)
         if number is not None:
             number(done)
