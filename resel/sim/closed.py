@@ -121,7 +121,8 @@ def easy(jobs: Iterable[tuple[float, int, float, float, int]], cores: int, wait:
     area = 0.0
     last_end = -INF
     # no waiting job behind the head is smaller than this: a lower bound, kept as jobs arrive
-    # and made exact when a pass would scan the queue (jobs leaving cannot lower the minimum)
+    # and made exact by a backfill scan that looks at every waiting job (jobs leaving cannot
+    # lower the minimum, so it stays a bound when a scan stops early)
     smallest = INF
     while True:
         t = heap[0][0]
@@ -162,9 +163,6 @@ def easy(jobs: Iterable[tuple[float, int, float, float, int]], cores: int, wait:
             continue
         if smallest > free:               # (still a lower bound: jobs only left since)
             continue
-        smallest = min([job[1] for job in queue[1:]])
-        if smallest > free:
-            continue
         # ... then backfill behind the head's reservation
         need = queue[0][1]
         avail = free
@@ -180,16 +178,23 @@ def easy(jobs: Iterable[tuple[float, int, float, float, int]], cores: int, wait:
             i += 1
         extra = avail - need
         chosen = []
+        low = INF             # the smallest job left waiting, if the scan goes to the end
         for candidate in queue[1:]:
-            submit, size, estimate, length, job = candidate
+            size = candidate[1]
             if size > free:
+                if size < low:
+                    low = size
                 continue
+            estimate = candidate[2]
             if t + estimate <= shadow:
                 pass
             elif size <= extra:
                 extra -= size
             else:
+                if size < low:
+                    low = size
                 continue
+            submit, size, estimate, length, job = candidate
             free -= size
             seq += 1
             push(heap, (t + length, seq, size, length, t - submit, t + estimate, job))
@@ -199,6 +204,8 @@ def easy(jobs: Iterable[tuple[float, int, float, float, int]], cores: int, wait:
             chosen.append(candidate)
             if free <= 0:
                 break
+        else:
+            smallest = low    # exact: every job left waiting was looked at
         if chosen:
             started = set(map(id, chosen))
             queue = [job for job in queue if id(job) not in started]
