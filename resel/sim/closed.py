@@ -38,7 +38,8 @@ _NO_END = (INF, 0)
 def fcfs(jobs: Iterable[tuple[float, int, float, int]], cores: int, wait: Append, run: Append,
          number: Append | None = None) -> tuple[float, float]:
     """First come, first served on ``cores`` cores: ``jobs`` are ``(submit, size, run, number)``
-    in submit order, each at most ``cores``; ``number`` is the caller's, only reported back.
+    in submit order, each at most ``cores``, numbered in increasing order (jobs start in that
+    order, so jobs ending together go by it, as ``run_closed``'s by start order).
 
     Each job's wait and run are passed to ``wait`` and ``run`` when it ends (by end time, ties
     by start order), and its number to ``number`` if given (which job it was: the schedule,
@@ -50,11 +51,10 @@ def fcfs(jobs: Iterable[tuple[float, int, float, int]], cores: int, wait: Append
     run 0 ends at its start, in time for the next job's decision at that instant, as its
     second pass of that instant would see it.
     """
-    heap: list[tuple[float, int, int, float, float, int]] = []  # (end, start order, size, run, wait, number)
+    heap: list[tuple[float, int, int, float, float]] = []  # (end, number = start order, size, run, wait)
     push, pop = heappush, heappop
     free = cores
     t = -INF              # the latest start: the next job starts no earlier
-    seq = 0
     area = 0.0
     last_end = -INF
     heap.append(_NO_END)            # never popped: its INF is past every start
@@ -62,7 +62,7 @@ def fcfs(jobs: Iterable[tuple[float, int, float, int]], cores: int, wait: Append
         if submit > t:
             t = submit
         while heap[0][0] <= t:                           # every end up to t
-            last_end, _, used, length_done, waited, done = pop(heap)
+            last_end, done, used, length_done, waited = pop(heap)
             free += used
             if number is not None:
                 number(done)
@@ -70,7 +70,7 @@ def fcfs(jobs: Iterable[tuple[float, int, float, int]], cores: int, wait: Append
             run(length_done)
             area += length_done * used
         while free < size:                               # the next ends, until it fits
-            last_end, _, used, length_done, waited, done = pop(heap)
+            last_end, done, used, length_done, waited = pop(heap)
             free += used
             if number is not None:
                 number(done)
@@ -79,10 +79,9 @@ def fcfs(jobs: Iterable[tuple[float, int, float, int]], cores: int, wait: Append
             area += length_done * used
             t = last_end
         free -= size
-        seq += 1
-        push(heap, (t + length, seq, size, length, t - submit, job))
+        push(heap, (t + length, job, size, length, t - submit))
     while heap[0][0] != INF:
-        last_end, _, used, length_done, waited, done = pop(heap)
+        last_end, done, used, length_done, waited = pop(heap)
         if number is not None:
             number(done)
         wait(waited)
