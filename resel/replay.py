@@ -198,6 +198,7 @@ def _run_kernel(blocks: Iterable[Columns], policy: str, cores: int, speed: float
     kept_ids: list = []
     kept_submits: list[float] = []
     counts = [0, 0, 0, 0, 0]              # read, unknown run or size, larger than the site, killed, replayed
+    reach = [0, 0]                        # the largest submit time seen, the sum of the runs
     low = [math.inf]                      # the first submit replayed
     fcfs = policy == "fcfs"
 
@@ -209,7 +210,7 @@ def _run_kernel(blocks: Iterable[Columns], policy: str, cores: int, speed: float
                 submits, runs, sizes, req_times, ids = (c[:keep] for c in (submits, runs, sizes, req_times, ids))
             if not submits:
                 return
-            if submits[0] < last or not all(map(operator.le, submits, submits[1:])):
+            if submits[0] < last or submits != sorted(submits):
                 for submit, job_id in zip(submits, ids):
                     if submit < last:
                         raise unsorted_error(trace_name, job_id, submit, last)
@@ -235,15 +236,32 @@ def _run_kernel(blocks: Iterable[Columns], policy: str, cores: int, speed: float
             if starts is not None:
                 kept_ids.extend(ids)
                 kept_submits.extend(map(float, submits))
+            # Numbers as they were read, not floats, while every time the schedule can reach
+            # (the latest submit, plus every run so far, plus the longest request) is below
+            # 2**52: each sum and difference of the kernel is then exact either way, so the
+            # schedule and the statistics are the same numbers (the int-to-float conversion of
+            # up to two values a job is ~5 % of an FCFS replay). Beyond, floats as before.
+            reach[0] = max(reach[0], abs(submits[0]), abs(submits[-1]))
+            reach[1] += sum(runs)
+            exact = speed == 1 and reach[0] + reach[1] < _EXACT
             # run_and_estimate, column by column: the request (else the run), both / speed; a
             # run past its request is cut to it (kill) or raises it (FCFS reads no estimate)
             if fcfs and not kill:
-                yield zip(map(float, submits), sizes, map(float, runs) if speed == 1 else
-                          [run / speed for run in runs], numbers)
+                if exact:
+                    yield zip(submits, sizes, runs, numbers)
+                else:
+                    yield zip(map(float, submits), sizes, map(float, runs) if speed == 1 else
+                              [run / speed for run in runs], numbers)
                 continue
-            floats = list(map(float, submits))
-            lengths = list(map(float, runs)) if speed == 1 else [run / speed for run in runs]
-            estimates = [(req if req > 0 else run) / speed for req, run in zip(req_times, runs)]
+            if exact:
+                estimates = [req if req > 0 else run for req, run in zip(req_times, runs)]
+                exact = reach[0] + reach[1] + max(estimates) < _EXACT
+            if exact:
+                starts_at, lengths = submits, runs
+            else:
+                starts_at = list(map(float, submits))
+                lengths = list(map(float, runs)) if speed == 1 else [run / speed for run in runs]
+                estimates = [(req if req > 0 else run) / speed for req, run in zip(req_times, runs)]
             over = list(map(operator.gt, lengths, estimates))
             if any(over):
                 if kill:
@@ -251,17 +269,22 @@ def _run_kernel(blocks: Iterable[Columns], policy: str, cores: int, speed: float
                     lengths = list(map(min, lengths, estimates))
                 else:
                     estimates = list(map(max, estimates, lengths))
-            yield zip(floats, sizes, lengths, numbers) if fcfs else zip(floats, sizes, estimates, lengths, numbers)
+            yield (zip(starts_at, sizes, lengths, numbers) if fcfs
+                   else zip(starts_at, sizes, estimates, lengths, numbers))
 
     kernel = closed.KERNELS[policy]
     order: list[int] | None = [] if starts is not None else None
-    stats.area, stats.last_end = kernel(itertools.chain.from_iterable(prepared()), cores,
-                                        stats.wait.append, stats.run.append,
-                                        None if order is None else order.append)
+    area, last_end = kernel(itertools.chain.from_iterable(prepared()), cores, stats.wait.append,
+                            stats.run.append, None if order is None else order.append)
+    stats.area, stats.last_end = float(area), float(last_end)      # (as the float path gives them)
     if starts is not None and order is not None:
         for number, waited in zip(order, stats.wait):
             starts[kept_ids[number]] = kept_submits[number] + waited
-    return counts[0], counts[1], counts[2], counts[3], low[0]
+    return counts[0], counts[1], counts[2], counts[3], float(low[0])
+
+
+#: below this, sums and differences of whole numbers are as exact in floats as in ints
+_EXACT = 2**52
 
 
 def kernel_schedule(trace: Trace, policy: str, cores: int, *, speed: float = 1.0,

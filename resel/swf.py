@@ -202,12 +202,14 @@ _BOM = b"\xef\xbb\xbf"
 Columns = tuple[list, list, list, list, list]
 
 
-def _plain_numbers(text: bytes, ints: bool) -> bool:
+def _plain_numbers(text: bytes, ints: bool, separators: int | None = None) -> bool:
     """True if ``text`` (tokens joined by ',', none empty) is only numbers ``_parse_number``
     reads exactly as ``json.loads`` does, all within :data:`LIMIT`: ``-?D`` or (unless
     ``ints``) ``-?D.D``, each D 1 to 18 ASCII digits. Anything else (``+5``, ``.5``, ``5.``,
     ``1-2``, exponents, ``_``, non-ASCII digits, a 19-digit number) is False: the block is
     read line by line, where the careful parser accepts it or names the line and field.
+    ``separators``: how many ',' the text must hold (one fewer than its tokens: a ',' inside
+    a token would make two numbers of one).
 
     A few passes over the text at C speed, with the digits read as '0': the bytes allowed,
     every '-' after a separator and before a digit, every '.' between digits (and one a
@@ -215,7 +217,8 @@ def _plain_numbers(text: bytes, ints: bool) -> bool:
     no run of 19 digits.
     """
     zeros = text.translate(_DIGITS_AS_ZERO)
-    if zeros.translate(None, b"0-," if ints else b"0-.,"):
+    rest = zeros.translate(None, b"0-" if ints else b"0-.")      # the separators, if all is well
+    if rest.count(b",") != len(rest) or (separators is not None and len(rest) != separators):
         return False                        # a letter, '+', 'e', '_', a non-ASCII byte, ...
     minus = zeros.count(b"-")
     if minus and minus != zeros.count(b",-0") + zeros.startswith(b"-0"):
@@ -263,11 +266,7 @@ def _block_columns(block: bytes, lines: int) -> Columns | None:
             return None
         joined[_PREV_JOB] = b"0"            # checked: one token in its place
         separators -= lines - 1
-    text = b",".join(joined)
-    # a ',' inside a token would make two numbers of one
-    if text.count(b",") != separators:
-        return None
-    if not _plain_numbers(text, False):
+    if not _plain_numbers(b",".join(joined), False, separators):
         return None
     # every request of processors > 0 (no '-', no token 0): the sizes are the requests
     requests = joined[_REQ_PROCS]

@@ -122,3 +122,24 @@ def test_the_kernel_path_keeps_first_progress_and_errors(tmp_path, policy):
             replay(given_jobs, policy, 4)
         errors.append(str(info.value))
     assert errors[0] == errors[1] and "job 1501" in errors[0]
+
+
+@pytest.mark.parametrize("policy", sorted(closed.KERNELS))
+@pytest.mark.parametrize("kw", VARIANTS, ids=["plain", "speed-kill", "slow"])
+def test_huge_times_replay_as_batchqueue(tmp_path, policy, kw):
+    """The kernel path keeps whole numbers as read while every time it can reach is below
+    2**52 (exact either way), and goes on in floats, as BatchQueue computes, past it: submit
+    times and runs near 2**60, a request near the limit, from a later block of the trace on,
+    give the same schedule and statistics."""
+    import resel.swf as swf
+
+    jobs = [job(i, 10 * i, 5 + i % 7, 1 + i % 3, 8) for i in range(1, 60)]
+    jobs += [job(i, 2**60 + 3 * i, 2**55 + i, 1 + i % 3, (2**62 if i % 2 else 2**56)) for i in range(60, 90)]
+    path = tmp_path / "huge.swf"
+    write_swf(path, jobs)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(swf, "_BLOCK", 512)
+        mine = kernel_schedule(read_swf(path), policy, 4, **kw)
+        fast = replay(read_swf(path), policy, 4, **kw)
+    assert mine == queue_starts(jobs, policy, 4, **kw)
+    assert outcome(fast) == outcome(replay(iter(jobs), policy, 4, **kw))
