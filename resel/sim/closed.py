@@ -154,9 +154,10 @@ def easy(jobs: Iterable[tuple[float, int, float, float, int]], cores: int, wait:
                 submit, size, estimate, length, job = queue.pop(0)
                 free -= size
                 seq += 1
-                push(heap, (t + length, seq, size, length, t - submit, t + estimate, job))
-                i = bisect_right(ends, t + estimate)
-                ends.insert(i, t + estimate)
+                expected = t + estimate
+                push(heap, (t + length, seq, size, length, t - submit, expected, job))
+                i = bisect_right(ends, expected)
+                ends.insert(i, expected)
                 sizes.insert(i, size)
         if len(queue) < 2 or free <= 0:
             continue
@@ -196,18 +197,18 @@ def easy(jobs: Iterable[tuple[float, int, float, float, int]], cores: int, wait:
             submit, size, estimate, length, job = candidate
             free -= size
             seq += 1
-            push(heap, (t + length, seq, size, length, t - submit, t + estimate, job))
-            i = bisect_right(ends, t + estimate)
-            ends.insert(i, t + estimate)
+            expected = t + estimate
+            push(heap, (t + length, seq, size, length, t - submit, expected, job))
+            i = bisect_right(ends, expected)
+            ends.insert(i, expected)
             sizes.insert(i, size)
             chosen.append(candidate)
             if free <= 0:
                 break
         else:
             smallest = low    # exact: every job left waiting was looked at
-        if chosen:
-            started = set(map(id, chosen))
-            queue = [job for job in queue if id(job) not in started]
+        for candidate in chosen:          # (few: a search at C speed each; jobs are unique by number)
+            queue.remove(candidate)
     return area, last_end
 
 
