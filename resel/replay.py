@@ -254,7 +254,10 @@ def _run_kernel(blocks: Iterable[Columns], policy: str, cores: int, speed: float
                               [run / speed for run in runs], numbers)
                 continue
             if exact:
-                estimates = [req if req > 0 else run for req, run in zip(req_times, runs)]
+                if kill:
+                    estimates = [req if req > 0 else run for req, run in zip(req_times, runs)]
+                else:       # the request raised to the run at once: max(request or run, run)
+                    estimates = [(run if run > req else req) if req > 0 else run for req, run in zip(req_times, runs)]
                 exact = reach[0] + reach[1] + max(estimates) < _EXACT
             if exact:
                 starts_at, lengths = submits, runs
@@ -262,13 +265,13 @@ def _run_kernel(blocks: Iterable[Columns], policy: str, cores: int, speed: float
                 starts_at = list(map(float, submits))
                 lengths = list(map(float, runs)) if speed == 1 else [run / speed for run in runs]
                 estimates = [(req if req > 0 else run) / speed for req, run in zip(req_times, runs)]
-            over = list(map(operator.gt, lengths, estimates))
-            if any(over):
-                if kill:
+                if not kill:
+                    estimates = [length if length > e else e for e, length in zip(estimates, lengths)]
+            if kill:        # a run past its request is cut to it (min(run, estimate), written out)
+                over = list(map(operator.gt, lengths, estimates))
+                if any(over):
                     counts[3] += over.count(True)
-                    lengths = list(map(min, lengths, estimates))
-                else:
-                    estimates = list(map(max, estimates, lengths))
+                    lengths = [e if e < length else length for length, e in zip(lengths, estimates)]
             yield (zip(starts_at, sizes, lengths, numbers) if fcfs
                    else zip(starts_at, sizes, estimates, lengths, numbers))
 

@@ -25,7 +25,7 @@ from resel.swf import Job, read_swf, write_swf
 
 SWF = Path(__file__).resolve().parents[2] / "shared" / "data" / "swf"
 TRACES = {"hpc2n.swf": 240, "wagap-2013.swf": 2176, "jaros1.swf": 16, "jaros2.swf": 16, "jaros3.swf": 16}
-VARIANTS = [{}, {"speed": 1.4, "kill": True}, {"speed": 0.7}]
+VARIANTS = [{}, {"kill": True}, {"speed": 1.4, "kill": True}, {"speed": 0.7}]
 
 
 def job(id: int, submit: float, run: float, size: int = 1, req_time: float = -1) -> Job:
@@ -46,7 +46,7 @@ def outcome(result) -> tuple:
             result.skipped_unknown, result.skipped_too_large, result.summary())
 
 
-@pytest.mark.parametrize("kw", VARIANTS, ids=["plain", "speed-kill", "slow"])
+@pytest.mark.parametrize("kw", VARIANTS, ids=["plain", "kill", "speed-kill", "slow"])
 @pytest.mark.parametrize("policy", sorted(closed.KERNELS))
 @pytest.mark.parametrize("name", sorted(TRACES))
 def test_kernels_replay_every_shared_trace_as_batchqueue(name, policy, kw):
@@ -125,7 +125,7 @@ def test_the_kernel_path_keeps_first_progress_and_errors(tmp_path, policy):
 
 
 @pytest.mark.parametrize("policy", sorted(closed.KERNELS))
-@pytest.mark.parametrize("kw", VARIANTS, ids=["plain", "speed-kill", "slow"])
+@pytest.mark.parametrize("kw", VARIANTS, ids=["plain", "kill", "speed-kill", "slow"])
 def test_huge_times_replay_as_batchqueue(tmp_path, policy, kw):
     """The kernel path keeps whole numbers as read while every time it can reach is below
     2**52 (exact either way), and goes on in floats, as BatchQueue computes, past it: submit
