@@ -3,7 +3,7 @@
 Every scheduler names its job states its own way (Slurm's ``RUNNING``/``CG``, PBS's letters,
 HTCondor's ``JobStatus`` numbers). Each backend translates them here, through one table per
 scheduler that cites the documentation it follows, into :class:`JobState`; the coordinator
-(:mod:`resel.live`), the pilot exchange (:mod:`.pilotsite`), the probes and plans read only
+(:mod:`resel.live.coordinator`), the pilot exchange (:mod:`.pilotsite`), the probes and plans read only
 :class:`JobState` and its :attr:`~JobState.phase`. The scheduler's own word is kept in
 :attr:`JobInfo.native`, for what resel shows and for the one backend-specific reader that needs
 finer grain (Slurm's queue snapshot tells SUSPENDED from RUNNING).

@@ -7,7 +7,7 @@ through the schedd's configuration (``MAX_JOBS_PER_OWNER``, ``MAX_JOBS_PER_SUBMI
 ``MAX_JOBS_RUNNING``). A pilot beyond them is refused at submission
 (``QOSMaxSubmitJobPerUserLimit``) or waits for ever (``QOSMaxJobsPerUserLimit``,
 ``AssocGrpCpuLimit``), so resel sizes and counts its pilots within them
-(:mod:`resel.site_limits`).
+(:mod:`resel.live.site_limits`).
 
 Everything here is a pure function of the text a command printed, so it is tested on real
 output (tests/data/limits/README.md says where each sample comes from). Each limit keeps the

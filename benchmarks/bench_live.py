@@ -64,7 +64,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 from live_helpers import bag_toml, sites_toml, start  # noqa: E402
 from testbed import load  # noqa: E402
 
-from resel.live import LiveOptions  # noqa: E402
+from resel.live.coordinator import LiveOptions  # noqa: E402
 
 HAS_PREFETCH = "prefetch" in {f.name for f in dataclasses.fields(LiveOptions)}
 

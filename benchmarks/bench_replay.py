@@ -135,14 +135,14 @@ def hwm_mb() -> float:
 
 
 def _jobs(trace: str, first_n: int):
-    from resel.swf import first, read_swf
+    from resel.sim.swf import first, read_swf
     jobs = read_swf(trace)
     return first(jobs, first_n) if first_n else jobs
 
 
 def one(trace: str, policy: str, cores: int, first_n: int) -> dict:
     """Time read+replay of ``trace`` (its first ``first_n`` jobs; 0 = all) in this process."""
-    from resel.replay import replay
+    from resel.sim.replay import replay
     base_mb = hwm_mb()
     t0, c0 = time.perf_counter(), time.process_time()
     result = replay(_jobs(trace, first_n), policy, cores)
@@ -156,7 +156,7 @@ def one(trace: str, policy: str, cores: int, first_n: int) -> dict:
 def traced(trace: str, policy: str, cores: int, first_n: int) -> dict:
     """Peak Python heap (tracemalloc) of read+replay; untimed."""
     import tracemalloc
-    from resel.replay import replay
+    from resel.sim.replay import replay
     tracemalloc.start()
     result = replay(_jobs(trace, first_n), policy, cores)
     current, peak = tracemalloc.get_traced_memory()
@@ -177,8 +177,8 @@ def check(trace: str, policy: str, cores: int, first_n: int, accasim_json: str) 
     kernel's (``kernel_schedule``, the path ``replay(read_swf(trace))`` takes); they are also
     compared with BatchQueue's (``on_done``, every policy's path), ``kernel_same`` of
     ``kernel_jobs``. A version without kernels compares BatchQueue's."""
-    from resel.replay import replay
-    from resel.swf import read_swf
+    from resel.sim.replay import replay
+    from resel.sim.swf import read_swf
     queue: dict[str, float] = {}
 
     def done(job) -> None:
@@ -186,7 +186,7 @@ def check(trace: str, policy: str, cores: int, first_n: int, accasim_json: str) 
     result = replay(_jobs(trace, first_n), policy, cores, on_done=done)
     mine, kernel = queue, {}
     try:
-        from resel.replay import kernel_schedule
+        from resel.sim.replay import kernel_schedule
     except ImportError:         # a version before the kernels
         kernel_schedule = None
     if kernel_schedule is not None and policy in ("fcfs", "easy"):
@@ -312,7 +312,7 @@ def count_job_lines(path: Path) -> int:
 def site_of(path: str) -> dict:
     """Cores from the header's MaxProcs, else the .machines file; nodes from that file.
     Run in a child, so that the parent does not import resel (see run_child)."""
-    from resel.swf import read_machines, read_swf
+    from resel.sim.swf import read_machines, read_swf
     machines_path = Path(str(path) + ".machines")
     machines = read_machines(machines_path) if machines_path.exists() else []
     cores = read_swf(path).header.max_procs or sum(m.cores for m in machines)

@@ -75,7 +75,7 @@ def make_inputs(db: str) -> None:
     import dataclasses
 
     import resel
-    from resel.live import LiveOptions
+    from resel.live.coordinator import LiveOptions
     from resel.store import open_store, save_run
 
     store = open_store(db)

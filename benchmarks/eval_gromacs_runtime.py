@@ -4,7 +4,7 @@
 
 Reads the measurements of ``benchmarks/measure_gromacs_runtime.py`` (real ``gmx`` and ``gmx_d``
 runs of examples/gromacs at nsteps 10^3–10^5 on this machine) and scores resel's model code on
-them (resel.runtime_eval): median, mean and 90th-percentile absolute error of held-out runs, and
+them (resel.sim.runtime_eval): median, mean and 90th-percentile absolute error of held-out runs, and
 how often the 90 % interval from the calibration residuals covered them. Prints a markdown
 table; ``--json`` the whole result; ``--ratios FILE`` writes the training residuals and held-out
 ratios that benchmarks/eval_finish_coverage.py combines with replayed waits.
@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from resel import runtime_eval as rt  # noqa: E402
+from resel.sim import runtime_eval as rt  # noqa: E402
 
 DATA = ROOT / "benchmarks" / "data" / "gromacs-runtime.jsonl"
 RATIOS = ROOT / "benchmarks" / "data" / "gromacs-runtime-ratios.json"

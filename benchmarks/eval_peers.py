@@ -3,7 +3,7 @@
 Strategies, on the same engine, sites and seeds: resel's default (``model+reselect``, what
 ``resel run`` uses), its queue-aware one (``queue+reselect``), and the peers ``race``,
 ``race:2``, ``earliest``, ``failover`` (T = 120 s) and ``rebroker`` (docs/peers.md). For every
-site set, size and repetition the oracle's lower bound on TTC (resel/oracle.py) is computed
+site set, size and repetition the oracle's lower bound on TTC (resel/sim/oracle.py) is computed
 for the same seed, allowing each site as many pilot submissions as the most any of the
 compared runs made there — so it bounds every one of them.
 
@@ -94,7 +94,7 @@ def one_run(job: tuple) -> dict:
 def one_oracle(job: tuple) -> float:
     """The oracle's bound for one (set, size, seed) allowing ``submissions`` per site."""
     import resel
-    from resel.oracle import oracle_bound
+    from resel.sim.oracle import oracle_bound
     set_name, size, seed, rep, shift_days, submissions = job
     return oracle_bound(resel.default_bag().resized(size), _sites(set_name, rep, shift_days), seed, submissions).ttc
 
@@ -218,7 +218,7 @@ def main() -> None:
               f"| runs + oracles | serial s | {args.workers} workers s | speed-up | identical |\n|---:|---:|---:|---:|---|\n"
               f"| {doc['runs']} + {doc['oracles']} | {times[1]:.1f} | {times[args.workers]:.1f} | {doc['speedup']:.2f}x | {same} |")
         sys.exit(0 if same else 1)
-    from resel.experiment import dask_executor
+    from resel.sim.experiment import dask_executor
     began = time.perf_counter()
     with dask_executor(args.dask) as executor:
         doc = evaluate(sets, sizes, repeat, args.seed, args.shift_days, args.workers, executor, args.true_rates)

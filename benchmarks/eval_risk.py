@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from resel.api import default_bag_path, default_sites_path  # noqa: E402
 from resel.config import load_bag, load_sites  # noqa: E402
-from resel.experiment import run_experiment  # noqa: E402
 from resel.models.fitted import runtime_model  # noqa: E402
+from resel.sim.experiment import run_experiment  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

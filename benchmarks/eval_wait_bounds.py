@@ -6,7 +6,7 @@ One command, e.g.::
 
 replays the trace on one site (cores from the SWF header's MaxProcs, else the trace's
 ``.machines`` file, else ``--cores``), injects probe pilots of several shapes at ``--points``
-times after a warm-up, and prints two markdown tables (see resel/wait_eval.py and the
+times after a warm-up, and prints two markdown tables (see resel/sim/wait_eval.py and the
 "Evaluation" section of docs/queue-aware.md for what the columns mean). ``--json`` prints the
 scores and the run's parameters instead, for scripts.
 """
@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from resel import wait_eval as we  # noqa: E402
-from resel.swf import Trace, read_machines  # noqa: E402
+from resel.sim import wait_eval as we  # noqa: E402
+from resel.sim.swf import Trace, read_machines  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "swf"
 KNOWN = {"hpc2n": DATA / "hpc2n.swf", "wagap": DATA / "wagap-2013.swf"}
@@ -53,7 +53,7 @@ def parse_bound(text: str) -> tuple[float, float]:
 def twin_estimator():
     """The twin's estimate as a wait-eval function, or None while models/twin.py is absent."""
     try:
-        from resel.wait_eval import twin_wait
+        from resel.sim.wait_eval import twin_wait
     except ImportError:
         return None
     return twin_wait

@@ -283,9 +283,9 @@ def records_from_swf(path: str | os.PathLike[str], site: str, limit: int | None 
     ``limit`` stops after that many records.
 
     Raises:
-        InputError: a malformed line (from :func:`resel.swf.read_swf`), naming file and line.
+        InputError: a malformed line (from :func:`resel.sim.swf.read_swf`), naming file and line.
     """
-    from resel.swf import read_swf
+    from resel.sim.swf import read_swf
 
     trace = read_swf(path, skip_bad=skip_bad)
     offset = float(trace.header.unix_start_time or 0)

@@ -3,10 +3,10 @@
 A scheduler's ``sbatch --test-only`` answer is an estimate made by code the user cannot see,
 under assumptions the user cannot check. The twin makes the same estimate on the user's side,
 in the open: the running jobs (each with its time limit and how long it has run), the pending
-jobs in priority order, and the site's policy (:mod:`resel.backends.batch`) are replayed with
+jobs in priority order, and the site's policy (:mod:`resel.sim.policies`) are replayed with
 no new arrivals and every job running exactly its limit, until a pilot of the asked shape,
 submitted now, starts. For EASY this is the honest answer: the pilot may be backfilled earlier
-than :meth:`~resel.backends.batch.Policy.estimate_start`'s upper bound.
+than :meth:`~resel.sim.policies.Policy.estimate_start`'s upper bound.
 
 What the twin could not know is said, never hidden: a :class:`QueueSnapshot` carries ``notes``
 (what its reader assumed or left out), and the :class:`TwinEstimate` adds its own.
@@ -20,9 +20,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from resel.backends.batch import POLICIES, Conservative, QJob
 from resel.errors import ModelError, ReselError
 from resel.sim.core import Environment
+from resel.sim.policies import POLICIES, Conservative, QJob
 from resel.sim.queue import BatchQueue
 
 __all__ = ["QueueSnapshot", "SnapJob", "TwinEstimate", "twin_start"]
@@ -67,7 +67,7 @@ class QueueSnapshot:
     """A site's queue at ``taken_at``: what a scheduler would need to plan from it.
 
     ``pending`` is in priority order, highest first. ``policy`` is one of
-    :data:`resel.backends.batch.POLICIES`. ``default_limit`` stands in for jobs without a time
+    :data:`resel.sim.policies.POLICIES`. ``default_limit`` stands in for jobs without a time
     limit (a partition's maximum, where the site has one). ``notes`` say what the reader of
     the queue assumed or left out (e.g. held jobs), so a plan built on it can say so too.
     """

@@ -34,8 +34,8 @@ _LAZY = {
     "Engine": "resel.engine",
     "InputError": "resel.errors",
     "ReselError": "resel.errors",
-    "Experiment": "resel.experiment",
-    "run_experiment": "resel.experiment",
+    "Experiment": "resel.sim.experiment",
+    "run_experiment": "resel.sim.experiment",
     "Strategy": "resel.selection",
     "open_store": "resel.store",
 }
@@ -48,7 +48,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; nothing is imported at run
     from resel.config import load_bag, load_sites
     from resel.engine import Engine
     from resel.errors import InputError, ReselError
-    from resel.experiment import Experiment, run_experiment
+    from resel.sim.experiment import Experiment, run_experiment
     from resel.selection import Strategy
     from resel.store import open_store
 

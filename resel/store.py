@@ -3,7 +3,8 @@
 Tables are named after the domain so users can query them with ``sqlite-utils`` or
 Datasette: ``experiments`` (one ``resel simulate`` call), ``runs`` (one bag × strategy × size ×
 seed), ``tasks`` (per-task T_q/T_x/TTC), ``pilots``, ``decisions`` (every engine choice with its
-inputs) and ``events`` (every event and action, in order).
+inputs) and ``events`` (every event and action, in order: the journal, encoded by
+:mod:`resel.live.journal`).
 
 This module imports the standard library only: the migrations and the sqlite-utils connection
 that writers get (:mod:`resel.store_migrations`, 0.1 s of imports with numpy) are loaded when a
@@ -14,7 +15,6 @@ checks as :func:`open_store`.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as _dt
 import functools
 import json
@@ -414,6 +414,7 @@ def save_run(db: Database, result, *, experiment_id: int | None = None, events: 
     write lock, which other processes sharing the store wait for, is held only for the inserts
     (about 0.1 s for a 1,024-task run) — not for turning thousands of records into rows.
     """
+    from resel.live.journal import encode_all
     from resel.metrics import task_times
 
     m = result.metrics
@@ -438,7 +439,7 @@ def save_run(db: Database, result, *, experiment_id: int | None = None, events: 
         "decisions": (("seq", *_DECISION_FIELDS),
                       [(i, *map(_finite, (getattr(d, f) for f in _DECISION_FIELDS)))
                        for i, d in enumerate(result.decisions)]),
-        "events": (("seq", "time", "kind", "data"), list(_event_tuples(result.events)) if events else []),
+        "events": (("seq", "time", "kind", "data"), list(encode_all(result.events)) if events else []),
     }
     with db.atomic():
         run_id = db["runs"].insert(run_row).last_pk
@@ -464,19 +465,6 @@ def _insert_rows(db: Database, table: str, columns: tuple[str, ...], rows: Itera
     what storing a simulated run cost)."""
     sql = f"INSERT INTO [{table}] ({', '.join(f'[{c}]' for c in columns)}) VALUES ({', '.join('?' * len(columns))})"
     db.conn.executemany(sql, rows)
-
-
-def _event_tuples(log: Iterable[tuple]) -> Iterable[tuple]:
-    """The run's events and actions as (seq, time, kind, data) rows: the record's fields but its
-    time as JSON ``data`` (the field names of each record type read once)."""
-    names: dict[type, tuple[str, ...]] = {}
-    dumps = json.dumps
-    for seq, (time, kind, record) in enumerate(log):
-        cls = type(record)
-        fields = names.get(cls)
-        if fields is None:
-            fields = names[cls] = tuple(f.name for f in dataclasses.fields(record) if f.name != "time")
-        yield seq, time, kind, dumps({f: getattr(record, f) for f in fields})
 
 
 def list_runs(db: Database, limit: int = 50) -> list[dict]:

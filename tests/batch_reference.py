@@ -2,7 +2,7 @@
 (docs/batch.md; Mu'alem & Feitelson for EASY, Feitelson & Weil / Srinivasan et al. for
 conservative backfilling) — not from resel's code, so the tests can compare the two job by job.
 
-Nothing here is shared with :mod:`resel.backends.batch`: no availability-profile class, no
+Nothing here is shared with :mod:`resel.sim.policies`: no availability-profile class, no
 incremental bookkeeping. State is plain lists, recomputed at every step. The simulation runs
 instant by instant: at each instant every job that ends is removed, then every job that
 arrives joins the queue, then the policy makes one scheduling pass.

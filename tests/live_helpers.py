@@ -13,7 +13,7 @@ from typing import Callable
 
 from resel.backends.connect import open_site
 from resel.config import load_bag, load_sites
-from resel.live import Coordinator, LiveOptions
+from resel.live.coordinator import Coordinator, LiveOptions
 from resel.store import open_store
 
 REPO = Path(__file__).resolve().parents[1]

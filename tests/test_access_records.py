@@ -12,7 +12,7 @@ import pytest
 
 from resel.config import load_sites
 from resel.domain import HTCondorOptions, PBSOptions, SlurmOptions
-from resel.live_stored import sites_from_json
+from resel.live.stored import sites_from_json
 from resel.store import to_json
 
 DATA = Path(__file__).parent / "data"

@@ -18,9 +18,10 @@ BACKENDS = Path(__file__).resolve().parents[1] / "backends"
 #: the layout docs/architecture.md draws ("The backends folder"): subpackage → its modules
 SUBPACKAGES = {"slurm": {"cli", "rest", "pyslurm", "formats"}, "pbs": {"cli", "formats"},
                "htcondor": {"client", "formats"}, "simulated": {"simulation", "queuesite", "estimates"}}
-#: the flat modules the subpackages replaced; none may come back as a shim
+#: the flat modules the subpackages replaced, and the batch policies that moved to the simulation
+#: side (resel/sim/policies.py, tests/test_sim_layout.py); none may come back as a shim
 FLAT = ("slurm", "slurm_formats", "slurm_pyslurm", "slurmrest", "pbs", "pbs_formats", "htcondor",
-        "htcondor_formats", "simulated", "simqueue", "sim_estimates")
+        "htcondor_formats", "simulated", "simqueue", "sim_estimates", "batch")
 #: what reading replies never needs: the transports, HTTP, the HTCondor bindings, the store, the CLI
 NOT_FOR_PARSERS = ("resel.backends.transport", "paramiko", "requests", "htcondor2", "sqlite_utils", "click", "rich")
 

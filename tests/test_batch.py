@@ -7,8 +7,8 @@ import heapq
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from resel.backends.batch import EASY, FCFS, Conservative, QJob, make_policy
 from resel.errors import ReselError
+from resel.sim.policies import EASY, FCFS, Conservative, QJob, make_policy
 
 
 def run_schedule(policy, jobs):

@@ -15,11 +15,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from batch_reference import RJob, simulate as reference
-from resel.backends.batch import QJob, run_and_estimate
-from resel.replay import replay
 from resel.sim.core import Environment
+from resel.sim.policies import QJob, run_and_estimate
 from resel.sim.queue import BatchQueue
-from resel.swf import Job, read_swf
+from resel.sim.replay import replay
+from resel.sim.swf import Job, read_swf
 
 SWF = Path(__file__).resolve().parents[2] / "shared" / "data" / "swf"
 HPC2N = SWF / "hpc2n.swf"

@@ -91,7 +91,7 @@ def test_a_quarantine_survives_a_coordinator_killed_and_resumed(tmp_path, testbe
 
     from live_helpers import write_inputs
     from resel.backends.connect import open_site
-    from resel.live import Coordinator
+    from resel.live.coordinator import Coordinator
     from resel.store import open_store
 
     sites, bag = write_inputs(tmp_path, sites_toml(testbed, clock_b=2.0), bag_toml(16, "sleep 1; " + COMMAND))

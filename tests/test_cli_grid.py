@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from resel.cli import cli
-from resel.swf import drop_zero_runtime, first, read_swf, rebase
+from resel.sim.swf import drop_zero_runtime, first, read_swf, rebase
 
 SWF = Path(__file__).resolve().parents[2] / "shared" / "data" / "swf"   # ../shared beside the checkout
 HPC2N = SWF / "hpc2n.swf"

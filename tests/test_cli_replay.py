@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from resel.cli import cli
-from resel.swf import read_jobs, read_swf
+from resel.sim.swf import read_jobs, read_swf
 
 SWF = Path(__file__).resolve().parents[2] / "shared" / "data" / "swf"   # ../shared beside the checkout
 HPC2N = SWF / "hpc2n.swf"
@@ -186,7 +186,7 @@ def test_the_command_reads_the_trace_by_its_fast_reader(monkeypatch):
     """Unfiltered, with or without --first, ``resel replay`` hands replay() the Trace itself,
     so it is read by the block reader under Trace.replay_rows and replay_columns (no Job per
     line); --status filters Job records."""
-    from resel.swf import Trace
+    from resel.sim.swf import Trace
     calls = []
     original = Trace._blocks
     monkeypatch.setattr(Trace, "_blocks", lambda self: calls.append(self.path) or original(self))
@@ -199,8 +199,8 @@ def test_the_command_reads_the_trace_by_its_fast_reader(monkeypatch):
 
 def test_first_counts_jobs_read_as_before(tmp_path):
     """--first N keeps the first N jobs read (after --status), as slicing the Job stream did."""
-    from resel.replay import replay
-    from resel.swf import first, only_status
+    from resel.sim.replay import replay
+    from resel.sim.swf import first, only_status
     direct = replay(first(only_status(iter(read_swf(HPC2N)), {1}), 700), "easy", 240).summary()
     summary = as_json(invoke(HPC2N, "--status", "1", "--first", "700", "--json"))
     assert {k: summary[k] for k in direct} == direct
@@ -211,7 +211,7 @@ def test_schedule_lines_are_what_write_swf_writes_for_the_replaced_records(tmp_p
     dataclasses.replace(record, wait=…, run=…) — whole numbers and fractions, extra columns."""
     import dataclasses
 
-    from resel.swf import schedule_line, write_swf
+    from resel.sim.swf import schedule_line, write_swf
     jobs = read_jobs(WAGAP)[:300] + read_jobs(HPC2N)[:300]
     values = [(0, 7), (12.5, 3.25), (1e-3, 1e6), (3.0, 2.0004), (86400 * 400, 0.1)]
     expected, got = tmp_path / "a.swf", []

@@ -1,7 +1,7 @@
 """The closed-queue kernels (resel/sim/closed.py) against BatchQueue and the reference.
 
 A Trace replayed under fcfs or easy runs through a kernel; the same jobs given as Job records
-run through BatchQueue.run_closed with the policy objects of backends/batch.py. The two must
+run through BatchQueue.run_closed with the policy objects of resel/sim/policies.py. The two must
 make the same schedule job by job and report the same statistics in the same order, on every
 shared trace and on random workloads full of equal timestamps, zero runs, runs past their
 request, jobs too large or of unknown run time; and the schedules equal the independent slow
@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 
 from batch_reference import RJob, simulate as reference
 from resel.errors import InputError
-from resel.replay import kernel_schedule, replay
 from resel.sim import closed
-from resel.swf import Job, read_swf, write_swf
+from resel.sim.replay import kernel_schedule, replay
+from resel.sim.swf import Job, read_swf, write_swf
 
 SWF = Path(__file__).resolve().parents[2] / "shared" / "data" / "swf"
 TRACES = {"hpc2n.swf": 240, "wagap-2013.swf": 2176, "jaros1.swf": 16, "jaros2.swf": 16, "jaros3.swf": 16}
@@ -131,7 +131,7 @@ def test_huge_times_replay_as_batchqueue(tmp_path, policy, kw):
     2**52 (exact either way), and goes on in floats, as BatchQueue computes, past it: submit
     times and runs near 2**60, a request near the limit, from a later block of the trace on,
     give the same schedule and statistics."""
-    import resel.swf as swf
+    import resel.sim.swf as swf
 
     jobs = [job(i, 10 * i, 5 + i % 7, 1 + i % 3, 8) for i in range(1, 60)]
     jobs += [job(i, 2**60 + 3 * i, 2**55 + i, 1 + i % 3, (2**62 if i % 2 else 2**56)) for i in range(60, 90)]

@@ -1,6 +1,6 @@
 """Conservative backfilling's availability profile and compression, against brute force.
 
-The profile (``backends/batch.py`` ``_Profile``) stores the *changes* of free cores at its
+The profile (``resel/sim/policies.py`` ``_Profile``) stores the *changes* of free cores at its
 breakpoints, and the compression places most jobs by comparisons on its first steps. Both
 are checked here against definitions that share nothing with them: the free cores at a time
 are the cores minus every interval in use that covers it, and the earliest slot is the
@@ -19,11 +19,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from batch_reference import _earliest, simulate as reference
-from resel.backends.batch import INF, Conservative, QJob, _Profile, run_and_estimate
-from resel.replay import replay
 from resel.sim.core import Environment
+from resel.sim.policies import INF, Conservative, QJob, _Profile, run_and_estimate
 from resel.sim.queue import BatchQueue
-from resel.swf import Job
+from resel.sim.replay import replay
+from resel.sim.swf import Job
 
 TIMES = [0, 0, 1, 2, 3, 5, 5, 8, 10, 13, 20]
 

@@ -212,7 +212,7 @@ def test_a_pool_of_single_core_pilots_is_one_band_that_fits_a_screen(pool_run):
 
 # ----------------------------------------------------------------------------- resel scenario seed004
 def test_seed004_reports_each_run_as_it_ends():
-    from resel.scenarios import run_seed004
+    from resel.sim.scenarios import run_seed004
     heard = []
     doc = run_seed004(load=1.0, limit=200, workers=1, on_done=lambda *a: heard.append(a))
     labels = [r["variant"] for r in doc["rows"]]

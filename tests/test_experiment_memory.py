@@ -5,7 +5,7 @@ from __future__ import annotations
 import weakref
 
 import resel
-from resel.experiment import RunOutcome, run_experiment
+from resel.sim.experiment import RunOutcome, run_experiment
 
 
 def test_runs_are_not_kept_once_handed_to_on_run():

@@ -8,8 +8,8 @@ file names the command). AccaSim itself is not needed to run this test.
 import json
 from pathlib import Path
 
-from resel.replay import replay
-from resel.swf import read_swf
+from resel.sim.replay import replay
+from resel.sim.swf import read_swf
 
 DATA = Path(__file__).parent / "data" / "accasim-fifo-hpc2n.json"
 TRACE = Path(__file__).resolve().parents[2] / "shared" / "data" / "swf" / "hpc2n.swf"
@@ -28,7 +28,7 @@ def test_fcfs_matches_accasim_fifo_on_every_hpc2n_job():
 def test_the_fcfs_kernel_matches_accasim_fifo_on_every_hpc2n_job():
     """The schedule that ``replay(read_swf(trace), "fcfs", ...)`` times — the closed-queue kernel
     of resel/sim/closed.py — starts every job at the same second as AccaSim's FIFO too."""
-    from resel.replay import kernel_schedule
+    from resel.sim.replay import kernel_schedule
 
     reference = json.loads(DATA.read_text())["starts"]
     ours = {str(k): v for k, v in kernel_schedule(read_swf(TRACE), "fcfs", 240).items()}

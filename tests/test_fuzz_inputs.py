@@ -20,7 +20,7 @@ from resel.backends.simulated.simulation import simulate
 from resel.cli import cli
 from resel.config import load_bag, load_sites
 from resel.errors import InputError, ReselError
-from resel.swf import read_swf
+from resel.sim.swf import read_swf
 
 def fuzz(examples: int) -> settings:
     return settings(max_examples=examples, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)

@@ -1,4 +1,4 @@
-"""resel.grid: dispatch, reallocation and the paired comparison, on hand-computed cases.
+"""resel.sim.grid: dispatch, reallocation and the paired comparison, on hand-computed cases.
 
 Every case below is small enough to follow on paper. Unless said otherwise, clusters run
 conservative backfilling and have speed 1.0, jobs use 1 core, and ECT means
@@ -13,9 +13,9 @@ import math
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from resel.backends.batch import POLICIES
 from resel.errors import ReselError
-from resel.grid import (
+from resel.sim.policies import POLICIES
+from resel.sim.grid import (
     ALGORITHMS,
     DISPATCHERS,
     HEURISTICS,
@@ -27,7 +27,7 @@ from resel.grid import (
     Reallocation,
     compare,
 )
-from resel.swf import Job
+from resel.sim.swf import Job
 
 
 def job(id: int, submit: float, run: float, size: int = 1, req_time: float = -1) -> Job:

@@ -2,7 +2,7 @@
 (tests/data/limits/README.md says where each file comes from), and pilots sized within them.
 
 Expected values are read off the captures by hand (the column each number sits in), not from
-the parser; the sizing rule is checked against its definition in resel/site_limits.py.
+the parser; the sizing rule is checked against its definition in resel/live/site_limits.py.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 from resel.backends import limit_formats as lf
 from resel.domain import Clock, PilotPolicy, Site
 from resel.errors import SchedulerReplyError
-from resel.site_limits import SiteLimits, within_limits
+from resel.live.site_limits import SiteLimits, within_limits
 
 DATA = Path(__file__).parent / "data" / "limits"
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "formats"

@@ -30,7 +30,7 @@ from live_helpers import (bag_toml, cancel_leftovers, fill, run_keys_under, site
 from trixie_helpers import trixie  # noqa: F401 - the fixture
 from resel.backends.connect import open_site
 from resel.config import load_sites
-from resel.site_limits import read_site
+from resel.live.site_limits import read_site
 
 
 @pytest.fixture(autouse=True)
@@ -195,7 +195,7 @@ def test_second_job_waits_for_the_qos_and_a_third_is_refused(tmp_path, testbed):
     from resel.backends.slurm.formats import SchedulerError
     from resel.backends.transport import SSHTransport
     from resel.cli import cli
-    from resel.site_limits import within_limits
+    from resel.live.site_limits import within_limits
     text = _limited_tbb(testbed, mode="single")
     tr = SSHTransport("tb-ssh", ssh_config=testbed.ssh_config)
     user = _user_cli(testbed, tr, qos=testbed.limit_qos)

@@ -22,8 +22,8 @@ from live_helpers import (
     REPO, Forwarder, agents_results, bag_toml, cancel_leftovers, done_results, forwarded_tbb, kill_ctld, our_jobs,
     restart_ctld, sites_toml, slurm, start, wait_for, write_inputs,
 )
-from resel import live_notes
-from resel.live_view import replayed_engine, snapshot
+from resel.live import notes as live_notes
+from resel.live.view import replayed_engine, snapshot
 from resel.store import open_store
 
 RESEL = [sys.executable, "-m", "resel.cli"]
@@ -183,7 +183,16 @@ def _started(co) -> int:
 def _release(tb, job: str, timeout: float = 60.0) -> None:
     """A requeued job waits ~2 minutes (BeginTime): let it start now. The update is refused while
     the requeue is still completing, so it is sent again until the job no longer waits for its
-    begin time (seen on a loaded machine: one early update, then the full two minutes)."""
+    begin time (seen on a loaded machine: one early update, then the full two minutes).
+
+    Not sooner than 2 s after the requeue: Slurm's two minutes are the credential lifetime
+    (``cred_expire``), because slurmd launches a requeued job only with a credential newer than
+    the job's revocation, compared in whole seconds (slurm_cred_revoked: "the new job credential
+    is newer than the revoke time"). Released in the same second, the job started
+    again 0.3 s after its requeue, slurmd answered "Job already killed, do not launch batch
+    job", slurmctld killed it as non-startable and purged it a minute later (seen in fresh
+    roots: 3 of 7 full runs)."""
+    time.sleep(2.0)
     deadline = time.monotonic() + timeout
     while True:
         slurm(tb, "a", "scontrol", "update", f"JobId={job}", "StartTime=now", check=False)

@@ -11,11 +11,11 @@ import time
 
 import pytest
 
-from resel import live_notes
+from resel.live import notes as live_notes
 from resel.backends.pilotsite import check_result, check_started, job_phase
 from resel.backends.jobs import JobState, htcondor_state, pbs_state, slurm_state
 from resel.backends.slurm.formats import STATE_CODES
-from resel.live import LiveOptions, load_live_run
+from resel.live.stored import LiveOptions, load_live_run
 from resel.store import open_store, to_json
 
 

@@ -34,11 +34,11 @@ from htcondor_samples import CONSTRUCTED_SCHEDDS, CONSTRUCTED_VERSION, as_json, 
 from live_helpers import (
     REPO, bag_toml, cancel_leftovers, done_results, opener_with, our_jobs, sites_toml, start, wait_for, write_inputs,
 )
-from resel import live_notes
+from resel.live import notes as live_notes
 from resel.backends.connect import open_site
 from resel.backends.transport import Completed, LocalTransport
 from resel.errors import AuthError, ConnectionLost, SchedulerError, SchedulerReplyError, TransportError
-from resel.live_errors import is_transient
+from resel.live.errors import is_transient
 from resel.store import open_store
 
 RESEL = [sys.executable, "-m", "resel.cli"]
@@ -393,7 +393,7 @@ def test_a_dispatch_refused_for_good_fails_the_task_with_its_reason(tmp_path, te
 # ---------------------------------------------------------------------- files the agent refused
 def test_files_the_agent_refused_are_shown_per_site(tmp_path, testbed):
     """A link planted in a running pilot's inbox (what another user or a careless script could
-    leave) is never run by the agent (resel/agent.py, docs/security.md); the coordinator reads
+    leave) is never run by the agent (resel/live/agent.py, docs/security.md); the coordinator reads
     the agent's count from its heartbeat and `resel status` shows it on that site — before, only
     rejected.json on the site knew."""
     sites, bag = write_inputs(tmp_path, sites_toml(testbed, clock_b=2.0), bag_toml(16, "sleep 2"))

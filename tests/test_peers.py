@@ -16,7 +16,7 @@ import resel
 from resel.backends.simulated.simulation import simulate
 from resel.errors import ReselError
 from resel.metrics import run_costs
-from resel.oracle import oracle_bound
+from resel.sim.oracle import oracle_bound
 from resel.selection import Strategy
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -15,7 +15,7 @@ e     3.0    3.33 s  3600 s    MaxSubmitPU=0                 rejected: limit
 ====  =====  ======  ========  ============================  ================================
 
 c and e would be faster than a: the test shows they are left out for the stated reason, not
-for speed. The rows are given to :func:`resel.plan.plan` as the live probe would fill them
+for speed. The rows are given to :func:`resel.live.plan.plan` as the live probe would fill them
 (the probe itself is tested live in tests/test_plan_live.py).
 """
 
@@ -25,9 +25,9 @@ import math
 
 from resel.backends.limit_formats import Limits
 from resel.domain import Bag, Clock, PilotPolicy, Profile, Site
-from resel.plan import SitePlan, plan
-from resel.plan_explain import explain_site, quarantined
-from resel.site_limits import SiteLimits
+from resel.live.plan import SitePlan, plan
+from resel.live.plan_explain import explain_site, quarantined
+from resel.live.site_limits import SiteLimits
 
 CLOCKS = {"a": 2.0, "b": 1.0, "c": 4.0, "d": 1.25, "e": 3.0}
 WALLTIME = {"d": 6.0}

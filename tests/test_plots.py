@@ -10,7 +10,7 @@ import pytest
 
 import resel
 from resel.errors import ReselError
-from resel.experiment import run_experiment
+from resel.sim.experiment import run_experiment
 from resel.store import add_experiment, open_store, save_run
 
 from resel.report import plots

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from resel.models.qbets import WaitBounds, binomial_cdf_below, bound_index, coverage, min_history, upper_bound
-from resel.swf import read_swf
+from resel.sim.swf import read_swf
 
 SWF = Path(__file__).resolve().parents[2] / "shared" / "data" / "swf"
 

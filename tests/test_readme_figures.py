@@ -22,7 +22,7 @@ import pytest
 
 import resel
 from resel.backends.simulated.simulation import simulate
-from resel.experiment import run_experiment, split_spec
+from resel.sim.experiment import run_experiment, split_spec
 
 REPO = Path(__file__).resolve().parent.parent
 README = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())

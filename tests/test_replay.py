@@ -1,4 +1,4 @@
-"""Tests of trace replay on one simulated site (resel/replay.py) and its metrics (resel/jobstats.py).
+"""Tests of trace replay on one simulated site (resel/sim/replay.py) and its metrics (resel/sim/jobstats.py).
 
 Small cases are built by hand so every number can be checked on paper; the real traces under
 ../shared/data/swf (read-only) check ordering, streaming and the policies at scale. The
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from resel.errors import InputError
-from resel.replay import replay
-from resel.swf import Job, read_jobs, read_swf, write_swf
+from resel.sim.replay import replay
+from resel.sim.swf import Job, read_jobs, read_swf, write_swf
 
 SWF = Path(__file__).resolve().parents[2] / "shared" / "data" / "swf"   # ../shared beside the checkout
 HPC2N = SWF / "hpc2n.swf"

@@ -244,7 +244,7 @@ def test_plan_gives_a_pool_the_spread_of_its_slot_clocks(replay):
     from resel.backends.pilotsite import PilotSite
     from resel.backends.transport import LocalTransport
     from resel.domain import Clock, PilotPolicy, Site
-    from resel.plan import plan
+    from resel.live.plan import plan
 
     cli, _, _, _ = replay
     from resel.domain import Access

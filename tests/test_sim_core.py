@@ -7,9 +7,9 @@ import math
 import pytest
 
 import resel
-from resel.backends.batch import QJob
 from resel.backends.simulated.simulation import Simulation, simulate
 from resel.sim.core import ARRIVE, JOB_END, SCHEDULE, STARTED, Environment
+from resel.sim.policies import QJob
 from resel.sim.queue import BatchQueue
 
 

@@ -24,7 +24,7 @@ import htcondor2
 import pytest
 
 from test_pbs_formats import Replay  # tests/ is on sys.path (rootdir conftest)
-from resel import chirp_sync
+from resel.live import chirp_sync
 from resel.backends.htcondor import client as hc
 from resel.backends.pbs.cli import PBSCLI
 from resel.backends.pilotsite import PilotSite
@@ -178,7 +178,7 @@ def test_bag_site_commands_are_read_checked_and_chosen_per_site(tmp_path):
 
 def test_resume_reads_back_options_setup_and_site_commands(tmp_path):
     """A run's bag and sites are stored as JSON; --resume must get the same options back."""
-    from resel.live import bag_from_json, sites_from_json
+    from resel.live.stored import bag_from_json, sites_from_json
     from resel.store import to_json
     path = sites_file(tmp_path, "", kind="htcondor")
     path.write_text(path.read_text().replace('" }', '", submit_lines = { request_memory = "3GB" }, '

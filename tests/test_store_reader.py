@@ -17,7 +17,8 @@ import pytest
 import sqlite_utils
 from click.testing import CliRunner
 
-from resel import live_notes, store
+from resel import store
+from resel.live import notes as live_notes
 from resel.cli import cli
 from resel.errors import StoreError
 from resel.store import StoreReader, list_runs, open_store, read_store

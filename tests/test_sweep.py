@@ -13,8 +13,8 @@ from click.testing import CliRunner
 
 import resel
 from resel.cli import cli
-from resel import experiment as resel_experiment
-from resel.experiment import run_experiment
+from resel.sim import experiment as resel_experiment
+from resel.sim.experiment import run_experiment
 
 STRATEGIES = ["model+reselect", "reselect", "race", "failover", "rebroker"]
 

@@ -1,4 +1,4 @@
-"""Tests of resel.swf: reading the shipped real traces, errors, filters, fuse and round trips."""
+"""Tests of resel.sim.swf: reading the shipped real traces, errors, filters, fuse and round trips."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from resel.errors import InputError
-from resel.swf import (
+from resel.sim.swf import (
     FIELDS, Header, Job, Machine, cap_to_request, drop_over_request, drop_zero_runtime, first,
     fuse, only_status, read_jobs, read_machines, read_swf, rebase, time_window, write_swf,
 )
@@ -484,7 +484,7 @@ def swf_lines(draw) -> str:
 def test_replay_rows_agree_with_the_careful_parser(lines, block, skip_bad):
     """On any mix of good, odd and bad lines, in blocks of any size: the same rows, the same
     InputError (file, line, field), the same skipped lines, as iterating the Trace."""
-    import resel.swf as swf
+    import resel.sim.swf as swf
 
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "t.swf"
@@ -503,7 +503,7 @@ def test_replay_rows_agree_with_the_careful_parser(lines, block, skip_bad):
 def test_replay_rows_bad_line_in_a_later_block(tmp_path):
     """A bad line deep in a long trace is reported with its own line number, after the
     rows before it, as iterating does."""
-    import resel.swf as swf
+    import resel.sim.swf as swf
 
     lines = [GOOD_LINE.replace("1 0 5", f"{i} {i} 5", 1) for i in range(1, 2001)]
     lines[1499] = lines[1499].replace(" 200 ", " 2x0 ")
@@ -535,7 +535,7 @@ def test_block_reader_takes_every_shared_trace_whole(path):
     """The job lines of every shipped trace are read by the block reader at once, none line by
     line (the replay's speed rests on it): wagap's extra columns, hpc2n's float CPU times,
     jaros' tabs and '&' lists included. And its columns are replay_rows' values."""
-    import resel.swf as swf
+    import resel.sim.swf as swf
 
     trace = read_swf(path)
     lines = path.read_bytes().replace(b"\r\n", b"\n").split(b"\n")
@@ -549,7 +549,7 @@ def test_block_reader_takes_every_shared_trace_whole(path):
 def _same_as_iterating(path: Path, blocks=(1, 7, 64, 4096, 1 << 17)) -> None:
     """replay_rows and replay_columns read ``path`` as iterating it does (rows, types, the
     InputError's text, what skip_bad skips), in blocks of every size given."""
-    import resel.swf as swf
+    import resel.sim.swf as swf
 
     for skip_bad in (False, True):
         seen: list = []

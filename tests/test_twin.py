@@ -14,12 +14,12 @@ import json
 from pathlib import Path
 
 import pytest
-from resel.backends.slurm import formats as f
-from resel.backends.batch import EASY, QJob
 from resel.backends.simulated.queuesite import QueueSite
-from resel.sim.core import Environment
+from resel.backends.slurm import formats as f
 from resel.domain import Clock, QueueModel, Site
 from resel.models.twin import QueueSnapshot, SnapJob, twin_start
+from resel.sim.core import Environment
+from resel.sim.policies import EASY, QJob
 
 from resel.errors import ModelError
 

@@ -1,4 +1,4 @@
-"""The wait-estimate evaluation harness (resel/wait_eval.py): real starts, no peeking, metrics."""
+"""The wait-estimate evaluation harness (resel/sim/wait_eval.py): real starts, no peeking, metrics."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from resel import wait_eval as we
-from resel.replay import replay
-from resel.swf import read_swf
+from resel.sim import wait_eval as we
+from resel.sim.replay import replay
+from resel.sim.swf import read_swf
 
 SWF = Path(__file__).resolve().parents[2] / "shared" / "data" / "swf"
 
@@ -51,7 +51,7 @@ def hpc2n(first: int = 600) -> list[we.BgJob]:
 
 @pytest.mark.parametrize("policy", ["fcfs", "easy", "conservative"])
 def test_the_main_replay_matches_resel_replay(policy):
-    """Same schedule as resel.replay.replay: the harness replays the trace, not a variant of it."""
+    """Same schedule as resel.sim.replay.replay: the harness replays the trace, not a variant of it."""
     jobs = hpc2n()
     waits: list[float] = []
     sim = we.QueueSim(jobs, policy, 240, on_start=lambda job, now: waits.append(now - job.submit))

@@ -3,7 +3,7 @@
 When the bag arrives (virtual time 0), each site is asked when its pilot would start:
 
 * ``scheduler`` — a queue site answers like ``sbatch --test-only``: its policy's
-  :meth:`~resel.backends.batch.Policy.estimate_start` on requested times; a site with a drawn
+  :meth:`~resel.sim.policies.Policy.estimate_start` on requested times; a site with a drawn
   wait quotes the wait model's mean (what a user would read off a dashboard);
 * ``twin`` — a queue site's snapshot simulated forward (:mod:`resel.models.twin`); a site with a
   drawn wait has no queue to simulate and quotes its mean;

@@ -13,12 +13,12 @@ from __future__ import annotations
 import math
 from typing import Callable, Iterator
 
-from resel.backends.batch import Conservative, Policy, QJob, run_and_estimate
 from resel.domain import Site
 from resel.models.twin import QueueSnapshot, SnapJob
 from resel.sim.core import Environment
+from resel.sim.policies import Conservative, Policy, QJob, run_and_estimate
 from resel.sim.queue import BatchQueue
-from resel.swf import in_submit_order, read_swf
+from resel.sim.swf import in_submit_order, read_swf
 
 
 def policy_snapshot(policy: Policy, now: float, site: str) -> QueueSnapshot:

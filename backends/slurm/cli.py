@@ -80,7 +80,7 @@ def walltime_minutes(walltime: float) -> int:
     return max(1, math.ceil(walltime / 60.0 - 1e-9))
 
 
-#: SchedulerType → the policy of resel.backends.batch that models it (see scheduler_policy)
+#: SchedulerType → the policy of resel.sim.policies that models it (see scheduler_policy)
 _POLICY_OF = {"sched/backfill": "conservative", "sched/builtin": "fcfs"}
 
 #: pending reasons of jobs that only wait for cores (and their turn); any other reason — held,

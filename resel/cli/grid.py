@@ -9,11 +9,11 @@ from typing import Callable, Iterator
 import click
 
 from resel.cli.common import Table   # rich, imported on first use
-from resel.backends.batch import POLICIES
 from resel.cli.common import INT64_MAX, Finite
-from resel.grid import ALGORITHMS, DISPATCHERS, HEURISTICS, Cluster, Grid, Reallocation, compare
 from resel.safe_text import markup as m
 from resel.safe_text import terminal
+from resel.sim.grid import ALGORITHMS, DISPATCHERS, HEURISTICS, Cluster, Grid, Reallocation, compare
+from resel.sim.policies import POLICIES
 
 
 def _cluster(ctx, param, values: tuple[str, ...]) -> list[Cluster]:
@@ -91,7 +91,7 @@ def grid_cmd(traces: tuple[Path, ...], clusters: list[Cluster], dispatch: str, r
         reallocation = None if realloc == "none" else Reallocation(realloc, heuristic, period, early_end, margin, recompute)
 
         def jobs():
-            from resel.scenarios import fused_jobs
+            from resel.sim.scenarios import fused_jobs
             return fused_jobs({str(t): t for t in traces}, load, first_n)
 
         with err.status("simulating…"):
@@ -176,7 +176,7 @@ def seed004_cmd(load: float, period: float, first_n: int | None, workers: int, a
     """
     from resel.cli.common import err, out
     from resel.cli.common import fail_cleanly as _fail_cleanly, print_json as _print_json
-    from resel.scenarios import run_seed004
+    from resel.sim.scenarios import run_seed004
 
     @_fail_cleanly
     def run() -> None:

@@ -257,11 +257,11 @@ def learn_cmd(site, swf_file, cores, policy, db_path, as_json) -> None:
       resel history learn --site seth --swf ../shared/data/swf/hpc2n.swf
       resel history learn --site meta --swf ../shared/data/swf/wagap-2013.swf --cores 2176 --json
     """
-    from resel import finish_eval as fe
-    from resel import wait_eval as we
+    from resel.sim import finish_eval as fe
+    from resel.sim import wait_eval as we
     from resel.models.conditioned import save_errors
     from resel.store import open_store
-    from resel.swf import Trace
+    from resel.sim.swf import Trace
     trace = Trace(swf_file)
     cores = cores or trace.header.max_procs
     if not cores:

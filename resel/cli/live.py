@@ -1,6 +1,6 @@
 """``resel run``, ``resel status``, ``resel cancel`` and ``resel sites check``: live sites.
 
-Thin wrappers over :mod:`resel.live` (the coordinator) and :mod:`resel.backends.connect`
+Thin wrappers over :mod:`resel.live.coordinator` (the coordinator) and :mod:`resel.backends.connect`
 (opening a site from its ``access`` table).
 """
 
@@ -23,7 +23,7 @@ from resel.errors import ReselError, StoreError
 from resel.safe_text import markup as m
 
 if TYPE_CHECKING:
-    from resel.live import Coordinator
+    from resel.live.coordinator import Coordinator
 
 # The coordinator, the store and the site clients (paramiko, requests) are imported in the
 # commands that use them: loading this module (for `resel --help`) stays cheap.
@@ -36,7 +36,7 @@ def readable_run(store, run_id: int):
     Stored rows are data another program (or a newer resel, or a damaged disk) may have written:
     a missing key, a field this version does not know, text that is not JSON.
     """
-    from resel.live_view import replayed_engine
+    from resel.live.view import replayed_engine
     try:
         return replayed_engine(store, run_id)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -103,8 +103,8 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
     from resel.backends.connect import open_site
     from resel.config import check_site_commands, load_bag
     from resel.limits import check_task_count
-    from resel.live import Coordinator, LiveOptions
-    from resel.live_view import table
+    from resel.live.coordinator import Coordinator, LiveOptions
+    from resel.live.view import table
     from resel.selection import Strategy
     from resel.store import default_path, open_store
     try:
@@ -120,7 +120,7 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
             check_task_count(bag.count, f"{bag_file}: bag.count")
             Strategy.parse(strategy)
             if clock == "probed":
-                from resel.site_probe import probed_sites
+                from resel.live.site_probe import probed_sites
                 site_list, probed = probed_sites(store, site_list)
                 c.err.print(f"probed clocks: {m(probed or 'none stored; using the sites file')}", soft_wrap=True)
                 clock = "avg"
@@ -195,7 +195,7 @@ def _refit(store, coord: Coordinator) -> list[dict]:
 
 
 def _snap(coord: Coordinator):
-    from resel.live_view import snapshot
+    from resel.live.view import snapshot
     status, elapsed = ("done" if coord.finished else "running"), coord.now()
     if coord.finished:   # the bag's TTC as stored (the agents' clocks), not the time of this print
         elapsed = coord.db["runs"].get(coord.run_id)["ttc_wkd"] or elapsed
@@ -205,8 +205,8 @@ def _snap(coord: Coordinator):
 
 def _within_limits(c, bag, site_list):
     """Ask each live site for the user's limits and jobs there, size the pilots within them
-    (:mod:`resel.site_limits`), say what changed, and leave out a site with no room at all."""
-    from resel.site_limits import apply_limits, read_limits
+    (:mod:`resel.live.site_limits`), say what changed, and leave out a site with no room at all."""
+    from resel.live.site_limits import apply_limits, read_limits
     found = read_limits(site_list)
     limited = apply_limits(site_list, found, bag.cores_per_task)     # fills in each site's changes
     for f in found.values():
@@ -236,7 +236,7 @@ def status_cmd(run_id: int | None, db: Path | None, as_json: bool) -> None:
     Example:
       resel status 7 --json
     """
-    from resel.live_view import snapshot, stored_notes, table
+    from resel.live.view import snapshot, stored_notes, table
     from resel.store import read_store
     try:
         store = read_store(db)
@@ -277,7 +277,7 @@ def cancel_cmd(run_id: int, db: Path | None, as_json: bool) -> None:
       resel cancel 7
     """
     from resel.backends.connect import open_site
-    from resel.live import Coordinator
+    from resel.live.coordinator import Coordinator
     from resel.store import open_store
     try:
         store = open_store(db)
@@ -313,7 +313,7 @@ def _wait_for_coordinator(store, run_id: int, options: str | None) -> None:
     wait for that (or for its lease to go stale: it was killed) before taking the run over."""
     import json
 
-    from resel import live_notes
+    from resel.live import notes as live_notes
     try:
         poll = float(json.loads(options or "{}").get("poll", 1.0))
     except (TypeError, ValueError):
@@ -440,7 +440,7 @@ def sites_probe_cmd(sites_file: Path, timeout: float, db: Path | None, as_json: 
     from concurrent.futures import ThreadPoolExecutor
 
     from resel.backends.connect import open_site
-    from resel.site_probe import probe_site, save
+    from resel.live.site_probe import probe_site, save
     from resel.store import open_store
     try:
         site_list = live_sites_from(sites_file)

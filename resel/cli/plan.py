@@ -124,12 +124,12 @@ def show_plan(bag, site_list, *, strategy: str, source: str, quantile: float, co
     from resel.cli.rates import runtime_for, store_if_exists
     from resel.limits import check_task_count
     from resel.models.conditioned import load_wait_errors
-    from resel.plan import plan
+    from resel.live.plan import plan
     check_task_count(bag.count, f"{bag.source}: bag.count")
     db = store_if_exists(db_path)
     runtime = runtime_for(bag, site_list, model=model, db=db, clock=clock, simulated=simulated, seed=seed)
     if simulated:
-        from resel.sim_plan import simulated_rows
+        from resel.sim.plan import simulated_rows
         src = "twin" if source == "auto" else source
         rows, errors = simulated_rows(bag, site_list, strategy, quantile=quantile, confidence=confidence, seed=seed,
                                       rates=runtime.engine_rates(bag.profile.instructions, risk=risk,

@@ -19,7 +19,7 @@ from resel.errors import ReselError
 from resel.safe_text import markup as m
 
 if TYPE_CHECKING:
-    from resel.experiment import Experiment
+    from resel.sim.experiment import Experiment
 
 
 def _csv_ints(ctx: click.Context, param: click.Parameter, value: str) -> list[int]:
@@ -37,7 +37,7 @@ def _csv_strategies(ctx: click.Context, param: click.Parameter, value: str) -> l
     specs = [v.strip() for v in value.split(",") if v.strip()]
     if not specs:
         raise click.BadParameter("give one or more strategies, e.g. random,model,reselect")
-    from resel.experiment import split_spec
+    from resel.sim.experiment import split_spec
     try:   # repeated names count once; an @source suffix is kept in the name
         return list(dict.fromkeys(split_spec(spec)[2] for spec in specs))
     except ReselError as exc:
@@ -108,7 +108,7 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
     from resel.api import default_bag_path, default_sites_path
     from resel.cli.rates import runtime_for, store_if_exists
     from resel.config import check_site_commands, load_bag, load_sites
-    from resel.experiment import run_experiment
+    from resel.sim.experiment import run_experiment
     from resel.limits import check_task_count
     from resel.store import add_experiment, default_path, open_store, save_run
     bag = load_bag(bag_file or default_bag_path())
@@ -140,7 +140,7 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
             progress.advance(bar)
             return save_run(store, result, experiment_id=exp_id) if store is not None else None
 
-        from resel.experiment import dask_executor, local_cores
+        from resel.sim.experiment import dask_executor, local_cores
         with dask_executor(dask_address) as executor:
             exp = run_experiment(bag, sites, strategies, sizes, repeat=repeat, seed=seed, clock=clock,
                                  estimate=estimate, quantile=quantile, confidence=confidence, on_run=on_run,

@@ -10,11 +10,11 @@ from pathlib import Path
 import click
 
 from resel.cli.common import Table   # rich, imported on first use
-from resel.backends.batch import POLICIES
 from resel.cli.common import CORES, INT64_MAX, Finite
 from resel.errors import ReselError
 from resel.outputs import create, refuse_inputs
 from resel.safe_text import markup as m
+from resel.sim.policies import POLICIES
 
 # The replay and the SWF reader are imported when the command runs (`resel --help` loads this
 # module to show its one-line help).
@@ -54,8 +54,8 @@ def replay_cmd(trace: Path, policy: str, cores: int | None, speed: float, kill: 
     """
     from resel.cli.common import err, out
     from resel.cli.common import fail_cleanly as _fail_cleanly, print_json as _print_json
-    from resel.replay import replay
-    from resel.swf import Header, only_status, read_swf, write_swf
+    from resel.sim.replay import replay
+    from resel.sim.swf import Header, only_status, read_swf, write_swf
 
     try:
         tau_values = tuple(float(t) for t in taus.split(",") if t.strip())
@@ -117,7 +117,7 @@ def replay_cmd(trace: Path, policy: str, cores: int | None, speed: float, kill: 
 def _schedule_writer(sink):
     """``on_scheduled`` for :func:`replay`: each job's SWF line with the simulated wait and run
     (fields 3 and 4), written as it comes, without copying its record."""
-    from resel.swf import schedule_line
+    from resel.sim.swf import schedule_line
     write = sink.write
 
     def scheduled(job, wait: float, run: float) -> None:

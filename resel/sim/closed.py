@@ -1,7 +1,7 @@
 """FCFS and EASY on a closed queue, each in one loop: the trace replay's kernels.
 
 :meth:`resel.sim.queue.BatchQueue.run_closed` drives any policy through its methods — an
-``enqueue``, a ``release``, a ``schedule`` and a :class:`~resel.backends.batch.QJob` per
+``enqueue``, a ``release``, a ``schedule`` and a :class:`~resel.sim.policies.QJob` per
 job — which is most of a replay's time once the trace is read fast. For the two policies
 whose speed issue 15 measures against AccaSim, these loops make the same schedule with the
 policy written inline, jobs as plain tuples and no call per job:
@@ -10,7 +10,7 @@ policy written inline, jobs as plain tuples and no call per job:
   the job ahead of it started, when the jobs that ended by then leave it room — so the
   schedule is built job by job with one heap of running ends, popped only as far as needed.
 * :func:`easy`: the event loop of ``run_closed`` (at each instant every end, then every
-  arrival, then one pass), with :class:`~resel.backends.batch.EASY`'s pass inline.
+  arrival, then one pass), with :class:`~resel.sim.policies.EASY`'s pass inline.
 
 Both report each job as it ends, in the order ``run_closed`` does (by end, then by start),
 into ``wait`` and ``run`` arrays, so a replay's statistics are the same numbers in the same
@@ -92,7 +92,7 @@ def fcfs(jobs: Iterable[tuple[float, int, float, int]], cores: int, wait: Append
 
 def easy(jobs: Iterable[tuple[float, int, float, float, int]], cores: int, wait: Append,
          run: Append, number: Append | None = None) -> tuple[float, float]:
-    """EASY backfilling (FCFS order, :class:`~resel.backends.batch.EASY` with ``order="fcfs"``)
+    """EASY backfilling (FCFS order, :class:`~resel.sim.policies.EASY` with ``order="fcfs"``)
     on ``cores`` cores: ``jobs`` are ``(submit, size, estimate, run, number)`` in submit
     order, each at most ``cores``.
 

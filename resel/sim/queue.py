@@ -1,6 +1,6 @@
 """One site's batch queue on the event core: a policy, its jobs' ends and its passes.
 
-:class:`BatchQueue` is the one place where a batch policy (:mod:`resel.backends.batch`) meets
+:class:`BatchQueue` is the one place where a batch policy (:mod:`resel.sim.policies`) meets
 the clock. Everything that happens to the queue at an instant — jobs ending
 (:data:`~resel.sim.core.JOB_END`), pilots stopped by their owner, jobs arriving
 (:data:`~resel.sim.core.ARRIVE`), queued jobs withdrawn — only changes the policy's state; the
@@ -21,7 +21,7 @@ import heapq
 import math
 from typing import Any, Callable, Iterable, Iterator
 
-from resel.backends.batch import Policy, QJob, make_policy
+from resel.sim.policies import Policy, QJob, make_policy
 from resel.sim.core import ARRIVE, JOB_END, SCHEDULE, Environment
 
 INF = math.inf
@@ -53,7 +53,7 @@ class BatchQueue:
     """A batch policy on an :class:`Environment` (its own, unless one is given to share).
 
     Args:
-        policy: a policy name (:data:`resel.backends.batch.POLICIES`) or a policy object.
+        policy: a policy name (:data:`resel.sim.policies.POLICIES`) or a policy object.
         cores: the site's cores (with a policy name).
         env: the environment to run on; several queues (the grid, the bag simulator's sites)
             share one.

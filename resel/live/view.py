@@ -9,14 +9,13 @@ its view inside the run and from ``live_notes`` in ``resel status``.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from resel.engine import Engine
 from resel.errors import IllegalTransition
-from resel.live_notes import SiteNotes
-from resel.live_notes import read as read_notes
+from resel.live.notes import SiteNotes
+from resel.live.notes import read as read_notes
 from resel.safe_text import markup
 from resel.states import AttemptOutcome, PilotState, TaskState
 
@@ -128,14 +127,15 @@ def site_notes(r: SiteRow) -> list[str]:
 
 def replayed_engine(db: Database | StoreReader, run_id: int) -> tuple[Engine, dict]:
     """A fresh engine fed the run's recorded events (read-only: touches no site)."""
-    from resel.live_stored import EVENT_TYPES, load_live_run
+    from resel.live import journal
+    from resel.live.stored import load_live_run
 
     run, bag, sites, options = load_live_run(db, run_id)
     engine = Engine(bag, sites, options.strategy, **options.engine_options())
-    for row in db.query("select seq, kind, time, data from events where run_id = ? order by seq", [run_id]):
-        if row["kind"] in EVENT_TYPES:
+    for row in journal.rows(db, run_id):
+        if journal.is_event(row["kind"]):
             try:
-                engine.handle(EVENT_TYPES[row["kind"]](time=row["time"], **json.loads(row["data"])))
+                engine.handle(journal.decode(row["kind"], row["time"], row["data"]))
             except (IllegalTransition, TypeError, ValueError) as exc:   # a record an older resel let in
                 import logging   # here: only a damaged record needs it (8 ms of every status otherwise)
                 logging.getLogger("resel.live").warning("run %s: recorded %s #%s skipped: %s", run_id, row["kind"],

@@ -1,6 +1,6 @@
 """``resel plan --explain``: why each site was chosen, given extra pilots, or left out.
 
-The plan is the engine's first step (:mod:`resel.plan`); this module reads its outcome back per
+The plan is the engine's first step (:mod:`resel.live.plan`); this module reads its outcome back per
 site and says which rule decided, with the numbers it decided on — so a user can tell "this
 site is slow" from "this site is full", "over my QOS limit" or "unreachable":
 
@@ -11,7 +11,7 @@ verdict                   when
 ``extra pilots``          no tasks of its own, but pilots for tasks waiting elsewhere
                           (a re-selection target)
 ``rejected: limit``       the user's limits leave no room for a pilot (MaxSubmitPU=0, a
-                          full quota; :mod:`resel.site_limits`)
+                          full quota; :mod:`resel.live.site_limits`)
 ``rejected: quarantined`` the engine holds the site in quarantine as a black hole
                           (:func:`quarantined`; the rule in docs/engine.md)
 ``rejected: unreachable`` the site did not answer: no estimate at all

@@ -85,9 +85,9 @@ class SitePlan:
     slot_spread: dict[str, Any] | None = None
     #: every pilot size weighed: {slots, cores, history_s, twin_s, scheduler_s, used, wait_s}
     menu: list[dict[str, Any]] = field(default_factory=list)
-    #: the user's limits there and what they did to the pilots (:class:`~resel.site_limits.SiteLimits`)
+    #: the user's limits there and what they did to the pilots (:class:`~resel.live.site_limits.SiteLimits`)
     limits: dict[str, Any] | None = None
-    #: why the site was chosen, given extra pilots or left out (:mod:`resel.plan_explain`)
+    #: why the site was chosen, given extra pilots or left out (:mod:`resel.live.plan_explain`)
     explain: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
@@ -224,7 +224,7 @@ def plan(bag: Bag, sites: list[Site], *, strategy: str = "queue+reselect", sourc
             :class:`~resel.models.conditioned.ConditionedWait` holding the sites' past errors of
             that estimate; the spread of each wait comes from it.
         rows: the sites' rows already probed (simulated sites); None asks the live sites.
-        limits: per site, the user's limits (:class:`~resel.site_limits.SiteLimits`); None
+        limits: per site, the user's limits (:class:`~resel.live.site_limits.SiteLimits`); None
             asks the live sites (with ``rows`` None). Pilots are sized within them, and a site
             they leave no room on is given up, as the run does.
 
@@ -238,10 +238,10 @@ def plan(bag: Bag, sites: list[Site], *, strategy: str = "queue+reselect", sourc
         raise ReselError(f"unknown objective {objective!r}; p50 or p90")
     strat = Strategy.parse(strategy)
     if limits is None and rows is None:
-        from resel.site_limits import read_limits
+        from resel.live.site_limits import read_limits
         limits = read_limits(sites, opener)
     if limits:
-        from resel.site_limits import apply_limits
+        from resel.live.site_limits import apply_limits
         sites = apply_limits(sites, limits, bag.cores_per_task)
     if runtime is None:
         from resel.models.runtime import RuntimeModel, SiteRuntime
@@ -333,7 +333,7 @@ def plan(bag: Bag, sites: list[Site], *, strategy: str = "queue+reselect", sourc
     whole = plan_finish(shares) if shares and len(shares) == sum(1 for r in rows if r.tasks) else None
     finishes = [r.finish_s for r in rows if r.tasks]
     plan_ttc = max(finishes) if finishes and None not in finishes else None
-    from resel.plan_explain import explain
+    from resel.live.plan_explain import explain
     said = explain([r.as_dict() for r in rows], strategy=strat.name, plan_ttc=plan_ttc, engine=engine)
     for r in rows:
         r.explain = said[r.site]

@@ -1,7 +1,7 @@
 """The live coordinator: the pure engine driven by real schedulers, crash-safe through SQLite.
 
 One loop, as docs/architecture.md draws it: each site is polled on its own worker thread
-(:mod:`resel.live_sites`: a slow or dead site never holds up another), what changed becomes
+(:mod:`resel.live.sites`: a slow or dead site never holds up another), what changed becomes
 engine events, **each event and the actions it produced are recorded in the store before any
 of them is carried out**, then the actions run, each on its site's thread. The engine is
 deterministic given its seed and the events it saw, so a coordinator killed at any instant
@@ -16,7 +16,7 @@ nothing; a running pilot back in the queue is :class:`~resel.events.PilotRequeue
 relaunched under the same job is told by its heartbeat, and what its predecessor left
 unfinished comes back as :class:`~resel.events.TaskLost`; a record that breaks the agent's
 protocol is logged, counted and skipped; a failure is retried only if it is transient
-(:mod:`resel.live_errors`).
+(:mod:`resel.live.errors`).
 
 Times fed to the engine are seconds since the run started (``t0``) when the coordinator
 handles the change; the agents' own start/end stamps go to the ``attempts`` table and give the
@@ -39,24 +39,23 @@ from typing import Any, Callable
 
 from sqlite_utils import Database
 
-from resel import live_notes
+from resel.live import journal
+from resel.live import notes as live_notes
 from resel.backends.pilotsite import NEVER_REASONS, PilotFiles, PilotSite, job_phase, task_key
 from resel.domain import Bag, Site
 from resel.engine import Engine
 from resel.errors import IllegalTransition, ReselError
 from resel.events import (
-    Action, BagCancelled, BagDone, BagSubmitted, CancelPilot, CancelTask, Decision, DecisionKind, DispatchTask, Event,
+    Action, BagCancelled, BagDone, BagSubmitted, CancelPilot, CancelTask, Decision, DispatchTask, Event,
     PilotEnded, PilotRequeued, PilotStarted, SetTimer, SiteLost, SiteQuarantined, SiteReleased, SubmitPilot,
     TaskFailed, TaskFinished, TaskLost, TaskStarted, TimerFired,
 )
-from resel.live_errors import is_transient
-from resel.live_sites import Report, SiteWorker
+from resel.live.errors import is_transient
+from resel.live.sites import Report, SiteWorker
 from resel.metrics import task_times, workload_metrics
 from resel.selection import Strategy
 from resel.json_safe import clean as json_clean
-from resel.live_stored import (  # noqa: F401 - a live run as stored; read here as before
-    ACTION_TYPES, EVENT_TYPES, LiveOptions, bag_from_json, load_live_run, sites_from_json,
-)
+from resel.live.stored import LiveOptions, load_live_run
 from resel.store import to_json, utc_now
 
 log = logging.getLogger("resel.live")
@@ -192,27 +191,34 @@ class Coordinator:
             self.pilots[row["pilot"]] = PilotView(row["pilot"], row["site"], row["cores"] or 0,
                                                   row["walltime"] or 0.0, row["job_id"], row["state"] or "pending",
                                                   agent_started=row.get("agent_started"))
-        for row in self.db.query("select seq, kind, time, data, done from events where run_id = ? order by seq",
-                                 [self.run_id]):
+        fired = set()
+        for row in journal.rows(self.db, self.run_id):
             self.seq = row["seq"] + 1
             try:
-                data = json.loads(row["data"])
-            except (TypeError, ValueError):
-                log.warning("run %s: event %s (%s) is not readable JSON; skipped", self.run_id, row["seq"], row["kind"])
-                continue
-            if row["kind"] in EVENT_TYPES:
+                record = journal.decode(row["kind"], row["time"], row["data"])
+            except journal.BadRecord as exc:
+                if exc.why == "json":
+                    log.warning("run %s: event %s (%s) is not readable JSON; skipped", self.run_id, row["seq"],
+                                row["kind"])
+                elif exc.why == "fields":   # a record an older resel wrote: see below
+                    log.warning("run %s: recorded %s %s skipped on replay: %s", self.run_id, row["kind"], row["data"],
+                                exc)
+                continue   # "kind": not a record this version knows (as before: not replayed)
+            if isinstance(record, Event):
+                if isinstance(record, TimerFired):
+                    fired.add((record.task, record.attempt, record.site or ""))
                 try:
-                    event = EVENT_TYPES[row["kind"]](time=row["time"], **data)
-                    self.engine.handle(event)   # the actions it returns were recorded with it
+                    self.engine.handle(record)   # the actions it returns were recorded with it
                 except (IllegalTransition, TypeError) as exc:
                     # a record an older resel let through (a result for a task that does not
                     # exist): the engine refused it then too, so skipping it changes nothing
-                    log.warning("run %s: recorded %s %s skipped on replay: %s", self.run_id, row["kind"], data, exc)
+                    log.warning("run %s: recorded %s %s skipped on replay: %s", self.run_id, row["kind"], row["data"],
+                                exc)
                     continue
-                if isinstance(event, (TaskStarted, TaskFinished, TaskFailed, TaskLost)):
-                    self.consumed.add((row["kind"], event.task, event.attempt))
-            elif row["kind"] in ACTION_TYPES:
-                action = _action_from(row["kind"], row["time"], data)
+                if isinstance(record, (TaskStarted, TaskFinished, TaskFailed, TaskLost)):
+                    self.consumed.add((row["kind"], record.task, record.attempt))
+            else:
+                action = record
                 if isinstance(action, SetTimer):
                     heapq.heappush(self.timers, (action.at, action.task, action.attempt, action.site or ""))
                 elif isinstance(action, SubmitPilot) and action.pilot not in self.pilots:
@@ -226,10 +232,6 @@ class Coordinator:
             sub = "started" if kind == "TaskStarted" else "results"
             for view in self.pilots.values():
                 view.seen.add(f"{sub}/{task_key(task, attempt)}.json")
-        fired = set()
-        for r in self.db.query("select data from events where run_id = ? and kind = 'TimerFired'", [self.run_id]):
-            d = json.loads(r["data"])
-            fired.add((d.get("task"), d.get("attempt"), d.get("site") or ""))
         self.timers = [t for t in self.timers if (t[1], t[2], t[3]) not in fired]
         heapq.heapify(self.timers)
 
@@ -262,7 +264,7 @@ class Coordinator:
 
     def _preflight(self) -> tuple[dict[str, str], dict[str, float], dict[str, list[float | None]] | None]:
         """Ask every site for its availability and, for the queue-aware strategy, when each of
-        its pilot sizes would start (twin, history bound or the scheduler's answer: resel.plan).
+        its pilot sizes would start (twin, history bound or the scheduler's answer: resel.live.plan).
 
         Returns the sites that failed (with why), the full pilot's start estimate per site, and
         the estimates of every size of :meth:`Engine.probe_menu` (None without queue-awareness).
@@ -283,7 +285,7 @@ class Coordinator:
             ps.ship_agent()
             if not (want_estimates and menu[i]):
                 return None
-            from resel.plan import menu_waits, site_estimates
+            from resel.live.plan import menu_waits, site_estimates
             opts = self.options
             row = site_estimates(ps.scheduler, site, menu[i], self.engine.tx[i], history,
                                  quantile=opts.quantile, confidence=opts.confidence)
@@ -630,7 +632,7 @@ class Coordinator:
 
     def _rejected(self, t: float, v: PilotView, beat: dict) -> None:
         """Files the agent refused to act on (not a regular file of its user: someone else's
-        inbox file, a planted link; resel/agent.py) are shown per site, never run: someone may
+        inbox file, a planted link; resel/live/agent.py) are shown per site, never run: someone may
         be trying to run code as you, or the work directory was open before."""
         count = beat.get("rejected")
         if not isinstance(count, int) or isinstance(count, bool) or count <= 0:
@@ -723,32 +725,31 @@ class Coordinator:
         todo: list[tuple[int, Action]] = []
         for event in events:
             with self.db.atomic():
-                self._record(type(event).__name__, event.time, event, None)
+                self._record(event.time, event, None)
                 actions = self.engine.handle(event)
-                seqs = [self._record(type(a).__name__, _action_time(a, event.time), a,
+                seqs = [self._record(journal.row_time(a, event.time), a,
                                      None if isinstance(a, RECORD_ONLY) or not execute else 0) for a in actions]
                 for seq, a in zip(seqs, actions):
                     if isinstance(a, Decision):
                         self.db["decisions"].insert({"run_id": self.run_id, "seq": seq, **json_clean(
                             dataclasses.asdict(a))}, replace=True)
                     elif not execute:
-                        self.db["events"].update((self.run_id, seq), {"done": 1, "error": "run cancelled"})
+                        journal.mark(self.db, self.run_id, seq, done=True, error="run cancelled")
             if execute:
                 todo += [(seq, a) for seq, a in zip(seqs, actions) if not isinstance(a, RECORD_ONLY)]
         for seq, action in todo:
             self._execute(seq, action)
 
-    def _record(self, kind: str, time_: float, record: Any, done: int | None) -> int:
-        data = {f.name: getattr(record, f.name) for f in dataclasses.fields(record) if f.name != "time"}
+    def _record(self, time_: float, record: Event | Action, done: int | None) -> int:
+        """Journal one event or action as the run's next row; its seq is the key it is marked
+        done by (:mod:`resel.live.journal`)."""
         seq = self.seq
         self.seq += 1
-        self.db["events"].insert({"run_id": self.run_id, "seq": seq, "time": time_, "kind": kind,
-                                  "data": json.dumps(json_clean(data)), "done": done})
+        journal.append(self.db, self.run_id, seq, time_, record, done)
         return seq
 
     def _mark(self, seq: int, error: str | None = None, *, done: bool | None = None) -> None:
-        finished = (error is None) if done is None else done
-        self.db["events"].update((self.run_id, seq), {"done": 1 if finished else 0, "error": error})
+        journal.mark(self.db, self.run_id, seq, done=(error is None) if done is None else done, error=error)
 
     def _execute(self, seq: int, action: Action) -> None:
         """Carry out one recorded action: at once if it needs no site, else on its site's thread."""
@@ -1058,24 +1059,6 @@ def _number(value: Any) -> float | None:
         return None if value is None else float(value)
     except (TypeError, ValueError):
         return None
-
-
-def _action_time(action: Action, default: float) -> float:
-    return getattr(action, "time", default) if isinstance(getattr(action, "time", None), float) else default
-
-
-def _action_from(kind: str, time_: float, data: dict) -> Action:
-    cls = ACTION_TYPES[kind]
-    if cls is Decision:
-        # the journal holds the kind's value; the engine makes members (an unknown one, from
-        # another version, stays the recorded text)
-        try:
-            data = {**data, "kind": DecisionKind(data.get("kind"))}
-        except ValueError:
-            pass
-    if "time" in {f.name for f in dataclasses.fields(cls)}:
-        return cls(time=time_, **data)
-    return cls(**data)
 
 
 def _describe(exc: BaseException) -> str:

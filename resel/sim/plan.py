@@ -14,7 +14,7 @@ The spread of each wait:
   the wait's percentiles directly;
 * a site whose queue replays a trace gets the conditioned predictor: probe pilots of each
   menu size injected into the same trace before the bag arrives
-  (:func:`resel.finish_eval.simulated_probes`) teach it the errors the twin and the scheduler's
+  (:func:`resel.sim.finish_eval.simulated_probes`) teach it the errors the twin and the scheduler's
   estimate made on this site.
 """
 
@@ -24,7 +24,7 @@ import math
 from typing import Any
 
 from resel.domain import Bag, Site
-from resel.plan import WAIT_PS, SitePlan
+from resel.live.plan import WAIT_PS, SitePlan
 
 #: probe instants per queue site when learning the estimates' errors before the bag arrives
 LEARN_POINTS = 120
@@ -40,7 +40,7 @@ def _bag_submitted(result: Any) -> Any:
 def simulated_rows(bag: Bag, sites: list[Site], strategy: str, *, quantile: float, confidence: float,
                    seed: int, rates: Any, clock: str = "base") -> tuple[list[SitePlan], dict[str, Any]]:
     """The plan's rows for simulated sites, and the wait-error models learned for queue sites
-    (per source, as :func:`resel.plan.plan` takes them)."""
+    (per source, as :func:`resel.live.plan.plan` takes them)."""
     from resel.backends.simulated.estimates import drawn_history
     from resel.backends.simulated.simulation import simulate
     from resel.engine import Engine
@@ -96,9 +96,9 @@ def learn_queue_errors(sites: list[Site], menu: dict[int, list[tuple[int, int, f
     once it started, and only probes that started before the bag's arrival teach at all)."""
     from pathlib import Path
 
-    from resel import wait_eval as we
+    from resel.sim import wait_eval as we
     from resel.models.conditioned import ConditionedWait
-    from resel.swf import Trace
+    from resel.sim.swf import Trace
 
     models = {"twin": ConditionedWait(), "scheduler": ConditionedWait()}
     for i, site in enumerate(sites):

@@ -30,11 +30,11 @@ import statistics
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterable, Protocol, Sequence
 
-from resel.backends.batch import Policy, QJob, make_policy, run_and_estimate
 from resel.errors import ReselError
 from resel.models.qbets import WaitBounds
+from resel.sim.policies import Policy, QJob, make_policy, run_and_estimate
 from resel.sim.queue import BatchQueue, ListFeed
-from resel.swf import Job
+from resel.sim.swf import Job
 
 if TYPE_CHECKING:
     from resel.models.twin import QueueSnapshot
@@ -73,7 +73,7 @@ class BgJob:
 def load_jobs(jobs: Iterable[Job], cores: int, *, speed: float = 1.0, kill: bool = False,
               first: int | None = None, load: float = 1.0) -> list[BgJob]:
     """The trace's usable jobs, in submit order (unknown run times and jobs wider than the site
-    are dropped, as :func:`resel.replay.replay` drops them). ``first`` keeps only that many
+    are dropped, as :func:`resel.sim.replay.replay` drops them). ``first`` keeps only that many
     trace lines, for quick runs and tests. ``load`` > 1 compresses the arrivals (submit /
     load), the usual way to ask how the estimates hold up on a busier queue."""
     if load <= 0:
@@ -116,7 +116,7 @@ class QueueSim:
     be paused and cloned.
 
     ``on_start(job, now)`` sees every background job as it starts (the history feed). The
-    order of :func:`resel.replay.replay`: at every instant the ends, then the arrivals, then
+    order of :func:`resel.sim.replay.replay`: at every instant the ends, then the arrivals, then
     one scheduling pass.
     """
 
@@ -295,6 +295,8 @@ class Probe:
     estimates: dict[str, float | None] = field(default_factory=dict)
     #: the row it is reported in (default: its shape's label)
     group: str = ""
+    #: what the queue looked like at submission (:func:`evaluate_recorded`'s ``features``)
+    features: tuple[float, ...] | None = None
 
     @property
     def row(self) -> str:
@@ -348,6 +350,31 @@ def twin_wait(policy: Policy, now: float, cores: int, walltime: float) -> float:
     from resel.models.twin import twin_start
 
     return twin_start(snapshot_of(policy, now), cores, walltime).wait
+
+
+def clairvoyant_wait(policy: Policy, now: float, cores: int, walltime: float) -> float:
+    """The wait of a clairvoyant twin: the visible queue simulated forward under ``policy`` with
+    every job already there ending at its *true* run time (the scheduler still plans with the
+    requested times), no new arrivals. No predictor can know those run times at submission;
+    this is the reference for what seeing the queue can give at best, since the only things it
+    still lacks are the jobs submitted later (and a real scheduler's priorities and outages).
+    Only a replay knows ``run``, so this exists for evaluations, not for live sites."""
+    from resel.sim.core import Environment
+    from resel.sim.queue import BatchQueue
+
+    queue = BatchQueue(policy.name, policy.cores, Environment(now))
+    for job in sorted(policy.running.values(), key=lambda j: j.id):
+        queue.adopt(QJob(job.id, job.size, job.estimate, job.run, job.submit, start=job.start))
+    for rank, job in enumerate(policy.queue):
+        queue.submit(QJob(job.id, job.size, job.estimate, job.run, float(rank)))
+    pilot = QJob(-1, cores, walltime, math.inf, float(len(policy.queue)))
+    queue.submit(pilot)
+    env = queue.env
+    while pilot.start < 0 and len(env):
+        env.step()
+    if pilot.start < 0:
+        raise ReselError("the clairvoyant twin ran out of events before the pilot started")
+    return pilot.start - now
 
 
 def default_estimators(twin: Callable[[Policy, float, int, float], float | None] | None = None
@@ -422,7 +449,9 @@ def coarse_label(cores: int, walltime: float) -> str:
 
 def evaluate_recorded(jobs: Sequence[Recorded], policy: str, cores: int, n: int, *,
                       warmup: float = 0.1, seed: int | None = None,
-                      estimators: Sequence[Estimator] | None = None) -> list[Probe]:
+                      estimators: Sequence[Estimator] | None = None,
+                      features: Callable[[Policy, float, Shape, dict], tuple[float, ...]] | None = None
+                      ) -> list[Probe]:
     """Judge the estimates against what really happened: the probes are ``n`` of the trace's
     own jobs, their real waits the recorded ones.
 
@@ -432,6 +461,9 @@ def evaluate_recorded(jobs: Sequence[Recorded], policy: str, cores: int, n: int,
     really started before it. This tests the estimates against the real scheduler, with its
     priorities, node layout and outages, which no simulation reproduces; the price is that
     the probes have the trace jobs' shapes, not chosen ones.
+
+    ``features(policy, now, shape, estimates)``, where given, describes the visible queue for a
+    learned predictor (:mod:`resel.models.start_features`); it is kept with each probe.
     """
     if estimators is None:
         estimators = default_estimators()
@@ -461,7 +493,8 @@ def evaluate_recorded(jobs: Sequence[Recorded], policy: str, cores: int, n: int,
         shape = Shape(probe.size, probe.estimate)
         estimates = {e.name: e.predict(view, shape, now) for e in estimators}  # type: ignore[arg-type]
         probes.append(Probe(now, shape, probe.start - now, estimates,
-                            coarse_label(probe.size, probe.estimate)))
+                            coarse_label(probe.size, probe.estimate),
+                            features(view.policy, now, shape, estimates) if features is not None else None))
     return probes
 
 

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from resel.errors import InputError, ReselError
-from resel.grid import HEURISTICS, Cluster, Grid, GridResult, Reallocation, compare
-from resel.swf import Job, drop_zero_runtime, first, fuse, in_submit_order, read_swf, rebase
+from resel.sim.grid import HEURISTICS, Cluster, Grid, GridResult, Reallocation, compare
+from resel.sim.swf import Job, drop_zero_runtime, first, fuse, in_submit_order, read_swf, rebase
 
 SEED004_CLUSTERS = [Cluster("zewura", 1600, 1.0), Cluster("zegox", 576, 1.2), Cluster("seth", 240, 1.4)]
 
@@ -32,9 +32,27 @@ def shared_swf_dir() -> Path:
     here = Path(__file__).resolve()
     for parent in here.parents:
         candidate = parent / "shared" / "data" / "swf"
-        if candidate.is_dir():
+        if candidate.is_dir() and _trusted(candidate, parent):
             return candidate
     raise ReselError("cannot find the real traces (../shared/data/swf); set RESEL_TRACES to their folder")
+
+
+def _trusted(candidate: Path, top: Path) -> bool:
+    """A found traces folder is used only if it and the folders down to it (``shared``,
+    ``data``) belong to this user or root and no one else can write them: searching upwards
+    from an install in /tmp would otherwise read traces any user can leave in /tmp/shared."""
+    me = os.getuid()
+    folder = candidate
+    while True:
+        try:
+            st = folder.stat()
+        except OSError:
+            return False
+        if st.st_uid not in (me, 0) or st.st_mode & 0o022:
+            return False
+        if folder == top / "shared":
+            return True
+        folder = folder.parent
 
 
 def fused_jobs(traces: dict[str, Path], load: float = 1.0, limit: int | None = None) -> Iterator[Job]:

@@ -1,11 +1,10 @@
-"""A live run as the store keeps it, read back: its options, bag and sites, and the types of
-its recorded events and actions.
+"""A live run as the store keeps it, read back: its options, bag and sites.
 
-``resel status`` (another process) rebuilds a run's engine from these and the stored events;
-the coordinator (:mod:`resel.live`, which re-exports every name here) stores and resumes runs
-with them. Apart from the coordinator on purpose: this module loads the standard library and
-the pure core only, not the site clients (paramiko, requests) nor sqlite-utils, so showing a
-run's status does not pay for what driving one needs.
+``resel status`` (another process) rebuilds a run's engine from these and the run's journal
+(:mod:`resel.live.journal`); the coordinator (:mod:`resel.live.coordinator`) stores and resumes
+runs with them. Apart from the coordinator on purpose: this module loads the standard library
+and the pure core only, not the site clients (paramiko, requests) nor sqlite-utils, so showing
+a run's status does not pay for what driving one needs.
 """
 
 from __future__ import annotations
@@ -16,22 +15,11 @@ from typing import TYPE_CHECKING
 
 from resel.domain import Access, Bag, Site
 from resel.errors import ReselError
-from resel.events import (
-    BagCancelled, BagDone, BagSubmitted, CancelPilot, CancelTask, Decision, DispatchTask, PilotEnded, PilotRequeued,
-    PilotStarted, SetTimer, SiteLost, SiteQuarantined, SiteReleased, SubmitPilot, TaskFailed, TaskFinished, TaskLost,
-    TaskStarted, TimerFired,
-)
 
 if TYPE_CHECKING:
     from sqlite_utils import Database
 
     from resel.store import StoreReader
-
-EVENT_TYPES = {cls.__name__: cls for cls in (BagSubmitted, PilotStarted, PilotEnded, PilotRequeued, SiteLost,
-                                             TaskStarted, TaskFinished, TaskFailed, TaskLost, TimerFired,
-                                             BagCancelled)}
-ACTION_TYPES = {cls.__name__: cls for cls in (SubmitPilot, CancelPilot, DispatchTask, CancelTask, SetTimer,
-                                              Decision, BagDone, SiteQuarantined, SiteReleased)}
 
 
 @dataclass
@@ -48,7 +36,7 @@ class LiveOptions:
     site_timeout: float = 600.0
     #: a pilot the scheduler stops listing is taken as ended after this many polls
     missing_polls: int = 2
-    #: queue-aware strategy: which start estimate ranks the sites (resel.plan.SOURCES)
+    #: queue-aware strategy: which start estimate ranks the sites (resel.live.plan.SOURCES)
     estimate: str = "auto"
     quantile: float = 0.95
     confidence: float = 0.95
@@ -62,7 +50,7 @@ class LiveOptions:
     #: the engine's T̂x rates (:meth:`resel.models.runtime.EngineRates.to_json`), stored so a
     #: resumed run decides with the same numbers; None: LIM with ``clock``
     rates: dict | None = None
-    #: queue-aware split: minimise the P50 (point estimates) or the P90 finish (resel.plan.menu_waits)
+    #: queue-aware split: minimise the P50 (point estimates) or the P90 finish (resel.live.plan.menu_waits)
     objective: str = "p50"
     #: walltime rules (resel/walltime.py): limit, pack or off (runs stored before them replay with off)
     walltime: str = "limit"

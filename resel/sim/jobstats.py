@@ -53,7 +53,7 @@ class JobStats:
     last_end: float = -math.inf
 
     def add(self, submit: float, start: float, run: float, size: int, killed: bool = False) -> None:
-        # resel.replay.replay does the same inline, for speed: keep the two in step
+        # resel.sim.replay.replay does the same inline, for speed: keep the two in step
         self.wait.append(start - submit)
         self.run.append(run)
         self.killed += killed

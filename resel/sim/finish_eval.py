@@ -2,7 +2,7 @@
 (issue 16 item 5).
 
 The probes — pilots injected into a replayed trace (simulated reality) or the trace's own jobs
-judged against their recorded waits (recorded reality) — come from :mod:`resel.wait_eval`,
+judged against their recorded waits (recorded reality) — come from :mod:`resel.sim.wait_eval`,
 through its public functions only (``evaluate``, ``evaluate_recorded`` and their estimators):
 this module adds what happens after, so it keeps working whatever event loop produces them.
 
@@ -38,10 +38,10 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from resel import wait_eval as we
 from resel.models.conditioned import Case, WaitQuantiles, walk_forward
 from resel.models.finish import grid, sum_quantiles
 from resel.models.runtime import quantile
+from resel.sim import wait_eval as we
 
 HIT = 600.0             # ±10 minutes
 PS = (0.05, 0.5, 0.9, 0.95)
@@ -50,20 +50,39 @@ GRID_PS = tuple(round(0.02 * i, 2) for i in range(1, 50))
 GRID_PS = tuple(sorted(set(GRID_PS + (0.01, 0.05, 0.5, 0.9, 0.95, 0.99))))
 
 
-def estimators(quantile_: float = 0.9, confidence: float = 0.9) -> list[Any]:
+def estimators(quantile_: float = 0.9, confidence: float = 0.9, *, clairvoyant: bool = False) -> list[Any]:
     """The base estimates the evaluation needs: the scheduler's, the twin's, and the QBETS
-    bound as the history-only reference."""
-    return [we.SchedulerEstimate(), we.FunctionEstimate("twin", we.twin_wait),
-            we.HistoryBound(quantile_, confidence)]
+    bound as the history-only reference; with ``clairvoyant`` also the clairvoyant twin
+    (:func:`resel.sim.wait_eval.clairvoyant_wait`: the queue with true run times, a reference)."""
+    out = [we.SchedulerEstimate(), we.FunctionEstimate("twin", we.twin_wait),
+           we.HistoryBound(quantile_, confidence)]
+    if clairvoyant:
+        out.append(we.FunctionEstimate("clairvoyant", we.clairvoyant_wait))
+    return out
+
+
+def queue_features(clock_offset: float = 0.0):
+    """The probe's :data:`resel.models.start_features.FEATURES`, from the queue a live site
+    would show (:func:`resel.sim.wait_eval.snapshot_of`) and the estimates made on it."""
+    from resel.models.start_features import snapshot_features
+
+    def features(policy: Any, now: float, shape: Any, estimates: dict) -> tuple[float, ...]:
+        return snapshot_features(we.snapshot_of(policy, now), shape.cores, shape.walltime,
+                                 estimates.get("twin"), estimates.get("scheduler"), clock_offset=clock_offset)
+    return features
 
 
 def recorded_probes(jobs: Sequence[Any], policy: str, cores: int, n: int | None = None, *,
-                    warmup: float = 0.1, quantile_: float = 0.9, confidence: float = 0.9) -> list[Any]:
+                    warmup: float = 0.1, quantile_: float = 0.9, confidence: float = 0.9,
+                    hits: bool = False, clock_offset: float = 0.0) -> list[Any]:
     """The trace's own jobs as probes, judged against their recorded waits (every job after the
-    warm-up unless ``n``): the conditioned predictor learns from all of them as they start."""
+    warm-up unless ``n``): the conditioned predictor learns from all of them as they start.
+    ``hits`` adds what the ±10-minute comparison needs (:mod:`resel.sim.hit_eval`): the clairvoyant
+    twin's estimate and the queue's features (time of day from ``clock_offset``)."""
     n = len(jobs) if n is None else n
     return we.evaluate_recorded(jobs, policy, cores, n, warmup=warmup,
-                                estimators=estimators(quantile_, confidence))
+                                estimators=estimators(quantile_, confidence, clairvoyant=hits),
+                                features=queue_features(clock_offset) if hits else None)
 
 
 def simulated_probes(jobs: Sequence[Any], policy: str, cores: int, points: int,

@@ -32,12 +32,12 @@ import random
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
-from resel.backends.batch import Policy, QJob, run_and_estimate
 from resel.errors import ReselError
-from resel.jobstats import JobStats
 from resel.sim.core import ARRIVE, REALLOCATE, Environment
+from resel.sim.jobstats import JobStats
+from resel.sim.policies import Policy, QJob, run_and_estimate
 from resel.sim.queue import BatchQueue
-from resel.swf import Job
+from resel.sim.swf import Job
 
 DISPATCHERS = ("mct", "less-waittime", "less-sld", "less-jobs-in-queue", "less-work-left",
                "less-submitted-jobs", "random")

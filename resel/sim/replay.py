@@ -22,11 +22,11 @@ import operator
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
-from resel.backends.batch import QJob, run_and_estimate
-from resel.jobstats import JobStats
 from resel.sim import closed
+from resel.sim.jobstats import JobStats
+from resel.sim.policies import QJob, run_and_estimate
 from resel.sim.queue import BatchQueue
-from resel.swf import Columns, Job, Trace, unsorted_error
+from resel.sim.swf import Columns, Job, Trace, unsorted_error
 
 
 @dataclass
@@ -74,14 +74,14 @@ def replay(jobs: Iterable[Job], policy: str, cores: int, *, speed: float = 1.0, 
 
     The site is a :class:`~resel.sim.queue.BatchQueue`: at every instant the jobs ending
     free their cores, then the jobs arriving join the queue, then the policy makes one pass.
-    A :class:`~resel.swf.Trace` given as it is (not filtered) and no record wanted back is
-    read by :meth:`~resel.swf.Trace.replay_rows`, which parses only what the replay needs:
+    A :class:`~resel.sim.swf.Trace` given as it is (not filtered) and no record wanted back is
+    read by :meth:`~resel.sim.swf.Trace.replay_rows`, which parses only what the replay needs:
     the same jobs and results, without building a :class:`Job` per line; under fcfs or easy
-    its columns (:meth:`~resel.swf.Trace.replay_columns`) go straight to the policy's kernel
+    its columns (:meth:`~resel.sim.swf.Trace.replay_columns`) go straight to the policy's kernel
     (:mod:`resel.sim.closed`), the same schedule without a :class:`QJob` per job.
 
     Raises:
-        InputError: the trace is not sorted by submit time (:func:`resel.swf.unsorted_error`).
+        InputError: the trace is not sorted by submit time (:func:`resel.sim.swf.unsorted_error`).
         ReselError: unknown policy.
     """
     stats = JobStats(taus)

@@ -2,7 +2,7 @@
 """resel chirp wrapper: runs the pilot agent in an HTCondor slot with no shared filesystem.
 
 This file is self-contained (Python standard library only) and runs on Python 3.6 and later,
-like resel/agent.py, because it runs where the agent runs. The coordinator ships it to the
+like resel/live/agent.py, because it runs where the agent runs. The coordinator ships it to the
 access point as ``resel-chirp-sync-v1.py``; HTCondor transfers it and the agent into the job's
 scratch directory, and starts it as the job's executable::
 
