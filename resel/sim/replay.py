@@ -25,7 +25,6 @@ from typing import Callable, Iterable, Iterator
 from resel.sim import closed
 from resel.sim.jobstats import JobStats
 from resel.sim.policies import QJob, run_and_estimate
-from resel.sim.queue import BatchQueue
 from resel.sim.swf import Columns, Job, Trace, unsorted_error
 
 
@@ -171,6 +170,7 @@ def replay(jobs: Iterable[Job], policy: str, cores: int, *, speed: float = 1.0, 
         rows = _rows(jobs)
     if first is not None:
         rows = itertools.islice(rows, first)
+    from resel.sim.queue import BatchQueue     # (here: the kernels' path needs no event core)
     queue = BatchQueue(policy, cores, on_end=ended)
     queue.run_closed(arrivals(rows))
     if in_order:
