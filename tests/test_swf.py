@@ -546,6 +546,20 @@ def test_block_reader_takes_every_shared_trace_whole(path):
     assert list(zip(*columns, [None] * len(body))) == _job_rows(trace)
 
 
+@pytest.mark.parametrize("tail", ["\n", "  \n", "\t\n\n", " \x0b\n \n\x0c\n"])
+def test_block_reader_drops_blank_lines_at_a_block_end(tail):
+    """Blank lines closing a block (hpc2n's last line is one) give no job and keep the block
+    on the fast path: its columns are those of its job lines."""
+    import resel.sim.swf as swf
+
+    lines = [GOOD_LINE, GOOD_LINE.replace("1 0 5", "2 3 5", 1)]
+    block = ("\n".join(lines) + "\n" + tail).encode()
+    columns = swf._block_columns(block, block.count(b"\n"))
+    assert columns is not None
+    assert [tuple(c) for c in zip(*columns)] == [(0, 100, 4, 200, 1), (3, 100, 4, 200, 2)]
+    assert swf._block_columns(b"  \n\t\n", 2) is None        # nothing but blank lines
+
+
 def _same_as_iterating(path: Path, blocks=(1, 7, 64, 4096, 1 << 17)) -> None:
     """replay_rows and replay_columns read ``path`` as iterating it does (rows, types, the
     InputError's text, what skip_bad skips), in blocks of every size given."""

@@ -244,10 +244,15 @@ def _block_columns(block: bytes, lines: int) -> Columns | None:
     (:func:`_plain_numbers`: field 17 may also be a list joined by '&') and the five a
     replay needs are converted by one ``json.loads`` each (leading zeros and such, which
     JSON refuses, send the block line by line); a whole float becomes an int, as
-    :func:`_parse_number` gives it.
+    :func:`_parse_number` gives it. Blank lines at the end of the block (hpc2n's last line is
+    one) are dropped first: they give no job.
     """
     n = len(FIELDS)
-    if not lines or b"\x00" in block:
+    if block[-2:-1].isspace():              # the last line blank, or ending in blanks
+        body = block.rstrip()
+        lines -= block.count(b"\n", len(body)) - 1
+        block = body + b"\n"
+    if not lines or b"\x00" in block or len(block) == 1:
         return None
     width = len(block[:block.index(b"\n")].split()) + 1          # the first line's tokens, and the marker
     if width <= n:
