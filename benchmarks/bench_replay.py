@@ -54,7 +54,10 @@ default.
 
 FCFS schedule check: once (untimed), resel's FCFS start times are compared job by job with
 AccaSim FIFO's, and resel's EASY with AccaSim's EASY (these are expected to differ: AccaSim's
-EASY never enforces its reservation). The FCFS goal only passes if the schedules match.
+EASY never enforces its reservation). The FCFS goal only passes if the schedules match. The
+start times are those of the timed code: FCFS and EASY of a whole trace run in the kernels of
+resel/sim/closed.py (``kernel_schedule``), which the check also compares job by job with
+BatchQueue's schedule ("kernel = BatchQueue n/N").
 
 Memory: "peak MB" is the child's peak resident set size (``ru_maxrss`` from ``wait4``), i.e.
 the whole process: interpreter, imports and replay. That is what a user pays, it costs
@@ -168,18 +171,36 @@ def traced(trace: str, policy: str, cores: int, first_n: int) -> dict:
 def check(trace: str, policy: str, cores: int, first_n: int, accasim_json: str) -> dict:
     """Compare resel's start times, job by job (SWF job id), with those AccaSim wrote to
     ``accasim_json``; also count the jobs that waited at all (with no queueing every policy
-    gives the same schedule). Done in a child so the parent never holds the start times."""
+    gives the same schedule). Done in a child so the parent never holds the start times.
+
+    The start times compared are those of the code that is timed: for fcfs and easy, the
+    kernel's (``kernel_schedule``, the path ``replay(read_swf(trace))`` takes); they are also
+    compared with BatchQueue's (``on_done``, every policy's path), ``kernel_same`` of
+    ``kernel_jobs``. A version without kernels compares BatchQueue's."""
     from resel.sim.replay import replay
-    mine: dict[str, float] = {}
+    from resel.sim.swf import read_swf
+    queue: dict[str, float] = {}
 
     def done(job) -> None:
-        mine[str(job.id)] = job.submit + job.wait
+        queue[str(job.id)] = job.submit + job.wait
     result = replay(_jobs(trace, first_n), policy, cores, on_done=done)
+    mine, kernel = queue, {}
+    try:
+        from resel.sim.replay import kernel_schedule
+    except ImportError:         # a version before the kernels
+        kernel_schedule = None
+    if kernel_schedule is not None and policy in ("fcfs", "easy"):
+        kernel = {str(k): v for k, v in kernel_schedule(read_swf(trace), policy, cores).items()}
+        if first_n:
+            kernel = {k: v for k, v in kernel.items() if k in queue}
+        mine = kernel
     with open(accasim_json) as fh:
         theirs = json.load(fh)["starts"]
     keys = mine.keys() | theirs.keys()
     same = sum(1 for k in keys if k in mine and k in theirs and mine[k] == theirs[k])
-    return {"same_starts": same, "jobs": len(keys), "waited": sum(1 for w in result.stats.wait if w > 0)}
+    return {"same_starts": same, "jobs": len(keys), "waited": sum(1 for w in result.stats.wait if w > 0),
+            "kernel_same": sum(1 for k, v in kernel.items() if queue.get(k) == v),
+            "kernel_jobs": len(kernel.keys() | queue.keys()) if kernel else 0}
 
 
 # ------------------------------------------------------------------ parent side
@@ -420,6 +441,7 @@ def main() -> None:
                                            SCALING_POLICY, sites[SCALING_TRACE][0], None), tmp)
             traced_mb[n] = json.loads(stdout)
         checks = {}
+        kernel_checks: dict[tuple[str, str], tuple[int, int]] = {}
         if have_accasim:
             for name in TRACES:
                 for policy, acc_policy in ACCASIM_POLICY.items():
@@ -429,8 +451,11 @@ def main() -> None:
                             + [os.path.join(tmp, "accasim.json")])
                     c = json.loads(run_child(argv, tmp)[0])
                     checks[(name, policy)] = (c["same_starts"], c["jobs"], c["waited"])
+                    kernel_checks[(name, policy)] = (c.get("kernel_same", 0), c.get("kernel_jobs", 0))
                     print(f"  schedule check {name} {policy}: {checks[(name, policy)][0]:,} of "
-                          f"{checks[(name, policy)][1]:,} start times equal", file=sys.stderr)
+                          f"{checks[(name, policy)][1]:,} start times equal; kernel vs BatchQueue "
+                          f"{kernel_checks[(name, policy)][0]:,} of {kernel_checks[(name, policy)][1]:,}",
+                          file=sys.stderr)
 
     load_after = os.getloadavg()
     extra["load_avg_1min"] = {"before": load_before[0], "after": load_after[0]}
@@ -442,7 +467,9 @@ def main() -> None:
                           "traced": [{"trace": SCALING_TRACE, "policy": SCALING_POLICY, "first": n, **v}
                                      for n, v in traced_mb.items()],
                           "schedule_check": [{"trace": t, "policy": p, "first": firsts.get(t), "same_starts": s,
-                                              "jobs": n, "resel_jobs_that_waited": w}
+                                              "jobs": n, "resel_jobs_that_waited": w,
+                                              "kernel_same_as_batchqueue": kernel_checks[(t, p)][0],
+                                              "kernel_jobs": kernel_checks[(t, p)][1]}
                                              for (t, p), (s, n, w) in checks.items()]}, indent=2))
         return
 
@@ -484,6 +511,9 @@ def main() -> None:
                 acc_mb = f"{med(acc_case, 'peak_mb'):.0f}"
                 same, n, waited = checks[(name, policy)]
                 sched = f"{'identical' if same == n else 'differs'} ({same:,}/{n:,} starts equal; {waited:,} waited)"
+                k_same, k_jobs = kernel_checks.get((name, policy), (0, 0))
+                if k_jobs:
+                    sched += f"; kernel = BatchQueue {k_same:,}/{k_jobs:,}"
                 if not waited:
                     idle.add(label(name, first_n))
                 if acc_jobs != jobs:

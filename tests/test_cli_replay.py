@@ -184,11 +184,12 @@ def test_help_shows_an_example():
 
 def test_the_command_reads_the_trace_by_its_fast_reader(monkeypatch):
     """Unfiltered, with or without --first, ``resel replay`` hands replay() the Trace itself,
-    so it is read by Trace.replay_rows (no Job per line); --status filters Job records."""
+    so it is read by the block reader under Trace.replay_rows and replay_columns (no Job per
+    line); --status filters Job records."""
     from resel.sim.swf import Trace
     calls = []
-    original = Trace.replay_rows
-    monkeypatch.setattr(Trace, "replay_rows", lambda self: calls.append(self.path) or original(self))
+    original = Trace._blocks
+    monkeypatch.setattr(Trace, "_blocks", lambda self: calls.append(self.path) or original(self))
     whole, first = as_json(invoke(HPC2N, "--policy", "easy", "--json")), as_json(invoke(HPC2N, "--first", "500", "--json"))
     assert calls == [str(HPC2N)] * 2
     assert whole["jobs"] == 3145 and first["jobs"] + first["skipped_unknown_runtime"] == 500

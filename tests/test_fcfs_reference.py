@@ -23,3 +23,14 @@ def test_fcfs_matches_accasim_fifo_on_every_hpc2n_job():
     assert len(ours) == len(reference) == 3145
     mismatches = [k for k in reference if ours.get(k) != reference[k]]
     assert mismatches == []
+
+
+def test_the_fcfs_kernel_matches_accasim_fifo_on_every_hpc2n_job():
+    """The schedule that ``replay(read_swf(trace), "fcfs", ...)`` times — the closed-queue kernel
+    of resel/sim/closed.py — starts every job at the same second as AccaSim's FIFO too."""
+    from resel.sim.replay import kernel_schedule
+
+    reference = json.loads(DATA.read_text())["starts"]
+    ours = {str(k): v for k, v in kernel_schedule(read_swf(TRACE), "fcfs", 240).items()}
+    assert len(ours) == len(reference) == 3145
+    assert [k for k in reference if ours.get(k) != reference[k]] == []

@@ -530,6 +530,151 @@ def test_replay_rows_odd_but_valid_lines(tmp_path, line):
     assert _typed(trace.replay_rows()) == _typed(_job_rows(trace))
 
 
+@pytest.mark.parametrize("path", REAL_TRACES, ids=lambda p: p.name)
+def test_block_reader_takes_every_shared_trace_whole(path):
+    """The job lines of every shipped trace are read by the block reader at once, none line by
+    line (the replay's speed rests on it): wagap's extra columns, hpc2n's float CPU times,
+    jaros' tabs and '&' lists included. And its columns are replay_rows' values."""
+    import resel.sim.swf as swf
+
+    trace = read_swf(path)
+    lines = path.read_bytes().replace(b"\r\n", b"\n").split(b"\n")
+    body = [line for number, line in enumerate(lines, 1)
+            if line.strip() and not line.lstrip().startswith(b";") and number != trace._title_line]
+    columns = swf._block_columns(b"\n".join(body) + b"\n", len(body))
+    assert columns is not None
+    assert list(zip(*columns, [None] * len(body))) == _job_rows(trace)
+
+
+@pytest.mark.parametrize("tail", ["\n", "  \n", "\t\n\n", " \x0b\n \n\x0c\n"])
+def test_block_reader_drops_blank_lines_at_a_block_end(tail):
+    """Blank lines closing a block (hpc2n's last line is one) give no job and keep the block
+    on the fast path: its columns are those of its job lines."""
+    import resel.sim.swf as swf
+
+    lines = [GOOD_LINE, GOOD_LINE.replace("1 0 5", "2 3 5", 1)]
+    block = ("\n".join(lines) + "\n" + tail).encode()
+    columns = swf._block_columns(block, block.count(b"\n"))
+    assert columns is not None
+    assert [tuple(c) for c in zip(*columns)] == [(0, 100, 4, 200, 1), (3, 100, 4, 200, 2)]
+    assert swf._block_columns(b"  \n\t\n", 2) is None        # nothing but blank lines
+
+
+def _same_as_iterating(path: Path, blocks=(1, 7, 64, 4096, 1 << 17)) -> None:
+    """replay_rows and replay_columns read ``path`` as iterating it does (rows, types, the
+    InputError's text, what skip_bad skips), in blocks of every size given."""
+    import resel.sim.swf as swf
+
+    for skip_bad in (False, True):
+        seen: list = []
+        trace = read_swf(path, skip_bad=skip_bad, on_skip=lambda n, why: seen.append((n, why)))
+        expected = _outcome(lambda: _job_rows(trace)), trace.skipped, list(seen)
+        for block in blocks:
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(swf, "_BLOCK", block)
+                seen.clear()
+                assert (_outcome(lambda: list(trace.replay_rows())), trace.skipped, list(seen)) == expected
+                seen.clear()
+
+                def columns():
+                    return [row + (None,) for block in trace.replay_columns() for row in zip(*block)]
+                assert (_outcome(columns), trace.skipped, list(seen)) == expected
+
+
+LINE2 = GOOD_LINE.replace("1 0 5", "2 3 5", 1)
+
+
+@pytest.mark.parametrize("raw", [
+    pytest.param(f"{GOOD_LINE}\r\n{LINE2}\r\n".encode(), id="crlf"),
+    pytest.param(f"{GOOD_LINE}\r{LINE2}\r".encode(), id="bare-cr"),
+    pytest.param(f"{GOOD_LINE}\r\n{LINE2}\r{GOOD_LINE}\n\r\n".encode(), id="mixed-line-ends"),
+    pytest.param(f"{GOOD_LINE}\n{LINE2}".encode(), id="no-newline-at-end"),
+    pytest.param(f"{GOOD_LINE}\n{LINE2[:20]}".encode(), id="truncated-last-line"),
+    pytest.param(f"\ufeff; MaxProcs: 8\n{GOOD_LINE}\n".encode(), id="bom-and-header"),
+    pytest.param(f"\ufeff{GOOD_LINE}\n".encode(), id="bom-before-a-job"),
+    pytest.param(f"; a\n\n  \n;b\n{GOOD_LINE}\n\n; middle\n{LINE2}\n\t\n".encode(), id="comments-blank-lines"),
+    pytest.param(f"{GOOD_LINE}\n{LINE2.replace(' ', chr(9))}\n".encode(), id="tabs"),
+    pytest.param(f"{GOOD_LINE}\n{LINE2.replace(' ', '   ')}\n".encode(), id="several-spaces"),
+    pytest.param(f"{GOOD_LINE} q_1d {{1,2}}\n{LINE2} q_2w {{3}} x\n".encode(), id="unequal-extras"),
+    pytest.param(f"{GOOD_LINE} q_1d {{1,2}}\n{LINE2} q_2w {{3}}\n".encode(), id="equal-extras"),
+    pytest.param(" ".join(["-1"] * 18).encode() + b"\n" + LINE2.encode() + b"\n", id="all-unknown"),
+    pytest.param(f"{GOOD_LINE}\n{LINE2.replace(' 100 ', ' 1,2 ')}\n".encode(), id="comma-in-run"),
+    pytest.param(f"{GOOD_LINE}\n{LINE2[:-2]}1,2\n".encode(), id="comma-in-think-time"),
+    pytest.param(f"{GOOD_LINE[:-5]}1&2 -1\n{LINE2[:-5]}3&-4 -1\n".encode(), id="predecessor-lists"),
+    pytest.param(f"{GOOD_LINE[:-5]}1&2 -1\n{LINE2[:-5]}3& -1\n".encode(), id="predecessor-list-cut"),
+    pytest.param(f"{GOOD_LINE[:-5]}1&2 -1\n{LINE2[:-5]}2.5 -1\n".encode(), id="predecessor-float"),
+    pytest.param(f"{GOOD_LINE}\n{LINE2.replace(' 4 -1', ' 4.0 -1', 1)}\n".encode(), id="whole-float-size"),
+    pytest.param(f"{GOOD_LINE}\n{LINE2.replace(' 100 ', ' 100.5 ')}\n".encode(), id="fractional-run"),
+    pytest.param(f"{GOOD_LINE}\n{LINE2.replace(' 100 ', ' 0100 ')}\n".encode(), id="leading-zero"),
+    pytest.param(f"{GOOD_LINE}\n{LINE2.replace(' 100 ', ' -0 ')}\n".encode(), id="minus-zero"),
+    pytest.param(f"{GOOD_LINE}\n{LINE2.replace(' 200 ', ' 1-2 ')}\n".encode(), id="minus-inside"),
+    pytest.param(f"{GOOD_LINE}\n{LINE2.replace(' 200 ', ' 2.0.0 ')}\n".encode(), id="two-dots"),
+    pytest.param(f"{GOOD_LINE}\n{LINE2.replace(' 200 ', ' 9' + '9' * 18 + ' ')}\n".encode(), id="19-digits"),
+    pytest.param(f"{GOOD_LINE}\n{LINE2.replace(' 200 ', ' 9' + '9' * 17 + ' ')}\n".encode(), id="18-digits"),
+    pytest.param(f"{GOOD_LINE}\n{LINE2.replace(' 200 ', ' 2.' + '5' * 30 + ' ')}\n".encode(), id="long-fraction"),
+    pytest.param(f"{GOOD_LINE}\n{LINE2.replace(' 200 -1 ', ' 200 1-2 ')}\n".encode(), id="unread-field-minus-inside"),
+    pytest.param(f"{GOOD_LINE}\n{LINE2.replace(' 200 -1 ', ' 200 --1 ')}\n".encode(), id="unread-field-two-minus"),
+    pytest.param(f"{GOOD_LINE}\n{LINE2.replace(' 200 -1 ', ' 200 1- ')}\n".encode(), id="unread-field-minus-last"),
+    pytest.param(f"{GOOD_LINE}\n{LINE2.replace(' 200 -1 ', ' 200 -.5 ')}\n".encode(), id="unread-field-minus-dot"),
+    pytest.param(f"{GOOD_LINE}\n{LINE2.replace(' 200 -1 ', ' 200 2.0.0 ')}\n".encode(), id="unread-field-two-dots"),
+    pytest.param(f"{GOOD_LINE}\n{LINE2.replace(' 200 -1 ', ' 200 5. ')}\n".encode(), id="unread-field-dot-last"),
+    pytest.param(f"{GOOD_LINE}\n{LINE2.replace(' 200 -1 ', ' 200 .5 ')}\n".encode(), id="unread-field-dot-first"),
+    pytest.param(f"{GOOD_LINE}\n{LINE2.replace(' 200 -1 ', ' 200 5..5 ')}\n".encode(), id="unread-field-dot-dot"),
+    pytest.param(f"{GOOD_LINE}\n{LINE2.replace(' 200 -1 ', ' 200 1e5 ')}\n".encode(), id="unread-field-exponent"),
+    pytest.param(f"{GOOD_LINE}\n{LINE2.replace(' 200 -1 ', ' 200 +5 ')}\n".encode(), id="unread-field-plus"),
+    pytest.param(f"{GOOD_LINE}\n{LINE2.replace(' 200 -1 ', ' 200 1111111111111111111 ')}\n".encode(), id="unread-field-19-digits"),
+    pytest.param(f"{GOOD_LINE}\n{LINE2.replace(' 200 -1 ', ' 200 1.1111111111111111111 ')}\n".encode(), id="unread-field-19-digit-fraction"),
+    pytest.param(f"{GOOD_LINE}\n{LINE2.replace(' 200 -1 ', ' 200 -2.5 ')}\n".encode(), id="unread-field-float"),
+    pytest.param(f"{GOOD_LINE}\n{LINE2.replace(' 200 -1 ', ' 200 1_0 ')}\n".encode(), id="unread-field-underscore"),
+    pytest.param(f"{GOOD_LINE}\n{LINE2.replace(' 200 -1 ', ' 200 - ')}\n".encode(), id="unread-field-minus-only"),
+    pytest.param(f"{GOOD_LINE}\n".encode() + LINE2.replace(" 200 ", " 2\xff0 ").encode("latin-1") + b"\n",
+                 id="invalid-utf8-in-a-field"),
+    pytest.param(f"{GOOD_LINE} \xe9t\xe9\n".encode("latin-1") + f"{LINE2} x\n".encode(), id="invalid-utf8-in-extras"),
+    pytest.param(f"{GOOD_LINE}\n{LINE2}\x00\n".encode(), id="nul-byte"),
+    pytest.param(f"{GOOD_LINE}\n{LINE2.replace(' 200 ', chr(12) + '200 ')}\n".encode(), id="form-feed"),
+    pytest.param(f"{GOOD_LINE}\n{LINE2.replace(' 200 ', chr(0x1c) + '200 ')}\n".encode(), id="file-separator"),
+    pytest.param(f"{GOOD_LINE}\n{LINE2.replace(' 200 ', chr(0xa0) + '200 ')}\n".encode(), id="no-break-space"),
+    pytest.param(f"{GOOD_LINE}\n{' '.join(GOOD_LINE.split()[:17])}\n".encode(), id="17-fields"),
+    pytest.param(b"", id="empty"),
+    pytest.param(b"; only a header\n", id="header-only"),
+])
+def test_block_reader_corners(tmp_path, raw):
+    """Line ends of every kind, a cut last line, a byte-order mark, comments and blank lines
+    anywhere, tabs, extras of unequal width, -1 fields, commas, '&' lists, floats, leading
+    zeros, long numbers, bytes that are not UTF-8, control characters, short lines: the same
+    rows or the same error as iterating, whatever the block size."""
+    path = tmp_path / "t.swf"
+    path.write_bytes(raw)
+    _same_as_iterating(path)
+
+
+def test_block_reader_reads_compressed_traces(tmp_path):
+    """A gzip, bzip2 or xz trace is read by the block reader as iterating reads it."""
+    import bz2
+    import gzip
+    import lzma
+
+    raw = f"; MaxProcs: 8\r\n{GOOD_LINE} q\r\n{LINE2} q\r\n".encode()
+    for name, compress in (("t.swf.gz", gzip.compress), ("t.swf.bz2", bz2.compress), ("t.swf.xz", lzma.compress)):
+        path = tmp_path / name
+        path.write_bytes(compress(raw))
+        _same_as_iterating(path, blocks=(1, 1 << 17))
+        assert len(list(read_swf(path).replay_rows())) == 2
+
+
+def test_replay_columns_end_with_the_error_after_the_rows_before_it(tmp_path):
+    """A bad line: replay_columns gives the jobs before it (in its block too), then raises the
+    error iterating raises, so a replay checks their order first as it did row by row."""
+    lines = [GOOD_LINE.replace("1 0 5", f"{i} {i} 5", 1) for i in range(1, 11)]
+    lines[6] = lines[6].replace(" 200 ", " 2x0 ")
+    path = write_text(tmp_path, "\n".join(lines) + "\n")
+    got = []
+    with pytest.raises(InputError) as info:
+        for block in read_swf(path).replay_columns():
+            got.extend(block[4])
+    assert info.value.where == "line 7" and got == [1, 2, 3, 4, 5, 6]
+
+
 @pytest.mark.parametrize("token", ["nan", "NaN", "inf", "-Infinity", "1e999", "1_000", "0x10", "1,2",
                                    "\u0661", "-", "1-2", "true"])
 def test_replay_rows_rejects_what_iterating_rejects(tmp_path, token):

@@ -2,7 +2,8 @@
 
 ``core`` is the clock and the event heap every simulation in resel runs on (the bag simulator,
 the trace replay, the wait-bound evaluation, the twin, the grid); ``queue`` is one site's batch
-queue on it and ``policies`` the batch policies it runs (FCFS, EASY, conservative). On them:
+queue on it and ``policies`` the batch policies it runs (FCFS, EASY, conservative); ``closed``
+runs a whole trace under FCFS or EASY in one loop (the replay's kernels). On them:
 SWF traces (``swf``) and their replay on one site (``replay``, ``jobstats``), clusters behind a
 meta-scheduler (``grid``, ``scenarios``), the strategy experiments (``experiment``) and their
 lower bound (``oracle``), ``resel plan`` on simulated sites (``plan``), and the evaluations of

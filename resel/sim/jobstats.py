@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from array import array
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import add, truediv
 
 
 def percentile(sorted_values, q: float) -> float:
@@ -61,27 +63,56 @@ class JobStats:
         if start + run > self.last_end:
             self.last_end = start + run
 
+    # the derived values are computed by map() and comprehensions over plain lists of the two
+    # arrays (an array boxes a new float at every read), not a generator per job — a replay's
+    # summary is a noticeable part of a whole ``resel replay`` process — with the same
+    # operations in the same order as their definitions; max(a, b) is written out as a
+    # comparison, which gives the same number
+
     @property
     def response(self) -> array:
-        return array("d", (w + r for w, r in zip(self.wait, self.run)))
+        return array("d", _response(self.wait.tolist(), self.run.tolist()))
 
     @property
     def slowdown(self) -> array:
-        return array("d", ((w + r) / r if r > 0 else 1.0 for w, r in zip(self.wait, self.run)))
+        """response / run, 1 for a job of no run time."""
+        run = self.run.tolist()
+        return array("d", _slowdown(_response(self.wait.tolist(), run), run))
 
     @property
     def bsld(self) -> dict[float, array]:
         """Bounded slowdown max(1, response / max(run, τ)) per τ."""
-        return {tau: array("d", (max(1.0, (w + r) / max(r, tau)) for w, r in zip(self.wait, self.run)))
-                for tau in self.taus}
+        run = self.run.tolist()
+        response = _response(self.wait.tolist(), run)
+        return {tau: array("d", _bsld(response, run, tau)) for tau in self.taus}
 
     def summary(self, cores: int) -> dict:
         span = self.last_end - self.first_submit
-        out = {"jobs": len(self.wait), "killed": self.killed,
+        wait, run = self.wait.tolist(), self.run.tolist()
+        response = _response(wait, run)
+        out = {"jobs": len(wait), "killed": self.killed,
                "utilisation": self.area / (cores * span) if span > 0 else math.nan,
                "makespan": span if span > 0 else 0.0,
-               "wait": describe(self.wait), "response": describe(self.response),
-               "slowdown": describe(self.slowdown)}
-        for tau, values in sorted(self.bsld.items()):
-            out[f"bsld_{tau:g}"] = describe(values)
+               "wait": describe(wait), "response": describe(response),
+               "slowdown": describe(_slowdown(response, run))}
+        for tau in sorted(self.taus):
+            out[f"bsld_{tau:g}"] = describe(_bsld(response, run, tau))
         return out
+
+
+def _response(wait: list[float], run: list[float]) -> list[float]:
+    """wait + run of each job."""
+    return list(map(add, wait, run))
+
+
+def _slowdown(response: list[float], run: list[float]) -> list[float]:
+    """response / run of each job, 1 for a job of no run time."""
+    if not run or min(run) > 0:
+        return list(map(truediv, response, run))
+    return [x / r if r > 0 else 1.0 for x, r in zip(response, run)]
+
+
+def _bsld(response: list[float], run: list[float], tau: float) -> list[float]:
+    """max(1, response / max(run, τ)) of each job."""
+    ratios = map(truediv, response, [r if r > tau else tau for r in run])     # / max(run, τ)
+    return [x if x > 1.0 else 1.0 for x in ratios]                              # max(1, ·)

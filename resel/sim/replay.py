@@ -17,13 +17,15 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import itertools
+import math
+import operator
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
-from resel.sim.policies import QJob, run_and_estimate
+from resel.sim import closed
 from resel.sim.jobstats import JobStats
-from resel.sim.queue import BatchQueue
-from resel.sim.swf import Job, Trace, unsorted_error
+from resel.sim.policies import QJob, run_and_estimate
+from resel.sim.swf import Columns, Job, Trace, unsorted_error
 
 
 @dataclass
@@ -73,7 +75,9 @@ def replay(jobs: Iterable[Job], policy: str, cores: int, *, speed: float = 1.0, 
     free their cores, then the jobs arriving join the queue, then the policy makes one pass.
     A :class:`~resel.sim.swf.Trace` given as it is (not filtered) and no record wanted back is
     read by :meth:`~resel.sim.swf.Trace.replay_rows`, which parses only what the replay needs:
-    the same jobs and results, without building a :class:`Job` per line.
+    the same jobs and results, without building a :class:`Job` per line; under fcfs or easy
+    its columns (:meth:`~resel.sim.swf.Trace.replay_columns`) go straight to the policy's kernel
+    (:mod:`resel.sim.closed`), the same schedule without a :class:`QJob` per job.
 
     Raises:
         InputError: the trace is not sorted by submit time (:func:`resel.sim.swf.unsorted_error`).
@@ -150,6 +154,15 @@ def replay(jobs: Iterable[Job], policy: str, cores: int, *, speed: float = 1.0, 
             yield QJob(seq, size, estimate, run, float(submit), -1.0, -1.0, killed, ref)
         counts[0] = seq
 
+    if not in_order and type(jobs) is Trace and policy in closed.KERNELS:
+        # FCFS and EASY: the trace's columns straight into a closed-queue kernel
+        counts[0], counts[1], counts[2], killed_n, first_submit = _run_kernel(
+            jobs.replay_columns(), policy, cores, speed, kill, stats, trace_name, on_progress, first)
+        replayed = len(stats.wait)
+        result.events = 2 * replayed
+        result.skipped_unknown, result.skipped_too_large = counts[1], counts[2]
+        stats.killed, stats.first_submit = killed_n, first_submit
+        return result
     # rows: (submit, run, size, req_time, id, trace record or None)
     if not in_order and type(jobs) is Trace:
         rows = jobs.replay_rows()
@@ -157,6 +170,7 @@ def replay(jobs: Iterable[Job], policy: str, cores: int, *, speed: float = 1.0, 
         rows = _rows(jobs)
     if first is not None:
         rows = itertools.islice(rows, first)
+    from resel.sim.queue import BatchQueue     # (here: the kernels' path needs no event core)
     queue = BatchQueue(policy, cores, on_end=ended)
     queue.run_closed(arrivals(rows))
     if in_order:
@@ -166,6 +180,126 @@ def replay(jobs: Iterable[Job], policy: str, cores: int, *, speed: float = 1.0, 
     result.skipped_unknown, result.skipped_too_large = counts[1], counts[2]
     stats.killed, stats.area, stats.first_submit, stats.last_end = killed_n, area, first_submit, last_end
     return result
+
+
+def _run_kernel(blocks: Iterable[Columns], policy: str, cores: int, speed: float, kill: bool, stats: JobStats,
+                trace_name: str, on_progress: Callable[[int], None] | None,
+                first: int | None, starts: dict | None = None) -> tuple[int, int, int, int, float]:
+    """:func:`replay` of a trace's columns (:meth:`Trace.replay_columns`) by the policy's kernel
+    (:data:`resel.sim.closed.KERNELS`): the jobs a block at a time made into the kernel's
+    tuples — checked for order, unusable ones counted and dropped, run and estimate scaled
+    and capped as ``arrivals`` does, by list operations — then one loop over all of them.
+
+    Fills ``stats.wait``, ``run``, ``area`` and ``last_end``; returns the jobs read, the
+    unknown and too-large ones skipped, the jobs killed at their request and the first
+    submit time replayed. ``starts``, if given, receives each replayed job's start by job id
+    (the schedule, for :func:`kernel_schedule`; it keeps every job's id and submit time).
+    """
+    kept_ids: list = []
+    kept_submits: list[float] = []
+    counts = [0, 0, 0, 0, 0]              # read, unknown run or size, larger than the site, killed, replayed
+    reach = [0, 0]                        # the largest submit time seen, the sum of the runs
+    low = [math.inf]                      # the first submit replayed
+    fcfs = policy == "fcfs"
+
+    def prepared() -> Iterator[Iterable[tuple]]:
+        last = -math.inf
+        for submits, runs, sizes, req_times, ids in blocks:
+            if first is not None and counts[0] + len(submits) > first:
+                keep = max(0, first - counts[0])
+                submits, runs, sizes, req_times, ids = (c[:keep] for c in (submits, runs, sizes, req_times, ids))
+            if not submits:
+                return
+            if submits[0] < last or submits != sorted(submits):
+                for submit, job_id in zip(submits, ids):
+                    if submit < last:
+                        raise unsorted_error(trace_name, job_id, submit, last)
+                    last = submit
+            last = submits[-1]
+            before = counts[0]
+            counts[0] += len(submits)
+            if on_progress is not None:
+                for done in range(before // 1000 + 1, counts[0] // 1000 + 1):
+                    on_progress(done * 1000)
+            if not (min(runs) >= 0 and min(sizes) > 0 and max(sizes) <= cores):    # as to_qjob
+                usable = [run is not None and run >= 0 and size > 0 for run, size in zip(runs, sizes)]
+                counts[1] += usable.count(False)
+                fits = [ok and size <= cores for ok, size in zip(usable, sizes)]
+                counts[2] += fits.count(False) - usable.count(False)
+                submits, runs, sizes, req_times, ids = (list(itertools.compress(c, fits))
+                                                        for c in (submits, runs, sizes, req_times, ids))
+                if not submits:
+                    continue
+            low[0] = min(low[0], submits[0])
+            numbers = range(counts[4], counts[4] + len(submits))
+            counts[4] += len(submits)
+            if starts is not None:
+                kept_ids.extend(ids)
+                kept_submits.extend(map(float, submits))
+            # Numbers as they were read, not floats, while every time the schedule can reach
+            # (the latest submit, plus every run so far, plus the longest request) is below
+            # 2**52: each sum and difference of the kernel is then exact either way, so the
+            # schedule and the statistics are the same numbers (the int-to-float conversion of
+            # up to two values a job is ~5 % of an FCFS replay). Beyond, floats as before.
+            reach[0] = max(reach[0], abs(submits[0]), abs(submits[-1]))
+            reach[1] += sum(runs)
+            exact = speed == 1 and reach[0] + reach[1] < _EXACT
+            # run_and_estimate, column by column: the request (else the run), both / speed; a
+            # run past its request is cut to it (kill) or raises it (FCFS reads no estimate)
+            if fcfs and not kill:
+                if exact:
+                    yield zip(submits, sizes, runs, numbers)
+                else:
+                    yield zip(map(float, submits), sizes, map(float, runs) if speed == 1 else
+                              [run / speed for run in runs], numbers)
+                continue
+            if exact:
+                if kill:
+                    estimates = [req if req > 0 else run for req, run in zip(req_times, runs)]
+                else:       # the request raised to the run at once: max(request or run, run)
+                    estimates = [(run if run > req else req) if req > 0 else run for req, run in zip(req_times, runs)]
+                exact = reach[0] + reach[1] + max(estimates) < _EXACT
+            if exact:
+                starts_at, lengths = submits, runs
+            else:
+                starts_at = list(map(float, submits))
+                lengths = list(map(float, runs)) if speed == 1 else [run / speed for run in runs]
+                estimates = [(req if req > 0 else run) / speed for req, run in zip(req_times, runs)]
+                if not kill:
+                    estimates = [length if length > e else e for e, length in zip(estimates, lengths)]
+            if kill:        # a run past its request is cut to it (min(run, estimate), written out)
+                over = list(map(operator.gt, lengths, estimates))
+                if any(over):
+                    counts[3] += over.count(True)
+                    lengths = [e if e < length else length for length, e in zip(lengths, estimates)]
+            yield (zip(starts_at, sizes, lengths, numbers) if fcfs
+                   else zip(starts_at, sizes, estimates, lengths, numbers))
+
+    kernel = closed.KERNELS[policy]
+    order: list[int] | None = [] if starts is not None else None
+    area, last_end = kernel(itertools.chain.from_iterable(prepared()), cores, stats.wait.append,
+                            stats.run.append, None if order is None else order.append)
+    stats.area, stats.last_end = float(area), float(last_end)      # (as the float path gives them)
+    if starts is not None and order is not None:
+        for number, waited in zip(order, stats.wait):
+            starts[kept_ids[number]] = kept_submits[number] + waited
+    return counts[0], counts[1], counts[2], counts[3], float(low[0])
+
+
+#: below this, sums and differences of whole numbers are as exact in floats as in ints
+_EXACT = 2**52
+
+
+def kernel_schedule(trace: Trace, policy: str, cores: int, *, speed: float = 1.0,
+                    kill: bool = False) -> dict:
+    """Each job's start time by job id, as :func:`replay` of ``trace`` computes it with the
+    policy's kernel (fcfs, easy): the schedule that is timed, for checking it job by job
+    against another simulator's (benchmarks/bench_replay.py, AccaSim) or BatchQueue's."""
+    if policy not in closed.KERNELS:
+        raise ValueError(f"no kernel for {policy!r}; one of {', '.join(closed.KERNELS)}")
+    starts: dict = {}
+    _run_kernel(trace.replay_columns(), policy, cores, speed, kill, JobStats(), trace.path, None, None, starts)
+    return starts
 
 
 def _rows(jobs: Iterable[Job]):
