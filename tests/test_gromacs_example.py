@@ -95,7 +95,7 @@ def test_water_bag_loads():
 
 def test_reproduce_experiment1_quick():
     tools()
-    proc = subprocess.run([sys.executable, str(EXAMPLES / "reproduce_experiment1.py"), "--quick", "--json"],
+    proc = subprocess.run([sys.executable, str(EXAMPLES / "reproduce_experiment1.py"), "--quick", "--repeat", "3", "--json"],
                           check=False, capture_output=True, text=True, timeout=300, cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-2000:]
     res = json.loads(proc.stdout)
