@@ -324,30 +324,26 @@ class SlurmCLI:
 
         Filtered here too: Slurm 22.05's ``squeue --json`` ignores ``--states`` and lists
         finished jobs, which the snapshot must not count (nor note as unsized)."""
-        filters = ["--states=" + ",".join(sorted(QUEUE_STATES))]
-        kind, out = self._json_or_text(
-            "squeue", ["squeue", "--json", *filters],
-            ["squeue", "-h", *filters, "-o", fmt.QUEUE_TEXT_FORMAT])
-        if kind == "json":
-            doc = fmt.load_json(out, "squeue --json")
-            self._version = self._version or fmt.slurm_release(doc)
-            jobs = fmt.parse_jobs_json(doc)
-        else:
-            jobs = fmt.parse_queue_text(out, self._tz_for(out))
+        jobs = self._squeue(["--states=" + ",".join(sorted(QUEUE_STATES))], fmt.QUEUE_TEXT_FORMAT,
+                            fmt.parse_queue_text)
         return {jid: j for jid, j in jobs.items() if j.native in QUEUE_STATES}
 
     def _all_jobs(self, user: str | None = None) -> dict[str, JobInfo]:
         # -t all: the text form otherwise hides finished jobs; 22.05's --json ignores the
         # filters (and lists every job anyway), later versions honour them
-        filters = ["--states=all"] + (["-u", user] if user else [])
+        return self._squeue(["--states=all"] + (["-u", user] if user else []), fmt.SQUEUE_TEXT_FORMAT,
+                            fmt.parse_squeue_text)
+
+    def _squeue(self, filters: list[str], text_format: str, parse_text) -> dict[str, JobInfo]:
+        """``squeue --json`` with ``filters``, or its text form in ``text_format`` read by
+        ``parse_text`` where the JSON form is missing or broken."""
         kind, out = self._json_or_text(
-            "squeue", ["squeue", "--json", *filters],
-            ["squeue", "-h", *filters, "-o", fmt.SQUEUE_TEXT_FORMAT])
+            "squeue", ["squeue", "--json", *filters], ["squeue", "-h", *filters, "-o", text_format])
         if kind == "json":
             doc = fmt.load_json(out, "squeue --json")
             self._version = self._version or fmt.slurm_release(doc)
             return fmt.parse_jobs_json(doc)
-        return fmt.parse_squeue_text(out, self._tz_for(out))
+        return parse_text(out, self._tz_for(out))
 
     def jobs(self, ids: Iterable[str] | None = None, *, user: str | None = None,
              name_prefix: str | None = None) -> dict[str, JobInfo]:

@@ -843,21 +843,27 @@ class Agent(object):
             keep.append((pgid, deadline))
         self.lingering = keep
 
-    def handle_cancels(self):
+    def own_entries(self, sub, wanted):
+        """(name, lstat) of the entries of folder ``sub`` whose names ``wanted`` accepts and
+        that are ours; another user's entry is rejected (and reported), never read."""
         try:
-            names = os.listdir(self.path("cancel"))
+            names = os.listdir(self.path(sub))
         except OSError:
             return
-        for key in names:
-            if key in self.cancel_done or not KEY_RE.match(key):
+        for name in names:
+            if not wanted(name):
                 continue
             try:
-                st = os.lstat(self.path("cancel", key))
+                st = os.lstat(self.path(sub, name))
             except OSError:
                 continue
             if not mine(st):
-                self.reject("cancel/" + key, Foreign(self.path("cancel", key), st))
+                self.reject(sub + "/" + name, Foreign(self.path(sub, name), st))
                 continue
+            yield name, st
+
+    def handle_cancels(self):
+        for key, _ in self.own_entries("cancel", lambda k: k not in self.cancel_done and KEY_RE.match(k)):
             m = KEY_RE.match(key)
             if key in self.running:
                 self.terminate(self.running[key], "cancelled", "cancelled")
@@ -879,24 +885,8 @@ class Agent(object):
             # otherwise not seen yet: checked again, and when claimed
 
     def inbox_entries(self):
-        entries = []
-        try:
-            names = os.listdir(self.path("inbox"))
-        except OSError:
-            return entries
-        for name in names:
-            if not name.endswith(".json") or name.startswith("."):
-                continue
-            try:
-                st = os.lstat(self.path("inbox", name))
-            except OSError:
-                continue
-            if not mine(st):
-                self.reject("inbox/" + name, Foreign(self.path("inbox", name), st))
-                continue
-            entries.append((st.st_mtime, name))
-        entries.sort()
-        return entries
+        return sorted((st.st_mtime, name) for name, st in
+                      self.own_entries("inbox", lambda n: n.endswith(".json") and not n.startswith(".")))
 
     def claim(self, entries):
         for _mtime, name in entries:
