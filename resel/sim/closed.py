@@ -107,7 +107,11 @@ def easy(jobs: Iterable[tuple[float, int, float, float, int]], cores: int, wait:
     heap: list[tuple[float, int, int, float, float, float, int]] = []
     # running jobs' expected ends (start + estimate), sorted, and their sizes beside them: jobs
     # expected to end together are interchangeable for the shadow time (only which ends and
-    # how many cores count), so plain floats are searched and the first of a size is removed
+    # how many cores count), so plain floats are searched and the first of a size is removed.
+    # Only a backfill pass reads them (447 passes in wagap's 17,898 jobs), and only while two
+    # or more jobs wait, so they are kept only then ("tracking": built from the heap when a
+    # backlog's first pass needs them — 29 times in wagap — dropped when the queue is short
+    # again); keeping them for every start and end was a sixth of the kernel's time.
     ends: list[float] = []
     sizes: list[int] = []
     queue: list[tuple[float, int, float, float, int]] = []   # waiting jobs as given, in order
@@ -123,6 +127,7 @@ def easy(jobs: Iterable[tuple[float, int, float, float, int]], cores: int, wait:
     # and made exact by a backfill scan that looks at every waiting job (jobs leaving cannot
     # lower the minimum, so it stays a bound when a scan stops early)
     smallest = INF
+    tracking = False
     while True:
         t = heap[0][0]
         if nxt[0] < t:
@@ -137,14 +142,26 @@ def easy(jobs: Iterable[tuple[float, int, float, float, int]], cores: int, wait:
             wait(waited)
             run(length)
             area += length * used
-            i = bisect_left(ends, expected)
-            while sizes[i] != used:
-                i += 1
-            del ends[i], sizes[i]
+            if tracking:
+                i = bisect_left(ends, expected)
+                while sizes[i] != used:
+                    i += 1
+                del ends[i], sizes[i]
         while nxt[0] == t:
-            if queue and nxt[1] < smallest:
-                smallest = nxt[1]
-            queue.append(nxt)
+            if not queue and nxt[1] <= free:      # nothing waits and it fits: the pass would start it
+                submit, size, estimate, length, job = nxt
+                free -= size
+                seq += 1
+                expected = t + estimate
+                push(heap, (t + length, seq, size, length, t - submit, expected, job))
+                if tracking:
+                    i = bisect_right(ends, expected)
+                    ends.insert(i, expected)
+                    sizes.insert(i, size)
+            else:
+                if queue and nxt[1] < smallest:
+                    smallest = nxt[1]
+                queue.append(nxt)
             nxt = next(source, _NO_JOB)
         if not queue or not free:
             continue
@@ -156,14 +173,23 @@ def easy(jobs: Iterable[tuple[float, int, float, float, int]], cores: int, wait:
                 seq += 1
                 expected = t + estimate
                 push(heap, (t + length, seq, size, length, t - submit, expected, job))
-                i = bisect_right(ends, expected)
-                ends.insert(i, expected)
-                sizes.insert(i, size)
-        if len(queue) < 2 or free <= 0:
+                if tracking:
+                    i = bisect_right(ends, expected)
+                    ends.insert(i, expected)
+                    sizes.insert(i, size)
+        if len(queue) < 2:                # no backfill until two wait again: stop keeping ends
+            tracking = False
+            continue
+        if free <= 0:
             continue
         if smallest > free:               # (still a lower bound: jobs only left since)
             continue
         # ... then backfill behind the head's reservation
+        if not tracking:                  # a backlog began: the running jobs' expected ends, sorted
+            running = sorted([(entry[5], entry[2]) for entry in heap if entry[0] != INF])
+            ends = [e for e, _ in running]
+            sizes = [s for _, s in running]
+            tracking = True
         need = queue[0][1]
         avail = free
         i, n = 0, len(ends)
