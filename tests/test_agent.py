@@ -279,13 +279,14 @@ def test_timeout(pilot):
 
 
 def test_walltime_drain_and_end(pilot):
-    # walltime 8 s, drain 7 s: claims for ~1 s, drains for ~2 s, then exits (5 s before the end)
-    p = pilot(slots=2, walltime=8, extra=["--drain", "7"])
+    # walltime 12 s, drain 10 s: claims for ~2 s (1 s was tight for the agent's start-up and
+    # the first claim on a loaded machine), drains for ~5 s, then exits (5 s before the end)
+    p = pilot(slots=2, walltime=12, extra=["--drain", "10"])
     running = p.submit(1, "sleep 30")
     p.started(running)
-    wait_for(lambda: p.read("heartbeat.json")["state"] == "draining", 4, "draining")
+    wait_for(lambda: p.read("heartbeat.json")["state"] == "draining", 8, "draining")
     late = p.submit(2, "echo too-late")
-    assert p.wait_exit(6) == 0
+    assert p.wait_exit(10) == 0
     r = p.read("results", f"{running}.json")
     assert r["outcome"] == "lost" and r["reason"] == "walltime"
     assert (p.dir / "inbox" / f"{late}.json").exists()

@@ -55,12 +55,17 @@ def test_dry_run_submits_nothing(tmp_path, testbed):
     assert rows["tbb"]["tasks"] == 0 and rows["tba"]["tx"] == 2.0
     assert rows["tba"]["scheduler_s"] is not None and rows["tba"]["twin_s"] is not None
     assert plan["submitted"] is False
-    assert _testbed_jobs(testbed) == before
+    assert not (_testbed_jobs(testbed) - before)   # nothing submitted (jobs ending meanwhile are fine)
     assert not (tmp_path / "db").exists() or not list(open_store(tmp_path / "db").query("select * from runs"))
 
 
 def test_status_and_cancel_leave_nothing_on_any_site(tmp_path, testbed):
     """Start a long bag, watch it with `resel status`, `resel cancel` it: no pilot is left."""
+    # every core of both clusters is needed (12 running tasks): wait until an earlier test's
+    # pilots have drained (cancelled jobs stay COMPLETING for KillWait and their epilog)
+    from live_helpers import slurm, wait_for
+    assert wait_for(lambda: not any(slurm(testbed, c, "squeue", "-h", "-o", "%i").stdout.split() for c in ("a", "b")),
+                    timeout=90), [slurm(testbed, c, "squeue").stdout for c in ("a", "b")]
     sites, bag = write_inputs(tmp_path, sites_toml(testbed), bag_toml(30, "sleep 60"))
     db = tmp_path / "resel.db"
     proc = subprocess.Popen(RESEL + ["run", str(bag), "--sites", str(sites), "--db", str(db), "--poll", "0.3",
@@ -130,7 +135,9 @@ def test_sites_status_one_table_a_silent_site_does_not_hold_up_the_others(tmp_pa
         sites = tmp_path / "sites.toml"
         sites.write_text(sites_toml(testbed) + "[[site]]" + dead.replace('name = "tbb"', 'name = "silent"'))
         began = time.monotonic()
-        res = resel("sites", "status", "--sites", sites, "--timeout", "3", "--json")
+        # 8 s: tbb's answer needs an SSH handshake and four commands, ~1 s idle but 3 s and
+        # more on a loaded runner; the silent site still must not hold the others up (took)
+        res = resel("sites", "status", "--sites", sites, "--timeout", "8", "--json")
         took = time.monotonic() - began
     finally:
         silent.close()
@@ -138,8 +145,8 @@ def test_sites_status_one_table_a_silent_site_does_not_hold_up_the_others(tmp_pa
     rows = {r["site"]: r for r in json.loads(res.stdout)["sites"]}
     assert rows["tba"]["total_cores"] == 8 and rows["tba"]["kind"] == "slurm" and rows["tba"]["error"] is None
     assert rows["tbb"]["total_cores"] == 4 and rows["tbb"]["error"] is None
-    assert rows["silent"]["error"] == "no answer within 3 s"
-    assert took < 10, took
+    assert rows["silent"]["error"] == "no answer within 8 s"
+    assert took < 20, took                               # one timeout for all sites, not one each
 
 
 def test_resel_log_debug_shows_every_scheduler_command(tmp_path, testbed):

@@ -163,7 +163,7 @@ def test_a_pilot_evicted_or_removed_mid_task(tmp_path, trixie, command):
     its attempt is lost, not done, and the task runs again — on another pilot, or after an
     eviction in the same job's new incarnation; every task completes exactly once."""
     wd = workdir(trixie, command)
-    coord = start(tmp_path, pool_site(trixie, workdir=wd), bag_toml(8, "sleep 10; echo $RESEL_TASK"),
+    coord = start(tmp_path, pool_site(trixie, workdir=wd), bag_toml(8, "sleep 20; echo $RESEL_TASK"),
                   strategy="model")
     KEYS.add(coord.run_key)
     hit: dict = {}
@@ -173,7 +173,8 @@ def test_a_pilot_evicted_or_removed_mid_task(tmp_path, trixie, command):
             for task, attempt, pilot in _started(co):
                 view = co.pilots.get(pilot)
                 began = co.db["attempts"].get((co.run_id, task, attempt))["start"]
-                # a task that started less than 5 s ago (of 10): still running when the command lands
+                # a task that started less than 5 s ago (of 20): still running when the command
+                # lands (SSH to the AP, the schedd, the starter's signal: seconds under load)
                 if view and view.state == "running" and view.job_id and began and time.time() - began < 5.0:
                     ap(trixie, f"{command} {view.job_id}")
                     hit.update(job=view.job_id, pilot=pilot, task=task, attempt=attempt, at=co.now())

@@ -63,7 +63,9 @@ def test_the_pools_twin_against_a_real_start_and_resel_plan(tmp_path, trixie, ss
     mine = [j for j in snap.running if j.job_id in fillers]
     assert len(mine) == 4 and all(j.time_limit == 40 and 0 < j.elapsed < 40 for j in mine), snap.running
     assert [j.job_id for j in snap.pending if j.user == trixie.trixie_user][-1] == ahead[0]
-    assert snap.total_cores == 4 and snap.cycle_period == 2.0 and snap.cycle_end <= snap.taken_at
+    # the period is measured (whole seconds between the ends of the last two cycles): the
+    # configured 2 s, or a little more when the negotiator's cycle ran late on a loaded machine
+    assert snap.total_cores == 4 and 2.0 <= snap.cycle_period <= 5.0 and snap.cycle_end <= snap.taken_at
     # by the definition: the idle job ahead takes the first core a filler frees, ours the second;
     # both fillers that end first end at 40 s after their start; ours starts at the next cycle
     ends = sorted(snap.taken_at - j.elapsed + 40 for j in mine)
@@ -76,7 +78,7 @@ def test_the_pools_twin_against_a_real_start_and_resel_plan(tmp_path, trixie, ss
         bsnap = HTCondorBindings(ssh).queue_snapshot()
     assert [j.job_id for j in bsnap.running] == [j.job_id for j in snap.running]
     assert [j.job_id for j in bsnap.pending] == [j.job_id for j in snap.pending]
-    assert (bsnap.total_cores, bsnap.cycle_period) == (snap.total_cores, snap.cycle_period)
+    assert bsnap.total_cores == snap.total_cores and 2.0 <= bsnap.cycle_period <= 5.0
     assert twin_start(bsnap, 1, 30).start == pytest.approx(est.start, abs=snap.cycle_period + 1)
     # now the real thing: our job submitted at the snapshot, when does the pool start it?
     (ours,) = sleeper(trixie, f"{TAG}-ours", 5)
@@ -95,5 +97,6 @@ def test_the_pools_twin_against_a_real_start_and_resel_plan(tmp_path, trixie, ss
     print(f"pool twin: predicted start {est.start - snap.taken_at:.1f} s after the snapshot, "
           f"real {started - snap.taken_at:.1f} s (error {error:+.1f} s)")
     # the real start is the twin's, within one negotiation cycle and the claim's few seconds
-    # (JobCurrentStartDate is whole seconds; sleep's 40 s end a little after 40 s)
-    assert -2 * snap.cycle_period <= error <= 8, (est, started)
+    # (JobCurrentStartDate is whole seconds; sleep's 40 s end a little after 40 s; on a loaded
+    # machine the slot's release and the next match each take up to a cycle more)
+    assert -2 * snap.cycle_period <= error <= 8 + 2 * snap.cycle_period, (est, started)

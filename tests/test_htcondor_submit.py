@@ -439,7 +439,9 @@ def test_chirp_wrapper_runs_a_task_from_the_access_point(slot):
         assert wait_for(lambda: (iwd / "heartbeat.json").exists(), what="a heartbeat")
         # a cancel for an attempt not yet dispatched, then the attempt: cancelled, not run
         ap.write_file(str(iwd / "cancel" / "t2-a0"), b"cancel\n")
-        time.sleep(0.5)
+        # the attempt is written only once the cancel is in the slot's mirror (a sync pass
+        # starts a condor_chirp process per call: a fixed sleep lost the race under load)
+        wait_for(lambda: (scratch / "pilot" / "cancel" / "t2-a0").exists(), what="the cancel in the slot")
         ap.write_file(str(iwd / "inbox" / "t2-a0.json"),
                       json.dumps({"task": 2, "attempt": 0, "command": "touch ran"}).encode())
         wait_for(lambda: (iwd / "results" / "t2-a0.json").exists(), what="the cancelled result")

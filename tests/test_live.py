@@ -49,7 +49,9 @@ def _check_exactly_once(tb, coord, count: int, work_b: str | None = None) -> Non
 
 def test_bag_across_both_clusters_with_reselection(tmp_path, testbed):
     """40 real tasks; tba is full, so tbb (over SSH) takes tba's tasks through re-selection windows."""
-    filler = fill(testbed, "a", 8, 20)
+    # 60 s, cancelled when the run ends: with 20 s the coordinator's start-up and tbb's first
+    # pilot used most of it on a loaded machine, and tba took its half back
+    filler = fill(testbed, "a", 8, 60)
     try:
         coord = start(tmp_path, sites_toml(testbed), bag_toml(40, CMD))
         coord.run(max_time=240)

@@ -120,7 +120,9 @@ def test_a_stalled_site_never_delays_the_other(tmp_path, testbed):
     window = [(t, last) for t, last in samples if stall["at"] + 2 <= t <= stall["over"]]
     assert len(window) > 20, window
     worst = max(t - last for t, last in window)
-    assert worst < 2.0, f"tba went {worst:.1f} s without a poll while tbb was stalled"
+    # a 0.3 s poll period; 4 s allows a slow squeue and store write on a loaded machine, while
+    # a tba held up by tbb's stall would go the stall's 20 s without one
+    assert worst < 4.0, f"tba went {worst:.1f} s without a poll while tbb was stalled"
     started_on_tba = list(coord.db.query(
         "select count(*) as n from events e where run_id = ? and kind = 'TaskStarted' and time between ? and ? "
         "and exists (select 1 from attempts a where a.run_id = e.run_id and a.task = json_extract(e.data, '$.task') "

@@ -151,11 +151,17 @@ def test_unknown_slurm_states_are_never_taken_as_the_end(tmp_path, testbed):
         if schedule["next"] < len(SLURM_STATES):
             if schedule["since"] is None and sum(t.state.value == "running" for t in co.engine.tasks) < 4:
                 return
-            if schedule["since"] is None or now - schedule["since"] >= 1.5:
+            # the next state once this one was shown (≥ 1.5 s) — a poll under load can take
+            # longer than 1.5 s, and one begun before the change does not count — at most 15 s
+            shown = plan["state"] and any(f"in state {plan['state']}" in line for line in seen.get(plan["state"], []))
+            if (schedule["since"] is None or (shown and now - schedule["since"] >= 1.5)
+                    or now - schedule["since"] >= 15):
                 plan["state"] = SLURM_STATES[schedule["next"]]
                 schedule["next"] += 1
                 schedule["since"] = now
-        elif plan["state"] and now - schedule["since"] >= 1.5:
+        elif plan["state"] and now - schedule["since"] >= 1.5 and (
+                any(f"in state {plan['state']}" in line for line in seen.get(plan["state"], []))
+                or now - schedule["since"] >= 15):
             plan["state"] = None
     coord.run(on_cycle=on_cycle, max_time=200)
     coord.close()
@@ -198,7 +204,10 @@ def test_an_unknown_pbs_state_letter_is_never_taken_as_the_end(tmp_path, testbed
         elif "from" in window and "to" not in window:
             notes = live_notes.read(co.db, co.run_id).get("tbb")
             seen.extend(notes.lines if notes else [])
-            if co.now() - window["from"] >= 4:
+            # until a poll has shown the state (one qstat -f over SSH: ~0.5 s idle, 2 s and
+            # more under load; a poll begun before the window does not count), at most 30 s
+            shown = any("in state Z (unknown)" in line for line in seen)
+            if (shown and co.now() - window["from"] >= 4) or co.now() - window["from"] >= 30:
                 plan["on"], window["to"] = False, co.now()
     coord.run(on_cycle=on_cycle, max_time=200)
     coord.close()

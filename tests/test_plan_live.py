@@ -49,7 +49,7 @@ def test_plan_shows_three_estimates_and_submits_nothing(tmp_path, testbed):
     assert a["used"] == b["used"] == "twin"
     assert b["role"] == "origin" and b["tasks"] == 4
     assert a["role"] == "extra pilot" and a["pilots"] == [4]
-    assert _jobs(testbed) == before
+    assert not (_jobs(testbed) - before)          # plan submitted nothing (jobs ending meanwhile are fine)
     table = resel("plan", bag, "--sites", sites, "--db", tmp_path / "db")
     assert table.returncode == 0 and "tba" in table.stdout and "extra pilot" in table.stdout
 

@@ -203,7 +203,9 @@ def test_timeout_raises_and_stops_the_command(any_transport):
     with pytest.raises(TransportError, match=r"within 0\.5 s"):
         transport.run(["sleep", seconds], timeout=0.5)
     assert time.monotonic() - start < 3
-    time.sleep(0.3)
+    deadline = time.monotonic() + 5                  # the kill is delivered asynchronously
+    while transport.run(["pgrep", "-f", f"[s]leep {seconds}"]).stdout != "" and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert transport.run(["pgrep", "-f", f"[s]leep {seconds}"]).stdout == ""  # killed
 
 
@@ -456,7 +458,9 @@ def test_a_close_failing_on_a_dying_link_does_not_replace_the_result(ssh, monkey
     assert ssh.run(["sh", "-c", "cat"], input="fed\n").stdout == "fed\n"
 
 
-def _drop_during(ssh: SSHTransport, argv: list[str], **kwargs) -> Completed | BaseException:
+def _drop_during(ssh: SSHTransport, argv: list[str], started: str, **kwargs) -> Completed | BaseException:
+    """Run ``argv`` in a thread and drop the connection once the remote file ``started`` exists
+    (the command has begun: a fixed sleep dropped it before the exec on a loaded machine)."""
     result: list[Completed | BaseException] = []
 
     def call() -> None:
@@ -468,7 +472,10 @@ def _drop_during(ssh: SSHTransport, argv: list[str], **kwargs) -> Completed | Ba
     ssh.run(["true"])
     thread = threading.Thread(target=call)
     thread.start()
-    time.sleep(0.3)
+    deadline = time.monotonic() + 20
+    while ssh.run(["test", "-e", started]).returncode != 0:
+        assert time.monotonic() < deadline, f"{argv} never started"
+        time.sleep(0.05)
     ssh.drop()
     thread.join(timeout=10)
     return result[0]
@@ -477,15 +484,16 @@ def _drop_during(ssh: SSHTransport, argv: list[str], **kwargs) -> Completed | Ba
 def test_a_drop_during_a_command_is_not_resent(ssh, remote_dir):
     counter = f"{remote_dir}/count"
     start = time.monotonic()
-    outcome = _drop_during(ssh, ["sh", "-c", f"echo x >> {counter}; sleep 5"])
+    outcome = _drop_during(ssh, ["sh", "-c", f"echo x >> {counter}; sleep 5"], counter)
     assert isinstance(outcome, ConnectionLost), outcome
     assert "may or may not" in str(outcome) and "127.0.0.1:2222" in str(outcome)
-    assert time.monotonic() - start < 3
+    assert time.monotonic() - start < 4.5      # told at the drop, not after the command's 5 s
     assert ssh.read_file(counter) == b"x\n"  # ran once, and the transport works again
 
 
-def test_an_idempotent_command_is_resent_after_a_drop(ssh):
-    outcome = _drop_during(ssh, ["sh", "-c", "sleep 0.6; echo done"], idempotent=True)
+def test_an_idempotent_command_is_resent_after_a_drop(ssh, remote_dir):
+    started = f"{remote_dir}/started"
+    outcome = _drop_during(ssh, ["sh", "-c", f"touch {started}; sleep 2; echo done"], started, idempotent=True)
     assert isinstance(outcome, Completed) and outcome.stdout == "done\n"
     assert ssh.connections_opened == 2
 

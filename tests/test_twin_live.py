@@ -70,7 +70,14 @@ def test_twin_predicts_the_start_slurm_gives(testbed):
               f"test_only {asked - snap.taken_at:+.1f} s, real {real - snap.taken_at:+.1f} s "
               f"(real - twin = {real - twin.start:+.1f} s); {twin.explanation}")
         assert twin.ahead == (big,) and twin.released_by == big, twin
-        assert -EARLY <= real - twin.start <= LATE, (real - twin.start, twin, snap)
+        # how late the filler and the big job really ended past start + limit, as Slurm recorded
+        # it (accounting): a slurmd that starts a batch script seconds late on a loaded machine
+        # moves every later start, which is not the twin's to predict (it assumes the limit)
+        ended = cli.jobs([filler, big])
+        late = sum(max(0.0, j.end - j.start - 60) for j in ended.values()
+                   if j.end is not None and j.start is not None and j.native != "RUNNING")
+        print(f"filler and big ended {late:.0f} s late in all")
+        assert -EARLY <= real - twin.start <= LATE + late, (real - twin.start, late, twin, snap)
         # EASY would backfill nothing here either (the pilot outlives the head's shadow, and
         # the head needs every core), so both models agree on this scene
         assert easy.start == twin.start
