@@ -19,7 +19,10 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+try:                                    # an installed resel first (pip install .): the checkout's
+    import resel  # noqa: F401          # resel/ lacks resel.probes/models/backends, which an
+except ImportError:                     # install maps from probes/, models/, backends/
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from resel.api import default_bag_path, default_sites_path  # noqa: E402
 from resel.backends.simulated.simulation import simulate  # noqa: E402

@@ -18,7 +18,10 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+try:                                    # an installed resel first (pip install .): the checkout's
+    import resel  # noqa: F401          # resel/ lacks resel.probes/models/backends, which an
+except ImportError:                     # install maps from probes/, models/, backends/
+    sys.path.insert(0, str(ROOT))
 
 from resel.sim import runtime_eval as rt  # noqa: E402
 

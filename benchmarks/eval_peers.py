@@ -39,7 +39,10 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+try:                                    # an installed resel first (pip install .): the checkout's
+    import resel  # noqa: F401          # resel/ lacks resel.probes/models/backends, which an
+except ImportError:                     # install maps from probes/, models/, backends/
+    sys.path.insert(0, str(ROOT))
 
 DEFAULT = "model+reselect"
 OURS = [DEFAULT, "queue+reselect"]

@@ -40,7 +40,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+try:                                    # an installed resel first (pip install .): the checkout's
+    import resel  # noqa: F401          # resel/ lacks resel.probes/models/backends, which an
+except ImportError:                     # install maps from probes/, models/, backends/
+    sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "examples"))
 
 from reproduce_experiment1 import CONFIGS, build, gromacs_version, mdrun_argv  # noqa: E402

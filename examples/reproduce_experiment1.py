@@ -46,7 +46,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-if str(REPO) not in sys.path:                       # run from a checkout without installing
+try:                                    # an installed resel first (pip install .): the checkout's
+    import resel  # noqa: F401          # resel/ lacks resel.probes/models/backends, which an
+except ImportError:                     # install maps from probes/, models/, backends/
     sys.path.insert(0, str(REPO))
 
 from resel.probes.cpu import discover
