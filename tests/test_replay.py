@@ -102,6 +102,44 @@ def test_summary_names_bsld_by_tau():
     assert {"mean", "median", "p95", "iqr"} <= summary["bsld_10"].keys()
 
 
+def test_summary_estimators_match_their_definitions_job_by_job():
+    """Mean, median, P95, IQR and max of wait, response, slowdown and bounded slowdown equal
+    the definitions computed per job by the statistics module — with most jobs not waiting
+    (the summary places their slowdowns of exactly 1 without dividing), runs of 0, runs at
+    τ, and ties."""
+    import random
+    import statistics
+    from array import array
+
+    from resel.sim.jobstats import JobStats
+
+    def by_definition(values: list[float]) -> dict[str, float]:
+        data = sorted(values)
+        q = statistics.quantiles(data, n=100, method="inclusive")     # linear interpolation
+        return {"mean": statistics.fmean(data), "median": statistics.median(data), "p95": q[94],
+                "iqr": q[74] - q[24], "max": data[-1]}
+
+    rng = random.Random(15)
+    for _ in range(200):
+        n = rng.randint(2, 60)
+        waits = [rng.choice([0.0, 0.0, 0.0, float(rng.randint(1, 100)), rng.random() * 50]) for _ in range(n)]
+        runs = [rng.choice([0.0, 10.0, 60.0, float(rng.randint(1, 200)), rng.random() * 5]) for _ in range(n)]
+        stats = JobStats((10.0, 60.0))
+        stats.wait, stats.run = array("d", waits), array("d", runs)
+        summary = stats.summary(1)
+        responses = [w + r for w, r in zip(waits, runs)]
+        expected = {"wait": waits, "response": responses,
+                    "slowdown": [x / r if r > 0 else 1.0 for x, r in zip(responses, runs)]}
+        for tau in (10.0, 60.0):
+            expected[f"bsld_{tau:g}"] = [max(1.0, x / max(r, tau)) for x, r in zip(responses, runs)]
+        for metric, values in expected.items():
+            want = by_definition(values)
+            assert summary[metric]["n"] == n
+            assert summary[metric]["max"] == want["max"]
+            for estimator in ("mean", "median", "p95", "iqr"):
+                assert summary[metric][estimator] == pytest.approx(want[estimator], rel=1e-12, abs=1e-12), (metric, estimator)
+
+
 # ------------------------------------------------------------------ kill, speed, skips
 
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 from array import array
 from dataclasses import dataclass, field
-from itertools import repeat
+from bisect import bisect_left
+from itertools import compress
 from operator import add, truediv
 
 
@@ -26,9 +27,17 @@ def percentile(sorted_values, q: float) -> float:
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
-def describe(values) -> dict[str, float]:
-    """mean, median, p95, iqr, max and n of a sequence of numbers."""
+def describe(values, ones: int = 0) -> dict[str, float]:
+    """mean, median, p95, iqr, max and n of a sequence of numbers, and of ``ones`` more 1.0s.
+
+    The 1.0s are placed among the sorted values, not sorted with them: the same list, hence
+    the same numbers (:func:`math.fsum` is exact whatever the order), for a summary whose
+    jobs mostly have a slowdown of exactly 1 (:meth:`JobStats.summary`).
+    """
     data = sorted(values)
+    if ones:
+        at = bisect_left(data, 1.0)
+        data[at:at] = [1.0] * ones
     n = len(data)
     if n == 0:
         return {"n": 0, "mean": math.nan, "median": math.nan, "p95": math.nan, "iqr": math.nan, "max": math.nan}
@@ -93,10 +102,17 @@ class JobStats:
         out = {"jobs": len(wait), "killed": self.killed,
                "utilisation": self.area / (cores * span) if span > 0 else math.nan,
                "makespan": span if span > 0 else 0.0,
-               "wait": describe(wait), "response": describe(response),
-               "slowdown": describe(_slowdown(response, run))}
+               "wait": describe(wait), "response": describe(response)}
+        # A job that did not wait has a slowdown and bounded slowdowns of exactly 1 (run / run;
+        # run / max(run, τ) ≤ 1 raised to 1; 1 for a run of 0 by definition): only the jobs that
+        # waited are divided, the others join them as that many 1.0s (83 % of wagap's jobs)
+        waited = list(map(bool, wait))
+        ones = waited.count(False)
+        if ones:
+            response, run = list(compress(response, waited)), list(compress(run, waited))
+        out["slowdown"] = describe(_slowdown(response, run), ones)
         for tau in sorted(self.taus):
-            out[f"bsld_{tau:g}"] = describe(_bsld(response, run, tau))
+            out[f"bsld_{tau:g}"] = describe(_bsld(response, run, tau), ones)
         return out
 
 
