@@ -5,7 +5,8 @@ Command modules import this module and each other, never the package root :mod:`
 (which names them in its lazy command map): tests/test_cli_layout.py checks that.
 
 Start-up matters here: every command imports this module, so it loads click and the standard
-library only (the store, for its JSON cleaning and busy timeout, is imported where used).
+library only (the store, for its JSON cleaning and busy timeout, is imported where used; even
+sqlite3 only by the commands that open a store — see :func:`expected_errors`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import functools
 import importlib
 import json
 import math
-import sqlite3
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -50,11 +50,20 @@ class Finite(click.FloatRange):
         return rv
 
 
+def expected_errors() -> tuple[type[BaseException], ...]:
+    """The errors a command ends with one line: ReselError, and a damaged or busy run store's
+    ``sqlite3.DatabaseError`` once sqlite3 is loaded — a command that never imported it (``resel
+    replay``, ``resel --help``) cannot have raised it, and its import is ~1 ms of their start-up."""
+    sqlite3 = sys.modules.get("sqlite3")
+    return (ReselError,) if sqlite3 is None else (ReselError, sqlite3.DatabaseError)
+
+
 def error_message(exc: BaseException) -> str:
     """The one line (or few) a user sees for an error resel expects: ReselError's own message,
     or what a damaged or busy run store means — with control characters made visible, since
     messages quote names and replies from files other people may write."""
-    if isinstance(exc, sqlite3.DatabaseError):
+    sqlite3 = sys.modules.get("sqlite3")
+    if sqlite3 is not None and isinstance(exc, sqlite3.DatabaseError):
         from resel.store import BUSY_TIMEOUT_S
         text = str(exc)
         if "locked" in text or "busy" in text:
@@ -163,7 +172,7 @@ class CleanErrors(LazyGroup):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except (ReselError, sqlite3.DatabaseError) as exc:
+        except expected_errors() as exc:
             raise click.ClickException(error_message(exc)) from None
 
 
@@ -173,7 +182,7 @@ def fail_cleanly(fn: Callable) -> Callable:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except (ReselError, sqlite3.DatabaseError) as exc:
+        except expected_errors() as exc:
             raise click.ClickException(error_message(exc)) from None
     return wrapper
 
