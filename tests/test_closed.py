@@ -74,7 +74,7 @@ def workloads(draw):
     return cores, jobs
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(workload=workloads(), policy=st.sampled_from(sorted(closed.KERNELS)),
        kw=st.sampled_from(VARIANTS))
 def test_kernels_equal_batchqueue_and_the_reference_on_random_workloads(workload, policy, kw):
@@ -101,6 +101,19 @@ def test_a_job_of_no_run_time_frees_its_cores_at_the_same_instant(tmp_path, poli
     path = tmp_path / "t.swf"
     write_swf(path, [job(1, 5, 0, 2, 10), job(2, 5, 10, 2, 10)])
     assert kernel_schedule(read_swf(path), policy, 2) == {1: 5, 2: 5}
+
+
+def test_a_job_of_no_run_time_started_in_an_instant_ends_after_its_pass(tmp_path):
+    """2 cores, three jobs arriving at 0 to an empty queue: A (1 core, run 0), B (2 cores, run
+    1), C (1 core, run 0). EASY's first pass at 0 starts A; B does not fit behind it (A's end
+    at 0 comes after the pass), so C backfills (expected to end by B's shadow time 0); the
+    instant's second pass, after A's and C's ends, starts B. All three start at 0. FCFS starts
+    A, then B in the second pass; C waits for B (its end at 1). (The EASY kernel's path for
+    arrivals to an empty queue once popped A's end before B arrived: B started first, C at 1.)"""
+    path = tmp_path / "t.swf"
+    write_swf(path, [job(1, 0, 0, 1), job(2, 0, 1, 2), job(3, 0, 0, 1)])
+    assert kernel_schedule(read_swf(path), "easy", 2) == {1: 0, 2: 0, 3: 0}
+    assert kernel_schedule(read_swf(path), "fcfs", 2) == {1: 0, 2: 0, 3: 1}
 
 
 @pytest.mark.parametrize("policy", sorted(closed.KERNELS))
