@@ -182,21 +182,10 @@ def easy(jobs: Iterable[tuple[float, int, float, float, int]], cores: int, wait:
                     while sizes[i] != used:
                         i += 1
                     del ends[i], sizes[i]
-        while nxt[0] == t:
-            if not queue and nxt[1] <= free:      # nothing waits and it fits: the pass would start it
-                submit, size, estimate, length, job = nxt
-                free -= size
-                seq += 1
-                expected = t + estimate
-                push(heap, (t + length, seq, size, length, t - submit, expected, job))
-                if tracking:
-                    i = bisect_right(ends, expected)
-                    ends.insert(i, expected)
-                    sizes.insert(i, size)
-            else:
-                if queue and nxt[1] < smallest:
-                    smallest = nxt[1]
-                queue.append(nxt)
+        while nxt[0] == t:      # (an arrival that fits an empty queue was started above)
+            if queue and nxt[1] < smallest:
+                smallest = nxt[1]
+            queue.append(nxt)
             nxt = next(source, _NO_JOB)
         if not queue or not free:
             continue
