@@ -62,7 +62,10 @@ def mutated(draw, texts: list[str]) -> str:
             text = "".join(lines)
         elif op == "replace" and text:
             i = draw(st.integers(0, len(text) - 1))
-            c = draw(st.one_of(_ALPHABET, st.characters()))
+            # any character the probes can meet: their text is decoded from bytes with
+            # errors='replace', so it never holds a lone surrogate (which 'truncate' could
+            # not encode again)
+            c = draw(st.one_of(_ALPHABET, st.characters(codec="utf-8")))
             text = text[:i] + c + text[i + 1:]
         elif op == "truncate":
             raw = text.encode("utf-8")
