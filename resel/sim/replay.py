@@ -201,10 +201,22 @@ def _run_kernel(blocks: Iterable[Columns], policy: str, cores: int, speed: float
     reach = [0, 0]                        # the largest submit time seen, the sum of the runs
     low = [math.inf]                      # the first submit replayed
     fcfs = policy == "fcfs"
+    # the kernel reports each job's wait and run into lists, moved into the statistics' arrays
+    # a block at a time (so they hold a block's jobs at most): array('d').append converts each
+    # number through a parsed format, ~100 ns, against ~25 ns for list.append plus fromlist
+    waits: list = []
+    ran: list = []
+
+    def moved() -> None:
+        stats.wait.fromlist(waits)
+        stats.run.fromlist(ran)
+        waits.clear()
+        ran.clear()
 
     def prepared() -> Iterator[Iterable[tuple]]:
         last = -math.inf
         for submits, runs, sizes, req_times, ids in blocks:
+            moved()
             if first is not None and counts[0] + len(submits) > first:
                 keep = max(0, first - counts[0])
                 submits, runs, sizes, req_times, ids = (c[:keep] for c in (submits, runs, sizes, req_times, ids))
@@ -280,8 +292,11 @@ def _run_kernel(blocks: Iterable[Columns], policy: str, cores: int, speed: float
 
     kernel = closed.KERNELS[policy]
     order: list[int] | None = [] if starts is not None else None
-    area, last_end = kernel(itertools.chain.from_iterable(prepared()), cores, stats.wait.append,
-                            stats.run.append, None if order is None else order.append)
+    try:
+        area, last_end = kernel(itertools.chain.from_iterable(prepared()), cores, waits.append,
+                                ran.append, None if order is None else order.append)
+    finally:
+        moved()
     stats.area, stats.last_end = float(area), float(last_end)      # (as the float path gives them)
     if starts is not None and order is not None:
         for number, waited in zip(order, stats.wait):
