@@ -15,12 +15,9 @@ same pilots — a paired comparison, like the thesis's replay of its random runs
 
 from __future__ import annotations
 
-import gc
 import math
 import random
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterator
 
 from resel.backends.simulated.estimates import menu_estimates, start_estimates
 from resel.backends.simulated.queuesite import QueueSite
@@ -34,7 +31,7 @@ from resel.metrics import ReselAudit, WorkloadMetrics, judge, workload_metrics
 from resel.models.distributions import Dist
 from resel.models.lim import GHZ
 from resel.selection import Strategy
-from resel.sim.core import PILOT_END, STARTED, TASK_END, TIMER, Environment
+from resel.sim.core import PILOT_END, STARTED, TASK_END, TIMER, Environment, collector_paused
 
 
 class _SiteTruth:
@@ -77,26 +74,6 @@ class _SiteTruth:
     def draw_speed(self) -> float:
         """Instructions per second of one slot: IPC × clock (floored to stay positive)."""
         return max(0.05, self.ipc()) * max(0.1, self.clock()) * GHZ
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector while a simulation builds and runs.
-
-    Why: a run allocates millions of long-lived records (a task's record and attempts, pilots,
-    heap entries) and almost no cycles (a few hundred objects in a 200,000-task run); each of
-    the collector's full passes rescans every one of them, which cost about 10 % of a
-    1,000,000-task run (issue 15). Reference counting still frees everything else at once, and
-    the collector runs again — as it was — when the block ends. No decision depends on it.
-    """
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 @dataclass

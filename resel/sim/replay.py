@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
 from resel.sim import closed
+from resel.sim.core import collector_paused
 from resel.sim.jobstats import JobStats
 from resel.sim.policies import QJob, run_and_estimate
 from resel.sim.swf import Columns, Job, Trace, unsorted_error
@@ -170,9 +171,10 @@ def replay(jobs: Iterable[Job], policy: str, cores: int, *, speed: float = 1.0, 
         rows = _rows(jobs)
     if first is not None:
         rows = itertools.islice(rows, first)
-    from resel.sim.queue import BatchQueue     # (here: the kernels' path needs no event core)
+    from resel.sim.queue import BatchQueue     # (here: the kernels' path needs no batch queue)
     queue = BatchQueue(policy, cores, on_end=ended)
-    queue.run_closed(arrivals(rows))
+    with collector_paused():
+        queue.run_closed(arrivals(rows))
     if in_order:
         flush()
     replayed = len(stats.wait)
@@ -293,8 +295,9 @@ def _run_kernel(blocks: Iterable[Columns], policy: str, cores: int, speed: float
     kernel = closed.KERNELS[policy]
     order: list[int] | None = [] if starts is not None else None
     try:
-        area, last_end = kernel(itertools.chain.from_iterable(prepared()), cores, waits.append,
-                                ran.append, None if order is None else order.append)
+        with collector_paused():
+            area, last_end = kernel(itertools.chain.from_iterable(prepared()), cores, waits.append,
+                                    ran.append, None if order is None else order.append)
     finally:
         moved()
     stats.area, stats.last_end = float(area), float(last_end)      # (as the float path gives them)
