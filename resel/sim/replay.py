@@ -204,8 +204,9 @@ def _run_kernel(blocks: Iterable[Columns], policy: str, cores: int, speed: float
     low = [math.inf]                      # the first submit replayed
     fcfs = policy == "fcfs"
     # the kernel reports each job's wait and run into lists, moved into the statistics' arrays
-    # a block at a time (so they hold a block's jobs at most): array('d').append converts each
-    # number through a parsed format, ~100 ns, against ~25 ns for list.append plus fromlist
+    # a block at a time (so they hold at most a block's jobs and the jobs running then):
+    # array('d').append converts each number through a parsed format, ~100 ns, against ~25 ns
+    # for list.append plus fromlist
     waits: list = []
     ran: list = []
 
