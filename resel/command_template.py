@@ -65,6 +65,26 @@ def fill(template: str, index: int, name: str) -> str:
     return _BRACES.sub(one, template)
 
 
+def fill_path(template: str, index: int, name: str) -> str:
+    """A path pattern of task ``index`` (a bag's ``inputs``): the placeholders filled in as
+    :func:`fill` does, but the bag's name verbatim (a path is no shell word) and every filled-in
+    value escaped for :mod:`glob`, so a name holding ``*`` or ``[`` matches only itself."""
+    import glob
+
+    def one(match: re.Match) -> str:
+        doubled, single = match.group(1), match.group(2)
+        if doubled is not None:
+            if _placeholder(doubled) or _misspelt(doubled):
+                return "{" + doubled + "}"
+            return match.group(0)
+        found = _placeholder(single)
+        if found is None:
+            return match.group(0)
+        which, spec = found
+        return glob.escape(format(index if which == "index" else name, spec))
+    return _BRACES.sub(one, template)
+
+
 def problems(template: str) -> list[str]:
     """Why ``template`` cannot be what its author meant (empty: it is fine).
 

@@ -18,8 +18,8 @@ from typing import Any, Callable
 from resel import site_options
 from resel.command_template import problems as template_problems
 from resel.domain import (
-    Access, Bag, Clock, HTCondorOptions, PBSOptions, PilotPolicy, Profile, QueueModel, Site, SlurmOptions,
-    TransportSpec, Truth, WaitModel,
+    Access, Bag, Bandwidth, Clock, DataSpec, HTCondorOptions, InputSpec, OutputSpec, PBSOptions, PilotPolicy, Profile,
+    QueueModel, Site, SlurmOptions, TransportSpec, Truth, WaitModel,
 )
 from resel.errors import InputError
 from resel.models.distributions import KINDS, Dist
@@ -97,7 +97,31 @@ BAG_KEYS = {
     "profile": _Key(lambda v: isinstance(v, dict), "a table [bag.profile]", True),
     "site_commands": _Key(lambda v: isinstance(v, dict) and all(isinstance(x, str) and x for x in v.values()),
                           'a table [bag.site_commands] of SITE = "command" (the command on that site)'),
+    "inputs": _Key(lambda v: isinstance(v, list),
+                   'a list of files or globs relative to the bag file: ["in/{index}/topol.tpr", '
+                   '{ path = "md-{index}.mdp", as = "md.mdp" }]'),
+    "outputs": _Key(lambda v: isinstance(v, list),
+                    'a list of globs relative to the task\'s folder: ["md.log", { glob = "*.xtc", optional = true }]'),
+    "results": _Key(_STR.check, "a folder for the results (relative to where resel runs)"),
+    "data": _Key(lambda v: isinstance(v, dict), "a table [bag.data] { input_mb, shared_mb, output_mb }"),
 }
+#: megabytes a task may move: far beyond any real task, small enough to stay exact in a float
+MAX_MB = 1e9
+DATA_KEYS = {
+    key: _Key(_num(True, high=MAX_MB), f"megabytes >= 0 and <= {MAX_MB:g} ({what})")
+    for key, what in (("input_mb", "each task's own inputs, for a bag whose inputs are not files here"),
+                      ("shared_mb", "the inputs every task shares, idem"),
+                      ("output_mb", "each task's outputs, expected before any is seen"))
+}
+INPUT_KEYS = {"path": _Key(_STR.check, "a file or glob relative to the bag file", True),
+              "as": _Key(_STR.check, "the file's name in the task's folder")}
+OUTPUT_KEYS = {"glob": _Key(_STR.check, "a glob relative to the task's folder", True),
+               "optional": _Key(lambda v: isinstance(v, bool), "true or false (a missing optional output is no error)")}
+#: the longest input or output pattern, and the most entries in either list
+MAX_PATTERN = 4096
+MAX_ENTRIES = 1000
+#: MB/s: from a slow campus link to a fast local disk, and far beyond
+BANDWIDTH_MBPS = (1e-3, 1e6)
 PROFILE_KEYS = {
     "instructions": _Key(_num(True, False, False, high=MAX_INSTRUCTIONS),
                          f"a number of instructions > 0 and <= {MAX_INSTRUCTIONS:g}", True),
@@ -120,6 +144,15 @@ SITE_KEYS = {
     "queue": _TABLE(),
     "truth": _TABLE(),
     "access": _TABLE(),
+    "bandwidth": _Key(lambda v: isinstance(v, dict) or _num(low=BANDWIDTH_MBPS[0], high=BANDWIDTH_MBPS[1])(v),
+                      f"MB/s both ways ({BANDWIDTH_MBPS[0]:g} to {BANDWIDTH_MBPS[1]:g}), or a table "
+                      "{ in = MB/s to the site, out = MB/s from it }"),
+}
+BANDWIDTH_KEYS = {
+    "in": _Key(_num(low=BANDWIDTH_MBPS[0], high=BANDWIDTH_MBPS[1]),
+               f"MB/s to the site, {BANDWIDTH_MBPS[0]:g} to {BANDWIDTH_MBPS[1]:g}", True),
+    "out": _Key(_num(low=BANDWIDTH_MBPS[0], high=BANDWIDTH_MBPS[1]),
+                f"MB/s from the site, {BANDWIDTH_MBPS[0]:g} to {BANDWIDTH_MBPS[1]:g}", True),
 }
 _NAME = _Key(lambda v: isinstance(v, str) and re.fullmatch(r"[A-Za-z0-9_.@+-]+", v) is not None,
              "a name of letters, digits and _ . @ + -")
@@ -188,6 +221,7 @@ TRUTH_KEYS = {
     "clock": _Key(lambda v: isinstance(v, (dict, int, float)) and not isinstance(v, bool), "GHz or a distribution table"),
     "fail": _Key(_num(True, low=0.0, high=1.0), "a probability from 0 to 1 that an attempt fails there"),
     "fail_after": _Key(_num(True, high=MAX_SECONDS), f"seconds >= 0 and <= {MAX_SECONDS:g} until a failing attempt ends"),
+    "bandwidth": SITE_KEYS["bandwidth"],
 }
 
 
@@ -336,7 +370,81 @@ def load_bag(path: str | Path) -> Bag:
     profile = Profile(float(prof["instructions"]), prof.get("cycles"), prof.get("ipc"), prof.get("baseline"))
     return Bag(raw["name"], raw["command"], int(raw["count"]), int(raw.get("cores_per_task", 1)),
                profile, raw.get("isa", "x86"), str(path), int(raw.get("perf_every", 0)),
-               tuple(site_commands.items()))
+               tuple(site_commands.items()), _data(reader, raw))
+
+
+def _data(reader: _Reader, raw: dict[str, Any]) -> DataSpec | None:
+    """The bag's ``inputs``, ``outputs``, ``results`` and ``[bag.data]`` (docs/data.md), each
+    entry checked here so a pattern that can never match is an error before any work."""
+    if not any(k in raw for k in ("inputs", "outputs", "results", "data")):
+        return None
+    inputs: list[InputSpec] = []
+    for i, entry in enumerate(raw.get("inputs", [])):
+        where = f"bag.inputs[{i}]"
+        if isinstance(entry, dict):
+            entry = reader.check(entry, INPUT_KEYS, where)
+            pattern, name = entry["path"], entry.get("as")
+        elif isinstance(entry, str) and entry:
+            pattern, name = entry, None
+        else:
+            raise reader.fail(where, f"bad value {entry!r}", INPUT_KEYS["path"].expected + ', or { path = ..., as = ... }')
+        _pattern_problem(reader, where, pattern, relative=False)
+        if name is not None:
+            why = relative_path_problem(name, glob=False)
+            if why:
+                raise reader.fail(f"{where}.as", f"bad name {name!r}: {why}", "a file name in the task's folder")
+        inputs.append(InputSpec(pattern, name))
+    outputs: list[OutputSpec] = []
+    for i, entry in enumerate(raw.get("outputs", [])):
+        where = f"bag.outputs[{i}]"
+        if isinstance(entry, dict):
+            entry = reader.check(entry, OUTPUT_KEYS, where)
+            pattern, optional = entry["glob"], bool(entry.get("optional", False))
+        elif isinstance(entry, str) and entry:
+            pattern, optional = entry, False
+        else:
+            raise reader.fail(where, f"bad value {entry!r}", OUTPUT_KEYS["glob"].expected + ', or { glob = ..., optional = true }')
+        _pattern_problem(reader, where, pattern, relative=True)
+        outputs.append(OutputSpec(pattern, optional))
+    for key, entries in (("inputs", inputs), ("outputs", outputs)):
+        if len(entries) > MAX_ENTRIES:
+            raise reader.fail(f"bag.{key}", f"{len(entries):,} entries", f"at most {MAX_ENTRIES:,} (a glob names many files)")
+    sizes = reader.check(raw.get("data", {}), DATA_KEYS, "bag.data")
+    return DataSpec(tuple(inputs), tuple(outputs), raw.get("results"), str(reader.path.parent.resolve()),
+                    *(None if sizes.get(k) is None else float(sizes[k]) for k in ("input_mb", "shared_mb", "output_mb")))
+
+
+def _pattern_problem(reader: _Reader, where: str, pattern: str, *, relative: bool) -> None:
+    """Refuse an input or output pattern that cannot be what its author meant."""
+    if len(pattern) > MAX_PATTERN:
+        raise reader.fail(where, f"a pattern of {len(pattern):,} characters", f"at most {MAX_PATTERN:,}")
+    for problem in template_problems(pattern):
+        raise reader.fail(where, problem, "a path with {index} or {name} where the task's own file differs")
+    if relative:
+        why = relative_path_problem(pattern, glob=True)
+        if why:
+            raise reader.fail(where, f"bad output {pattern!r}: {why}",
+                              "a glob relative to the task's folder, such as md.log or traj/*.xtc")
+    elif _CONTROL.search(pattern):
+        raise reader.fail(where, f"bad input {pattern!r}: control characters", "a path")
+
+
+def relative_path_problem(path: str, *, glob: bool) -> str | None:
+    """Why ``path`` cannot name a file inside a task's folder (None: it can). Absolute paths,
+    ``..``, empty or ``.`` components, backslashes and control characters are refused: the
+    agent resolves such names inside the task's folder and nowhere else (docs/data.md)."""
+    if _CONTROL.search(path):
+        return "control characters"
+    if path.startswith("/"):
+        return "an absolute path"
+    if "\\" in path:
+        return "a backslash (paths use /)"
+    parts = path.split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        return "an empty, '.' or '..' part (it must stay inside the task's folder)"
+    if not glob and any(ch in path for ch in "*?["):
+        return "glob characters (* ? [) in a name"
+    return None
 
 
 def check_site_commands(bag: Bag, sites: list[Site]) -> None:
@@ -421,13 +529,23 @@ def _site(reader: _Reader, raw: Any, key_path: str) -> Site:
         ipc, _ = reader.dist(t.get("ipc", 1.0), f"{key_path}.truth.ipc", positive=True)
         tclock, _ = reader.dist(t.get("clock", clock.get("avg", clock["base"])), f"{key_path}.truth.clock", positive=True)
         truth = Truth(float(t.get("kappa", raw.get("kappa", 1.0))), ipc, tclock,
-                      float(t.get("fail", 0.0)), float(t.get("fail_after", 60.0)))
+                      float(t.get("fail", 0.0)), float(t.get("fail_after", 60.0)),
+                      _bandwidth(reader, t["bandwidth"], f"{key_path}.truth.bandwidth") if "bandwidth" in t else None)
     return Site(
         name=raw["name"], kind=raw["kind"], cores=int(raw["cores"]),
         clock=Clock(float(clock["base"]), clock.get("avg")), kappa=float(raw.get("kappa", 1.0)),
         pilot=pilot, isa=raw.get("isa", "x86"), reselect_target=raw.get("reselect_target", True),
         wait=wait, queue=queue, truth=truth, access=access, notes=raw.get("notes", ""),
+        bandwidth=_bandwidth(reader, raw["bandwidth"], f"{key_path}.bandwidth") if "bandwidth" in raw else None,
     )
+
+
+def _bandwidth(reader: _Reader, value: Any, key_path: str) -> Bandwidth:
+    """``bandwidth = 100`` (MB/s both ways) or ``{ in = 100, out = 40 }``."""
+    if isinstance(value, dict):
+        b = reader.check(value, BANDWIDTH_KEYS, key_path)
+        return Bandwidth(float(b["in"]), float(b["out"]))
+    return Bandwidth(float(value), float(value))
 
 
 def _access(reader: _Reader, raw: Any, key_path: str, kind: str) -> Access:

@@ -30,6 +30,52 @@ class Profile:
 
 
 @dataclass(frozen=True, slots=True)
+class InputSpec:
+    """One entry of a bag's ``inputs``: a file or a glob, relative to the bag file, in which
+    ``{index}`` and ``{name}`` are filled in per task (docs/data.md). ``name`` is the file's
+    name in the task's directory (``as`` in the bag file); None keeps its own name."""
+
+    pattern: str
+    name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OutputSpec:
+    """One entry of a bag's ``outputs``: a glob relative to the task's directory. A required
+    one (the default) that matches no file fails the attempt with its name."""
+
+    pattern: str
+    optional: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DataSpec:
+    """What a bag's tasks read and write (docs/data.md): the files that must reach the site
+    that runs each task, the files that must come home from it, and where they go.
+
+    ``base`` is the folder inputs are relative to (the bag file's); ``results`` the folder
+    results go to as the bag file says it (None: ``./resel-results``; ``resel run --results``
+    overrides it). The ``*_mb`` sizes (decimal megabytes) are what selection and the
+    simulator price before any transfer is seen: ``output_mb`` per task (outputs do not exist
+    before a task runs), and ``input_mb``/``shared_mb`` for a bag whose inputs are not files
+    on this machine (a simulated what-if); declared inputs are measured instead.
+    """
+
+    inputs: tuple[InputSpec, ...] = ()
+    outputs: tuple[OutputSpec, ...] = ()
+    results: str | None = None
+    base: str = "."
+    input_mb: float | None = None
+    shared_mb: float | None = None
+    output_mb: float | None = None
+
+    @property
+    def moves_files(self) -> bool:
+        """Whether a live run carries files for the tasks (inputs to stage, outputs to fetch)."""
+        return bool(self.inputs or self.outputs)
+
+
+@dataclass(frozen=True, slots=True)
 class Bag:
     """A bag of ``count`` independent tasks sharing one command template and one profile."""
 
@@ -46,11 +92,14 @@ class Bag:
     #: per-site command templates that replace ``command`` on those sites (``gmx_mpi`` on one
     #: cluster, ``gmx`` elsewhere), as (site, template) pairs in the file's order
     site_commands: tuple[tuple[str, str], ...] = ()
+    #: the files each task reads and writes (``inputs``/``outputs``/``results``, docs/data.md);
+    #: None: tasks find their inputs on the site and their outputs stay there
+    data: DataSpec | None = None
 
     def resized(self, count: int) -> "Bag":
         """The same bag with another number of tasks (workload sizes of experiment 2)."""
         return Bag(self.name, self.command, count, self.cores_per_task, self.profile, self.isa, self.source,
-                   self.perf_every, self.site_commands)
+                   self.perf_every, self.site_commands, self.data)
 
     def measured(self, index: int) -> bool:
         """Whether task ``index`` runs under the probe (``perf_every``)."""
@@ -131,6 +180,19 @@ class QueueModel:
 
 
 @dataclass(frozen=True, slots=True)
+class Bandwidth:
+    """How fast files move between this machine and a site, in decimal megabytes per second:
+    ``inbound`` to the site (task inputs), ``outbound`` from it (task outputs)."""
+
+    inbound: float
+    outbound: float
+
+    def seconds(self, in_bytes: float, out_bytes: float) -> float:
+        """Seconds to send ``in_bytes`` to the site and bring ``out_bytes`` back."""
+        return in_bytes / (self.inbound * 1e6) + out_bytes / (self.outbound * 1e6)
+
+
+@dataclass(frozen=True, slots=True)
 class Truth:
     """How a simulated site really executes, distinct from what LIM predicts.
 
@@ -146,6 +208,8 @@ class Truth:
     clock: Dist = field(default_factory=lambda: Dist.fixed(1.0))
     fail: float = 0.0
     fail_after: float = 60.0
+    #: how fast files really move to and from the site (None: as the site's ``bandwidth`` says)
+    bandwidth: Bandwidth | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,3 +334,6 @@ class Site:
     access: Access | None = None
     notes: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    #: how fast task files move to and from the site (sites file ``bandwidth``, MB/s); None:
+    #: unknown until measured (live: a short probe before the first transfer; docs/data.md)
+    bandwidth: Bandwidth | None = None

@@ -36,7 +36,7 @@ import heapq
 import math
 import random
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import chain
 from typing import Callable, Mapping
 
@@ -47,7 +47,7 @@ from resel.engine_peers import PeerRules
 from resel.events import (
     Action, BagCancelled, BagDone, BagSubmitted, CancelPilot, CancelTask, Decision, DecisionKind, DispatchTask, Event,
     PilotEnded, PilotRequeued, PilotStarted, SetTimer, SiteLost, SiteQuarantined, SiteReleased, SubmitPilot,
-    TaskFailed, TaskFinished, TaskLost, TaskStarted, TimerFired,
+    TaskDelivered, TaskFailed, TaskFetching, TaskFinished, TaskLost, TaskStarted, TaskUndelivered, TimerFired,
 )
 from resel.models.lim import SiteRate, site_rates
 from resel.models.runtime import EngineRates
@@ -56,6 +56,7 @@ from resel.states import AttemptOutcome, PilotState, TaskState, next_pilot_state
 from resel.walltime import WalltimePolicy, fits
 
 WAITING, QUEUED, RUNNING, PROVISIONAL = TaskState.WAITING, TaskState.QUEUED, TaskState.RUNNING, TaskState.PROVISIONAL
+FETCHING = TaskState.FETCHING
 
 #: pilot sizes per single-pilot site the queue-aware strategy weighs (full, half, quarter, …)
 MENU_SIZES = 6
@@ -78,6 +79,9 @@ class Attempt:
     start: float
     end: float | None = None
     outcome: AttemptOutcome = AttemptOutcome.OPEN
+    #: when its outputs were home and verified (bags with outputs; docs/data.md), else None;
+    #: left out of the repr, which tests/test_engine_schedule.py's pinned digests hash
+    delivered: float | None = field(default=None, repr=False)
 
 
 class TaskRecord:
@@ -241,7 +245,8 @@ class Engine(PeerRules):
             TaskFinished: self._on_task_finished, TaskFailed: self._on_task_failed,
             TimerFired: self._on_timer, SiteLost: self._on_site_lost,
             PilotRequeued: self._on_pilot_requeued, TaskLost: self._on_task_lost,
-            BagCancelled: self._on_bag_cancelled,
+            BagCancelled: self._on_bag_cancelled, TaskFetching: self._on_task_fetching,
+            TaskDelivered: self._on_task_delivered, TaskUndelivered: self._on_task_undelivered,
         }
         self.lost_sites: dict[str, str] = {}
 
@@ -512,6 +517,46 @@ class Engine(PeerRules):
         task.state = next_task_state(task.state, "finish")
         self._remaining -= 1   # self._settled_one(done=True), inline
         self.done_count += 1
+
+    def _on_task_fetching(self, ev: TaskFetching, out: list[Action]) -> None:
+        """The attempt ended well; its outputs are coming home (docs/data.md). Its slot is free
+        and the task is settled where it ran (a provisional one leaves its window: the work is
+        done, a move could only undo it), but it counts as remaining until it is delivered."""
+        task = self._task(ev.task)
+        if task.attempt == ev.attempt and task.state is QUEUED:
+            self._start_queued(task, ev.time)
+        if task.attempt != ev.attempt or task.state not in (RUNNING, PROVISIONAL):
+            return
+        self.health[task.site].n += 1
+        self.pilots[task.pilot].done += 1
+        self._end_attempt(task, ev.time, AttemptOutcome.DONE)
+        if task.state is PROVISIONAL:
+            del self._books[task.origin].prov[task.id]
+            self._dirty.add(task.origin)
+        task.state = next_task_state(task.state, "fetch")
+
+    def _on_task_delivered(self, ev: TaskDelivered, out: list[Action]) -> None:
+        task = self._task(ev.task)
+        if task.attempt != ev.attempt or task.state is not FETCHING:
+            return
+        task.attempts[-1].delivered = ev.time
+        task.state = next_task_state(task.state, "deliver")
+        self._settled_one(done=True)
+
+    def _on_task_undelivered(self, ev: TaskUndelivered, out: list[Action]) -> None:
+        """The outputs never came home: the attempt failed after all (it counts toward the
+        task's failures and against its site), and the task waits to run again."""
+        task = self._task(ev.task)
+        if task.attempt != ev.attempt or task.state is not FETCHING:
+            return
+        rec = task.attempts[-1]
+        rec.outcome = AttemptOutcome.FAILED
+        x = rec.site
+        health = self.health[x]             # counted good at TaskFetching: now it is a bad one
+        health.bad = min(health.n, health.bad + 1)
+        self._suspects.add(x)
+        task.failures += 1
+        self._requeue(task, *self._retry_or_give_up(task, x, AttemptOutcome.FAILED, task.failures >= self.max_attempts))
 
     def _on_task_failed(self, ev: TaskFailed, out: list[Action]) -> None:
         task = self._task(ev.task)

@@ -117,6 +117,36 @@ class TaskFinished(Event):
 
 
 @_rec
+class TaskFetching(Event):
+    """The attempt ended well on its site and its outputs are on their way home (live: the
+    coordinator fetches and checks them; simulated: their transfer time). Its slot is free
+    again and the task stays where it ran — no window moves it any more — but it is done only
+    at :class:`TaskDelivered` (docs/data.md). Drivers send it instead of :class:`TaskFinished`
+    for bags whose tasks have outputs."""
+
+    task: int
+    attempt: int
+
+
+@_rec
+class TaskDelivered(Event):
+    """Every declared output of the attempt is home and verified (size and sha256): done."""
+
+    task: int
+    attempt: int
+
+
+@_rec
+class TaskUndelivered(Event):
+    """The attempt's outputs could not be brought home (gone from the site, a wrong checksum,
+    the site lost): the attempt counts as failed and the task runs again."""
+
+    task: int
+    attempt: int
+    reason: str = "outputs not delivered"
+
+
+@_rec
 class TaskFailed(Event):
     task: int
     attempt: int

@@ -8,6 +8,10 @@ Definitions (seeds/003 §3.4 and §4.2), with time 0 the bag's submission:
   intervals (every attempt: time during which at least one task was executing);
   T_q,wkd = TTC_wkd − T_x,wkd (time only spent acquiring).
 
+A bag whose tasks have outputs (docs/data.md) is done when they are home: an attempt's
+execution interval then runs until its outputs were delivered, so the trip home counts in T_x
+(per task and per workload) and TTC, never in T_q (it is no wait for resources).
+
 The re-selection functions RESEL / P_RESEL and the penalty bounds of eq. 3.7–3.10 live here
 too, as pure functions, so the property tests and the simulator's audit use the same code.
 """
@@ -83,7 +87,8 @@ def task_times(tasks, site_names: list[str]) -> list[TaskTimes]:
             out.append(TaskTimes(task.id, site_names[task.first_origin], "", math.nan, math.nan,
                                  math.nan, len(task.attempts), task.state.value))
             continue
-        ttc, tx = final.end, final.end - final.start
+        ttc = final.end if final.delivered is None else final.delivered   # done once its outputs are home
+        tx = ttc - final.start
         out.append(TaskTimes(task.id, site_names[task.first_origin], site_names[final.site], ttc - tx, tx,
                              ttc, len(task.attempts), task.state.value))
     return out
@@ -99,6 +104,8 @@ def workload_metrics(tasks, site_names: list[str], cores_per_task: int = 1) -> W
             start, end = a.start, a.end
             if end is None:
                 continue
+            if a.delivered is not None:   # moving its outputs home counts as the task's time (docs/data.md)
+                end = a.delivered
             intervals.append((start, end))
             ends.append(end)     # the bag completes when its last attempt ends, failed or not
             if a.outcome == AttemptOutcome.DONE:

@@ -19,6 +19,7 @@ class TaskState(Enum):
     QUEUED = "queued"            # handed ahead to a busy pilot of its origin; starts when a slot frees
     RUNNING = "running"          # running, committed to the site it runs on
     PROVISIONAL = "provisional"  # running on r' inside the re-selection window of its origin r
+    FETCHING = "fetching"        # ended well where it ran; its outputs are on their way home
     DONE = "done"
     FAILED = "failed"
 
@@ -63,8 +64,8 @@ class AttemptOutcome(StrEnum):
     WITHDRAWN = "withdrawn"    # taken back from an inbox before it started: no time counted
 
 
-W, Q, R, P, D, F = (TaskState.WAITING, TaskState.QUEUED, TaskState.RUNNING, TaskState.PROVISIONAL,
-                    TaskState.DONE, TaskState.FAILED)
+W, Q, R, P, FE, D, F = (TaskState.WAITING, TaskState.QUEUED, TaskState.RUNNING, TaskState.PROVISIONAL,
+                        TaskState.FETCHING, TaskState.DONE, TaskState.FAILED)
 
 #: TASK_TRANSITIONS[state][what happened] -> next state
 TASK_TRANSITIONS: dict[TaskState, dict[str, TaskState]] = {
@@ -73,9 +74,12 @@ TASK_TRANSITIONS: dict[TaskState, dict[str, TaskState]] = {
     # result read before the start record); withdrawn = taken back before it started
     Q: {"start": R, "withdraw": W},
     # stop: the user cancelled the run (the task is left waiting, never to run)
-    R: {"finish": D, "fail": W, "give-up": F, "lost": W, "stop": W},
+    # fetch: the attempt ended well and its outputs are coming home (bags with outputs)
+    R: {"finish": D, "fetch": FE, "fail": W, "give-up": F, "lost": W, "stop": W},
     # move-back: cancelled on r' and handed straight to r, through WAITING's "dispatch"
-    P: {"finish": D, "fail": W, "give-up": F, "lost": W, "commit": R, "move-back": W, "stop": W},
+    P: {"finish": D, "fetch": FE, "fail": W, "give-up": F, "lost": W, "commit": R, "move-back": W, "stop": W},
+    # deliver: every output home and verified; lost: they could not be brought home (runs again)
+    FE: {"deliver": D, "lost": W, "give-up": F, "stop": W},
     D: {},
     F: {},
 }

@@ -93,18 +93,31 @@ def bag_from_json(d: dict) -> Bag:
     from resel.domain import Profile
     return Bag(d["name"], d["command"], d["count"], d["cores_per_task"], Profile(**d["profile"]),
                d.get("isa", "x86"), d.get("source", "<store>"), d.get("perf_every", 0),
-               tuple((str(site), str(cmd)) for site, cmd in d.get("site_commands") or ()))
+               tuple((str(site), str(cmd)) for site, cmd in d.get("site_commands") or ()),
+               data_from_json(d.get("data")))
+
+
+def data_from_json(d: dict | None):
+    """A bag's :class:`~resel.domain.DataSpec` back from its stored JSON (None: a bag without
+    files, or a run stored before bags had them)."""
+    from resel.domain import DataSpec, InputSpec, OutputSpec
+    if not d:
+        return None
+    return DataSpec(tuple(InputSpec(i["pattern"], i.get("name")) for i in d.get("inputs") or ()),
+                    tuple(OutputSpec(o["pattern"], bool(o.get("optional"))) for o in d.get("outputs") or ()),
+                    d.get("results"), d.get("base", "."), d.get("input_mb"), d.get("shared_mb"), d.get("output_mb"))
 
 
 def sites_from_json(items: list[dict]) -> list[Site]:
     """Live sites back from their stored JSON (simulation-only fields are not needed live)."""
-    from resel.domain import Clock, PilotPolicy
+    from resel.domain import Bandwidth, Clock, PilotPolicy
     out = []
     for d in items:
         access = access_from_json(d["kind"], d["access"]) if d.get("access") else None
         out.append(Site(name=d["name"], kind=d["kind"], cores=d["cores"], clock=Clock(**d["clock"]),
                         kappa=d.get("kappa", 1.0), pilot=PilotPolicy(**d["pilot"]), isa=d.get("isa", "x86"),
-                        reselect_target=d.get("reselect_target", True), access=access, notes=d.get("notes", "")))
+                        reselect_target=d.get("reselect_target", True), access=access, notes=d.get("notes", ""),
+                        bandwidth=Bandwidth(**d["bandwidth"]) if d.get("bandwidth") else None))
     return out
 
 
