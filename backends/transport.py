@@ -72,6 +72,7 @@ from typing import Protocol, TypeVar, runtime_checkable
 
 import paramiko
 
+from resel.backends.files import Moved, NotRegularFile, Sink, check, kind_of, open_regular, read_chunks
 from resel.errors import AuthError, ConnectionLost, HostKeyError, TransportError
 
 __all__ = [
@@ -187,6 +188,16 @@ class Transport(Protocol):
     def home(self) -> str: ...
 
     def close(self) -> None: ...
+
+    # task data (docs/data.md): whole files, atomic and hashed (resel.backends.files)
+    def put_file(self, local: str, path: str, *, mode: int = PRIVATE_FILE, size: int | None = None,
+                 sha256: str | None = None) -> Moved: ...
+
+    def get_file(self, path: str, local: str, *, size: int | None = None, sha256: str | None = None) -> Moved: ...
+
+    def rename(self, src: str, dst: str) -> None: ...
+
+    def remove_tree(self, path: str) -> None: ...
 
 
 # --------------------------------------------------------------------------- command building
@@ -373,6 +384,55 @@ class LocalTransport:
 
     def close(self) -> None:
         pass
+
+    def put_file(self, local: str, path: str, *, mode: int = PRIVATE_FILE, size: int | None = None,
+                 sha256: str | None = None) -> Moved:
+        """Copy a file of this machine to ``path``: under a fresh name, hashed as it is read,
+        renamed over ``path`` only if its size and SHA-256 are the expected ones
+        (:class:`~resel.backends.files.ContentMismatch` otherwise; resel.backends.files)."""
+        with open(local, "rb") as src, Sink(os.path.expanduser(path), mode) as sink:
+            for block in read_chunks(src):
+                sink.write(block)
+            return sink.commit(size, sha256)
+
+    def get_file(self, path: str, local: str, *, size: int | None = None, sha256: str | None = None) -> Moved:
+        """Copy the regular file ``path`` (a link is refused: :class:`NotRegularFile`) to
+        ``local``, atomically and checked as :meth:`put_file` does."""
+        src, _st = open_regular(os.path.expanduser(path))
+        with src, Sink(local) as sink:
+            for block in read_chunks(src):
+                sink.write(block)
+            return sink.commit(size, sha256)
+
+    def rename(self, src: str, dst: str) -> None:
+        """Atomic rename over ``dst`` (replacing a link there, never following it)."""
+        os.replace(os.path.expanduser(src), os.path.expanduser(dst))
+
+    def remove_tree(self, path: str) -> None:
+        """Remove a folder and everything in it without following a link (a link is removed,
+        never what it points to); a missing path is fine."""
+        _remove_tree_local(os.path.expanduser(path))
+
+
+def _remove_tree_local(path: str) -> None:
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat_mod.S_ISDIR(st.st_mode):
+        with suppress(FileNotFoundError):
+            os.unlink(path)
+        return
+    with os.scandir(path) as entries:
+        names = [(e.path, e.is_dir(follow_symlinks=False)) for e in entries]
+    for child, is_dir in names:
+        if is_dir:
+            _remove_tree_local(child)
+        else:
+            with suppress(FileNotFoundError):
+                os.unlink(child)
+    with suppress(FileNotFoundError):
+        os.rmdir(path)
 
 
 # --------------------------------------------------------------------------- ssh: settings
@@ -1035,6 +1095,89 @@ class SSHTransport:
         if self._home is None:
             self._home = self._sftp("normalize", ".", lambda sftp: sftp.normalize("."))
         return self._home
+
+    def put_file(self, local: str, path: str, *, mode: int = PRIVATE_FILE, size: int | None = None,
+                 sha256: str | None = None) -> Moved:
+        """Copy a file of this machine to ``path`` on the site over SFTP (pipelined writes):
+        under a fresh name (O_EXCL), hashed as it is read, renamed over ``path`` only if its
+        size and SHA-256 are the expected ones (ContentMismatch otherwise: resel.backends.files)."""
+        path = self._expand(path)
+        parent, base = posixpath.split(path)
+
+        def op(sftp: paramiko.SFTPClient) -> Moved:
+            tmp = posixpath.join(parent, f".{base}.part-{uuid.uuid4().hex[:8]}")
+            digest, sent = hashlib.sha256(), 0
+            try:
+                with open(local, "rb") as src, _sftp_create(sftp, tmp, mode) as f:
+                    f.set_pipelined(True)
+                    for block in read_chunks(src):
+                        f.write(block)
+                        digest.update(block)
+                        sent += len(block)
+                moved = Moved(sent, digest.hexdigest())
+                check(path, moved, size, sha256)
+                sftp.posix_rename(tmp, path)
+                return moved
+            except BaseException:
+                with suppress(Exception):
+                    sftp.remove(tmp)
+                raise
+
+        return self._sftp("put", path, op)
+
+    def get_file(self, path: str, local: str, *, size: int | None = None, sha256: str | None = None) -> Moved:
+        """Copy the regular file ``path`` of the site (``lstat`` first: a link, folder or device
+        is refused with :class:`NotRegularFile`) to ``local`` (pipelined reads), atomically and
+        checked as :meth:`put_file` does."""
+        path = self._expand(path)
+
+        def op(sftp: paramiko.SFTPClient) -> Moved:
+            st = sftp.lstat(path)
+            if not stat_mod.S_ISREG(st.st_mode or 0):
+                raise NotRegularFile(path, kind_of(st.st_mode or 0))
+            with sftp.open(path, "rb") as f, Sink(local) as sink:
+                length = st.st_size or 0
+                if length > _PREFETCH_OVER:
+                    f.prefetch(length)
+                for block in read_chunks(f):
+                    sink.write(block)
+                if sink.size < length:   # paramiko reports a link dropped mid-read as end of file
+                    raise EOFError(f"short read: {sink.size} of {length} bytes")
+                return sink.commit(size, sha256)
+
+        return self._sftp("get", path, op)
+
+    def rename(self, src: str, dst: str) -> None:
+        """Atomic rename over ``dst`` (OpenSSH's posix-rename)."""
+        src, dst = self._expand(src), self._expand(dst)
+        self._sftp("rename", src, lambda sftp: sftp.posix_rename(src, dst))
+
+    def remove_tree(self, path: str) -> None:
+        """Remove a folder and everything in it without following a link; missing is fine."""
+        path = self._expand(path)
+
+        def op(sftp: paramiko.SFTPClient) -> None:
+            def walk(p: str) -> None:
+                try:
+                    st = sftp.lstat(p)
+                except FileNotFoundError:
+                    return
+                if not stat_mod.S_ISDIR(st.st_mode or 0):
+                    with suppress(FileNotFoundError):
+                        sftp.remove(p)
+                    return
+                for entry in sftp.listdir_attr(p):
+                    child = posixpath.join(p, entry.filename)
+                    if stat_mod.S_ISDIR(entry.st_mode or 0):
+                        walk(child)
+                    else:
+                        with suppress(FileNotFoundError):
+                            sftp.remove(child)
+                with suppress(FileNotFoundError):
+                    sftp.rmdir(p)
+            walk(path)
+
+        self._sftp("remove", path, op)
 
 
 def _feed(chan: paramiko.Channel, data: bytes) -> None:
