@@ -445,7 +445,7 @@ def test_idle_exit(pilot):
 
 
 def test_source_and_protocol_version():
-    assert agent_module.PROTOCOL_VERSION == 2
+    assert agent_module.PROTOCOL_VERSION == 3
     text = agent_module.source()
     assert text == AGENT.read_text(encoding="utf-8")
     assert "def source()" in text and 'if __name__ == "__main__":' in text
@@ -481,7 +481,7 @@ def test_relaunched_agent_reports_what_its_predecessor_took_and_runs_the_inbox(t
         wait_for(lambda: second.read("heartbeat.json")["pid"] == second.proc.pid, 5, "the new agent's heartbeat")
         new = second.read("agent.json")
         assert new["incarnation"] != old["incarnation"] and new["previous"] == old["incarnation"]
-        assert new["protocol"] == 2 and "restart_count" in new
+        assert new["protocol"] == agent_module.PROTOCOL_VERSION and "restart_count" in new
         for key in (a, b):
             res = second.result(key)
             assert (res["outcome"], res["reason"]) == ("lost", "agent restarted")

@@ -103,6 +103,8 @@ stdout, stderr and perf.csv are new files (whatever was at that name is unlinked
 import argparse
 import binascii
 import errno
+import fnmatch
+import hashlib
 import json
 import os
 import platform
@@ -117,7 +119,7 @@ import sys
 import time
 import traceback
 
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 
 SUBDIRS = ("inbox", "claimed", "started", "results", "cancel", "tasks")
 KEY_RE = re.compile(r"^t(\d+)-a(\d+)$")
@@ -137,6 +139,10 @@ PERF_WRAPPER = '/bin/sh -c "$1"'
 PRIVATE_DIR = 0o700
 PRIVATE_FILE = 0o600
 REJECTED_KEPT = 100    # rejected.json lists the last this many files
+SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+MAX_WALK = 100000      # entries of a task's folder looked at for outputs
+CACHE = "cache"        # the run's content-addressed inputs: a folder beside PILOTDIR
 
 
 def source() -> str:
@@ -504,11 +510,107 @@ def validate_task(doc, stem):
     return task, attempt, command, env, perf, timeout
 
 
+def validate_data(doc):
+    """The inbox document's ``inputs`` and ``outputs`` (protocol 3, docs/data.md), checked;
+    returns (inputs, outputs) as lists of dicts (empty when absent)."""
+    inputs = doc.get("inputs") or []
+    outputs = doc.get("outputs") or []
+    if not isinstance(inputs, list) or not isinstance(outputs, list):
+        raise BadTask("'inputs' and 'outputs' must be lists")
+    names = set()
+    for item in inputs:
+        if not isinstance(item, dict):
+            raise BadTask("an input must be an object")
+        name, digest, size = item.get("name"), item.get("sha256"), item.get("size")
+        why = relative_problem(name, False)
+        if why:
+            raise BadTask("input name %r: %s" % (name, why))
+        if not isinstance(digest, str) or not SHA256_RE.match(digest):
+            raise BadTask("input %s: 'sha256' must be 64 hexadecimal digits" % name)
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise BadTask("input %s: 'size' must be a non-negative integer" % name)
+        if name in names:
+            raise BadTask("input %s is named twice" % name)
+        names.add(name)
+    for item in outputs:
+        if not isinstance(item, dict):
+            raise BadTask("an output must be an object")
+        why = relative_problem(item.get("glob"), True)
+        if why:
+            raise BadTask("output %r: %s" % (item.get("glob"), why))
+        if not isinstance(item.get("optional", False), bool):
+            raise BadTask("output %s: 'optional' must be true or false" % item.get("glob"))
+    return inputs, outputs
+
+
+def relative_problem(path, glob):
+    """Why path cannot name a file inside a task's folder, or None (resel.config checks the same)."""
+    if not isinstance(path, str) or not path:
+        return "must be a non-empty string"
+    if CONTROL_RE.search(path):
+        return "control characters"
+    if path.startswith("/") or "\\" in path:
+        return "an absolute path or a backslash"
+    if any(part in ("", ".", "..") for part in path.split("/")):
+        return "an empty, '.' or '..' part"
+    if not glob and any(ch in path for ch in "*?["):
+        return "glob characters in a name"
+    return None
+
+
+def match_path(parts, pattern):
+    """Whether a relative path (its parts) matches a glob (its parts): fnmatch per part,
+    ``**`` for any number of folders (none included)."""
+    if not pattern:
+        return not parts
+    if pattern[0] == "**":
+        return any(match_path(parts[i:], pattern[1:]) for i in range(len(parts) + 1))
+    return bool(parts) and fnmatch.fnmatchcase(parts[0], pattern[0]) and match_path(parts[1:], pattern[1:])
+
+
+def walk_task_dir(tdir, limit=MAX_WALK):
+    """Every entry under the task's folder as (relative path, lstat), never through a link:
+    a link to a folder is an entry, not a folder to enter."""
+    out, stack = [], [""]
+    while stack and len(out) < limit:
+        rel = stack.pop()
+        try:
+            names = sorted(os.listdir(os.path.join(tdir, rel) if rel else tdir))
+        except OSError:
+            continue
+        for name in names:
+            sub = rel + "/" + name if rel else name
+            try:
+                st = os.lstat(os.path.join(tdir, sub))
+            except OSError:
+                continue
+            out.append((sub, st))
+            if stat.S_ISDIR(st.st_mode):
+                stack.append(sub)
+    return out
+
+
+def file_sha256(fd):
+    """(size, hex sha256) of an open file, read from its start."""
+    digest, size = hashlib.sha256(), 0
+    os.lseek(fd, 0, os.SEEK_SET)
+    while True:
+        block = os.read(fd, 1 << 20)
+        if not block:
+            return size, digest.hexdigest()
+        digest.update(block)
+        size += len(block)
+
+
+class BadInput(Exception):
+    """An input could not be put in the task's folder: the attempt fails, never runs on wrong data."""
+
+
 # ---------------------------------------------------------------- the agent
 
 
 class Attempt(object):
-    def __init__(self, key, task, attempt, proc, start, deadline, perf, tdir, files):
+    def __init__(self, key, task, attempt, proc, start, deadline, perf, tdir, files, data=((), ())):
         self.key = key
         self.task = task
         self.attempt = attempt
@@ -519,6 +621,7 @@ class Attempt(object):
         self.perf = perf                  # None: not requested; dict: error; True: under perf
         self.tdir = tdir
         self.files = files
+        self.inputs, self.outputs = data      # protocol 3: what was put in tdir, what to send home
         self.kill_outcome = None
         self.kill_reason = None
         self.kill_deadline = None         # monotonic SIGKILL time once terminated
@@ -555,6 +658,7 @@ class Agent(object):
         self.rejected = []                # [{"name", "uid", "why", "time"}], oldest first
         self.rejected_names = set()
         self.incarnation = new_incarnation()
+        self.verified = {}                # (dev, ino, size, mtime_ns) of a cached input -> its sha256
         self.previous = None              # the incarnation this agent replaced, if any
         self.agent_json_stat = None       # (inode, mtime_ns) of the agent.json we wrote
         self.wake_r = self.wake_w = None  # self-pipe: SIGCHLD wakes the loop when a task ends
@@ -730,7 +834,7 @@ class Agent(object):
     # -- results
 
     def result(self, task, attempt, outcome, reason, start=None, end=None, exit_code=None,
-               sig=None, perf=None, tdir=None, name=None):
+               sig=None, perf=None, tdir=None, name=None, outputs=None, refused=None):
         end = time.time() if end is None else end
         doc = {
             "task": task, "attempt": attempt, "exit_code": exit_code, "signal": sig,
@@ -739,6 +843,10 @@ class Agent(object):
             "stdout_tail": read_tail(os.path.join(tdir, "stdout")) if tdir else "",
             "stderr_tail": read_tail(os.path.join(tdir, "stderr")) if tdir else "",
         }
+        if outputs is not None:
+            doc["outputs"] = outputs
+        if refused:
+            doc["refused"] = refused
         key = name if name is not None else task_key(task, attempt)
         self.finished.add(key)
         if not write_json_once(self.path("results", key + ".json"), doc):
@@ -783,8 +891,13 @@ class Agent(object):
         if a.kill_reason is not None and group_alive(a.pgid):
             deadline = a.kill_deadline if a.kill_deadline is not None else time.monotonic()
             self.lingering.append((a.pgid, deadline))
+        outputs = refused = None
+        if outcome == "done" and a.outputs:
+            outputs, refused, missing = self.collect_outputs(a)
+            if missing:
+                outcome, reason = "failed", "missing output: %s" % ", ".join(missing)
         self.result(a.task, a.attempt, outcome, reason, start=a.start, end=end,
-                    exit_code=exit_code, sig=sig, perf=perf, tdir=a.tdir)
+                    exit_code=exit_code, sig=sig, perf=perf, tdir=a.tdir, outputs=outputs, refused=refused)
 
     def terminate(self, a, outcome, reason, grace=KILL_GRACE):
         if a.kill_reason is None:
@@ -915,6 +1028,7 @@ class Agent(object):
             except (ValueError, UnicodeDecodeError) as e:
                 raise BadTask("not valid JSON: %s" % e)
             task, attempt, command, env, perf, timeout = validate_task(doc, stem)
+            data = validate_data(doc)
         except BadTask as e:
             self.bad_task(stem, m, str(e))
             return
@@ -926,7 +1040,7 @@ class Agent(object):
             self.cancel_done.add(key)
             self.result(task, attempt, "cancelled", "cancelled")
             return
-        self.launch(key, task, attempt, command, env, perf, timeout)
+        self.launch(key, task, attempt, command, env, perf, timeout, data)
 
     def bad_task(self, stem, m, reason):
         reason = "bad task file: " + reason
@@ -959,14 +1073,23 @@ class Agent(object):
             self.log("perf: %s" % (self.perf_exe or self.perf_error))
         return self.perf_exe
 
-    def launch(self, key, task, attempt, command, env, perf, timeout):
+    def launch(self, key, task, attempt, command, env, perf, timeout, data=((), ())):
         tdir = self.path("tasks", key)
+        inputs, outputs = data
         try:
             make_private_dir(tdir)
             if perf:
                 open_new(os.path.join(tdir, "perf.csv")).close()   # perf stat -o follows links
         except (OSError, Refused) as e:
             self.result(task, attempt, "failed", "start failed: %s" % e)
+            return
+        try:
+            self.stage_inputs(tdir, inputs)
+        except BadInput as e:
+            self.result(task, attempt, "failed", str(e))
+            return
+        except (OSError, Refused) as e:
+            self.result(task, attempt, "failed", "start failed: inputs: %s" % e)
             return
         full_env = dict(os.environ)
         full_env.update(env)
@@ -998,11 +1121,114 @@ class Agent(object):
                         perf=perf_state if isinstance(perf_state, dict) else None, tdir=tdir)
             return
         deadline = time.monotonic() + timeout if timeout is not None else None
-        a = Attempt(key, task, attempt, proc, start, deadline, perf_state, tdir, files)
+        a = Attempt(key, task, attempt, proc, start, deadline, perf_state, tdir, files,
+                    (tuple(i["name"] for i in inputs), tuple(outputs)))
         self.running[key] = a
         self.log("started %s: pid %d%s" % (key, proc.pid, " under perf" if perf_state is True else ""))
         self.safely("writing started/" + key, write_json_atomic, self.path("started", key + ".json"),
                     {"task": task, "attempt": attempt, "time": start, "host": self.host})
+
+    # -- task data (protocol 3, docs/data.md)
+
+    def stage_inputs(self, tdir, inputs):
+        """Put each input in the task's folder: the file of the run's cache named by its sha256,
+        checked (a regular file of this user's with that digest; remembered by device, inode,
+        size and mtime, so a shared file is hashed once per pilot) and hard-linked — copied
+        from the checked file where a link cannot be made. BadInput if one is missing or wrong."""
+        if not inputs:
+            return
+        cache = os.path.join(os.path.dirname(self.dir), CACHE)
+        problem = dir_problem(cache)
+        if problem:
+            raise BadInput("inputs: the cache folder %s: %s" % (cache, problem))
+        for item in inputs:
+            name, digest, size = item["name"], item["sha256"], item["size"]
+            src = os.path.join(cache, digest)
+            try:
+                fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            except OSError as e:
+                if e.errno == errno.ENOENT:
+                    raise BadInput("input %s: not in the site's cache (sha256 %s)" % (name, digest))
+                if e.errno == errno.ELOOP:
+                    raise BadInput("input %s: the cache holds a symbolic link under its sha256; refused" % name)
+                raise BadInput("input %s: cannot be read from the cache (%s)" % (name, e.strerror or e))
+            try:
+                st = os.fstat(fd)
+                if not mine(st):
+                    raise BadInput("input %s: %s" % (name, Foreign(src, st).why))
+                key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+                if self.verified.get(key) != digest:
+                    got_size, got = file_sha256(fd)
+                    if (got_size, got) != (size, digest):
+                        raise BadInput("input %s: the cached file's sha256 is %s (%d bytes), not the expected "
+                                       "%s (%d bytes)" % (name, got, got_size, digest, size))
+                    self.verified[key] = digest
+                dst = os.path.join(tdir, name)
+                if os.path.dirname(dst) != tdir:
+                    make_private_dirs(os.path.dirname(dst))
+                self.place(fd, st, src, dst)
+            finally:
+                os.close(fd)
+
+    @staticmethod
+    def place(fd, st, src, dst):
+        """Hard-link the checked cache file to dst; if the name at src changed meanwhile, or no
+        link can be made (another filesystem), copy the checked file's bytes instead."""
+        try:
+            os.link(src, dst)
+            linked = os.lstat(dst)
+            if (linked.st_dev, linked.st_ino) == (st.st_dev, st.st_ino):
+                return
+            os.unlink(dst)
+        except OSError:
+            pass
+        os.lseek(fd, 0, os.SEEK_SET)
+        with open_new(dst) as out:
+            while True:
+                block = os.read(fd, 1 << 20)
+                if not block:
+                    break
+                out.write(block)
+
+    def collect_outputs(self, a):
+        """The declared outputs of an attempt that exited 0: (outputs, refused, missing).
+        Matched inside its folder without following a link; a match that is a link, a device
+        or a pipe is refused (listed, never sent); a folder is looked into, not sent; the inputs
+        put there are never outputs. Each output's size and sha256 are taken here, from the
+        file opened without following a link."""
+        entries = walk_task_dir(a.tdir)
+        inputs = set(a.inputs)
+        found, refused, missing = {}, {}, []
+        for spec in a.outputs:
+            pattern = spec["glob"].split("/")
+            hit = False
+            for rel, st in entries:
+                if rel in inputs or not match_path(rel.split("/"), pattern):
+                    continue
+                if stat.S_ISREG(st.st_mode):
+                    found[rel] = st
+                    hit = True
+                elif not stat.S_ISDIR(st.st_mode):
+                    refused[rel] = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a regular file"
+            if not hit and not spec.get("optional", False):
+                missing.append(spec["glob"])
+        outputs = []
+        for rel in sorted(found):
+            try:
+                fd = os.open(os.path.join(a.tdir, rel), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            except OSError as e:
+                refused[rel] = "cannot be read (%s)" % (e.strerror or e)
+                continue
+            try:
+                st = os.fstat(fd)
+                if not mine(st):
+                    refused[rel] = Foreign(rel, st).why
+                    continue
+                size, digest = file_sha256(fd)
+            finally:
+                os.close(fd)
+            outputs.append({"name": rel, "size": size, "sha256": digest})
+        return outputs, [{"name": n, "why": w} for n, w in sorted(refused.items())], missing
 
     def read_stop(self):
         try:

@@ -6,7 +6,7 @@ like resel/live/agent.py, because it runs where the agent runs. The coordinator 
 access point as ``resel-chirp-sync-v1.py``; HTCondor transfers it and the agent into the job's
 scratch directory, and starts it as the job's executable::
 
-    resel-chirp-sync.py --agent resel-agent-v2.py --agent-sha256 HEX [--python python3]
+    resel-chirp-sync.py --agent resel-agent-v3.py --agent-sha256 HEX [--python python3]
         [--interval 2] [--chirp condor_chirp] [--local pilot] -- AGENT_OPTIONS...
 
 Why: an OSG slot does not see the access point's disk, and HTCondor's own file transfer moves
