@@ -155,13 +155,21 @@ class PilotSite:
         return "#!/bin/sh\n# resel pilot: starts the agent (if unchanged), which takes tasks from its inbox\n" \
                f"{setup}exec {shlex.join(argv)}\n"
 
-    def submit_pilot(self, run_key: str, pilot: int, cores: int, walltime: float, cores_per_task: int = 1) -> str:
-        """Create the pilot's directory and submit its batch job; returns the job id."""
+    def submit_pilot(self, run_key: str, pilot: int, cores: int, walltime: float, cores_per_task: int = 1,
+                     inputs: tuple[str, ...] = ()) -> str:
+        """Create the pilot's directory and submit its batch job; returns the job id.
+
+        ``inputs``: files of the run's cache on the site (absolute paths, already sent) that
+        the pilot should carry with it — the bag's shared inputs. A site with a shared
+        filesystem needs nothing more (its tasks take them from the cache); an HTCondor pool,
+        whose slots share nothing with the access point, gets them as the pilot's input files
+        (docs/data.md)."""
         pdir = self.make_pilot_dir(run_key, pilot)
         script = self.pilot_script(run_key, pilot, cores // max(1, cores_per_task), walltime)
+        extra = {"inputs": tuple(inputs)} if inputs and self.site.kind == "htcondor" else {}
         return self.scheduler.submit(script, name=self.job_name(run_key, pilot), cores=cores,
                                      walltime=walltime, workdir=pdir,
-                                     output=posixpath.join(pdir, "pilot.out"))
+                                     output=posixpath.join(pdir, "pilot.out"), **extra)
 
     def make_pilot_dir(self, run_key: str, pilot: int) -> str:
         """The pilot's directory with its inbox and cancel folders (all 0700); returns it."""
