@@ -33,6 +33,7 @@ from resel.backends.jobs import JobInfo, JobState, Scheduler
 from resel.backends.transport import FileTooLarge
 from resel.backends.verified import digest, verified_argv
 from resel.backends.workdir import prepare_workdir
+from resel.config import relative_path_problem
 from resel.domain import Site
 from resel.site_options import setup_block
 from resel.errors import ReselError
@@ -210,12 +211,36 @@ class PilotSite:
 
     # ------------------------------------------------------------------ tasks
     def dispatch(self, run_key: str, pilot: int, task: int, attempt: int, command: str,
-                 env: dict[str, str] | None = None, perf: bool = False, timeout: float | None = None) -> None:
-        """Put a task attempt in the pilot's inbox (an atomic write: idempotent on resume)."""
+                 env: dict[str, str] | None = None, perf: bool = False, timeout: float | None = None,
+                 inputs: list[dict] | None = None, outputs: list[dict] | None = None) -> None:
+        """Put a task attempt in the pilot's inbox (an atomic write: idempotent on resume).
+
+        ``inputs`` (name, sha256, size: already in the run's cache) and ``outputs`` (glob,
+        optional) are the task's data, protocol 3 (docs/data.md); left out when it has none."""
         spec = {"task": int(task), "attempt": int(attempt), "command": command, "env": dict(env or {}),
                 "perf": bool(perf), "timeout": timeout}
+        if inputs:
+            spec["inputs"] = inputs
+        if outputs:
+            spec["outputs"] = outputs
         path = posixpath.join(self.pilot_dir(run_key, pilot), "inbox", task_key(task, attempt) + ".json")
         self.transport.write_file(path, json.dumps(spec).encode())
+
+    def output_path(self, run_key: str, pilot: int, key: str, index: int, name: str) -> str:
+        """Where the ``index``-th output (``name``) of attempt ``key`` is on the site: in its task
+        folder on a shared filesystem; on an HTCondor pool, where the chirp wrapper pushed it to
+        the access point (``outputs/KEY.INDEX``: condor_chirp makes no folders)."""
+        pdir = self.pilot_dir(run_key, pilot)
+        if self.site.kind == "htcondor":
+            return posixpath.join(pdir, "outputs", f"{key}.{int(index)}")
+        return posixpath.join(pdir, "tasks", key, *name.split("/"))
+
+    def task_files(self, run_key: str, pilot: int, key: str, count: int) -> list[str]:
+        """What an attempt left on the site, to remove once its outputs are home."""
+        pdir = self.pilot_dir(run_key, pilot)
+        if self.site.kind == "htcondor":
+            return [posixpath.join(pdir, "outputs", f"{key}.{i}") for i in range(count)]
+        return [posixpath.join(pdir, "tasks", key)]
 
     def cancel_task(self, run_key: str, pilot: int, task: int, attempt: int) -> None:
         path = posixpath.join(self.pilot_dir(run_key, pilot), "cancel", task_key(task, attempt))
@@ -347,6 +372,39 @@ def check_result(rec: dict, stem: str) -> str | None:
             return f"{name} must be a string or null, not {type(value).__name__}"
     if rec.get("perf") is not None and not isinstance(rec.get("perf"), dict):
         return f"perf must be an object or null, not {type(rec.get('perf')).__name__}"
+    return _outputs_problem(rec)
+
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+#: the most outputs one result may list (a glob over a task folder of many files)
+MAX_OUTPUTS = 100_000
+
+
+def _outputs_problem(rec: dict) -> str | None:
+    """Why a result's ``outputs``/``refused`` (protocol 3) break the protocol, or None. An
+    output's name must stay inside the task's folder: the coordinator fetches exactly that."""
+    outputs, refused = rec.get("outputs"), rec.get("refused")
+    if outputs is not None:
+        if not isinstance(outputs, list) or len(outputs) > MAX_OUTPUTS:
+            return f"outputs must be a list of at most {MAX_OUTPUTS:,} objects"
+        names = set()
+        for out in outputs:
+            if not isinstance(out, dict):
+                return "an output must be an object"
+            name = out.get("name")
+            why = relative_path_problem(name, glob=True) if isinstance(name, str) and name else "no name"
+            if why:
+                return f"output name {name!r}: {why}"
+            if name in names:
+                return f"output {name!r} listed twice"
+            names.add(name)
+            if not _is_count(out.get("size")):
+                return f"output {name}: size must be a non-negative integer"
+            if not isinstance(out.get("sha256"), str) or not _SHA256.fullmatch(out["sha256"]):
+                return f"output {name}: sha256 must be 64 lowercase hexadecimal digits"
+    if refused is not None and not (isinstance(refused, list) and all(
+            isinstance(r, dict) and isinstance(r.get("name"), str) and isinstance(r.get("why"), str) for r in refused)):
+        return "refused must be a list of {name, why} objects"
     return None
 
 

@@ -39,7 +39,7 @@ MIGRATIONS_TABLE = "_sqlite_migrations"
 #: refuses to load if the two differ), named here so a reader can tell an up-to-date store
 #: without importing sqlite-utils
 MIGRATIONS = ("m001_initial", "m002_live", "m003_pilot_hosts", "m004_profiles", "m005_site_probes",
-              "m006_model_fits", "m007_wait_history", "m008_live_notes")
+              "m006_model_fits", "m007_wait_history", "m008_live_notes", "m009_task_data")
 
 #: names kept readable here that live in the writing side, imported from it on first use
 _WRITING_SIDE = {"migrations": "migrations", "Store": "Store"}
@@ -331,9 +331,9 @@ def _filesystem(path: Path) -> str | None:
 #: migration added later they are applied in memory, as before, until this is brought up to date.
 _SCHEMA_SNAPSHOT: tuple[tuple[str, ...], dict[str, str]] = (
     ("m001_initial", "m002_live", "m003_pilot_hosts", "m004_profiles", "m005_site_probes", "m006_model_fits",
-     "m007_wait_history", "m008_live_notes"),
+     "m007_wait_history", "m008_live_notes", "m009_task_data"),
     {
-        "attempts": ("attempt end exit_code host outcome perf pilot reason run_id site start stderr_tail "
+        "attempts": ("attempt end exit_code host outcome outputs perf pilot reason run_id site start stderr_tail "
                      "stdout_tail task"),
         "decisions": "a_r a_r2 kind origin run_id seq target task time tx_r tx_r2 window",
         "events": "data done error kind run_id seq time",
@@ -346,10 +346,13 @@ _SCHEMA_SNAPSHOT: tuple[tuple[str, ...], dict[str, str]] = (
         "profiles": ("argv avg_ghz base_ghz cpu_model created cycles exit_status host id instructions ipc label "
                      "max_ghz methods reduced_argv run scale task_clock_s wall_s"),
         "runs": ("audit bag bag_file bag_spec clock created done experiment_id failed id mode options per_site "
-                 "reassigned restarts run_key seed sites sites_file size status steps strategy t0 tq_wkd ttc_wkd "
-                 "tx_wkd wasted_core_s"),
+                 "reassigned restarts results run_key seed sites sites_file size status steps strategy t0 tq_wkd "
+                 "ttc_wkd tx_wkd wasted_core_s"),
+        "site_files": "run_id seconds sent sha256 site size",
         "site_probes": ("clock_ghz clock_method cpu_mhz cpu_model created cycles error host instructions job_id "
                         "kind site task_clock_s wait_s wall_s"),
+        "task_inputs": "name path run_id sha256 size task",
+        "task_outputs": "attempt fetched name path run_id seconds sha256 site size task",
         "tasks": "attempts origin run_id site state task tq ttc tx",
         "wait_history": "cores job_id partition site source start submit walltime",
     },

@@ -132,9 +132,10 @@ def _registered(register, *args) -> set[str]:
 def test_lazy_commands_are_every_command_of_their_modules():
     """The lazy maps name every command the command modules define: a command added to a
     module's ``register()`` but not to ``resel.cli.COMMANDS`` would silently vanish."""
-    from resel.cli import history, live, plan
+    from resel.cli import history, live, plan, results
     live_top, (live_sites,) = _registered(live.register, "sites")
-    top = live_top | _registered(plan.register)[0] | _registered(history.register)[0]
+    top = (live_top | _registered(plan.register)[0] | _registered(history.register)[0]
+           | _registered(results.register)[0])
     assert top <= set(COMMANDS)
     assert live_sites == set(SITES_COMMANDS)
     ctx = click.Context(cli)

@@ -42,6 +42,8 @@ COMMANDS = {
     "history": "resel.cli.history:history_group",
     "grid": "resel.cli.grid:grid_cmd",
     "scenario": "resel.cli.grid:scenario_group",
+    "results": "resel.cli.results:results_cmd",
+    "fetch": "resel.cli.results:fetch_cmd",
 }
 
 

@@ -72,6 +72,12 @@ def readable_run(store, run_id: int):
               help="Quarantine a site whose tasks fail or pilots die far more often than elsewhere "
                    "(5 bad outcomes, half of its own, twice the rate elsewhere; back-off 30 min doubling "
                    "up to 4 h — docs/engine.md).")
+@click.option("--results", "results_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where the tasks' outputs go (bags with `outputs`): RESULTS/RUN/task-NNNN/. "
+                   "Default: the bag's `results`, else ./resel-results.")
+@click.option("--keep-remote", is_flag=True,
+              help="Keep each task's folder on its site after its outputs came home (default: removed "
+                   "once every output is home and its sha256 checked).")
 @click.option("--refit", is_flag=True,
               help="When the run is done, refit the model of the bag's application from every live run "
                    "(as `resel model fit --application APP`), so the next run and plan use it.")
@@ -82,7 +88,8 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
             perf: bool,
             task_timeout: float | None, resume_id: int | None, dry_run: bool, estimate: str, max_time: float | None,
             progress: bool | None, model: str, risk: float | None, objective: str, walltime: str,
-            quarantine: bool, refit: bool, db: Path | None, as_json: bool) -> None:
+            quarantine: bool, results_dir: Path | None, keep_remote: bool, refit: bool, db: Path | None,
+            as_json: bool) -> None:
     """Run a bag on live sites: pilots, late binding, re-selection; crash-safe.
 
     Every event and action is written to the run store before it is carried out, so a
@@ -91,6 +98,11 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
     running; resume later, or `resel cancel RUN` to stop everything.
 
     Watch it from another terminal with `resel status`.
+
+    A bag with `inputs` and `outputs` (docs/data.md) carries its files: every input is
+    checked and hashed before anything is submitted, each goes to the site a task is bound
+    to, and a task is done only when its outputs are home (`--results`) with their sha256
+    checked; `resel results RUN` lists them.
 
     \b
     Examples:
@@ -124,6 +136,7 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
                 site_list, probed = probed_sites(store, site_list)
                 c.err.print(f"probed clocks: {m(probed or 'none stored; using the sites file')}", soft_wrap=True)
                 clock = "avg"
+            manifest = _manifest(bag, check_only=dry_run)
             if dry_run:
                 from resel.cli.plan import show_plan
                 show_plan(bag, site_list, strategy=strategy, source=estimate, quantile=LiveOptions.quantile,
@@ -137,9 +150,11 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
             c.err.print(rates.label, soft_wrap=True, markup=False)
             options = LiveOptions(strategy=strategy, seed=seed, clock=clock, poll=poll, perf=perf,
                                   task_timeout=task_timeout, estimate=estimate, rates=rates.to_json(),
-                                  objective=objective, walltime=walltime, quarantine=quarantine)
+                                  objective=objective, walltime=walltime, quarantine=quarantine,
+                                  keep_remote=keep_remote)
             coord = Coordinator.start(store, bag, site_list, options, open_site,
-                                      bag_file=str(bag_file.resolve()), sites_file=str(sites_file.resolve()))
+                                      bag_file=str(bag_file.resolve()), sites_file=str(sites_file.resolve()),
+                                      manifest=manifest, results=_results_root(bag, results_dir))
         c.err.print(f"run {coord.run_id}: {coord.bag.count} tasks on {m(', '.join(s.name for s in coord.sites))} "
                     f"(store {m(db or default_path())}; resume with `resel run --resume {coord.run_id}`)", soft_wrap=True)
         show = sys.stderr.isatty() if progress is None else progress
@@ -173,6 +188,46 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
             sys.exit(1)
     except ReselError as exc:
         raise click.ClickException(str(exc)) from None
+
+
+def _manifest(bag, *, check_only: bool = False):
+    """The bag's inputs found, checked and hashed before anything is submitted (docs/data.md);
+    None for a bag without inputs. A progress line on a terminal while large inputs are read."""
+    if bag.data is None or not bag.data.inputs:
+        return None
+    from resel import task_data
+    shown = [0.0]
+
+    def progress(done: int, total: int) -> None:
+        if sys.stderr.isatty() and (time.monotonic() - shown[0] > 0.5 or done == total):
+            shown[0] = time.monotonic()
+            c.err.print(f"checking inputs: {done / 1e6:,.0f} of {total / 1e6:,.0f} MB hashed", end="\r",
+                        markup=False)
+    manifest = task_data.build(bag, progress=progress, hashed=not check_only)
+    files = manifest.distinct_files
+    c.err.print(f"inputs: {sum(len(t) for t in manifest.tasks):,} for {bag.count:,} task(s), {len(files):,} distinct "
+                f"file(s), {sum(f.size for f in files.values()) / 1e6:,.1f} MB"
+                + (f"; shared by every task: {', '.join(f.name for f in manifest.shared_files)}"
+                   if manifest.shared else ""), soft_wrap=True, markup=False)
+    return manifest
+
+
+def _results_root(bag, given: Path | None) -> str | None:
+    """Where the run's outputs go (absolute: ``--resume`` from elsewhere delivers there too):
+    ``--results``, else the bag's ``results``, else ./resel-results. Made (0700) and checked
+    writable now, before anything is submitted."""
+    if bag.data is None or not bag.data.outputs:
+        return None
+    import os
+    root = Path(given if given is not None else (bag.data.results or "resel-results")).expanduser().resolve()
+    try:
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ReselError(f"cannot make the results folder {root}: {exc.strerror or exc}; give another with "
+                         "--results DIR") from None
+    if not os.access(root, os.W_OK | os.X_OK):
+        raise ReselError(f"the results folder {root} is not writable; give another with --results DIR")
+    return str(root)
 
 
 def _refit(store, coord: Coordinator) -> list[dict]:

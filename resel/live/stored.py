@@ -56,6 +56,8 @@ class LiveOptions:
     walltime: str = "limit"
     #: the black-hole rule (resel/blackhole.py) on (runs stored before it replay without it)
     quarantine: bool = True
+    #: task data (docs/data.md): keep a task's folder on the site after its outputs came home
+    keep_remote: bool = False
 
     def engine_options(self) -> dict:
         """The engine's keyword arguments these options set (the coordinator and status alike)."""
