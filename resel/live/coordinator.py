@@ -1061,6 +1061,8 @@ class Coordinator:
         names = [s.name for s in self.sites
                  if not (s.name in self.engine.lost_sites and self.views[s.name].error)]
 
+        caches = {n: d for n, d in self.data.items() if not self.options.keep_remote}
+
         def clean(name: str) -> list[str]:
             ps = self.site(name)
             deadline = time.monotonic() + wait
@@ -1068,6 +1070,8 @@ class Coordinator:
                 jobs = ps.run_jobs(self.run_key)
                 live = [j for j, i in jobs.items() if job_phase(i.state) in ("running", "pending", "unknown")]
                 if not live:
+                    if name in caches:     # no pilot reads the run's inputs any more
+                        ps.transport.remove_tree(caches[name].cache_dir)
                     return []
                 ps.scheduler.cancel(live)
                 if time.monotonic() > deadline:

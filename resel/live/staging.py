@@ -20,6 +20,7 @@ from __future__ import annotations
 import errno
 import os
 import posixpath
+import stat
 import threading
 import time
 from dataclasses import dataclass
@@ -157,6 +158,7 @@ class SiteData:
             began = time.monotonic()
             try:
                 os.makedirs(os.path.dirname(local), mode=0o700, exist_ok=True)
+                _drop_leftovers(local)
                 if _already_home(local, size, digest):
                     got.append(Fetched(name, local, size, digest, 0.0))
                     continue
@@ -179,6 +181,26 @@ class SiteData:
         outputs the wrapper pushed to the access point)."""
         for path in self.psite.task_files(self.run_key, pilot, task_key(task, attempt), count):
             self.psite.transport.remove_tree(path)
+
+
+def _drop_leftovers(path: str) -> None:
+    """Temporary files an interrupted fetch of this output left (``.NAME.part-XXXXXXXX``, the
+    names :func:`resel.backends.files.temporary_name` makes): never taken for the output, removed
+    before it is fetched again. Only our own regular files are touched."""
+    folder, base = os.path.split(path)
+    prefix = f".{base}.part-"
+    try:
+        names = [n for n in os.listdir(folder) if n.startswith(prefix)]
+    except OSError:
+        return
+    for name in names:
+        leftover = os.path.join(folder, name)
+        try:
+            st = os.lstat(leftover)
+            if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid():
+                os.unlink(leftover)
+        except OSError:
+            pass
 
 
 def _already_home(path: str, size: int, digest: str) -> bool:
