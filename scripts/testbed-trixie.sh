@@ -329,9 +329,30 @@ pids_in() {  # pids of processes whose root is the tree $1
 ensure_root() {
     if root_ok; then
         say "reusing the Debian $SUITE root $ROOT"
-        return 0
+    else
+        build_root
     fi
-    build_root
+    ensure_extras
+}
+
+# Packages the tests run inside the root's jobs but its daemons do not need: GROMACS (the task
+# data campaign runs real `gmx` on tbc and in the pool's slots, tests/test_gromacs_data_live.py).
+# Installed into the root when missing, so a root cached before they were asked for is not
+# rebuilt. RESEL_TB_GROMACS=0 leaves them out (the campaign's pool and tbc parts then skip).
+EXTRAS=(gromacs)
+ensure_extras() {
+    [ "${RESEL_TB_GROMACS:-1}" = 0 ] && return 0
+    in_root sh -c 'command -v gmx' >/dev/null 2>&1 && return 0
+    local t0; t0=$(date +%s%N)
+    say "installing ${EXTRAS[*]} in the root (once; RESEL_TB_GROMACS=0 skips it)"
+    printf '#!/bin/sh\nexit 101\n' >"$ROOT/usr/sbin/policy-rc.d"
+    chmod 755 "$ROOT/usr/sbin/policy-rc.d"
+    {
+        in_root apt-get update -q &&
+            in_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${EXTRAS[@]}" &&
+            in_root apt-get clean
+    } >>"$BUILD_LOG" 2>&1 8>&- 9>&- || { log_tail "$BUILD_LOG"; die "installing ${EXTRAS[*]} in the Debian $SUITE root failed (RESEL_TB_GROMACS=0 skips it)"; }
+    say "installed ${EXTRAS[*]} in $(ms_since "$t0") ms"
 }
 
 # ---------------------------------------------------------------- user, dirs, munge
