@@ -17,6 +17,10 @@ What it decides (seeds/003 §3.3–3.4):
   With several acquired sites free, the task goes to the one with the lowest TTC
   (all start now, so the lowest T̂x); afterwards it moves only between r and that r'.
 
+**Data** (``data``, :mod:`resel.transfer`): a bag whose tasks move files has every comparison
+of sites made with T̂x' = T̂x + D, D a task's data time on the site — inputs to it, outputs home,
+the shared inputs while the site is cold (docs/engine.md, "Selection sees the data").
+
 Choices the thesis leaves open, made here and documented in docs/engine.md: a slot freed on r
 goes first to r's own waiting tasks, then to move-backs; a free target slot pulls a task from
 the slowest origin first (smallest Ŵ, so W ≤ 0 moves come first); tasks of an origin leave in
@@ -828,6 +832,8 @@ class Engine(PeerRules):
             w = self._windows.get((self.sites[target].name, self.sites[origin].name))
             if w is not None:
                 return w if self.data is None else w + (self._data_s(target, t) - self._data_s(origin, t))
+        if self.data is None:
+            return self.tx[target] - self.tx[origin]
         return self._txd(target, t) - self._txd(origin, t)
 
     # ------------------------------------------------------------------ data (docs/engine.md)
@@ -869,7 +875,8 @@ class Engine(PeerRules):
         if x is None:
             raise IllegalTransition(f"BandwidthMeasured for unknown site {ev.site!r}")
         for value in (ev.inbound, ev.outbound):
-            if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or not math.isfinite(value) or value <= 0):
                 raise IllegalTransition(f"BandwidthMeasured for {ev.site}: {value!r} is not MB/s > 0")
         if self.data is None:
             return   # no data priced: nothing depends on a bandwidth

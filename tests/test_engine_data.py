@@ -235,3 +235,17 @@ def test_packed_walltime_adds_the_own_inputs_per_wave_and_the_shared_once_while_
     assert [a.walltime for a in of(out, SubmitPilot)] == [pytest.approx(127.05, abs=1e-9)]
     blind = Engine(make_bag(2), [hpc], "model", walltime="pack")
     assert [a.walltime for a in of(blind.handle(BagSubmitted(time=0.0)), SubmitPilot)] == [pytest.approx(125.5)]
+
+
+def test_a_hand_ahead_binds_the_task_and_warms_its_site(sites):
+    """Live (prefetch 1): at submission task 0 is handed ahead to hpc's pending pilot — bound,
+    so hpc's shared 8 MB leave at 0 and are there at 1 (8 MB/s). pool (2 MB/s in: 4 s of shared)
+    starts at 2 and takes the task back: T̂x'(hpc) = 5 + 0 (warm), T̂x'(pool) = 10 + 4, Ŵ = 9
+    (with hpc still cold it would be 14 − 6 = 8)."""
+    engine = Engine(make_bag(1), sites, "model+reselect", prefetch=1, data=model(shared=8, hpc=(8, 8), pool=(2, 2)))
+    out = engine.handle(BagSubmitted(time=0.0))
+    assert of(out, DispatchTask) == [DispatchTask(task=0, attempt=1, pilot=0, site="hpc")]
+    assert engine.tasks[0].state is TaskState.QUEUED
+    out = engine.handle(PilotStarted(time=2.0, pilot=1))
+    assert of(out, CancelTask) == [CancelTask(task=0, attempt=1, pilot=0, site="hpc")]
+    assert decided(out, "reselect-provisional") == [(0, 5.0, 14.0, 9.0)]

@@ -179,3 +179,28 @@ def test_data_blind_on_a_bag_without_data_is_a_clean_error(tmp_path):
     result = CliRunner().invoke(cli, ["simulate", "--data-blind", "--sizes", "8", "--repeat", "1", "--no-store"])
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert "--data-blind: the bag moves no data" in result.output
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), size=st.sampled_from([1, 7, 40]),
+       strategy=st.sampled_from(["random", "model", "queue", "reselect", "model+reselect", "queue+reselect",
+                                 "race:2", "failover", "rebroker"]),
+       walltime=st.sampled_from(["limit", "pack"]))
+def test_with_data_every_task_is_delivered_once_and_the_books_balance(seed, size, strategy, walltime):
+    """Any strategy on the example: after every event the engine's free-slot count is the sum
+    over sites; at the end every task is done with exactly one delivered attempt, delivered at
+    or after its end, and no two attempts of a task overlap."""
+    from resel.backends.simulated.simulation import Simulation
+    from resel.states import TaskState
+    bag, sites = load_bag(EXAMPLE_BAG).resized(size), load_sites(EXAMPLE_SITES)
+    sim = Simulation(bag, sites, strategy, seed=seed, walltime=walltime)
+    engine = sim.engine
+    while not sim.finished:
+        sim.step()
+        assert engine._free_total == sum(b.free for b in engine._books)
+    for task in engine.tasks:
+        assert task.state is TaskState.DONE
+        done = [a for a in task.attempts if a.outcome == "done"]
+        assert len(done) == 1 and done[0].delivered is not None and done[0].delivered >= done[0].end
+        spans = sorted((a.start, a.end) for a in task.attempts if a.end is not None)
+        assert all(e1 <= s2 for (_, e1), (s2, _) in zip(spans, spans[1:]))
