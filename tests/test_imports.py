@@ -43,7 +43,7 @@ def _top(modules: set[str]) -> set[str]:
     return {m.split(".")[0] for m in modules}
 
 
-@pytest.mark.parametrize("module", ["resel", "resel.engine", "resel.selection", "resel.domain",
+@pytest.mark.parametrize("module", ["resel", "resel.engine", "resel.selection", "resel.domain", "resel.transfer",
                                     "resel.events", "resel.states", "resel.formalism", "resel.metrics"])
 def test_core_loads_the_standard_library_only(module):
     loaded, _ = _fresh_modules(f"import {module}")

@@ -80,6 +80,10 @@ def _csv_strategies(ctx: click.Context, param: click.Parameter, value: str) -> l
 @risk_option
 @objective_option
 @walltime_option
+@click.option("--data-blind", is_flag=True,
+              help="A bag with [bag.data] sizes: the engine decides blind to the data (sites ranked by T̂x, "
+                   "not T̂x + data time) while the simulator still moves the bytes — what the data costs a "
+                   "choice that ignores it (docs/engine.md, \"Selection sees the data\").")
 @db_option
 @click.option("--no-store", is_flag=True, help="Do not write runs to the store.")
 @click.option("--plot", "plot_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -89,19 +93,23 @@ def _csv_strategies(ctx: click.Context, param: click.Parameter, value: str) -> l
 def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[str], estimate: str,
              quantile: float, confidence: float, sizes: list[int], repeat: int, seed: int,
              workers: int | None, dask_address: str | None, clock: str,
-             model: str, risk: float | None, objective: str, walltime: str,
+             model: str, risk: float | None, objective: str, walltime: str, data_blind: bool,
              db: Path | None, no_store: bool, plot_dir: Path | None, as_json: bool) -> None:
     """Compare strategies on simulated sites: TTC, T_x and T_q of the whole bag.
 
     BAG_FILE is a task bag (TOML; default: the embedded 1,024-task GROMACS bag, see
     examples/gromacs-bag.toml). Each run is stored with its events and decisions; the table
     shows mean ± sample std per strategy and size, and how much lower TTC_wkd is than random.
+    A bag with [bag.data] sizes moves its data at each site's bandwidth, and the engine prices
+    it in every choice of site (--data-blind: it does not); the table then shows the data
+    seconds per task.
 
     \b
     Example:
       resel simulate --sizes 256,1024 --repeat 10
       resel simulate examples/gromacs-bag.toml --sites my-sites.toml --strategies model,model+reselect --json
       resel simulate --strategies model+reselect,race,earliest,failover,rebroker --repeat 20 --workers 2
+      resel simulate examples/gromacs-data-bag.toml --sites examples/sites-data.toml --strategies queue --sizes 256
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -122,6 +130,11 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
         from resel.outputs import refuse_plot_inputs
         refuse_plot_inputs(plot_dir, protect, names=["workload_by_size"])
     store = None if no_store else open_store(db)
+    from resel.transfer import TransferModel
+    moves = TransferModel.from_bag(bag, sites) is not None
+    if data_blind and not moves:
+        raise ReselError("--data-blind: the bag moves no data to be blind to; give it [bag.data] sizes "
+                         "(input_mb, shared_mb, output_mb), e.g. examples/gromacs-data-bag.toml")
     runtime = runtime_for(bag, sites, model=model, db=store if store is not None else store_if_exists(db),
                           clock=clock, simulated=True, seed=seed)
     rates = runtime.engine_rates(bag.profile.instructions, risk=risk, objective=objective)
@@ -129,7 +142,7 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
               "strategies": strategies, "sizes": sizes, "repeat": repeat, "seed": seed, "clock": clock,
               "estimate": estimate, "quantile": quantile, "confidence": confidence,
               "model": model, "model_used": runtime.summary(), "risk": risk, "objective": objective,
-              "walltime": walltime}
+              "walltime": walltime, "data": ("blind" if data_blind else "priced") if moves else None}
     exp_id = add_experiment(store, params) if store is not None else None
     total = len(strategies) * len(sizes) * repeat
     with Progress(TextColumn("[bold]simulating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -145,7 +158,7 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
             exp = run_experiment(bag, sites, strategies, sizes, repeat=repeat, seed=seed, clock=clock,
                                  estimate=estimate, quantile=quantile, confidence=confidence, on_run=on_run,
                                  rates=rates, workers=workers or local_cores(), executor=executor,
-                                 walltime=walltime)
+                                 walltime=walltime, price_data=not data_blind)
     exp.experiment_id = exp_id
     if as_json:
         doc = exp.as_dict()
@@ -153,6 +166,7 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
                         "application": runtime.application, "notes": runtime.notes,
                         "sites": {s: r.as_dict(bag.profile.instructions) for s, r in runtime.sites.items()}}
         doc["risk"], doc["objective"], doc["walltime"] = risk, objective, walltime
+        doc["data"] = _data_summary(bag, sites, data_blind) if moves else None
         doc["db"] = str(db or default_path()) if store is not None else None
         if plot_dir is not None:
             from resel.cli.report_plots import write_experiment
@@ -164,12 +178,30 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
               + ("; queue-aware split on P90" if objective == "p90" else "") + "[/dim]")
     for note in runtime.notes:
         out.print(f"[dim]{m(note)}[/dim]")
+    if moves:
+        d = _data_summary(bag, sites, data_blind)
+        how = "the engine was blind to it (--data-blind)" if data_blind else "priced in every choice of site"
+        out.print(f"[dim]data per task: {d['input_mb']:g} MB own inputs, {d['shared_mb']:g} MB shared (once per "
+                  f"site), {d['output_mb']:g} MB outputs; {how}[/dim]")
     if store is not None:
         out.print(f"[dim]stored as experiment {exp_id} in {m(db or default_path())}: "
                   f"`resel runs`, `resel report RUN`[/dim]")
     if plot_dir is not None:
         from resel.cli.report_plots import write_experiment
         write_experiment(store, exp_id, plot_dir, protect=protect)
+
+
+def _data_summary(bag: Any, sites: list, blind: bool) -> dict:
+    """What the ``--json`` document says of a bag's data: its sizes (MB), whether the engine
+    priced it, and each site's bandwidth as priced and as simulated (MB/s)."""
+    from resel.transfer import MB, TransferModel
+    priced, truth = TransferModel.from_bag(bag, sites), TransferModel.from_bag(bag, sites, truth=True)
+    bandwidth = {}
+    for s in sites:
+        bw, true = priced.bandwidth_of(s.name), truth.bandwidth_of(s.name)
+        bandwidth[s.name] = {"in": bw.inbound, "out": bw.outbound, "true_in": true.inbound, "true_out": true.outbound}
+    return {"priced": not blind, "input_mb": priced.own_in_bytes / MB, "shared_mb": priced.shared_bytes / MB,
+            "output_mb": priced.out_bytes / MB, "bandwidth": bandwidth}
 
 
 def _mean_std(s: dict, unit: Any) -> str:
@@ -185,9 +217,11 @@ def _print_experiment(exp: Experiment, bag_file: Path | None, sites_file: Path |
                         f"LIM clock {exp.clock}", title_justify="left")
     from resel.units import pick
     unit = pick(cell.summary(metric)["mean"] for cell in exp.cells.values() for metric in ("ttc_wkd", "tx_wkd"))
+    moves = any("data" in cell.as_dict() for cell in exp.cells.values())
     for col, just in (("size", "right"), ("strategy", "left"), (m(unit.header("TTC_wkd")), "right"),
                       (m(unit.header("T_x,wkd")), "right"), (m(unit.header("T_q,wkd")), "right"),
-                      ("TTC vs random", "right"), ("moved", "right"), ("P_RESEL wrong", "right")):
+                      ("TTC vs random", "right"), ("moved", "right"), ("P_RESEL wrong", "right"),
+                      *((("data s/task", "right"),) if moves else ())):
         table.add_column(col, justify=just, no_wrap=col != "TTC vs random" and col != "P_RESEL wrong")
     for size in exp.sizes:
         for i, name in enumerate(exp.strategies):
@@ -199,12 +233,15 @@ def _print_experiment(exp: Experiment, bag_file: Path | None, sites_file: Path |
                 vs = f"{change:.0f}% lower" if change >= 0 else f"{-change:.0f}% higher"
             rs = d["reselection"]
             wrong = f"{rs['incorrect']}/{rs['judged']}" if rs["judged"] else ""
+            data = (f"{d['data']['seconds_per_task']:.0f}" if "data" in d else "—",) if moves else ()
             table.add_row(str(size) if i == 0 else "", m(name), _mean_std(cell.summary("ttc_wkd"), unit),
                           _mean_std(cell.summary("tx_wkd"), unit), _mean_std(cell.summary("tq_wkd"), unit), vs,
-                          f"{d['reassigned']:.0f}" if rs["decisions"] else "", wrong,
+                          f"{d['reassigned']:.0f}" if rs["decisions"] else "", wrong, *data,
                           end_section=i == len(exp.strategies) - 1)
     out.print(table)
     out.print(f"[dim]times in {unit.words}, mean±sample std over runs; moved = tasks (mean per run) that finished "
               "away from their initial site; P_RESEL wrong = re-selections (all runs) that the oracle RESEL, knowing true "
-              "T_x and a_r, would have decided otherwise[/dim]")
+              "T_x and a_r, would have decided otherwise"
+              + ("; data s/task = seconds a done task spent waiting for its inputs and bringing its outputs home "
+                 "(mean)" if moves else "") + "[/dim]")
 
