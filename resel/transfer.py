@@ -157,6 +157,19 @@ class TransferModel:
         return model if model.moves else None
 
 
+    def to_json(self) -> dict:
+        """What a live run stores with its options, so a resumed engine prices alike."""
+        return {"own_in_bytes": self.own_in_bytes, "shared_bytes": self.shared_bytes, "out_bytes": self.out_bytes,
+                "bandwidth": {s: [bw.inbound, bw.outbound] for s, bw in self.bandwidth.items()},
+                "default": [self.default.inbound, self.default.outbound]}
+
+    @classmethod
+    def from_json(cls, doc: dict) -> "TransferModel":
+        return cls(float(doc["own_in_bytes"]), float(doc["shared_bytes"]), float(doc["out_bytes"]),
+                   {s: Bandwidth(float(v[0]), float(v[1])) for s, v in (doc.get("bandwidth") or {}).items()},
+                   Bandwidth(*(float(v) for v in doc.get("default") or (DEFAULT_MBPS, DEFAULT_MBPS))))
+
+
 def site_bandwidths(sites: Iterable["Site"], *, truth: bool = False) -> dict[str, Bandwidth]:
     """Per site name, the ``bandwidth`` its sites-file entry states (with ``truth``: its
     simulated ``truth.bandwidth`` first); sites that state none are left out."""

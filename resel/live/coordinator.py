@@ -50,6 +50,7 @@ from resel.events import (
     Action, BagCancelled, BagDone, BagSubmitted, CancelPilot, CancelTask, Decision, DispatchTask, Event,
     PilotEnded, PilotRequeued, PilotStarted, SetTimer, SiteLost, SiteQuarantined, SiteReleased, SubmitPilot,
     TaskDelivered, TaskFailed, TaskFetching, TaskFinished, TaskLost, TaskStarted, TaskUndelivered, TimerFired,
+    BandwidthMeasured,
 )
 from resel.live.errors import is_transient
 from resel.live.sites import Report, SiteWorker
@@ -64,6 +65,8 @@ from resel.store import to_json, utc_now
 
 log = logging.getLogger("resel.live")
 
+#: bytes a site must move one way before the run's own transfers re-price its bandwidth
+MEASURE_BYTES = 8e6
 #: actions that are only recorded (nothing to carry out): choices and quarantines
 RECORD_ONLY = (Decision, SiteQuarantined, SiteReleased)
 #: lost results that say the attempt died with an agent that is gone while its pilot lives on
@@ -121,6 +124,10 @@ class Coordinator:
         #: (task, attempt) -> (pilot, site, outputs) of attempts whose outputs are on their way home
         self._deliveries: dict[tuple[int, int], tuple[int, str, list[dict]]] = {}
         self._fetch_retry: list[tuple[float, int, int]] = []
+        #: site -> (MB/s in, MB/s out) the probe measured before the run (task data)
+        self._probed: dict[str, tuple[float, float]] = {}
+        #: site -> [bytes, seconds] moved each way since the engine last heard the site's figure
+        self._moved: dict[tuple[str, str], list[float]] = {}
         self.run_key, self.t0, self.clock = run_key, t0, clock
         self.engine = Engine(bag, sites, options.strategy, **options.engine_options())
         self._open_site = open_site
@@ -158,6 +165,7 @@ class Coordinator:
         outputs go to (the run's own folder is made in it: ``RESULTS/RUN``).
         """
         t0 = clock()
+        options.data = _data_model(bag, sites, manifest)
         with db.atomic():
             run_id = db["runs"].insert({
                 "created": utc_now(), "mode": "live", "bag": bag.name, "strategy": Strategy.parse(options.strategy).name,
@@ -181,6 +189,15 @@ class Coordinator:
     def _begin(self) -> None:
         """Check every site, then record the bag's submission (and the sites that failed)."""
         failures, estimates, wait_menu = self._preflight()
+        if self._probed:     # the bandwidths measured before any decision: stored, and priced from the first
+            from resel.transfer import TransferModel
+            model = TransferModel.from_json(self.options.data)
+            for name, (inbound, outbound) in self._probed.items():
+                model = model.with_bandwidth(name, inbound, outbound)
+                log.info("run %s: %s moves %.1f MB/s in, %.1f MB/s out (probe)", self.run_id, name, inbound, outbound)
+            self.options.data = model.to_json()
+            self.db["runs"].update(self.run_id, {"options": to_json(self.options)})
+            self.engine = Engine(self.bag, self.sites, self.options.strategy, **self.options.engine_options())
         self.feed([BagSubmitted(time=0.0, wait_estimates=estimates or None, wait_menu=wait_menu)]
                   + [SiteLost(time=0.0, site=name, reason=why) for name, why in failures.items()])
 
@@ -325,18 +342,22 @@ class Coordinator:
             history = load_history(self.db)
             wait_errors = load_wait_errors(self.db) if self.options.objective == "p90" else None
         menu = self.engine.probe_menu()
+        # task data: a site whose bandwidth the sites file does not state is measured first
+        unmeasured = {s.name for s in self.sites if s.bandwidth is None} if self.options.data else set()
+        datas = {name: self.site_data(name) for name in unmeasured}
 
-        def check(i: int, site: Site) -> list[float | None] | None:
+        def check(i: int, site: Site) -> tuple[list[float | None] | None, tuple[float, float] | None]:
             ps = self.site(site.name)
             ps.scheduler.availability()
             ps.ship_agent()
+            probe = datas[site.name].probe() if site.name in datas else None
             if not (want_estimates and menu[i]):
-                return None
+                return None, probe
             from resel.live.plan import menu_waits, site_estimates
             opts = self.options
             row = site_estimates(ps.scheduler, site, menu[i], self.engine.tx[i], history,
                                  quantile=opts.quantile, confidence=opts.confidence)
-            return menu_waits(row, opts.estimate, opts.objective, wait_errors)
+            return menu_waits(row, opts.estimate, opts.objective, wait_errors), probe
 
         answers = self._on_sites("check", {s.name: (lambda i=i, s=s: check(i, s)) for i, s in enumerate(self.sites)},
                                  self.options.check_timeout)
@@ -347,10 +368,14 @@ class Coordinator:
                 failures[site.name] = f"no answer within {self.options.check_timeout:g} s"
             elif report.error is not None:
                 failures[site.name] = _describe(report.error)
-            elif report.result is not None:
-                waits[site.name] = report.result
-                if report.result[0] is not None:      # the full pilot comes first
-                    estimates[site.name] = report.result[0]
+            else:
+                menu_waits, probe = report.result
+                if probe is not None:
+                    self._probed[site.name] = probe
+                if menu_waits is not None:
+                    waits[site.name] = menu_waits
+                    if menu_waits[0] is not None:      # the full pilot comes first
+                        estimates[site.name] = menu_waits[0]
             if site.name in failures:
                 self.views[site.name].error = failures[site.name]
         return failures, estimates, (waits if want_estimates else None)
@@ -904,8 +929,10 @@ class Coordinator:
         """An action's site work is over: record it done, or decide what its failure means."""
         if report.error is not None:
             return self._failed_action(seq, action, report.error)
+        events: list[Event] = []
         if isinstance(action, (SubmitPilot, DispatchTask)) and report.result:
             self._sent(action.site, report.result)
+            events = self._measured(action.site, "in", [(x.size, x.seconds) for x in report.result])
         if isinstance(action, SubmitPilot):
             view = self.pilots[action.pilot]
             self._pilot_row(view, submitted=self.now())
@@ -915,7 +942,7 @@ class Coordinator:
                 view.state = "cancelled"
             self._pilot_row(view, ended=self.now(), reason=report.result)
         self._mark(seq)
-        return []
+        return events
 
     def _failed_action(self, seq: int, action: Action, exc: BaseException) -> list[Event]:
         """A transient failure is retried next poll; any other is acted on now: a refused
@@ -1015,7 +1042,29 @@ class Coordinator:
             data = self.site_data(site)
             self.workers[site].submit("clean", (task, attempt),
                                       lambda: data.clean(pilot, task, attempt, len(outputs)))
-        return [TaskDelivered(time=t, task=task, attempt=attempt)]
+        return ([TaskDelivered(time=t, task=task, attempt=attempt)]
+                + self._measured(site, "out", [(f.size, f.seconds) for f in report.result if f.seconds > 0]))
+
+    def _measured(self, site: str, way: str, moved: list[tuple[int, float]]) -> list[Event]:
+        """The run's own transfers measure a site's bandwidth (docs/data.md): once at least
+        ``MEASURE_BYTES`` moved one way since the engine last heard of it, a figure that differs
+        from the engine's by more than a quarter becomes a BandwidthMeasured event (journaled,
+        so a resumed run prices alike)."""
+        if self.engine.data is None or not moved:
+            return []
+        acc = self._moved.setdefault((site, way), [0.0, 0.0])
+        acc[0] += sum(b for b, _ in moved)
+        acc[1] += sum(s for _, s in moved)
+        if acc[0] < MEASURE_BYTES or acc[1] <= 0:
+            return []
+        mbps = acc[0] / 1e6 / acc[1]
+        acc[0] = acc[1] = 0.0
+        bw = self.engine.data.bandwidth_of(site)
+        now = bw.inbound if way == "in" else bw.outbound
+        if abs(mbps - now) <= 0.25 * now:
+            return []
+        log.info("run %s: %s moves %.1f MB/s %s (was priced at %.1f)", self.run_id, site, mbps, way, now)
+        return [BandwidthMeasured(time=self.now(), site=site, **({"inbound": mbps} if way == "in" else {"outbound": mbps}))]
 
     def _retry_fetches(self, t: float) -> None:
         due = [(task, attempt) for at, task, attempt in self._fetch_retry if at <= t]
@@ -1180,6 +1229,19 @@ class Coordinator:
 
 
 # ---------------------------------------------------------------------- helpers
+def _data_model(bag: Bag, sites: list[Site], manifest: Manifest | None) -> dict | None:
+    """What the engine prices for a run's task data (docs/engine.md, "Selection sees the data"):
+    each task's own input bytes and the shared ones from the manifest, ``output_mb`` until
+    outputs are seen, the sites file's bandwidths (the probe adds the missing ones)."""
+    from resel.transfer import TransferModel
+    if bag.data is None or not bag.data.moves_files:
+        return None
+    own = [sum(f.size for f in files if not manifest.is_shared(f)) for files in manifest.tasks] if manifest else []
+    model = TransferModel.measured(sites, own_input_bytes=own, shared_bytes=manifest.shared_bytes if manifest else 0,
+                                   output_bytes=(bag.data.output_mb or 0.0) * 1e6)
+    return model.to_json() if model is not None else None
+
+
 @dataclass
 class _MeasuredTask:
     id: int

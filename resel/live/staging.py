@@ -35,6 +35,9 @@ from resel.task_data import InputFile
 CACHE = "cache"
 #: the mode of a cached input: read-only, so a task cannot change it for the next one
 CACHED_MODE = 0o400
+#: the probe file that measures a site's bandwidth before the run's own transfers (4 MB: a
+#: few tenths of a second on a slow link, enough to leave the SFTP session's start-up behind)
+PROBE_BYTES = 4_000_000
 
 
 class InputChanged(ReselError):
@@ -175,6 +178,30 @@ class SiteData:
                 raise
             got.append(Fetched(name, local, size, digest, time.monotonic() - began))
         return got
+
+    def probe(self, size: int = PROBE_BYTES) -> tuple[float, float]:
+        """(MB/s to the site, MB/s from it), measured with one file of ``size`` random bytes sent
+        to the run's folder and fetched back — what prices a site's data before the run's own
+        transfers do (docs/data.md). The file is removed from both sides."""
+        import tempfile
+        transport = self.psite.transport
+        folder = self.psite.run_dir(self.run_key)
+        transport.makedirs(folder)
+        remote = posixpath.join(folder, f".resel-probe-{os.getpid()}")
+        with tempfile.TemporaryDirectory(prefix="resel-probe-") as tmp:
+            local, back = os.path.join(tmp, "out"), os.path.join(tmp, "back")
+            with open(local, "wb") as f:
+                f.write(os.urandom(size))
+            try:
+                began = time.monotonic()
+                transport.put_file(local, remote)
+                sent = time.monotonic() - began
+                began = time.monotonic()
+                transport.get_file(remote, back, size=size)
+                got = time.monotonic() - began
+            finally:
+                transport.remove_tree(remote)
+        return size / 1e6 / max(sent, 1e-6), size / 1e6 / max(got, 1e-6)
 
     def clean(self, pilot: int, task: int, attempt: int, count: int) -> None:
         """Remove a delivered attempt's files from the site (its task folder; on a pool, the

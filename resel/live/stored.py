@@ -58,12 +58,18 @@ class LiveOptions:
     quarantine: bool = True
     #: task data (docs/data.md): keep a task's folder on the site after its outputs came home
     keep_remote: bool = False
+    #: the data the engine prices (:meth:`resel.transfer.TransferModel.to_json`: the manifest's
+    #: sizes, the sites' bandwidths as the sites file states them or the probe measured them);
+    #: None: no data priced. Later measurements are journaled BandwidthMeasured events.
+    data: dict | None = None
 
     def engine_options(self) -> dict:
         """The engine's keyword arguments these options set (the coordinator and status alike)."""
         from resel.blackhole import QuarantinePolicy
+        from resel.transfer import TransferModel
         return {"seed": self.seed, "clock": self.clock, "prefetch": self.prefetch, "rates": self.engine_rates(),
-                "walltime": self.walltime, "quarantine": QuarantinePolicy(enabled=self.quarantine)}
+                "walltime": self.walltime, "quarantine": QuarantinePolicy(enabled=self.quarantine),
+                "data": TransferModel.from_json(self.data) if self.data else None}
 
     def engine_rates(self):
         """The stored rates as the engine takes them (None: LIM)."""
