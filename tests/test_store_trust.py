@@ -76,6 +76,16 @@ def resel_as(user: User, *args: str, home: Path, umask: int = 0o002) -> subproce
     return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300, cwd="/")
 
 
+def home_with_store(user: User, base: Path) -> tuple[Path, Path]:
+    """The user's home (0700) with a store of one simulated run, made by the user's own resel."""
+    home = folder(base / "home", user)
+    store = home / "resel.db"
+    got = resel_as(user, "simulate", "--sizes", "4", "--repeat", "1", "--strategies", "model", "--db", str(store),
+                   home=home)
+    assert got.returncode == 0, got.stderr
+    return home, store
+
+
 def hostile_bin(base: Path, attacker: User) -> tuple[Path, Path]:
     """The other user's folder of scheduler commands: each records who ran it, in ``drop``."""
     drop = base / "drop"
@@ -224,9 +234,7 @@ def test_a_store_in_a_sticky_world_writable_folder_is_refused(users: Users, base
 
 def test_a_store_path_through_another_users_link_is_refused(users: Users, base: Path):
     owner, other = users.owner, users.other
-    home = folder(base / "home", owner)
-    got = resel_as(owner, "simulate", "--sizes", "4", "--repeat", "1", "--db", str(home / "resel.db"), home=home)
-    assert got.returncode == 0, got.stderr
+    home, _ = home_with_store(owner, base)
     drop = base / "drop"
     drop.mkdir()
     drop.chmod(0o1777)
@@ -240,9 +248,7 @@ def test_a_store_path_through_another_users_link_is_refused(users: Users, base: 
 
 def test_a_companion_file_another_user_owns_is_refused(users: Users, base: Path):
     owner, other = users.owner, users.other
-    home = folder(base / "home", owner)
-    got = resel_as(owner, "simulate", "--sizes", "4", "--repeat", "1", "--db", str(home / "resel.db"), home=home)
-    assert got.returncode == 0, got.stderr
+    home, _ = home_with_store(owner, base)
     journal = home / "resel.db-journal"
     journal.write_bytes(b"")
     owned(journal, other, 0o644)
@@ -286,3 +292,35 @@ def test_a_store_of_root_is_read_by_another_user(users: Users, base: Path):
     assert stat.S_IMODE((shared / "resel.db").stat().st_mode) == 0o644
     got = resel_as(users.owner, "runs", "--db", str(shared / "resel.db"), home=home)
     assert got.returncode == 0 and "model" in got.stdout, got.stderr
+
+
+def test_store_writable_by_group_is_refused(users: Users, base: Path):
+    """The owner's store in a private folder, group-writable (umask 002 before resel made stores
+    0600, or a chmod): every command refuses it and says the chmod that fixes it."""
+    owner = users.owner
+    home, store = home_with_store(owner, base)
+    os.chmod(store, 0o660)
+    for args in COMMANDS:
+        got = resel_as(owner, *args, "--db", str(store), home=home)
+        assert got.returncode == 1 and "Traceback" not in got.stderr, (args, got.stderr)
+        assert (f"run store {store}: the file is writable by its group (mode 0660)" in got.stderr
+                and f"Run `chmod go-w {store}`" in got.stderr), (args, got.stderr)
+    os.chmod(store, 0o640)                                 # the fix
+    assert resel_as(owner, "runs", "--db", str(store), home=home).returncode == 0
+
+
+def test_store_owned_by_another_user_is_refused(users: Users, base: Path):
+    owner, other = users.owner, users.other
+    home = folder(base / "home", owner, 0o755)
+    store = home / "theirs.db"
+    made = Path(tempfile.mkdtemp(dir=base)) / "made.db"
+    got = subprocess.run([*RESEL, "simulate", "--sizes", "4", "--repeat", "1", "--strategies", "model", "--db",
+                          str(made)], capture_output=True, text=True, timeout=300)
+    assert got.returncode == 0, got.stderr
+    shutil.move(made, store)
+    owned(store, other, 0o644)
+    for args in (["runs"], ["report", "1"], ["simulate", "--sizes", "4", "--repeat", "1"]):
+        got = resel_as(owner, *args, "--db", str(store), home=home)
+        assert got.returncode == 1, got.stderr
+        assert f"run store {store}: the file belongs to user {other.name} (uid {other.uid})" in got.stderr
+        assert "To look at theirs, copy it first" in got.stderr
