@@ -98,10 +98,9 @@ _OWN_FOLDER = ("keep the store in a folder only you can write, e.g. the default 
 
 def _links_on_the_way(target: Path, me: int) -> None:
     """Every symbolic link the path as given goes through must be the user's or root's."""
-    path = Path(os.path.abspath(target))
-    prefix = Path(path.anchor)
-    for part in path.parts[1:]:
-        prefix = prefix / part
+    prefix = ""
+    for part in os.path.abspath(target).split(os.sep)[1:]:
+        prefix = f"{prefix}{os.sep}{part}"
         try:
             st = os.lstat(prefix)
         except OSError:
