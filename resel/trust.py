@@ -29,7 +29,6 @@ from __future__ import annotations
 import os
 import shlex
 import stat
-from dataclasses import dataclass
 from pathlib import Path
 
 from resel.errors import ReselError, StoreError
@@ -62,13 +61,14 @@ def trusted_owner(uid: int, me: int) -> bool:
     return uid in (me, 0)
 
 
-@dataclass(frozen=True)
 class StoreIdentity:
-    """The store file resel checked and opened: its real path and (device, inode)."""
+    """The store file resel checked and opened: its real path and (device, inode). (A plain
+    class: ``dataclasses`` would cost every command that writes an output 15 ms of imports.)"""
 
-    path: str
-    dev: int
-    ino: int
+    __slots__ = ("path", "dev", "ino")
+
+    def __init__(self, path: str, dev: int, ino: int) -> None:
+        self.path, self.dev, self.ino = path, dev, ino
 
     def verify(self, shown: str | os.PathLike[str]) -> None:
         """Raise unless the real path still names the file opened (``shown`` names it in the error).
