@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from resel.errors import StoreError
 from resel.json_safe import clean
+from resel.trust import StoreIdentity, check_store_file, check_store_folders
 
 if TYPE_CHECKING:
     from sqlite_utils import Database
@@ -88,26 +89,30 @@ def open_store(path: str | Path | None = None, *, memory: bool = False, write: b
     target = Path(path) if path else default_path()
     try:
         _make_private_dirs(target.parent)
-        if not target.exists() and (write or os.access(target.parent, os.W_OK)):
-            _create_private_file(target)
-        if target.exists() and not target.is_file():
+        real = Path(check_store_folders(target))     # before a file is made in a folder it refuses
+        if not real.exists() and (write or os.access(real.parent, os.W_OK)):
+            _create_private_file(real)
+        if real.exists() and not real.is_file():
             raise StoreError(f"run store {target} is not a file; give the path of a store file with --db")
-        _check_is_resel_store(target)
-        writable = _writable(target)
+        identity = check_store_file(target, str(real)) if real.exists() else None
+        _check_is_resel_store(real, target)
+        writable = _writable(real)
         if write and not writable:
             raise StoreError(f"run store {target} is read-only for this user (it or its folder cannot be "
                              "written); give a writable store with --db or $RESEL_DB, or fix its permissions")
         if writable:
-            conn = sqlite3.connect(str(target), timeout=BUSY_TIMEOUT_S, isolation_level="IMMEDIATE")
+            conn = sqlite3.connect(str(real), timeout=BUSY_TIMEOUT_S, isolation_level="IMMEDIATE")
         else:
-            conn = _read_only(target)
+            conn = _read_only(real)
         db = store_migrations.Store(conn)
+        _remember(db, identity, target)
         if writable:
-            _use_wal(db.conn, target)
+            _use_wal(db.conn, real)
             store_migrations.migrate(db)
         elif store_migrations.pending(db):
             raise _older_read_only(target)
         _check_schema(db.conn, target)
+        verify_unchanged(db)     # the file the checks saw is the one the connection read
         return db
     except StoreError:
         raise
@@ -163,14 +168,16 @@ def read_store(path: str | Path | None = None) -> StoreReader | Database:
     try:
         if not target.is_file():
             return open_store(target, write=False)       # made here, or refused with its own words
-        applied = _check_is_resel_store(target)
-        writable = _writable(target)
-        if writable and not _in_wal_mode(target) and _filesystem(target) not in NETWORK_FILESYSTEMS:
+        real = Path(check_store_folders(target))
+        identity = check_store_file(target, str(real))
+        applied = _check_is_resel_store(real, target)
+        writable = _writable(real)
+        if writable and not _in_wal_mode(real) and _filesystem(real) not in NETWORK_FILESYSTEMS:
             return open_store(target, write=False)       # converted to WAL first
         if writable:
-            conn = sqlite3.connect(str(target), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+            conn = sqlite3.connect(str(real), timeout=BUSY_TIMEOUT_S, isolation_level=None)
         else:
-            conn = _read_only(target)
+            conn = _read_only(real)
         if applied != set(MIGRATIONS):
             # the check above reads the file alone; a migration a running writer recorded may
             # still be in the -wal file, which the connection sees
@@ -179,12 +186,35 @@ def read_store(path: str | Path | None = None) -> StoreReader | Database:
             conn.close()
             return open_store(target, write=False)       # migrations to apply (or refuse) first
         reader = StoreReader(conn)
+        _remember(reader, identity, target)
         _check_schema(reader.conn, target)
+        verify_unchanged(reader)
         return reader
     except StoreError:
         raise
     except (OSError, sqlite3.DatabaseError) as exc:
         raise StoreError(f"cannot open run store {target}: {exc}") from None
+
+
+def _remember(db: Any, identity: StoreIdentity | None, target: Path) -> None:
+    """Keep on the connection's object the file it opened, for :func:`verify_unchanged`."""
+    db.resel_identity, db.resel_path = identity, target
+
+
+def verify_unchanged(db: Any) -> None:
+    """Raise unless the store's path still names the file this connection opened.
+
+    Called before each write transaction (:meth:`resel.store_migrations.Store.atomic`) and
+    before a live run's stored sites are acted on (:func:`resel.live.stored.load_live_run`): a
+    store moved away (or replaced) under a running command would take its writes with it, or
+    hand it someone else's sites. An in-memory store has nothing to compare.
+
+    Raises:
+        StoreError: the store was moved, deleted or replaced since it was opened.
+    """
+    identity = getattr(db, "resel_identity", None)
+    if identity is not None:
+        identity.verify(db.resel_path)
 
 
 def _applied_migrations(conn: sqlite3.Connection) -> set[str]:
@@ -247,21 +277,23 @@ def _uri(target: Path, query: str) -> str:
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
-def _check_is_resel_store(target: Path) -> set[str]:
+def _check_is_resel_store(real: Path, target: Path | None = None) -> set[str]:
     """Refuse, without changing a byte of it, a file that is not an (empty or) resel store;
     return the migrations it has (none: a new, empty file or database, made into a store here).
+    ``real`` is read; ``target`` (the path as the user gave it) names it in the errors.
 
     Read through ``immutable=1``: no lock, no journal or WAL recovery, no -shm file, so
     another application's database is only read.
     """
-    with open(target, "rb") as f:
+    target = real if target is None else target
+    with open(real, "rb") as f:
         head = f.read(len(_SQLITE_MAGIC))
     if not head:
         return set()      # a new, empty file: the store is made here
     if head != _SQLITE_MAGIC:
         raise StoreError(f"{target} is not a resel run store (not an SQLite database); resel leaves it "
                          "untouched — give the run store with --db or $RESEL_DB")
-    conn = sqlite3.connect(_uri(target, "mode=ro&immutable=1"), uri=True)
+    conn = sqlite3.connect(_uri(real, "mode=ro&immutable=1"), uri=True)
     try:
         tables = {r[0] for r in conn.execute("select name from sqlite_master where type = 'table'")}
         if not tables:

@@ -18,7 +18,7 @@ from typing import Any, Iterator
 
 from sqlite_utils import Database, Migrations
 
-from resel.store import MIGRATION_SET, MIGRATIONS, MIGRATIONS_TABLE
+from resel.store import MIGRATION_SET, MIGRATIONS, MIGRATIONS_TABLE, verify_unchanged
 
 migrations = Migrations(MIGRATION_SET)
 
@@ -160,6 +160,9 @@ if tuple(m.name for m in migrations._migrations) != MIGRATIONS or Migrations.mig
 class Store(Database):
     """The run store's connection: every top-level transaction takes the write lock up front.
 
+    Each one first checks that the store's path still names the file opened
+    (:func:`resel.store.verify_unchanged`), so nothing is written into a store moved away.
+
     ``BEGIN IMMEDIATE`` instead of sqlite-utils' deferred ``BEGIN``: a deferred transaction that
     reads and then writes cannot wait for another writer (SQLite answers ``database is
     locked`` at once to avoid a deadlock), while an immediate one queues behind it for up to
@@ -184,6 +187,7 @@ class Store(Database):
             return
         self.conn.execute("BEGIN IMMEDIATE")
         try:
+            verify_unchanged(self)      # the write lock is held: the store is still the file opened
             yield self
         except BaseException:
             self.conn.rollback()

@@ -864,7 +864,7 @@ ensure_rest() {
     # A fresh token each `up` (older ones stay valid until they expire).
     tok=$(sl A scontrol token username="$TB_USER" lifespan=86400) || die "scontrol token failed: $tok"
     tok=${tok#SLURM_JWT=}
-    printf '%s\n' "$tok" | put "$TOKEN_FILE" 644
+    printf '%s\n' "$tok" | put "$TOKEN_FILE" 600     # private: whoever reads it acts as $TB_USER on tba
     pid=$(running_pid "$RUN/slurmrestd.pid")
     if [ -n "$pid" ] && rest_works; then
         return 0

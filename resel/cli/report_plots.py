@@ -64,7 +64,7 @@ def emit(db: Database, run_id: int, plot_dir: Path | None, html_file: Path | Non
                             click.echo(terminal(f"  note: {data['note']}"), err=True)
         if html_file is not None:
             page = html_report(db, run_id)
-            with create(html_file, "w", parents=True) as f:
+            with create(html_file, "w", parents=True, option="--html") as f:
                 f.write(page)
             doc["html"] = str(html_file)
             if not as_json:

@@ -71,9 +71,15 @@ def _csv_strategies(ctx: click.Context, param: click.Parameter, value: str) -> l
               help="Local processes running the repetitions (default: every core this process may use). "
                    "The results are the serial ones, whatever N.")
 @click.option("--dask", "dask_address", default=None, metavar="ADDRESS",
-              help="Run the repetitions on a Dask cluster instead (its scheduler, e.g. tcp://login1:8786; "
-                   "needs resel[sweep] here and resel on its workers; waits for it as long as Dask's "
-                   "distributed.comm.timeouts.connect, 30 s by default) — docs/peers.md.")
+              help="Run the repetitions on a Dask cluster instead (needs resel[sweep]): local[:N] starts a "
+                   "private one here (N worker processes, default --workers; TLS with certificates made for "
+                   "this run); tls://HOST:PORT reaches yours with Dask's TLS settings (distributed.comm.tls.ca-file, "
+                   ".client.cert, .client.key in Dask's configuration); tcp://HOST:PORT needs --dask-insecure. "
+                   "Its workers need resel; waits for a scheduler as long as Dask's "
+                   "distributed.comm.timeouts.connect (30 s by default) — docs/peers.md, docs/security.md.")
+@click.option("--dask-insecure", is_flag=True,
+              help="Accept a tcp:// Dask scheduler: it authenticates nobody, so anyone who can reach its port "
+                   "can run code as you through it or answer in its place. Only where no one else can reach it.")
 @click.option("--clock", type=click.Choice(["base", "avg"]), default="base", show_default=True,
               help="Site clock LIM predicts with: nominal (thesis) or measured average.")
 @model_option
@@ -92,7 +98,7 @@ def _csv_strategies(ctx: click.Context, param: click.Parameter, value: str) -> l
 @fail_cleanly
 def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[str], estimate: str,
              quantile: float, confidence: float, sizes: list[int], repeat: int, seed: int,
-             workers: int | None, dask_address: str | None, clock: str,
+             workers: int | None, dask_address: str | None, dask_insecure: bool, clock: str,
              model: str, risk: float | None, objective: str, walltime: str, data_blind: bool,
              db: Path | None, no_store: bool, plot_dir: Path | None, as_json: bool) -> None:
     """Compare strategies on simulated sites: TTC, T_x and T_q of the whole bag.
@@ -119,6 +125,13 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
     from resel.sim.experiment import run_experiment
     from resel.limits import check_task_count
     from resel.store import add_experiment, default_path, open_store, save_run
+    if dask_address is not None:       # refused before any work, the scheduler not even contacted
+        from resel.sim.dask_access import parse_target
+        if parse_target(dask_address, insecure=dask_insecure).kind == "tcp":
+            err.print(f"[yellow]--dask-insecure: the Dask scheduler at {m(dask_address)} authenticates nobody; "
+                      "anyone who can reach it can run code as you[/yellow]", soft_wrap=True)
+    elif dask_insecure:
+        raise ReselError("--dask-insecure goes with --dask tcp://HOST:PORT")
     bag = load_bag(bag_file or default_bag_path())
     sites = load_sites(sites_file or default_sites_path())
     check_site_commands(bag, sites)
@@ -143,7 +156,9 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
               "estimate": estimate, "quantile": quantile, "confidence": confidence,
               "model": model, "model_used": runtime.summary(), "risk": risk, "objective": objective,
               "walltime": walltime, "data": ("blind" if data_blind else "priced") if moves else None}
-    exp_id = add_experiment(store, params) if store is not None else None
+    # the experiment's row is written with its first run: a sweep that fails before one (a Dask
+    # cluster out of reach, a worker without resel) leaves no empty experiment in the store
+    exp_ids: list[int] = []
     total = len(strategies) * len(sizes) * repeat
     with Progress(TextColumn("[bold]simulating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err, transient=True, disable=not err.is_terminal) as progress:
@@ -151,14 +166,20 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
 
         def on_run(result) -> int | None:
             progress.advance(bar)
-            return save_run(store, result, experiment_id=exp_id) if store is not None else None
+            if store is None:
+                return None
+            if not exp_ids:
+                exp_ids.append(add_experiment(store, params))
+            return save_run(store, result, experiment_id=exp_ids[0])
 
         from resel.sim.experiment import dask_executor, local_cores
-        with dask_executor(dask_address) as executor:
+        with dask_executor(dask_address, insecure=dask_insecure,
+                           default_workers=workers or local_cores()) as executor:
             exp = run_experiment(bag, sites, strategies, sizes, repeat=repeat, seed=seed, clock=clock,
                                  estimate=estimate, quantile=quantile, confidence=confidence, on_run=on_run,
                                  rates=rates, workers=workers or local_cores(), executor=executor,
                                  walltime=walltime, price_data=not data_blind)
+    exp_id = exp_ids[0] if exp_ids else None
     exp.experiment_id = exp_id
     if as_json:
         doc = exp.as_dict()

@@ -97,9 +97,12 @@ def replay_cmd(trace: Path, policy: str, cores: int | None, speed: float, kill: 
                 result = replay(jobs, policy, site_cores, speed=speed, kill=kill, on_scheduled=on_scheduled,
                                 taus=tau_values, first=first_n,
                                 on_progress=progress if show else None, trace_name=str(trace))
-        finally:
+        except BaseException:
             if sink is not None:
-                sink.close()
+                sink.discard()          # a failed replay leaves an existing --output file as it was
+            raise
+        if sink is not None:
+            sink.close()                # the schedule, renamed over --output
         summary = result.summary()
         summary.update({"trace": str(trace), "speed": speed, "kill": kill, "skipped_bad_lines": len(skipped_lines),
                         "output": str(output) if output else None})
@@ -128,7 +131,7 @@ def _schedule_writer(sink):
 def _open_output(output: Path, trace: Path):
     """Open the schedule file (0600 if new), refusing to overwrite the trace being read."""
     refuse_inputs(output, "--output", [("the trace being replayed", trace)])
-    return create(output, "w")
+    return create(output, "w", option="--output")
 
 
 def _print_summary(s: dict, console) -> None:

@@ -83,6 +83,8 @@ def load_live_run(db: Database | StoreReader, run_id: int) -> tuple[dict, Bag, l
     Raises:
         ReselError: no such run, or it is a simulated one.
     """
+    from resel.store import verify_unchanged
+    verify_unchanged(db)    # what the sites say is run as the user: the store must be the file checked
     rows = list(db.query("select * from runs where id = ?", [run_id]))
     if not rows:
         raise ReselError(f"no run {run_id} in the store (list them with `resel runs`)")

@@ -606,7 +606,7 @@ def _save(fig: Figure, out_dir: Path, name: str, formats: Iterable[str],
     for fmt in formats:
         path = out_dir / f"{name}.{fmt}"
         refuse_inputs(path, "a figure", protect)
-        with create(path, "wb") as f:
+        with create(path, "wb", option="--plot") as f:
             fig.savefig(f, format=fmt, dpi=110)
         files.append(str(path))
     return files

@@ -150,32 +150,25 @@ def local_cores() -> int:
 
 
 @contextmanager
-def dask_executor(address: str | None) -> Iterator[Executor | None]:
-    """A :class:`concurrent.futures.Executor` on the Dask cluster whose scheduler is at
-    ``address`` (None: no executor, the sweep stays local). Dask's executor submits every
-    repetition as its own task (``pure=False``: none is taken from a cache) and hands the
-    results back in submission order.
+def dask_executor(address: str | None, *, insecure: bool = False,
+                  default_workers: int = 1) -> Iterator[Executor | None]:
+    """A :class:`concurrent.futures.Executor` on the Dask cluster ``address`` names (None: no
+    executor, the sweep stays local): ``local[:N]``, a private cluster started here;
+    ``tls://HOST:PORT`` with Dask's TLS settings; ``tcp://HOST:PORT`` only with ``insecure``
+    (:mod:`resel.sim.dask_access` says why). Dask's executor submits every repetition as its
+    own task (``pure=False``: none is taken from a cache) and hands the results back in
+    submission order.
 
     Raises:
-        ReselError: Dask is not installed, or the scheduler cannot be reached.
+        ReselError: the address is refused, Dask is not installed, the cluster cannot be
+            started or reached, or it fails while the repetitions run.
     """
     if address is None:
         yield None
         return
-    try:
-        from distributed import Client
-    except ImportError:
-        raise ReselError("--dask needs Dask's distributed scheduler: pip install 'resel[sweep]'") from None
-    try:
-        client = Client(address)        # waits distributed.comm.timeouts.connect (Dask's config, 30 s)
-    except (OSError, TimeoutError, ValueError) as exc:
-        raise ReselError(f"cannot reach the Dask scheduler at {address!r}: {exc}; "
-                         f"start one (dask scheduler, or dask-jobqueue on your cluster) and give its address, "
-                         f"e.g. tcp://login1:8786") from None
-    try:
+    from resel.sim.dask_access import dask_client, parse_target
+    with dask_client(parse_target(address, insecure=insecure), default_workers=default_workers) as client:
         yield client.get_executor(pure=False)
-    finally:
-        client.close()
 
 
 def _one_run(job: tuple) -> SimResult:

@@ -880,7 +880,8 @@ def write_swf(path_or_file: str | os.PathLike[str] | TextIO, jobs: Iterable[Job]
     the extra columns; ``site`` and ``orig_id`` are not SWF fields and are not written.
     """
     if isinstance(path_or_file, (str, os.PathLike)):
-        with open(path_or_file, "w", encoding="utf-8", newline="\n") as f:
+        from resel.outputs import create      # a fresh private file renamed into place, never through a link
+        with create(path_or_file, "w") as f:
             return write_swf(f, jobs, header)
     out = path_or_file
     for line in _header_lines(header):
