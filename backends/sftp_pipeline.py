@@ -36,6 +36,7 @@ import posixpath
 import stat as stat_mod
 import uuid
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
@@ -58,6 +59,8 @@ MAX_REQUESTS = 64
 MAX_BYTES = 16 << 20
 #: files open at once on the server (OpenSSH allows thousands; others ~100)
 MAX_FILES = 64
+#: threads finishing downloads (fsync, rename) at once
+COMMITTERS = 8
 #: request size when the server does not announce its limits (the SFTP draft's safe size)
 SAFE_REQUEST = 32768
 #: the SFTP session's receive window and largest packet: the server may send MAX_BYTES ahead
@@ -78,7 +81,8 @@ def server_limits(sftp: paramiko.SFTPClient) -> Limits:
     """The server's own limits (OpenSSH 8.7+'s ``limits@openssh.com``), else the safe ones.
 
     A limit of 0 means "none"; reads and writes are kept at 255 KiB at most anyway (OpenSSH's
-    value): bigger requests buy nothing and cost memory."""
+    value: bigger requests buy nothing and cost memory), and a batch keeps at most half the
+    handles the server allows open (the rest for paramiko's own calls and other clients)."""
     try:
         kind, msg = sftp._request(CMD_EXTENDED, "limits@openssh.com")
     except (OSError, paramiko.SFTPError):   # the server said "unsupported": a status
@@ -87,10 +91,8 @@ def server_limits(sftp: paramiko.SFTPClient) -> Limits:
         return Limits()
     _packet, read, write, handles = (msg.get_int64() for _ in range(4))
     cap = 255 << 10
-
-    def pick(n: int, most: int) -> int:
-        return most if n <= 0 else max(1024, min(n, most))
-    return Limits(read=pick(read, cap), write=pick(write, cap), files=pick(handles - 16, MAX_FILES))
+    return Limits(read=min(read, cap) if read > 0 else cap, write=min(write, cap) if write > 0 else cap,
+                  files=min(handles // 2, MAX_FILES) if handles > 1 else MAX_FILES)
 
 
 @dataclass
@@ -146,6 +148,7 @@ class _Loop:
         self.bytes_out = 0        # their bytes (reads asked for, writes sent)
         self.open_jobs = 0        # files admitted and not finished
         self.ready: deque[_Job] = deque()
+        self.committers: ThreadPoolExecutor | None = None
 
     def wake(self, job: _Job) -> None:
         """``job`` has something to send (a reply moved it on)."""
@@ -161,6 +164,16 @@ class _Loop:
     def finished(self, job: _Job) -> None:
         job.finished = True
         self.open_jobs -= 1
+
+    def commit(self, sink: Sink, size: int | None, sha256: str | None,
+               done: Callable[[Moved | Exception], None]) -> None:
+        """Finish a download on a committer thread: fsync, check, rename (resel.backends.files).
+        fsync and rename wait for the file system's journal; done one file after the other
+        they cap a batch of small files at ~100-250 files/s on a busy disk, where a few at a
+        time share each journal commit (docs/benchmarks.md, "Task data transfers")."""
+        if self.committers is None:
+            self.committers = ThreadPoolExecutor(COMMITTERS, thread_name_prefix="resel-commit")
+        self.committers.submit(_commit, sink, size, sha256, done)
 
     def run(self, jobs: Sequence[_Job]) -> None:
         waiting = deque(jobs)
@@ -197,6 +210,9 @@ class _Loop:
                 with suppress(Exception):
                     job.abort()
             raise
+        finally:
+            if self.committers is not None:   # files complete before a drop are kept
+                self.committers.shutdown(wait=True)
 
     def error(self, code: int, text: str, what: str, path: str) -> Exception | None:
         """None for SFTP_OK, else the exception a file's result carries — FileNotFoundError or
@@ -210,6 +226,17 @@ class _Loop:
         if code == SFTP_PERMISSION_DENIED:
             return PermissionError(errno.EACCES, f"{text or 'Permission denied'} {where}", path)
         return TransportError(f"{self.name}: {what} {path} failed: {text or f'SFTP status {code}'}")
+
+
+def _commit(sink: Sink, size: int | None, sha256: str | None,
+            done: Callable[[Moved | Exception], None]) -> None:
+    try:
+        result: Moved | Exception = sink.commit(size, sha256)
+    except (OSError, ContentMismatch) as e:
+        result = e
+    finally:
+        sink.__exit__(None, None, None)
+    done(result)
 
 
 # --------------------------------------------------------------------------- uploads
@@ -357,6 +384,7 @@ class _Get(_Job):
         self.reads = 0            # READs in flight
         self.probing = False      # a READ at `length` asks whether the file ends there
         self.result: Moved | Exception | None = None
+        self.committing = False
 
     def next_request(self) -> _Request | None:
         if self.state == "lstat":
@@ -452,11 +480,9 @@ class _Get(_Job):
             self._fail(OSError(f"read {self.path}: {self.loop.name} answered end of file at "
                                f"{self.eof:,} bytes but sent bytes past it"))
             return
-        try:
-            self.result = self.sink.commit(self.size, self.sha256)
-        except (OSError, ContentMismatch) as e:
-            self.result = e
-        self._drop_sink()
+        sink, self.sink = self.sink, None
+        self.loop.commit(sink, self.size, self.sha256, self.done)
+        self.committing = True    # the committer gives the result
         self.state = "close"
         self.loop.wake(self)
 
@@ -475,7 +501,8 @@ class _Get(_Job):
         self.state = "finished"
         self.loop.finished(self)
         self._drop_sink()
-        self.done(result)
+        if not self.committing:
+            self.done(result)
 
     def _drop_sink(self) -> None:
         """Leave the local temporary file's context: removed unless committed."""

@@ -67,6 +67,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Protocol, TypeVar, runtime_checkable
@@ -421,16 +422,18 @@ class LocalTransport:
     def put_files(self, items: Sequence[tuple[str, str, int | None, str | None]], *,
                   mode: int = PRIVATE_FILE) -> list[Moved | Exception]:
         """Many :meth:`put_file` at once: ``items`` are (local, path, size, sha256), the result
-        is each file's :class:`Moved` or exception, in order (see :meth:`SSHTransport.put_files`)."""
-        return [_each(self.put_file, local, path, mode=mode, size=size, sha256=sha256)
-                for local, path, size, sha256 in items]
+        is each file's :class:`Moved` or exception, in order (:meth:`SSHTransport.put_files`
+        says which). A few files at a time, each on a thread: their fsyncs and renames then
+        share the file system's journal commits instead of waiting for one each."""
+        return _each_on_threads([functools.partial(self.put_file, local, path, mode=mode, size=size,
+                                                   sha256=sha256) for local, path, size, sha256 in items])
 
     def get_files(self, items: Sequence[tuple[str, str, int | None, str | None]]
                   ) -> list[Moved | Exception]:
         """Many :meth:`get_file` at once: ``items`` are (path, local, size, sha256); results as
         :meth:`put_files` gives them."""
-        return [_each(self.get_file, path, local, size=size, sha256=sha256)
-                for path, local, size, sha256 in items]
+        return _each_on_threads([functools.partial(self.get_file, path, local, size=size, sha256=sha256)
+                                 for path, local, size, sha256 in items])
 
     def rename(self, src: str, dst: str) -> None:
         """Atomic rename over ``dst`` (replacing a link there, never following it)."""
@@ -442,12 +445,19 @@ class LocalTransport:
         _remove_tree_local(os.path.expanduser(path))
 
 
-def _each(move: Callable[..., Moved], *args: object, **kw: object) -> Moved | Exception:
+def _each(move: Callable[[], Moved]) -> Moved | Exception:
     """One file of a batch: its failure is its result, the batch goes on."""
     try:
-        return move(*args, **kw)
+        return move()
     except _FILE_ERRORS as e:
         return e
+
+
+def _each_on_threads(moves: list[Callable[[], Moved]]) -> list[Moved | Exception]:
+    if len(moves) <= 1:
+        return [_each(move) for move in moves]
+    with ThreadPoolExecutor(min(len(moves), sftp_pipeline.COMMITTERS)) as pool:
+        return list(pool.map(_each, moves))
 
 
 def _one(result: Moved | Exception) -> Moved:
