@@ -1,8 +1,8 @@
 """Whole files over one SFTP session with many requests in flight: task data at full speed.
 
 paramiko's own ``SFTPFile`` asks for 32 KiB per request and, for a download, waits for each
-reply in turn unless told to prefetch (from a thread of its own); moving 1,000 small files one
-``put``/``get`` at a time costs four round trips each. This module drives the SFTP protocol
+reply in turn unless told to prefetch (from a thread of its own); a file moved by its calls
+costs four or five round trips however small it is. This module drives the SFTP protocol
 itself, over the session the transport already holds, as a small event loop:
 
 * **big requests**: as large as the server allows (OpenSSH's ``limits@openssh.com``: 255 KiB
@@ -15,12 +15,19 @@ itself, over the session the transport already holds, as a small event loop:
   disk, and renamed over its name only once every write and the CLOSE succeeded and its size
   and SHA-256 are the expected ones; a download is ``lstat``-ed first (a link, a folder, a
   device or a pipe is refused, and never opened: a FIFO would hang the server), read into a
-  local :class:`~resel.backends.files.Sink` and committed only once complete and checked.
+  local :class:`~resel.backends.files.Sink` and committed only once complete and checked
+  (on one of :data:`COMMITTERS` threads: fsync and rename wait for the disk's journal, and
+  a few files at a time share its commits).
+
+SFTP has no ``O_NOFOLLOW``: a link put in a file's place between its ``lstat`` and its OPEN
+would be followed for that read (as by any SFTP client). The window is one round trip, and
+only a process of the site's user can make it — a task's outputs are fetched after it ended.
 
 A file's failure (missing, refused, mismatched, a permission) is that file's result; the
-others go on. A connection that dies raises out of :func:`transfer` (paramiko's
-``SSHException``/``EOFError``/``OSError``) after every local temporary file is removed; the
-items finished before it keep their results in ``results``, so the caller can retry the rest.
+others go on. A connection that dies raises out of :func:`put`/:func:`get` (paramiko's
+``SSHException``/``EOFError``/``OSError``) once every local temporary file is removed or
+committed; the items finished before it keep their results in ``results``, so the caller
+can retry the rest.
 
 paramiko's request bookkeeping is used as it is (``_async_request`` with a reply object,
 ``_read_response`` to dispatch one reply): the session stays usable by paramiko's own calls
@@ -36,8 +43,8 @@ import posixpath
 import stat as stat_mod
 import uuid
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import BinaryIO

@@ -28,7 +28,7 @@ threads; and ``--depth`` requests in flight at most, the rest as after.
 
 OpenSSH's tools reach the site as resel does: the testbed's ssh config (the ``tb-ssh`` alias:
 same host, port, user, key and known_hosts). Targets are removed before each timed transfer
-(untimed), so that no tool writes over a file another one left. Figures are medians over the
+(untimed: `rm -rf` on the site), so that no tool writes over a file another one left. Figures are medians over the
 rounds; "CPU" is the client's own (this process's threads for resel, scp/sftp and their ssh
 child for OpenSSH), which tells a tool's cost apart from the machine's load. The load average
 is printed before and after: the development machine has 2 cores, shared.
@@ -131,17 +131,29 @@ class Bench:
         self.openssh(["sftp", "-q", "-F", self.config, "-b", "-", HOST], stdin=commands)
 
     def fresh_local(self, name: str) -> Path:
-        path = self.work / name
-        if path.is_dir():
-            shutil.rmtree(path)
-        elif path.exists():
-            path.unlink()
-        return path
+        return self.work / "out" / name
 
     def fresh_remote(self, name: str) -> str:
-        path = f"{self.remote}/{name}"
-        self.ssh.remove_tree(path)
-        return path
+        return f"{self.remote}/out/{name}"
+
+    def clean(self) -> None:
+        """Before each timed transfer (untimed): no target left by an earlier one, locally or
+        on the site; the folders the batches write into exist; nothing waiting to be written."""
+        shutil.rmtree(self.work / "out", ignore_errors=True)
+        (self.work / "out").mkdir()
+        done = self.ssh.run(["rm", "-rf", "--", f"{self.remote}/out"], idempotent=True)
+        if done.returncode != 0:
+            sys.exit(f"could not clean {self.remote}/out on the site: {done.stderr.strip()}")
+        self.ssh.makedirs(f"{self.remote}/out")
+        for name in ("small-after", "small-before"):
+            self.ssh.makedirs(self.fresh_remote(name))
+            (self.work / "out" / name).mkdir()
+        for k in range(len(getattr(self, "steps", ()))):
+            self.ssh.makedirs(self.fresh_remote(f"small-{k}"))
+            (self.work / "out" / f"small-{k}").mkdir()
+        # what the last transfer left unwritten (scp and sftp never fsync; the removals) would
+        # otherwise be written by the next one's first fsync: ext4 commits it with its journal
+        os.sync()
 
     # ---- one measurement
 
@@ -162,23 +174,19 @@ class Bench:
 
         def after_up_small() -> None:
             folder = self.fresh_remote("small-after")
-            self.ssh.makedirs(folder)
             check(self.ssh.put_files([(str(self.small / n), f"{folder}/{n}", None, None) for n in self.names]))
 
         def after_down_small() -> None:
             folder = self.fresh_local("small-after")
-            folder.mkdir()
             check(self.ssh.get_files([(f"{small_r}/{n}", str(folder / n), None, None) for n in self.names]))
 
         def before_up_small() -> None:
             folder = self.fresh_remote("small-before")
-            self.old.makedirs(folder)
             for n in self.names:
                 self.old.put_file(str(self.small / n), f"{folder}/{n}")
 
         def before_down_small() -> None:
             folder = self.fresh_local("small-before")
-            folder.mkdir()
             for n in self.names:
                 self.old.get_file(f"{small_r}/{n}", str(folder / n))
 
@@ -213,12 +221,13 @@ class Bench:
         return table
 
     def round(self, k: int) -> None:
+        self.time("login", "ssh", lambda: self.openssh(["ssh", "-F", self.config, HOST, "true"]), child=True)
         for measure in ("big up", "big down", "small up", "small down"):
             todo = list(self.variants(measure).items())
             todo = todo[k % len(todo):] + todo[:k % len(todo)]       # each goes first in turn
             for variant, (run, child) in todo:
+                self.clean()
                 self.time(measure, variant, run, child=child)
-            self.fresh_local("small-scp"), self.fresh_local("small-sftp")
 
     def close(self) -> None:
         self.ssh.remove_tree(self.remote)
@@ -298,11 +307,9 @@ class StepBench(Bench):
                         t.get_file(big_r, str(self.fresh_local(f"down-{k}.bin")))
                     elif measure == "small up":
                         folder = self.fresh_remote(f"small-{k}")
-                        t.makedirs(folder)
                         check(t.put_files([(str(self.small / n), f"{folder}/{n}", None, None) for n in self.names]))
                     else:
                         folder = self.fresh_local(f"small-{k}")
-                        folder.mkdir()
                         check(t.get_files([(f"{small_r}/{n}", str(folder / n), None, None) for n in self.names]))
             table[step.name] = (run, False)
         if self.old is not None:
@@ -373,29 +380,37 @@ def report(bench: Bench, args, loads: tuple, ciphers: tuple[str, str]) -> dict:
     print(f"site: the testbed's sshd ({HOST}); resel cipher {ciphers[0]}, OpenSSH's {ciphers[1]}")
     head = f"{'transfer':28} {'unit':>8}" + "".join(f" {v:>8}" for v in variants) + \
         f" {'after/scp':>9} {'after/sftp':>10}" + (f" {'after/before':>12}" if a.before else "")
-    print(head)
+    login = statistics.median(w for w, _ in bench.times[("login", "ssh")])
+    print(head + f" {'after/(scp-login)':>17}")
     for measure, row in rows.items():
         kind = measure.split()[0]
         line = f"{what[measure]:28} {unit[kind]:>8}" + "".join(f" {row[v]['rate']:8.1f}" for v in variants)
         line += f" {row['after']['rate'] / row['scp']['rate']:9.2f} {row['after']['rate'] / row['sftp']['rate']:10.2f}"
         if a.before:
             line += f" {row['after']['rate'] / row['before']['rate']:12.2f}"
+        if kind == "big":          # (a batch of small files is mostly what the login is not)
+            row["scp_net"] = sizes[measure] / max(row["scp"]["seconds"] - login, 1e-9)
+            line += f" {row['after']['rate'] / row['scp_net']:17.2f}"
         print(line)
+    print(f"login = `ssh {HOST} true` (OpenSSH's connection, key exchange and authentication, which scp "
+          f"and sftp pay on every call and resel once per site): median {login:.3f} s; "
+          "scp-login = scp's rate with it taken out")
     print("client CPU s (median)" + " " * 16 + "".join(f" {v:>8}" for v in variants))
     for measure, row in rows.items():
         print(f"{what[measure]:37}" + "".join(f" {row[v]['cpu']:8.2f}" for v in variants))
     verdicts = {}
     for measure, (base, goal) in goals.items():
         rate = rows[measure]["after"]["rate"]
-        if base:
-            ratio = rate / rows[measure][base]["rate"]
+        if base:      # against the stricter yardstick: scp without its login
+            ratio = rate / rows[measure]["scp_net"]
             ok = ratio >= goal
-            print(f"goal {what[measure]} >= {goal:.0%} of {base}: {ratio:.0%} -> {'PASS' if ok else 'FAIL'}")
+            print(f"goal {what[measure]} >= {goal:.0%} of scp (its login taken out): {ratio:.0%} "
+                  f"(of scp as run: {rate / rows[measure][base]['rate']:.0%}) -> {'PASS' if ok else 'FAIL'}")
         else:
             ok = rate >= goal
             print(f"goal {what[measure]} >= {goal} files/s: {rate:.0f} files/s -> {'PASS' if ok else 'FAIL'}")
         verdicts[measure] = ok
-    return {"rounds": a.rounds, "mb": a.mb, "files": a.files, "kb": a.kb, "load": loads,
+    return {"rounds": a.rounds, "mb": a.mb, "files": a.files, "kb": a.kb, "load": loads, "login": login,
             "ciphers": {"resel": ciphers[0], "openssh": ciphers[1]}, "rows": rows, "pass": verdicts}
 
 
