@@ -698,9 +698,9 @@ class _SFTP(paramiko.SFTPClient):
                     raise paramiko.SFTPError("Garbage packet received")
                 size = int.from_bytes(inbox[:4], "big")
                 if len(inbox) >= 4 + size:
-                    packet = bytes(inbox[4:4 + size])
+                    kind, body = (inbox[4], bytes(inbox[5:4 + size])) if size else (0, b"")
                     del inbox[:4 + size]
-                    return (packet[0], packet[1:]) if size else (0, b"")
+                    return kind, body
             data = self.sock.recv(sftp_pipeline.SFTP_WINDOW)
             if not data:
                 raise EOFError()
