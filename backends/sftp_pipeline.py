@@ -61,17 +61,20 @@ from resel.errors import TransportError
 
 #: requests outstanding at once (a reply is ~30 bytes for a write, a request as much for a read)
 MAX_REQUESTS = 64
-#: bytes outstanding at once: reads asked for plus writes sent and not yet acknowledged
-#: (kept under the session's receive window, see SFTP_WINDOW, so the server never stalls)
-MAX_BYTES = 16 << 20
+#: bytes outstanding at once: reads asked for plus writes sent and not yet acknowledged. Twice
+#: OpenSSH sftp's own (64 x 32 KiB): enough for 80 MB/s at 50 ms of round trip; more costs a
+#: download CPU (16 MiB: +25 %: every copy of the data misses the cache; docs/benchmarks.md)
+#: and buys nothing on an upload, which the server's 2 MiB window holds back anyway
+MAX_BYTES = 4 << 20
 #: files open at once on the server (OpenSSH allows thousands; others ~100)
 MAX_FILES = 64
 #: threads finishing downloads (fsync, rename) at once
 COMMITTERS = 8
 #: request size when the server does not announce its limits (the SFTP draft's safe size)
 SAFE_REQUEST = 32768
-#: the SFTP session's receive window and largest packet: the server may send MAX_BYTES ahead
-SFTP_WINDOW = 32 << 20
+#: the SFTP session's receive window (over MAX_BYTES, so the server never waits for our window
+#: adjustments) and largest packet (OpenSSH sends ~32 KiB ones anyway)
+SFTP_WINDOW = 8 << 20
 SFTP_PACKET = 1 << 18
 
 

@@ -22,7 +22,7 @@ a :class:`Transport` from :func:`make_transport` (the site file's ``access`` tab
 * **Task data at the wire's speed.** ``put_file``/``get_file`` and their batch forms
   ``put_files``/``get_files`` (many files, one result each) drive the SFTP protocol themselves
   (:mod:`resel.backends.sftp_pipeline`): requests as large as the server allows, many in
-  flight across the files of a batch, AES-GCM offered first, a 32 MiB window on the SFTP
+  flight across the files of a batch, AES-GCM offered first, an 8 MiB window on the SFTP
   session — within 80 % of OpenSSH's scp for one big file and hundreds of small files a
   second (docs/benchmarks.md, "Task data transfers"), each file still atomic and hashed.
 * **Host keys are checked like OpenSSH does** (``known_hosts``, ``[host]:port`` and hashed

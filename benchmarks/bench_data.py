@@ -23,8 +23,8 @@ Every round moves, in a rotating order so that a busy minute hits all alike:
 connection of its own, interleaved the same way): the pipelined loop with paramiko's settings
 (32 KiB requests, aes128-ctr + hmac-sha2-256, a 2 MiB window, paramiko's SFTP packet reader and
 writer, downloads committed one at a time), then the server's 255 KiB requests, AES-GCM, the
-packet reader and writer of resel.backends.transport._SFTP, the 32 MiB window, the committer
-threads; and ``--depth`` requests in flight at most, the rest as after.
+packet reader and writer of resel.backends.transport._SFTP, the bigger window, the committer
+threads; and, the rest as after, 1 MiB and 16 MiB in flight instead of 4 MiB.
 
 OpenSSH's tools reach the site as resel does: the testbed's ssh config (the ``tb-ssh`` alias:
 same host, port, user, key and known_hosts). Targets are removed before each timed transfer
@@ -246,16 +246,16 @@ class Step:
     reader: bool = True             # _SFTP's own packet reader and writer
     window: int = sftp_pipeline.SFTP_WINDOW
     committers: int = sftp_pipeline.COMMITTERS
-    depth: int = sftp_pipeline.MAX_REQUESTS
+    in_flight: int = sftp_pipeline.MAX_BYTES
 
     @contextlib.contextmanager
     def applied(self):
         sftp_class = transport_mod._SFTP
         saved = (transport_mod._PREFERRED_CIPHERS, sftp_pipeline.SFTP_WINDOW, sftp_pipeline.COMMITTERS,
-                 sftp_pipeline.MAX_REQUESTS, sftp_class.__dict__["_read_packet"], sftp_class.__dict__["_write_all"])
+                 sftp_pipeline.MAX_BYTES, sftp_class.__dict__["_read_packet"], sftp_class.__dict__["_write_all"])
         transport_mod._PREFERRED_CIPHERS = saved[0] if self.gcm else ()
         sftp_pipeline.SFTP_WINDOW, sftp_pipeline.COMMITTERS = self.window, self.committers
-        sftp_pipeline.MAX_REQUESTS = self.depth
+        sftp_pipeline.MAX_BYTES = self.in_flight
         if not self.reader:
             sftp_class._read_packet = paramiko.SFTPClient._read_packet
             sftp_class._write_all = paramiko.SFTPClient._write_all
@@ -263,7 +263,7 @@ class Step:
             yield
         finally:
             (transport_mod._PREFERRED_CIPHERS, sftp_pipeline.SFTP_WINDOW, sftp_pipeline.COMMITTERS,
-             sftp_pipeline.MAX_REQUESTS, sftp_class._read_packet, sftp_class._write_all) = saved
+             sftp_pipeline.MAX_BYTES, sftp_class._read_packet, sftp_class._write_all) = saved
 
     def connect(self, config: str) -> SSHTransport:
         with self.applied():
@@ -275,16 +275,21 @@ class Step:
         return t
 
 
-def steps(depth: int) -> list[Step]:
+def steps() -> list[Step]:
+    mib = 1 << 20
     base = Step("paramiko's settings: 32 KiB requests, aes128-ctr+hmac-sha2-256, 2 MiB window",
-                request=32768, gcm=False, reader=False, window=2 << 20, committers=1)
+                request=32768, gcm=False, reader=False, window=2 * mib, committers=1)
     return [base,
             b := dataclasses.replace(base, name="+ the server's request size (255 KiB)", request=None),
             c := dataclasses.replace(b, name="+ AES-GCM offered first", gcm=True),
             d := dataclasses.replace(c, name="+ resel's SFTP packet reader and writer", reader=True),
-            e := dataclasses.replace(d, name="+ a 32 MiB SFTP window", window=sftp_pipeline.SFTP_WINDOW),
-            dataclasses.replace(e, name="+ 8 committer threads (= after)", committers=sftp_pipeline.COMMITTERS),
-            Step(f"after, at most {depth} requests in flight", depth=depth)]
+            e := dataclasses.replace(d, name=f"+ a {sftp_pipeline.SFTP_WINDOW // mib} MiB SFTP window",
+                                     window=sftp_pipeline.SFTP_WINDOW),
+            dataclasses.replace(e, name=f"+ {sftp_pipeline.COMMITTERS} committer threads (= after, "
+                                        f"{sftp_pipeline.MAX_BYTES // mib} MiB in flight)",
+                                committers=sftp_pipeline.COMMITTERS),
+            Step("after, 1 MiB in flight", in_flight=mib),
+            Step("after, 16 MiB in flight, a 32 MiB window", in_flight=16 * mib, window=32 * mib)]
 
 
 class StepBench(Bench):
@@ -292,7 +297,7 @@ class StepBench(Bench):
 
     def __init__(self, tb, args, work: Path):
         super().__init__(tb, args, work)
-        self.steps = steps(args.depth)
+        self.steps = steps()
         self.links = [step.connect(self.config) for step in self.steps]
 
     def variants(self, measure: str) -> dict[str, tuple[Callable[[], None], bool]]:
@@ -423,7 +428,6 @@ def main() -> None:
     ap.add_argument("--before", metavar="REV", help="also measure backends/transport.py as it was at REV")
     ap.add_argument("--json", action="store_true", help="print the medians as JSON after the table")
     ap.add_argument("--steps", action="store_true", help="resel's transport one change at a time")
-    ap.add_argument("--depth", type=int, default=4, help="with --steps: the last row's requests in flight")
     args = ap.parse_args()
     if args.rounds < 1 or args.mb < 1 or args.files < 1 or args.kb < 1:
         sys.exit("--rounds, --mb, --files and --kb must be at least 1")
