@@ -680,8 +680,8 @@ class _KnownHostsPolicy(paramiko.MissingHostKeyPolicy):
 class _SFTP(paramiko.SFTPClient):
     """The connection's SFTP session, with the server's limits (resel.backends.sftp_pipeline).
 
-    Its receive window is sftp_pipeline.SFTP_WINDOW (paramiko's default, 2 MiB, is less than
-    the reads a download keeps in flight: the server would wait for our window adjustments)."""
+    Its receive window is sftp_pipeline.SFTP_WINDOW, over the bytes a download keeps in flight
+    (with paramiko's 2 MiB the server would wait for our window adjustments)."""
 
     limits: sftp_pipeline.Limits
     _inbox: bytearray
@@ -1243,7 +1243,7 @@ class SSHTransport:
                   mode: int = PRIVATE_FILE) -> list[Moved | Exception]:
         """Upload many files at once, each by :meth:`put_file`'s rules, all over the one SFTP
         session with their requests in flight together (a small file costs no round trip of
-        its own: 1,000 inputs of 10 KB go in a few seconds instead of minutes).
+        its own: 1,000 inputs of 10 KB take about a second, not one after the other).
 
         ``items`` are ``(local, path, size, sha256)``: a file of this machine, where it goes on
         the site (``~/`` expanded; its folder must exist), and what it must be (None: not
@@ -1254,9 +1254,10 @@ class SSHTransport:
         it — ``ContentMismatch`` (nothing is left under its name), ``FileNotFoundError`` or
         ``PermissionError`` (local or on the site, the message says which), a
         :class:`TransportError` for another refusal of the server — while the other files go
-        on. Only a connection that stays dead through the reconnections raises
-        :class:`ConnectionLost`; its ``results`` attribute then holds what was known (None for
-        the files whose fate is unknown: sending them again is safe)."""
+        on. Only a site that cannot be reached again raises (:class:`ConnectionLost`, or the
+        :class:`TransportError` of the failed reconnection); the exception's ``results``
+        attribute then holds what was known (None for the files whose fate is unknown:
+        sending them again is safe)."""
         jobs = [(local, self._expand(path), mode, size, sha256) for local, path, size, sha256 in items]
         return self._batch("put", sftp_pipeline.put, jobs)
 
@@ -1282,7 +1283,7 @@ class SSHTransport:
         label = jobs[0][1 if what == "put" else 0] if len(jobs) == 1 else f"{len(jobs)} files"
         try:
             self._sftp(what, label, lambda sftp: move(sftp, sftp.limits, jobs, results, self.name))
-        except ConnectionLost as e:
+        except TransportError as e:    # the site could not be reached again (ConnectionLost, ...)
             e.results = results
             raise
         return results   # type: ignore[return-value]   (every one is set once the batch ends)

@@ -240,3 +240,42 @@ def test_concurrent_batches_and_commands_share_the_connection(ssh, tmp_path):
     for t in threads:
         t.join()
     assert errors == [] and transport.connections_opened == 1
+
+
+def test_a_site_that_stays_away_leaves_what_is_known(testbed, tmp_path, monkeypatch):
+    """The link is cut mid-batch and the site cannot be reached again: the batch raises, and
+    its ``results`` say which files are on the site (whole, under their names) and which are
+    unknown (None) — never a file reported sent that is not there."""
+    transport = SSHTransport("tb-ssh", ssh_config=testbed.ssh_config, retries=1, backoff=0.01)
+    folder = f"{testbed.work_b}/test-bulk-{uuid.uuid4().hex[:8]}"
+    transport.makedirs(folder)
+    made = files(tmp_path / "src", [20000] * 100)
+    replies = 0
+    real = paramiko.SFTPClient._read_response
+
+    def gone(*args, **kw):
+        raise TransportError("ssh:tb-ssh: cannot connect to 127.0.0.1:2222: Connection refused")
+
+    def read_response(self, *args, **kw):
+        nonlocal replies
+        replies += 1
+        if replies == 300:                      # some files renamed, others not yet
+            monkeypatch.setattr(transport, "_open", gone)
+            transport.drop()
+        return real(self, *args, **kw)
+
+    monkeypatch.setattr(paramiko.SFTPClient, "_read_response", read_response)
+    try:
+        with pytest.raises(TransportError) as caught:
+            transport.put_files([(str(p), f"{folder}/{p.name}", None, digest(d)) for p, d in made])
+        results = caught.value.results
+        sent = [i for i, r in enumerate(results) if r is not None]
+        assert 0 < len(sent) < len(made) and all(isinstance(results[i], Moved) for i in sent)
+    finally:
+        monkeypatch.undo()
+        transport.close()
+    with SSHTransport("tb-ssh", ssh_config=testbed.ssh_config) as look:
+        for i in sent:
+            p, d = made[i]
+            assert look.read_file(f"{folder}/{p.name}") == d
+        look.run(["rm", "-rf", "--", folder])
