@@ -283,7 +283,7 @@ def steps() -> list[Step]:
             b := dataclasses.replace(base, name="+ the server's request size (255 KiB)", request=None),
             c := dataclasses.replace(b, name="+ AES-GCM offered first", gcm=True),
             d := dataclasses.replace(c, name="+ resel's SFTP packet reader and writer", reader=True),
-            e := dataclasses.replace(d, name=f"+ a {sftp_pipeline.SFTP_WINDOW // mib} MiB SFTP window",
+            e := dataclasses.replace(d, name=f"+ the SFTP window at {sftp_pipeline.SFTP_WINDOW // mib} MiB",
                                      window=sftp_pipeline.SFTP_WINDOW),
             dataclasses.replace(e, name=f"+ {sftp_pipeline.COMMITTERS} committer threads (= after, "
                                         f"{sftp_pipeline.MAX_BYTES // mib} MiB in flight)",
