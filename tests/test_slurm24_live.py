@@ -77,11 +77,19 @@ def test_cli_over_ssh_reads_the_default_data_parser(root, ssh):
     raw = json.loads(ap(root, "sinfo --json").stdout)
     assert fmt.json_layout(raw) == rel.data_parser               # meta.plugin (singular) since 24.11
     assert fmt.slurm_release(raw) == root.slurm_version_c and root.slurm_version_c.startswith(rel.slurm + ".")
+    # the partitions' flags (DEFAULT) are back in v0.0.45 (26.05's default); without them, the
+    # default comes from scontrol's text
+    assert {n: m.default for n, m in fmt.parse_sinfo_json(raw)[0].items()} == {
+        "debug": rel.data_parser.removeprefix("data_parser/") in rel.flagged}
+    for parser in rel.cli_older:                # each older layout sinfo still takes (--json=v0.0.44)
+        doc = json.loads(ap(root, f"sinfo --json={parser}").stdout)
+        metas, nodes = fmt.parse_sinfo_json(doc)
+        assert fmt.json_layout(doc) == f"data_parser/{parser}" and [(n.name, n.total) for n in nodes] == [(root.host, 4)]
+        assert {n: (m.default, m.max_time) for n, m in metas.items()} == {"debug": (parser in rel.flagged, 4 * 3600.0)}
     cli = SlurmCLI(ssh)
     assert cli.version() == root.slurm_version_c
     av = cli.availability()
     assert (av.scheduler, av.version, av.total_cores) == ("slurm", root.slurm_version_c, 4)
-    # sinfo --json has no partition flags (24.11, 26.05): the default comes from scontrol's text
     assert [(p.name, p.default, p.max_time, p.total_cpus) for p in av.partitions] == [("debug", True, 4 * 3600.0, 4)]
     assert cli.json == {"sinfo": True, "squeue": True, "sacct": True}    # no text fallback was needed
     assert cli.scheduler_policy() == "conservative"
@@ -120,7 +128,7 @@ def test_cli_and_rest_see_the_same_queue_of_a_full_cluster(root, ssh):
         assert [(j.job_id, j.cores) for j in rsnap.pending] == [(small, 2)]
         # the default is assumed (and the note says so) only where /partitions has no flags
         assumed = any("only partition, debug, taken as the default" in n for n in rsnap.notes)
-        assert assumed == (rel.rest[-1] not in rel.rest_flagged) and rsnap.site == "debug", rsnap.notes
+        assert assumed == (rel.rest[-1] not in rel.flagged) and rsnap.site == "debug", rsnap.notes
         assert r.start_estimates([small])[small] == pytest.approx(est, abs=10)
         cli.cancel([big, small])
         assert state_of(cli, big, "CANCELLED") and state_of(cli, small, "CANCELLED")

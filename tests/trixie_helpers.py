@@ -38,17 +38,19 @@ class Release:
     script: str             # the script that builds it
     slurm: str              # the Slurm series (sinfo --version: "slurm 24.11.5")
     data_parser: str        # the CLI's --json layout by default (meta.plugin.data_parser)
+    cli_older: tuple[str, ...]  # the older layouts its sinfo/squeue take (--json=v0.0.44), oldest first
     rest: tuple[str, ...]   # the API versions slurmrestd serves, oldest first
-    rest_flagged: tuple[str, ...]  # those whose /partitions has the partitions' flags (DEFAULT)
+    flagged: tuple[str, ...]  # the data_parser versions whose partitions carry their flags (DEFAULT)
     condor: str             # the HTCondor series (condor_version: "23.9.6" is in "23.9")
     first_job: int          # the cluster's FirstJobId
 
 
 RELEASES = {
     "trixie": Release("Debian 13", "RESEL_TB_TRIXIE", "scripts/testbed-trixie.sh", "24.11", "data_parser/v0.0.42",
-                      ("v0.0.40", "v0.0.41", "v0.0.42"), (), "23.9", 900000),
+                      ("v0.0.40", "v0.0.41"), ("v0.0.40", "v0.0.41", "v0.0.42"), (), "23.9", 900000),
     "sid": Release("Debian sid", "RESEL_TB_SID", "scripts/testbed-sid.sh", "26.05", "data_parser/v0.0.45",
-                   ("v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45"), ("v0.0.45",), "25", 2000000),
+                   ("v0.0.42", "v0.0.43", "v0.0.44"), ("v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45"), ("v0.0.45",),
+                   "25", 2000000),
 }
 SUITES = tuple(RELEASES)
 
