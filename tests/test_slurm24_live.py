@@ -222,3 +222,19 @@ def test_a_bag_runs_on_tbc(tmp_path, root, api):
     assert jobs and all(int(j) >= release(root).first_job for j in jobs)
     if api == "rest":
         assert coord.psites["tbc"].scheduler.api_version == release(root).rest[-1]     # negotiated
+
+
+def test_pyslurm_from_pypi_fits_neither_root(root):
+    """PyPI's pyslurm is built for Slurm 25.11 (25.11.0, 25.11.2) and no Debian suite packages
+    25.11, so it fits neither root's Slurm: the guard refuses it against the real version and
+    names the one that would work (the adapter itself never runs here)."""
+    from resel.backends.slurm.pyslurm import PySlurmUnavailable, SlurmPySlurm
+
+    class FromPyPI:
+        __version__ = "25.11.2"
+
+    series = release(root).slurm.split(".")
+    wanted = f"{series[0]}.{int(series[1])}"                      # "24.11" -> pyslurm 24.11.x, "26.05" -> 26.5.x
+    with pytest.raises(PySlurmUnavailable, match=rf"built for Slurm 25\.11, but the cluster runs Slurm "
+                                                 rf"{root.slurm_version_c}; only pyslurm {wanted}\.x works"):
+        SlurmPySlurm(slurm_version=root.slurm_version_c, module=FromPyPI())
