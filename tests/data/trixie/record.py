@@ -108,7 +108,7 @@ request_cpus = 1
 request_memory = 64MB
 request_disk = 1MB
 {extra}
-queue 1
+queue {count}
 """
 
 
@@ -152,22 +152,6 @@ def record_chirp(tb, dest: Path) -> None:
         ap(tb, f"condor_rm {jid} >/dev/null 2>&1; rm -rf {work}")
 
 
-SNAP = """executable = /bin/sleep
-arguments = 90
-initialdir = /home/reselap/resel-work
-batch_name = {name}
-output = /dev/null
-error = /dev/null
-should_transfer_files = YES
-request_cpus = 1
-request_memory = 64MB
-request_disk = 1MB
-+ReselWalltime = 90
-{extra}
-queue {count}
-"""
-
-
 def record_snapshot(tb, dest: Path) -> None:
     """The three replies of HTCondorCLI.queue_snapshot, with its own -attributes, on a full pool:
     four jobs of 90 s running (the 4 CPUs), one idle behind them, one submitted held."""
@@ -175,7 +159,8 @@ def record_snapshot(tb, dest: Path) -> None:
     from resel.backends.htcondor.client import NEGOTIATOR_ATTRS
     ids = {}
     for name, count, extra in (("rec-snap-running", 4, ""), ("rec-snap-idle", 1, ""), ("rec-snap-held", 1, "hold = true")):
-        done = ap(tb, "condor_submit -terse", input=SNAP.format(name=name, count=count, extra=extra))
+        done = ap(tb, "condor_submit -terse",
+                  input=SUB.format(seconds=90, name=name, count=count, extra="+ReselWalltime = 90\n" + extra))
         if done.returncode != 0:
             raise SystemExit(f"condor_submit: {done.stderr}")
         first, _, last = done.stdout.split()
@@ -209,7 +194,7 @@ def record_htcondor(tb, dest: Path, more: bool) -> dict:
     subs = {}
     for name, seconds, extra in (("rec-running", 120, ""), ("rec-idle", 5, "requirements = TARGET.Cpus > 100"),
                                  ("rec-removed", 120, "")):
-        done = ap(tb, "condor_submit -terse", input=SUB.format(seconds=seconds, name=name, extra=extra))
+        done = ap(tb, "condor_submit -terse", input=SUB.format(seconds=seconds, name=name, extra=extra, count=1))
         if done.returncode != 0:
             raise SystemExit(f"condor_submit: {done.stderr}")
         subs[name] = done.stdout
