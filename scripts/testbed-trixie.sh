@@ -1056,7 +1056,7 @@ case ${1:-} in
     status) cmd_status ;;
     restart-schedd) cmd_restart_schedd ;;
     *)
-        echo "usage: $0 up|down|status|restart-schedd   (testbed: \$RESEL_TB, default /tmp/resel-testbed; root cache: \$RESEL_TB_CACHE, default /var/cache/resel-testbed)" >&2
+        echo "usage: $0 up|down|status|restart-schedd   (suite: \$RESEL_TB_SUITE, trixie or sid, default trixie; testbed: \$RESEL_TB, default /tmp/resel-testbed; root cache: \$RESEL_TB_CACHE, default /var/cache/resel-testbed)" >&2
         exit 2
         ;;
 esac
