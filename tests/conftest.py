@@ -145,7 +145,8 @@ def testbed():
     brought_up = tb is None
     if brought_up:
         try:
-            up = _testbed_cmd("up", timeout=600)
+            # two Debian roots built cold on a busy 2-core machine took up to ~9 min (README)
+            up = _testbed_cmd("up", timeout=1200)
         except subprocess.TimeoutExpired as exc:
             pytest.fail(f"scripts/testbed.sh up timed out:\n{exc.output or ''}", pytrace=False)
         if up.returncode != 0:
