@@ -65,8 +65,9 @@ from resel.store import to_json, utc_now
 
 log = logging.getLogger("resel.live")
 
-#: bytes a site must move one way before the run's own transfers re-price its bandwidth
-MEASURE_BYTES = 8e6
+#: bytes a site must move one way (since its last figure) before the run's own transfers
+#: re-price its bandwidth
+MEASURE_BYTES = 32e6
 #: actions that are only recorded (nothing to carry out): choices and quarantines
 RECORD_ONLY = (Decision, SiteQuarantined, SiteReleased)
 #: lost results that say the attempt died with an agent that is gone while its pilot lives on
@@ -1063,23 +1064,24 @@ class Coordinator:
         return [OutputsMeasured(time=t, out_bytes=mean)]
 
     def _measured(self, site: str, way: str, moved: list[tuple[int, float]]) -> list[Event]:
-        """The run's own transfers measure a site's bandwidth (docs/data.md): once at least
-        ``MEASURE_BYTES`` moved one way since the engine last heard of it, a figure that differs
-        from the engine's by more than a quarter becomes a BandwidthMeasured event (journaled,
-        so a resumed run prices alike)."""
+        """The run's own transfers measure a site's bandwidth (docs/data.md): all bytes moved
+        one way over all the seconds they took, since the run began (one copy's figure swings
+        with the caches; the run's total settles). Once ``MEASURE_BYTES`` more moved since the
+        engine last heard of it, a figure that differs from the engine's by more than a quarter
+        becomes a BandwidthMeasured event (journaled, so a resumed run prices alike)."""
         if self.engine.data_model is None or not moved:
             return []
-        acc = self._moved.setdefault((site, way), [0.0, 0.0])
+        acc = self._moved.setdefault((site, way), [0.0, 0.0, 0.0])   # bytes, seconds, bytes at the last event
         acc[0] += sum(b for b, _ in moved)
         acc[1] += sum(s for _, s in moved)
-        if acc[0] < MEASURE_BYTES or acc[1] <= 0:
+        if acc[0] - acc[2] < MEASURE_BYTES or acc[1] <= 0:
             return []
         mbps = acc[0] / 1e6 / acc[1]
-        acc[0] = acc[1] = 0.0
         bw = self.engine.data_model.bandwidth_of(site)
         now = bw.inbound if way == "in" else bw.outbound
         if abs(mbps - now) <= 0.25 * now:
             return []
+        acc[2] = acc[0]
         log.info("run %s: %s moves %.1f MB/s %s (was priced at %.1f)", self.run_id, site, mbps, way, now)
         return [BandwidthMeasured(time=self.now(), site=site, **({"inbound": mbps} if way == "in" else {"outbound": mbps}))]
 
