@@ -531,7 +531,7 @@ def _submit_options(reader: _Reader, a: dict[str, Any], key_path: str, kind: str
     if kind == "slurm":
         problems = site_options.check_sbatch_options(options)
     elif kind == "pbs":
-        problems = site_options.check_qsub_options(options, torque=a.get("dialect") == "torque")
+        problems = site_options.check_qsub_options(options, dialect=a.get("dialect", "auto"))
     else:
         problems = []
     for index, why in problems:
