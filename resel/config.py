@@ -75,8 +75,9 @@ MAX_FACTOR = 1e6
 MAX_SIZE_EXPONENT = 10.0
 MAX_SIGMA = 10.0
 MAX_COUNT = 10**9
-#: a bag or sites file is a few kilobytes; this bounds the memory a hostile one can take
-MAX_FILE_BYTES = 16 * 1024 * 1024
+#: a bag or sites file is a few kilobytes; this bounds the memory and time a hostile one can take
+#: (tomllib reads ~2 MB a second here: 16 MiB took 7 s and more on a busy machine)
+MAX_FILE_BYTES = 4 * 1024 * 1024
 #: the longest command (in UTF-8 bytes) a bag may give: a task runs as ``/bin/sh -c COMMAND``,
 #: one argument, which Linux bounds at MAX_ARG_STRLEN (32 pages, 131,072 bytes with its final
 #: NUL), so a longer one could never run

@@ -95,7 +95,7 @@ class Strategy:
             if not num.isdigit():
                 raise ReselError(f"strategy {spec!r}: queue takes a whole number of extra sites >= 0, as in queue:1")
             base, extra = "queue", int(num)
-        if base not in BASES or any(f not in ("reselect",) for f in flags):
+        if base not in BASES or any(f not in ("reselect",) for f in flags) or len(flags) > 1:
             raise ReselError(f"unknown strategy {spec!r}: use random, model, topk:K, queue[:E], reselect, "
                              f"BASE+reselect, or a peer: race[:K], earliest, failover[:T], rebroker[:TIMEOUT]")
         return Strategy(base, bool(flags), k, extra)
