@@ -150,7 +150,9 @@ QSUB_RESOURCES = {"select": "resel asks select=1:ncpus=N (PBS Pro) or nodes=1:pp
 #: -W attributes that would stop qsub from returning at once (it would wait for the pilot to end)
 QSUB_ATTRIBUTES = {"block": "qsub must return at once, not wait for the pilot to end"}
 
-#: HTCondor submit commands (and job attributes) resel writes itself, lowercased
+#: HTCondor submit commands (and job attributes) resel writes itself, lowercased, and those that
+#: change an attribute resel writes (found by giving condor_submit -dry-run every key its library
+#: names, tests/test_option_parsing_live.py)
 CONDOR_RESERVED: dict[str, str] = {
     **{k: "the job runs /usr/bin/env python, which runs the chirp wrapper and agent only if "
           "their sha256 is the one in the job" for k in
@@ -165,6 +167,13 @@ CONDOR_RESERVED: dict[str, str] = {
     **{k: "the walltime comes from pilot.walltime" for k in ("reselwalltime", "periodic_remove", "periodicremove")},
     **{k: "use access.project" for k in ("projectname",)},
     **{k: "use access.accounting_group" for k in ("accounting_group", "acctgroup", "accountinggroup")},
+    **{k: "use access.accounting_group (HTCondor makes AccountingGroup of the group and this user)"
+       for k in ("accounting_group_user", "acctgroupuser")},
+    **{k: "the pilot transfers only its own inputs and runs as itself (an image would be transferred "
+          "with them and the pilot run inside it; for the OSG's images use +SingularityImage)"
+       for k in ("container_image", "containerimage")},
+    **{k: "the pilot transfers only its own inputs (a tool daemon is transferred and run beside it)"
+       for k in ("tool_daemon_cmd", "tooldaemoncmd")},
     "queue": "one submission is one pilot",
 }
 _CONDOR_KEY = re.compile(r"(\+|(?i:my)\.)?[A-Za-z_][A-Za-z0-9_.]*\Z")
