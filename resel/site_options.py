@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 __all__ = ["check_condor_lines", "check_qsub_options", "check_sbatch_options", "check_setup",
            "setup_block", "torque_resources", "SBATCH_RESERVED", "QSUB_RESERVED", "CONDOR_RESERVED"]
@@ -210,72 +210,88 @@ _POSITIONAL = ("{word!r} is not an option: {tool} would take it as the batch scr
                "value attached or as the next item")
 
 
-def _getopt(options: Sequence[str], tool: str, shorts: Mapping[str, int],
-            longs: Mapping[str, int]) -> tuple[list[_Option], list[tuple[int, str]], list[tuple[int, str]]]:
+@dataclass
+class _Reading:
+    """What a reading of the words found: options, problems (dangers), unknown options."""
+
+    found: list[_Option] = field(default_factory=list)
+    problems: list[tuple[int, str]] = field(default_factory=list)
+    unknown: list[tuple[int, str]] = field(default_factory=list)
+
+
+def _scan(options: Sequence[str], tool: str, option: Callable[[int, str, _Reading], int]) -> _Reading:
+    """The words in order: ``--`` and words that are not options are problems (the tool would
+    take what follows as the script and its arguments), an option is read by ``option(i, word,
+    reading)``, which returns the index of the last word it took (its value's)."""
+    reading = _Reading()
+    i = 0
+    while i < len(options):
+        word = options[i]
+        if word == "--":
+            reading.problems.append((i, f"'--' ends {tool}'s options: resel's own after it would become the "
+                                        "batch script and its arguments"))
+        elif word.startswith("-") and len(word) > 1:
+            i = option(i, word, reading)
+        else:
+            reading.problems.append((i, _POSITIONAL.format(word=word, tool=tool)))
+        i += 1
+    return reading
+
+
+def _getopt(options: Sequence[str], tool: str, shorts: Mapping[str, int], longs: Mapping[str, int]) -> _Reading:
     """``options`` read as GNU getopt_long reads them (short options grouped, a value attached or
     the next word, ``--name``, ``--name=value``, a long name abbreviated): the options, and the
     problems that make the words unsafe to put before resel's own — a word that is not an option
-    (the tool would take it as the script), ``--`` (the same for every word after it), an option
-    the tool does not know or cannot tell from another, and a value the next word must give
-    when there is none (the tool would take resel's next option as that value).
+    (the tool would take it as the script), ``--`` (the same for every word after it), and a
+    value the next word must give when there is none (the tool would take resel's next option as
+    that value).
 
     ``shorts``: letter → 0/1/2 (no value, a value, an optional attached one); ``longs``: name →
     the same. Long names are given as the canonical option name they resolve to. Options the
     tool does not know (or cannot tell apart) come in a list of their own: the tool refuses the
     whole command for them, so they are failures rather than dangers.
     """
-    found: list[_Option] = []
-    problems: list[tuple[int, str]] = []
-    unknown: list[tuple[int, str]] = []
-    i = 0
-    while i < len(options):
-        word = options[i]
-        if word == "--":
-            problems.append((i, f"'--' ends {tool}'s options: resel's own after it would become the batch "
-                                "script and its arguments"))
-        elif word.startswith("--") and longs:
+    def option(i: int, word: str, r: _Reading) -> int:
+        if word.startswith("--") and longs:
             name, eq, value = word[2:].partition("=")
             resolved = _long_name(name, longs)
-            if resolved.startswith("!"):
-                unknown.append((i, f"{word!r} {resolved[1:]}"))
+            takes = longs.get(resolved)
+            if takes is None:
+                r.unknown.append((i, f"{word!r} {resolved[1:]}"))
+            elif eq and takes == 0:
+                r.problems.append((i, f"{word!r}: --{resolved} takes no value"))
+            elif eq or takes != 1:
+                r.found.append(_Option(i, word, resolved, (value,) if eq else ()))
+            elif i + 1 < len(options):
+                r.found.append(_Option(i, word, resolved, (options[i + 1],), value_index=i + 1))
+                return i + 1
             else:
-                takes = longs[resolved]
-                if eq and takes == 0:
-                    problems.append((i, f"{word!r}: --{resolved} takes no value"))
-                elif eq or takes != 1:
-                    found.append(_Option(i, word, resolved, (value,) if eq else ()))
-                elif i + 1 < len(options):
-                    found.append(_Option(i, word, resolved, (options[i + 1],), value_index=i + 1))
-                    i += 1
-                else:
-                    found.append(_Option(i, word, resolved))
-                    problems.append((i, f"{word!r} needs a value: attach it (--{resolved}=VALUE) or give it as the "
-                                        "next item"))
-        elif word.startswith("-") and len(word) > 1:
-            letters = word[1:]
-            for at, letter in enumerate(letters):
-                takes = shorts.get(letter)
-                grouped = len(letters) > 1
-                if takes is None:
-                    unknown.append((i, f"{word!r}: -{letter} is not an option of {tool}"))
-                    break
-                rest = letters[at + 1:]
-                if takes == 0:
-                    found.append(_Option(i, word, letter, (), grouped))
-                    continue
-                if rest or takes == 2:
-                    found.append(_Option(i, word, letter, (rest,) if rest else (), grouped and at > 0))
-                elif i + 1 < len(options):
-                    found.append(_Option(i, word, letter, (options[i + 1],), grouped, i + 1))
-                    i += 1
-                else:
-                    found.append(_Option(i, word, letter, (), grouped))
-                    problems.append((i, f"{word!r}: -{letter} needs a value, attached or as the next item"))
+                r.found.append(_Option(i, word, resolved))
+                r.problems.append((i, f"{word!r} needs a value: attach it (--{resolved}=VALUE) or give it as "
+                                      "the next item"))
+            return i
+        letters = word[1:]
+        for at, letter in enumerate(letters):
+            takes = shorts.get(letter)
+            grouped = len(letters) > 1
+            if takes is None:
+                r.unknown.append((i, f"{word!r}: -{letter} is not an option of {tool}"))
                 break
-        else:
-            problems.append((i, _POSITIONAL.format(word=word, tool=tool)))
-        i += 1
-    return found, problems, unknown
+            rest = letters[at + 1:]
+            if takes == 0:
+                r.found.append(_Option(i, word, letter, (), grouped))
+                continue
+            if rest or takes == 2:
+                r.found.append(_Option(i, word, letter, (rest,) if rest else (), grouped and at > 0))
+            elif i + 1 < len(options):
+                r.found.append(_Option(i, word, letter, (options[i + 1],), grouped, i + 1))
+                return i + 1
+            else:
+                r.found.append(_Option(i, word, letter, (), grouped))
+                r.problems.append((i, f"{word!r}: -{letter} needs a value, attached or as the next item"))
+            break
+        return i
+    return _scan(options, tool, option)
 
 
 def _long_name(name: str, longs: Mapping[str, int]) -> str:
@@ -314,8 +330,8 @@ def check_sbatch_options(options: Sequence[str]) -> list[tuple[int, str]]:
         return problems
     shorts = {c: (2 if SBATCH_OPTSTRING[k + 1:k + 3] == "::" else 1 if SBATCH_OPTSTRING[k + 1:k + 2] == ":" else 0)
               for k, c in enumerate(SBATCH_OPTSTRING) if c.isalpha()}
-    found, parse_problems, unknown = _getopt(options, "sbatch", shorts, SBATCH_LONG)
-    for o in found:
+    reading = _getopt(options, "sbatch", shorts, SBATCH_LONG)
+    for o in reading.found:
         name = SBATCH_SHORT.get(o.name, o.name) if len(o.name) == 1 else SBATCH_ALIASES.get(o.name, o.name)
         if name not in SBATCH_RESERVED:
             continue
@@ -329,7 +345,7 @@ def check_sbatch_options(options: Sequence[str]) -> list[tuple[int, str]]:
         else:
             why = f"{o.shown!r} is --{name}, which resel sets itself: {SBATCH_RESERVED[name]}"
         problems.append((o.index, why))
-    return _one_each(problems + parse_problems + unknown)
+    return _one_each(problems + reading.problems + reading.unknown)
 
 
 def _one_each(problems: Sequence[tuple[int, str]]) -> list[tuple[int, str]]:
@@ -340,58 +356,41 @@ def _one_each(problems: Sequence[tuple[int, str]]) -> list[tuple[int, str]]:
     return sorted(first.items())
 
 
-def _torque_getopt(options: Sequence[str]
-                   ) -> tuple[list[_Option], list[tuple[int, str]], list[tuple[int, str]]]:
+def _torque_getopt(options: Sequence[str]) -> _Reading:
     """``options`` read as Slurm's Torque wrapper reads them (Perl's Getopt::Long with
     :data:`QSUB_TORQUE`: ``-name`` or ``--name``, ``=value`` or the next word, names abbreviated,
     no groups), with the same problems as :func:`_getopt`. Names are given as the letter (or
     word) of :data:`QSUB_RESERVED` they stand for."""
-    found: list[_Option] = []
-    problems: list[tuple[int, str]] = []
-    unknown: list[tuple[int, str]] = []
-    i = 0
-    while i < len(options):
-        word = options[i]
-        if word == "--":
-            problems.append((i, "'--' ends qsub's options: resel's own after it would become the batch "
-                                "script and its arguments"))
-        elif word.startswith("-") and len(word) > 1:
-            name, eq, value = word.lstrip("-").partition("=")
-            if name in QSUB_TORQUE:
-                matches = [name]
-            else:
-                matches = [n for n in QSUB_TORQUE if name and n.startswith(name)]
-            if len(matches) != 1:
-                unknown.append((i, f"{word!r} is " + ("ambiguous on a Torque site" if matches
-                                                      else "not an option of Slurm's Torque qsub")))
-                i += 1
-                continue
-            spec = QSUB_TORQUE[matches[0]]
-            letter = QSUB_TORQUE_LETTER.get(matches[0], matches[0])
-            if spec == "":
-                if eq:
-                    problems.append((i, f"{word!r}: -{matches[0]} takes no value"))
-                found.append(_Option(i, word, letter))
-            elif eq and spec != "s2":
-                found.append(_Option(i, word, letter, (value,)))
-            elif spec == "s?":
-                if i + 1 < len(options) and not options[i + 1].startswith("-"):
-                    found.append(_Option(i, word, letter, (options[i + 1],), value_index=i + 1))
-                    i += 1
-                else:
-                    found.append(_Option(i, word, letter))
-            else:
-                need = 2 if spec == "s2" else 1
-                have = ([value] if eq else []) + list(options[i + 1:i + 1 + need - bool(eq)])
-                taken = len(have) - bool(eq)
-                found.append(_Option(i, word, letter, tuple(have), value_index=i + taken if taken else -1))
-                i += need - bool(eq)
-                if len(have) < need:
-                    problems.append((i - need + bool(eq), f"{word!r} needs {need} value(s) as the next item(s)"))
+    def option(i: int, word: str, r: _Reading) -> int:
+        name, eq, value = word.lstrip("-").partition("=")
+        matches = [name] if name in QSUB_TORQUE else [n for n in QSUB_TORQUE if name and n.startswith(name)]
+        if len(matches) != 1:
+            r.unknown.append((i, f"{word!r} is " + ("ambiguous on a Torque site" if matches
+                                                    else "not an option of Slurm's Torque qsub")))
+            return i
+        spec = QSUB_TORQUE[matches[0]]
+        letter = QSUB_TORQUE_LETTER.get(matches[0], matches[0])
+        if spec == "":
+            if eq:
+                r.problems.append((i, f"{word!r}: -{matches[0]} takes no value"))
+            r.found.append(_Option(i, word, letter))
+        elif eq and spec != "s2":
+            r.found.append(_Option(i, word, letter, (value,)))
+        elif spec == "s?":
+            if i + 1 < len(options) and not options[i + 1].startswith("-"):
+                r.found.append(_Option(i, word, letter, (options[i + 1],), value_index=i + 1))
+                return i + 1
+            r.found.append(_Option(i, word, letter))
         else:
-            problems.append((i, _POSITIONAL.format(word=word, tool="qsub")))
-        i += 1
-    return found, problems, unknown
+            need = 2 if spec == "s2" else 1
+            have = ([value] if eq else []) + list(options[i + 1:i + 1 + need - bool(eq)])
+            taken = len(have) - bool(eq)
+            r.found.append(_Option(i, word, letter, tuple(have), value_index=i + taken if taken else -1))
+            if len(have) < need:
+                r.problems.append((i, f"{word!r} needs {need} value(s) as the next item(s)"))
+            return i + taken
+        return i
+    return _scan(options, "qsub", option)
 
 
 def check_qsub_options(options: Sequence[str], torque: bool = False, dialect: str | None = None
@@ -425,10 +424,10 @@ def check_qsub_options(options: Sequence[str], torque: bool = False, dialect: st
         readings.append(_torque_getopt(options))
     # a dialect whose qsub would refuse an option it does not know submits nothing: its reading
     # counts only if every reading would (then that refusal is the problem)
-    usable = [r for r in readings if not r[2]] or [([], r[2], []) for r in readings[:1]]
+    usable = [r for r in readings if not r.unknown] or [_Reading(problems=r.unknown) for r in readings[:1]]
     reserved: list[tuple[int, str]] = []
-    for options_found, _, _ in usable:
-        for o in options_found:
+    for reading in usable:
+        for o in reading.found:
             if o.name in QSUB_RESERVED:
                 why = (f"{o.shown!r} groups options, one of which is -{o.name}" if o.grouped
                        else f"{o.shown!r} sets -{o.name}")
@@ -439,7 +438,7 @@ def check_qsub_options(options: Sequence[str], torque: bool = False, dialect: st
                 reserved += [(o.at, why) for value in o.values for why in _resource_problems(value)]
             elif o.name == "W":
                 reserved += [(o.at, why) for value in o.values for why in _attribute_problems(value)]
-    return _one_each(reserved + [p for r in usable for p in r[1]])
+    return _one_each(reserved + [p for r in usable for p in r.problems])
 
 
 def torque_resources(options: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -447,9 +446,8 @@ def torque_resources(options: Sequence[str]) -> tuple[list[str], list[str]]:
     Slurm's Torque wrapper keeps only the last ``-l`` it is given, so an extra ``-l mem=4gb``
     after resel's ``-l nodes=1:ppn=N,walltime=W`` dropped the pilot's size and walltime;
     the backend joins them into its own ``-l`` instead."""
-    found, _, _ = _torque_getopt(options)
     resources, taken = [], set()
-    for o in found:
+    for o in _torque_getopt(options).found:
         if o.name == "l":
             resources += list(o.values)
             taken.update(range(o.index, max(o.index, o.at) + 1))
