@@ -22,6 +22,13 @@ from resel.selection import Strategy
 from resel.store import open_store
 
 
+@pytest.fixture(autouse=True)
+def private_default_store(tmp_path, monkeypatch):
+    """Commands that read the default store (simulate's --model auto) read a fresh one, not the
+    user's (which another resel version may have written)."""
+    monkeypatch.setenv("RESEL_DB", str(tmp_path / "default.db"))
+
+
 def run(*args) -> object:
     return CliRunner().invoke(cli, [str(a) for a in args])
 
