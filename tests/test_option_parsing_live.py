@@ -185,7 +185,11 @@ def test_sbatch_options_resel_accepts_are_those_sbatch_reads_as_resel_does(testb
     argv, stdin = captured_sbatch(options, Path(workdir))
     assert argv[0] == "sbatch" and "--parsable" in argv
     argv = ["sbatch", "-v", "--test-only", *[a for a in argv[1:] if a != "--parsable"]]
-    done = sbatch_on(testbed, cluster, argv, stdin, cwd=workdir)
+    try:
+        done = sbatch_on(testbed, cluster, argv, stdin, cwd=workdir)
+    finally:
+        if cluster == "tbc":
+            ap(testbed, f"rm -rf {workdir}", check=False)
     assert sbatch_keeps_resel_s_options(done, workdir) is kept, (done.returncode, done.stderr[-2000:])
 
 
