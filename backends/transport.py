@@ -25,9 +25,11 @@ a :class:`Transport` from :func:`make_transport` (the site file's ``access`` tab
   flight across the files of a batch, AES-GCM offered first, an 8 MiB window on the SFTP
   session — within 80 % of OpenSSH's scp for one big file and hundreds of small files a
   second (docs/benchmarks.md, "Task data transfers"), each file still atomic and hashed.
-* **Host keys are checked like OpenSSH does** (``known_hosts``, ``[host]:port`` and hashed
-  entries); an unknown host is refused unless ``accept_new`` (OpenSSH's
-  ``StrictHostKeyChecking accept-new``), and a changed key is always refused.
+* **Host keys are checked like OpenSSH does** (``known_hosts`` read by backends/known_hosts.py:
+  ``[host]:port``, hashed entries, wildcards and negations, ``@revoked`` keys refused,
+  ``@cert-authority`` lines reported and unused, an unreadable line skipped with a warning);
+  an unknown host is refused unless ``accept_new`` (OpenSSH's ``StrictHostKeyChecking
+  accept-new``), and a changed or revoked key is always refused.
 
 ``~/.ssh/config`` is honoured through :class:`paramiko.SSHConfig`: Host aliases, HostName,
 User, Port, IdentityFile, IdentitiesOnly, UserKnownHostsFile, GlobalKnownHostsFile,
@@ -57,7 +59,6 @@ import errno
 import getpass
 import hashlib
 import functools
-import inspect
 import itertools
 import logging
 import os
@@ -80,7 +81,7 @@ from typing import Protocol, TypeVar, runtime_checkable
 
 import paramiko
 
-from resel.backends import sftp_pipeline
+from resel.backends import known_hosts, sftp_pipeline
 from resel.backends.files import ContentMismatch, Moved, NotRegularFile, Sink, open_regular, read_chunks
 from resel.errors import AuthError, ConnectionLost, HostKeyError, TransportError
 
@@ -633,26 +634,49 @@ def _fingerprint(key: paramiko.PKey) -> str:
 
 
 class _KnownHostsPolicy(paramiko.MissingHostKeyPolicy):
-    """OpenSSH's rule for an unknown host: refuse, or with accept-new record and go on."""
+    """OpenSSH's host key check, made by resel on every connection (paramiko is given no host
+    keys of its own, so it always asks here): a revoked key is refused, a listed one accepted, a
+    changed one refused, an unknown host refused or, with accept-new, recorded
+    (backends/known_hosts.py reads the files)."""
 
-    def __init__(self, site: str, endpoint: _Endpoint):
+    def __init__(self, site: str, endpoint: _Endpoint, entries: known_hosts.HostEntries):
         self.site = site
         self.endpoint = endpoint
+        self.entries = entries
 
     def missing_host_key(self, client: paramiko.SSHClient, hostname: str,
                          key: paramiko.PKey) -> None:
         ep = self.endpoint
+        found = known_hosts.verdict(self.entries, key)
+        if found.status == "ok":
+            return
+        if found.status == "revoked":
+            raise HostKeyError(
+                f"{self.site}: the host key {ep.hostname}:{ep.port} offers ({key.get_name()} "
+                f"{_fingerprint(key)}) is REVOKED ({found.entry.where}: @revoked): resel never accepts "
+                "it, nor does ssh. The server may be an impostor, or the site still uses a key it "
+                "withdrew: ask the site for its current key")
+        if found.status == "changed":
+            raise HostKeyError(
+                f"{self.site}: the host key of {ep.key_name} has CHANGED: the server offers "
+                f"{key.get_name()} {_fingerprint(key)} but known_hosts ({found.entry.where}) has "
+                f"{_fingerprint(found.entry.key)}. This may be an attack; if the site announced a new "
+                f"key, remove the old one with `ssh-keygen -R '{ep.key_name}' -f {found.entry.path}` "
+                "and connect again")
         if not ep.accept_new:
             port_opt = f"-p {ep.port} " if ep.port != 22 else ""
+            authorities = ""
+            if self.entries.authorities:
+                authorities = (f" (the @cert-authority line at {self.entries.authorities[0].where} is not "
+                               "used: resel's SSH library checks no host certificates)")
             raise HostKeyError(
                 f"{self.site}: the host key of {hostname} is not known ({key.get_name()} "
-                f"{_fingerprint(key)}; looked in {', '.join(ep.known_hosts) or 'no file'}). "
+                f"{_fingerprint(key)}; looked in {', '.join(ep.known_hosts) or 'no file'}){authorities}. "
                 f"Check that fingerprint with the site's documentation, then either connect "
                 f"once with `ssh {port_opt}{ep.user}@{ep.hostname}` and accept it, or run "
                 f"`ssh-keyscan {port_opt}{ep.hostname} >> {ep.known_hosts[0]}`, or set "
                 f"accept_new_host_keys = true in the site file's access table")
         self._append(hostname, key)
-        client.get_host_keys().add(hostname, key.get_name(), key)
 
     def _append(self, hostname: str, key: paramiko.PKey) -> None:
         path = self.endpoint.known_hosts[0]
@@ -672,6 +696,27 @@ class _KnownHostsPolicy(paramiko.MissingHostKeyPolicy):
         except OSError as e:
             raise HostKeyError(f"{self.site}: cannot record the new host key of {hostname} "
                                f"in {path}: {e}") from e
+
+
+#: the host key algorithms of each key type a known_hosts line can hold
+_ALGORITHMS = {"ssh-rsa": ("rsa-sha2-512", "rsa-sha2-256", "ssh-rsa")}
+
+
+def _offering_first(key_types: Sequence[str]) -> Callable[..., paramiko.Transport]:
+    """A paramiko transport that asks first for the host key algorithms of the types known for
+    the host (OpenSSH's order_hostkeyalgs): a server with several host keys then offers one
+    known_hosts can vouch for. paramiko does this itself only from the host keys it was given,
+    and resel gives it none (the check is resel's)."""
+    wanted = [a for k in key_types for a in _ALGORITHMS.get(k, (k,))]
+
+    def make(sock, **kwargs) -> paramiko.Transport:
+        transport = _prefer_aead(sock, **kwargs)     # AES-GCM first too (task data's speed)
+        if wanted:
+            options = transport.get_security_options()
+            offered = list(options.key_types)
+            options.key_types = [a for a in offered if a in wanted] + [a for a in offered if a not in wanted]
+        return transport
+    return make
 
 
 # --------------------------------------------------------------------------- ssh: connection
@@ -740,10 +785,6 @@ def _prefer_aead(sock: object, **kw: object) -> paramiko.Transport:
     options.ciphers = (*first, *(c for c in options.ciphers if c not in first))
     return transport
 
-
-#: paramiko 3.2+ lets the client build its Transport (to order the ciphers); before, its own
-_TRANSPORT_FACTORY = {"transport_factory": _prefer_aead} \
-    if "transport_factory" in inspect.signature(paramiko.SSHClient.connect).parameters else {}
 
 
 class _Connection:
@@ -870,37 +911,23 @@ class SSHTransport:
 
     def _handshake(self, ep: _Endpoint,
                    sock: socket.socket | paramiko.Channel) -> paramiko.SSHClient:
-        client = paramiko.SSHClient()
         try:
-            for path in ep.global_known_hosts:
-                if os.path.isfile(path):
-                    client.load_system_host_keys(path)
-            for path in ep.known_hosts:
-                if os.path.isfile(path):
-                    client.load_host_keys(path)
-        except (OSError, paramiko.SSHException, ValueError) as e:
-            client.close()
-            raise HostKeyError(f"{self.name}: cannot read known_hosts file: {e}") from e
-        client.set_missing_host_key_policy(_KnownHostsPolicy(self.name, ep))
+            entries = known_hosts.read_entries([*ep.known_hosts, *ep.global_known_hosts], ep.key_name)
+        except OSError as e:
+            raise HostKeyError(f"{self.name}: cannot read known_hosts file {e.filename}: "
+                               f"{e.strerror or e}") from e
+        client = paramiko.SSHClient()
+        client.set_missing_host_key_policy(_KnownHostsPolicy(self.name, ep, entries))
         t = self.connect_timeout
         try:
             client.connect(ep.hostname, ep.port, username=ep.user, key_filename=list(ep.keys),
                            look_for_keys=not ep.keys, allow_agent=ep.use_agent, sock=sock,
                            timeout=t, banner_timeout=t, auth_timeout=t, channel_timeout=t,
-                           **_TRANSPORT_FACTORY)
+                           transport_factory=_offering_first(entries.key_types()))
             return client
         except HostKeyError:
             client.close()
             raise
-        except paramiko.BadHostKeyException as e:
-            client.close()
-            raise HostKeyError(
-                f"{self.name}: the host key of {ep.key_name} has CHANGED: the server offers "
-                f"{e.key.get_name()} {_fingerprint(e.key)} but known_hosts "
-                f"({', '.join(ep.known_hosts)}) has {_fingerprint(e.expected_key)}. This may be "
-                "an attack; if the site announced a new key, remove the old one with "
-                f"`ssh-keygen -R '{ep.key_name}' -f {ep.known_hosts[0]}` and connect again"
-            ) from e
         except paramiko.AuthenticationException as e:
             client.close()
             tried = ", ".join(ep.keys) if ep.keys else \

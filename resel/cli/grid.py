@@ -25,6 +25,8 @@ def _cluster(ctx, param, values: tuple[str, ...]) -> list[Cluster]:
             speed = float(parts[2]) if len(parts) > 2 and parts[2] else 1.0
             policy = parts[3] if len(parts) > 3 else "conservative"
         except (IndexError, ValueError):
+            parts = []
+        if not parts or len(parts) > 4 or not name.strip():     # ':8' had no name, 'a:8:1:easy:x' a fifth field
             raise click.BadParameter(f"{value!r}: write NAME:CORES[:SPEED[:POLICY]], e.g. zegox:576:1.2:easy") from None
         if policy not in POLICIES or not 1 <= cores <= 10**9 or not (1e-6 <= speed <= 1e6):
             raise click.BadParameter(f"{value!r}: cores from 1 to 10^9, speed from 1e-6 to 1e6, "

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from resel.cli.common import Finite
+from resel.cli.common import INT64_MAX, Finite
 from resel.errors import ModelError, ReselError
 from resel.json_safe import clean as _clean
 from resel.safe_text import terminal
@@ -29,12 +29,18 @@ def _open(db_path, write: bool = True):
 
 
 def _runs_arg(value: str | None) -> list[int] | None:
+    """``--runs 1,2``: run ids, each a whole number from 1 to the store's largest (SQLite's
+    64-bit integers: a larger one ended in OverflowError at the query)."""
     if not value:
         return None
     try:
-        return [int(v) for v in value.split(",") if v.strip()]
+        runs = [int(v) for v in value.split(",") if v.strip()]
     except ValueError:
-        raise click.BadParameter(f"{value!r} is not a comma-separated list of run ids", param_hint="--runs") from None
+        runs = []
+    if not runs or not all(1 <= r <= INT64_MAX for r in runs):
+        raise click.BadParameter(f"{value!r} is not a comma-separated list of run ids (whole numbers from 1 "
+                                 f"to {INT64_MAX:,}), e.g. 1,2", param_hint="--runs") from None
+    return runs
 
 
 def _g(v: float | None, fmt: str = ".4g") -> str:
@@ -42,12 +48,8 @@ def _g(v: float | None, fmt: str = ".4g") -> str:
 
 
 def _decode(row: dict) -> dict:
-    from resel.store import stored_json
-    row = dict(row)
-    for k in ("runs", "fit", "lim", "evaluation"):
-        row[k] = stored_json(row.get(k), f"model_fits.{k} of fit {row.get('id')}")
-    row.setdefault("application", None)
-    return row
+    from resel.models.stored_records import fit_row
+    return fit_row(row)
 
 
 def latest_fit(db) -> dict:
@@ -245,7 +247,7 @@ def _echo_evidence(fits: dict) -> None:
               help="Sites file: predict for its sites, LIM from its clocks (default: the sites of the fits).")
 @click.option("--model", "model", type=click.Choice(["auto", "lim", "fitted"]), default="auto", show_default=True,
               help="auto: the stored fit of the bag's application where one exists for the site, else LIM.")
-@click.option("--level", type=click.FloatRange(0.5, 0.99), default=0.9, show_default=True,
+@click.option("--level", type=Finite(0.5, 0.99), default=0.9, show_default=True,
               help="Prediction interval level (from the fit's residuals or the slots' clocks).")
 @db_option
 @json_option

@@ -16,6 +16,24 @@ from resel.cli.common import INT64_MAX, RUN_ID, Table, db_option, fail_cleanly, 
 from resel.safe_text import markup as m
 
 
+#: the numbers of a stored run that the tables print
+_RUN_NUMBERS = ("experiment_id", "size", "seed", "ttc_wkd", "tx_wkd", "tq_wkd", "done", "failed", "reassigned",
+                "restarts", "wasted_core_s")
+
+
+def _checked_run(row: dict) -> dict:
+    """A stored run as the tables print it, its numbers and audit checked: a store is a file
+    whoever can write it fills, and a string in ``ttc_wkd`` ended ``resel runs`` in a traceback."""
+    from resel.models.stored_records import damaged, is_number, shown
+    where = f"runs row {shown(row.get('id'))}"
+    for key in _RUN_NUMBERS:
+        if row.get(key) is not None and not is_number(row[key]):
+            raise damaged(where, f"{key} {shown(row[key])} is not a number")
+    if not isinstance(row.get("audit") or {}, dict):
+        raise damaged(where, f"audit {shown(row.get('audit'))} is not a table")
+    return row
+
+
 def quarantine_log(store, run_id: int) -> list[dict]:
     """Each quarantine of a stored run (docs/engine.md, black-hole sites): site, when, until,
     the counts that decided it, and when it was released (None: not before the run ended)."""
@@ -47,7 +65,7 @@ def runs(db: Path | None, limit: int, as_json: bool) -> None:
       resel runs --limit 10
     """
     from resel.store import list_runs, read_store
-    rows = list_runs(read_store(db), limit)
+    rows = [_checked_run(r) for r in list_runs(read_store(db), limit)]
     if as_json:
         print_json(rows)
         return
@@ -95,7 +113,7 @@ def report(run_id: int, db: Path | None, n_decisions: int, plot_dir: Path | None
     if plot_dir is not None:
         refuse_plot_inputs(plot_dir, protect)
     store = open_store(db, write=False)
-    run = get_run(store, run_id)
+    run = _checked_run(get_run(store, run_id))
     per_site = list(store.query(
         "select site, origin, count(*) as tasks, avg(tq) as tq, avg(tx) as tx, max(ttc) as ttc "
         "from tasks where run_id = ? group by site, origin order by site, origin", [run_id]))

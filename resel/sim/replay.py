@@ -216,9 +216,17 @@ def _run_kernel(blocks: Iterable[Columns], policy: str, cores: int, speed: float
         waits.clear()
         ran.clear()
 
+    def until_first() -> Iterator[Columns]:
+        """The blocks, none read once the first ``first`` jobs are in (so that --first bounds
+        what is read of the file, whatever follows them)."""
+        for block in blocks:
+            yield block
+            if first is not None and counts[0] >= first:
+                return
+
     def prepared() -> Iterator[Iterable[tuple]]:
         last = -math.inf
-        for submits, runs, sizes, req_times, ids in blocks:
+        for submits, runs, sizes, req_times, ids in until_first():
             moved()
             if first is not None and counts[0] + len(submits) > first:
                 keep = max(0, first - counts[0])

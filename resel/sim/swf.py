@@ -28,7 +28,7 @@ import os
 import re
 from dataclasses import dataclass, field, replace
 from json import loads as _json_loads
-from typing import Callable, Collection, Iterable, Iterator, Mapping, TextIO
+from typing import BinaryIO, Callable, Collection, Iterable, Iterator, Mapping, TextIO
 
 from resel.errors import InputError
 
@@ -133,21 +133,29 @@ class Header:
         return self._int("UnixStartTime")
 
     def _int(self, key: str) -> int | None:
+        """The label as a count of processors or nodes: None if absent or -1 (SWF's "unknown");
+        anything else not from 1 to :data:`LIMIT` is an error (a MaxProcs of -5 used to replay
+        "0 jobs on -5 cores" and exit 0)."""
         value = self.fields.get(key)
         if value is None:
             return None
         text = value.split("\n")[0].strip()
-        if not _INT.fullmatch(text) or len(text.lstrip("+-")) > 19 or abs(int(text)) > LIMIT:
-            raise InputError(self.path, f"header {key}", f"value is {_shown(text)}", f"a whole number up to {LIMIT}")
+        if text == "-1":
+            return None
+        if not _INT.fullmatch(text) or len(text.lstrip("+-")) > 19 or not 0 < int(text) <= LIMIT:
+            raise InputError(self.path, f"header {key}", f"value is {_shown(text)}",
+                             f"a whole number from 1 to {LIMIT} (-1 if unknown)")
         return int(text)
 
 
-def _add_comment(header: Header, line: str) -> None:
+def _add_comment(header: Header, values: dict[str, list[str]], line: str) -> None:
+    """One ``;`` line of the header: kept in ``comments``, and a ``Key: value`` one's value
+    added to ``values`` (joined into :attr:`Header.fields` once the header is read: joining a
+    line at a time was quadratic in the lines of one key)."""
     header.comments.append(line)
     match = _KEY_VALUE.fullmatch(line.strip())
     if match:
-        key, value = match.group(1), match.group(2).strip()
-        header.fields[key] = f"{header.fields[key]}\n{value}" if key in header.fields else value
+        values.setdefault(match.group(1), []).append(match.group(2).strip())
 
 
 def _parse_number(token: str) -> Number | None:
@@ -194,6 +202,15 @@ _REPLAY_FIELDS = tuple(FIELDS.index(f) for f in ("submit", "run", "procs", "req_
 #: 64 KiB read wagap and hpc2n fastest of 16–256 KiB here (a block's tokens still fit the caches:
 #: 21.3 ms for wagap against 22.9 ms at 128 KiB and 24.4 ms at 256 KiB)
 _BLOCK = 1 << 16
+#: the longest line a trace may hold, in bytes without its line end: real traces' lines are
+#: short (wagap's longest, a header note, 1,375 bytes; a job line ~100), and the bound keeps
+#: the work and memory a line costs bounded whatever the file (a 2 GB file without a newline
+#: was read whole, in time quadratic in its length); a longer line is an error, even with
+#: ``skip_bad`` (the file is not a trace)
+MAX_LINE = 1 << 20
+#: the most bytes of ``;`` lines before the first job (the header, kept in
+#: :attr:`Header.comments`): archive headers are a few kilobytes
+MAX_HEADER = 1 << 22
 #: bytes.translate tables of the block reader: digits to '0' (a run of 19 is too long for
 #: :data:`LIMIT`), and '&' to ',' (field 17's predecessor lists are numbers joined by '&')
 _DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"0" * 9)
@@ -376,29 +393,22 @@ def _is_title_line(tokens: list[str]) -> bool:
 _COMPRESSED = ((b"\x1f\x8b", "gzip"), (b"BZh", "bz2"), (b"\xfd7zXZ\x00", "lzma"))
 
 
-def _open(path: str, binary: bool = False) -> TextIO:
-    """The trace as text: gzip, bzip2 and xz files are read as they are (by their magic bytes,
-    whatever their name), a UTF-8 byte-order mark is dropped.
-
-    errors="replace": a stray byte becomes a non-numeric field, reported with its line.
-    ``binary``: its bytes instead (decompressed; line ends and the byte-order mark as they
-    are), for :meth:`Trace.replay_rows`, which decodes as this text would be.
+def _open(path: str) -> BinaryIO:
+    """The trace's bytes: gzip, bzip2 and xz files decompressed (by their magic bytes, whatever
+    their name); line ends and a byte-order mark as they are, for :func:`_line_blocks`, which
+    decodes the text (UTF-8, a stray byte replaced: it becomes a non-numeric field, reported
+    with its line).
     """
     try:
         with open(path, "rb") as f:
             head = f.read(6)
         for magic, module in _COMPRESSED:
             if head.startswith(magic):
-                opener = importlib.import_module(module).open
-                if binary:
-                    return _Decompressed(opener(path, "rb"), path)
-                return _Decompressed(opener(path, "rt", encoding="utf-8-sig", errors="replace"), path)
+                return _Decompressed(importlib.import_module(module).open(path, "rb"), path)
         if head.startswith(b"\x28\xb5\x2f\xfd"):
             raise InputError(path, None, "is zstd-compressed", "an SWF text file, or one compressed with "
                              "gzip, bzip2 or xz (decompress it first: zstd -d)")
-        if binary:
-            return open(path, "rb")
-        return open(path, encoding="utf-8-sig", errors="replace")
+        return open(path, "rb")
     except FileNotFoundError:
         raise InputError(path, None, "file not found") from None
     except IsADirectoryError:
@@ -407,10 +417,67 @@ def _open(path: str, binary: bool = False) -> TextIO:
         raise InputError(path, None, f"cannot be read: {exc.strerror or exc}") from None
 
 
-class _Decompressed:
-    """A compressed trace's text stream whose damage (cut short, bad data) is an InputError."""
+def _line_blocks(f, path: str) -> Iterator[tuple[int, bytes, int]]:
+    """The bytes of ``f`` (``path`` opened by :func:`_open`) as blocks of whole lines:
+    ``(number of the block's first line, block, lines in it)``, every line ending in ``\\n``.
 
-    def __init__(self, stream: TextIO, path: str):
+    Decoded as :func:`_open` decodes the text: the byte-order mark dropped, ``\\r\\n`` and a
+    lone ``\\r`` read as a line end (a ``\\r`` at the end of a read waits for the next
+    byte), a last line without one completed. A block is what one read of :data:`_BLOCK`
+    bytes completes, so the work is linear in the file and what is read is bounded by the
+    lines taken: a line longer than :data:`MAX_LINE` is an error as soon as that much of it
+    has been read (a partial line is at most that long, so each read scans a bounded
+    buffer), with its number.
+    """
+    line_no = 1                 # the number of the next block's first line
+    buf = b""
+    started = False
+    while True:
+        chunk = f.read(_BLOCK)
+        eof = not chunk
+        buf += chunk
+        if not started:                     # the byte-order mark, once 3 bytes are in
+            if len(buf) < len(_BOM) and not eof:
+                continue
+            started = True
+            if buf.startswith(_BOM):
+                buf = buf[len(_BOM):]
+        work = buf if eof or not buf.endswith(b"\r") else buf[:-1]
+        rest = buf[len(work):]
+        if b"\r" in work:
+            work = work.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        # only the first line can be long: it holds what was left of the last read, every
+        # later one lies in this read's chunk (at most _BLOCK bytes, well under MAX_LINE)
+        end = work.find(b"\n")
+        if (end if end >= 0 else len(work)) > MAX_LINE:
+            raise InputError(path, f"line {line_no}", f"is longer than {MAX_LINE:,} bytes",
+                             "an SWF trace: one job a line, 18 numbers and a few extra columns")
+        if eof:
+            if work:
+                block = work if work.endswith(b"\n") else work + b"\n"
+                yield line_no, block, block.count(b"\n")
+            return
+        cut = work.rfind(b"\n") + 1
+        if not cut:                         # no whole line yet
+            buf = work + rest
+            continue
+        block, buf = work[:cut], work[cut:] + rest
+        lines = block.count(b"\n")
+        yield line_no, block, lines
+        line_no += lines
+
+
+def _text_lines(f, path: str) -> Iterator[tuple[int, str]]:
+    """``(line number, line)`` of every line of ``f`` (as :func:`_line_blocks` reads it), without
+    its line end, decoded as :func:`_open` decodes the text (invalid UTF-8 replaced)."""
+    for line_no, block, _ in _line_blocks(f, path):
+        yield from enumerate(block.decode("utf-8", "replace").split("\n")[:-1], line_no)
+
+
+class _Decompressed:
+    """A compressed trace's byte stream whose damage (cut short, bad data) is an InputError."""
+
+    def __init__(self, stream: BinaryIO, path: str):
         self.stream, self.path = stream, path
         # what a damaged stream raises (imported here: an uncompressed trace needs neither)
         self.damage = (EOFError, OSError, importlib.import_module("lzma").LZMAError,
@@ -425,15 +492,6 @@ class _Decompressed:
 
     def __exit__(self, *exc_info) -> None:
         self.stream.close()
-
-    def __iter__(self) -> "_Decompressed":
-        return self
-
-    def __next__(self) -> str:
-        try:
-            return next(self.stream)
-        except self.damage as exc:
-            raise self._fail(exc) from None
 
     def read(self, size: int = -1) -> bytes:
         try:
@@ -464,31 +522,44 @@ class Trace:
 
     def _read_header(self) -> Header:
         header = Header(path=self.path)
-        with _open(self.path) as f:
-            for line_no, line in enumerate(f, 1):
-                text = line.strip()
-                if not text:
-                    continue
-                if text.startswith(";"):
-                    _add_comment(header, line.rstrip("\r\n"))
-                    continue
-                tokens = text.split()
-                if _is_title_line(tokens):
-                    header.columns = tuple(tokens)
-                    self._title_line = line_no
-                break
+        values: dict[str, list[str]] = {}
+        size = 0
+        for line_no, line in self._lines():
+            text = line.strip()
+            if not text:
+                continue
+            if text.startswith(";"):
+                size += len(line)
+                if size > MAX_HEADER:
+                    raise InputError(self.path, f"line {line_no}", f"the header (the ';' lines before the "
+                                     f"first job) is longer than {MAX_HEADER:,} characters",
+                                     "an SWF header of a few kilobytes")
+                _add_comment(header, values, line)
+                continue
+            tokens = text.split()
+            if _is_title_line(tokens):
+                header.columns = tuple(tokens)
+                self._title_line = line_no
+            break
+        header.fields.update((key, "\n".join(found)) for key, found in values.items())
         return header
+
+    def _lines(self) -> Iterator[tuple[int, str]]:
+        """``(line number, line)`` of every line of the file, without its line end, decoded as
+        :func:`_open` decodes the text; read a block at a time (:func:`_line_blocks`), so no more
+        of the file is read than the lines taken need."""
+        with _open(self.path) as f:
+            yield from _text_lines(f, self.path)
 
     def __iter__(self) -> Iterator[Job]:
         self.skipped = 0
-        with _open(self.path) as f:
-            for line_no, line in enumerate(f, 1):
-                text = line.strip()
-                if not text or text.startswith(";") or line_no == self._title_line:
-                    continue
-                job = self._parse(line_no, text.split())
-                if job is not None:
-                    yield job
+        for line_no, line in self._lines():
+            text = line.strip()
+            if not text or text.startswith(";") or line_no == self._title_line:
+                continue
+            job = self._parse(line_no, text.split())
+            if job is not None:
+                yield job
 
     def replay_rows(self) -> Iterator[tuple[Number, Number, Number, Number, Number, None]]:
         """``(submit, run, size, req_time, id, None)`` of each job, in file order: what a
@@ -533,54 +604,23 @@ class Trace:
                 raise error
 
     def _blocks(self) -> Iterator[Columns | Iterator[tuple]]:
-        """The trace's job lines a block at a time: :data:`Columns`, or (a block
-        :func:`_block_columns` does not take) an iterator of :meth:`replay_rows`' rows.
+        """The trace's job lines a block at a time (:func:`_line_blocks`): :data:`Columns`, or
+        (a block :func:`_block_columns` does not take) an iterator of :meth:`replay_rows`' rows.
 
-        The bytes are cut into blocks of whole lines and decoded as :func:`_open` decodes
-        the text: the byte-order mark dropped, ``\\r\\n`` and a lone ``\\r`` read as a line
-        end (a ``\\r`` at the end of a read waits for the next byte), a last line without
-        one completed, invalid UTF-8 replaced (in the line-by-line path; the fast one takes
-        ASCII fields only). The header's lines (comments, blank lines, a title line) before
-        the first job are skipped here, so that the first block is not read line by line
-        for them.
+        Invalid UTF-8 is replaced in the line-by-line path (the fast one takes ASCII fields
+        only). The header's lines (comments, blank lines, a title line) before the first job
+        are skipped here, so that the first block is not read line by line for them.
         """
         title = self._title_line
-        line_no = 0                 # lines before the current block
         in_header = True
-        buf = b""
-        started = False
-        with _open(self.path, binary=True) as f:
-            while True:
-                chunk = f.read(_BLOCK)
-                eof = not chunk
-                buf += chunk
-                if not started:                     # the byte-order mark, once 3 bytes are in
-                    if len(buf) < len(_BOM) and not eof:
-                        continue
-                    started = True
-                    if buf.startswith(_BOM):
-                        buf = buf[len(_BOM):]
-                work = buf if eof or not buf.endswith(b"\r") else buf[:-1]
-                rest = buf[len(work):]
-                if b"\r" in work:
-                    work = work.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-                if eof:
-                    if not work:
-                        return
-                    block, buf = (work if work.endswith(b"\n") else work + b"\n"), b""
-                else:
-                    cut = work.rfind(b"\n") + 1
-                    if not cut:                     # no whole line yet
-                        buf = work + rest
-                        continue
-                    block, buf = work[:cut], work[cut:] + rest
-                lines = block.count(b"\n")
+        with _open(self.path) as f:
+            for line_no, block, lines in _line_blocks(f, self.path):
                 if in_header:                       # comments, blank and title lines
                     at = 0
                     while at < len(block):
                         end = block.index(b"\n", at)
                         head = block[at:end].decode("utf-8", "replace").split(None, 1)
-                        if head and head[0][0] != ";" and line_no + 1 != title:
+                        if head and head[0][0] != ";" and line_no != title:
                             in_header = False
                             break
                         at, line_no, lines = end + 1, line_no + 1, lines - 1
@@ -591,10 +631,7 @@ class Trace:
                 if columns is not None:
                     yield columns
                 else:
-                    yield self._line_rows(line_no + 1, block.decode("utf-8", "replace").split("\n")[:-1])
-                line_no += lines
-                if eof:
-                    return
+                    yield self._line_rows(line_no, block.decode("utf-8", "replace").split("\n")[:-1])
 
     def _line_rows(self, line_no: int, lines: list[str]) -> Iterator[tuple]:
         """:meth:`replay_rows` of ``lines``, the first being line ``line_no``, one at a time."""
@@ -938,7 +975,7 @@ def read_machines(path: str | os.PathLike[str]) -> list[Machine]:
     path = os.fspath(path)
     machines = []
     with _open(path) as f:
-        for line_no, line in enumerate(f, 1):
+        for line_no, line in _text_lines(f, path):
             tokens = line.split()
             if not tokens or tokens[0].startswith((";", "#")):
                 continue
