@@ -37,6 +37,29 @@ class TimeUnit:
             return "—"
         return f"{self.of(seconds):,.{self.decimals if decimals is None else decimals}f}"
 
+    def cell(self, seconds: float | None) -> str:
+        """``seconds`` for a table cell in this unit: :meth:`fmt`, with more decimals for a small
+        time that those would round to 0 (2.5 s in a table of hours is ``0.0007``, not ``0.00``)."""
+        if seconds is None or not math.isfinite(seconds):
+            return "—"
+        value = abs(self.of(seconds))
+        decimals = self.decimals
+        while 0 < value < 10 ** -decimals * 10 and decimals < self.decimals + 4:
+            decimals += 1
+        return self.fmt(seconds, decimals)
+
+    def say(self, seconds: float | None) -> str:
+        """``seconds`` in this unit for a sentence: at most three significant digits, no trailing
+        zeros, the symbol after it (``41 h``, ``34.6 min``, ``2.5 s``); ``unknown`` for none."""
+        if seconds is None or not math.isfinite(seconds):
+            return "unknown"
+        value = self.of(seconds)
+        digits = 0 if value == 0 else max(0, 2 - math.floor(math.log10(abs(value))))
+        text = f"{value:,.{digits}f}"
+        if "." in text:
+            text = text.rstrip("0").rstrip(".")
+        return f"{text} {self.name}"
+
     def with_name(self, seconds: float | None) -> str:
         """``seconds`` with the unit's symbol, for a sentence rather than a table cell."""
         return f"{self.fmt(seconds)} {self.name}"
