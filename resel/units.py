@@ -73,6 +73,9 @@ SECOND = TimeUnit("s", 1.0, 1, "seconds")
 MINUTE = TimeUnit("min", 60.0, 1, "minutes")
 HOUR = TimeUnit("h", 3600.0, 2, "hours")
 
+#: for a sentence about a long span (a replayed trace's makespan): days beyond two of them
+DAY = TimeUnit("d", 86400.0, 1, "days")
+
 #: below this largest time a table shows seconds (up to "599.0"), then minutes up to "119.9"
 SECONDS_BELOW = 600.0
 MINUTES_BELOW = 2 * 3600.0
@@ -88,3 +91,24 @@ def pick(values: Iterable[float | None]) -> TimeUnit:
     if largest < MINUTES_BELOW:
         return MINUTE
     return HOUR
+
+
+def span(seconds: float | None) -> str:
+    """A duration in a sentence, in the unit that reads (:func:`pick`'s, or days beyond two):
+    ``70.3 min``, ``364 d``."""
+    if seconds is not None and math.isfinite(seconds) and abs(seconds) >= 2 * DAY.seconds:
+        return DAY.say(seconds)
+    return pick([seconds]).say(seconds)
+
+
+def plain_table(headers: list[str], rows: list[list[str]], left: int = 1) -> str:
+    """A table as plain text, ``squeue``-style: columns separated by two spaces, the first
+    ``left`` of them left-aligned and the rest right-aligned, a rule under the header — for
+    commands that print one small table and would otherwise import rich for it (its import is
+    ~35 ms of `resel replay`)."""
+    widths = [max(len(str(c)) for c in column) for column in zip(headers, *rows)]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(str(c).ljust(w) if i < left else str(c).rjust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+    return "\n".join([line(headers), "  ".join("-" * w for w in widths)] + [line(r) for r in rows])

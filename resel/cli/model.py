@@ -13,14 +13,14 @@ from pathlib import Path
 
 import click
 
-from resel.cli.common import Finite
+from resel.cli.common import Finite, fail_cleanly
 from resel.errors import ModelError, ReselError
 from resel.json_safe import clean as _clean
 from resel.safe_text import terminal
 
 db_option = click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
                          help="Run store (default: $RESEL_DB or ~/.local/share/resel/resel.db).")
-json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+from resel.cli.common import json_option  # noqa: E402 - one --json help for every command
 
 
 def _open(db_path, write: bool = True):
@@ -169,6 +169,7 @@ def model_group() -> None:
 @click.option("--clock", type=click.Choice(["base", "avg"]), default="base", show_default=True,
               help="Site clock uncalibrated LIM is scored with.")
 @json_option
+@fail_cleanly
 def fit_cmd(db_path, runs_opt, holdout, baseline_label, application, clock, as_json) -> None:
     """Fit per site κ, effective clock, IPC and rate from finished live tasks; store the fit.
 
@@ -185,11 +186,8 @@ def fit_cmd(db_path, runs_opt, holdout, baseline_label, application, clock, as_j
       resel model fit --label water-2000 --db /tmp/r.db
     """
     runs = _runs_arg(runs_opt)
-    try:
-        docs = refit(_open(db_path), runs, holdout=holdout, baseline_label=baseline_label, clock=clock,
-                     application=application)
-    except ReselError as exc:
-        raise click.ClickException(str(exc)) from None
+    docs = refit(_open(db_path), runs, holdout=holdout, baseline_label=baseline_label, clock=clock,
+                 application=application)
     if as_json:
         click.echo(json.dumps(_clean({"fits": docs}), indent=2))
         return
@@ -204,6 +202,7 @@ def fit_cmd(db_path, runs_opt, holdout, baseline_label, application, clock, as_j
 @db_option
 @click.option("--application", default=None, help="Only this application's latest fit.")
 @json_option
+@fail_cleanly
 def show_cmd(db_path, application, as_json) -> None:
     """Print the latest fit of each application: per-site parameters, evidence, held-out scores.
 
@@ -212,10 +211,7 @@ def show_cmd(db_path, application, as_json) -> None:
       resel model show
       resel model show --application gmx --json
     """
-    try:
-        rows = latest_fits(_open(db_path, write=False), application)
-    except ReselError as exc:
-        raise click.ClickException(str(exc)) from None
+    rows = latest_fits(_open(db_path, write=False), application)
     if as_json:
         click.echo(json.dumps({"fits": rows}, indent=2))
         return
@@ -249,6 +245,7 @@ def _echo_evidence(fits: dict) -> None:
               help="Prediction interval level (from the fit's residuals or the slots' clocks).")
 @db_option
 @json_option
+@fail_cleanly
 def predict_cmd(bag, sites_file, model, level, db_path, as_json) -> None:
     """T̂x of one task of BAG per site, with its prediction interval and uncalibrated LIM beside it.
 
@@ -266,28 +263,25 @@ def predict_cmd(bag, sites_file, model, level, db_path, as_json) -> None:
     from resel.config import load_bag, load_sites
     from resel.domain import Clock, Site
     from resel.models.fitted import runtime_model, stored_fits
-    try:
-        db = _open(db_path, write=False)
-        b = load_bag(bag)
-        app = cal.application_of(b.command)
-        if sites_file:
-            site_list = load_sites(sites_file)
-        else:
-            fits = stored_fits(db, app)
-            lim_rows = {}
-            for row in (latest_fits(db, app) if fits else []):
-                lim_rows.update(row["lim"] or {})
-            names = sorted(set(fits) | set(lim_rows))
-            if not names:
-                raise ReselError(f"no model fit of application {app!r} in the store: give --sites FILE "
-                                 "(LIM from its clocks) or run `resel model fit` first")
-            site_list = [Site(n, "slurm", 1, Clock(lim_rows.get(n, {}).get("clock_ghz") or 1.0),
-                              kappa=lim_rows.get(n, {}).get("kappa") or 1.0) for n in names]
-        from resel.config import LIVE_KINDS
-        simulated = bool(sites_file) and all(s.kind not in LIVE_KINDS for s in site_list)
-        rm = runtime_model(b, site_list, model=model, db=db, simulated_ads=simulated)
-    except ReselError as exc:
-        raise click.ClickException(str(exc)) from None
+    db = _open(db_path, write=False)
+    b = load_bag(bag)
+    app = cal.application_of(b.command)
+    if sites_file:
+        site_list = load_sites(sites_file)
+    else:
+        fits = stored_fits(db, app)
+        lim_rows = {}
+        for row in (latest_fits(db, app) if fits else []):
+            lim_rows.update(row["lim"] or {})
+        names = sorted(set(fits) | set(lim_rows))
+        if not names:
+            raise ReselError(f"no model fit of application {app!r} in the store: give --sites FILE "
+                             "(LIM from its clocks) or run `resel model fit` first")
+        site_list = [Site(n, "slurm", 1, Clock(lim_rows.get(n, {}).get("clock_ghz") or 1.0),
+                          kappa=lim_rows.get(n, {}).get("kappa") or 1.0) for n in names]
+    from resel.config import LIVE_KINDS
+    simulated = bool(sites_file) and all(s.kind not in LIVE_KINDS for s in site_list)
+    rm = runtime_model(b, site_list, model=model, db=db, simulated_ads=simulated)
     instr = b.profile.instructions
     lim = site_rates(site_list, "base")
     out = []
