@@ -31,6 +31,7 @@ COMMANDS = {
     "simulate": "resel.cli.simulate:simulate",
     "runs": "resel.cli.stored:runs",
     "report": "resel.cli.stored:report",
+    "prune": "resel.cli.stored:prune",
     "sites": "resel.cli.sites:sites_group",
     "replay": "resel.cli.trace:replay_cmd",
     "profile": "resel.cli.profile:profile_cmd",
@@ -59,7 +60,7 @@ def cli() -> None:
     Start here:
       resel simulate                      # 1,024 GROMACS-style tasks on 4 thesis sites
       resel sites show                    # the sites, their clocks and LIM's predictions
-      resel runs / resel report RUN       # what was stored
+      resel runs / resel report RUN       # what was stored (resel prune: remove old runs)
       resel sites check --sites S.toml    # can resel reach your live sites?
       resel run BAG --sites S.toml        # run a bag on live Slurm sites (status, cancel, --resume)
     """

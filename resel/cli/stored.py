@@ -1,7 +1,9 @@
-"""``resel runs`` and ``resel report``: what the run store holds, as tables or JSON.
+"""``resel runs``, ``resel report`` and ``resel prune``: what the run store holds, as tables or
+JSON, and removing what is no longer wanted.
 
-Both only read the store (``resel runs`` through sqlite3 alone, so it starts in a fraction of
-a second); figures and the HTML report come from :mod:`resel.cli.report_plots` when asked for.
+``runs`` and ``report`` only read the store (``resel runs`` through sqlite3 alone, so it starts
+in a fraction of a second); figures and the HTML report come from :mod:`resel.cli.report_plots`
+when asked for; ``prune`` chooses and removes runs through :mod:`resel.store_prune`.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ from typing import Any
 
 import click
 
-from resel.cli.common import INT64_MAX, RUN_ID, Table, db_option, fail_cleanly, json_option, out, print_json
+from resel.cli.common import COUNT, RUN_ID, Table, db_option, fail_cleanly, json_option, out, print_json
+from resel.cli.common import INT64_MAX, Whole, print_table, wide_option
+from resel.errors import ReselError
 from resel.safe_text import markup as m
 
 
@@ -34,43 +38,186 @@ def quarantine_log(store, run_id: int) -> list[dict]:
     return out
 
 
+kind_option = click.option("--kind", type=click.Choice(["simulated", "live"]), default=None,
+                           help="Only simulated runs (resel simulate) or live ones (resel run).")
+experiment_option = click.option("--experiment", type=RUN_ID, default=None, metavar="N",
+                                 help="Only the runs of experiment N (one `resel simulate`; its number is in "
+                                      "the `exp` column).")
+
+
+def _when(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """An age (30d, 12h, 90min, 2w) or a date, as the store's ``created`` (resel.store_prune.moment)."""
+    if value is None:
+        return None
+    from resel.store_prune import moment
+    try:
+        return moment(value)
+    except ReselError as exc:
+        raise click.BadParameter(f"{exc} — {exc.hint}") from None
+
+
+def _ids(ctx: click.Context, param: click.Parameter, value: str | None) -> list[int] | None:
+    if value is None:
+        return None
+    from resel.store_prune import run_ids
+    try:
+        return run_ids(value)
+    except ReselError as exc:
+        raise click.BadParameter(f"{exc} — {exc.hint}") from None
+
+
 @click.command()
 @db_option
-@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, INT64_MAX), help="How many runs, newest first.")
+@kind_option
+@experiment_option
+@click.option("--since", callback=_when, default=None, metavar="WHEN",
+              help="Only runs stored since WHEN: an age (30d, 12h, 90min, 2w) or a date (2026-11-01, UTC).")
+@click.option("--limit", default=50, show_default=True, type=COUNT, help="How many runs, newest first.")
+@wide_option
 @json_option
 @fail_cleanly
-def runs(db: Path | None, limit: int, as_json: bool) -> None:
+def runs(db: Path | None, kind: str | None, experiment: int | None, since: str | None, limit: int, wide: bool,
+         as_json: bool) -> None:
     """List stored runs, newest first.
+
+    Each `resel simulate` stores one experiment of many runs (strategies × sizes × repetitions);
+    `resel run` stores one live run. `resel report RUN` shows one; `resel prune` removes old ones.
 
     \b
     Example:
       resel runs --limit 10
+      resel runs --kind live
+      resel runs --experiment 3 --json
+      resel runs --since 2d
     """
-    from resel.store import list_runs, read_store
-    rows = list_runs(read_store(db), limit)
+    from resel.store import read_store
+    from resel.store_prune import list_runs
+    rows = list_runs(read_store(db), limit, kind=kind, experiment=experiment, since=since)
     if as_json:
         print_json(rows)
         return
     if not rows:
-        out.print("no runs stored yet — try `resel simulate`")
+        filtered = kind or experiment or since
+        out.print("no stored run matches these filters — `resel runs` lists them all" if filtered
+                  else "no runs stored yet — try `resel simulate`")
         return
+    from rich import box
+
     from resel.units import pick
     unit = pick(r["ttc_wkd"] for r in rows)
-    table = Table()
-    for col in ("run", "exp", "created", "bag", "strategy", "size", "seed", m(unit.header("TTC_wkd")), "done", "failed",
-                "moved"):
-        table.add_column(col, no_wrap=True)
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
+    cols = ["run", "exp", "created (UTC)", "kind", "bag", "strategy", "size", "seed", unit.header("TTC_wkd")]
+    cols += [unit.header("T_x,wkd"), unit.header("T_q,wkd")] if wide else []
+    cols += ["done", "failed", "moved"]
+    for col in cols:     # bag and strategy names give way first when the table is too wide
+        table.add_column(m(col), no_wrap=col not in ("bag", "strategy"), overflow="ellipsis",
+                         justify="left" if col in ("created (UTC)", "kind", "bag", "strategy") else "right")
     for r in rows:
-        table.add_row(str(r["id"]), str(r["experiment_id"] or ""), m(r["created"]), m(r["bag"]), m(r["strategy"]),
-                      m(r["size"]), m(r["seed"]), unit.fmt(r["ttc_wkd"]), str(r["done"]),
-                      str(r["failed"]), str(r["reassigned"]))
-    out.print(table)
+        created = r["created"] if wide else (r["created"] or "")[5:16].replace("T", " ")    # the year: --wide
+        live = r["mode"] == "live"
+        kind_text = ("live" if r["status"] in ("done", None) else f"live, {r['status']}") if live else "sim"
+        cells = [str(r["id"]), str(r["experiment_id"] or ""), m(created), m(kind_text), m(r["bag"]),
+                 m(r["strategy"]), m(r["size"]), m(r["seed"]), unit.cell(r["ttc_wkd"])]
+        if wide:
+            cells += [unit.cell(r["tx_wkd"]), unit.cell(r["tq_wkd"])]
+        cells += [str(r["done"] if r["done"] is not None else "—"), str(r["failed"] if r["failed"] is not None else "—"),
+                  str(r["reassigned"] if r["reassigned"] is not None else "—")]
+        table.add_row(*cells)
+    print_table(table, wide)
+    more = f"the newest {limit}; --limit N for more, " if len(rows) == limit else ""
+    out.print(f"[dim]{more}--kind, --experiment, --since to choose; `resel report RUN` shows one run[/dim]")
+
+
+@click.command()
+@db_option
+@click.option("--older-than", "before", callback=_when, default=None, metavar="AGE",
+              help="Runs stored before AGE ago (30d, 12h, 90min, 2w) or before a date (2026-11-01, UTC).")
+@kind_option
+@experiment_option
+@click.option("--run", "ids", callback=_ids, default=None, metavar="IDS",
+              help="These runs: an id, ids separated by commas, or ranges (3, 3,7 or 3-9).")
+@click.option("--dry-run", is_flag=True, help="Show what would be removed, and remove nothing.")
+@json_option
+@fail_cleanly
+def prune(db: Path | None, before: str | None, kind: str | None, experiment: int | None, ids: list[int] | None,
+          dry_run: bool, as_json: bool) -> None:
+    """Remove stored runs, with every row of them, and compact the store.
+
+    Runs are chosen by age, kind, experiment or id (several options: runs matching all of
+    them). A live run that is still running or being cancelled is never removed — `resel
+    cancel RUN` it first. An experiment left without runs goes too. A removed live run's
+    pilots leave the wait history (`resel history`) and its tasks the evidence of `resel model
+    fit`; the fits already made stay.
+
+    \b
+    Example:
+      resel prune --older-than 30d --dry-run
+      resel prune --kind simulated --older-than 7d
+      resel prune --experiment 3
+      resel prune --run 12-40
+    """
+    if before is None and kind is None and experiment is None and ids is None:
+        raise click.UsageError("say which runs to remove: --older-than AGE, --kind, --experiment N or --run IDS "
+                               "(--older-than 0d: every run; add --dry-run to see them first)")
+    from resel.store import default_path, open_store
+    from resel.store_prune import choose, remove
+    path = Path(db) if db else default_path()
+    if not path.is_file():
+        raise ReselError(f"no run store at {path}", hint="`resel simulate` or `resel run` makes one; --db names another")
+    store = open_store(path, write=not dry_run)
+    pruning = choose(store, kind=kind, experiment=experiment, before=before, ids=ids)
+    if not dry_run and pruning.runs:
+        remove(store, pruning, path)
+    if as_json:
+        print_json({"dry_run": dry_run, "db": str(path), **pruning.as_dict()})
+        return
+    _print_pruning(pruning, dry_run, path)
+
+
+def _print_pruning(pruning, dry_run: bool, path: Path) -> None:
+    """What prune removed or would remove: per experiment (runs, dates), each live run, the
+    live runs kept and why, the rows and the bytes."""
+    verb = "would remove" if dry_run else "removed"
+    if not pruning.runs:
+        out.print("no stored run matches these options; nothing " + ("would be" if dry_run else "was") + " removed")
+    groups: dict = {}
+    for r in pruning.runs:
+        groups.setdefault((r["mode"], r["experiment_id"]), []).append(r)
+    for (mode, exp), rs in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0)):
+        first, last = (rs[0]["created"] or "")[:16].replace("T", " "), (rs[-1]["created"] or "")[:16].replace("T", " ")
+        span = first if first == last else f"{first} to {last}"
+        what = (f"experiment {exp}: {len(rs)} simulated run(s)" if exp is not None
+                else f"{len(rs)} {mode} run(s) " + _id_list([r["id"] for r in rs]))
+        gone = " (the whole experiment)" if exp in pruning.experiments else ""
+        out.print(f"{verb} {m(what)}{gone}, stored {m(span)} UTC", highlight=False)
+    for k in pruning.kept:
+        out.print(f"kept {m(k['why'])}", highlight=False)
+    if pruning.runs:
+        rows = ", ".join(f"{n:,} {t}" for t, n in pruning.rows.items() if n)
+        out.print(f"rows {'to remove' if dry_run else 'removed'}: {m(rows)}", highlight=False)
+    if not dry_run and pruning.bytes_before is not None:
+        out.print(f"{m(path)}: {pruning.bytes_before / 2**20:,.1f} MiB -> {pruning.bytes_after / 2**20:,.1f} MiB",
+                  highlight=False)
+        if pruning.compacted:
+            out.print(m(pruning.compacted), highlight=False)
+
+
+def _id_list(ids: list[int]) -> str:
+    """``3-9, 12``: ids as ranges."""
+    parts, start = [], None
+    for i, x in enumerate(ids):
+        if start is None:
+            start = x
+        if i + 1 == len(ids) or ids[i + 1] != x + 1:
+            parts.append(str(start) if start == x else f"{start}-{x}")
+            start = None
+    return ", ".join(parts)
 
 
 @click.command()
 @click.argument("run_id", type=RUN_ID)
 @db_option
-@click.option("--decisions", "n_decisions", default=0, show_default=True, type=click.IntRange(0, INT64_MAX),
+@click.option("--decisions", "n_decisions", default=0, show_default=True, type=Whole(0, INT64_MAX),
               help="Also list the first N re-selection decisions with their inputs.")
 @click.option("--plot", "plot_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write the run's figures (PNG and SVG) into DIR: Gantt, CDFs, predictions vs measured.")

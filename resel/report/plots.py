@@ -5,8 +5,8 @@ Every function reads only the run store (never re-runs anything) and returns
 content rather than pixels, and ``resel report --json`` can hand the same numbers to whoever
 wants to re-plot them elsewhere.
 
-Simulated runs are rebuilt from their ``events`` table (DispatchTask, TaskFinished, CancelTask,
-PilotEnded, ...) and ``pilots`` table; live runs from ``attempts`` and ``live_pilots``, whose
+Simulated runs are rebuilt from their ``events`` table (DispatchTask, CancelTask, PilotEnded,
+...), ``tasks`` table (when each task's last attempt finished) and ``pilots`` table; live runs from ``attempts`` and ``live_pilots``, whose
 times are the agents' and the coordinator's own clocks (attempt stamps are absolute, so
 ``runs.t0`` is subtracted). Times are seconds from the bag's submission; each axis shows s, min or h by the times on it
 (:mod:`resel.units`).
@@ -109,6 +109,10 @@ def attempts(db: Database, run: dict) -> list[dict]:
                          "from; store runs with events (the default of `resel simulate`)")
     open_: dict[tuple[int, int], dict] = {}
     done: list[dict] = []
+    # a task's last attempt ends at its TTC: the tasks table holds what TaskFinished events said
+    # (a simulated run stores no TaskFinished since: resel.store.KEPT_ELSEWHERE)
+    finished = {(r["task"], r["attempts"]): r["ttc"] for r in db.query(
+        "select task, attempts, ttc from tasks where run_id = ? and state = 'done' and ttc is not null", [run["id"]])}
 
     def close(key: tuple[int, int], time: float, outcome: str) -> None:
         rec = open_.pop(key, None)
@@ -120,8 +124,11 @@ def attempts(db: Database, run: dict) -> list[dict]:
         kind, t = row["kind"], row["time"]
         d = json.loads(row["data"])
         if kind == "DispatchTask":
-            open_[(d["task"], d["attempt"])] = {"task": d["task"], "attempt": d["attempt"], "site": d["site"],
-                                                "pilot": d["pilot"], "start": t, "end": None, "outcome": "running"}
+            key = (d["task"], d["attempt"])
+            open_[key] = {"task": d["task"], "attempt": d["attempt"], "site": d["site"],
+                          "pilot": d["pilot"], "start": t, "end": None, "outcome": "running"}
+            if key in finished:      # the attempt that finished the task: nothing else ends it
+                close(key, finished[key], "done")
         elif kind == "TaskFinished":
             close((d["task"], d["attempt"]), t, "done")
         elif kind == "TaskFailed":
