@@ -234,13 +234,11 @@ def report(run_id: int, db: Path | None, n_decisions: int, plot_dir: Path | None
       resel report 12 --decisions 20
       resel report 12 --plot figures/ --html run12.html
     """
-    from resel.outputs import refuse_inputs, refuse_plot_inputs
     from resel.store import default_path, get_run, open_store
     protect = [("the run store", db or default_path())]
-    if html_file is not None:   # before anything is read or drawn
-        refuse_inputs(html_file, "--html", protect)
-    if plot_dir is not None:
-        refuse_plot_inputs(plot_dir, protect)
+    if html_file is not None or plot_dir is not None:   # before anything is read or drawn
+        from resel.cli.report_plots import ready_to_draw
+        ready_to_draw(plot_dir, html_file, protect)
     store = open_store(db, write=False)
     run = get_run(store, run_id)
     per_site = list(store.query(
@@ -259,51 +257,60 @@ def report(run_id: int, db: Path | None, n_decisions: int, plot_dir: Path | None
                      "quarantines": quarantines,
                      **emit(store, run_id, plot_dir, html_file, as_json=True, protect=protect)})
         return
-    from resel.units import pick
+    from rich import box
+
+    from resel.units import pick, span
+    compact = {"box": box.SIMPLE_HEAD, "show_edge": False, "pad_edge": False, "padding": (0, 1, 0, 0),
+               "title_justify": "left"}
     out.print(f"[bold]run {run['id']}[/bold]  bag {m(run['bag'])}  strategy {m(run['strategy'])}  size {m(run['size'])}  "
-              f"seed {m(run['seed'])}  LIM clock {m(run['clock'])}")
+              f"seed {m(run['seed'])}  LIM clock {m(run['clock'])}"
+              + (f"  (experiment {run['experiment_id']})" if run.get("experiment_id") else ""))
     if run["ttc_wkd"] is None:   # a live run still going (or stopped): its numbers come at the end
         out.print(f"run {run_id} is {m(run.get('status') or 'not finished')}: no workload times yet "
                   f"(`resel status {run_id}` shows where it stands)")
     else:
-        unit = pick([run["ttc_wkd"]])
-        wasted = pick([run["wasted_core_s"] or 0])
-        out.print(f"TTC_wkd {unit.with_name(run['ttc_wkd'])} = T_q,wkd {unit.with_name(run['tq_wkd'])} + "
-                  f"T_x,wkd {unit.with_name(run['tx_wkd'])}   done {run['done']}  failed {run['failed']}  "
-                  f"moved {run['reassigned']}  restarts {run['restarts']}  "
-                  f"wasted {wasted.fmt(run['wasted_core_s'] or 0, 1)} core-{wasted.name}")
+        # the unit of the whole experiment, so two reports of one experiment read alike
+        exp_runs = (list(store.query("select ttc_wkd from runs where experiment_id = ?", [run["experiment_id"]]))
+                    if run.get("experiment_id") else [])
+        unit = pick([run["ttc_wkd"]] + [r["ttc_wkd"] for r in exp_runs])
+        out.print(f"TTC_wkd {unit.cell(run['ttc_wkd'])} {unit.name} = T_q,wkd {unit.cell(run['tq_wkd'])} {unit.name} + "
+                  f"T_x,wkd {unit.cell(run['tx_wkd'])} {unit.name}   done {run['done']}  failed {run['failed']}  "
+                  f"moved {run['reassigned']}  restarts {run['restarts']}  core time wasted "
+                  f"{span(run['wasted_core_s'] or 0)}", highlight=False)
     unit = pick(v for r in per_site for v in (r["tq"], r["tx"], r["ttc"]))
-    table = Table(title="where tasks ran", title_justify="left")
+    table = Table(title="where tasks ran", **compact)
     for col in ("ran on", "assigned to", "tasks", m(unit.header("mean T_q")), m(unit.header("mean T_x")),
                 m(unit.header("last end"))):
-        table.add_column(col)
+        table.add_column(col, justify="left" if col in ("ran on", "assigned to") else "right")
     for r in per_site:
-        table.add_row(m(r["site"] or "(failed)"), m(r["origin"]), str(r["tasks"]), unit.fmt(r["tq"]),
-                      unit.fmt(r["tx"]), unit.fmt(r["ttc"]))
+        table.add_row(m(r["site"] or "(failed)"), m(r["origin"]), str(r["tasks"]), unit.cell(r["tq"]),
+                      unit.cell(r["tx"]), unit.cell(r["ttc"]))
     out.print(table)
     for q in quarantines:
-        until = f"until {q['until']:,.0f} s" if q["until"] is not None else "not released"
-        released = f", released at {q['released']:,.0f} s" if q["released"] is not None else ""
-        out.print(f"quarantined {m(q['site'])} at {q['time']:,.0f} s ({until}{released}): black hole — {m(q['reason'])}")
+        until = f"until {span(q['until'])}" if q["until"] is not None else "not released"
+        released = f", released at {span(q['released'])}" if q["released"] is not None else ""
+        out.print(f"quarantined {m(q['site'])} at {span(q['time'])} ({until}{released}): black hole — {m(q['reason'])}")
     audit = run["audit"] or {}
     out.print("decisions: " + m(", ".join(f"{k} {v}" for k, v in sorted(kinds.items())) or "none"))
     if audit.get("decisions"):
-        penalty = pick([audit["penalty_total"]])
-        out.print(f"re-selection audit: {audit['judged']} judged, {audit['incorrect']} where P_RESEL ≠ RESEL "
-                  f"{m(audit['by_case'] or '')}, penalty total {penalty.with_name(audit['penalty_total'])}, "
-                  f"max {penalty.with_name(audit['penalty_max'])}, bound violations {audit['bound_violations']}")
+        cases = ", ".join(f"case {c}: {n}" for c, n in sorted((audit["by_case"] or {}).items()))
+        out.print(f"re-selection audit: {audit['judged']} judged, {audit['incorrect']} where P_RESEL ≠ RESEL"
+                  f"{f' ({m(cases)})' if cases else ''}, penalty total {span(audit['penalty_total'])}, "
+                  f"max {span(audit['penalty_max'])}, bound violations {audit['bound_violations']}", highlight=False)
     if picked:
         times = ("time", "a_r", "a_r2", "tx_r", "tx_r2", "window")
         unit = pick(d[k] for d in picked for k in times if isinstance(d[k], (int, float)))
-        t = Table(title="re-selection decisions", title_justify="left")
+        t = Table(title="re-selection decisions", **compact)
         for col in (unit.header("time"), "kind", "task", "r", "r'", unit.header("a_r"), unit.header("a_r'"),
                     unit.header("T̂x(r)"), unit.header("T̂x(r')"), unit.header("Ŵ")):
-            t.add_column(m(col), justify="right")
+            t.add_column(m(col), justify="left" if col in ("kind", "r", "r'") else "right")
         for d in picked:
-            t.add_row(*(m(unit.fmt(d[k]) if k in times and isinstance(d[k], (int, float)) else _s(d[k]))
+            t.add_row(*(m(unit.cell(d[k]) if k in times and isinstance(d[k], (int, float)) else _s(d[k]))
                         for k in ("time", "kind", "task", "origin", "target", "a_r", "a_r2", "tx_r", "tx_r2",
                                   "window")))
         out.print(t)
+    elif n_decisions == 0 and sum(n for k, n in kinds.items() if k != "assign"):
+        out.print("[dim]--decisions N lists the first N with their inputs; --html FILE groups them by site pair[/dim]")
     if plot_dir is not None or html_file is not None:
         from resel.cli.report_plots import emit
         emit(store, run_id, plot_dir, html_file, as_json=False, protect=protect)
