@@ -130,9 +130,15 @@ def error_message(exc: BaseException) -> str:
 
 
 def Table(*args: Any, **kwargs: Any) -> Any:  # noqa: N802 - stands in for rich's class
-    """A ``rich.table.Table``; rich is imported on the first call, not when a command module is
-    loaded (``resel --help`` loads them all and prints no table)."""
+    """A ``rich.table.Table`` in resel's one table style — ``squeue``'s and ``condor_q``'s
+    brevity: a rule under the header and none around, columns two spaces apart, a title
+    flush left — unless the caller asks otherwise. rich is imported on the first call, not when
+    a command module is loaded (``resel --help`` loads them all and prints no table)."""
+    from rich import box
     from rich.table import Table as RichTable
+    for key, value in (("box", box.SIMPLE_HEAD), ("show_edge", False), ("pad_edge", False),
+                       ("padding", (0, 1, 0, 0)), ("title_justify", "left")):
+        kwargs.setdefault(key, value)
     return RichTable(*args, **kwargs)
 
 

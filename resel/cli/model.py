@@ -123,26 +123,41 @@ def refit(db, runs: list[int] | None = None, *, holdout: float = 0.25, baseline_
 
 
 def _echo_fit(fits: dict) -> None:
-    click.echo(f"{'site':<16}{'kappa':>8}{'clock_eff GHz':>15}{'IPC':>8}{'f GHz':>8}{'s/instr':>12}{'n':>6}"
-               f"{'perf':>6}  methods")
+    """Per site: κ, effective and running clock, IPC, rate, how many tasks (and how many with
+    counters), and the methods the evidence came from."""
+    from resel.cli.common import Table, out
+    from resel.safe_text import markup as m
+    t = Table()
+    for col in ("site", "κ", "clock_eff [GHz]", "IPC", "clock [GHz]", "rate [s/instr]", "tasks", "with perf",
+                "methods"):
+        t.add_column(m(col), justify="left" if col in ("site", "methods") else "right", no_wrap=col != "methods")
     for s, f in fits.items():
-        click.echo(f"{terminal(s):<16}{_g(f['kappa'], '.3f'):>8}{_g(f['clock_ghz_eff'], '.3f'):>15}{_g(f['ipc'], '.2f'):>8}"
-                   f"{_g(f['clock_ghz'], '.2f'):>8}{_g(f['rate_s_per_instr'], '.4g'):>12}{f['n']:>6}"
-                   f"{f['n_counted']:>6}  {', '.join(f'{k}×{v}' for k, v in f['methods'].items())}")
+        t.add_row(m(s), _g(f["kappa"], ".3f"), _g(f["clock_ghz_eff"], ".3f"), _g(f["ipc"], ".2f"),
+                  _g(f["clock_ghz"], ".2f"), _g(f["rate_s_per_instr"], ".4g"), str(f["n"]), str(f["n_counted"]),
+                  m(", ".join(f"{k}×{v}" for k, v in f["methods"].items())))
+    out.print(t)
 
 
 def _echo_eval(ev: dict | None, holdout: str) -> None:
+    """The held-out scores of uncalibrated LIM and of the fit, side by side."""
     if not ev:
         click.echo(f"held-out evaluation: none ({holdout})")
         return
+    from resel.cli.common import Table, out
+    from resel.safe_text import markup as m
+    from resel.units import pick
     click.echo(f"held-out evaluation ({holdout}; {ev['n']} task(s)"
                + (f"; LIM fallback for {terminal(', '.join(ev['fallback']))}" if ev["fallback"] else "") + "):")
-    click.echo(f"  {'':<12}{'MAPE %':>10}{'tau-b':>8}{'|W^-W| mean s':>15}{'max s':>10}{'sign errors':>13}")
+    unit = pick(v for name in ("lim", "calibrated") for v in (ev[name]["window_error_mean"], ev[name]["window_error_max"]))
+    t = Table()
+    for col in ("model", "MAPE [%]", "Kendall τ-b", unit.header("|Ŵ − W| mean"), unit.header("|Ŵ − W| max"),
+                "sign errors"):
+        t.add_column(m(col), justify="left" if col == "model" else "right")
     for name in ("lim", "calibrated"):
-        s = ev[name]
-        click.echo(f"  {name:<12}{_g(s['mape'], '.1f'):>10}{_g(s['tau_b'], '.2f'):>8}"
-                   f"{_g(s['window_error_mean'], '.3g'):>15}{_g(s['window_error_max'], '.3g'):>10}"
-                   f"{s['window_sign_errors']:>13}")
+        sc = ev[name]
+        t.add_row(name, _g(sc["mape"], ".1f"), _g(sc["tau_b"], ".2f"), unit.cell(sc["window_error_mean"]),
+                  unit.cell(sc["window_error_max"]), str(sc["window_sign_errors"]))
+    out.print(t)
 
 
 @click.group("model")
@@ -295,15 +310,23 @@ def predict_cmd(bag, sites_file, model, level, db_path, as_json) -> None:
         click.echo(json.dumps(_clean({"bag": b.name, "application": app, "instructions": instr, "model": model,
                                       "used": rm.used, "level": level, "notes": rm.notes, "sites": out}), indent=2))
         return
+    from resel.cli.common import Table
+    from resel.cli.common import out as console
+    from resel.safe_text import markup as m
+    from resel.units import pick
     click.echo(f"{terminal(b.name)} ({terminal(app)}): {instr:.4g} instructions per task — {terminal(rm.summary())}")
-    lv = f"{level:.0%} interval"
-    click.echo(f"{'site':<16}{'T^x s':>12}{lv:>24}{'LIM s':>12}  model")
+    unit = pick(v for r in out for v in (r["tx"], r["lim_tx"], *(r["tx_interval"] or ())))
+    t = Table()
+    for col in ("site", unit.header("T̂x"), unit.header(f"{level:.0%} interval"), unit.header("LIM"), "model"):
+        t.add_column(m(col), justify="left" if col in ("site", "model") else "right")
+    notes = []
     for r in out:
         iv = r["tx_interval"]
-        iv_text = f"{_g(iv[0])} – {_g(iv[1])}" if iv else "— (nothing measured)"
-        click.echo(f"{terminal(r['site']):<16}{_g(r['tx'], '.4g'):>12}{iv_text:>24}{_g(r['lim_tx'], '.4g'):>12}  "
-                   f"{terminal(r['detail'])}"
-                   + (f"; interval from {terminal(r['spread'])}" if r["spread"] else "")
-                   + ("" if r["interval_ok"] in (None, True) else " (too few for the interval's ranks)"))
-    for n in rm.notes:
+        iv_text = f"{unit.cell(iv[0])}–{unit.cell(iv[1])}" if iv else "— (nothing measured)"
+        t.add_row(m(r["site"]), unit.cell(r["tx"]), iv_text, unit.cell(r["lim_tx"]),
+                  "fit" if r["source"] == "fit" else "LIM")
+        notes.append(f"{r['site']}: {r['detail']}" + (f"; interval from {r['spread']}" if r["spread"] else "")
+                     + ("" if r["interval_ok"] in (None, True) else " (too few for the interval's ranks)"))
+    console.print(t)
+    for n in notes + list(rm.notes):
         click.echo(f"  {terminal(n)}")

@@ -178,8 +178,6 @@ def _shown_entry(r: dict) -> dict:
 def _print_plan(doc: dict, bag, *, objective: str, risk: float | None, explain: bool, wide: bool) -> None:
     """The plan as a table of numbers in one time unit (named in the headers), its legend, the
     notes per site and, with ``explain``, why each site was chosen or left out."""
-    from rich import box
-
     from resel.live.plan_explain import plan_unit
     rows = doc["sites"]
     unit = plan_unit(rows)
@@ -187,7 +185,7 @@ def _print_plan(doc: dict, bag, *, objective: str, risk: float | None, explain: 
     c.out.print(f"plan for {bag.count} × {m(bag.name)} ({m(doc['strategy'])}, ranked by {m(doc['estimate'])}, "
                 f"objective {objective}{'' if risk is None else f', risk {risk:g}'}; "
                 f"{doc['sites_kind']} sites); nothing submitted\n{m(doc['model']['summary'])}")
-    t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
+    t = Table()
     u = f" [{unit.name}]"
     columns = ["site", "free/total"]
     if wide:

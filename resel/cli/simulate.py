@@ -188,13 +188,11 @@ def _mean_std(s: dict, unit: Any) -> str:
 
 
 def _print_experiment(exp: Experiment, bag_file: Path | None, sites_file: Path | None) -> None:
-    from rich import box
-
     from resel.units import pick
     out.print(f"bag {m(exp.bag.name)} ({exp.bag.profile.instructions:.3g} instructions/task) on "
               f"{m(', '.join(s.name for s in exp.sites))}: {exp.repeat} run{'s' if exp.repeat > 1 else ''} each, seed {exp.seed}, "
               f"LIM clock {exp.clock}", highlight=False)
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
+    table = Table()
     unit = pick(cell.summary(metric)["mean"] for cell in exp.cells.values() for metric in ("ttc_wkd", "tx_wkd"))
     for col, just in (("size", "right"), ("strategy", "left"), (m(unit.header("TTC_wkd")), "right"),
                       (m(unit.header("T_x,wkd")), "right"), (m(unit.header("T_q,wkd")), "right"),

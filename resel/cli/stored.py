@@ -101,11 +101,9 @@ def runs(db: Path | None, kind: str | None, experiment: int | None, since: str |
         out.print("no stored run matches these filters — `resel runs` lists them all" if filtered
                   else "no runs stored yet — try `resel simulate`")
         return
-    from rich import box
-
     from resel.units import pick
     unit = pick(r["ttc_wkd"] for r in rows)
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
+    table = Table()
     cols = ["run", "exp", "created (UTC)", "kind", "bag", "strategy", "size", "seed", unit.header("TTC_wkd")]
     cols += [unit.header("T_x,wkd"), unit.header("T_q,wkd")] if wide else []
     cols += ["done", "failed", "moved"]
@@ -257,11 +255,7 @@ def report(run_id: int, db: Path | None, n_decisions: int, plot_dir: Path | None
                      "quarantines": quarantines,
                      **emit(store, run_id, plot_dir, html_file, as_json=True, protect=protect)})
         return
-    from rich import box
-
     from resel.units import pick, span
-    compact = {"box": box.SIMPLE_HEAD, "show_edge": False, "pad_edge": False, "padding": (0, 1, 0, 0),
-               "title_justify": "left"}
     out.print(f"[bold]run {run['id']}[/bold]  bag {m(run['bag'])}  strategy {m(run['strategy'])}  size {m(run['size'])}  "
               f"seed {m(run['seed'])}  LIM clock {m(run['clock'])}"
               + (f"  (experiment {run['experiment_id']})" if run.get("experiment_id") else ""))
@@ -278,7 +272,7 @@ def report(run_id: int, db: Path | None, n_decisions: int, plot_dir: Path | None
                   f"moved {run['reassigned']}  restarts {run['restarts']}  core time wasted "
                   f"{span(run['wasted_core_s'] or 0)}", highlight=False)
     unit = pick(v for r in per_site for v in (r["tq"], r["tx"], r["ttc"]))
-    table = Table(title="where tasks ran", **compact)
+    table = Table(title="where tasks ran")
     for col in ("ran on", "assigned to", "tasks", m(unit.header("mean T_q")), m(unit.header("mean T_x")),
                 m(unit.header("last end"))):
         table.add_column(col, justify="left" if col in ("ran on", "assigned to") else "right")
@@ -300,7 +294,7 @@ def report(run_id: int, db: Path | None, n_decisions: int, plot_dir: Path | None
     if picked:
         times = ("time", "a_r", "a_r2", "tx_r", "tx_r2", "window")
         unit = pick(d[k] for d in picked for k in times if isinstance(d[k], (int, float)))
-        t = Table(title="re-selection decisions", **compact)
+        t = Table(title="re-selection decisions")
         for col in (unit.header("time"), "kind", "task", "r", "r'", unit.header("a_r"), unit.header("a_r'"),
                     unit.header("T̂x(r)"), unit.header("T̂x(r')"), unit.header("Ŵ")):
             t.add_column(m(col), justify="left" if col in ("kind", "r", "r'") else "right")

@@ -144,7 +144,7 @@ def _print_summary(s: dict) -> None:
     from resel.units import pick, plain_table, span
     skipped = s["skipped_too_large"] + s["skipped_unknown_runtime"]
     lines = [f"{s['trace']}: {s['jobs']:,} jobs on {s['cores']:,} cores (from {s['cores_from']}), policy {s['policy']}, "
-             f"speed {s['speed']:g}; "
+             f"speed {s['speed']:g}",
              f"utilisation {s['utilisation']:.1%}, killed {s['killed']}, makespan {span(s['makespan'])}"]
     unit = pick(s[key][k] for key in ("wait", "response") for k in ("mean", "median", "p95", "iqr", "max"))
     rows = [(unit.header("wait"), "wait", unit.cell), (unit.header("response"), "response", unit.cell),
