@@ -276,7 +276,8 @@ def test_cli_json(tmp_path):
 def test_cli_table_help_and_errors(tmp_path):
     runner = CliRunner()
     res = runner.invoke(profile_cmd, ["--db", str(tmp_path / "p.db"), "--no-callgrind", "--", "/bin/true"])
-    assert res.exit_code == 0 and "task_clock_s" in res.output and "not measured" in res.output
+    assert res.exit_code == 0 and "task-clock [s]" in res.output and "not measured" in res.output
+    assert "task_clock_s s" not in res.output              # the unit once, in brackets
     help_text = runner.invoke(profile_cmd, ["--help"]).output
     examples = help_text.split("Example:")[1].split("Options:")[0].strip().splitlines()
     assert examples and all(l.strip().startswith("resel profile") for l in examples)

@@ -73,7 +73,11 @@ def main() -> None:
     if level:
         import logging
         if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
-            raise SystemExit(f"resel: RESEL_LOG={level.lower()!r}: give debug, info, warning or error")
+            from resel.cli.common import CommandError
+            error = CommandError(f"RESEL_LOG={level.lower()!r} is not a log level",
+                                 "give RESEL_LOG=debug, info, warning or error", as_json="--json" in sys.argv[1:])
+            error.show()
+            raise SystemExit(error.exit_code)
         # resel's own loggers only: paramiko's and urllib3's debug would bury what resel did
         logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
         logging.getLogger("resel").setLevel(level)

@@ -6,7 +6,7 @@ Command modules import this module and each other, never the package root :mod:`
 
 **One error style.** Every error a command ends with goes through :class:`CommandError`: on a
 terminal (or a pipe) one ``Error: …`` line on stderr, and a ``Hint: …`` line when the error
-carries a hint its message does not already give; with ``--json`` one JSON object on stdout
+carries a hint of its own that its message does not already give (what to type next); with ``--json`` one JSON object on stdout
 instead, ``{"error": …, "hint": …}``, so ``resel X --json | python -m json.tool`` always
 reads JSON. Either way the exit status is 1 (2 for bad usage, as click's). Commands wrap
 their body in :func:`fail_cleanly`; the root group (:class:`CleanErrors`) turns what escapes
@@ -246,11 +246,15 @@ class CommandError(click.ClickException):
     on stderr. ``usage``: the error is bad usage (exit status 2, as click's own).
     """
 
-    def __init__(self, message: str, hint: str | None = None, *, as_json: bool = False, exit_code: int = 1) -> None:
+    def __init__(self, message: str, hint: str | None = None, *, as_json: bool = False, exit_code: int = 1,
+                 said: bool = True) -> None:
         super().__init__(message)
         self.hint = hint
         self.as_json = as_json
         self.exit_code = exit_code
+        #: the hint is printed under the message on a terminal (False: a general pointer, such as
+        #: the command's --help, that only --json's object carries — the text keeps to one line)
+        self.said = said
 
     def doc(self) -> dict:
         return {"error": self.message, "hint": self.hint}
@@ -260,27 +264,31 @@ class CommandError(click.ClickException):
             click.echo(json.dumps(clean(self.doc()), indent=2), file=file or sys.stdout)
             return
         text = f"Error: {self.message}"
-        if self.hint and self.hint not in self.message:
+        if self.said and self.hint and self.hint not in self.message:
             text += f"\nHint: {self.hint}"
         click.echo(text, file=file or sys.stderr)
 
 
-def command_error(exc: BaseException, *, as_json: bool) -> CommandError:
+def command_error(exc: BaseException, *, as_json: bool, ctx: click.Context | None = None) -> CommandError:
     """:class:`CommandError` for an error resel expects (ReselError, a store's DatabaseError)
-    or for one of click's (bad usage, a missing file): the same message, its hint, the same
-    exit status."""
+    or for one of click's (bad usage, a missing file): the same message, its hint (else, what
+    to read next: the command's ``--help``), the same exit status."""
     if isinstance(exc, CommandError):
         exc.as_json = exc.as_json or as_json
         return exc
     if isinstance(exc, click.ClickException):
         message = exc.format_message()
-        hint = None
-        if isinstance(exc, click.UsageError):
-            where = exc.ctx.command_path if exc.ctx is not None else "resel"
-            hint = f"`{where} --help` lists the options, with examples"
-        return CommandError(message, hint, as_json=as_json, exit_code=exc.exit_code)
+        where = (exc.ctx if isinstance(exc, click.UsageError) and exc.ctx is not None else ctx)
+        hint = f"`{where.command_path if where is not None else 'resel'} --help` lists the options, with examples"
+        return CommandError(message, hint, as_json=as_json, exit_code=exc.exit_code, said=False)
     message = error_message(exc)
-    return CommandError(message, hint_of(exc, message), as_json=as_json)
+    hint = hint_of(exc, message)
+    said = hint is not None
+    if hint is None and getattr(exc, "problem", None) == "file not found":
+        hint = "check the path (a relative one starts from the current folder)"
+    if hint is None and ctx is not None and ctx.command_path:
+        hint = f"`{ctx.command_path} --help` explains the command and its options"
+    return CommandError(message, hint, as_json=as_json, said=said)
 
 
 def _json_asked(ctx: click.Context | None) -> bool:
@@ -339,9 +347,10 @@ def fail_cleanly(fn: Callable) -> Callable:
             ctx = click.get_current_context(silent=True)
             if not _json_asked(ctx):
                 raise
-            raise command_error(exc, as_json=True) from None
+            raise command_error(exc, as_json=True, ctx=ctx) from None
         except expected_errors() as exc:
-            raise command_error(exc, as_json=_json_asked(click.get_current_context(silent=True))) from None
+            ctx = click.get_current_context(silent=True)
+            raise command_error(exc, as_json=_json_asked(ctx), ctx=ctx) from None
     return wrapper
 
 

@@ -9,7 +9,7 @@ from typing import Callable, Iterator
 import click
 
 from resel.cli.common import Table   # rich, imported on first use
-from resel.cli.common import INT64_MAX, Finite
+from resel.cli.common import COUNT, Finite
 from resel.safe_text import markup as m
 from resel.safe_text import terminal
 from resel.sim.grid import ALGORITHMS, DISPATCHERS, HEURISTICS, Cluster, Grid, Reallocation, compare
@@ -62,7 +62,7 @@ def _period(ctx, param, value: float) -> float:
 @click.option("--exact", is_flag=True, help="Give the schedulers exact walltimes instead of the requests.")
 @click.option("--load", type=Finite(min=1e-6, max=1e6), default=1.0, show_default=True,
               help="Divide submit times by this (2 = arrivals twice as dense).")
-@click.option("--first", "first_n", type=click.IntRange(1, INT64_MAX), default=None, help="Only the first N jobs.")
+@click.option("--first", "first_n", type=COUNT, default=None, help="Only the first N jobs.")
 @click.option("--dry-run", is_flag=True, help="List the moves reallocation would make, without making them "
               "(for all-cancel: the moves the regular algorithm would make).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
@@ -159,7 +159,7 @@ def scenario_group() -> None:
               help="Divide submit times by this (denser arrivals, longer queues).")
 @click.option("--period", type=Finite(min=1, max=1e9), default=3600.0, show_default=True,
               help="Seconds between reallocation rounds.")
-@click.option("--first", "first_n", type=click.IntRange(1, INT64_MAX), default=None, help="Only the first N jobs.")
+@click.option("--first", "first_n", type=COUNT, default=None, help="Only the first N jobs.")
 @click.option("--workers", type=click.IntRange(1, 64), default=2, show_default=True, help="Runs in parallel.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def seed004_cmd(load: float, period: float, first_n: int | None, workers: int, as_json: bool) -> None:

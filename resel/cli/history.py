@@ -185,11 +185,15 @@ def fetch_cmd(sites_file: Path, days: float, db_path: Path | None, as_json: bool
     import time
 
     from resel.backends.connect import close_quietly, open_site
-    from resel.config import load_sites
+    from resel.config import LIVE_KINDS, load_sites
     from resel.store import open_store
+    site_list = load_sites(sites_file)
+    if all(s.kind not in LIVE_KINDS for s in site_list):
+        from resel.cli.common import live_sites_from
+        live_sites_from(sites_file, "resel history fetch")     # raises, saying what to type instead
     db = open_store(db_path)
     rows = []
-    for site in load_sites(sites_file):
+    for site in site_list:
         row: dict[str, Any] = {"site": site.name, "read": 0, "new": 0, "skipped": {}, "problem": None}
         ps = None
         try:
@@ -207,7 +211,13 @@ def fetch_cmd(sites_file: Path, days: float, db_path: Path | None, as_json: bool
         finally:
             close_quietly(ps)
         rows.append(row)
+    failed = [r["site"] for r in rows if r["problem"]]
+    problem = f"{len(failed)} of {len(rows)} site(s) imported nothing: {', '.join(failed)}" if failed else None
+    hint = "each site's line says why; `resel history import --site NAME --sacct FILE` reads a saved sacct reply"
     if as_json:
+        if problem:
+            from resel.cli.common import fail_json
+            fail_json({"days": days, "sites": rows}, problem, hint)
         _print_json({"days": days, "sites": rows})
         return
     for r in rows:
@@ -216,6 +226,8 @@ def fetch_cmd(sites_file: Path, days: float, db_path: Path | None, as_json: bool
         else:
             click.echo(terminal(f"{r['site']}: {r['read']} wait(s) read, {r['new']} new"
                                 + (f", skipped {r['skipped']}" if r["skipped"] else "")))
+    if problem:
+        raise ReselError(problem, hint=hint)
 
 
 @history_group.command("learn", context_settings={"help_option_names": ["-h", "--help"]})

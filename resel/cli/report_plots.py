@@ -43,8 +43,8 @@ def ready_to_draw(plot_dir: Path | None, html_file: Path | None, protect: Sequen
         _writable_folder(Path(html_file).parent if str(Path(html_file).parent) else Path("."), "--html", html_file)
     if plot_dir is not None:
         refuse_plot_inputs(plot_dir, protect, names=list(names or FIGURES))
-        folder = private_dir(plot_dir)
-        _writable_folder(folder, "--plot", folder)
+        _writable_folder(Path(plot_dir), "--plot", plot_dir)
+        private_dir(plot_dir)
 
 
 def _writable_folder(folder: Path, option: str, target: Path) -> None:
@@ -55,7 +55,7 @@ def _writable_folder(folder: Path, option: str, target: Path) -> None:
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
     if not probe.is_dir():
-        raise ReselError(f"{option} {target}: {probe} is not a folder", hint=f"give {option} another path")
+        raise ReselError(f"{option} {target}: {probe} is a file, not a folder", hint=f"give {option} another path")
     if not os.access(probe, os.W_OK | os.X_OK):
         raise ReselError(f"{option} {target}: this user cannot write in {probe}",
                          hint=f"give {option} a folder you can write, or fix its permissions")

@@ -104,26 +104,27 @@ def runs(db: Path | None, kind: str | None, experiment: int | None, since: str |
     from resel.units import pick
     unit = pick(r["ttc_wkd"] for r in rows)
     table = Table()
-    cols = ["run", "exp", "created (UTC)", "kind", "bag", "strategy", "size", "seed", unit.header("TTC_wkd")]
-    cols += [unit.header("T_x,wkd"), unit.header("T_q,wkd")] if wide else []
+    cols = ["run", "exp", "created", "kind", "bag", "strategy", "size"] + (["seed"] if wide else [])
+    cols += [unit.header("TTC_wkd")] + ([unit.header("T_x,wkd"), unit.header("T_q,wkd")] if wide else [])
     cols += ["done", "failed", "moved"]
     for col in cols:     # bag and strategy names give way first when the table is too wide
-        table.add_column(m(col), no_wrap=col not in ("bag", "strategy"), overflow="ellipsis",
-                         justify="left" if col in ("created (UTC)", "kind", "bag", "strategy") else "right")
+        table.add_column(m(col), no_wrap=col not in ("bag", "strategy"), overflow="fold",
+                         justify="left" if col in ("created", "kind", "bag", "strategy") else "right")
     for r in rows:
         created = r["created"] if wide else (r["created"] or "")[5:16].replace("T", " ")    # the year: --wide
         live = r["mode"] == "live"
-        kind_text = ("live" if r["status"] in ("done", None) else f"live, {r['status']}") if live else "sim"
+        kind_text = ("live" if r["status"] == "done" else (r["status"] or "live")) if live else "sim"
         cells = [str(r["id"]), str(r["experiment_id"] or ""), m(created), m(kind_text), m(r["bag"]),
-                 m(r["strategy"]), m(r["size"]), m(r["seed"]), unit.cell(r["ttc_wkd"])]
+                 m(r["strategy"]), m(r["size"])] + ([m(r["seed"])] if wide else []) + [unit.cell(r["ttc_wkd"])]
         if wide:
             cells += [unit.cell(r["tx_wkd"]), unit.cell(r["tq_wkd"])]
         cells += [str(r["done"] if r["done"] is not None else "—"), str(r["failed"] if r["failed"] is not None else "—"),
                   str(r["reassigned"] if r["reassigned"] is not None else "—")]
         table.add_row(*cells)
     print_table(table, wide)
-    more = f"the newest {limit}; --limit N for more, " if len(rows) == limit else ""
-    out.print(f"[dim]{more}--kind, --experiment, --since to choose; `resel report RUN` shows one run[/dim]")
+    more = f"the newest {limit} (--limit N for more); " if len(rows) == limit else ""
+    out.print(f"[dim]{more}created: UTC; kind: sim, live, or a live run's state; --kind, --experiment, --since "
+              "filter; --wide: seed, T_x, T_q; `resel report RUN` shows one[/dim]")
 
 
 @click.command()
