@@ -189,9 +189,10 @@ def _mean_std(s: dict, unit: Any) -> str:
 
 def _print_experiment(exp: Experiment, bag_file: Path | None, sites_file: Path | None) -> None:
     from resel.units import pick
-    out.print(f"bag {m(exp.bag.name)} ({exp.bag.profile.instructions:.3g} instructions/task) on "
-              f"{m(', '.join(s.name for s in exp.sites))}: {exp.repeat} run{'s' if exp.repeat > 1 else ''} each, seed {exp.seed}, "
-              f"LIM clock {exp.clock}", highlight=False)
+    seeds = f"seed {exp.seed}" if exp.repeat == 1 else f"seeds {exp.seed}–{exp.seed + exp.repeat - 1}"
+    out.print(f"bag {m(exp.bag.name)} ({exp.bag.profile.instructions:.3g} instructions per task) on "
+              f"{m(', '.join(s.name for s in exp.sites))}\n{exp.repeat} run{'s' if exp.repeat > 1 else ''} per "
+              f"strategy and size, {seeds}, LIM predicting with the {exp.clock} clock", highlight=False)
     table = Table()
     unit = pick(cell.summary(metric)["mean"] for cell in exp.cells.values() for metric in ("ttc_wkd", "tx_wkd"))
     for col, just in (("size", "right"), ("strategy", "left"), (m(unit.header("TTC_wkd")), "right"),
