@@ -78,7 +78,7 @@ def run_ids(text: str) -> list[int]:
 def where(*, kind: str | None = None, experiment: int | None = None, since: str | None = None,
           before: str | None = None, ids: Iterable[int] | None = None) -> tuple[str, list[Any]]:
     """The SQL condition on ``runs`` (and its parameters) that chooses runs by kind, experiment,
-    creation time (``since`` ≤ created < ``before``, both as :func:`moment` gives them) and id."""
+    creation time (``since`` ≤ created ≤ ``before``, both as :func:`moment` gives them) and id."""
     clauses, params = [], []
     if kind is not None:
         clauses.append("mode = ?")
@@ -89,8 +89,8 @@ def where(*, kind: str | None = None, experiment: int | None = None, since: str 
     if since is not None:
         clauses.append("created >= ?")
         params.append(since)
-    if before is not None:
-        clauses.append("created < ?")
+    if before is not None:      # inclusive: ``created`` has whole seconds, and --older-than 0d means every run
+        clauses.append("created <= ?")
         params.append(before)
     if ids is not None:
         ids = sorted(set(ids))

@@ -92,9 +92,22 @@ COUNT = Whole(1, INT64_MAX)
 
 class Finite(click.FloatRange):
     """A ``FloatRange`` that also refuses ``nan`` and ``inf``: every range comparison with NaN is
-    false, so ``--load nan`` passed ``FloatRange(min=0)`` and ran a whole simulation on it."""
+    false, so ``--load nan`` passed ``FloatRange(min=0)`` and ran a whole simulation on it.
+    Its help shows the bounds as a person writes them (``0<x``, ``1e-06<=x<=1e+06``), leaving
+    out a bound that is only a guard against absurd values (10^9 and beyond)."""
 
     name = "finite float range"
+
+    def _describe_range(self) -> str:
+        lo = None if self.min is None or abs(self.min) >= 1e9 else self.min
+        hi = None if self.max is None or abs(self.max) >= 1e9 else self.max
+        if lo is None and hi is None:
+            return ""
+        if lo is None:
+            return f"x{'<' if self.max_open else '<='}{hi:g}"
+        if hi is None:
+            return f"x{'>' if self.min_open else '>='}{lo:g}"
+        return f"{lo:g}{'<' if self.min_open else '<='}x{'<' if self.max_open else '<='}{hi:g}"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         rv = super().convert(value, param, ctx)

@@ -46,8 +46,8 @@ def _period(ctx, param, value: float) -> float:
 @click.argument("traces", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--cluster", "clusters", multiple=True, callback=_cluster,
               help="NAME:CORES[:SPEED[:POLICY]]; repeat for each cluster (policy default: conservative).")
-@click.option("--dispatch", type=click.Choice(DISPATCHERS), default="mct", show_default=True,
-              help="How the meta-scheduler picks a cluster for each arriving job.")
+@click.option("--dispatch", type=click.Choice(DISPATCHERS), default="mct", show_default=True, metavar="RULE",
+              help=f"How the meta-scheduler picks a cluster for each arriving job: {', '.join(DISPATCHERS)}.")
 @click.option("--realloc", type=click.Choice(("none",) + ALGORITHMS), default="none", show_default=True,
               help="Move waiting jobs between clusters: regular (if it gains > margin) or all-cancel.")
 @click.option("--heuristic", type=click.Choice(HEURISTICS), default="mct", show_default=True,

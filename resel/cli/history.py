@@ -125,8 +125,8 @@ def show_cmd(site, cores, walltime, quantile, confidence, alarm, db_path, as_jso
     history = wh.load_history(open_store(db_path, write=False), site)
     if not len(history):
         where = f" for {site}" if site else ""
-        raise ReselError(f"no wait history{where} in {db_path or default_path()}: import some with "
-                         f"`resel history import --site NAME --sacct FILE` (or --swf FILE)")
+        raise ReselError(f"no wait history{where} in {db_path or default_path()}",
+                         hint="import some with `resel history import --site NAME --sacct FILE` (or --swf FILE)")
     head = (f"{quantile * 100:g} % bound at {confidence * 100:g} % confidence "
             f"(needs ≥ {min_history(quantile, confidence)} waits per group)")
     if cores is not None:

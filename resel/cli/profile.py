@@ -74,7 +74,8 @@ def profile_cmd(repeat: int, label: str | None, reduced: str | None, scale: floa
     \b
     Example:
       resel profile --repeat 3 -- python3 -c "sum(range(10**6))"
-      resel profile --label water-2000 --reduced "gmx mdrun -s w20.tpr -ntmpi 1 -ntomp 1" --scale 100 -- gmx mdrun -s w2000.tpr -ntmpi 1 -ntomp 1
+      resel profile --label water-2000 --reduced "gmx mdrun -s w20.tpr -ntmpi 1 -ntomp 1" \\
+          --scale 100 -- gmx mdrun -s w2000.tpr -ntmpi 1 -ntomp 1
       resel profile --json --db /tmp/p.db -- /bin/true
     """
     try:
@@ -91,7 +92,8 @@ def profile_cmd(repeat: int, label: str | None, reduced: str | None, scale: floa
     failed = [i for i, r in enumerate(summary.runs, start=1) if r.exit_status != 0]
     problem = hint = None
     if failed:     # perf stat exits with the command's status; a failed run measures something else
-        statuses = sorted({str(summary.runs[i - 1].exit_status) for i in failed})
+        statuses = sorted({"unknown (perf lost it)" if summary.runs[i - 1].exit_status is None
+                           else str(summary.runs[i - 1].exit_status) for i in failed})
         problem = (f"{shlex.join(command)} exited with status {', '.join(statuses)} in {len(failed)} of "
                    f"{len(summary.runs)} run(s): nothing stored — the counts of a run that failed do not "
                    "describe the task")

@@ -102,8 +102,11 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
     \b
     Example:
       resel simulate --sizes 256,1024 --repeat 10
-      resel simulate examples/gromacs-bag.toml --sites my-sites.toml --strategies model,model+reselect --json
-      resel simulate --strategies model+reselect,race,earliest,failover,rebroker --repeat 20 --workers 2
+      resel simulate examples/gromacs-bag.toml --sites my-sites.toml \\
+          --strategies model,model+reselect --json
+      resel simulate --strategies model+reselect,race,earliest,failover,rebroker \\
+          --repeat 20 --workers 2
+      resel simulate --sizes 64,1024 --plot figures/      # and `resel runs`, `resel report RUN`
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
