@@ -228,3 +228,14 @@ def test_a_mistyped_command_is_matched_against_every_command(argv, suggestion):
     result = CliRunner().invoke(cli, argv)
     assert result.exit_code == 2
     assert "Did you mean" in result.output and f"'{suggestion}'" in result.output.split("Did you mean")[1]
+
+
+def test_a_command_that_opens_a_store_for_writing_loads_sqlite_utils_without_numpy(bench_store, tmp_path):
+    """numpy comes with matplotlib (a dependency since issue 28); sqlite-utils would import it
+    for nothing at every `resel report`, `plan`, `model`... (resel/cli/startup.py): the command
+    loads sqlite-utils, not numpy — and a command that draws still gets numpy and its figures."""
+    loaded, out = _fresh_modules(CLI, "report", "1", "--db", str(bench_store))
+    assert "run 1" in out
+    assert "sqlite_utils" in _top(loaded) and "numpy" not in _top(loaded)
+    loaded, out = _fresh_modules(CLI, "report", "1", "--db", str(bench_store), "--html", str(tmp_path / "r.html"))
+    assert {"numpy", "matplotlib"} <= _top(loaded) and (tmp_path / "r.html").read_text().count("<img") >= 3

@@ -69,6 +69,8 @@ def cli() -> None:
 def main() -> None:
     """Console-script entry point. ``RESEL_LOG=debug`` (or ``info``) shows on stderr what resel
     does that the tables do not: every command it runs on a site with its exit code and time."""
+    from resel.cli.startup import leave_numpy_out_of_sqlite_utils
+    leave_numpy_out_of_sqlite_utils()       # ~60 ms of every command that writes a store
     level = os.environ.get("RESEL_LOG", "").strip().upper()
     if level:
         import logging

@@ -54,7 +54,8 @@ def latest_fit(db) -> dict:
     """The newest ``model_fits`` row, decoded. Raises ReselError when there is none."""
     rows = list(db.query("select * from model_fits order by id desc limit 1"))
     if not rows:
-        raise ReselError("no model fit in the store: run `resel model fit` first")
+        raise ReselError("no model fit in the store", hint="run `resel model fit` first (`resel model --help`: "
+                         "what it learns from, and how to get some on the testbed)")
     return _decode(rows[0])
 
 
@@ -75,8 +76,9 @@ def latest_fits(db, application: str | None = None) -> list[dict]:
         seen.add(app)
         out.append(r)
     if not out:
-        raise ReselError("no model fit in the store" + (f" for application {application!r}" if application else "")
-                         + ": run `resel model fit` first")
+        raise ReselError("no model fit in the store" + (f" for application {application!r}" if application else ""),
+                         hint="run `resel model fit` first (`resel model --help`: what it learns from, and how to "
+                              "get some on the testbed)")
     return out
 
 
@@ -164,11 +166,20 @@ def _echo_eval(ev: dict | None, holdout: str) -> None:
 def model_group() -> None:
     """Calibrate LIM per site from measured runs, and predict with it.
 
+    A fit learns from the finished tasks of live runs (`resel run`); `resel model predict BAG
+    --sites FILE` works before any (LIM alone). Without clusters of your own, the testbed
+    gives a fit something to learn from in a few minutes:
+
+    \b
+      sudo scripts/testbed.sh up
+      resel run examples/sleep-bag.toml --sites examples/sites-testbed.toml
+      resel model fit && resel model show
+
     \b
     Example:
       resel model fit --holdout 0.25
       resel model show
-      resel model predict examples/gromacs-bag.toml
+      resel model predict examples/gromacs-bag.toml --sites examples/sites-thesis.toml
     """
 
 
