@@ -52,21 +52,27 @@ def _readable_bound(value: int) -> str:
     return f"{value:,}" if abs(value) > _HUGE else str(value)
 
 
+def described_range(rng: Any, guard: float, show: Callable[[Any], str]) -> str:
+    """A range type's bounds for --help (``x>=1``, ``0<x<=1``), leaving out a bound at or beyond
+    ``guard``: such a bound is a guard against absurd values, not a choice a user makes."""
+    lo = None if rng.min is None or abs(rng.min) >= guard else show(rng.min)
+    hi = None if rng.max is None or abs(rng.max) >= guard else show(rng.max)
+    if lo is None and hi is None:
+        return ""
+    if lo is None:
+        return f"x{'<' if rng.max_open else '<='}{hi}"
+    if hi is None:
+        return f"x{'>' if rng.min_open else '>='}{lo}"
+    return f"{lo}{'<' if rng.min_open else '<='}x{'<' if rng.max_open else '<='}{hi}"
+
+
 class Whole(click.IntRange):
     """An ``IntRange`` whose help shows only the bounds a user chooses within: the store's own
     limits (2^62, 2^63-1) printed as ``-4611686018427387904<=x<=4611686018427387904`` in every
     ``--help``; they still apply, and a value beyond them is refused naming them readably."""
 
     def _describe_range(self) -> str:
-        lo = None if self.min is None or abs(self.min) >= _HUGE else self.min
-        hi = None if self.max is None or abs(self.max) >= _HUGE else self.max
-        if lo is None and hi is None:
-            return ""
-        if lo is None:
-            return f"x{'<' if self.max_open else '<='}{hi}"
-        if hi is None:
-            return f"x{'>' if self.min_open else '>='}{lo}"
-        return f"{lo}{'<' if self.min_open else '<='}x{'<' if self.max_open else '<='}{hi}"
+        return described_range(self, _HUGE, str)
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         try:
@@ -99,15 +105,7 @@ class Finite(click.FloatRange):
     name = "finite float range"
 
     def _describe_range(self) -> str:
-        lo = None if self.min is None or abs(self.min) >= 1e9 else self.min
-        hi = None if self.max is None or abs(self.max) >= 1e9 else self.max
-        if lo is None and hi is None:
-            return ""
-        if lo is None:
-            return f"x{'<' if self.max_open else '<='}{hi:g}"
-        if hi is None:
-            return f"x{'>' if self.min_open else '>='}{lo:g}"
-        return f"{lo:g}{'<' if self.min_open else '<='}x{'<' if self.max_open else '<='}{hi:g}"
+        return described_range(self, 1e9, lambda v: f"{v:g}")
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         rv = super().convert(value, param, ctx)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import click
 
@@ -45,25 +45,22 @@ experiment_option = click.option("--experiment", type=RUN_ID, default=None, meta
                                       "the `exp` column).")
 
 
-def _when(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """An age (30d, 12h, 90min, 2w) or a date, as the store's ``created`` (resel.store_prune.moment)."""
-    if value is None:
-        return None
-    from resel.store_prune import moment
-    try:
-        return moment(value)
-    except ReselError as exc:
-        raise click.BadParameter(f"{exc} — {exc.hint}") from None
+def _parsed(parse_name: str) -> Callable[[click.Context, click.Parameter, str | None], Any]:
+    """An option callback that parses its text with ``resel.store_prune.<parse_name>`` (imported
+    when the option is given), a ReselError becoming click's bad-parameter error."""
+    def callback(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+        if value is None:
+            return None
+        from resel import store_prune
+        try:
+            return getattr(store_prune, parse_name)(value)
+        except ReselError as exc:
+            raise click.BadParameter(f"{exc} — {exc.hint}") from None
+    return callback
 
 
-def _ids(ctx: click.Context, param: click.Parameter, value: str | None) -> list[int] | None:
-    if value is None:
-        return None
-    from resel.store_prune import run_ids
-    try:
-        return run_ids(value)
-    except ReselError as exc:
-        raise click.BadParameter(f"{exc} — {exc.hint}") from None
+#: an age (30d, 12h, 90min, 2w) or a date, as the store's ``created``; run ids (3, 3,7, 3-9)
+_when, _ids = _parsed("moment"), _parsed("run_ids")
 
 
 @click.command()
