@@ -74,8 +74,7 @@ def profile_cmd(repeat: int, label: str | None, reduced: str | None, scale: floa
     \b
     Example:
       resel profile --repeat 3 -- python3 -c "sum(range(10**6))"
-      resel profile --label water-2000 --reduced "gmx mdrun -s w20.tpr -ntmpi 1 -ntomp 1" \\
-          --scale 100 -- gmx mdrun -s w2000.tpr -ntmpi 1 -ntomp 1
+      resel profile --reduced "gmx mdrun -s w20.tpr" --scale 100 -- gmx mdrun -s w2000.tpr
       resel profile --json --db /tmp/p.db -- /bin/true
     """
     try:
