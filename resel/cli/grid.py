@@ -120,15 +120,18 @@ def _print_grid(doc: dict, dry_run: bool, console) -> None:
     console.print(f"{base['jobs']:,} jobs over " + ", ".join(f"{m(c['name'])} ({c['cores']} cores, ×{c['speed']:g}, "
                                                                  f"{c['policy']})" for c in doc["clusters"])
                   + f"; dispatch {base['dispatcher']}; load ×{doc['load']:g}")
+    from resel.units import pick
     table = Table()
-    for col in ("run", "jobs per cluster", "mean wait s", "mean response s", "mean bsld τ=60", "moves"):
-        table.add_column(col, justify="right" if col != "run" else "left")
     rows = [("without reallocation", base)]
     if "with_reallocation" in doc and not dry_run:
         rows.append(("with reallocation", doc["with_reallocation"]))
+    unit = pick(v for _, s in rows for v in (s["wait"]["mean"], s["response"]["mean"]))
+    for col in ("run", "jobs per cluster", unit.header("mean wait"), unit.header("mean response"), "mean bsld τ=60",
+                "moves"):
+        table.add_column(m(col), justify="right" if col != "run" else "left")
     for label, s in rows:
-        table.add_row(label, m(" / ".join(f"{v:,}" for v in s["per_cluster"].values())), f"{s['wait']['mean']:,.0f}",
-                      f"{s['response']['mean']:,.0f}", f"{s['bsld_60']['mean']:.2f}", f"{s['moves']:,}")
+        table.add_row(label, m(" / ".join(f"{v:,}" for v in s["per_cluster"].values())), unit.cell(s["wait"]["mean"]),
+                      unit.cell(s["response"]["mean"]), f"{s['bsld_60']['mean']:.2f}", f"{s['moves']:,}")
     console.print(table)
     if "comparison" in doc:
         c = doc["comparison"]
@@ -139,8 +142,8 @@ def _print_grid(doc: dict, dry_run: bool, console) -> None:
     if dry_run and doc.get("moves") is not None:
         moves = doc["moves"]
         t = Table(title=f"{len(moves)} move(s) reallocation would make (not made)", title_justify="left")
-        for col in ("time s", "job", "from", "to", "old ECT s", "new ECT s", "gain s"):
-            t.add_column(col, justify="right")
+        for col in ("time [s]", "job", "from", "to", "old ECT [s]", "new ECT [s]", "gain [s]"):
+            t.add_column(m(col), justify="right")
         for mv in moves[:50]:
             t.add_row(f"{mv['time']:,.0f}", str(mv["job"]), m(mv["source"]), m(mv["target"]), f"{mv['old_ect']:,.0f}",
                       f"{mv['new_ect']:,.0f}", f"{mv['old_ect'] - mv['new_ect']:,.0f}")
