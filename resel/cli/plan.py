@@ -200,7 +200,9 @@ def _print_plan(doc: dict, bag, *, objective: str, risk: float | None, explain: 
         columns += [f"share done{u}"]
     columns += [f"P50{u}", f"P90{u}", "role"]
     for col in columns:
-        t.add_column(m(col), justify="left" if col in ("site", "by", "model", "role") else "right", no_wrap=True)
+        # the role wraps rather than vanish in a terminal narrower than the table
+        t.add_column(m(col), justify="left" if col in ("site", "by", "model", "role") else "right",
+                     no_wrap=col != "role", overflow="fold")
     notes = []
     for r in rows:
         cores = "—" if r["total_cores"] is None else f"{'?' if r['free_cores'] is None else r['free_cores']}/{r['total_cores']}"
