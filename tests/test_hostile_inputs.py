@@ -197,7 +197,7 @@ CASES = {
     "markup names, sites show": Case(["sites", "show", "--sites", f"{D}/markup-sites.toml"], 0, "a$b[/x]"),
     "markup names, simulate": Case(["simulate", f"{D}/markup-bag.toml", "--sites", f"{D}/markup-sites.toml",
                                     "--sizes", "4", "--repeat", "1", "--no-store"], 0, "bag bag[/b]$x"),
-    "stored hostile names, runs": Case(["runs", "--db", f"{D}/names.db"], 0, "evil\\x1b]0;pwned\\x07[/x]"),
+    "stored hostile names, runs": Case(["runs", "--wide", "--db", f"{D}/names.db"], 0, "evil\\x1b]0;pwned\\x07[/x]"),
     "stored hostile names, report": Case(["report", "1", "--db", f"{D}/names.db"], 0, "strategy m\\x1b[2J"),
     "'$' in a site name, --plot": Case(["report", "1", "--db", f"{D}/names.db", "--plot", f"{D}/plots", "--json"],
                                        0, "/plots/gantt.png"),

@@ -47,6 +47,7 @@ _KEY_VALUE = re.compile(r";\s*([A-Za-z][\w-]*)\s*:\s?(.*)")
 _NUMBER_EXPECTED = "a number (-1 if unknown)"
 _PREV_JOB = FIELDS.index("prev_job")
 _PROCS, _REQ_PROCS, _REQ_TIME, _ID = (FIELDS.index(f) for f in ("procs", "req_procs", "req_time", "id"))
+_STATUS = FIELDS.index("status")
 #: every field fits a signed 64-bit integer (SQLite's, for ``history import``), and as a float
 #: stays far from overflow in the schedulers' sums: a 400-digit submit time used to end a
 #: replay in OverflowError
@@ -265,12 +266,13 @@ def _signs_and_dots(zeros: bytes, ints: bool) -> bool:
     return True
 
 
-def _block_columns(block: bytes, lines: int) -> Columns | None:
+def _block_columns(block: bytes, lines: int, status: bool = False) -> Columns | None:
     """The replay's columns of ``block`` — complete job lines, each ending in ``\\n``, no
     comment, blank or title line, ``lines`` of them — as ``(submits, runs, sizes, req_times,
     ids)``, the last two converted when first read (:class:`_LazyColumn`), or None if
     it is anything else: then it is read line by line (:meth:`Trace._line_rows`), which
-    gives the same values and reports a bad line with its number.
+    gives the same values and reports a bad line with its number. With ``status``, a sixth
+    column holds each job's status (field 11), for ``resel replay --status``.
 
     At C speed (no Python code per line): the lines are split into tokens at once, with a
     marker token at each line end, so the tokens are columns if every line has as many of
@@ -321,6 +323,9 @@ def _block_columns(block: bytes, lines: int) -> Columns | None:
             columns[i] = list(map(_whole, columns[i]))
     submits, runs, procs, req_procs = columns
     sizes = req_procs if all_requested else [r if r > 0 else p for p, r in zip(procs, req_procs)]
+    if status:
+        return (submits, runs, sizes, _LazyColumn(joined[_REQ_TIME]), _LazyColumn(joined[_ID]),  # type: ignore[return-value]
+                _LazyColumn(joined[_STATUS]))
     return submits, runs, sizes, _LazyColumn(joined[_REQ_TIME]), _LazyColumn(joined[_ID])
 
 
@@ -578,7 +583,19 @@ class Trace:
         return itertools.chain.from_iterable(
             zip(*block, none) if type(block) is tuple else block for block in self._blocks())
 
-    def replay_columns(self) -> Iterator[Columns]:
+    def replay_rows_with_status(self, statuses: Collection[int]) -> Iterator[tuple]:
+        """:meth:`replay_rows` of the jobs whose status (field 11) is in ``statuses``: what
+        :func:`only_status` keeps of iterating the trace, read by the block reader."""
+        self.skipped = 0
+        keep = frozenset(statuses)
+        for block in self._blocks(status=True):
+            if type(block) is tuple:
+                block = zip(*block)
+            for row in block:
+                if row[5] in keep:
+                    yield (*row[:5], None)
+
+    def replay_columns(self, statuses: Collection[int] | None = None) -> Iterator[Columns]:
         """:meth:`replay_rows` a block at a time, as :data:`Columns` (lists of submit, run,
         size, req_time and id): what the replay loop reads without a tuple per job.
 
@@ -587,14 +604,20 @@ class Trace:
         :meth:`replay_rows` (an unsorted job earlier in the same block is found first).
         """
         self.skipped = 0
-        for block in self._blocks():
+        keep = None if statuses is None else frozenset(statuses)
+        for block in self._blocks(status=keep is not None):
             if type(block) is tuple:
+                if keep is not None:
+                    mask = [s in keep for s in block[5]]
+                    block = block[:5] if all(mask) else tuple(list(itertools.compress(c, mask)) for c in block[:5])
+                    if not block[0]:
+                        continue
                 yield block
                 continue
             rows: list[tuple] = []
             error = None
             try:
-                rows.extend(block)
+                rows.extend(block if keep is None else (r for r in block if r[5] in keep))
             except InputError as exc:
                 error = exc
             if rows:
@@ -603,9 +626,10 @@ class Trace:
             if error is not None:
                 raise error
 
-    def _blocks(self) -> Iterator[Columns | Iterator[tuple]]:
+    def _blocks(self, status: bool = False) -> Iterator[Columns | Iterator[tuple]]:
         """The trace's job lines a block at a time (:func:`_line_blocks`): :data:`Columns`, or
-        (a block :func:`_block_columns` does not take) an iterator of :meth:`replay_rows`' rows.
+        (a block :func:`_block_columns` does not take) an iterator of :meth:`replay_rows`' rows
+        (with ``status``, each job's status column too).
 
         Invalid UTF-8 is replaced in the line-by-line path (the fast one takes ASCII fields
         only). The header's lines (comments, blank lines, a title line) before the first job
@@ -627,14 +651,15 @@ class Trace:
                     block = block[at:]
                     if not block:
                         continue
-                columns = _block_columns(block, lines)
+                columns = _block_columns(block, lines, status)
                 if columns is not None:
                     yield columns
                 else:
-                    yield self._line_rows(line_no, block.decode("utf-8", "replace").split("\n")[:-1])
+                    yield self._line_rows(line_no, block.decode("utf-8", "replace").split("\n")[:-1], status)
 
-    def _line_rows(self, line_no: int, lines: list[str]) -> Iterator[tuple]:
-        """:meth:`replay_rows` of ``lines``, the first being line ``line_no``, one at a time."""
+    def _line_rows(self, line_no: int, lines: list[str], status: bool = False) -> Iterator[tuple]:
+        """:meth:`replay_rows` of ``lines``, the first being line ``line_no``, one at a time
+        (with ``status``, each job's status in place of the last None)."""
         n = len(FIELDS)
         title = self._title_line
         exact = _exact
@@ -657,7 +682,8 @@ class Trace:
                     if _in_range(ints):
                         (id_, submit, _, run, procs, _, _, req_procs, req_time,
                          _, _, _, _, _, _, _, _, _) = ints
-                        yield submit, run, (req_procs if req_procs > 0 else procs), req_time, id_, None
+                        yield (submit, run, (req_procs if req_procs > 0 else procs), req_time, id_,
+                               ints[_STATUS] if status else None)
                         continue
                 try:   # ascii, no '_': float() takes what _FLOAT does, and inf/nan (not finite)
                     values = list(map(float, head))
@@ -667,11 +693,11 @@ class Trace:
                     procs, req_procs = exact(head[4], values[4]), exact(head[7], values[7])
                     yield (exact(head[1], values[1]), exact(head[3], values[3]),
                            req_procs if req_procs > 0 else procs, exact(head[8], values[8]),
-                           exact(head[0], values[0]), None)
+                           exact(head[0], values[0]), exact(head[_STATUS], values[_STATUS]) if status else None)
                     continue
             job = self._parse(line_no, line.split())
             if job is not None:
-                yield job.submit, job.run, job.size, job.req_time, job.id, None
+                yield job.submit, job.run, job.size, job.req_time, job.id, job.status if status else None
 
     def _parse(self, line_no: int, tokens: list[str]) -> Job | None:
         if len(tokens) < len(FIELDS):
@@ -946,6 +972,72 @@ def _schedule_number(value: float) -> Number:
     return int(value) if float(value).is_integer() else round(value, 3)
 
 
+def _schedule_text(value: Number) -> str:
+    """:func:`schedule_line`'s text of a simulated wait or run (``_format(_schedule_number(v))``)."""
+    if type(value) is int or float(value).is_integer():
+        return str(int(value))
+    return _format(round(value, 3))
+
+
+def write_schedule(trace: Trace, out: TextIO, schedule: list, statuses: Collection[int] | None = None) -> int:
+    """Write the jobs a replay scheduled, in trace order, each as its trace line with fields 3
+    (wait) and 4 (run) replaced by the simulated ones; return how many were written.
+
+    ``schedule`` is :func:`resel.sim.replay.replay`'s, each job read's ``(wait, run)`` or None
+    (not replayed) by position; ``statuses`` the filter that replay read through. The trace
+    is read a second time and each replayed job's line copied: fields 1 and 2 and a space
+    each, the simulated wait and run as :func:`schedule_line` writes them, then the rest of
+    the line as the trace has it — so the schedule diffs line by line against the trace, and
+    no :class:`Job` is built per line (``resel replay --output`` on wagap: a tenth of what a
+    record per job cost; docs/benchmarks.md).
+    """
+    title = trace._title_line
+    keep = None if statuses is None else frozenset(statuses)
+    kept = [slot for slot in schedule if slot is not None]
+    pairs = iter(map("{} {}".format, _schedule_texts([w for w, _ in kept]), _schedule_texts([r for _, r in kept])))
+    position, line_no, written, last = 0, 0, 0, len(schedule)
+    with _open(trace.path) as f:
+        while position < last:
+            lines = f.readlines(_BLOCK)
+            if not lines:
+                break
+            rows = [line.split(None, 4) for line in lines]
+            first = line_no + 1
+            line_no += len(rows)
+            if keep is None and all(rows) and not (title is not None and first <= title <= line_no) \
+                    and not any(row[0][0] == ";" for row in rows) and position + len(rows) <= last:
+                # a block of job lines only (the common case): written by one comprehension
+                slots = schedule[position:position + len(rows)]
+                position += len(rows)
+                block = [f"{row[0]} {row[1]} {next(pairs)} {row[4]}" for row, slot in zip(rows, slots)
+                         if slot is not None]
+            else:
+                block = []
+                for number, row in enumerate(rows, first):
+                    if position >= last:
+                        break
+                    if not row or row[0][0] == ";" or number == title:
+                        continue
+                    if keep is not None and _parse_number(row[4].split(None, 7)[6]) not in keep:
+                        continue             # field 11 is the 7th token of field 5 on
+                    slot = schedule[position]
+                    position += 1
+                    if slot is not None:
+                        block.append(f"{row[0]} {row[1]} {next(pairs)} {row[4]}")
+            if block and not block[-1].endswith("\n"):
+                block[-1] += "\n"           # a last line without its line end
+            out.write("".join(block))
+            written += len(block)
+    return written
+
+
+def _schedule_texts(values: list) -> list[str]:
+    """:func:`_schedule_text` of many values; whole ones (every one, in most replays) by C-level maps."""
+    if all(map(float.is_integer, map(float, values))):
+        return list(map(str, map(int, values)))
+    return list(map(_schedule_text, values))
+
+
 # ------------------------------------------------------------------ machines
 
 
@@ -998,3 +1090,21 @@ def read_machines(path: str | os.PathLike[str]) -> list[Machine]:
             machines.append(Machine(int(machine_id), tokens[1], int(nodes), int(cpus),
                                     speed, memory))
     return machines
+
+
+def site_cores(trace: str | os.PathLike[str], header: Header) -> tuple[int | None, str]:
+    """The cores a trace's site had, and where that came from: the header's ``MaxProcs``, else
+    the Alea ``.machines`` file beside the trace (``TRACE.machines``: the sum of its clusters'
+    nodes × cpus, wagap's 2,176), else None — then the user says with ``--cores``.
+
+    Raises:
+        InputError: the ``.machines`` file is malformed.
+    """
+    if header.max_procs:
+        return header.max_procs, "the header's MaxProcs"
+    machines = f"{os.fspath(trace)}.machines"
+    if os.path.isfile(machines):
+        total = sum(m.cores for m in read_machines(machines))
+        if total > 0:
+            return total, f"{os.path.basename(machines)}"
+    return None, ""
