@@ -241,6 +241,8 @@ FAILURES = {
     ("simulate",): (["nope.toml"], "nope.toml: file not found", "check the path"),
     ("runs",): (["--since", "yesterday"], "neither an age nor a date", "--help"),
     ("report",): (["7"], "no run 7 in the store", "list them with `resel runs`"),
+    ("results",): (["7"], "no run 7 in the store", "list them with `resel runs --kind live`"),
+    ("fetch",): (["7"], "no run 7 in the store", "list them with `resel runs --kind live`"),
     ("prune",): (["--run", "x"], "is not a run id", "--help"),
     ("replay",): ([str(SWF / "hpc2n.swf"), "--tau", "0"], "thresholds > 0", "--help"),
     ("plan",): ([SLEEP_BAG, "--sites", "nope.toml"], "nope.toml: file not found", "check the path"),
