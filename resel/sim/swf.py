@@ -995,15 +995,14 @@ def write_schedule(trace: Trace, out: TextIO, schedule: list, statuses: Collecti
     keep = None if statuses is None else frozenset(statuses)
     kept = [slot for slot in schedule if slot is not None]
     pairs = iter(map("{} {}".format, _schedule_texts([w for w, _ in kept]), _schedule_texts([r for _, r in kept])))
-    position, line_no, written, last = 0, 0, 0, len(schedule)
+    position, written, last = 0, 0, len(schedule)
     with _open(trace.path) as f:
-        while position < last:
-            lines = f.readlines(_BLOCK)
-            if not lines:
+        for first, raw, _count in _line_blocks(f, trace.path):    # bounded lines, as the replay read them
+            if position >= last:
                 break
-            rows = [line.split(None, 4) for line in lines]
-            first = line_no + 1
-            line_no += len(rows)
+            # every line of a block ends in "\n" (str.splitlines would also cut at \f, \x1c, ...)
+            rows = [(line + "\n").split(None, 4) for line in raw.decode("utf-8", "replace").split("\n")[:-1]]
+            line_no = first + len(rows) - 1
             if keep is None and all(rows) and not (title is not None and first <= title <= line_no) \
                     and not any(row[0][0] == ";" for row in rows) and position + len(rows) <= last:
                 # a block of job lines only (the common case): written by one comprehension
