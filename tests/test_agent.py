@@ -249,6 +249,28 @@ def test_cancel_running_kills_the_process_group(pilot):
     assert p.proc.poll() is None
 
 
+def test_an_agent_killed_outright_takes_its_running_attempts_with_it(pilot):
+    """kill -9 of the agent: its guard kills the attempts' process groups (grandchildren too),
+    which would otherwise run on as orphans while the coordinator reruns them elsewhere (found
+    by the crash soak on the testbed's Slurm, whose proctrack/linuxproc loses orphans). A task
+    that finished before is untouched, and the guard itself is gone after."""
+    p = pilot(slots=2)
+    keys = [p.submit(n, "sleep 30 & echo $! > child.pid; wait") for n in (1, 2)]
+    children = []
+    for key in keys:
+        p.started(key)
+        pid_file = p.dir / "tasks" / key / "child.pid"
+        wait_for(lambda: pid_file.exists() and pid_file.read_text().strip(), 5, "the child's pid")
+        children.append(int(pid_file.read_text()))
+    # the guard and the attempts' shells: the agent's children
+    forked = [int(pid) for pid in Path(f"/proc/{p.proc.pid}/task/{p.proc.pid}/children").read_text().split()]
+    assert all(pid_alive(c) for c in children)
+    p.proc.send_signal(signal.SIGKILL)
+    p.proc.wait()
+    wait_for(lambda: not any(pid_alive(c) for c in children), 3, "the orphaned attempts to die")
+    wait_for(lambda: not any(pid_alive(pid) for pid in forked), 3, "the guard to end")
+
+
 def test_cancel_inboxed_and_not_yet_submitted(pilot):
     p = pilot(slots=1)
     blocker = p.submit(1, "sleep 30")
