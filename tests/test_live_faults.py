@@ -202,6 +202,23 @@ def test_a_stopped_controller_does_not_starve_its_running_pilot(tmp_path, testbe
     exactly_once(testbed, coord.db, coord.run_id, 120)
 
 
+def test_a_run_a_str_format_resel_stored_is_resumed_running_the_same_commands(tmp_path, testbed):
+    """A run stored by a resel that filled commands with str.format — its command holds that
+    escape, '${{RESEL_TASK}}' for '${RESEL_TASK}' — resumed by this resel: every task runs the
+    command the old one made (before: bash refused '${{' — "bad substitution" — and every task
+    failed three times)."""
+    coord = start(tmp_path, sites_toml(testbed), bag_toml(8, "echo ${RESEL_TASK}:{index}"), strategy="model")
+    spec = json.loads(coord.db["runs"].get(coord.run_id)["bag_spec"])
+    coord.db["runs"].update(coord.run_id, {"bag_spec": json.dumps({**spec, "command": "echo ${{RESEL_TASK}}:{index}"})})
+    coord.close()                                   # "crashed" before any task was dispatched
+    res = resel("run", "--resume", coord.run_id, "--db", tmp_path / "resel.db", "--json", "--no-progress")
+    assert res.returncode == 0, res.stderr
+    out = {r["task"]: r["stdout_tail"].strip() for r in agents_results(testbed, coord.run_key)
+           if r.get("outcome") == "done"}
+    assert out == {i: f"{i}:{i}" for i in range(8)}
+    exactly_once(testbed, coord.db, coord.run_id, 8)
+
+
 def _requeue_sites(tb) -> str:
     return sites_toml(tb, a={"requeue": True}, clock_b=0.1)
 

@@ -15,6 +15,7 @@ from resel.live import notes as live_notes
 from resel.backends.pilotsite import check_result, check_started, job_phase
 from resel.backends.jobs import JobState, htcondor_state, pbs_state, slurm_state
 from resel.backends.slurm.formats import STATE_CODES
+from resel.errors import ReselError
 from resel.live.stored import LiveOptions, load_live_run
 from resel.store import open_store, to_json
 
@@ -75,11 +76,33 @@ def test_started_records_are_checked():
     assert "host must be a string" in check_started({"task": 1, "attempt": 2, "time": 1, "host": 7}, "t1-a2")
 
 
-def _live_row(db, options: dict) -> int:
+def _live_row(db, options: dict, command: str = "true", site_commands=()) -> int:
     return db["runs"].insert({"mode": "live", "bag": "b", "status": "running", "t0": 0.0, "run_key": "r1-abcdef",
                               "options": json.dumps(options), "sites": "[]",
-                              "bag_spec": to_json({"name": "b", "command": "true", "count": 1, "cores_per_task": 1,
-                                                   "profile": {"instructions": 1e9}})}).last_pk
+                              "bag_spec": to_json({"name": "b", "command": command, "count": 1, "cores_per_task": 1,
+                                                   "profile": {"instructions": 1e9},
+                                                   "site_commands": list(site_commands)})}).last_pk
+
+
+def test_a_run_a_str_format_resel_stored_is_resumed_with_the_same_commands(tmp_path):
+    """'${{' is only ever in a command a resel that filled commands with str.format stored (today
+    a bag file refuses it): the run comes back with today's equivalent, site commands too, so
+    its remaining tasks run what its first ones ran (not a shell error: bash rejects '${{')."""
+    db = open_store(tmp_path / "s.db")
+    old = _live_row(db, {"strategy": "model"}, "echo ${{HOME}}:{index}", [("tbb", "awk '{{print}}' ${{X}}")])
+    bag = load_live_run(db, old, to_run=True)[1]
+    assert bag.command == "echo ${HOME}:{index}" and bag.command_for(3) == "echo ${HOME}:3"
+    assert bag.site_commands == (("tbb", "awk '{print}' ${X}"),)
+    today = _live_row(db, {"strategy": "model"}, "awk '{{print}}' {index}")    # no '${{': today's language
+    assert load_live_run(db, today, to_run=True)[1].command == "awk '{{print}}' {index}"
+
+
+def test_a_str_format_command_with_no_equivalent_is_refused_to_run_but_still_shown(tmp_path):
+    db = open_store(tmp_path / "s.db")
+    run = _live_row(db, {"strategy": "model"}, "echo ${{HOME}} {{{index}}}")
+    with pytest.raises(ReselError, match=f"resel cancel {run}"):
+        load_live_run(db, run, to_run=True)
+    assert load_live_run(db, run)[1].command == "echo ${{HOME}} {{{index}}}"     # resel status still reads it
 
 
 def test_a_run_stored_before_hand_ahead_replays_without_it(tmp_path):

@@ -180,7 +180,7 @@ class Coordinator:
         afresh: nothing was submitted for it yet. With ``to_cancel`` (``resel cancel``) the
         run's status is left alone, so a coordinator still running it sees the cancel request.
         """
-        run, bag, sites, options = load_live_run(db, run_id)
+        run, bag, sites, options = load_live_run(db, run_id, to_run=not to_cancel)
         if run["status"] in ("done", "cancelled") and not to_cancel:
             raise ReselError(f"run {run_id} is {run['status']}; nothing to resume")
         if run["status"] == "cancelling" and not to_cancel:
