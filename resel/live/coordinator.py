@@ -348,6 +348,7 @@ class Coordinator:
                                      + (f" (could not cancel: {', '.join(left)})" if left else ""))
             self._finish_actions()
             self._cleanup()
+            self._last_read()
             self._write_results("done")
             self._lease(force=True, state="released")
         finally:
@@ -436,10 +437,12 @@ class Coordinator:
                 self._next_poll[name] = t + self.options.poll
                 ids = [v.job_id for v in views]
                 self.workers[name].submit("poll", views, lambda n=name, i=ids: self.site(n).pilot_jobs(i))
-            # a pending pilot's files are read only while its scheduler does not answer (it may
-            # have started meanwhile); otherwise the scheduler's answer says when to look
+            # a pending pilot's files are read while its scheduler does not answer (it may have
+            # started meanwhile), or if it ran before (back in the queue: its old agent may still
+            # be finishing attempts); otherwise the scheduler's answer says when to look
             quiet = self.views[name].failing_since is not None
-            readable = [v for v in views if v.state == "running" or quiet]
+            readable = [v for v in views if v.state == "running" or quiet or v.agent_started is not None
+                        or v.incarnation is not None]
             if not readable:
                 self._next_read.pop(name, None)       # nothing to read: not due (the loop sleeps)
             elif name not in self._reading and self._next_read.get(name, 0.0) <= t:
@@ -993,6 +996,30 @@ class Coordinator:
             else:
                 left += report.result
         return left
+
+    def _last_read(self, wait: float = 30.0) -> None:
+        """The bag is done and its pilots are stopped: what their agents wrote since the last
+        read — an attempt that ended as the bag did, a moved task's duplicate, the attempts of a
+        pilot seen back in the queue while its agent still ran — goes into the store's attempts,
+        so the store holds every result the agents wrote. No event: the engine is done. A site
+        that does not answer within ``wait`` seconds is left (logged)."""
+        by_site: dict[str, list[PilotView]] = {}
+        for v in self.pilots.values():
+            if v.job_id and not (v.site in self.engine.lost_sites and self.views[v.site].error):
+                by_site.setdefault(v.site, []).append(v)
+        answers = self._on_sites("last-read", {name: (lambda name=name: self._read(name, by_site[name], False))
+                                               for name in by_site}, wait, self.exchange)
+        t = self.now()
+        for name in by_site:
+            report = answers.get(name)
+            if report is None or report.error is not None:
+                log.warning("run %s: could not read what the agents on %s wrote last: %s", self.run_id, name,
+                            "no answer" if report is None else _describe(report.error))
+                continue
+            for pilot, found in sorted(report.result.items()):
+                for path, why in found.bad:
+                    self._bad_record(name, path, why, t)
+                self._file_events(t, self.pilots[pilot], found)     # the rows; the events are moot
 
     def cancel_everything(self, wait: float = 30.0) -> list[str]:
         """Stop every pilot and task of the run (``resel cancel``); returns what could not be.
