@@ -194,7 +194,27 @@ class Coordinator:
                 log.warning("run %s: its bag was never recorded (a crash while the sites were first checked); "
                             "starting it afresh", run_id)
                 coord._begin()
+            else:
+                coord._catch_up()
         return coord
+
+    def _catch_up(self) -> None:
+        """Resumed: read what every running pilot's agent did while no coordinator watched — on
+        every site before any decision — and feed it with every site's starts before any site's
+        ends. A task one site's agent took from its inbox meanwhile is then running, not
+        waiting, when another site's freed slot asks for work; before, the faster site's first
+        read came first and re-selection moved that task, which ran twice. A site that does not
+        answer within ``slow_after`` seconds is caught up by its polls."""
+        by_site: dict[str, list[PilotView]] = {}
+        for v in self.pilots.values():
+            if v.state == "running" and v.job_id:
+                by_site.setdefault(v.site, []).append(v)
+        t = self.now()
+        events: list[Event] = []
+        for v, found in self._read_pilots("catch-up", by_site, self.options.slow_after, heartbeat=True):
+            events += self._site_events(t, ([v], None, {v.pilot: found}))
+        first = [e for e in events if isinstance(e, (PilotStarted, TaskStarted))]
+        self.feed(first + [e for e in events if not isinstance(e, (PilotStarted, TaskStarted))])
 
     def _replay(self) -> None:
         for row in self.db.query("select * from live_pilots where run_id = ?", [self.run_id]):
@@ -1007,19 +1027,29 @@ class Coordinator:
         for v in self.pilots.values():
             if v.job_id and not (v.site in self.engine.lost_sites and self.views[v.site].error):
                 by_site.setdefault(v.site, []).append(v)
-        answers = self._on_sites("last-read", {name: (lambda name=name: self._read(name, by_site[name], False))
-                                               for name in by_site}, wait, self.exchange)
         t = self.now()
+        for v, found in self._read_pilots("last-read", by_site, wait):
+            self._file_events(t, v, found)                         # the rows; the events are moot
+
+    def _read_pilots(self, kind: str, by_site: dict[str, list[PilotView]], wait: float, heartbeat: bool = False
+                     ) -> list[tuple[PilotView, PilotFiles]]:
+        """These pilots' new records, read on their sites' file workers (after any read already
+        under way there), bad records noted; a site that does not answer within ``wait``
+        seconds is logged and left out."""
+        answers = self._on_sites(kind, {name: (lambda name=name: self._read(name, by_site[name], heartbeat))
+                                        for name in by_site}, wait, self.exchange)
+        out = []
         for name in by_site:
             report = answers.get(name)
             if report is None or report.error is not None:
-                log.warning("run %s: could not read what the agents on %s wrote last: %s", self.run_id, name,
+                log.warning("run %s: could not read what the agents on %s wrote: %s", self.run_id, name,
                             "no answer" if report is None else _describe(report.error))
                 continue
             for pilot, found in sorted(report.result.items()):
                 for path, why in found.bad:
-                    self._bad_record(name, path, why, t)
-                self._file_events(t, self.pilots[pilot], found)     # the rows; the events are moot
+                    self._bad_record(name, path, why, self.now())
+                out.append((self.pilots[pilot], found))
+        return out
 
     def cancel_everything(self, wait: float = 30.0) -> list[str]:
         """Stop every pilot and task of the run (``resel cancel``); returns what could not be.
@@ -1052,24 +1082,14 @@ class Coordinator:
         self._each_site("drain", stop_and_wait, wait + 30.0, list(by_site))
         # the records are read on the file workers, after any read already under way there,
         # whose findings come first (whatever the scheduler did with the stop)
-        answers = self._on_sites("collect", {name: (lambda name=name: self._read(name, by_site[name], False))
-                                             for name in by_site}, 30.0, self.exchange)
+        collected = self._read_pilots("collect", by_site, 30.0)
         t = self.now()
         events: list[Event] = []
         for report in self._take_reports():
             if report.kind in ("read", "settle"):
                 events.extend(self._on_report(report, t))
-        for name in by_site:
-            report = answers.get(name)
-            if report is None or report.error is not None:
-                log.warning("run %s: could not read what the agents on %s wrote: %s", self.run_id, name,
-                            "no answer" if report is None else _describe(report.error))
-                continue
-            for pilot, found in sorted(report.result.items()):
-                v = self.pilots[pilot]
-                for path, why in found.bad:
-                    self._bad_record(name, path, why, t)
-                events.extend(self._file_events(t, v, found))
+        for v, found in collected:
+            events.extend(self._file_events(t, v, found))
         for v in live:
             v.state = "cancelled"
             self._pilot_row(v, ended=t, reason="run cancelled")
