@@ -587,3 +587,22 @@ def test_random_event_orders_keep_the_protocol(data, seed, count, cpt, strategy,
         outcomes = [a.outcome for a in task.attempts]
         assert outcomes.count("done") == (task.state is D)
         assert "" not in outcomes
+
+
+def test_a_task_given_back_by_a_withdrawn_pilot_takes_a_free_slot_at_once():
+    """Found by the live crash soak (a 300-task bag stalled on its last task): a pool's two
+    per-task pilots each got a task handed ahead; the first runs and finishes hers, so the
+    second, still pending, is surplus and withdrawn — giving its handed-ahead task back. That
+    task must take the free slot in the same decision: no later event may ever come to fill it
+    (before: it waited forever beside the idle pilot)."""
+    pool = make_site("pool", 1.0, mode="per-task", target=True, max_pilots=2)
+    engine = Engine(make_bag(2), [pool], "model", prefetch=1)
+    first = engine.handle(BagSubmitted(time=0.0))
+    assert [(a.task, a.pilot) for a in first if isinstance(a, DispatchTask)] == [(0, 0), (1, 1)]
+    engine.handle(PilotStarted(time=1.0, pilot=0))
+    engine.handle(TaskStarted(time=1.1, task=0, attempt=1))
+    acts = engine.handle(TaskFinished(time=5.0, task=0, attempt=1))
+    assert [type(a).__name__ for a in acts if not isinstance(a, Decision)] == ["CancelPilot", "DispatchTask"]
+    dispatch = next(a for a in acts if isinstance(a, DispatchTask))
+    assert (dispatch.task, dispatch.attempt, dispatch.pilot) == (1, 2, 0)
+    assert engine.tasks[1].state.value == "running"
