@@ -271,6 +271,29 @@ def test_an_agent_killed_outright_takes_its_running_attempts_with_it(pilot):
     wait_for(lambda: not any(pid_alive(pid) for pid in forked), 3, "the guard to end")
 
 
+def test_an_agent_never_runs_two_attempts_of_one_task_at_once(pilot):
+    """Attempt 1 is cancelled and attempt 2 of the same task handed in at once (what the
+    coordinator does to a pilot it takes for requeued): attempt 2 waits in the inbox until
+    attempt 1's process group is gone — here a child that ignores SIGTERM, killed after the
+    grace — though a slot is free. Found by the crash soak: after a controller restart the
+    same task ran two and three attempts at once on one pilot."""
+    p = pilot(slots=2)
+    first = p.submit(7, "(trap '' TERM; exec sleep 30) & echo $! > child.pid; wait", attempt=1)
+    p.started(first)
+    pid_file = p.dir / "tasks" / first / "child.pid"
+    wait_for(lambda: pid_file.exists() and pid_file.read_text().strip(), 5, "the child's pid")
+    child = int(pid_file.read_text())
+    cancelled = time.time()
+    p.cancel(first)
+    second = p.submit(7, "echo second", attempt=2)
+    other = p.submit(8, "echo other")                    # another task takes the free slot at once
+    assert p.result(other)["outcome"] == "done"
+    started = p.started(second, timeout=15)["time"]
+    assert not pid_alive(child)
+    assert started - cancelled >= 4.0, started - cancelled   # the 5-s grace, then SIGKILL
+    assert p.result(second)["outcome"] == "done"
+
+
 def test_cancel_inboxed_and_not_yet_submitted(pilot):
     p = pilot(slots=1)
     blocker = p.submit(1, "sleep 30")

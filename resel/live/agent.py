@@ -625,7 +625,7 @@ class Agent(object):
         self.running = {}
         self.finished = set()
         self.cancel_done = set()
-        self.lingering = []               # [(pgid, monotonic SIGKILL time)]
+        self.lingering = []               # [(pgid, monotonic SIGKILL time, task)]
         self.state = "running"
         self.stop_drain = False
         self.signalled = None
@@ -866,7 +866,7 @@ class Agent(object):
         self.running.pop(a.key, None)
         if a.kill_reason is not None and group_alive(a.pgid):
             deadline = a.kill_deadline if a.kill_deadline is not None else time.monotonic()
-            self.lingering.append((a.pgid, deadline))
+            self.lingering.append((a.pgid, deadline, a.task))
         elif self.guard is not None:
             self.guard.untrack(a.pgid)
         self.result(a.task, a.attempt, outcome, reason, start=a.start, end=end,
@@ -920,11 +920,11 @@ class Agent(object):
                 self.log("killing %s (SIGKILL)" % a.key)
                 signal_group(a.pgid, signal.SIGKILL)
         keep = []
-        for pgid, deadline in self.lingering:
+        for pgid, deadline, task in self.lingering:
             if group_alive(pgid) and now >= deadline:
                 signal_group(pgid, signal.SIGKILL)
             elif group_alive(pgid):
-                keep.append((pgid, deadline))
+                keep.append((pgid, deadline, task))
                 continue
             if self.guard is not None:
                 self.guard.untrack(pgid)
@@ -976,9 +976,17 @@ class Agent(object):
                       self.own_entries("inbox", lambda n: n.endswith(".json") and not n.startswith(".")))
 
     def claim(self, entries):
+        """Claim inbox files into free slots, oldest first. A task with an attempt still running
+        here (or still dying: cancelled, its group not yet gone) waits in the inbox: this agent
+        never runs two attempts of one task at once, whatever the coordinator asked (a pilot it
+        took for requeued is handed the attempt it just cancelled again, as the next one)."""
+        busy = {a.task for a in self.running.values()} | {task for _pgid, _deadline, task in self.lingering}
         for _mtime, name in entries:
             if len(self.running) >= self.slots:
                 break
+            m = KEY_RE.match(name[:-len(".json")])
+            if m and int(m.group(1)) in busy:
+                continue
             src, dst = self.path("inbox", name), self.path("claimed", name)
             try:
                 os.rename(src, dst)
@@ -1189,7 +1197,7 @@ class Agent(object):
                     pass
                 self.safely("finishing " + a.key, self.finish, a, a.proc.poll())
                 self.running.pop(a.key, None)
-        for pgid, _deadline in self.lingering:
+        for pgid, _deadline, _task in self.lingering:
             signal_group(pgid, signal.SIGKILL)
         if self.guard is not None:
             self.guard.close()
