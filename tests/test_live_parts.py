@@ -146,3 +146,25 @@ def test_notes_per_site(tmp_path):
     assert notes["a"].lines == ["pilot 0: job 1 in state SIGNALING"]
     live_notes.drop(db, run, "a", "unreachable")
     assert live_notes.read(db, run)["a"].not_answering_since is None
+
+
+def test_a_pending_pilot_that_ran_before_starts_again_only_with_a_new_agent():
+    """Back in the queue after it ran (PilotRequeued), a pilot's old agent may still finish
+    attempts and write: that is no new start — only another agent is (before, every poll after
+    a controller restart took it for started, the next for requeued, cancelling and handing
+    out its attempts again each time). A pilot that never ran starts with anything its agent
+    writes (it ran and ended between two polls)."""
+    from resel.backends.pilotsite import PilotFiles
+    from resel.live.coordinator import Coordinator, PilotView
+    runs = Coordinator._runs                       # reads only the view and the files
+    fresh = PilotView(0, "tba")
+    assert runs(None, fresh, PilotFiles(agent={"incarnation": "a", "started": 1.0}))
+    assert runs(None, fresh, PilotFiles(results=[{"task": 1}]))
+    assert not runs(None, fresh, PilotFiles())
+    requeued = PilotView(0, "tba", incarnation="a", agent_started=1.0)
+    old = PilotFiles(results=[{"task": 1}], heartbeat={"incarnation": "a", "started": 1.0, "time": 9.0})
+    assert not runs(None, requeued, old)
+    assert runs(None, requeued, PilotFiles(heartbeat={"incarnation": "b", "started": 20.0, "time": 21.0}))
+    resumed = PilotView(0, "tba", agent_started=1.0)          # incarnation not seen yet by this coordinator
+    assert not runs(None, resumed, PilotFiles(heartbeat={"started": 1.0, "time": 9.0}))
+    assert runs(None, resumed, PilotFiles(heartbeat={"started": 20.0, "time": 21.0}))

@@ -598,7 +598,7 @@ class Coordinator:
                     self._pilot_row(v, started=t)
             found = files.get(v.pilot)
             if found is not None:
-                if v.state == "pending" and (found.started or found.results or found.agent):
+                if v.state == "pending" and self._runs(v, found):
                     v.state = "running"     # it ran and maybe ended between two polls
                     out.append(PilotStarted(time=t, pilot=v.pilot))
                     self._pilot_row(v, started=t)
@@ -651,6 +651,22 @@ class Coordinator:
                                       reason=info.state.value if info is not None else "missing"))
                 self._pilot_row(v, ended=t, reason=state)
         return out
+
+    def _runs(self, v: PilotView, found: PilotFiles) -> bool:
+        """Whether a pending pilot's files say it runs: anything its agent wrote, if it never ran
+        before; an agent other than the one it had, if it did — back in the queue, its old agent
+        may still be finishing attempts, which is no new start (taken for one, the pilot went
+        back and forth between requeued and started at every poll after a controller restart,
+        its attempts cancelled and handed to it again each time)."""
+        if v.incarnation is None and v.agent_started is None:
+            return bool(found.started or found.results or found.agent)
+        beat = found.heartbeat or found.agent
+        if not beat:
+            return False
+        inc, started = beat.get("incarnation"), _number(beat.get("started"))
+        if v.incarnation is not None and inc:
+            return inc != v.incarnation
+        return started is not None and v.agent_started is not None and abs(started - v.agent_started) > 1e-6
 
     def _state_note(self, v: PilotView, state: str, phase: str, t: float) -> None:
         """A job state in none of resel's tables concludes nothing: keep polling, say so."""
