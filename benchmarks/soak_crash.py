@@ -492,6 +492,11 @@ def main() -> None:
                                                            else ["tba", "tbb"])
     root = Path(tempfile.mkdtemp(prefix="resel-soak-"))
     soak = Soak(tb, args, root)
+
+    def interrupted(signum, frame):        # SIGTERM, or SIGINT where a shell left it ignored
+        raise KeyboardInterrupt
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, interrupted)
     points = crash_points(args.seed, args.crashes, args.first)
     began = time.monotonic()
     failed = None
