@@ -1092,7 +1092,7 @@ class Engine(PeerRules):
             if surplus <= 0:
                 break
             pilot = self.pilots[pid]
-            if pilot.slots <= surplus:
+            if pilot.slots <= surplus and not pilot.tasks:   # (one back in the queue may still run some)
                 surplus -= pilot.slots
                 self._cancel_pilot(pilot, t, out)
         for pid in list(book.free_pilots):

@@ -457,12 +457,14 @@ class Coordinator:
                 self._next_poll[name] = t + self.options.poll
                 ids = [v.job_id for v in views]
                 self.workers[name].submit("poll", views, lambda n=name, i=ids: self.site(n).pilot_jobs(i))
-            # a pending pilot's files are read while its scheduler does not answer (it may have
-            # started meanwhile), or if it ran before (back in the queue: its old agent may still
-            # be finishing attempts); otherwise the scheduler's answer says when to look
+            # a pending pilot's files are read while its scheduler does not answer, if it never
+            # ran (it may have started meanwhile); otherwise — and for one back in the queue,
+            # whose old agent may still be finishing attempts that the engine has taken for
+            # lost — the scheduler's answer says when to look, and the read at the end of the
+            # bag takes what is left
             quiet = self.views[name].failing_since is not None
-            readable = [v for v in views if v.state == "running" or quiet or v.agent_started is not None
-                        or v.incarnation is not None]
+            readable = [v for v in views if v.state == "running"
+                        or (quiet and v.agent_started is None and v.incarnation is None)]
             if not readable:
                 self._next_read.pop(name, None)       # nothing to read: not due (the loop sleeps)
             elif name not in self._reading and self._next_read.get(name, 0.0) <= t:
