@@ -69,7 +69,7 @@ sys.path.insert(0, str(HERE))
 from live_helpers import REPO, _inline, bag_toml, cancel_leftovers  # noqa: E402
 from soak_audit import audit_run  # noqa: E402
 from soak_faults import (  # noqa: E402
-    SoakSite, access_point, cancel_pilot, kill_agent, kill_schedd, kill_slurmctld, running_pilots,
+    SoakSite, access_point, cancel_pilot, kill_agent, kill_schedd, kill_slurmctld, resume_drained, running_pilots,
 )
 from testbed import load  # noqa: E402
 
@@ -143,6 +143,7 @@ class Tally:
     resume_to_row: list = field(default_factory=list)
     censored: int = 0                  # resumed coordinators killed (or done) before any dispatch
     no_pilot: int = 0                  # resumed while no pilot of the run ran: not timed to a dispatch
+    undrained: int = 0                 # nodes Slurm drained for a duplicate job id, resumed
     problems: list = field(default_factory=list)
 
 
@@ -198,10 +199,16 @@ class Soak:
 
     def wait_point(self, point: Point, run_of, base: int) -> bool:
         """Wait for the point (True) or the end of the process (False)."""
-        last, since = -1, time.monotonic()
+        last, since, checked = -1, time.monotonic(), time.monotonic()
         while True:
             if self.proc.poll() is not None:
                 return False
+            if time.monotonic() - checked > 5.0:       # the administrator's round
+                checked = time.monotonic()
+                for what in resume_drained(self.tb):
+                    self.tally.undrained += 1
+                    self.log(f"  resumed {what}, drained by Slurm (Duplicate jobid: a restarted controller "
+                             "handed out again the id of a job it had lost)")
             rows = self.rows(run_of()) - base
             if rows >= point.rows:
                 break
@@ -431,7 +438,7 @@ def summary(t: Tally, seconds: float, args) -> dict:
             "concurrent_after_cancel": t.after_cancel,
             "duplicate_completions": t.duplicates,
             "orphans": t.orphans, "resumes_measured": len(waits), "resumes_censored": t.censored,
-            "resumes_without_pilot": t.no_pilot, "resume_to_row_p50": percentile(t.resume_to_row, 0.5),
+            "resumes_without_pilot": t.no_pilot, "nodes_resumed": t.undrained, "resume_to_row_p50": percentile(t.resume_to_row, 0.5),
             "resume_to_row_p99": percentile(t.resume_to_row, 0.99),
             "resume_to_dispatch_p50": percentile(waits, 0.5), "resume_to_dispatch_p99": percentile(waits, 0.99),
             "resume_to_dispatch_max": max(waits) if waits else math.nan, "seconds": seconds,

@@ -120,6 +120,24 @@ def kill_slurmctld(tb, cluster: str, down: float) -> str:
     return f"killed {name}'s slurmctld (pid {pid}), restarted it {down:.1f} s later"
 
 
+def resume_drained(tb) -> list[str]:
+    """What a site's administrator does after a controller lost its newest jobs (killed before
+    it saved them): it hands their ids out again, the node still runs the old one, and Slurm
+    drains the node ("Duplicate jobid"). Resumed here, on tba and tbb; returns what was."""
+    done = []
+    for name, conf in (("tba", tb.slurm_conf_a), ("tbb", tb.slurm_conf_b)):
+        env = {**os.environ, "SLURM_CONF": conf}
+        out = subprocess.run(["sinfo", "-h", "-R", "-o", "%n|%E"], env=env, capture_output=True, text=True,
+                             timeout=60).stdout
+        for line in out.splitlines():
+            node, _, reason = line.partition("|")
+            if reason.startswith("Duplicate jobid"):
+                subprocess.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], env=env,
+                               capture_output=True, timeout=60)
+                done.append(f"{name}'s node {node}")
+    return done
+
+
 def _schedd_pid(root: str) -> int | None:
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
