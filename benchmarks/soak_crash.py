@@ -279,7 +279,10 @@ class Soak:
                 break
             points = points[1:]
             went.append(point)
-            kind = self.inflict(point, run_of())
+            try:
+                kind = self.inflict(point, run_of())
+            except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+                raise SoakFailure(f"the testbed did not come back after {point.words()}: {exc}") from exc
             self.tally.crashes[kind] += 1
             if kind != "coordinator":
                 mark = self.rows(run_of())          # the next point counts from here
