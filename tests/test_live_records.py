@@ -463,7 +463,7 @@ def test_a_record_that_is_not_a_regular_file_of_the_sites_user_is_not_read(tmp_p
         os.chown(foreign, 65534 if where == "local" else 0, -1)                      # someone else's
         (host / "results" / "t2-a1.json").symlink_to(host / "results" / "t0-a1.json")  # a link
         if where == "ssh":
-            os.lchown(host / "results" / "t2-a1.json", testbed_uid(testbed.user), -1)
+            os.lchown(host / "results" / "t2-a1.json", _uid_of(testbed.user), -1)
         found = ps.collect(run_key, 0, set())
         assert [r["task"] for r in found.results] == [0]
         bad = dict(found.bad)
@@ -475,6 +475,6 @@ def test_a_record_that_is_not_a_regular_file_of_the_sites_user_is_not_read(tmp_p
         ps.transport.close()
 
 
-def testbed_uid(user: str) -> int:
+def _uid_of(user: str) -> int:
     import pwd
     return pwd.getpwnam(user).pw_uid
