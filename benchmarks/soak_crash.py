@@ -197,6 +197,14 @@ class Soak:
         found = self.query("select count(*) from events where run_id = ?", [run_id]) if run_id else []
         return found[0][0] if found else 0
 
+    def waiting_for_a_queue(self, run_id: int | None) -> bool:
+        """The run has pilots queued and none running: it waits for the site's scheduler (other
+        users' jobs on the shared testbed), which is no stall of resel's."""
+        if run_id is None:
+            return False
+        states = {r[0] for r in self.query("select state from live_pilots where run_id = ?", [run_id])}
+        return "pending" in states and "running" not in states
+
     def wait_point(self, point: Point, run_of, base: int) -> bool:
         """Wait for the point (True) or the end of the process (False)."""
         last, since, checked = -1, time.monotonic(), time.monotonic()
@@ -214,8 +222,10 @@ class Soak:
                 break
             if rows != last:
                 last, since = rows, time.monotonic()
-            elif time.monotonic() - since > STALL:
+            elif time.monotonic() - since > STALL and not self.waiting_for_a_queue(run_of()):
                 raise SoakFailure(f"the coordinator wrote no journal row for {STALL:g} s")
+            elif time.monotonic() - since > 6 * STALL:
+                raise SoakFailure(f"no journal row for {6 * STALL:g} s, the run's pilots still queued")
             time.sleep(0.05)
         until = time.monotonic() + point.delay
         while time.monotonic() < until:
