@@ -866,8 +866,13 @@ class Coordinator:
         if job is None:
             self._mark(seq)
             return
-        # an inbox or cancel file goes on the file worker: it never waits for a scheduler call
-        workers = self.exchange if isinstance(action, (DispatchTask, CancelTask)) else self.workers
+        # an inbox or cancel file goes on the file worker, so it never waits for a scheduler
+        # call — unless its pilot's submission (which makes the pilot's directory) is not over:
+        # then after it, on the scheduler's worker (a pending pilot gets its first tasks at once)
+        workers = self.workers
+        if isinstance(action, (DispatchTask, CancelTask)):
+            view = self.pilots.get(action.pilot)
+            workers = self.exchange if view is not None and view.job_id is not None else self.workers
         workers[action.site].submit("act", (seq, action), job)
 
     def _prepare(self, action: Action) -> Callable[[], Any] | None:
