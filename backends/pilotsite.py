@@ -25,6 +25,7 @@ import math
 import posixpath
 import re
 import shlex
+import stat
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -251,7 +252,10 @@ class PilotSite:
 
         Every record is checked (:func:`check_started`, :func:`check_result`): one that breaks
         the protocol (not JSON, wrong types, a name that is not its key, a stray README.json)
-        is never returned, but listed in ``bad`` once, so one bad file never stops a run.
+        is never returned, but listed in ``bad`` once, so one bad file never stops a run. A
+        record that is not a regular file of the site's user (another user's file, a link) is
+        not even read: only the user's agent (or, on HTCondor, the user's own shadow) writes
+        there, so it is someone else's doing (docs/security.md).
         With ``heartbeat``, ``heartbeat.json`` is read too (every poll: it tells a relaunched
         agent from its predecessor); ``agent.json`` is read once, or again after ``seen``
         forgets it.
@@ -261,12 +265,18 @@ class PilotSite:
         checks = {"started": check_started, "results": check_result}
         for sub, bucket in (("started", found.started), ("results", found.results)):
             try:
-                names = sorted(self.transport.listdir(posixpath.join(pdir, sub)))
+                entries = self.transport.entries(posixpath.join(pdir, sub))
             except FileNotFoundError:
                 continue
-            for name in names:
+            for name in sorted(entries):
                 tag = f"{sub}/{name}"
                 if not name.endswith(".json") or name.startswith(".") or tag in seen:
+                    continue
+                owner = entries[name]
+                if owner.uid != self.transport.uid() or not stat.S_ISREG(owner.mode):
+                    seen.add(tag)
+                    found.bad.append((f"p{int(pilot)}/{tag}", f"not a regular file of yours (owner uid {owner.uid}"
+                                      f"{', a link' if owner.is_link else ''}): not read"))
                     continue
                 try:
                     raw = self.transport.read_file(posixpath.join(pdir, sub, name), limit=RECORD_LIMIT)

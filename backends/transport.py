@@ -191,6 +191,8 @@ class Transport(Protocol):
 
     def listdir(self, path: str) -> list[str]: ...
 
+    def entries(self, path: str) -> dict[str, FileStat]: ...
+
     def makedirs(self, path: str) -> None: ...
 
     def remove(self, path: str) -> None: ...
@@ -373,6 +375,18 @@ class LocalTransport:
 
     def listdir(self, path: str) -> list[str]:
         return sorted(os.listdir(os.path.expanduser(path)))
+
+    def entries(self, path: str) -> dict[str, FileStat]:
+        """The names in a directory with each one's mode and owner (of a symlink itself)."""
+        out = {}
+        with os.scandir(os.path.expanduser(path)) as found:
+            for entry in found:
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except FileNotFoundError:          # removed while listed
+                    continue
+                out[entry.name] = FileStat(st.st_mode, st.st_uid)
+        return out
 
     def makedirs(self, path: str) -> None:
         """mkdir -p; what it creates is 0700 (see the module docstring)."""
@@ -1197,6 +1211,13 @@ class SSHTransport:
     def listdir(self, path: str) -> list[str]:
         path = self._expand(path)
         return sorted(self._sftp("list", path, lambda sftp: sftp.listdir(path)))
+
+    def entries(self, path: str) -> dict[str, FileStat]:
+        """The names in a directory with each one's mode and owner: one SFTP listing, as
+        :meth:`listdir` (which is paramiko's listdir_attr without the attributes)."""
+        path = self._expand(path)
+        found = self._sftp("list", path, lambda sftp: sftp.listdir_attr(path))
+        return {a.filename: FileStat(a.st_mode or 0, a.st_uid if a.st_uid is not None else -1) for a in found}
 
     def makedirs(self, path: str) -> None:
         """mkdir -p; what it creates is 0700 (see the module docstring)."""

@@ -16,6 +16,10 @@ doubled brace is touched (``{{.Id}}`` stays ``{{.Id}}``).
 
 :func:`problems` is the check run when a bag is read, so a template that cannot be what the
 user meant fails there, with the reason, rather than at every dispatch of a live run.
+
+resel versions before this language filled commands with ``str.format`` (``{{`` and ``}}`` stood
+for a brace: ``${{HOME}}`` for ``${HOME}``). A live run they stored is resumed with its command
+in this language (:func:`from_format`), so its remaining tasks run what its first ones ran.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from __future__ import annotations
 import difflib
 import re
 import shlex
+import string
 
 PLACEHOLDERS = ("index", "name")
 
@@ -93,6 +98,47 @@ def fill_path(template: str, index: int, name: str) -> str:
         which, spec = found
         return glob.escape(format(index if which == "index" else name, spec))
     return _BRACES.sub(one, template)
+
+
+def from_format(template: str, name: str) -> str | None:
+    """``template`` as resel versions that filled it with ``str.format`` read it (``{{``/``}}``
+    a brace, ``{index}`` and ``{name}`` filled, the name unquoted), written in today's language:
+    the template :func:`fill` turns into the same command for every task — checked on sample
+    indices — or None where there is none (a field other than the two, a name that today's
+    quoting would change, braces that cannot be written so).
+    """
+    try:
+        parts = list(string.Formatter().parse(template))
+    except ValueError:
+        return None
+    out, literal = [], ""                # parse splits a literal at each escaped brace: join them
+    for text, field, spec, conversion in parts:
+        literal += text
+        if field is None:
+            continue
+        if field not in PLACEHOLDERS or conversion:
+            return None
+        out += [_BRACES.sub(_kept, literal), "{" + field + (":" + spec if spec else "") + "}"]
+        literal = ""
+    converted = "".join(out) + _BRACES.sub(_kept, literal)
+    for index in (0, 7, 12345):
+        try:
+            before = template.format(index=index, name=name)
+        except (KeyError, IndexError, ValueError, AttributeError, TypeError):
+            return None
+        if fill(converted, index, name) != before:
+            return None
+    return converted
+
+
+def _kept(match: re.Match) -> str:
+    """Literal text that :func:`fill` would change (a placeholder, single or doubled), written
+    so that it comes out as it is: one more pair of braces around it."""
+    doubled, single = match.group(1), match.group(2)
+    inner = doubled if doubled is not None else single
+    if _placeholder(inner) or (doubled is not None and _misspelt(doubled)):
+        return "{" + match.group(0) + "}"
+    return match.group(0)
 
 
 def problems(template: str) -> list[str]:

@@ -1149,6 +1149,11 @@ class Engine(PeerRules):
             for x in sorted(dirty):   # a copy: sizing may mark sites again (cleared below)
                 self._size_pilots(x, t, out)
             dirty.clear()
+            # a pending pilot withdrawn as surplus gave its handed-ahead tasks back: one may now
+            # wait beside a free slot of its site, which no later event might come to fill
+            for x, book in enumerate(books):
+                if book.free and book.waiting:
+                    self._fill_home(x, t, out)
         if self.prefetch:   # after sizing: a pilot just asked for gets its first wave at once
             for x, book in enumerate(self._books):
                 if book.waiting and (book.active or book.pending):
@@ -1278,7 +1283,7 @@ class Engine(PeerRules):
             if surplus <= 0:
                 break
             pilot = self.pilots[pid]
-            if pilot.slots <= surplus:
+            if pilot.slots <= surplus and not pilot.tasks:   # (one back in the queue may still run some)
                 surplus -= pilot.slots
                 self._cancel_pilot(pilot, t, out)
         for pid in list(book.free_pilots):

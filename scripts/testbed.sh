@@ -63,6 +63,14 @@
 #   * slurmrestd refuses root, needs SLURM_JWT=daemon for per-request JWTs, and only the
 #     openapi/v0.0.38 plugin (the dbv0.0.38 one wants slurmdbd).
 #   * `sinfo -N -n NODE` prints one line per partition (two on tba): take the first.
+#   * slurmd 22.05 loads a cgroup plugin whatever ProctrackType and TaskPlugin say, and has no
+#     CgroupPlugin=disabled (24.11 has: scripts/testbed-trixie.sh). This machine's kind, which
+#     CI runs on, mounts cgroups hybrid (the v1 controllers, cgroup2 in /sys/fs/cgroup/unified):
+#     slurmd picks cgroup/v1 and starts. A pure cgroup v2 host is untested: it cannot be made
+#     here — with cgroup2 mounted on /sys/fs/cgroup in a mount namespace, slurmd 22.05 exits
+#     "fatal: Hybrid mode is not supported" (the kernel's v1 hierarchies still show in
+#     /proc/self/cgroup). Tasks are tracked by proctrack/linuxproc, which loses orphans: the
+#     agent's guard kills its attempts itself when it dies (docs/agent.md).
 #   * After a slurmctld restart the node shows "unk" for ~4 s until slurmd re-registers;
 #     restart-ctld waits for that, so the cluster is usable when it returns.
 #   * A Slurm client that finds the controller's port closed backs off for seconds: wait for

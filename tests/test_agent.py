@@ -249,6 +249,51 @@ def test_cancel_running_kills_the_process_group(pilot):
     assert p.proc.poll() is None
 
 
+def test_an_agent_killed_outright_takes_its_running_attempts_with_it(pilot):
+    """kill -9 of the agent: its guard kills the attempts' process groups (grandchildren too),
+    which would otherwise run on as orphans while the coordinator reruns them elsewhere (found
+    by the crash soak on the testbed's Slurm, whose proctrack/linuxproc loses orphans). A task
+    that finished before is untouched, and the guard itself is gone after."""
+    p = pilot(slots=2)
+    keys = [p.submit(n, "sleep 30 & echo $! > child.pid; wait") for n in (1, 2)]
+    children = []
+    for key in keys:
+        p.started(key)
+        pid_file = p.dir / "tasks" / key / "child.pid"
+        wait_for(lambda: pid_file.exists() and pid_file.read_text().strip(), 5, "the child's pid")
+        children.append(int(pid_file.read_text()))
+    # the guard and the attempts' shells: the agent's children
+    forked = [int(pid) for pid in Path(f"/proc/{p.proc.pid}/task/{p.proc.pid}/children").read_text().split()]
+    assert all(pid_alive(c) for c in children)
+    p.proc.send_signal(signal.SIGKILL)
+    p.proc.wait()
+    wait_for(lambda: not any(pid_alive(c) for c in children), 3, "the orphaned attempts to die")
+    wait_for(lambda: not any(pid_alive(pid) for pid in forked), 3, "the guard to end")
+
+
+def test_an_agent_never_runs_two_attempts_of_one_task_at_once(pilot):
+    """Attempt 1 is cancelled and attempt 2 of the same task handed in at once (what the
+    coordinator does to a pilot it takes for requeued): attempt 2 waits in the inbox until
+    attempt 1's process group is gone — here a child that ignores SIGTERM, killed after the
+    grace — though a slot is free. Found by the crash soak: after a controller restart the
+    same task ran two and three attempts at once on one pilot."""
+    p = pilot(slots=2)
+    first = p.submit(7, "(trap '' TERM; exec sleep 30) & echo $! > child.pid; wait", attempt=1)
+    p.started(first)
+    pid_file = p.dir / "tasks" / first / "child.pid"
+    wait_for(lambda: pid_file.exists() and pid_file.read_text().strip(), 5, "the child's pid")
+    child = int(pid_file.read_text())
+    cancelled = time.time()
+    p.cancel(first)
+    second = p.submit(7, "echo second", attempt=2)
+    other = p.submit(8, "echo other")                    # another task takes the free slot at once
+    assert p.result(other)["outcome"] == "done"
+    started = p.started(second, timeout=15)["time"]
+    assert not pid_alive(child)
+    assert started - cancelled >= 4.0, started - cancelled   # the 5-s grace, then SIGKILL
+    assert p.result(second)["outcome"] == "done"
+
+
 def test_cancel_inboxed_and_not_yet_submitted(pilot):
     p = pilot(slots=1)
     blocker = p.submit(1, "sleep 30")

@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from resel.command_template import fill, problems
+from resel.command_template import fill, from_format, problems
 from resel.config import load_bag
 from resel.domain import Bag, Profile
 from resel.errors import InputError
@@ -117,3 +117,41 @@ def test_a_shell_command_with_braces_runs_on_the_testbed(tmp_path, testbed):
     for r in rows:
         lines = r["stdout_tail"].strip().splitlines()
         assert lines[0].startswith("/") and lines[-1] == f"task {r['task']} of brace", lines
+
+
+# ---------------------------------------------------------------- runs stored by str.format resels
+OLD_TEMPLATES = [
+    "echo ${{HOME}}-{index}",                              # the old escape: ${HOME}
+    "awk '{{print $1}}' in{index:04d}.txt",
+    "docker inspect -f '{{{{.Id}}}}' c{index}",            # another program's doubled braces
+    "echo {{index}} is task {index} of {name}",            # a placeholder written literally
+    "echo {{{{index}}}} ${{X:-${{HOME}}}}",
+    "x={{Index}}; echo {index}",                           # a misspelt placeholder, literally
+    "echo ${{a}}{{{{b}}}}{index}}}",
+]
+
+
+@pytest.mark.parametrize("old", OLD_TEMPLATES)
+def test_a_str_format_template_comes_back_as_the_same_commands(old):
+    """Correct by definition: for every index, today's fill of the converted template is the
+    command the old resel made with str.format."""
+    new = from_format(old, "bag")
+    assert new is not None
+    for index in (0, 1, 9, 10, 99, 123456):
+        assert fill(new, index, "bag") == old.format(index=index, name="bag")
+
+
+@pytest.mark.parametrize("old", [
+    "echo {HOME}",            # str.format raised KeyError at every dispatch: there was no command
+    "echo {name!r}",          # a conversion today's language does not have
+    "echo {{{index}}}",       # braces glued to a placeholder: no way to write that today
+    "echo }",                 # str.format refused it
+])
+def test_a_str_format_template_with_no_equivalent_is_none(old):
+    assert from_format(old, "bag") is None
+
+
+def test_a_bag_name_today_quotes_is_not_carried_over():
+    """The old resel pasted the name unquoted; today's is quoted when it needs to be."""
+    assert from_format("echo {name} ${{HOME}}", "plain") == "echo {name} ${HOME}"
+    assert from_format("echo {name} ${{HOME}}", "two words") is None

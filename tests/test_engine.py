@@ -17,7 +17,7 @@ from conftest import make_bag, make_site
 from resel.engine import Attempt, Engine
 from resel.errors import IllegalTransition
 from resel.events import (
-    BagDone, BagSubmitted, CancelPilot, CancelTask, Decision, DispatchTask, PilotEnded,
+    BagDone, BagSubmitted, CancelPilot, CancelTask, Decision, DispatchTask, PilotEnded, PilotRequeued,
     PilotStarted, SetTimer, SubmitPilot, TaskFailed, TaskFinished, TaskStarted, TimerFired,
 )
 from resel.states import (
@@ -587,3 +587,43 @@ def test_random_event_orders_keep_the_protocol(data, seed, count, cpt, strategy,
         outcomes = [a.outcome for a in task.attempts]
         assert outcomes.count("done") == (task.state is D)
         assert "" not in outcomes
+
+
+def test_a_task_given_back_by_a_withdrawn_pilot_takes_a_free_slot_at_once():
+    """Found by the live crash soak (a 300-task bag stalled on its last task): a pool's two
+    per-task pilots each got a task handed ahead; the first runs and finishes hers, so the
+    second, still pending, is surplus and withdrawn — giving its handed-ahead task back. That
+    task must take the free slot in the same decision: no later event may ever come to fill it
+    (before: it waited forever beside the idle pilot)."""
+    pool = make_site("pool", 1.0, mode="per-task", target=True, max_pilots=2)
+    engine = Engine(make_bag(2), [pool], "model", prefetch=1)
+    first = engine.handle(BagSubmitted(time=0.0))
+    assert [(a.task, a.pilot) for a in first if isinstance(a, DispatchTask)] == [(0, 0), (1, 1)]
+    engine.handle(PilotStarted(time=1.0, pilot=0))
+    engine.handle(TaskStarted(time=1.1, task=0, attempt=1))
+    acts = engine.handle(TaskFinished(time=5.0, task=0, attempt=1))
+    assert [type(a).__name__ for a in acts if not isinstance(a, Decision)] == ["CancelPilot", "DispatchTask"]
+    dispatch = next(a for a in acts if isinstance(a, DispatchTask))
+    assert (dispatch.task, dispatch.attempt, dispatch.pilot) == (1, 2, 0)
+    assert engine.tasks[1].state.value == "running"
+
+
+def test_a_pilot_back_in_the_queue_whose_old_agent_still_runs_tasks_is_not_withdrawn():
+    """A restarted controller lists a running pilot as pending (PilotRequeued): its attempts
+    are lost and handed to it again, and its old agent, still alive, starts them. With nothing
+    left queued, the pending pilot looked like surplus and was withdrawn — its stop killed the
+    attempts as "cancelled", which the engine had not asked for and waited on forever (the
+    crash soak's bag stalled). A pending pilot with tasks running is not surplus."""
+    hpc = make_site("hpc", 2.0, max_cores=2, cores=2)
+    engine = Engine(make_bag(2), [hpc], "model", prefetch=1)
+    engine.handle(BagSubmitted(time=0.0))
+    engine.handle(PilotStarted(time=1.0, pilot=0))
+    for task in (0, 1):
+        engine.handle(TaskStarted(time=1.1, task=task, attempt=1))
+    again = engine.handle(PilotRequeued(time=2.0, pilot=0, reason="job 7 PENDING"))
+    assert [(a.task, a.attempt, a.pilot) for a in again if isinstance(a, DispatchTask)] == [(0, 2, 0), (1, 2, 0)]
+    started = [a for task in (0, 1) for a in engine.handle(TaskStarted(time=2.5, task=task, attempt=2))]
+    assert not [a for a in started if isinstance(a, CancelPilot)], started
+    engine.handle(TaskFinished(time=3.5, task=0, attempt=2))
+    last = engine.handle(TaskFinished(time=3.5, task=1, attempt=2))
+    assert [type(a).__name__ for a in last if not isinstance(a, Decision)] == ["CancelPilot", "BagDone"]

@@ -360,6 +360,13 @@ with open(os.path.join(iwd, "..", "chirp-calls.log"), "a") as log:
 def remote(p):
     return os.path.join(iwd, p)
 cmd = args[0]
+fail = os.environ.get("FAKE_CHIRP_FAIL", "").split()   # "getdir results 2": the first 2 such calls fail
+if fail and args[:2] == fail[:2]:
+    with open(os.path.join(iwd, "..", "chirp-calls.log")) as log:
+        calls = sum(1 for line in log if line.split() == fail[:2])
+    if calls <= int(fail[2]):
+        sys.stderr.write("chirp: couldn't %s: %s\\n" % (cmd, os.strerror(errno.ETIMEDOUT)))
+        sys.exit(1)
 try:
     if cmd == "fetch":
         shutil.copyfile(remote(args[1]), args[2])
@@ -418,10 +425,12 @@ def job_argv(walltime=120, agent_sha256=AGENT_SHA) -> list[str]:
     return [desc["executable"], *condor_words(desc["arguments"])]
 
 
-def start_wrapper(iwd, scratch, chirp, walltime=120, agent_sha256=AGENT_SHA):
+def start_wrapper(iwd, scratch, chirp, walltime=120, agent_sha256=AGENT_SHA, fail=""):
     """The pilot job as the execute point starts it, in the slot's scratch directory (where
-    HTCondor put the transferred agent and wrapper), condor_chirp on the PATH."""
-    env = {**os.environ, "FAKE_IWD": str(iwd), "PATH": f"{chirp.parent}:{os.environ['PATH']}"}
+    HTCondor put the transferred agent and wrapper), condor_chirp on the PATH (``fail``: which
+    chirp calls fail first, FAKE_CHIRP's FAKE_CHIRP_FAIL)."""
+    env = {**os.environ, "FAKE_IWD": str(iwd), "PATH": f"{chirp.parent}:{os.environ['PATH']}",
+           "FAKE_CHIRP_FAIL": fail}
     return subprocess.Popen(job_argv(walltime, agent_sha256), cwd=scratch, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
@@ -483,6 +492,36 @@ def test_chirp_wrapper_reports_attempts_of_an_evicted_run_lost(slot):
     assert (lost["outcome"], lost["reason"], lost["task"], lost["attempt"]) == ("lost", "evicted", 5, 1)
     assert json.loads((iwd / "results" / "t6-a0.json").read_text())["outcome"] == "done"   # untouched
     assert not (scratch / "pilot" / "inbox" / "t6-a0.json").exists()    # finished: never fetched
+
+
+def test_a_listing_that_fails_at_start_is_not_taken_as_nothing_to_recover(slot):
+    """condor_chirp's first two listings of results/ fail (a shadow busy or reconnecting):
+    the wrapper pulls nothing until it has both listings, then reports the evicted run's
+    unfinished attempt lost, leaves the finished one's result as it was (before: listed as
+    having none, it got a second result, "lost", over its "done") and runs the new task."""
+    iwd, scratch, chirp = slot
+    (iwd / "started" / "t5-a1.json").write_text(json.dumps({"task": 5, "attempt": 1, "time": 1.0, "host": "old"}))
+    (iwd / "started" / "t6-a0.json").write_text(json.dumps({"task": 6, "attempt": 0, "time": 1.0, "host": "old"}))
+    done = json.dumps({"task": 6, "attempt": 0, "outcome": "done"})
+    (iwd / "results" / "t6-a0.json").write_text(done)
+    (iwd / "inbox" / "t6-a0.json").write_text(json.dumps({"task": 6, "attempt": 0, "command": "touch again"}))
+    (iwd / "inbox" / "t7-a0.json").write_text(json.dumps({"task": 7, "attempt": 0, "command": "echo seven"}))
+    proc = start_wrapper(iwd, scratch, chirp, fail="getdir results 2")
+    try:
+        wait_for(lambda: (iwd / "results" / "t7-a0.json").exists(), what="the new task's result")
+        ap_lost = json.loads((iwd / "results" / "t5-a1.json").read_text())
+        assert (ap_lost["outcome"], ap_lost["reason"]) == ("lost", "evicted")
+        assert (iwd / "results" / "t6-a0.json").read_text() == done
+        assert json.loads((iwd / "results" / "t7-a0.json").read_text())["outcome"] == "done"
+        (iwd / "stop").write_text("stop\n")
+        assert proc.wait(timeout=20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert not (scratch / "pilot" / "inbox" / "t6-a0.json").exists()
+    assert not (scratch / "pilot" / "claimed" / "t6-a0.json").exists()      # never run again
+    assert "cannot list results/ and started/" in (scratch / chirp_sync.LOG_NAME).read_text()
 
 
 def test_chirp_wrapper_help_mentions_usage():

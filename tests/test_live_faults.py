@@ -162,6 +162,63 @@ def test_slurmctld_killed_and_restarted_mid_run(tmp_path, testbed):
     exactly_once(testbed, coord.db, coord.run_id, 24)
 
 
+def test_a_stopped_controller_does_not_starve_its_running_pilot(tmp_path, testbed):
+    """tba's slurmctld stopped (SIGSTOP: squeue hangs) for 20 s while its pilot runs a bag of
+    2-s tasks: the pilot's files are read and its slots fed all along — it keeps starting tasks
+    until the end of the outage — the site is shown not answering, and when the controller
+    comes back the bag finishes, each task once. Before, the file exchange waited behind the
+    hanging squeue: after the tasks already handed ahead (~4 s) tba started nothing until the
+    controller was back."""
+    coord = start(tmp_path, sites_toml(testbed), bag_toml(120, "sleep 2; echo $RESEL_TASK"), strategy="model")
+    pid = int(Path(testbed.root, "run", "slurmctld-tba.pid").read_text().split()[0])
+    outage: dict[str, float] = {}
+    noted: list[str] = []
+
+    def on_cycle(co):
+        t = co.now()
+        if "down" not in outage and co.engine.done_count >= 8:
+            os.kill(pid, signal.SIGSTOP)
+            outage["down"] = t
+        elif "down" in outage and "up" not in outage:
+            note = live_notes.read(co.db, co.run_id).get("tba")
+            if note and note.not_answering:
+                noted.append(note.not_answering)
+            if t - outage["down"] > 20:
+                os.kill(pid, signal.SIGCONT)
+                outage["up"] = t
+    try:
+        coord.run(on_cycle=on_cycle, max_time=400)
+    finally:
+        if "down" in outage and "up" not in outage:
+            os.kill(pid, signal.SIGCONT)
+        coord.close()
+    assert "up" in outage, outage
+    t0 = coord.t0
+    starts = [r["start"] - t0 for r in coord.db.query(
+        "select start from attempts where run_id = ? and site = 'tba' and start is not null", [coord.run_id])]
+    late = [s for s in starts if outage["down"] + 6 <= s <= outage["up"]]
+    assert len(late) >= 16, (outage, sorted(starts))      # ~8 slots x 14 s / 2 s = 56 when fed
+    assert noted, "tba was never shown as not answering"
+    exactly_once(testbed, coord.db, coord.run_id, 120)
+
+
+def test_a_run_a_str_format_resel_stored_is_resumed_running_the_same_commands(tmp_path, testbed):
+    """A run stored by a resel that filled commands with str.format — its command holds that
+    escape, '${{RESEL_TASK}}' for '${RESEL_TASK}' — resumed by this resel: every task runs the
+    command the old one made (before: bash refused '${{' — "bad substitution" — and every task
+    failed three times)."""
+    coord = start(tmp_path, sites_toml(testbed), bag_toml(8, "echo ${RESEL_TASK}:{index}"), strategy="model")
+    spec = json.loads(coord.db["runs"].get(coord.run_id)["bag_spec"])
+    coord.db["runs"].update(coord.run_id, {"bag_spec": json.dumps({**spec, "command": "echo ${{RESEL_TASK}}:{index}"})})
+    coord.close()                                   # "crashed" before any task was dispatched
+    res = resel("run", "--resume", coord.run_id, "--db", tmp_path / "resel.db", "--json", "--no-progress")
+    assert res.returncode == 0, res.stderr
+    out = {r["task"]: r["stdout_tail"].strip() for r in agents_results(testbed, coord.run_key)
+           if r.get("outcome") == "done"}
+    assert out == {i: f"{i}:{i}" for i in range(8)}
+    exactly_once(testbed, coord.db, coord.run_id, 8)
+
+
 def _requeue_sites(tb) -> str:
     return sites_toml(tb, a={"requeue": True}, clock_b=0.1)
 

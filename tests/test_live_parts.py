@@ -15,6 +15,7 @@ from resel.live import notes as live_notes
 from resel.backends.pilotsite import check_result, check_started, job_phase
 from resel.backends.jobs import JobState, htcondor_state, pbs_state, slurm_state
 from resel.backends.slurm.formats import STATE_CODES
+from resel.errors import ReselError
 from resel.live.stored import LiveOptions, load_live_run
 from resel.store import open_store, to_json
 
@@ -75,11 +76,33 @@ def test_started_records_are_checked():
     assert "host must be a string" in check_started({"task": 1, "attempt": 2, "time": 1, "host": 7}, "t1-a2")
 
 
-def _live_row(db, options: dict) -> int:
+def _live_row(db, options: dict, command: str = "true", site_commands=()) -> int:
     return db["runs"].insert({"mode": "live", "bag": "b", "status": "running", "t0": 0.0, "run_key": "r1-abcdef",
                               "options": json.dumps(options), "sites": "[]",
-                              "bag_spec": to_json({"name": "b", "command": "true", "count": 1, "cores_per_task": 1,
-                                                   "profile": {"instructions": 1e9}})}).last_pk
+                              "bag_spec": to_json({"name": "b", "command": command, "count": 1, "cores_per_task": 1,
+                                                   "profile": {"instructions": 1e9},
+                                                   "site_commands": list(site_commands)})}).last_pk
+
+
+def test_a_run_a_str_format_resel_stored_is_resumed_with_the_same_commands(tmp_path):
+    """'${{' is only ever in a command a resel that filled commands with str.format stored (today
+    a bag file refuses it): the run comes back with today's equivalent, site commands too, so
+    its remaining tasks run what its first ones ran (not a shell error: bash rejects '${{')."""
+    db = open_store(tmp_path / "s.db")
+    old = _live_row(db, {"strategy": "model"}, "echo ${{HOME}}:{index}", [("tbb", "awk '{{print}}' ${{X}}")])
+    bag = load_live_run(db, old, to_run=True)[1]
+    assert bag.command == "echo ${HOME}:{index}" and bag.command_for(3) == "echo ${HOME}:3"
+    assert bag.site_commands == (("tbb", "awk '{print}' ${X}"),)
+    today = _live_row(db, {"strategy": "model"}, "awk '{{print}}' {index}")    # no '${{': today's language
+    assert load_live_run(db, today, to_run=True)[1].command == "awk '{{print}}' {index}"
+
+
+def test_a_str_format_command_with_no_equivalent_is_refused_to_run_but_still_shown(tmp_path):
+    db = open_store(tmp_path / "s.db")
+    run = _live_row(db, {"strategy": "model"}, "echo ${{HOME}} {{{index}}}")
+    with pytest.raises(ReselError, match=f"resel cancel {run}"):
+        load_live_run(db, run, to_run=True)
+    assert load_live_run(db, run)[1].command == "echo ${{HOME}} {{{index}}}"     # resel status still reads it
 
 
 def test_a_run_stored_before_hand_ahead_replays_without_it(tmp_path):
@@ -123,3 +146,25 @@ def test_notes_per_site(tmp_path):
     assert notes["a"].lines == ["pilot 0: job 1 in state SIGNALING"]
     live_notes.drop(db, run, "a", "unreachable")
     assert live_notes.read(db, run)["a"].not_answering_since is None
+
+
+def test_a_pending_pilot_that_ran_before_starts_again_only_with_a_new_agent():
+    """Back in the queue after it ran (PilotRequeued), a pilot's old agent may still finish
+    attempts and write: that is no new start — only another agent is (before, every poll after
+    a controller restart took it for started, the next for requeued, cancelling and handing
+    out its attempts again each time). A pilot that never ran starts with anything its agent
+    writes (it ran and ended between two polls)."""
+    from resel.backends.pilotsite import PilotFiles
+    from resel.live.coordinator import Coordinator, PilotView
+    runs = Coordinator._runs                       # reads only the view and the files
+    fresh = PilotView(0, "tba")
+    assert runs(None, fresh, PilotFiles(agent={"incarnation": "a", "started": 1.0}))
+    assert runs(None, fresh, PilotFiles(results=[{"task": 1}]))
+    assert not runs(None, fresh, PilotFiles())
+    requeued = PilotView(0, "tba", incarnation="a", agent_started=1.0)
+    old = PilotFiles(results=[{"task": 1}], heartbeat={"incarnation": "a", "started": 1.0, "time": 9.0})
+    assert not runs(None, requeued, old)
+    assert runs(None, requeued, PilotFiles(heartbeat={"incarnation": "b", "started": 20.0, "time": 21.0}))
+    resumed = PilotView(0, "tba", agent_started=1.0)          # incarnation not seen yet by this coordinator
+    assert not runs(None, resumed, PilotFiles(heartbeat={"started": 1.0, "time": 9.0}))
+    assert runs(None, resumed, PilotFiles(heartbeat={"started": 20.0, "time": 21.0}))

@@ -432,3 +432,49 @@ def test_files_the_agent_refused_are_shown_per_site(tmp_path, testbed):
     status = resel("status", run_id, "--db", db_path)
     assert "refused 1 file(s) that are not your own" in " ".join(status.stdout.split()), status.stdout
     assert done_results(testbed, run_key) == {i: 1 for i in range(16)}
+
+
+def _record(task: int, attempt: int) -> bytes:
+    return json.dumps({"task": task, "attempt": attempt, "exit_code": 0, "start": 1.0, "end": 2.0,
+                       "outcome": "done"}).encode()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="plants files of other users: needs root")
+@pytest.mark.parametrize("where", ["local", "ssh"])
+def test_a_record_that_is_not_a_regular_file_of_the_sites_user_is_not_read(tmp_path, testbed, where):
+    """Only the user's agent writes a pilot's started/ and results/ (the folders are 0700): a
+    record another user owns, or a link, is someone else's doing — a forged "done" — and is
+    never read, only listed as a bad record. Locally (tba, as root: the other user is nobody)
+    and over SFTP (tbb, as reseltb: the other user is root), the owner as the real listing gives it."""
+    from resel.config import load_sites
+    sites_file = write_inputs(tmp_path, sites_toml(testbed), bag_toml(1, "true"))[0]
+    site = next(s for s in load_sites(sites_file) if s.name == ("tba" if where == "local" else "tbb"))
+    ps = open_site(site)
+    run_key = "r1-0a11ce"
+    try:
+        ps.ship_agent()
+        pdir = ps.make_pilot_dir(run_key, 0)
+        results = f"{pdir}/results"
+        ps.transport.makedirs(results)
+        ps.transport.write_file(f"{results}/t0-a1.json", _record(0, 1))              # the user's own: read
+        host = Path(pdir) if where == "local" else Path(pdir.replace("~", str(Path(testbed.work_b).parent)))
+        foreign = host / "results" / "t1-a1.json"
+        foreign.write_bytes(_record(1, 1))
+        os.chown(foreign, 65534 if where == "local" else 0, -1)                      # someone else's
+        (host / "results" / "t2-a1.json").symlink_to(host / "results" / "t0-a1.json")  # a link
+        if where == "ssh":
+            os.lchown(host / "results" / "t2-a1.json", _uid_of(testbed.user), -1)
+        found = ps.collect(run_key, 0, set())
+        assert [r["task"] for r in found.results] == [0]
+        bad = dict(found.bad)
+        assert set(bad) == {"p0/results/t1-a1.json", "p0/results/t2-a1.json"}, bad
+        assert "not a regular file of yours" in bad["p0/results/t1-a1.json"]
+        assert "a link" in bad["p0/results/t2-a1.json"]
+    finally:
+        ps.transport.run(["rm", "-rf", ps.run_dir(run_key)], idempotent=True)
+        ps.transport.close()
+
+
+def _uid_of(user: str) -> int:
+    import pwd
+    return pwd.getpwnam(user).pw_uid

@@ -83,6 +83,14 @@ All times are epoch seconds (floats).
 * exit.json reasons: "walltime", "terminated", "stopped", "drained", "idle", "superseded". The agent appends
   timestamped lines to ``agent.log`` (append-only, not atomic). A bad task file or an error
   in one loop iteration is logged and never stops the agent.
+* An agent killed outright (kill -9, the OOM killer) takes its running attempts with it: at
+  start it forks a guard, a child that only reads a pipe on which the agent names the process
+  group of each attempt it starts and of each it is done with; when the pipe closes — the agent
+  is gone, however it ended — the guard kills the groups still named, then exits. Without it
+  the attempts would run on as orphans wherever the batch system tracks a job's processes by
+  parentage (Slurm's proctrack/linuxproc), while the coordinator, seeing the pilot gone, runs
+  them again elsewhere: twice at once. The guard ignores SIGTERM and SIGINT (the batch system
+  signals every process of the job; the agent answers them).
 
 Other users (docs/security.md)
 ------------------------------
@@ -609,6 +617,81 @@ class BadInput(Exception):
 # ---------------------------------------------------------------- the agent
 
 
+class Guard(object):
+    """The agent's guard (module docstring): a forked child that kills the process groups of
+    the attempts still running once the agent is gone. ``track``/``untrack`` name a group to it."""
+
+    def __init__(self, log):
+        self.log = log                  # used once the agent has checked its directory (setup)
+        self.fd = None
+        self.pid = None
+        self.error = None
+        try:
+            r, w = os.pipe()            # neither end is inherited by the tasks (close_fds, non-inheritable)
+            pid = os.fork()
+        except OSError as e:
+            self.error = "no guard for the attempts (%s): an agent killed outright leaves them running" % e
+            return
+        if pid == 0:                    # the guard
+            code = 0
+            try:
+                os.close(w)
+                guard(r)
+            except BaseException:
+                code = 1
+            os._exit(code)
+        os.close(r)
+        self.fd, self.pid = w, pid
+
+    def _say(self, line):
+        if self.fd is None:
+            return
+        try:
+            os.write(self.fd, line.encode("ascii"))
+        except OSError as e:
+            self.log("guard gone (%s): an agent killed outright would leave its attempts running" % e)
+            self.close()
+
+    def track(self, pgid):
+        self._say("+%d\n" % pgid)
+
+    def untrack(self, pgid):
+        self._say("-%d\n" % pgid)
+
+    def close(self):
+        """The agent exits: the guard finds nothing left to kill and ends (reaped if it can be)."""
+        if self.fd is not None:
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass
+            self.fd = None
+        if self.pid is not None:
+            try:
+                os.waitpid(self.pid, os.WNOHANG)
+            except OSError:
+                pass
+
+
+def guard(fd):
+    """The guard's life: keep the groups the agent names, kill those left when the pipe closes."""
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, signal.SIG_IGN)
+    groups = set()
+    with os.fdopen(fd, "rb", 0) as pipe:
+        for line in iter(pipe.readline, b""):
+            try:
+                pgid = int(line[1:])
+            except ValueError:
+                continue
+            if line[:1] == b"+":
+                groups.add(pgid)
+            else:
+                groups.discard(pgid)
+    for pgid in groups:
+        signal_group(pgid, signal.SIGKILL)
+
+
 class Attempt(object):
     def __init__(self, key, task, attempt, proc, start, deadline, perf, tdir, files, data=((), ())):
         self.key = key
@@ -645,7 +728,7 @@ class Agent(object):
         self.running = {}
         self.finished = set()
         self.cancel_done = set()
-        self.lingering = []               # [(pgid, monotonic SIGKILL time)]
+        self.lingering = []               # [(pgid, monotonic SIGKILL time, task)]
         self.state = "running"
         self.stop_drain = False
         self.signalled = None
@@ -662,6 +745,7 @@ class Agent(object):
         self.previous = None              # the incarnation this agent replaced, if any
         self.agent_json_stat = None       # (inode, mtime_ns) of the agent.json we wrote
         self.wake_r = self.wake_w = None  # self-pipe: SIGCHLD wakes the loop when a task ends
+        self.guard = None                 # kills the attempts if the agent is killed outright
 
     # -- helpers
 
@@ -890,7 +974,9 @@ class Agent(object):
         self.running.pop(a.key, None)
         if a.kill_reason is not None and group_alive(a.pgid):
             deadline = a.kill_deadline if a.kill_deadline is not None else time.monotonic()
-            self.lingering.append((a.pgid, deadline))
+            self.lingering.append((a.pgid, deadline, a.task))
+        elif self.guard is not None:
+            self.guard.untrack(a.pgid)
         outputs = refused = None
         if outcome == "done" and a.outputs:
             outputs, refused, missing = self.collect_outputs(a)
@@ -947,13 +1033,14 @@ class Agent(object):
                 self.log("killing %s (SIGKILL)" % a.key)
                 signal_group(a.pgid, signal.SIGKILL)
         keep = []
-        for pgid, deadline in self.lingering:
-            if not group_alive(pgid):
-                continue
-            if now >= deadline:
+        for pgid, deadline, task in self.lingering:
+            if group_alive(pgid) and now >= deadline:
                 signal_group(pgid, signal.SIGKILL)
+            elif group_alive(pgid):
+                keep.append((pgid, deadline, task))
                 continue
-            keep.append((pgid, deadline))
+            if self.guard is not None:
+                self.guard.untrack(pgid)
         self.lingering = keep
 
     def own_entries(self, sub, wanted):
@@ -1002,9 +1089,17 @@ class Agent(object):
                       self.own_entries("inbox", lambda n: n.endswith(".json") and not n.startswith(".")))
 
     def claim(self, entries):
+        """Claim inbox files into free slots, oldest first. A task with an attempt still running
+        here (or still dying: cancelled, its group not yet gone) waits in the inbox: this agent
+        never runs two attempts of one task at once, whatever the coordinator asked (a pilot it
+        took for requeued is handed the attempt it just cancelled again, as the next one)."""
+        busy = {a.task for a in self.running.values()} | {task for _pgid, _deadline, task in self.lingering}
         for _mtime, name in entries:
             if len(self.running) >= self.slots:
                 break
+            m = KEY_RE.match(name[:-len(".json")])
+            if m and int(m.group(1)) in busy:
+                continue
             src, dst = self.path("inbox", name), self.path("claimed", name)
             try:
                 os.rename(src, dst)
@@ -1124,6 +1219,8 @@ class Agent(object):
         a = Attempt(key, task, attempt, proc, start, deadline, perf_state, tdir, files,
                     (tuple(i["name"] for i in inputs), tuple(outputs)))
         self.running[key] = a
+        if self.guard is not None:
+            self.guard.track(a.pgid)
         self.log("started %s: pid %d%s" % (key, proc.pid, " under perf" if perf_state is True else ""))
         self.safely("writing started/" + key, write_json_atomic, self.path("started", key + ".json"),
                     {"task": task, "attempt": attempt, "time": start, "host": self.host})
@@ -1279,7 +1376,10 @@ class Agent(object):
         return None
 
     def run(self):
+        self.guard = Guard(self.log)      # forked first: before any handler or file of the loop
         self.setup()
+        if self.guard.error:
+            self.log(self.guard.error)
         reason = None
         while reason is None:
             try:
@@ -1323,8 +1423,10 @@ class Agent(object):
                     pass
                 self.safely("finishing " + a.key, self.finish, a, a.proc.poll())
                 self.running.pop(a.key, None)
-        for pgid, _deadline in self.lingering:
+        for pgid, _deadline, _task in self.lingering:
             signal_group(pgid, signal.SIGKILL)
+        if self.guard is not None:
+            self.guard.close()
         if owner:
             self.safely("exit file", write_json_atomic, self.path("exit.json"),
                         {"time": time.time(), "reason": reason})

@@ -35,7 +35,10 @@ the pilot directory before it submits (resel.backends.htcondor.client does).
 
 At start the wrapper lists the remote ``results/`` and ``started/``: attempts with a result are
 never fetched again, and an attempt started by an earlier run of this job (an eviction) without
-a result gets one, outcome ``lost``, reason ``evicted``, so nothing waits for it forever.
+a result gets one, outcome ``lost``, reason ``evicted``, so nothing waits for it forever. A
+listing that fails is not an empty one: until both listings have succeeded (tried again every
+``--interval``) nothing is pulled from the inbox — else a transient failure would give a
+finished attempt a second result over its first, or leave the evicted ones waiting.
 
 SIGTERM and SIGINT (what condor_rm and an eviction send) are passed to the agent, which ends its
 attempts as ``lost``; the wrapper pushes their results and exits with the agent's status. Its
@@ -225,11 +228,20 @@ class Sync(object):
     # ------------------------------------------------------------ start
 
     def recover(self):
-        """Attempts an earlier run of this job started but never finished: result ``lost``."""
-        results = set(key_of(n) for n in self.listdir("results") if n.endswith(".json"))
+        """Attempts an earlier run of this job started but never finished: result ``lost``.
+
+        Returns False, having done nothing, when a listing fails: the caller tries again and
+        pulls nothing meanwhile (a failed listing is not "nothing to recover")."""
+        try:
+            results = set(key_of(n) for n in self.chirp.getdir("results") if n.endswith(".json"))
+            started = self.chirp.getdir("started")
+        except ChirpError as e:
+            self.log("cannot list results/ and started/ to recover an earlier run (tried again): %s" % e)
+            return False
         self.done |= results
-        for name in self.listdir("started"):
-            if not name.endswith(".json") or name.startswith(".") or key_of(name) in results:
+        for name in started:
+            if (not name.endswith(".json") or name.startswith(".") or key_of(name) in results
+                    or "started/" + name in self.pushed):      # this run's own (a retried recovery)
                 continue
             tmp = self.path(".recover-" + name)
             try:
@@ -251,6 +263,7 @@ class Sync(object):
             finally:
                 if os.path.exists(tmp):
                     os.remove(tmp)
+        return True
 
     # ------------------------------------------------------------ pull
 
@@ -412,8 +425,9 @@ def main(argv=None):
     sync = Sync(chirp, local, log)
     log("start on %s: chirp %s, agent %s %s" % (socket.gethostname(), chirp.program, args.agent,
                                                 " ".join(args.agent_args)))
-    sync.recover()
-    sync.pull()    # tasks already waiting are there when the agent first looks
+    recovered = sync.recover()
+    if recovered:
+        sync.pull()    # tasks already waiting are there when the agent first looks
     agent = subprocess.Popen(agent_argv(args, local))
     signals = []
 
@@ -427,7 +441,11 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
     while agent.poll() is None:
-        for step in (sync.pull, sync.push):
+        try:
+            recovered = recovered or sync.recover()
+        except Exception as e:
+            log("sync error: %r" % (e,))
+        for step in ((sync.pull, sync.push) if recovered else (sync.push,)):
             try:
                 step()
             except Exception as e:    # one bad round never stops the pilot
@@ -437,6 +455,11 @@ def main(argv=None):
             time.sleep(min(0.1, args.interval))
     code = agent.returncode
     log("agent exited with %s%s" % (code, " after signal %s" % signals[0] if signals else ""))
+    if not recovered:   # the job's last chance to report an evicted run's attempts
+        try:
+            sync.recover()
+        except Exception as e:
+            log("final recovery error: %r" % (e,))
     try:
         sync.push()
     except Exception as e:

@@ -1,9 +1,11 @@
 """The live coordinator: the pure engine driven by real schedulers, crash-safe through SQLite.
 
-One loop, as docs/architecture.md draws it: each site is polled on its own worker thread
-(:mod:`resel.live.sites`: a slow or dead site never holds up another), what changed becomes
-engine events, **each event and the actions it produced are recorded in the store before any
-of them is carried out**, then the actions run, each on its site's thread. The engine is
+One loop, as docs/architecture.md draws it: each site is polled on worker threads of its own
+(:mod:`resel.live.sites`: a slow or dead site never holds up another; its scheduler's commands
+and the file exchange with its agents on two, so a hanging scheduler never starves a running
+pilot), what changed becomes engine events, **each event and the actions it produced are
+recorded in the store before any of them is carried out**, then the actions run, each on its
+site's threads. The engine is
 deterministic given its seed and the events it saw, so a coordinator killed at any instant
 resumes (:meth:`Coordinator.resume`) by replaying the recorded events into a fresh engine and
 finishing the actions still marked undone; each action is idempotent or checked first (a
@@ -103,6 +105,8 @@ class SiteView:
 
     error: str | None = None
     failing_since: float | None = None
+    #: since when reading the pilots' files fails (a scheduler that answers does not clear it)
+    files_failing_since: float | None = None
     last_poll: float = 0.0
     bad_records: int = 0
     notes: dict = field(default_factory=dict)      # key -> words (unknown states, relaunches)
@@ -146,9 +150,15 @@ class Coordinator:
         self.cancelled = False
         self._lock = threading.Lock()
         self._reports: "queue.Queue[Report]" = queue.Queue()
+        #: per site: a worker for the scheduler's commands, one for the file exchange with the
+        #: agents (reading their records, writing inbox and cancel files), so that a scheduler
+        #: call that hangs never holds up the pilots that run
         self.workers = {s.name: SiteWorker(s.name, self._reports) for s in sites}
-        self._polling: set[str] = set()
+        self.exchange = {s.name: SiteWorker(s.name, self._reports, role="files") for s in sites}
+        self._polling: set[str] = set()                 # a scheduler poll (and its settling read) under way
+        self._reading: set[str] = set()                 # a read of the running pilots' files under way
         self._next_poll: dict[str, float] = {}
+        self._next_read: dict[str, float] = {}
         self._held: list[Report] = []                   # reports taken while waiting
         self._last_lease = 0.0
         #: pilot → the pending reason last noted (resel status shows it)
@@ -213,7 +223,7 @@ class Coordinator:
         afresh: nothing was submitted for it yet. With ``to_cancel`` (``resel cancel``) the
         run's status is left alone, so a coordinator still running it sees the cancel request.
         """
-        run, bag, sites, options = load_live_run(db, run_id)
+        run, bag, sites, options = load_live_run(db, run_id, to_run=not to_cancel)
         if run["status"] in ("done", "cancelled") and not to_cancel:
             raise ReselError(f"run {run_id} is {run['status']}; nothing to resume")
         if run["status"] == "cancelling" and not to_cancel:
@@ -232,7 +242,27 @@ class Coordinator:
                 log.warning("run %s: its bag was never recorded (a crash while the sites were first checked); "
                             "starting it afresh", run_id)
                 coord._begin()
+            else:
+                coord._catch_up()
         return coord
+
+    def _catch_up(self) -> None:
+        """Resumed: read what every running pilot's agent did while no coordinator watched — on
+        every site before any decision — and feed it with every site's starts before any site's
+        ends. A task one site's agent took from its inbox meanwhile is then running, not
+        waiting, when another site's freed slot asks for work; before, the faster site's first
+        read came first and re-selection moved that task, which ran twice. A site that does not
+        answer within ``slow_after`` seconds is caught up by its polls."""
+        by_site: dict[str, list[PilotView]] = {}
+        for v in self.pilots.values():
+            if v.state == "running" and v.job_id:
+                by_site.setdefault(v.site, []).append(v)
+        t = self.now()
+        events: list[Event] = []
+        for v, found in self._read_pilots("catch-up", by_site, self.options.slow_after, heartbeat=True):
+            events += self._site_events(t, ([v], None, {v.pilot: found}))
+        first = [e for e in events if isinstance(e, (PilotStarted, TaskStarted))]
+        self.feed(first + [e for e in events if not isinstance(e, (PilotStarted, TaskStarted))])
 
     def _replay(self) -> None:
         for row in self.db.query("select * from live_pilots where run_id = ?", [self.run_id]):
@@ -311,11 +341,13 @@ class Coordinator:
             self.data[name] = SiteData(lambda: self.site(name), self.run_key, held)
         return self.data[name]
 
-    def _on_sites(self, kind: str, jobs: dict[str, Callable[[], Any]], timeout: float) -> dict[str, Report]:
-        """Run one job per site on the sites' workers and wait for them all, at most ``timeout``
-        seconds; a site that has not answered by then is absent from the answer."""
+    def _on_sites(self, kind: str, jobs: dict[str, Callable[[], Any]], timeout: float,
+                  workers: dict[str, SiteWorker] | None = None) -> dict[str, Report]:
+        """Run one job per site on the sites' workers (the scheduler's, unless ``workers``) and
+        wait for them all, at most ``timeout`` seconds; a site that has not answered by then is
+        absent from the answer."""
         for name, job in jobs.items():
-            self.workers[name].submit(kind, None, job)
+            (workers or self.workers)[name].submit(kind, None, job)
         got: dict[str, Report] = {}
         deadline = time.monotonic() + timeout
         while len(got) < len(jobs):
@@ -411,6 +443,7 @@ class Coordinator:
                                      + (f" (could not cancel: {', '.join(left)})" if left else ""))
             self._finish_actions()
             self._cleanup()
+            self._last_read()
             self._write_results("done")
             self._lease(force=True, state="released")
         finally:
@@ -420,7 +453,7 @@ class Coordinator:
         """The bag is done: let the last actions (the pilots' cancels) reach their sites and
         record them, for at most ``wait`` seconds (a dead site's are left undone)."""
         deadline = time.monotonic() + wait
-        while any(w.pending for w in self.workers.values()) and time.monotonic() < deadline:
+        while any(w.pending for w in self._all_workers()) and time.monotonic() < deadline:
             try:
                 self._held.append(self._reports.get(timeout=max(0.0, deadline - time.monotonic())))
             except queue.Empty:
@@ -463,6 +496,7 @@ class Coordinator:
         t = self.now()
         due = [t + self.options.poll]
         due += [at for name, at in self._next_poll.items() if name not in self._polling]
+        due += [at for name, at in self._next_read.items() if name not in self._reading]
         if self.timers:
             due.append(self.timers[0][0])
         due += [at for _s, _a, at in self.undone]
@@ -484,24 +518,44 @@ class Coordinator:
                 return out
 
     def _start_polls(self, t: float) -> None:
-        """Every site whose last poll is over and whose next is due is polled, on its thread."""
+        """Every site whose last poll is over and whose next is due is polled: its scheduler on
+        one worker, its running pilots' files on the other, each on its own schedule (a
+        scheduler that hangs does not stop the files from being read every poll period)."""
         by_site: dict[str, list[PilotView]] = {}
         for view in self.pilots.values():
             if view.state in ("pending", "running") and view.job_id:
                 by_site.setdefault(view.site, []).append(view)
+        for gone in (set(self._next_poll) | set(self._next_read)) - set(by_site):   # no pilot left: not due
+            self._next_poll.pop(gone, None)
+            self._next_read.pop(gone, None)
         for name, views in by_site.items():
-            if name in self._polling or self._next_poll.get(name, 0.0) > t:
-                continue
-            self._polling.add(name)
-            self._next_poll[name] = t + self.options.poll
-            self.workers[name].submit("poll", views, lambda n=name, v=views: self._poll_site(n, v))
+            if name not in self._polling and self._next_poll.get(name, 0.0) <= t:
+                self._polling.add(name)
+                self._next_poll[name] = t + self.options.poll
+                ids = [v.job_id for v in views]
+                self.workers[name].submit("poll", views, lambda n=name, i=ids: self.site(n).pilot_jobs(i))
+            # a pending pilot's files are read while its scheduler does not answer, if it never
+            # ran (it may have started meanwhile); otherwise — and for one back in the queue,
+            # whose old agent may still be finishing attempts that the engine has taken for
+            # lost — the scheduler's answer says when to look, and the read at the end of the
+            # bag takes what is left
+            quiet = self.views[name].failing_since is not None
+            readable = [v for v in views if v.state == "running"
+                        or (quiet and v.agent_started is None and v.incarnation is None)]
+            if not readable:
+                self._next_read.pop(name, None)       # nothing to read: not due (the loop sleeps)
+            elif name not in self._reading and self._next_read.get(name, 0.0) <= t:
+                self._reading.add(name)
+                self._next_read[name] = t + self.options.poll
+                self.exchange[name].submit("read", readable, lambda n=name, v=readable: self._read(n, v))
 
     def _watch_sites(self, t: float) -> list[Event]:
         """A site whose command has run for ``slow_after`` seconds is not answering: say so,
         and give it up after ``site_timeout``."""
         events: list[Event] = []
         for name, worker in self.workers.items():
-            busy = worker.busy
+            busy = max((b for b in (worker.busy, self.exchange[name].busy) if b is not None), key=lambda b: b[1],
+                       default=None)
             view = self.views[name]
             if busy is None or busy[1] < self.options.slow_after:
                 continue
@@ -516,8 +570,19 @@ class Coordinator:
 
     def _on_report(self, report: Report, t: float) -> list[Event]:
         if report.kind == "poll":
-            self._polling.discard(report.site)
             return self._polled(report, t)
+        if report.kind == "settle":
+            self._polling.discard(report.site)
+            if report.error is not None:
+                return self._files_failed(report.site, t, report.error)
+            views, jobs = report.tag
+            return self._site_events(t, (views, jobs, report.result))
+        if report.kind == "read":
+            self._reading.discard(report.site)
+            if report.error is not None:
+                return self._files_failed(report.site, t, report.error)
+            self.views[report.site].files_failing_since = None
+            return self._site_events(t, (report.tag, None, report.result))
         if report.kind == "act":
             seq, action = report.tag
             return self._acted(seq, action, report)
@@ -529,55 +594,71 @@ class Coordinator:
         return []       # a late answer to a check or a drain that was given up on
 
     def _polled(self, report: Report, t: float) -> list[Event]:
+        """The scheduler's answer about a site's pilots. A pilot whose state it changes
+        (started, ended, back in the queue) has its files read first, on the site's file worker
+        after any read already under way there, so that what its agent wrote counts before the
+        change; the poll is over when that read is."""
         name, view = report.site, self.views[report.site]
-        failed = report.error if report.error is not None else report.result[3]
-        events: list[Event] = []
-        if failed is not None:
+        if report.error is not None:
             # the scheduler (or the whole site) did not answer: nothing is concluded from
-            # silence, but what the agents wrote meanwhile is read if the files could be
-            view.error = _describe(failed)
-            view.failing_since = view.failing_since or t
-            live_notes.put(self.db, self.run_id, name, "unreachable", "unreachable", view.failing_since,
-                           f"no answer: {view.error}")
-            if t - view.failing_since > self.options.site_timeout and name not in self.engine.lost_sites:
-                events.append(SiteLost(time=t, site=name, reason=f"unreachable for {self.options.site_timeout:g} s: "
-                                                                  f"{view.error}"))
-            if report.error is None:
-                events.extend(self._site_events(t, report.result))
-            return events
-        if view.failing_since is not None:
-            log.warning("site %s answers again after %.0f s", name, t - view.failing_since)
-            live_notes.drop(self.db, self.run_id, name, "unreachable")
-        view.error, view.failing_since, view.last_poll = None, None, t
-        return self._site_events(t, report.result)
+            # silence; the running pilots' files are read meanwhile on the other worker
+            self._polling.discard(name)
+            return self._not_answering(name, t, _describe(report.error), f"no answer: {_describe(report.error)}")
+        if view.files_failing_since is None:
+            if view.failing_since is not None:
+                log.warning("site %s answers again after %.0f s", name, t - view.failing_since)
+                live_notes.drop(self.db, self.run_id, name, "unreachable")
+            view.error, view.failing_since = None, None
+        view.last_poll = t
+        views, jobs = report.tag, report.result
+        changing = [v for v in views if self._changes(v, jobs)]
+        if not changing:
+            self._polling.discard(name)
+            return self._site_events(t, (views, jobs, {}))
+        self.exchange[name].submit("settle", (views, jobs), lambda: self._read(name, changing))
+        return []
 
-    def _poll_site(self, name: str, views: list[PilotView]) -> tuple:
-        """Runs on the site's worker: scheduler states first, then the pilots' files.
+    def _changes(self, v: PilotView, jobs: dict) -> bool:
+        """Whether the scheduler's answer moves this pilot on (it started, ended or went back
+        to the queue), i.e. its files must be read before the answer is acted on."""
+        info = jobs.get(v.job_id)
+        if info is not None and info.name and not f"resel-{self.run_key}-p{v.pilot}".startswith(info.name):
+            info = None          # the id is someone else's job now (_site_events says so)
+        phase = job_phase(info.state) if info is not None else "missing"
+        if v.state == "running":
+            return phase in ("pending", "final", "missing")
+        return phase != "pending"
 
-        A scheduler that does not answer (a controller restarting) does not stop the files of
-        running pilots from being read: their agents go on, and what they finished counts."""
+    def _read(self, name: str, views: list[PilotView], heartbeat: bool = True) -> dict[int, PilotFiles]:
+        """Runs on the site's file worker: what these pilots' agents wrote since the last read."""
         ps = self.site(name)
-        try:
-            jobs, failed = ps.pilot_jobs([v.job_id for v in views]), None
-        except Exception as exc:   # noqa: BLE001 - reported with the poll; the files still count
-            jobs, failed = None, exc
-        files: dict[int, PilotFiles] = {}
-        for v in views:
-            if jobs is None:
-                phase = "unknown"
-            else:
-                info = jobs.get(v.job_id)
-                phase = job_phase(info.state) if info is not None else "missing"
-            if v.state == "running" or (jobs is not None and phase != "pending"):
-                files[v.pilot] = ps.collect(self.run_key, v.pilot, v.seen, heartbeat=True)
-        return views, jobs, files, failed
+        return {v.pilot: ps.collect(self.run_key, v.pilot, v.seen, heartbeat=heartbeat) for v in views}
+
+    def _files_failed(self, name: str, t: float, exc: BaseException) -> list[Event]:
+        """The pilots' files could not be read: shown, and the site given up if it lasts (an
+        answering scheduler does not clear it)."""
+        view = self.views[name]
+        view.files_failing_since = view.files_failing_since or t
+        view.failing_since = min(view.failing_since or t, view.files_failing_since)
+        why = f"reading the pilots' files: {_describe(exc)}"
+        return self._not_answering(name, t, why, why)
+
+    def _not_answering(self, name: str, t: float, error: str, words: str) -> list[Event]:
+        """Note a site that does not answer (since when, why); give it up after ``site_timeout``."""
+        view = self.views[name]
+        view.error = error
+        view.failing_since = view.failing_since or t
+        live_notes.put(self.db, self.run_id, name, "unreachable", "unreachable", view.failing_since, words)
+        if t - view.failing_since > self.options.site_timeout and name not in self.engine.lost_sites:
+            return [SiteLost(time=t, site=name, reason=f"unreachable for {self.options.site_timeout:g} s: {error}")]
+        return []
 
     # ------------------------------------------------------------------ what a poll means
     def _site_events(self, t: float, result: tuple) -> list[Event]:
         """One poll's findings as events, pilot by pilot: what its agent wrote first (results
         read in the same poll as a requeue or an end count before it), then what its job's
-        state means — nothing, when the scheduler did not answer."""
-        views, jobs, files, _failed = result
+        state means — nothing, for a read of the files alone (``jobs`` None)."""
+        views, jobs, files = result
         out: list[Event] = []
         for v in sorted(views, key=lambda v: v.pilot):
             if v.state not in ("pending", "running"):
@@ -601,7 +682,7 @@ class Coordinator:
                     self._pilot_row(v, started=t)
             found = files.get(v.pilot)
             if found is not None:
-                if v.state == "pending" and (found.started or found.results or found.agent):
+                if v.state == "pending" and self._runs(v, found):
                     v.state = "running"     # it ran and maybe ended between two polls
                     out.append(PilotStarted(time=t, pilot=v.pilot))
                     self._pilot_row(v, started=t)
@@ -654,6 +735,22 @@ class Coordinator:
                                       reason=info.state.value if info is not None else "missing"))
                 self._pilot_row(v, ended=t, reason=state)
         return out
+
+    def _runs(self, v: PilotView, found: PilotFiles) -> bool:
+        """Whether a pending pilot's files say it runs: anything its agent wrote, if it never ran
+        before; an agent other than the one it had, if it did — back in the queue, its old agent
+        may still be finishing attempts, which is no new start (taken for one, the pilot went
+        back and forth between requeued and started at every poll after a controller restart,
+        its attempts cancelled and handed to it again each time)."""
+        if v.incarnation is None and v.agent_started is None:
+            return bool(found.started or found.results or found.agent)
+        beat = found.heartbeat or found.agent
+        if not beat:
+            return False
+        inc, started = beat.get("incarnation"), _number(beat.get("started"))
+        if v.incarnation is not None and inc:
+            return inc != v.incarnation
+        return started is not None and v.agent_started is not None and abs(started - v.agent_started) > 1e-6
 
     def _state_note(self, v: PilotView, state: str, phase: str, t: float) -> None:
         """A job state in none of resel's tables concludes nothing: keep polling, say so."""
@@ -865,7 +962,14 @@ class Coordinator:
         if job is None:
             self._mark(seq)
             return
-        self.workers[action.site].submit("act", (seq, action), job)
+        # an inbox or cancel file goes on the file worker, so it never waits for a scheduler
+        # call — unless its pilot's submission (which makes the pilot's directory) is not over:
+        # then after it, on the scheduler's worker (a pending pilot gets its first tasks at once)
+        workers = self.workers
+        if isinstance(action, (DispatchTask, CancelTask)):
+            view = self.pilots.get(action.pilot)
+            workers = self.exchange if view is not None and view.job_id is not None else self.workers
+        workers[action.site].submit("act", (seq, action), job)
 
     def _prepare(self, action: Action) -> Callable[[], Any] | None:
         """What the site must do for an action (run on its thread), or None if nothing."""
@@ -1019,7 +1123,7 @@ class Coordinator:
         if dest is None:
             raise ReselError(f"run {self.run_id} has outputs to fetch but no results folder (stored before task data?)")
         data = self.site_data(site)
-        self.workers[site].submit("fetch", (task, attempt), lambda: data.fetch(pilot, task, attempt, outputs, dest))
+        self.exchange[site].submit("fetch", (task, attempt), lambda: data.fetch(pilot, task, attempt, outputs, dest))
 
     def _fetched(self, report: Report, t: float) -> list[Event]:
         task, attempt = report.tag
@@ -1043,7 +1147,7 @@ class Coordinator:
         self._deliveries.pop((task, attempt), None)
         if not self.options.keep_remote and pilot is not None:
             data = self.site_data(site)
-            self.workers[site].submit("clean", (task, attempt),
+            self.exchange[site].submit("clean", (task, attempt),
                                       lambda: data.clean(pilot, task, attempt, len(outputs)))
         self._delivered_bytes.append(sum(f.size for f in report.result))
         return ([TaskDelivered(time=t, task=task, attempt=attempt)] + self._outputs_measured(t)
@@ -1158,6 +1262,40 @@ class Coordinator:
                 left += report.result
         return left
 
+    def _last_read(self, wait: float = 30.0) -> None:
+        """The bag is done and its pilots are stopped: what their agents wrote since the last
+        read — an attempt that ended as the bag did, a moved task's duplicate, the attempts of a
+        pilot seen back in the queue while its agent still ran — goes into the store's attempts,
+        so the store holds every result the agents wrote. No event: the engine is done. A site
+        that does not answer within ``wait`` seconds is left (logged)."""
+        by_site: dict[str, list[PilotView]] = {}
+        for v in self.pilots.values():
+            if v.job_id and not (v.site in self.engine.lost_sites and self.views[v.site].error):
+                by_site.setdefault(v.site, []).append(v)
+        t = self.now()
+        for v, found in self._read_pilots("last-read", by_site, wait):
+            self._file_events(t, v, found)                         # the rows; the events are moot
+
+    def _read_pilots(self, kind: str, by_site: dict[str, list[PilotView]], wait: float, heartbeat: bool = False
+                     ) -> list[tuple[PilotView, PilotFiles]]:
+        """These pilots' new records, read on their sites' file workers (after any read already
+        under way there), bad records noted; a site that does not answer within ``wait``
+        seconds is logged and left out."""
+        answers = self._on_sites(kind, {name: (lambda name=name: self._read(name, by_site[name], heartbeat))
+                                        for name in by_site}, wait, self.exchange)
+        out = []
+        for name in by_site:
+            report = answers.get(name)
+            if report is None or report.error is not None:
+                log.warning("run %s: could not read what the agents on %s wrote: %s", self.run_id, name,
+                            "no answer" if report is None else _describe(report.error))
+                continue
+            for pilot, found in sorted(report.result.items()):
+                for path, why in found.bad:
+                    self._bad_record(name, path, why, self.now())
+                out.append((self.pilots[pilot], found))
+        return out
+
     def cancel_everything(self, wait: float = 30.0) -> list[str]:
         """Stop every pilot and task of the run (``resel cancel``); returns what could not be.
 
@@ -1173,7 +1311,7 @@ class Coordinator:
             if v.job_id:
                 by_site.setdefault(v.site, []).append(v)
 
-        def stop_and_drain(name: str) -> dict[int, PilotFiles]:
+        def stop_and_wait(name: str) -> None:
             ps = self.site(name)
             mine = [v for v in live if v.site == name]
             for v in mine:
@@ -1185,22 +1323,18 @@ class Coordinator:
                         and not ps.transport.exists(f"{ps.pilot_dir(self.run_key, v.pilot)}/exit.json")]
                 if mine:
                     time.sleep(0.5)
-            return {v.pilot: ps.collect(self.run_key, v.pilot, v.seen) for v in by_site.get(name, [])}
 
-        answers = self._each_site("drain", stop_and_drain, wait + 30.0, list(by_site))
+        self._each_site("drain", stop_and_wait, wait + 30.0, list(by_site))
+        # the records are read on the file workers, after any read already under way there,
+        # whose findings come first (whatever the scheduler did with the stop)
+        collected = self._read_pilots("collect", by_site, 30.0)
         t = self.now()
         events: list[Event] = []
-        for name in by_site:
-            report = answers.get(name)
-            if report is None or report.error is not None:
-                log.warning("run %s: could not read what the agents on %s wrote: %s", self.run_id, name,
-                            "no answer" if report is None else _describe(report.error))
-                continue
-            for pilot, found in sorted(report.result.items()):
-                v = self.pilots[pilot]
-                for path, why in found.bad:
-                    self._bad_record(name, path, why, t)
-                events.extend(self._file_events(t, v, found))
+        for report in self._take_reports():
+            if report.kind in ("read", "settle"):
+                events.extend(self._on_report(report, t))
+        for v, found in collected:
+            events.extend(self._file_events(t, v, found))
         for v in live:
             v.state = "cancelled"
             self._pilot_row(v, ended=t, reason="run cancelled")
@@ -1234,8 +1368,11 @@ class Coordinator:
                 lines=[words for key, words in view.notes.items() if not key.startswith("bad:")])
         return out
 
+    def _all_workers(self) -> list[SiteWorker]:
+        return [*self.workers.values(), *self.exchange.values()]
+
     def _stop_workers(self) -> None:
-        for worker in self.workers.values():
+        for worker in self._all_workers():
             worker.stop()
 
     def close(self) -> None:

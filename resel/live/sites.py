@@ -1,11 +1,14 @@
-"""One worker thread per live site: a slow or dead site never holds up another.
+"""Worker threads per live site: a slow or dead site never holds up another.
 
-Everything the coordinator asks of a site — a poll (scheduler states, then the pilots' files),
-a submission, a dispatch, a cancel — runs on that site's own thread, in the order asked, and
-reports back through one queue the coordinator's loop reads. The coordinator's thread alone
-touches the engine and the store; a worker only talks to its site. A site whose command hangs
-(a stopped controller, a stalled SSH connection) keeps its own thread busy, and the
-coordinator sees for how long (:attr:`SiteWorker.busy`) and says so.
+Everything the coordinator asks of a site runs on that site's own threads, in the order asked,
+and reports back through one queue the coordinator's loop reads. Each site has two workers:
+one for its scheduler's commands (pilots' states, submissions, cancels) and one for the file
+exchange with its pilots' agents (reading what they started and finished, writing their inbox
+and cancel files), so a scheduler that hangs (a stopped controller) never stops running pilots
+from being fed. The coordinator's thread alone touches the engine and the store; a worker only
+talks to its site. A site whose command hangs (a stopped controller, a stalled SSH connection)
+keeps that worker busy, and the coordinator sees for how long (:attr:`SiteWorker.busy`) and
+says so.
 
 The threads are daemons: a command that never returns does not keep the process alive.
 """
@@ -38,17 +41,20 @@ class SiteWorker:
         site: the site's name (for reports and the thread's name).
         reports: where every finished job is put, as a :class:`Report`.
         clock: for :attr:`busy` (monotonic seconds).
+        role: what the worker does for its site (in the thread's name): ``scheduler`` or ``files``.
     """
 
-    def __init__(self, site: str, reports: "queue.Queue[Report]", clock: Callable[[], float] = time.monotonic):
+    def __init__(self, site: str, reports: "queue.Queue[Report]", clock: Callable[[], float] = time.monotonic,
+                 role: str = "scheduler"):
         self.site = site
         self.reports = reports
         self.clock = clock
+        self.role = role
         self._jobs: "queue.Queue[tuple[str, Any, Callable[[], Any]] | None]" = queue.Queue()
         self._current: tuple[str, float] | None = None
         self._queued = 0
         self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._loop, name=f"resel-site-{site}", daemon=True)
+        self._thread = threading.Thread(target=self._loop, name=f"resel-site-{site}-{role}", daemon=True)
         self._thread.start()
 
     def submit(self, kind: str, tag: Any, job: Callable[[], Any]) -> None:

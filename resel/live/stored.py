@@ -77,11 +77,17 @@ class LiveOptions:
         return EngineRates.from_json(self.rates) if self.rates else None
 
 
-def load_live_run(db: Database | StoreReader, run_id: int) -> tuple[dict, Bag, list[Site], LiveOptions]:
+def load_live_run(db: Database | StoreReader, run_id: int, *, to_run: bool = False
+                  ) -> tuple[dict, Bag, list[Site], LiveOptions]:
     """A live run's row, bag, sites and options, as stored when it started.
 
+    A command stored by a resel that filled commands with ``str.format`` comes back in today's
+    language (:func:`bag_from_json`); with ``to_run`` (a coordinator resuming it), one that has
+    no equivalent there is refused rather than run otherwise than its first tasks were.
+
     Raises:
-        ReselError: no such run, or it is a simulated one.
+        ReselError: no such run, or it is a simulated one; with ``to_run``, a command of an
+            older resel that cannot be carried over.
     """
     from resel.store import verify_unchanged
     verify_unchanged(db)    # what the sites say is run as the user: the store must be the file checked
@@ -95,15 +101,35 @@ def load_live_run(db: Database | StoreReader, run_id: int) -> tuple[dict, Bag, l
     options.setdefault("prefetch", 0)   # stored before hand-ahead existed: replay as it ran
     options.setdefault("walltime", "off")      # stored before the walltime rules: replay as it ran
     options.setdefault("quarantine", False)    # stored before the black-hole rule
-    return (run, bag_from_json(json.loads(run["bag_spec"])), sites_from_json(json.loads(run["sites"])),
-            LiveOptions(**options))
+    bag = bag_from_json(json.loads(run["bag_spec"]))
+    if to_run:
+        for command in (bag.command, *(cmd for _site, cmd in bag.site_commands)):
+            if LEGACY_ESCAPE in command:
+                raise ReselError(
+                    f"run {run_id} was stored by an older resel, which read its command {command!r} with Python's "
+                    "str.format ('{{' for a brace); it has no equivalent in today's language (docs/configuration.md"
+                    f"#command), so its remaining tasks cannot run what its first ones ran: `resel cancel {run_id}`, "
+                    "then run the bag again with the command written for this resel")
+    return run, bag, sites_from_json(json.loads(run["sites"])), LiveOptions(**options)
+
+
+#: what only a command stored by a resel that filled commands with str.format holds (today's
+#: bag files refuse it: resel.command_template.problems)
+LEGACY_ESCAPE = "${{"
 
 
 def bag_from_json(d: dict) -> Bag:
+    """A stored bag back; a command holding ``${{`` was stored by a resel that filled commands
+    with ``str.format`` and comes back in today's language where it can (unchanged where it
+    cannot: :func:`load_live_run` refuses to run it)."""
+    from resel.command_template import from_format
     from resel.domain import Profile
-    return Bag(d["name"], d["command"], d["count"], d["cores_per_task"], Profile(**d["profile"]),
+
+    def today(command: str) -> str:
+        return (from_format(command, d["name"]) or command) if LEGACY_ESCAPE in command else command
+    return Bag(d["name"], today(d["command"]), d["count"], d["cores_per_task"], Profile(**d["profile"]),
                d.get("isa", "x86"), d.get("source", "<store>"), d.get("perf_every", 0),
-               tuple((str(site), str(cmd)) for site, cmd in d.get("site_commands") or ()),
+               tuple((str(site), today(str(cmd))) for site, cmd in d.get("site_commands") or ()),
                data_from_json(d.get("data")))
 
 
