@@ -226,13 +226,10 @@ def show_plan(bag, site_list, *, strategy: str, source: str, quantile: float, co
 
 
 def _pilots(cores: list[int]) -> str:
-    """``240`` or ``500 × 1`` (a pool's one-task pilots), in submission order of first size."""
-    if not cores:
-        return "—"
-    counts: dict[int, int] = {}
-    for size in cores:
-        counts[size] = counts.get(size, 0) + 1
-    return ", ".join(str(size) if n == 1 else f"{n} × {size}" for size, n in counts.items())
+    """``240`` or ``1,024 × 1`` (a pool's one-task pilots), in submission order of first size
+    (the words ``--explain`` uses for the same list: :func:`~resel.live.plan_explain.pilots_words`)."""
+    from resel.live.plan_explain import pilots_text
+    return pilots_text(cores)
 
 
 def register(cli: click.Group) -> None:
