@@ -133,6 +133,10 @@ def _explained(text: str, sites: list[str]) -> dict[str, tuple[str, list[str]]]:
     return out
 
 
+def _bare(text: str) -> str:
+    return "".join(text.split())
+
+
 def _row_adds_up(r: dict, doc: dict, cores_per_task: int) -> None:
     """A row agrees with itself: its pilot is the one submitted, its numbers that pilot's."""
     if r["pilots"]:
@@ -181,7 +185,9 @@ def test_table_explain_and_json_agree(name, tmp_path, request):
             assert done == "—"
         verdict, lines = why[r["site"]]
         ex = r["explain"]
-        assert verdict == ex["verdict"] and lines == ex["why"]
+        # a line longer than the terminal wraps, at a space or inside a long word: compared without spaces
+        assert verdict == ex["verdict"] and [_bare(x) for x in lines] == [_bare(x) for x in ex["why"]]
+        lines = ex["why"]
         nums = ex["numbers"]
         assert (nums["wait_s"], nums["wait_from"], nums["tasks"], nums["pilots"], nums["pilot_cores"], nums["slots"]) == (
             r["wait_s"], r["used"], r["tasks"], r["pilots"], r["pilot_cores"], r["slots"])
