@@ -80,7 +80,7 @@ class PilotFiles:
 
 
 def task_key(task: int, attempt: int) -> str:
-    """The name of a task attempt in the agent's protocol: ``t12-a0``."""
+    """The name of a task attempt in the agent's protocol: ``t12-a1`` (attempts count from 1)."""
     return f"t{int(task)}-a{int(attempt)}"
 
 

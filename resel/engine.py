@@ -36,6 +36,7 @@ ended gives its queued tasks back. Only the start is early; the choice is the en
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 import random
@@ -49,7 +50,7 @@ from resel.domain import Bag, Site
 from resel.errors import IllegalTransition, ReselError
 from resel.engine_peers import PeerRules
 from resel.events import (
-    Action, BagCancelled, BagDone, BagSubmitted, BandwidthMeasured, CancelPilot, CancelTask, Decision, DecisionKind,
+    Action, BagCancelled, BagDone, BagSubmitted, BandwidthMeasured, OutputsMeasured, CancelPilot, CancelTask, Decision, DecisionKind,
     DispatchTask, Event, PilotEnded, PilotRequeued, PilotStarted, SetTimer, SiteLost, SiteQuarantined, SiteReleased,
     SubmitPilot, TaskDelivered, TaskFailed, TaskFetching, TaskFinished, TaskLost, TaskStarted, TaskUndelivered,
     TimerFired,
@@ -230,6 +231,8 @@ class Engine(PeerRules):
         #: by BandwidthMeasured, and per site when its shared inputs are there (``_ready``: None
         #: while cold, else the first binding there + their transfer time)
         self.data = data if data is not None and data.moves else None
+        #: the model as given, kept even while it moves nothing: OutputsMeasured may make it move
+        self._model = data
         self._dt: list[DataTimes] = ([self.data.times(s.name) for s in self.sites] if self.data is not None else [])
         self._ready: list[float | None] = [None] * len(self.sites)
         self._resort = False          # a data figure changed: re-rank targets and origins
@@ -267,7 +270,7 @@ class Engine(PeerRules):
             PilotRequeued: self._on_pilot_requeued, TaskLost: self._on_task_lost,
             BagCancelled: self._on_bag_cancelled, TaskFetching: self._on_task_fetching,
             TaskDelivered: self._on_task_delivered, TaskUndelivered: self._on_task_undelivered,
-            BandwidthMeasured: self._on_bandwidth,
+            BandwidthMeasured: self._on_bandwidth, OutputsMeasured: self._on_outputs_measured,
         }
         self.lost_sites: dict[str, str] = {}
 
@@ -878,9 +881,12 @@ class Engine(PeerRules):
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                       or not math.isfinite(value) or value <= 0):
                 raise IllegalTransition(f"BandwidthMeasured for {ev.site}: {value!r} is not MB/s > 0")
-        if self.data is None:
-            return   # no data priced: nothing depends on a bandwidth
+        if self.data is None:   # no data priced: nothing depends on a bandwidth yet
+            if self._model is not None:    # (but kept for when outputs are measured)
+                self._model = self._model.with_bandwidth(ev.site, ev.inbound, ev.outbound)
+            return
         self.data = self.data.with_bandwidth(ev.site, ev.inbound, ev.outbound)
+        self._model = self.data
         self._dt[x] = self.data.times(ev.site)
         self._resort = True
         if self.walltime.guard:   # a slower link drains the site's pilots sooner (_expire re-checks)
@@ -889,6 +895,28 @@ class Engine(PeerRules):
                 if math.isfinite(pilot.walltime) and not pilot.draining:
                     heapq.heappush(self._expiries, (pilot.started + pilot.walltime - self._slot_hi(x), pid,
                                                     pilot.started))
+
+    @property
+    def data_model(self):
+        """The data model the engine prices with — or, while it moves no byte, the one it was
+        given (None: the driver gave none)."""
+        return self.data if self.data is not None else self._model
+
+    def _on_outputs_measured(self, ev: OutputsMeasured, out: list[Action]) -> None:
+        """A task's outputs measured (the mean of those delivered so far): new decisions price
+        their trip home with it. A bag priced with no data until now (outputs declared, their
+        size not) starts pricing it here; windows already open keep their figures."""
+        value = ev.out_bytes
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            raise IllegalTransition(f"OutputsMeasured: {value!r} is not a number of bytes >= 0")
+        model = self.data if self.data is not None else self._model
+        if model is None:
+            return   # the driver prices no data for this bag (no model was given)
+        model = dataclasses.replace(model, out_bytes=float(value))
+        self._model = model
+        self.data = model if model.moves else None
+        self._dt = [model.times(s.name) for s in self.sites] if self.data is not None else []
+        self._resort = True
 
     def _end_attempt(self, task: TaskRecord, time: float, outcome: AttemptOutcome) -> None:
         """Close the running attempt and give its slot back."""

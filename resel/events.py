@@ -184,6 +184,15 @@ class TimerFired(Event):
 
 
 @_rec
+class OutputsMeasured(Event):
+    """How many bytes a task's outputs are, as the run's deliveries measured them (their mean):
+    the engine prices a task's trip home with it from now on, instead of the bag's
+    ``output_mb`` (docs/data.md). Journaled by the live coordinator like BandwidthMeasured."""
+
+    out_bytes: float
+
+
+@_rec
 class BandwidthMeasured(Event):
     """How fast files moved to (``inbound``) or from (``outbound``) a site, in decimal MB/s,
     as the run's own transfers measured it (None: that way was not measured). The engine

@@ -69,7 +69,9 @@ class Strategy:
             return "race" if self.k == 1 else f"race:{self.k}"
         if self.base in ("failover", "rebroker"):
             default = FAILOVER_TIMEOUT if self.base == "failover" else REBROKER_TIMEOUT
-            return self.base if self.timeout == default else f"{self.base}:{self.timeout:g}"
+            # the number written out in full: f"{1e6:g}" is '1e+06', whose '+' parsed as a flag
+            # refused failover:1000000 although the help allows up to 10,000,000
+            return self.base if self.timeout == default else f"{self.base}:{_plain(self.timeout)}"
         core = f"topk:{self.k}" if self.base == "topk" else self.base
         if self.base == "queue" and self.extra != 1:
             core = f"queue:{self.extra}"
@@ -100,10 +102,15 @@ class Strategy:
             if not num.isdigit():
                 raise ReselError(f"strategy {spec!r}: queue takes a whole number of extra sites >= 0, as in queue:1")
             base, extra = "queue", int(num)
-        if base not in BASES or any(f not in ("reselect",) for f in flags):
+        if base not in BASES or any(f not in ("reselect",) for f in flags) or len(flags) > 1:
             raise ReselError(f"unknown strategy {spec!r}: use random, model, topk:K, queue[:E], reselect, "
                              f"BASE+reselect, or a peer: race[:K], earliest, failover[:T], rebroker[:TIMEOUT]")
         return Strategy(base, bool(flags), k, extra)
+
+
+def _plain(seconds: float) -> str:
+    """A time for a strategy's name: a whole number without exponent or point, else its repr."""
+    return str(int(seconds)) if float(seconds).is_integer() else repr(float(seconds))
 
 
 def _parse_peer(spec: str, base: str, arg: str, flags: list[str]) -> Strategy:

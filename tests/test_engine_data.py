@@ -249,3 +249,26 @@ def test_a_hand_ahead_binds_the_task_and_warms_its_site(sites):
     out = engine.handle(PilotStarted(time=2.0, pilot=1))
     assert of(out, CancelTask) == [CancelTask(task=0, attempt=1, pilot=0, site="hpc")]
     assert decided(out, "reselect-provisional") == [(0, 5.0, 14.0, 9.0)]
+
+
+def test_outputs_measured_starts_pricing_a_bag_whose_output_size_was_unknown():
+    """A bag with outputs but no output_mb is priced with no data; once deliveries measure its
+    outputs (OutputsMeasured), the next choice prices their trip home: 100 MB at 1 MB/s out of
+    the slow site is 100 s, which turns a 10 s lead of that site into a 90 s loss."""
+    from conftest import make_bag, make_site
+    from resel.domain import Bandwidth
+    from resel.engine import Engine
+    from resel.events import BagSubmitted, OutputsMeasured
+    from resel.transfer import TransferModel
+    fast = make_site("fast", 2.0)          # T̂x 5 s at conftest's instructions
+    slow_link = make_site("far", 4.0)      # T̂x 2.5 s, but 1 MB/s home
+    model = TransferModel(0.0, 0.0, 0.0, bandwidth={"far": Bandwidth(1.0, 1.0), "fast": Bandwidth(1000.0, 1000.0)})
+    engine = Engine(make_bag(2), [fast, slow_link], "model", data=model)
+    assert engine.data is None and engine.data_model is model
+    engine.handle(OutputsMeasured(time=0.0, out_bytes=100e6)) if False else None   # events before submission are refused
+    second = Engine(make_bag(2), [fast, slow_link], "model", data=model)
+    second.handle(BagSubmitted(time=0.0))
+    assert [t.origin for t in second.tasks] == [1, 1]          # no data known: the faster clock
+    second.handle(OutputsMeasured(time=1.0, out_bytes=100e6))
+    assert second.data is not None and second.data.out_bytes == 100e6
+    assert second._data_s(1, 1.0) == 100.0 and second._data_s(0, 1.0) == 0.1

@@ -10,7 +10,8 @@ Authentication is slurmrestd's JWT scheme: headers ``X-SLURM-USER-NAME`` and
 is part of every path (``/slurm/v0.0.38/...``) and must be one the site's slurmrestd serves:
 v0.0.38 for Slurm 22.05; v0.0.39+ for 23.02+ (where the job description's ``environment``
 became a list of ``NAME=value`` strings); Slurm 24.11 serves v0.0.40–v0.0.42 and no longer
-v0.0.38. ``api_version="auto"`` (what sites opened from a sites file use) asks ``/ping`` of each
+v0.0.38; Slurm 26.05 serves v0.0.42–v0.0.45 (all four read and submitted through live, on the
+testbed's Debian sid root). ``api_version="auto"`` (what sites opened from a sites file use) asks ``/ping`` of each
 version resel reads, newest first, once, and keeps the first one served (slurmrestd answers an
 unserved version with 404).
 
@@ -93,7 +94,7 @@ _VERSION = re.compile(r"v0\.0\.\d+\Z")
 #: empty ``errors`` list) when slurmctld rejects the JWT
 _AUTH_STATUS = (401, 403, 511)
 #: the API versions resel reads, newest first: what ``api_version="auto"`` tries
-API_VERSIONS = ("v0.0.42", "v0.0.41", "v0.0.40", "v0.0.39", "v0.0.38")
+API_VERSIONS = ("v0.0.45", "v0.0.44", "v0.0.43", "v0.0.42", "v0.0.41", "v0.0.40", "v0.0.39", "v0.0.38")
 _WORD = re.compile(r"[A-Za-z0-9_.\-]+\Z")
 #: the states SlurmCLI's snapshot asks squeue for
 _AUTH_HINT = ("check the site's rest_user and token: tokens from `scontrol token` expire "

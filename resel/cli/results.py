@@ -18,7 +18,7 @@ from pathlib import Path
 import click
 
 from resel.cli import common as c
-from resel.cli.common import RUN_ID, Table, print_json
+from resel.cli.common import RUN_ID, Table, fail_cleanly, fail_json, print_json
 from resel.errors import ReselError
 from resel.safe_text import markup as m
 
@@ -38,12 +38,14 @@ class Missing:
 def _run_row(store, run_id: int) -> dict:
     rows = list(store.query("select id, mode, status, results, bag_spec, size from runs where id = ?", [run_id]))
     if not rows:
-        raise ReselError(f"no run {run_id} in the store (list them with `resel runs`)")
+        raise ReselError(f"no run {run_id} in the store", hint="list them with `resel runs --kind live`")
     run = rows[0]
     if run["mode"] != "live":
-        raise ReselError(f"run {run_id} is a simulated run: it moved no files")
+        raise ReselError(f"run {run_id} is a simulated run: it moved no files",
+                         hint="`resel report RUN` shows a simulated run")
     if not run["results"]:
-        raise ReselError(f"run {run_id}'s bag declares no outputs: nothing comes home (docs/data.md)")
+        raise ReselError(f"run {run_id}'s bag declares no outputs: nothing comes home",
+                         hint="a bag's `outputs` say what comes home (docs/data.md)")
     return run
 
 
@@ -93,6 +95,7 @@ def check_outputs(store, run_id: int) -> tuple[list[dict], list[Missing]]:
 @click.option("--db", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Run store (SQLite). Default: $RESEL_DB or ~/.local/share/resel/resel.db.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document: every output and its state.")
+@fail_cleanly
 def results_cmd(run_id: int, db: Path | None, as_json: bool) -> None:
     """List a live run's outputs at home and check each against its recorded sha256.
 
@@ -104,16 +107,19 @@ def results_cmd(run_id: int, db: Path | None, as_json: bool) -> None:
       resel results 7
     """
     from resel.store import read_store
-    try:
-        store = read_store(db)
-        run = _run_row(store, run_id)
-        rows, missing = check_outputs(store, run_id)
-    except ReselError as exc:
-        raise click.ClickException(str(exc)) from None
+    store = read_store(db)
+    run = _run_row(store, run_id)
+    rows, missing = check_outputs(store, run_id)
     counts = {s: sum(r["state"] == s for r in rows) for s in ("ok", "missing", "changed")}
+    bad = counts["missing"] or counts["changed"] or missing
     if as_json:
-        print_json({"run": run_id, "results": run["results"], "outputs": rows, "counts": counts,
-                    "not_home": [{"task": x.task, "attempt": x.attempt, "site": x.site, "why": x.why} for x in missing]})
+        doc = {"run": run_id, "results": run["results"], "outputs": rows, "counts": counts,
+               "not_home": [{"task": x.task, "attempt": x.attempt, "site": x.site, "why": x.why} for x in missing]}
+        if bad:
+            fail_json(doc, f"run {run_id}: {counts['missing'] + counts['changed']:,} output(s) missing or changed at "
+                           f"home, {len(missing):,} task(s) not home", f"`resel fetch {run_id}` brings them")
+        print_json(doc)
+        return
     else:
         table = Table(title=f"run {run_id}: outputs in {m(run['results'])}")
         for col, just in (("task", "right"), ("name", "left"), ("size [B]", "right"), ("sha256", "left"),
@@ -126,7 +132,7 @@ def results_cmd(run_id: int, db: Path | None, as_json: bool) -> None:
         c.out.print(f"{counts['ok']:,} ok, {counts['missing']:,} missing, {counts['changed']:,} changed at home"
                     + (f"; {len(missing):,} task(s) whose outputs are not home: `resel fetch {run_id}`" if missing else ""),
                     soft_wrap=True)
-    if counts["missing"] or counts["changed"] or missing:
+    if bad:
         sys.exit(1)
 
 
@@ -135,6 +141,7 @@ def results_cmd(run_id: int, db: Path | None, as_json: bool) -> None:
 @click.option("--db", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Run store (SQLite). Default: $RESEL_DB or ~/.local/share/resel/resel.db.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document: what was fetched, what could not be.")
+@fail_cleanly
 def fetch_cmd(run_id: int, db: Path | None, as_json: bool) -> None:
     """Bring home a live run's outputs that are missing or damaged at home.
 
@@ -153,41 +160,44 @@ def fetch_cmd(run_id: int, db: Path | None, as_json: bool) -> None:
     from resel.live.stored import load_live_run
     from resel.store import open_store
     from resel.task_data import task_folder
-    try:
-        store = open_store(db)
-        run = _run_row(store, run_id)
-        if run["status"] == "running" and live_notes.holder(store, run_id, 30.0) is not None:
-            raise ReselError(f"run {run_id} is running: its coordinator brings its outputs home itself")
-        row, bag, sites, _options = load_live_run(store, run_id)
-        _rows, missing = check_outputs(store, run_id)
-        by_name = {s.name: s for s in sites}
-        opened: dict[str, SiteData] = {}
-        done, failed = [], []
-        for x in missing:
-            dest = os.path.join(run["results"], task_folder(x.task, bag.count))
-            try:
-                if x.site not in opened:
-                    opened[x.site] = SiteData(open_site(by_name[x.site]), row["run_key"])
-                got = opened[x.site].fetch(x.pilot, x.task, x.attempt, x.outputs, dest)
-            except (ReselError, OSError, KeyError) as exc:
-                why = str(exc)
-                if "gone from the site" in why and not _options.keep_remote:
-                    why += " (a task's folder is removed once its outputs are home; `resel run --keep-remote` keeps it)"
-                failed.append({"task": x.task, "attempt": x.attempt, "site": x.site, "error": why})
-                continue
-            with store.atomic():
-                store["task_outputs"].delete_where("run_id = ? and task = ?", [run_id, x.task])
-                store["task_outputs"].insert_all(
-                    [{"run_id": run_id, "task": x.task, "attempt": x.attempt, "site": x.site, "name": f.name,
-                      "size": f.size, "sha256": f.sha256, "path": f.path, "fetched": None, "seconds": f.seconds}
-                     for f in got])
-            done.append({"task": x.task, "attempt": x.attempt, "site": x.site, "files": len(got)})
-        for data in opened.values():
-            data.psite.transport.close()
-    except ReselError as exc:
-        raise click.ClickException(str(exc)) from None
+    store = open_store(db)
+    run = _run_row(store, run_id)
+    if run["status"] == "running" and live_notes.holder(store, run_id, 30.0) is not None:
+        raise ReselError(f"run {run_id} is running: its coordinator brings its outputs home itself",
+                         hint=f"`resel status {run_id}` shows it; run this once it has stopped")
+    row, bag, sites, _options = load_live_run(store, run_id)
+    _rows, missing = check_outputs(store, run_id)
+    by_name = {s.name: s for s in sites}
+    opened: dict[str, SiteData] = {}
+    done, failed = [], []
+    for x in missing:
+        dest = os.path.join(run["results"], task_folder(x.task, bag.count))
+        try:
+            if x.site not in opened:
+                opened[x.site] = SiteData(open_site(by_name[x.site]), row["run_key"])
+            got = opened[x.site].fetch(x.pilot, x.task, x.attempt, x.outputs, dest)
+        except (ReselError, OSError, KeyError) as exc:
+            why = str(exc)
+            if "gone from the site" in why and not _options.keep_remote:
+                why += " (a task's folder is removed once its outputs are home; `resel run --keep-remote` keeps it)"
+            failed.append({"task": x.task, "attempt": x.attempt, "site": x.site, "error": why})
+            continue
+        with store.atomic():
+            store["task_outputs"].delete_where("run_id = ? and task = ?", [run_id, x.task])
+            store["task_outputs"].insert_all(
+                [{"run_id": run_id, "task": x.task, "attempt": x.attempt, "site": x.site, "name": f.name,
+                  "size": f.size, "sha256": f.sha256, "path": f.path, "fetched": None, "seconds": f.seconds}
+                 for f in got])
+        done.append({"task": x.task, "attempt": x.attempt, "site": x.site, "files": len(got)})
+    for data in opened.values():
+        data.psite.transport.close()
     if as_json:
-        print_json({"run": run_id, "fetched": done, "failed": failed})
+        doc = {"run": run_id, "fetched": done, "failed": failed}
+        if failed:
+            fail_json(doc, f"run {run_id}: the outputs of {len(failed):,} task(s) could not be fetched",
+                      "each entry of `failed` says why")
+        print_json(doc)
+        return
     else:
         c.out.print(f"run {run_id}: fetched the outputs of {len(done):,} task(s)"
                     + (f"; {len(failed):,} could not be fetched:" if failed else "; every output is home"),

@@ -91,9 +91,11 @@ def _csv_strategies(ctx: click.Context, param: click.Parameter, value: str) -> l
                    "not T̂x + data time) while the simulator still moves the bytes — what the data costs a "
                    "choice that ignores it (docs/engine.md, \"Selection sees the data\").")
 @db_option
-@click.option("--no-store", is_flag=True, help="Do not write runs to the store.")
+@click.option("--no-store", is_flag=True,
+              help="Do not write the runs to the store (nothing for `resel runs` or `resel report` to show later).")
 @click.option("--plot", "plot_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Write T_q/T_x/TTC against size per strategy (and each run's figures) into DIR.")
+              help="Write the experiment's figure into DIR: T_q, T_x and TTC against size, per strategy "
+                   "(workload_by_size.png and .svg). One run's figures: `resel report RUN --plot DIR`.")
 @json_option
 @fail_cleanly
 def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[str], estimate: str,
@@ -113,9 +115,13 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
     \b
     Example:
       resel simulate --sizes 256,1024 --repeat 10
-      resel simulate examples/gromacs-bag.toml --sites my-sites.toml --strategies model,model+reselect --json
-      resel simulate --strategies model+reselect,race,earliest,failover,rebroker --repeat 20 --workers 2
-      resel simulate examples/gromacs-data-bag.toml --sites examples/sites-data.toml --strategies queue --sizes 256
+      resel simulate examples/gromacs-bag.toml --sites my-sites.toml \\
+          --strategies model,model+reselect --json
+      resel simulate --strategies model+reselect,race,earliest,failover,rebroker \\
+          --repeat 20 --workers 2
+      resel simulate --sizes 64,1024 --plot figures/      # and `resel runs`, `resel report RUN`
+      resel simulate examples/gromacs-data-bag.toml --sites examples/sites-data.toml \\
+          --strategies queue --sizes 256
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -139,9 +145,9 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
         raise ReselError("--plot draws from the stored runs: drop --no-store")
     check_task_count(max(sizes), "--sizes", hint="give smaller --sizes")
     protect = [("the run store", db or default_path()), ("the bag file", bag_file), ("the sites file", sites_file)]
-    if plot_dir is not None:    # before any work: neither the figures' folder nor a figure is an input
-        from resel.outputs import refuse_plot_inputs
-        refuse_plot_inputs(plot_dir, protect, names=["workload_by_size"])
+    if plot_dir is not None:    # before any work: everything drawing the figure needs, checked now
+        from resel.cli.report_plots import ready_to_draw
+        ready_to_draw(plot_dir, None, protect, names=["workload_by_size"])
     store = None if no_store else open_store(db)
     from resel.transfer import TransferModel
     moves = TransferModel.from_bag(bag, sites) is not None
@@ -189,6 +195,7 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
         doc["risk"], doc["objective"], doc["walltime"] = risk, objective, walltime
         doc["data"] = _data_summary(bag, sites, data_blind) if moves else None
         doc["db"] = str(db or default_path()) if store is not None else None
+        doc["stored"] = store is not None
         if plot_dir is not None:
             from resel.cli.report_plots import write_experiment
             doc["figures"] = write_experiment(store, exp_id, plot_dir, as_json=True, protect=protect)
@@ -206,7 +213,9 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
                   f"site), {d['output_mb']:g} MB outputs; {how}[/dim]")
     if store is not None:
         out.print(f"[dim]stored as experiment {exp_id} in {m(db or default_path())}: "
-                  f"`resel runs`, `resel report RUN`[/dim]")
+                  f"`resel runs --experiment {exp_id}`, `resel report RUN`; `resel prune` removes old runs[/dim]")
+    else:
+        out.print("[dim]not stored (--no-store): these runs cannot be listed or reported later[/dim]")
     if plot_dir is not None:
         from resel.cli.report_plots import write_experiment
         write_experiment(store, exp_id, plot_dir, protect=protect)
@@ -226,24 +235,29 @@ def _data_summary(bag: Any, sites: list, blind: bool) -> dict:
 
 
 def _mean_std(s: dict, unit: Any) -> str:
-    """``mean±std`` of a cell's summary in the table's unit (``—`` for a cell with no run)."""
+    """``mean±std`` of a cell's summary in the table's unit; the mean alone for a single run
+    (its sample std is undefined, not 0); ``—`` for a cell with no run."""
     if s["n"] == 0 or math.isnan(s["mean"]):
         return "—"
+    if s["n"] == 1:
+        return unit.cell(s["mean"])
     return f"{unit.fmt(s['mean'])}±{unit.fmt(s['std'])}"
 
 
 def _print_experiment(exp: Experiment, bag_file: Path | None, sites_file: Path | None) -> None:
-    table = Table(title=f"bag {m(exp.bag.name)} ({exp.bag.profile.instructions:.3g} instructions/task) on "
-                        f"{m(', '.join(s.name for s in exp.sites))} — {exp.repeat} run(s) each, seed {exp.seed}, "
-                        f"LIM clock {exp.clock}", title_justify="left")
     from resel.units import pick
+    seeds = f"seed {exp.seed}" if exp.repeat == 1 else f"seeds {exp.seed}–{exp.seed + exp.repeat - 1}"
+    out.print(f"bag {m(exp.bag.name)} ({exp.bag.profile.instructions:.3g} instructions per task) on "
+              f"{m(', '.join(s.name for s in exp.sites))}\n{exp.repeat} run{'s' if exp.repeat > 1 else ''} per "
+              f"strategy and size, {seeds}, LIM predicting with the {exp.clock} clock", highlight=False)
+    table = Table()
     unit = pick(cell.summary(metric)["mean"] for cell in exp.cells.values() for metric in ("ttc_wkd", "tx_wkd"))
     moves = any("data" in cell.as_dict() for cell in exp.cells.values())
     for col, just in (("size", "right"), ("strategy", "left"), (m(unit.header("TTC_wkd")), "right"),
                       (m(unit.header("T_x,wkd")), "right"), (m(unit.header("T_q,wkd")), "right"),
                       ("TTC vs random", "right"), ("moved", "right"), ("P_RESEL wrong", "right"),
                       *((("data s/task", "right"),) if moves else ())):
-        table.add_column(col, justify=just, no_wrap=col != "TTC vs random" and col != "P_RESEL wrong")
+        table.add_column(col, justify=just, no_wrap=col != "strategy")
     for size in exp.sizes:
         for i, name in enumerate(exp.strategies):
             cell = exp.cells[(name, size)]
@@ -258,11 +272,11 @@ def _print_experiment(exp: Experiment, bag_file: Path | None, sites_file: Path |
             table.add_row(str(size) if i == 0 else "", m(name), _mean_std(cell.summary("ttc_wkd"), unit),
                           _mean_std(cell.summary("tx_wkd"), unit), _mean_std(cell.summary("tq_wkd"), unit), vs,
                           f"{d['reassigned']:.0f}" if rs["decisions"] else "", wrong, *data,
-                          end_section=i == len(exp.strategies) - 1)
+                          end_section=i == len(exp.strategies) - 1 and size != exp.sizes[-1])
     out.print(table)
-    out.print(f"[dim]times in {unit.words}, mean±sample std over runs; moved = tasks (mean per run) that finished "
+    spread = "mean±sample std over the runs" if exp.repeat > 1 else "one run each (--repeat N for a mean±std)"
+    out.print(f"[dim]times in {unit.words}, {spread}; moved = tasks (mean per run) that finished "
               "away from their initial site; P_RESEL wrong = re-selections (all runs) that the oracle RESEL, knowing true "
               "T_x and a_r, would have decided otherwise"
               + ("; data s/task = seconds a done task spent waiting for its inputs and bringing its outputs home "
                  "(mean)" if moves else "") + "[/dim]")
-

@@ -50,7 +50,7 @@ from resel.events import (
     Action, BagCancelled, BagDone, BagSubmitted, CancelPilot, CancelTask, Decision, DispatchTask, Event,
     PilotEnded, PilotRequeued, PilotStarted, SetTimer, SiteLost, SiteQuarantined, SiteReleased, SubmitPilot,
     TaskDelivered, TaskFailed, TaskFetching, TaskFinished, TaskLost, TaskStarted, TaskUndelivered, TimerFired,
-    BandwidthMeasured,
+    BandwidthMeasured, OutputsMeasured,
 )
 from resel.live.errors import is_transient
 from resel.live.sites import Report, SiteWorker
@@ -65,8 +65,9 @@ from resel.store import to_json, utc_now
 
 log = logging.getLogger("resel.live")
 
-#: bytes a site must move one way before the run's own transfers re-price its bandwidth
-MEASURE_BYTES = 8e6
+#: bytes a site must move one way (since its last figure) before the run's own transfers
+#: re-price its bandwidth
+MEASURE_BYTES = 32e6
 #: actions that are only recorded (nothing to carry out): choices and quarantines
 RECORD_ONLY = (Decision, SiteQuarantined, SiteReleased)
 #: lost results that say the attempt died with an agent that is gone while its pilot lives on
@@ -124,6 +125,8 @@ class Coordinator:
         #: (task, attempt) -> (pilot, site, outputs) of attempts whose outputs are on their way home
         self._deliveries: dict[tuple[int, int], tuple[int, str, list[dict]]] = {}
         self._fetch_retry: list[tuple[float, int, int]] = []
+        #: bytes of each delivered task's outputs (OutputsMeasured)
+        self._delivered_bytes: list[int] = []
         #: site -> (MB/s in, MB/s out) the probe measured before the run (task data)
         self._probed: dict[str, tuple[float, float]] = {}
         #: site -> [bytes, seconds] moved each way since the engine last heard the site's figure
@@ -1042,27 +1045,43 @@ class Coordinator:
             data = self.site_data(site)
             self.workers[site].submit("clean", (task, attempt),
                                       lambda: data.clean(pilot, task, attempt, len(outputs)))
-        return ([TaskDelivered(time=t, task=task, attempt=attempt)]
+        self._delivered_bytes.append(sum(f.size for f in report.result))
+        return ([TaskDelivered(time=t, task=task, attempt=attempt)] + self._outputs_measured(t)
                 + self._measured(site, "out", [(f.size, f.seconds) for f in report.result if f.seconds > 0]))
 
-    def _measured(self, site: str, way: str, moved: list[tuple[int, float]]) -> list[Event]:
-        """The run's own transfers measure a site's bandwidth (docs/data.md): once at least
-        ``MEASURE_BYTES`` moved one way since the engine last heard of it, a figure that differs
-        from the engine's by more than a quarter becomes a BandwidthMeasured event (journaled,
-        so a resumed run prices alike)."""
-        if self.engine.data is None or not moved:
+    def _outputs_measured(self, t: float) -> list[Event]:
+        """The mean size of a task's outputs, from its deliveries: an OutputsMeasured event once
+        three tasks are home and whenever the mean drifts by more than a quarter from the
+        engine's figure (the bag's ``output_mb`` at first, or nothing)."""
+        model = self.engine.data_model
+        if model is None or len(self._delivered_bytes) < 3:
             return []
-        acc = self._moved.setdefault((site, way), [0.0, 0.0])
+        mean = sum(self._delivered_bytes) / len(self._delivered_bytes)
+        if model.out_bytes and abs(mean - model.out_bytes) <= 0.25 * model.out_bytes:
+            return []
+        if not model.out_bytes and not mean:
+            return []
+        return [OutputsMeasured(time=t, out_bytes=mean)]
+
+    def _measured(self, site: str, way: str, moved: list[tuple[int, float]]) -> list[Event]:
+        """The run's own transfers measure a site's bandwidth (docs/data.md): all bytes moved
+        one way over all the seconds they took, since the run began (one copy's figure swings
+        with the caches; the run's total settles). Once ``MEASURE_BYTES`` more moved since the
+        engine last heard of it, a figure that differs from the engine's by more than a quarter
+        becomes a BandwidthMeasured event (journaled, so a resumed run prices alike)."""
+        if self.engine.data_model is None or not moved:
+            return []
+        acc = self._moved.setdefault((site, way), [0.0, 0.0, 0.0])   # bytes, seconds, bytes at the last event
         acc[0] += sum(b for b, _ in moved)
         acc[1] += sum(s for _, s in moved)
-        if acc[0] < MEASURE_BYTES or acc[1] <= 0:
+        if acc[0] - acc[2] < MEASURE_BYTES or acc[1] <= 0:
             return []
         mbps = acc[0] / 1e6 / acc[1]
-        acc[0] = acc[1] = 0.0
-        bw = self.engine.data.bandwidth_of(site)
+        bw = self.engine.data_model.bandwidth_of(site)
         now = bw.inbound if way == "in" else bw.outbound
         if abs(mbps - now) <= 0.25 * now:
             return []
+        acc[2] = acc[0]
         log.info("run %s: %s moves %.1f MB/s %s (was priced at %.1f)", self.run_id, site, mbps, way, now)
         return [BandwidthMeasured(time=self.now(), site=site, **({"inbound": mbps} if way == "in" else {"outbound": mbps}))]
 
@@ -1233,13 +1252,15 @@ def _data_model(bag: Bag, sites: list[Site], manifest: Manifest | None) -> dict 
     """What the engine prices for a run's task data (docs/engine.md, "Selection sees the data"):
     each task's own input bytes and the shared ones from the manifest, ``output_mb`` until
     outputs are seen, the sites file's bandwidths (the probe adds the missing ones)."""
-    from resel.transfer import TransferModel
+    from resel.transfer import TransferModel, site_bandwidths
     if bag.data is None or not bag.data.moves_files:
         return None
     own = [sum(f.size for f in files if not manifest.is_shared(f)) for files in manifest.tasks] if manifest else []
     model = TransferModel.measured(sites, own_input_bytes=own, shared_bytes=manifest.shared_bytes if manifest else 0,
                                    output_bytes=(bag.data.output_mb or 0.0) * 1e6)
-    return model.to_json() if model is not None else None
+    if model is None:   # nothing priced yet (outputs of a size still unknown): the deliveries will say
+        model = TransferModel(0.0, 0.0, 0.0, bandwidth=site_bandwidths(sites))
+    return model.to_json()
 
 
 @dataclass

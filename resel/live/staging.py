@@ -122,24 +122,30 @@ class SiteData:
             InputChanged: a file's bytes differ from the manifest's (nothing is left under its
                 digest's name).
         """
-        sent: list[Sent] = []
+        todo = [f for f in {f.sha256: f for f in files}.values() if not self.holds(f.sha256)]
+        if not todo:
+            return []
         transport = self.psite.transport
-        for f in files:
-            if self.holds(f.sha256):
-                continue
-            if not self._cache_made:
-                transport.makedirs(self.cache_dir)
-                self._cache_made = True
-            began = time.monotonic()
-            try:
-                transport.put_file(f.path, self.cache_path(f.sha256), mode=CACHED_MODE, size=f.size, sha256=f.sha256)
-            except ContentMismatch as e:
-                raise InputChanged(f"input {f.name} ({f.path}) changed since the run started: {e.what} is "
-                                   f"{e.got}, not {e.expected}; it is not sent (docs/data.md)") from None
-            except FileNotFoundError:
+        if not self._cache_made:
+            transport.makedirs(self.cache_dir)
+            self._cache_made = True
+        began = time.monotonic()
+        results = transport.put_files([(f.path, self.cache_path(f.sha256), f.size, f.sha256) for f in todo],
+                                      mode=CACHED_MODE)
+        seconds = time.monotonic() - began
+        total = sum(f.size for f in todo) or 1
+        sent: list[Sent] = []
+        for f, result in zip(todo, results):
+            if isinstance(result, ContentMismatch):
+                raise InputChanged(f"input {f.name} ({f.path}) changed since the run started: {result.what} is "
+                                   f"{result.got}, not {result.expected}; it is not sent (docs/data.md)")
+            if isinstance(result, FileNotFoundError) and not os.path.exists(f.path):
                 raise InputChanged(f"input {f.name} ({f.path}) is gone since the run started; "
-                                   "it is not sent (docs/data.md)") from None
-            sent.append(Sent(f.sha256, f.size, time.monotonic() - began))
+                                   "it is not sent (docs/data.md)")
+            if isinstance(result, Exception):
+                raise result
+            # one batch, one clock: each file's share of it by its bytes (what pricing needs)
+            sent.append(Sent(f.sha256, f.size, seconds * (f.size or 1) / total))
             with self._lock:
                 self._held.add(f.sha256)
         return sent
@@ -155,29 +161,46 @@ class SiteData:
         """
         key = task_key(task, attempt)
         got: list[Fetched] = []
+        todo: list[tuple[int, dict, str]] = []
         for index, out in enumerate(outputs):
-            name, size, digest = out["name"], int(out["size"]), out["sha256"]
-            local = os.path.join(dest, *name.split("/"))
-            began = time.monotonic()
+            local = os.path.join(dest, *out["name"].split("/"))
             try:
                 os.makedirs(os.path.dirname(local), mode=0o700, exist_ok=True)
-                _drop_leftovers(local)
-                if _already_home(local, size, digest):
-                    got.append(Fetched(name, local, size, digest, 0.0))
-                    continue
-                remote = self.psite.output_path(self.run_key, pilot, key, index, name)
-                self.psite.transport.get_file(remote, local, size=size, sha256=digest)
-            except (ContentMismatch, NotRegularFile) as e:
-                raise OutputsNotDelivered(f"output {name} of {key}: {e}") from None
-            except FileNotFoundError:
-                raise OutputsNotDelivered(f"output {name} of {key} is gone from the site") from None
             except OSError as e:
-                if e.errno in (errno.ENOSPC, errno.EDQUOT):
-                    raise ResultsDiskFull(f"the results folder {dest} is full ({e.strerror}): fetching stopped; the "
-                                          "outputs stay on the site — free some space, then `resel run --resume`") from None
+                self._refuse_full(e, dest)
                 raise
-            got.append(Fetched(name, local, size, digest, time.monotonic() - began))
-        return got
+            _drop_leftovers(local)
+            if _already_home(local, int(out["size"]), out["sha256"]):
+                got.append(Fetched(out["name"], local, int(out["size"]), out["sha256"], 0.0))
+            else:
+                todo.append((index, out, local))
+        if todo:
+            began = time.monotonic()
+            results = self.psite.transport.get_files(
+                [(self.psite.output_path(self.run_key, pilot, key, index, out["name"]), local, int(out["size"]),
+                  out["sha256"]) for index, out, local in todo])
+            seconds = time.monotonic() - began
+            total = sum(int(out["size"]) for _, out, _ in todo) or 1
+            for (index, out, local), result in zip(todo, results):
+                name = out["name"]
+                if isinstance(result, (ContentMismatch, NotRegularFile)):
+                    raise OutputsNotDelivered(f"output {name} of {key}: {result}")
+                if isinstance(result, FileNotFoundError):
+                    raise OutputsNotDelivered(f"output {name} of {key} is gone from the site")
+                if isinstance(result, OSError):
+                    self._refuse_full(result, dest)
+                if isinstance(result, Exception):
+                    raise result
+                got.append(Fetched(name, local, int(out["size"]), out["sha256"],
+                                   seconds * (int(out["size"]) or 1) / total))
+        order = {out["name"]: i for i, out in enumerate(outputs)}
+        return sorted(got, key=lambda f: order[f.name])
+
+    @staticmethod
+    def _refuse_full(e: OSError, dest: str) -> None:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise ResultsDiskFull(f"the results folder {dest} is full ({e.strerror}): fetching stopped; the "
+                                  "outputs stay on the site — free some space, then `resel run --resume`") from None
 
     def probe(self, size: int = PROBE_BYTES) -> tuple[float, float]:
         """(MB/s to the site, MB/s from it), measured with one file of ``size`` random bytes sent
