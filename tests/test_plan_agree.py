@@ -1,7 +1,7 @@
 """``resel plan``'s table, ``--explain`` and ``--json`` come from one computation and agree
 field by field, on every example sites file (issue 26 item 4).
 
-Each file is planned once, in a process of its own, by ``resel plan --explain`` as a user types
+Each file is planned once, in a process of its own, by ``resel plan --explain --wide`` as a user types
 it; the document :func:`resel.live.plan.plan` returned for it is kept, and ``--json`` is then
 printed from that same document. The test reads the printed table and explanation back and
 holds every cell and every number of every sentence to the document's row for that site — the
@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -55,7 +56,7 @@ args = sys.argv[1:]
 out = io.StringIO()
 with contextlib.redirect_stdout(out):
     try:
-        main(["plan", *args, "--explain"])
+        main(["plan", *args, "--explain", "--wide"])
     except SystemExit as e:
         assert not e.code, e.code
 lp.plan = lambda *a, **k: copy.deepcopy(kept["doc"])
@@ -84,33 +85,21 @@ def _planned(name: str, tmp_path: Path) -> dict:
     return json.loads(res.stdout)
 
 
-def _dur(seconds):
-    from resel.cli.plan import _dur as dur      # the table's own formatter
-    return dur(seconds)
-
-
-def _s(seconds):
-    return "unknown" if seconds is None else f"{seconds:,.0f} s"
-
-
 def _table(text: str, sites: list[str]) -> tuple[list[str], dict[str, list[str]]]:
-    """The header and each site's cells, read back from the printed table (a cell wrapped over
-    several lines joined again: rich breaks at a space)."""
-    def joined(block: list[list[str]]) -> list[str]:
-        return [" ".join(part for part in col if part) for col in zip(*block)]
-
+    """The header and each site's cells, read back from the printed table (squeue-style:
+    columns two spaces apart or more, a rule under the header; the terminal is wide enough that
+    nothing wraps)."""
     lines = text.splitlines()
-    cols = joined([[c.strip() for c in ln.strip().strip("┃").split("┃")] for ln in lines if ln.startswith("┃")])
+    rule = next(i for i, ln in enumerate(lines) if ln.startswith("───"))
+    split = lambda ln: [c for c in re.split(r"\s{2,}", ln.strip())]   # noqa: E731
+    cols = split(lines[rule - 1])
     rows: dict[str, list[str]] = {}
-    block: list[list[str]] = []
-    for ln in lines + ["│"]:
-        cells = [c.strip() for c in ln.strip().strip("│").split("│")] if ln.startswith("│") else None
-        if block and (cells is None or cells[0]):       # a new row (or the end) closes the last one
-            row = joined(block)
-            rows[row[0]] = row
-            block = []
-        if cells is not None and len(cells) == len(cols):
-            block.append(cells)
+    for ln in lines[rule + 1:]:
+        if ln.startswith("  ") or not ln.strip():
+            break
+        cells = split(ln)
+        cells += [""] * (len(cols) - len(cells))        # an empty role at the end
+        rows[cells[0]] = cells
     assert set(rows) == set(sites), f"table rows {sorted(rows)} != sites {sites}"
     return cols, rows
 
@@ -163,26 +152,33 @@ def test_table_explain_and_json_agree(name, tmp_path, request):
     cols, table = _table(text, sites)
     why = _explained(text, sites)
     from resel.config import load_bag
+    from resel.live.plan_explain import plan_unit
+    unit = plan_unit(doc["sites"])                 # the one unit of the table and the sentences
+    f, _s = unit.cell, unit.say
+    u = f" [{unit.name}]"
     cpt = load_bag(_bag(name)).cores_per_task
     col = {c: i for i, c in enumerate(cols)}
     for r in doc["sites"]:
         _row_adds_up(r, doc, cpt)
         cells = table[r["site"]]
-        assert cells[col["tasks"]] == str(r["tasks"])
-        assert cells[col["pilots (cores)"]] == pilots_text(r["pilots"])
-        assert "1, 1" not in cells[col["pilots (cores)"]]
-        assert cells[col["role"]] == (r["role"] or ("unreachable" if r["error"] else ""))
-        assert cells[col["pilot"]] == f"{r['pilot_cores']} c × {_dur(r['walltime'])}"
-        for name_, head in (("history", "history bound"), ("twin", "twin"), ("scheduler", "scheduler")):
-            assert cells[col[head]] == _dur(r[f"{name_}_s"])
-        assert cells[col["bag alone"]] == _dur(r["ttc_s"])
-        done = cells[col["share done (P50 / P90)"]]
+        cell = lambda head: cells[col[head]]         # noqa: E731
+        assert cell("tasks") == f"{r['tasks']:,}"
+        assert cell("pilots") == pilots_text(r["pilots"])
+        assert "1, 1" not in cell("pilots")
+        assert cell("role") == (r["role"] or ("unreachable" if r["error"] else ""))
+        assert cell("pilot [cores]") == str(r["pilot_cores"])
+        assert cell(f"walltime{u}") == f(r["walltime"])
+        for est in ("history", "twin", "scheduler"):
+            assert cell(f"{est}{u}") == f(r[f"{est}_s"]) + ("*" if r["used"] == est else "")
+        assert cell(f"bag alone{u}") == f(r["ttc_s"])
+        assert cell(f"T̂x{u}") == f(r["tx"])
         if r["tasks"]:
-            assert done.startswith(_dur(r["finish_s"]))
+            assert cell(f"share done{u}") == f(r["finish_s"])
             if r["finish_p50"] is not None:
-                assert done.endswith(f"({_dur(r['finish_p50'])} / {_dur(r['finish_p90'])})")
+                assert cell(f"P50{u}") == f(r["finish_p50"])
+                assert cell(f"P90{u}") in (f(r["finish_p90"]), "no spread")
         else:
-            assert done == "—"
+            assert cell(f"share done{u}") == cell(f"P50{u}") == cell(f"P90{u}") == "—"
         verdict, lines = why[r["site"]]
         ex = r["explain"]
         # a line longer than the terminal wraps, at a space or inside a long word: compared without spaces
@@ -206,7 +202,7 @@ def test_table_explain_and_json_agree(name, tmp_path, request):
     finishes = [r["finish_s"] for r in doc["sites"] if r["tasks"]]
     if finishes and None not in finishes:
         assert doc["predicted_ttc_s"] == max(finishes)
-        assert f"predicted TTC of this plan: {_dur(doc['predicted_ttc_s'])} " in text
+        assert f"predicted TTC of this plan: {unit.say(doc['predicted_ttc_s'])} " in text
 
 
 def test_a_pool_of_one_task_pilots_runs_side_by_side():

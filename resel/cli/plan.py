@@ -212,7 +212,7 @@ def _print_plan(doc: dict, bag, *, objective: str, risk: float | None, explain: 
         if wide:
             iv = r["tx_interval"]
             cells += ["fit" if r["tx_model"] == "fit" else "LIM", f"{f(iv[0])}–{f(iv[1])}" if iv else "—", f(r["ttc_s"])]
-        cells += [str(r["tasks"]), _pilots(r["pilots"])]
+        cells += [f"{r['tasks']:,}", _pilots(r["pilots"])]
         if wide:
             cells += [f(r["finish_s"]) if r["tasks"] else "—"]
         p50, p90 = r["finish_p50"], r["finish_p90"]
