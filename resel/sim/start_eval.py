@@ -23,7 +23,7 @@ each with the issue's goal:
 The predictors compared:
 
 * ``long waits``: :mod:`resel.models.start_quantiles` on the queue's features
-  (:data:`resel.models.start_features.FEATURES`) and its history (:func:`history_features`):
+  (:data:`resel.models.start_features.FEATURES`) and its history (:class:`History`):
   the wait given it lasts at least 10 minutes;
 * ``conditioned``: the twin corrected by its past errors (:mod:`resel.models.conditioned`,
   what ``resel plan`` uses), read given the wait lasts at least 10 minutes — its law's
@@ -85,23 +85,12 @@ def queue_of(job: Any) -> str:
 
 def trace_jobs(jobs: Sequence[Any], cores: int) -> TraceJobs:
     """The jobs :func:`resel.sim.wait_eval.load_recorded` keeps, in its order, with users and queues."""
-    from resel.sim.wait_eval import Recorded
-    from resel.sim.replay import run_and_estimate
-    kept = []
-    for job in jobs:
-        if job.run is None or job.run < 0 or job.wait is None or job.wait < 0:
-            continue
-        if job.size <= 0 or job.size > cores:
-            continue
-        run, estimate, _ = run_and_estimate(job)
-        start = float(job.submit) + float(job.wait)
-        kept.append((Recorded(float(job.submit), start, start + run, int(job.size), float(estimate)),
-                     int(job.user), queue_of(job)))
-    kept.sort(key=lambda t: t[0].submit)
-    return TraceJobs([k[0] for k in kept], [k[1] for k in kept], [k[2] for k in kept])
+    from resel.sim.wait_eval import recorded_with_jobs
+    kept = recorded_with_jobs(jobs, cores)
+    return TraceJobs([r for r, _ in kept], [int(j.user) for _, j in kept], [queue_of(j) for _, j in kept])
 
 
-#: the names of :func:`history_features`' values
+#: the names of :meth:`History.features`' values
 HISTORY_FEATURES = ("pending_age_median", "pending_age_max", "user_pending", "user_age_max", "user_recent_wait",
                     "site_recent_wait", "queue_pending", "queue_age_median", "queue_age_max", "queue_recent_wait")
 
