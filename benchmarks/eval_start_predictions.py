@@ -17,7 +17,6 @@ trace, the policy and a digest of the code that makes them.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import pickle
 import sys
@@ -32,18 +31,12 @@ except ImportError:
 
 DATA = ROOT.parent / "shared" / "data" / "swf"
 KNOWN = {"hpc2n": (DATA / "hpc2n.swf", 240), "wagap": (DATA / "wagap-2013.swf", 2176)}
-#: the code the probes come from (part of the cache key)
-PROBE_CODE = [*(ROOT / "resel" / "sim" / f"{m}.py" for m in ("wait_eval", "finish_eval", "swf",
-                                                             "policies", "core", "queue")),
-              ROOT / "models" / "twin.py", ROOT / "models" / "start_features.py"]
-
-
 def code_digest() -> str:
-    h = hashlib.sha256()
-    for path in PROBE_CODE:
-        if path.exists():
-            h.update(path.name.encode() + b"\0" + path.read_bytes())
-    return h.hexdigest()[:12]
+    """The cache key's digest of the code that makes the probes: the same code as
+    eval_finish_coverage.py's probes, so its digest."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from eval_finish_coverage import code_digest as digest
+    return digest()
 
 
 def judged_for(name: str, policy: str, cache: Path | None) -> tuple[list, dict]:
