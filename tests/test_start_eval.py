@@ -144,6 +144,19 @@ def test_hpc2n_long_waits_against_the_goals():
     # and it is the best point and the best law measured here
     assert scores.factor2["long waits"] == max(scores.factor2.values())
     assert scores.skill["long waits"] > scores.skill["conditioned, given ≥ 10 min"]
+    # the figures docs/calibration.md §5.5 and the README state are these
+    repo = Path(__file__).resolve().parents[1]
+    doc = (repo / "docs" / "calibration.md").read_text(encoding="utf-8")
+    readme = " ".join((repo / "README.md").read_text(encoding="utf-8").split())
+    pct = lambda x: f"{100 * x:.1f} %"   # noqa: E731
+    row = (f"| hpc2n.swf | **long waits (new)** | {scores.scored} | **{pct(scores.factor2['long waits'])}** "
+           f"| **{pct(scores.p90_cover['long waits'])}** | **{scores.p90_ratio['long waits']:.2f}** "
+           f"| **{pct(scores.skill['long waits'])}** |")
+    assert row in doc
+    assert (f"within ×2 of the real wait for {pct(scores.factor2['long waits'])} of HPC2N's" in readme
+            and f"P90 covering {pct(scores.p90_cover['long waits'])}" in readme
+            and f"median {scores.p90_ratio['long waits']:.2f}×" in readme
+            and f"pinball skill {pct(scores.skill['long waits'])}" in readme)
 
 
 def test_a_job_still_waiting_past_its_p90_is_a_miss_known_before_it_starts():
