@@ -86,13 +86,13 @@ def pilots_words(cores: list[int]) -> str:
 
 
 def _target_reason(row: Mapping[str, Any], strategy: str) -> str:
-    """Why a site with no tasks of its own holds pilots for the tasks of others."""
+    """Why a site with no tasks of its own holds pilots for the tasks of others: the sites file
+    made it a re-selection target, or — the engine's only other way to one, whatever the
+    strategy is called (``queue…``, or ``auto`` running as it) — a queue-aware selection holds it."""
     if row.get("reselect_target"):
         return "a re-selection target (its reselect_target is true)"
-    if strategy.startswith("queue"):
-        return (f"an extra site held by {strategy}, which moves waiting tasks to any site it holds whose pilot "
-                "starts first (the sites file's reselect_target = false binds only the other strategies)")
-    return "a re-selection target"
+    return (f"an extra site held by {strategy}, which moves waiting tasks to any site it holds whose pilot "
+            "starts first (the sites file's reselect_target = false binds only the other strategies)")
 
 
 def _data_text(row: Mapping[str, Any], _s: Any) -> str:
