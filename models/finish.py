@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from resel.models.runtime import quantile
 
@@ -66,9 +66,23 @@ def empirical(waits: Sequence[float]) -> WaitLaw:
     return lambda u: quantile(s, u)
 
 
+#: draws of one pilot's wait + run time a pool's widest wave picks its latest from
+POOL_DRAWS = 16384
+
+
 def share_samples(wait: WaitLaw, tx: float, ratios: Sequence[float], tasks: int, slots: int,
-                  rng: random.Random, samples: int = SAMPLES) -> list[float]:
-    """Draws of one site's share finish time F (see the module docstring)."""
+                  rng: random.Random, samples: int = SAMPLES, *, data: Any = None,
+                  own_waits: bool = False) -> list[float]:
+    """Draws of one site's share finish time F (see the module docstring).
+
+    ``data`` (a :class:`~resel.transfer.DataTimes`) adds the share's data times as
+    :func:`resel.selection.predicted_ttc` counts them: the shared inputs before the first wave,
+    each task's own inputs in its wave, the last wave's outputs home after it.
+
+    ``own_waits``: the slots are a pool's one-task pilots, each waiting on its own (a wave of m
+    of them ends with the latest of m draws of W + ρ·T̂x, drawn as the quantile at U^(1/m) of
+    :data:`POOL_DRAWS` such sums); otherwise one pilot's wait precedes all its waves.
+    """
     if tasks <= 0:
         return [0.0] * samples
     slots = max(1, min(slots, tasks))
@@ -77,15 +91,22 @@ def share_samples(wait: WaitLaw, tx: float, ratios: Sequence[float], tasks: int,
     while left > 0:
         waves.append(min(slots, left))
         left -= waves[-1]
+    own_in, before, after = (0.0, 0.0, 0.0) if data is None else (data.own_in, data.shared_in, data.out)
     s = sorted(ratios)
     out = []
+    if own_waits:
+        one = sorted(max(0.0, wait(rng.random())) + tx * (quantile(s, rng.random()) if s else 1.0)
+                     for _ in range(POOL_DRAWS))
+        for _ in range(samples):
+            out.append(before + after + sum(own_in + quantile(one, rng.random() ** (1.0 / m)) for m in waves))
+        return out
     for _ in range(samples):
         w = max(0.0, wait(rng.random()))
         if s:
-            run = sum(tx * quantile(s, rng.random() ** (1.0 / m)) for m in waves)
+            run = sum(own_in + tx * quantile(s, rng.random() ** (1.0 / m)) for m in waves)
         else:
-            run = tx * len(waves)
-        out.append(w + run)
+            run = (tx + own_in) * len(waves)
+        out.append(w + before + run + after)
     return out
 
 

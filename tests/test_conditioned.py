@@ -139,6 +139,31 @@ def test_a_wave_lasts_as_long_as_its_slowest_task():
     assert med == pytest.approx(10.0 * (1.0 + 0.5 ** (1 / 8)), rel=0.01)
 
 
+def test_a_pools_one_task_pilots_each_wait_on_their_own():
+    """A pool's wave of m one-task pilots ends with the latest of m draws of W + ρ·T̂x: with
+    waits uniform on [0, 1000] s and no run-time spread, its median is T̂x + 1000 · 0.5^(1/m)
+    (the max of m uniforms); one pilot's wait before all its waves would give T̂x + 500."""
+    law = lambda u: 1000.0 * u    # noqa: E731 - uniform waits on [0, 1000]
+    m = 64
+    pool = fin.share_samples(law, 10.0, [], m, m, random.Random(2), samples=4000, own_waits=True)
+    one = fin.share_samples(law, 10.0, [], m, m, random.Random(2), samples=4000)
+    assert sorted(pool)[2000] == pytest.approx(10.0 + 1000.0 * 0.5 ** (1 / m), rel=0.01)
+    assert sorted(one)[2000] == pytest.approx(10.0 + 500.0, rel=0.05)
+    # a constant wait and no spread: the point rule, pool or not
+    assert set(fin.share_samples(fin.constant(60.0), 10.0, [], 8, 8, random.Random(0), samples=20,
+                                 own_waits=True)) == {70.0}
+
+
+def test_a_share_pays_its_data_as_the_point_rule_does():
+    """Shared inputs before the first wave, own inputs in each wave, the outputs after the last
+    (resel.selection.predicted_ttc): 10 tasks on 4 slots, W 100, T̂x 50, own 2, shared 30, out 5."""
+    from resel.selection import predicted_ttc
+    from resel.transfer import DataTimes
+    d = DataTimes(own_in=2.0, shared_in=30.0, out=5.0)
+    draws = fin.share_samples(fin.constant(100.0), 50.0, [], 10, 4, random.Random(0), samples=10, data=d)
+    assert set(draws) == {predicted_ttc(100.0, 50.0, 10, 4, d)} == {100 + 30 + 3 * (50 + 2) + 5}
+
+
 def test_plan_finish_is_the_latest_share_per_draw():
     q = fin.plan_finish({"a": [1.0, 5.0, 3.0], "b": [4.0, 2.0, 6.0]})
     assert (q.p05, q.p95) == (4.0, 6.0) and q.p50 == 5.0

@@ -63,8 +63,9 @@ def test_explanations_match_the_hand_worked_plan():
     a = next(r for r in doc["sites"] if r["site"] == "a")
     assert a["tasks"] == 10 and a["pilots"] == [4]
     assert ex["a"]["numbers"]["finish_s"] == 60 + math.ceil(10 / 4) * 5.0 == doc["predicted_ttc_s"]
-    assert ex["a"]["why"][0] == ("chosen by model: 10 task(s), pilot(s) of 4 core(s); wait 60 s (twin) + T̂x 5 s "
-                                 "per task; its share done at 75 s")
+    assert ex["a"]["why"][0] == ("chosen by model: 10 task(s) on 1 pilot of 4 cores, 4 at a time; wait 60 s (twin) "
+                                 "+ 3 wave(s) of T̂x 5 s; its share done at 75 s")
+    assert ex["a"]["numbers"]["slots"] == 4 and ex["a"]["numbers"]["waves"] == 3
     assert ex["b"]["numbers"]["tx_s"] == 10.0 and ex["b"]["numbers"]["best_tx_s"] == 5.0
     assert ex["b"]["why"][0].startswith("too slow: T̂x 10 s against 5 s on a")
     assert "Connection refused" in ex["c"]["why"][0]
@@ -104,8 +105,10 @@ def test_extra_pilots_and_a_walltime_warning_under_queue_reselect():
     by = {r["site"]: r for r in doc["sites"]}
     assert by["a"]["tasks"] + by["e"]["tasks"] == 10 and by["b"]["tasks"] == 0
     assert by["b"]["explain"]["verdict"] == "extra pilots"
-    assert by["b"]["explain"]["why"][0] == ("no tasks of its own; 1 pilot(s) of 4 core(s) for tasks waiting "
-                                           "elsewhere (a re-selection target): wait 60 s, T̂x 10 s")
+    # the sites file's reselect_target is true by default (here too): the sentence says that is why
+    assert by["b"]["explain"]["why"][0] == ("no tasks of its own; 1 pilot of 4 cores for tasks waiting elsewhere, "
+                                           "a re-selection target (its reselect_target is true): wait 60 s (twin), "
+                                           "T̂x 10 s")
     d = by["d"]["explain"]
     walltime = "walltime too short: one task's T̂x 8 s is longer than the pilot's walltime 6 s"
     assert by["d"]["role"] == "" and by["d"]["pilots"] == [] and d["verdict"] == "rejected: walltime"
@@ -114,3 +117,27 @@ def test_extra_pilots_and_a_walltime_warning_under_queue_reselect():
     said = explain_site(used, strategy="queue:1+reselect", plan_ttc=doc["predicted_ttc_s"], best=None, quarantine={})
     assert said["verdict"] == "extra pilots"
     assert said["why"][1] == f"warning: {walltime}: its tasks would be killed at the walltime"
+
+
+def test_a_site_held_by_the_queue_strategy_is_not_called_a_target_of_the_sites_file():
+    """With reselect_target = false the queue-aware strategy still holds the extra site (and the
+    engine moves waiting tasks to it, docs/queue-aware.md); the sentence says the strategy holds
+    it, not that the sites file made it a target — what `resel sites show` says of it."""
+    from dataclasses import replace
+    bag = Bag("b", "true", 10, 1, Profile(1e10))
+    held = [replace(s, reselect_target=False) for s in sites()]
+    doc = plan(bag, held, strategy="queue:1+reselect", rows=rows(), limits={})
+    b = next(r for r in doc["sites"] if r["site"] == "b")
+    assert b["role"] == "extra pilot" and b["reselect_target"] is False
+    assert b["explain"]["why"][0] == (
+        "no tasks of its own; 1 pilot of 4 cores for tasks waiting elsewhere, an extra site held by "
+        "queue+reselect, which moves waiting tasks to any site it holds whose pilot starts first (the sites "
+        "file's reselect_target = false binds only the other strategies): wait 60 s (twin), T̂x 10 s")
+
+
+def test_pilot_lists_in_words_and_in_the_table():
+    from resel.live.plan_explain import pilots_text, pilots_words
+    assert pilots_text([1] * 1024) == "1,024 × 1" and pilots_words([1] * 1024) == "1,024 pilots of 1 core"
+    assert pilots_text([240, 120, 120]) == "240, 2 × 120"
+    assert pilots_words([240, 120, 120]) == "1 pilot of 240 cores and 2 pilots of 120 cores"
+    assert pilots_text([]) == "—" and pilots_words([]) == "no pilot"

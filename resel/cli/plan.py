@@ -169,12 +169,6 @@ def show_plan(bag, site_list, *, strategy: str, source: str, quantile: float, co
         raise ReselError(doc["problem"])
 
 
-def _shown_entry(r: dict) -> dict:
-    """The menu entry of the pilot the plan asks for (a smaller size may have been chosen), or
-    the row itself."""
-    return next((e for e in r["menu"] if r["pilots"] and e["cores"] == r["pilots"][0]), None) or r
-
-
 def _print_plan(doc: dict, bag, *, objective: str, risk: float | None, explain: bool, wide: bool) -> None:
     """The plan as a table of numbers in one time unit (named in the headers), its legend, the
     notes per site and, with ``explain``, why each site was chosen or left out."""
@@ -206,19 +200,19 @@ def _print_plan(doc: dict, bag, *, objective: str, risk: float | None, explain: 
     notes = []
     for r in rows:
         cores = "—" if r["total_cores"] is None else f"{'?' if r['free_cores'] is None else r['free_cores']}/{r['total_cores']}"
-        shown = _shown_entry(r)
-        used = shown.get("used", r["used"])
+        # every number of the row is about the pilot the plan asks for there (resel.live.plan)
+        used = r["used"]
         cells = [m(r["site"]), cores]
         if wide:
-            cells += [str(shown.get("cores", r["pilot_cores"])), f(r["walltime"])]
-            cells += [f(shown[f"{name}_s"]) + ("*" if used == name else "") for name in ("history", "twin", "scheduler")]
+            cells += [str(r["pilot_cores"]), f(r["walltime"])]
+            cells += [f(r[f"{name}_s"]) + ("*" if used == name else "") for name in ("history", "twin", "scheduler")]
         else:
-            cells += [f(shown[f"{used}_s"]) if used else "—", used or "—"]
+            cells += [f(r["wait_s"]) if used else "—", used or "—"]
         cells += [f(r["tx"]) + ("" if wide or r["tx_model"] != "fit" else "*")]
         if wide:
             iv = r["tx_interval"]
             cells += ["fit" if r["tx_model"] == "fit" else "LIM", f"{f(iv[0])}–{f(iv[1])}" if iv else "—", f(r["ttc_s"])]
-        cells += [str(r["tasks"]), _pilots(r["pilots"])]
+        cells += [f"{r['tasks']:,}", _pilots(r["pilots"])]
         if wide:
             cells += [f(r["finish_s"]) if r["tasks"] else "—"]
         p50, p90 = r["finish_p50"], r["finish_p90"]
@@ -283,13 +277,10 @@ def _site_notes(r: dict, explain: bool) -> list[str]:
 
 
 def _pilots(cores: list[int]) -> str:
-    """``240`` or ``500 × 1`` (a pool's one-task pilots), in submission order of first size."""
-    if not cores:
-        return "—"
-    counts: dict[int, int] = {}
-    for size in cores:
-        counts[size] = counts.get(size, 0) + 1
-    return ", ".join(str(size) if n == 1 else f"{n} × {size}" for size, n in counts.items())
+    """``240`` or ``1,024 × 1`` (a pool's one-task pilots), in submission order of first size
+    (the words ``--explain`` uses for the same list: :func:`~resel.live.plan_explain.pilots_words`)."""
+    from resel.live.plan_explain import pilots_text
+    return pilots_text(cores)
 
 
 def register(cli: click.Group) -> None:

@@ -54,8 +54,8 @@ class SitePlan:
 
     site: str
     kind: str
-    pilot_cores: int
-    walltime: float
+    pilot_cores: int                        # cores of the pilot this row's numbers are about (:func:`shown_entry`)
+    walltime: float                         # that pilot's walltime
     tx: float                               # T̂x of one task (LIM)
     free_cores: int | None = None
     total_cores: int | None = None
@@ -72,7 +72,12 @@ class SitePlan:
     error: str | None = None                # the site could not be reached at all
     tasks: int = 0                          # tasks the engine assigns here first
     pilots: list[int] = field(default_factory=list)   # cores of each pilot the engine would submit
+    slots: int = 0                          # task slots of those pilots together (a pool: one per pilot)
     role: str = ""                          # "origin", "extra pilot" or ""
+    #: the sites file's ``reselect_target`` (the queue-aware strategy holds its extra sites whatever it says)
+    reselect_target: bool = False
+    #: one task's data time here in seconds, by part (None: the bag moves no data)
+    data: dict[str, float] | None = None
     tx_interval: list[float] | None = None  # 90 % interval of one task's T_x (None: nothing measured)
     tx_model: str = "lim"                   # "lim" or "fit"
     tx_detail: str = ""                     # which fit, or LIM's formula; and where the spread comes from
@@ -250,7 +255,10 @@ def plan(bag: Bag, sites: list[Site], *, strategy: str = "queue+reselect", sourc
                                 for s in sites}, "lim")
     instr = bag.profile.instructions
     engine_rates = runtime.engine_rates(instr, risk=risk, objective=objective)
-    engine = Engine(bag, sites, strat, seed=seed, clock=clock, rates=engine_rates)
+    # priced with the bag's stated data, as the run's engine is: the same split, the same pilots
+    from resel.transfer import TransferModel
+    data = TransferModel.from_bag(bag, sites)
+    engine = Engine(bag, sites, strat, seed=seed, clock=clock, rates=engine_rates, data=data)
     shapes = engine.probe_shapes()
     menu = engine.probe_menu()
     txs = list(engine.tx)
@@ -286,14 +294,22 @@ def plan(bag: Bag, sites: list[Site], *, strategy: str = "queue+reselect", sourc
             used, w = choose(entry, source)
             entry["wait_quantiles"], entry["wait_note"] = _wait_quantiles(wait_errors, used, row.site, entry, w,
                                                                          walltime=row.walltime)
+    dts = {s.name: (data.times(s.name) if data is not None else None) for s in sites}
     for i, row in enumerate(rows):
         row.used, row.wait_s = choose(row, source)
+        row.reselect_target = sites[i].reselect_target
+        dt = dts.get(row.site)
+        row.data = None if dt is None else {"own_in_s": dt.own_in, "shared_in_s": dt.shared_in, "out_s": dt.out}
         best = math.inf
         for entry in row.menu:
             entry["used"], entry["wait_s"] = choose(entry, source)
             slots = entry["slots"] or max(1, shapes[i][0] // bag.cores_per_task)
-            best = min(best, predicted_ttc(entry["wait_s"], row.tx, bag.count, slots))
+            alone = predicted_ttc(entry["wait_s"], row.tx, bag.count, slots, dt)
+            entry["bag_alone_s"] = None if alone == math.inf else alone
+            best = min(best, alone)
         row.ttc_s = None if best == math.inf else best
+    # the engine ranks each site by its full pilot's estimate (menu[0]): taken before the rows
+    # are turned to the pilot each asks for
     estimates = {r.site: r.wait_s for r in rows}
 
     wait_menu = ({r.site: [planned_wait(e, objective) for e in r.menu] for r in rows if not r.error}
@@ -315,21 +331,24 @@ def plan(bag: Bag, sites: list[Site], *, strategy: str = "queue+reselect", sourc
     except ReselError as exc:
         problem = str(exc)
     by_name = {r.site: r for r in rows}
+    walltimes: dict[str, float] = {}
     if problem is None:
         for t in engine.tasks:
             by_name[engine.sites[t.origin].name].tasks += 1
         for a in actions:
             if isinstance(a, SubmitPilot):
                 by_name[a.site].pilots.append(a.cores)
+                walltimes.setdefault(a.site, a.walltime)
         held = engine.reselection_targets
         for r in rows:
             r.role = "origin" if r.tasks else ("extra pilot" if r.site in held and r.pilots else "")
-            if r.tasks and r.pilots:     # when this site's share would be done, as predicted
-                slots = max(1, r.pilots[0] // bag.cores_per_task)
-                wait = next((e["wait_s"] for e in r.menu if e["slots"] == slots), r.wait_s)
-                finish = predicted_ttc(wait, r.tx, r.tasks, slots)
-                r.finish_s = None if finish == math.inf else finish
-    shares = _finish_distributions(rows, runtime, bag, seed) if problem is None else {}
+    for r in rows:
+        _show_asked_pilot(r, bag.cores_per_task, walltimes.get(r.site))
+        if r.tasks and r.pilots:     # when this site's share would be done, as predicted
+            finish = predicted_ttc(r.wait_s, r.tx, r.tasks, r.slots, dts.get(r.site))
+            r.finish_s = None if finish == math.inf else finish
+    pools = {s.name for s in sites if s.pilot.mode == "per-task"}
+    shares = _finish_distributions(rows, runtime, bag, seed, dts, pools) if problem is None else {}
     whole = plan_finish(shares) if shares and len(shares) == sum(1 for r in rows if r.tasks) else None
     finishes = [r.finish_s for r in rows if r.tasks]
     plan_ttc = max(finishes) if finishes and None not in finishes else None
@@ -350,6 +369,39 @@ def plan(bag: Bag, sites: list[Site], *, strategy: str = "queue+reselect", sourc
         "problem": problem,
         "submitted": False,
     }
+
+
+def shown_entry(row: Any) -> dict[str, Any] | None:
+    """The menu entry (pilot size) a row's numbers are about: the size of the pilot(s) the plan
+    asks for there; for a site asked for none, the size that gives the bag alone its lowest
+    predicted TTC (what "bag alone" and a "too slow" verdict compare); None without a menu."""
+    get = row.get if isinstance(row, dict) else lambda k, d=None: getattr(row, k, d)
+    menu, pilots = get("menu") or [], get("pilots") or []
+    if pilots:
+        found = next((e for e in menu if e.get("cores") == pilots[0]), None)
+        if found is not None:
+            return found
+    known = [e for e in menu if e.get("bag_alone_s") is not None]
+    if known:
+        return min(known, key=lambda e: e["bag_alone_s"])     # ties: the larger pilot (menu order)
+    return menu[0] if menu else None
+
+
+def _show_asked_pilot(row: SitePlan, cores_per_task: int, walltime: float | None) -> None:
+    """Turn a row's pilot fields (cores, walltime, the three estimates, the one used, the wait)
+    to the pilot the plan asks for there (:func:`shown_entry`), so that the table, ``--explain``
+    and ``--json`` speak of one pilot; and count its task slots: a single-mode site's pilot
+    holds cores / cores_per_task of them, a pool's one-task pilots one each, side by side."""
+    entry = shown_entry(row)
+    if entry is not None:
+        row.pilot_cores = entry.get("cores") or row.pilot_cores
+        for name in ("history", "twin", "scheduler"):
+            setattr(row, f"{name}_s", entry.get(f"{name}_s"))
+            setattr(row, f"{name}_note", entry.get(f"{name}_note"))
+        row.used, row.wait_s = entry.get("used"), entry.get("wait_s")
+    if walltime is not None:
+        row.walltime = walltime
+    row.slots = sum(max(1, c // max(1, cores_per_task)) for c in row.pilots)
 
 
 def planned_wait(entry: dict, objective: str) -> float | None:
@@ -390,16 +442,21 @@ def _wait_quantiles(wait_errors: Any, used: str | None, site: str, entry: dict, 
             f"{used} estimate corrected by {q.n} past errors ({q.level} level)")
 
 
-def _finish_distributions(rows: list[SitePlan], runtime: Any, bag: Bag, seed: int) -> dict[str, list[float]]:
+def _finish_distributions(rows: list[SitePlan], runtime: Any, bag: Bag, seed: int,
+                          data: dict[str, Any], pools: set[str]) -> dict[str, list[float]]:
     """Each origin site's share finish draws (P50/P90 stored on the row); the dict feeds the
-    plan's own finish time. A share whose wait is unknown is left out (its row says so)."""
+    plan's own finish time. A share whose wait is unknown is left out (its row says so).
+
+    The share runs on the pilot(s) the row shows (:func:`shown_entry`), ``row.slots`` tasks at
+    a time; a pool's one-task pilots (``pools``) each wait on their own, so its waves end with
+    the latest of their waits and run times (:func:`~resel.models.finish.share_samples`)."""
+    import random as _random
     shares: dict[str, list[float]] = {}
     for r in rows:
         if not (r.tasks and r.pilots):
             continue
-        slots = max(1, r.pilots[0] // bag.cores_per_task)
-        entry = next((e for e in r.menu if e["slots"] == slots), None) or (r.menu[0] if r.menu else {})
-        w = entry.get("wait_s", r.wait_s)
+        entry = shown_entry(r) or {}
+        w = r.wait_s
         if w is None or not math.isfinite(w):
             continue
         wq = entry.get("wait_quantiles")
@@ -409,9 +466,9 @@ def _finish_distributions(rows: list[SitePlan], runtime: Any, bag: Bag, seed: in
         else:
             law = constant(w)
         r.wait_note = entry.get("wait_note")
-        import random as _random
-        draws = share_samples(law, r.tx, runtime.sites[r.site].ratios, r.tasks, slots,
-                              _random.Random(f"finish:{seed}:{r.site}"))
+        draws = share_samples(law, r.tx, runtime.sites[r.site].ratios, r.tasks, r.slots,
+                              _random.Random(f"finish:{seed}:{r.site}"), data=data.get(r.site),
+                              own_waits=r.site in pools)
         fq = quantiles_of(draws)
         r.finish_p50, r.finish_p90 = fq.p50, fq.p90
         shares[r.site] = draws

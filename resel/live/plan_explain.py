@@ -8,8 +8,10 @@ site is slow" from "this site is full", "over my QOS limit" or "unreachable":
 verdict                   when
 ========================  ==============================================================
 ``chosen``                the engine gave the site tasks (its share, wait, T̂x, finish)
-``extra pilots``          no tasks of its own, but pilots for tasks waiting elsewhere
-                          (a re-selection target)
+``extra pilots``          no tasks of its own, but pilots for tasks waiting elsewhere: a
+                          re-selection target by the sites file (``reselect_target``) or
+                          held by the queue-aware strategy (which makes every site it
+                          holds one, whatever the sites file says — the sentence says which)
 ``rejected: limit``       the user's limits leave no room for a pilot (MaxSubmitPU=0, a
                           full quota; :mod:`resel.live.site_limits`)
 ``rejected: quarantined`` the engine holds the site in quarantine as a black hole
@@ -22,7 +24,10 @@ verdict                   when
                           compared (T̂x, wait, the bag alone on it vs the plan)
 ========================  ==============================================================
 
-Pure: rows in (as :meth:`SitePlan.as_dict` gives them), explanations out.
+Pure: rows in (as :meth:`SitePlan.as_dict` gives them), explanations out. Every number a
+sentence gives is a field of its row — the pilot the plan asks for there, its wait, its task
+slots, the share's finish — never recomputed here, so the table, ``--explain`` and ``--json``
+say the same (tests/test_plan_agree.py compares them).
 """
 
 from __future__ import annotations
@@ -56,12 +61,47 @@ def _health_text(health: Any) -> str:
     return f"{reason or 'black hole'}" + (f"; retried at {until:,.0f} s" if until is not None else "")
 
 
-def asked_wait(row: Mapping[str, Any]) -> float | None:
-    """The start estimate of the pilot the plan asks for on the site (its first pilot's size,
-    from the site's menu of sizes), else the row's own: what the plan's table shows as start."""
-    pilots = row.get("pilots") or []
-    entry = next((e for e in row.get("menu") or [] if pilots and e.get("cores") == pilots[0]), None)
-    return entry.get("wait_s", row.get("wait_s")) if entry else row.get("wait_s")
+def _groups(cores: list[int]) -> list[tuple[int, int]]:
+    """(size, how many) of a list of pilot sizes, in order of each size's first pilot."""
+    counts: dict[int, int] = {}
+    for size in cores:
+        counts[size] = counts.get(size, 0) + 1
+    return list(counts.items())
+
+
+def pilots_text(cores: list[int]) -> str:
+    """A list of pilot sizes as the table prints it: ``240``, ``1,024 × 1`` (a pool's one-task
+    pilots), ``240, 2 × 120``; ``—`` for none."""
+    if not cores:
+        return "—"
+    return ", ".join(f"{size:,}" if n == 1 else f"{n:,} × {size:,}" for size, n in _groups(cores))
+
+
+def pilots_words(cores: list[int]) -> str:
+    """The same in words: ``1 pilot of 240 cores``, ``1,024 pilots of 1 core``."""
+    if not cores:
+        return "no pilot"
+    return " and ".join(f"{n:,} pilot{'s' if n != 1 else ''} of {size:,} core{'s' if size != 1 else ''}"
+                        for size, n in _groups(cores))
+
+
+def _target_reason(row: Mapping[str, Any], strategy: str) -> str:
+    """Why a site with no tasks of its own holds pilots for the tasks of others: the sites file
+    made it a re-selection target, or — the engine's only other way to one, whatever the
+    strategy is called (``queue…``, or ``auto`` running as it) — a queue-aware selection holds it."""
+    if row.get("reselect_target"):
+        return "a re-selection target (its reselect_target is true)"
+    return (f"an extra site held by {strategy}, which moves waiting tasks to any site it holds whose pilot "
+            "starts first (the sites file's reselect_target = false binds only the other strategies)")
+
+
+def _data_text(row: Mapping[str, Any], _s: Any) -> str:
+    """`` + data …`` when the bag moves data: a task's own inputs and outputs, the shared inputs once."""
+    d = row.get("data")
+    if not d:
+        return ""
+    return (f"; data: {_s(d['shared_in_s'])} of shared inputs first, then {_s(d['own_in_s'])} in and "
+            f"{_s(d['out_s'])} out per task")
 
 
 def explain_site(row: Mapping[str, Any], *, strategy: str, plan_ttc: float | None,
@@ -75,9 +115,12 @@ def explain_site(row: Mapping[str, Any], *, strategy: str, plan_ttc: float | Non
     """
     _s = (unit or plan_unit([row])).say
     name = row["site"]
-    numbers: dict[str, Any] = {"tx_s": row["tx"], "walltime_s": row["walltime"], "wait_s": asked_wait(row),
+    numbers: dict[str, Any] = {"tx_s": row["tx"], "walltime_s": row["walltime"], "wait_s": row["wait_s"],
                                "wait_from": row["used"], "bag_alone_s": row["ttc_s"], "tasks": row["tasks"],
-                               "pilots": list(row["pilots"])}
+                               "pilots": list(row["pilots"]), "pilot_cores": row.get("pilot_cores"),
+                               "slots": row.get("slots", 0)}
+    if row.get("data"):
+        numbers["data_s"] = dict(row["data"])
     lim = row.get("limits") or {}
     why: list[str] = []
     if lim.get("changes"):
@@ -103,15 +146,19 @@ def explain_site(row: Mapping[str, Any], *, strategy: str, plan_ttc: float | Non
     elif too_long:
         return out("rejected: walltime", walltime)
     if row["tasks"]:
-        reason = (f"chosen by {strategy}: {row['tasks']} task(s), pilot(s) of {', '.join(map(str, row['pilots'])) or '—'} "
-                  f"core(s); wait {_s(numbers['wait_s'])} ({row['used'] or 'no estimate'}) + T̂x {_s(row['tx'])} per task; "
+        slots = row.get("slots") or 0
+        waves = -(-row["tasks"] // slots) if slots else None
+        reason = (f"chosen by {strategy}: {row['tasks']:,} task(s) on {pilots_words(row['pilots'])}, "
+                  f"{slots:,} at a time; wait {_s(numbers['wait_s'])} ({row['used'] or 'no estimate'}) + "
+                  f"{'?' if waves is None else f'{waves:,}'} wave(s) of T̂x {_s(row['tx'])}{_data_text(row, _s)}; "
                   f"its share done at {_s(row['finish_s'])}")
         numbers["finish_s"] = row["finish_s"]
+        numbers["waves"] = waves
         return out("chosen", reason)
     if row["role"] == "extra pilot":
-        return out("extra pilots", f"no tasks of its own; {len(row['pilots'])} pilot(s) of "
-                                   f"{', '.join(map(str, sorted(set(row['pilots']))))} core(s) for tasks waiting "
-                                   f"elsewhere (a re-selection target): wait {_s(numbers['wait_s'])}, T̂x {_s(row['tx'])}")
+        return out("extra pilots", f"no tasks of its own; {pilots_words(row['pilots'])} for tasks waiting "
+                                   f"elsewhere, {_target_reason(row, strategy)}: wait {_s(numbers['wait_s'])} "
+                                   f"({row['used'] or 'no estimate'}), T̂x {_s(row['tx'])}")
     if row["used"] is None and strategy.startswith("queue"):
         return out("rejected: no estimate", "no start estimate (history, twin and scheduler all unknown): "
                                             "the queue-aware strategy ranks it last")

@@ -400,6 +400,11 @@ class Recorded:
 
 def load_recorded(jobs: Iterable[Job], cores: int) -> list[Recorded]:
     """The trace's jobs with a known wait and run that fit the site, in submit order."""
+    return [r for r, _ in recorded_with_jobs(jobs, cores)]
+
+
+def recorded_with_jobs(jobs: Iterable[Job], cores: int) -> list[tuple[Recorded, Job]]:
+    """:func:`load_recorded`'s jobs, each beside the trace job it came from (its user, queue …)."""
     out = []
     for job in jobs:
         if job.run is None or job.run < 0 or job.wait is None or job.wait < 0:
@@ -408,8 +413,8 @@ def load_recorded(jobs: Iterable[Job], cores: int) -> list[Recorded]:
             continue
         run, estimate, _ = run_and_estimate(job)
         start = float(job.submit) + float(job.wait)
-        out.append(Recorded(float(job.submit), start, start + run, int(job.size), float(estimate)))
-    out.sort(key=lambda r: r.submit)
+        out.append((Recorded(float(job.submit), start, start + run, int(job.size), float(estimate)), job))
+    out.sort(key=lambda rj: rj[0].submit)
     return out
 
 

@@ -1,0 +1,60 @@
+"""A plan adds up: ``resel plan``'s P50 against a simulation of the same plan on the same sites,
+within 15 %, on every example sites file of simulated sites (issue 26 item 4).
+
+The plan and the simulated runs' engine get the T̂x a fit calibrated on each site converges to
+(resel/sim/plan_check.py says why: LIM from base clocks is off by 2.2–2.6× on the thesis and
+trace sites by design, and no plan can agree with a run it mis-predicts the tasks of; that gap
+is measured beside this in benchmarks/eval_plan_check.py). What is checked is the plan's own
+arithmetic — the pilot sizes, the slots they give (a pool's one-task pilots side by side), the
+waves, the waits and their spread, the data, each wave's slowest task — at 256 tasks, the plan
+at seed 0 against the median of 5 seeds' runs. The full table (64–1,024 tasks, 10 seeds, LIM
+beside): benchmarks/eval_plan_check.py.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+import eval_plan_check as bench  # noqa: E402
+
+from resel.config import load_bag, load_sites  # noqa: E402
+from resel.sim.plan_check import TOLERANCE, calibrated_runtime, check  # noqa: E402
+
+FILES = [p.name for p in bench.simulated_files()]
+
+
+def test_every_simulated_example_is_checked():
+    """The live files are the only ones left out (nothing to simulate them with)."""
+    every = {p.name for p in (REPO / "examples").glob("sites-*.toml")}
+    assert set(FILES) == every - {"sites-testbed.toml", "sites-mixed.toml"} and len(FILES) >= 5
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_the_plan_agrees_with_its_simulation(name):
+    path = REPO / "examples" / name
+    sites = load_sites(path)
+    bag = load_bag(bench.bag_for(path)).resized(256)
+    got = check(bag, sites, bench.default_strategy(), label=name, seeds=range(5))
+    assert got.plan_p50_s is not None
+    assert abs(got.ratio - 1.0) <= TOLERANCE, got.as_dict()
+
+
+def test_calibrated_rates_are_the_truths_median_slot():
+    """A site whose slots all run alike gets exactly its truth's speed and no spread; a pool
+    the median of its drawn slots, with the spread of median / speed around 1."""
+    from resel.domain import Clock, Dist, PilotPolicy, Site, Truth
+    from resel.domain import Bag, Profile
+    flat = Site("flat", "simulated", 8, Clock(2.0), pilot=PilotPolicy("single"),
+                truth=Truth(kappa=1.1, ipc=Dist.fixed(2.0), clock=Dist.fixed(3.0)))
+    pool = Site("pool", "simulated", 100, Clock(2.5), pilot=PilotPolicy("per-task", max_pilots=100),
+                truth=Truth(kappa=1.0, ipc=Dist.fixed(1.0), clock=Dist.of("normal", mean=2.5, std=0.25)))
+    rt = calibrated_runtime(Bag("b", "true", 1, 1, Profile(6e9)), [flat, pool])
+    assert rt.sites["flat"].rate.tx(6e9) == pytest.approx(1.1 * 6e9 / (2.0 * 3.0e9))
+    assert rt.sites["flat"].ratios == ()
+    ratios = rt.sites["pool"].ratios
+    assert min(ratios) < 1.0 < max(ratios) and sorted(ratios)[len(ratios) // 2] == pytest.approx(1.0, abs=0.02)
