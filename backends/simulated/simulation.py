@@ -278,7 +278,8 @@ class Simulation:
         env.run(math.nextafter(0.0, -math.inf))     # warm-up: other users' jobs before the bag arrives
         env.now = 0.0
         menu = None
-        if self.strategy.base == "queue":   # the queue-aware strategy weighs every pilot size, the full one first
+        if self.strategy.base in ("queue", "auto"):   # queue-aware (auto: where a start is estimated)
+            # weighs every pilot size, the full one first
             menu = menu_estimates(estimate, self.sites, self.engine.probe_menu(), self.queues, self.truths,
                                   quantile=quantile, confidence=confidence, seed=seed)
             estimates = {name: waits[0] if waits else None for name, waits in menu.items()}
