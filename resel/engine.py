@@ -61,8 +61,8 @@ from resel.engine_peers import PeerRules
 from resel.events import (
     Action, BagCancelled, BagDone, BagSubmitted, BandwidthMeasured, CancelPilot, CancelTask, Decision, DecisionKind,
     DispatchTask, Event, PilotEnded, PilotRequeued, PilotStarted, SetTimer, SiteLost, SiteQuarantined, SiteReleased,
-    SubmitPilot, TaskDelivered, TaskFailed, TaskFetching, TaskFinished, TaskLost, TaskMeasured, TaskStarted,
-    TaskUndelivered, TaskWithdrawn, TimerFired, WithdrawTask,
+    RateLearned, StrategyChosen, SubmitPilot, TaskDelivered, TaskFailed, TaskFetching, TaskFinished, TaskLost, TaskMeasured,
+    TaskStarted, TaskUndelivered, TaskWithdrawn, TimerFired, WithdrawTask,
 )
 from resel.learning import DEFAULT_SPREAD, RateBeliefs
 from resel.models.lim import SiteRate, site_rates
@@ -79,6 +79,9 @@ FETCHING, RECALLED = TaskState.FETCHING, TaskState.RECALLED
 #: thrown away (docs/engine.md, "Rates learned during the run"); MOVE_Z its normal quantile
 MOVE_CONFIDENCE = 0.6
 MOVE_Z = NormalDist().inv_cdf(MOVE_CONFIDENCE)
+
+#: a site's measured task counts at which its learned rate is recorded (RateLearned), besides moves of 10 %
+_SAY_AT = frozenset({1, 2, 3, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000})
 
 #: pilot sizes per single-pilot site the queue-aware strategy weighs (full, half, quarter, …)
 MENU_SIZES = 6
@@ -365,6 +368,17 @@ class Engine(PeerRules):
         return out
 
     @property
+    def learning(self) -> bool:
+        """Whether this run learns the sites' rates (strategy ``+learn`` or ``auto``)."""
+        return self._learn or self.strategy.learn
+
+    def learned(self) -> dict[str, dict]:
+        """Per site name, what a learning run believes of its rate now (empty otherwise)."""
+        if self.beliefs is None:
+            return {}
+        return {s.name: self.beliefs.as_dict(i) for i, s in enumerate(self.sites)}
+
+    @property
     def reselection_targets(self) -> list[str]:
         """Sites that take re-selected tasks, preferred first (empty without re-selection)."""
         return [self.sites[x].name for x in self._targets]
@@ -400,6 +414,7 @@ class Engine(PeerRules):
         if self.strategy.auto:   # resel's default: queue-aware where a start is estimated, else by T̂x
             self.strategy, why = resolve_auto(self.strategy, self.sites, viable, ev.wait_menu, ev.wait_estimates)
             self.auto_choice = (self.strategy.name, why)
+            out.append(StrategyChosen(time=ev.time, strategy=self.strategy.name, reason=why))
         if self.strategy.learn:
             self._start_learning()
         waits = None
@@ -587,7 +602,7 @@ class Engine(PeerRules):
         self.health[task.site].n += 1            # a good outcome (inline: the hottest event)
         self.pilots[task.pilot].done += 1
         if self._learn:
-            self._learn_from(task, ev.time)
+            self._learn_from(task, ev.time, out)
         self._end_attempt(task, ev.time, AttemptOutcome.DONE)
         if task.state is PROVISIONAL:
             del self._books[task.origin].prov[task.id]
@@ -608,7 +623,7 @@ class Engine(PeerRules):
         self.health[task.site].n += 1
         self.pilots[task.pilot].done += 1
         if self._learn:
-            self._learn_from(task, ev.time)
+            self._learn_from(task, ev.time, out)
         self._end_attempt(task, ev.time, AttemptOutcome.DONE)
         if task.state is PROVISIONAL:
             del self._books[task.origin].prov[task.id]
@@ -945,6 +960,7 @@ class Engine(PeerRules):
                 prior = ("lim", math.log(hi) / 1.645 if hi > 1.0 else DEFAULT_SPREAD)
             priors.append(prior)
         self.beliefs = RateBeliefs.of(list(self.tx), priors)
+        self._said = list(self.tx)   # each site's T̂x as last recorded (RateLearned)
         self._prior_split = list(self._split_tx)
         self._prior_hi = list(self.tx_hi)
         self._running = [([], []) for _ in self.sites]
@@ -958,8 +974,9 @@ class Engine(PeerRules):
         if self._learn and task.attempt == ev.attempt:
             self._measured[(ev.task, ev.attempt)] = float(ev.seconds)
 
-    def _learn_from(self, task: TaskRecord, t: float) -> None:
-        """The task's attempt ended well on its site: count its execution time there."""
+    def _learn_from(self, task: TaskRecord, t: float, out: list[Action]) -> None:
+        """The task's attempt ended well on its site: count its execution time there (and say so,
+        :class:`~resel.events.RateLearned`, where an estimate moved enough to record)."""
         x = task.site
         seconds = self._measured.pop((task.id, task.attempt), None)
         if seconds is None:   # the engine's own times (the simulator starts a task at its dispatch)
@@ -971,6 +988,13 @@ class Engine(PeerRules):
         if self.beliefs.observe(x, seconds):
             for y in range(len(self.sites)):   # a LIM site's evidence moves every LIM site's estimate
                 self._update_rate(y)
+                last = self._said[y]
+                n = self.beliefs.tasks(y)
+                if (y == x and n in _SAY_AT) or abs(self.tx[y] / last - 1.0) >= 0.1:
+                    self._said[y] = self.tx[y]
+                    lo, hi = self.beliefs.interval(y, 0.9)
+                    out.append(RateLearned(time=t, site=self.sites[y].name, tx=self.tx[y], low=lo, high=hi,
+                                           tasks=n, prior=self.beliefs.sites[y].prior_tx))
 
     def _update_rate(self, x: int) -> None:
         """Site x's belief moved: its T̂x, the split's and walltime packing's follow by the same

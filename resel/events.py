@@ -293,6 +293,33 @@ class SiteQuarantined(Action):
 
 
 @_rec
+class StrategyChosen(Action):
+    """What ``auto`` runs as, and why (:func:`resel.selection.resolve_auto`): recorded when the
+    bag is submitted, no effect of its own."""
+
+    time: float
+    strategy: str
+    reason: str
+
+
+@_rec
+class RateLearned(Action):
+    """A learning strategy's estimate of a site's rate moved (resel.learning): its T̂x now, the
+    90 % credible interval of it, the tasks measured there, and T̂x₀, what the run started with.
+    Recorded, no effect of its own; emitted at a site's 1st, 2nd, 3rd, 5th, 10th, 20th, 50th, …
+    measured task and whenever its T̂x moved by a tenth since the last record (a site with no
+    task of its own moves with what the others measured)."""
+
+    time: float
+    site: str
+    tx: float
+    low: float
+    high: float
+    tasks: int
+    prior: float
+
+
+@_rec
 class SiteReleased(Action):
     """A quarantined site's back-off ended: it may take tasks again (its counts restart)."""
 

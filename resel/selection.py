@@ -80,6 +80,13 @@ class Strategy:
         return self.base == "auto"
 
     @property
+    def asks_waits(self) -> bool:
+        """Whether the driver hands the engine every pilot size's start estimate with the bag
+        (``BagSubmitted.wait_menu``): the queue-aware strategy, and ``auto``, which is
+        queue-aware wherever a start is estimated."""
+        return self.base in ("queue", "auto")
+
+    @property
     def name(self) -> str:
         if self.base == "auto":
             return "auto"

@@ -30,7 +30,7 @@ from resel.events import (
     Action, BagCancelled, BagDone, BagSubmitted, BandwidthMeasured, CancelPilot, CancelTask, Decision, DecisionKind,
     DispatchTask, Event, PilotEnded, PilotRequeued, PilotStarted, SetTimer, SiteLost, SiteQuarantined, SiteReleased,
     SubmitPilot, TaskDelivered, TaskFailed, TaskFetching, TaskFinished, TaskLost, TaskMeasured, TaskStarted,
-    TaskUndelivered, TaskWithdrawn, TimerFired, WithdrawTask,
+    TaskUndelivered, TaskWithdrawn, TimerFired, WithdrawTask, RateLearned, StrategyChosen,
 )
 from resel.json_safe import clean
 
@@ -45,7 +45,7 @@ EVENT_TYPES: dict[str, type[Event]] = {cls.__name__: cls for cls in (
 #: the actions a journal holds, by kind (what a resume finishes when they are still undone)
 ACTION_TYPES: dict[str, type[Action]] = {cls.__name__: cls for cls in (
     SubmitPilot, CancelPilot, DispatchTask, CancelTask, SetTimer, Decision, BagDone, SiteQuarantined, SiteReleased,
-    WithdrawTask)}
+    WithdrawTask, RateLearned, StrategyChosen)}
 
 
 class BadRecord(ValueError):

@@ -256,7 +256,7 @@ def plan(bag: Bag, sites: list[Site], *, strategy: str = "queue+reselect", sourc
     txs = list(engine.tx)
 
     def one(i: int) -> SitePlan:
-        sizes = menu[i] if strat.base == "queue" and menu[i] else [(0, *shapes[i])]
+        sizes = menu[i] if strat.asks_waits and menu[i] else [(0, *shapes[i])]
         return probe_site(sites[i], sizes, txs[i], history, quantile=quantile, confidence=confidence,
                           opener=opener)
 
@@ -297,7 +297,7 @@ def plan(bag: Bag, sites: list[Site], *, strategy: str = "queue+reselect", sourc
     estimates = {r.site: r.wait_s for r in rows}
 
     wait_menu = ({r.site: [planned_wait(e, objective) for e in r.menu] for r in rows if not r.error}
-                 if strat.base == "queue" else None)
+                 if strat.asks_waits else None)
     events: list[Any] = [BagSubmitted(time=0.0, wait_estimates=estimates, wait_menu=wait_menu)]
     events += [SiteLost(time=0.0, site=r.site, reason=r.error) for r in rows if r.error]
     for r in rows:
@@ -339,6 +339,7 @@ def plan(bag: Bag, sites: list[Site], *, strategy: str = "queue+reselect", sourc
         r.explain = said[r.site]
     return {
         "bag": bag.name, "tasks": bag.count, "strategy": strat.name, "estimate": source,
+        "auto": None if engine.auto_choice is None else {"ran_as": engine.auto_choice[0], "why": engine.auto_choice[1]},
         "quantile": quantile, "confidence": confidence, "clock": clock,
         "model": {"asked": runtime.model, "used": runtime.used, "application": runtime.application,
                   "summary": runtime.summary(), "notes": runtime.notes},

@@ -187,15 +187,10 @@ def site_capacity(site: Site, bag: Bag, seed: int, draws: int, running_ends: lis
 
 def _running_at_arrival(sites: list[Site]) -> dict[int, list[tuple[float, int]]]:
     """Per trace-driven site: (end, cores) of other users' jobs running when the bag arrives (0)."""
-    from resel.backends.simulated.queuesite import QueueSite
-    from resel.sim.core import Environment
-    env = Environment()
-    queues = {i: QueueSite(i, s, env, None) for i, s in enumerate(sites) if s.queue is not None}
-    if not queues:
+    from resel.backends.simulated.queuesite import warm_queues
+    if not any(s.queue is not None for s in sites):
         return {}
-    for q in queues.values():
-        q.prime()
-    env.run(math.nextafter(0.0, -math.inf))
+    _env, queues = warm_queues(sites)
     return {i: [(j.start + j.run, j.size) for j in q.policy.running.values()] for i, q in queues.items()}
 
 
