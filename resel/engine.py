@@ -1056,11 +1056,12 @@ class Engine(PeerRules):
 
     def _restart_onto(self, x: int, t: float, out: list[Action]) -> None:
         """Free slots of target x that no waiting task took: restart there running attempts of
-        x's origins that x finishes sooner — x's rate at the top of its credible interval
-        against what is expected to be left where they run, given how long they have run
-        (:meth:`resel.learning.RateBeliefs.left`), newest first. An attempt that has run past
-        its site's estimate is left alone: that its siblings run as long says the site is
-        slower than believed, not that the attempt has long to go."""
+        x's origins that x finishes sooner, newest first — likely enough to throw their work
+        away (:data:`MOVE_CONFIDENCE`): the attempt, given how long it has run, still runs when
+        x's slot would have finished it, x's rate at the top of its credible interval
+        (:meth:`resel.learning.RateBeliefs.outlasts`). An attempt that has run past its site's
+        estimate is left alone: that its siblings run as long says the site is slower than
+        believed, not that the attempt has long to go."""
         book = self._books[x]
         fast = self._fast_bound(x, t)
         for r in book.origins:
@@ -1072,11 +1073,10 @@ class Engine(PeerRules):
                 if task is None:
                     break
                 elapsed = t - task.attempts[-1].start
-                left = self.beliefs.left(r, elapsed) + extra
-                if fast >= left or elapsed >= tx_r:
+                if elapsed >= tx_r or self.beliefs.outlasts(r, elapsed, fast - extra) < MOVE_CONFIDENCE:
                     break
                 heapq.heappop(newest)
-                self._restart(task, r, x, t, left, out)
+                self._restart(task, r, x, t, self.beliefs.left(r, elapsed) + extra, out)
             if not book.free > book.incoming:
                 return
 

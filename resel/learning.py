@@ -197,6 +197,17 @@ class RateBeliefs:
             cov = (1 - self._k[x]) * (1 - self._k[y]) * self._var_g
         return max(0.0, self._var[x] + self._var[y] - 2 * cov)
 
+    def outlasts(self, x: int, elapsed: float, more: float) -> float:
+        """P(T > e + ``more`` | T > e) for a task that has run e = ``elapsed`` seconds on site x:
+        how likely it is still running ``more`` seconds from now (T log-normal with the site's
+        predictive law, as :meth:`left`)."""
+        site = self.sites[x]
+        m = math.log(site.prior_tx) + self._mu[x]
+        s = math.sqrt(self._var[x] + site.noise)
+        alive = 1.0 - _PHI((math.log(elapsed) - m) / s) if elapsed > 0 else 1.0
+        later = 1.0 - _PHI((math.log(elapsed + more) - m) / s) if elapsed + more > 0 else 1.0
+        return 1.0 if alive <= 0 else later / alive
+
     def left(self, x: int, elapsed: float) -> float:
         """E[T − e | T > e] for a task that has run e = ``elapsed`` seconds on site x without
         ending: T log-normal with the site's predictive law (its rate's uncertainty and its
