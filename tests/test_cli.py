@@ -145,7 +145,7 @@ def test_simulate_table_output(tmp_path):
     for size in ("8", "12"):
         assert size in out
     assert "seth-a, seth-b, seth-c" in out and "TTC vs auto" in out
-    assert "resel (auto) finishes 8 tasks" in " ".join(out.split())
+    assert "resel (auto) against the best of the others (mean TTC_wkd): 8 tasks in" in " ".join(out.split())
     assert "auto ran as queue+reselect+learn" in " ".join(out.split())
     assert stored_run_count(tmp_path / "r.db") == 10
 

@@ -261,11 +261,11 @@ def _verdict(exp: Experiment) -> list[str]:
         parts = []
         for size, v in found.items():
             pct = v["percent_sooner"]
-            how = f"{pct:.0f}% sooner" if pct >= 0.5 else ("as soon" if pct > -0.5 else f"{-pct:.0f}% later")
-            parts.append(f"{int(size):,} tasks {how} ({unit.fmt(v['auto_ttc'])} against {m(v['best_other'])}'s "
-                         f"{unit.fmt(v['best_other_ttc'])} {unit.name})")
-        lines.append("[bold]resel (auto) finishes " + "; ".join(parts)
-                     + " than the best of the others, mean TTC_wkd[/bold]")
+            how = f"{pct:.0f}% sooner than" if pct >= 0.5 else ("as soon as" if pct > -0.5 else f"{-pct:.0f}% later than")
+            parts.append(f"{int(size):,} tasks in {unit.fmt(v['auto_ttc'])} {unit.name}, {how} {m(v['best_other'])} "
+                         f"({unit.fmt(v['best_other_ttc'])} {unit.name})")
+        lines.append("[bold]resel (auto) against the best of the others (mean TTC_wkd): " + "; ".join(parts)
+                     + "[/bold]")
     ran = sorted({c for (name, _), cell in exp.cells.items() if name == "auto"
                   for c in (r.auto for r in cell.runs) if c is not None})
     for ran_as, why in ran:
