@@ -58,6 +58,9 @@ WALLTIME_BUCKETS: tuple[tuple[float, str], ...] = (
     (3600.0, "<=1h"), (4 * 3600.0, "<=4h"), (12 * 3600.0, "<=12h"), (24 * 3600.0, "<=24h"),
     (math.inf, ">24h"))
 UNKNOWN_WALLTIME = "unknown"
+#: a pilot of resel's that started within this many seconds did not queue: its wait is the
+#: site's start latency (WaitHistory.start_latency)
+LATENCY_CAP = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -476,6 +479,20 @@ class WaitHistory:
 
     def sites(self) -> list[str]:
         return sorted(self._sites())
+
+    def start_latency(self, site: str, *, fits_within: float = LATENCY_CAP) -> tuple[float, int] | None:
+        """How long the site takes to start one of resel's pilots that does not queue: the median
+        wait of its pilots that started within ``fits_within`` seconds (its scheduler's cycle,
+        the submission's round trip, the job's prolog — 0.9 to 5.2 s on the testbed), and how
+        many it is the median of; None before any. A twin that finds a pilot fits *now* says
+        0 s; no pilot has ever started that soon (issue 26 item 2)."""
+        waits = sorted(r.start - r.submit for r in self._sites().get(site, [])
+                       if r.source == "resel" and 0 <= r.start - r.submit <= fits_within)
+        if not waits:
+            return None
+        n = len(waits)
+        mid = waits[n // 2] if n % 2 else (waits[n // 2 - 1] + waits[n // 2]) / 2
+        return mid, n
 
     def records(self, site: str | None = None) -> list[WaitRecord]:
         """The records of one site (or all), each site's in submission order."""
