@@ -1476,7 +1476,8 @@ class Engine(PeerRules):
         if book.spec:   # every other candidate site is an origin of this target
             need = self._waiting_total - book.reserved + len(book.prov)
         else:
-            need = len(book.waiting) + len(book.queued) + book.recalled - book.reserved + len(book.prov)
+            # (+ incoming: tasks asked back for its free slots, on their way — its pilot stays)
+            need = len(book.waiting) + len(book.queued) + book.recalled - book.reserved + len(book.prov) + book.incoming
         have = book.free + book.pending_slots
         if need <= have:
             if need < have:

@@ -349,3 +349,33 @@ def test_random_runs_with_the_agents_rules_finish_every_task_exactly_once(seed, 
     assert engine.finished and engine.done_count == 30
     assert done_runs == {i: 1 for i in range(30)}     # no task ran to completion twice
     assert not killed_started, killed_started         # no started attempt killed by a guess
+
+
+def test_a_target_keeps_its_pilot_for_the_tasks_it_asked_back():
+    """The live case of tests/test_live.py's Torque run: a is full (its pilot pending, its tasks
+    handed ahead), b's pilot finishes its own tasks and asks for a's. Its idle slots are promised
+    to those tasks, so its pilot is not released before the answer; once they are withdrawn they
+    run on b (provisionally: they still wait for a)."""
+    a = make_site("a", 2.0, cores=4, target=True)
+    b = make_site("b", 1.0, cores=2, target=True)
+    engine = Engine(make_bag(6), [a, b], "topk:2+reselect", prefetch=1)
+    engine.handle(BagSubmitted(time=0.0))
+    pa = next(p.id for p in engine.pilots.values() if p.site == 0)
+    pb = next(p.id for p in engine.pilots.values() if p.site == 1)
+    engine.handle(PilotStarted(time=1.0, pilot=pb))
+    own = [t.id for t in engine.tasks if t.origin == 1]
+    for tid in own:
+        engine.handle(TaskStarted(time=1.1, task=tid, attempt=1))
+    out = []
+    for tid in own:
+        out += engine.handle(TaskFinished(time=3.0, task=tid, attempt=1))
+    asked = of(out, WithdrawTask)
+    assert len(asked) == 2 and {w.pilot for w in asked} == {pa}
+    assert CancelPilot(pilot=pb, site="b") not in out          # kept for what it asked for
+    check_books(engine)
+    moved = []
+    for w in asked:
+        moved += engine.handle(TaskWithdrawn(time=3.2, task=w.task, attempt=w.attempt))
+    assert sorted((d.task, d.site) for d in of(moved, DispatchTask)) == sorted((w.task, "b") for w in asked)
+    assert all(engine.tasks[w.task].state is TaskState.PROVISIONAL for w in asked)
+    check_books(engine)
