@@ -257,7 +257,7 @@ def _verdict(exp: Experiment) -> list[str]:
     found = _sooner(exp)
     if found:
         from resel.units import pick
-        unit = pick(v["auto_ttc"] for v in found.values())
+        unit = pick(x for v in found.values() for x in (v["auto_ttc"], v["best_other_ttc"]))
         parts = []
         for size, v in found.items():
             pct = v["percent_sooner"]
