@@ -145,10 +145,14 @@ def probe_slots(starts: list[tuple[int, float]]) -> list[tuple[float, int]]:
         most = env[k + 1][0] - 1 if k + 1 < len(env) else size
         if not out or most > out[-1][1]:
             out.append((at, most))
-    steps, have = [], 0
+    steps: list[tuple[float, int]] = []
+    have = 0
     for at, most in sorted(out):
         if most > have:
-            steps.append((at, most - have))
+            if steps and steps[-1][0] == at:       # one step per instant
+                steps[-1] = (at, steps[-1][1] + most - have)
+            else:
+                steps.append((at, most - have))
             have = most
     return steps
 
