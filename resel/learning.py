@@ -137,13 +137,17 @@ class RateBeliefs:
         return cls([SiteEvidence(tx, src if src in SOURCES else "lim", spread)
                     for tx, (src, spread) in zip(prior_tx, priors)])
 
-    def observe(self, x: int, seconds: float) -> bool:
+    def observe(self, x: int, seconds: float, predicted: float | None = None) -> bool:
         """Count one task that ran ``seconds`` on site x; False (nothing counted) for a time that
-        is not a positive finite number."""
+        is not a positive finite number. ``predicted``: that task's own T̂x₀ on x, where tasks
+        differ (a bag of unequal tasks, issue 26 item 3) — the offset is a ratio to what was
+        predicted for the task, so tasks of every size inform the site's one rate; by default
+        the site's T̂x₀."""
         site = self.sites[x]
-        if not (seconds > 0 and math.isfinite(seconds)) or not site.prior_tx > 0:
+        base = site.prior_tx if predicted is None else predicted
+        if not (seconds > 0 and math.isfinite(seconds)) or not base > 0:
             return False
-        site.add(math.log(seconds / site.prior_tx))
+        site.add(math.log(seconds / base))
         self._solve()
         return True
 
