@@ -21,7 +21,7 @@ from resel.selection import Strategy
 
 ROOT = Path(__file__).resolve().parent.parent
 PEERS = ["race", "race:2", "earliest", "failover", "failover:3600", "rebroker", "rebroker:600"]
-OURS = ["random", "model", "reselect", "model+reselect", "queue+reselect", "topk:2"]
+OURS = ["random", "model", "reselect", "model+reselect", "queue+reselect", "topk:2", "auto"]
 
 
 def _submissions(results, sites) -> dict[str, int]:
