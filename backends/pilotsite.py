@@ -247,6 +247,26 @@ class PilotSite:
         path = posixpath.join(self.pilot_dir(run_key, pilot), "cancel", task_key(task, attempt))
         self.transport.write_file(path, b"cancel\n")
 
+    def withdraw_task(self, run_key: str, pilot: int, task: int, attempt: int) -> str:
+        """Ask for a handed-ahead attempt back, only if its agent has not started it (agent
+        protocol 4): ``"withdrawn"`` if it certainly never will — its inbox file renamed away
+        here before the agent's own rename into ``claimed/`` (one of the two renames wins) —
+        else ``"asked"``: the agent answers (a ``withdrawn`` result, or its ``started`` record).
+        An HTCondor pool's agent reads a copy of the inbox, so only its answer counts there."""
+        pdir = self.pilot_dir(run_key, pilot)
+        key = task_key(task, attempt)
+        self.transport.write_file(posixpath.join(pdir, "cancel", key), b"withdraw\n")
+        if self.site.kind == "htcondor":
+            return "asked"
+        try:
+            self.transport.rename(posixpath.join(pdir, "inbox", key + ".json"),
+                                  posixpath.join(pdir, "inbox", f".withdrawn-{key}"))
+        except FileNotFoundError:
+            if self.transport.exists(posixpath.join(pdir, "inbox", f".withdrawn-{key}")):
+                return "withdrawn"   # renamed by an earlier try whose answer was lost (a retry)
+            return "asked"      # claimed (or never written): the agent's records say which
+        return "withdrawn"
+
     def collect(self, run_key: str, pilot: int, seen: set[str], *, heartbeat: bool = False) -> PilotFiles:
         """New ``started/`` and ``results/`` records of a pilot; ``seen`` holds names read before.
 

@@ -1,11 +1,14 @@
 """Evaluation (issue 17): resel against what users would do instead, and against the oracle.
 
-Strategies, on the same engine, sites and seeds: resel's default (``model+reselect``, what
-``resel run`` uses), its queue-aware one (``queue+reselect``), and the peers ``race``,
-``race:2``, ``earliest``, ``failover`` (T = 120 s) and ``rebroker`` (docs/peers.md). For every
-site set, size and repetition the oracle's lower bound on TTC (resel/sim/oracle.py) is computed
-for the same seed, allowing each site as many pilot submissions as the most any of the
-compared runs made there — so it bounds every one of them.
+Strategies, on the same engine, sites and seeds: resel's default (``auto``, what ``resel run``,
+``simulate`` and ``plan`` use since issue 26: queue-aware with re-selection where a start is
+estimated, rates learned during the run), the explicit ``queue+reselect`` and
+``model+reselect`` (the default before), and the peers ``race``, ``race:2``, ``earliest``,
+``failover`` (T = 120 s) and ``rebroker`` (docs/peers.md). For every site set, size and
+repetition the oracle's lower bound on TTC (resel/sim/oracle.py) is computed for the same seed,
+allowing each site as many pilot submissions as the most any of the compared runs made there —
+so it bounds every one of them — counting a trace queue's backlog (the tightened bound of issue
+26); the bound without the backlog (before) is shown beside it.
 
 Site sets: ``thesis`` (the embedded sites, drawn waits), ``hpc2n-3q`` (three Seth queues
 replaying the real HPC2N trace, examples/sites-traces-hpc.toml), ``hpc2n+pool`` (the same
@@ -16,8 +19,10 @@ trace sets repetition i arrives i × ``--shift-days`` later in the traces (other
 Per set, size and strategy: the median over seeds of TTC / oracle (paired), the mean wasted
 core-hours (thrown attempts + idle started pilots), pilot submissions and cancellations.
 Per set and size: resel's default against the best peer (the peer of lowest mean TTC), as
-the median over seeds of TTC(default) / TTC(that peer). Goals: default ≤ 1.15 × oracle at
-≥ 256 tasks; default ≤ 0.8 × best peer.
+the median over seeds of TTC(default) / TTC(that peer), split by whether the site that finishes
+first in hindsight is the one that starts first (resel.sim.oracle.hindsight). Goals (issue 26):
+auto ≤ 1.15 × oracle at ≥ 256 tasks; auto ≤ 0.8 × best peer where those sites differ, a tie
+elsewhere.
 
 Run:   python benchmarks/eval_peers.py                 # short: 16,256,1024 tasks, 3 seeds (minutes)
        python benchmarks/eval_peers.py --full          # 16,64,256,1024 tasks, 20 seeds
@@ -44,10 +49,12 @@ try:                                    # an installed resel first (pip install 
 except ImportError:                     # install maps from probes/, models/, backends/
     sys.path.insert(0, str(ROOT))
 
-DEFAULT = "model+reselect"
-OURS = [DEFAULT, "queue+reselect"]
+DEFAULT = "auto"
+OURS = [DEFAULT, "queue+reselect", "model+reselect"]
 PEERS = ["race", "race:2", "earliest", "failover", "rebroker"]
 SITE_SETS = ("thesis", "hpc2n-3q", "hpc2n+pool", "wagap", "wagap+pool")
+#: a strategy name's suffix (--versus-true): that strategy given the sites' true mean rates
+TRUE = " (true rates)"
 
 
 def site_set(name: str) -> list:
@@ -82,6 +89,8 @@ def one_run(job: tuple) -> dict:
     set_name, size, seed, rep, shift_days, strategy, true_rates = job
     sites = _sites(set_name, rep, shift_days)
     rates = None
+    if strategy.endswith(TRUE):   # this one strategy with the true rates (--versus-true)
+        strategy, true_rates = strategy[:-len(TRUE)], True
     if true_rates:   # what a calibrated fit converges to: each site's true mean rate
         from resel.models.lim import SiteRate
         rates = {s.name: SiteRate(s.name, s.truth.kappa, s.truth.ipc.mean() * s.truth.clock.mean())
@@ -94,12 +103,18 @@ def one_run(job: tuple) -> dict:
             "submissions": counts}
 
 
-def one_oracle(job: tuple) -> float:
-    """The oracle's bound for one (set, size, seed) allowing ``submissions`` per site."""
+def one_oracle(job: tuple) -> dict:
+    """The oracle's bounds (with and without the queues' backlog) for one (set, size, seed)
+    allowing ``submissions`` per site, and whether the site that finishes first in hindsight is
+    the one that starts first."""
     import resel
-    from resel.sim.oracle import oracle_bound
+    from resel.sim.oracle import hindsight, oracle_bound
     set_name, size, seed, rep, shift_days, submissions = job
-    return oracle_bound(resel.default_bag().resized(size), _sites(set_name, rep, shift_days), seed, submissions).ttc
+    bag, sites = resel.default_bag().resized(size), _sites(set_name, rep, shift_days)
+    seen = hindsight(bag, sites, seed)
+    return {"ttc": oracle_bound(bag, sites, seed, submissions).ttc,
+            "loose": oracle_bound(bag, sites, seed, submissions, backlog=False).ttc,
+            "differ": seen.differ, "starts_first": seen.starts_first, "finishes_first": seen.finishes_first}
 
 
 def _map(fn, jobs: list, workers: int, executor=None) -> list:
@@ -113,9 +128,9 @@ def _map(fn, jobs: list, workers: int, executor=None) -> list:
 
 
 def evaluate(sets: list[str], sizes: list[int], repeat: int, seed: int, shift_days: float, workers: int,
-             executor=None, true_rates: bool = False) -> dict:
+             executor=None, true_rates: bool = False, versus_true: bool = False) -> dict:
     """Every strategy × set × size × seed, then the oracle per set × size × seed; the rows."""
-    strategies = OURS + PEERS
+    strategies = OURS + PEERS + (["queue+reselect" + TRUE] if versus_true else [])
     keys = [(st, n, i) for st in sets for n in sizes for i in range(repeat)]
     jobs = [(st, n, seed + i, i, shift_days, s, true_rates) for st, n, i in keys for s in strategies]
     runs = _map(one_run, jobs, workers, executor)
@@ -127,7 +142,8 @@ def evaluate(sets: list[str], sizes: list[int], repeat: int, seed: int, shift_da
             for site, c in by[(st, n, i, s)]["submissions"].items():
                 subs[site] = max(subs.get(site, 1), c)
         oracle_jobs.append((st, n, seed + i, i, shift_days, subs))
-    bounds = dict(zip(keys, _map(one_oracle, oracle_jobs, workers, executor)))
+    found = dict(zip(keys, _map(one_oracle, oracle_jobs, workers, executor)))
+    bounds = {k: v["ttc"] for k, v in found.items()}
     rows, versus = [], []
     for st in sets:
         for n in sizes:
@@ -140,32 +156,39 @@ def evaluate(sets: list[str], sizes: list[int], repeat: int, seed: int, shift_da
                     "ttc_median_h": statistics.median(r["ttc"] for r in rs) / 3600,
                     "oracle_median_h": statistics.median(bounds[(st, n, i)] for i in reps) / 3600,
                     "ratio_oracle": statistics.median(by[(st, n, i, s)]["ttc"] / bounds[(st, n, i)] for i in reps),
+                    "ratio_loose": statistics.median(by[(st, n, i, s)]["ttc"] / found[(st, n, i)]["loose"] for i in reps),
                     "wasted_core_h": statistics.fmean(r["costs"]["wasted_core_h"] for r in rs),
                     "submissions": statistics.fmean(r["costs"]["submissions"] for r in rs),
                     "cancellations": statistics.fmean(r["costs"]["cancellations"] for r in rs),
                     "unfinished": sum(r["done"] < n for r in rs), "beat_oracle": len(beaten)})
             best = min(PEERS, key=lambda p: (statistics.fmean(by[(st, n, i, p)]["ttc"] for i in reps), p))
-            versus.append({"sites": st, "size": n, "best_peer": best,
-                           "default_vs_best_peer": statistics.median(by[(st, n, i, DEFAULT)]["ttc"] / by[(st, n, i, best)]["ttc"]
-                                                                     for i in reps),
-                           "queue_vs_best_peer": statistics.median(by[(st, n, i, "queue+reselect")]["ttc"] / by[(st, n, i, best)]["ttc"]
-                                                                   for i in reps)})
+            for differ in (True, False):   # seeds where choosing well beats starting first, and the rest
+                sub = [i for i in reps if found[(st, n, i)]["differ"] == differ]
+                if not sub:
+                    continue
+                versus.append({"sites": st, "size": n, "differ": differ, "seeds": len(sub), "best_peer": best,
+                               **{f"{name}_vs_best_peer": statistics.median(by[(st, n, i, name)]["ttc"]
+                                                                            / by[(st, n, i, best)]["ttc"] for i in sub)
+                                  for name in OURS}})
     return {"rows": rows, "versus": versus, "sets": sets, "sizes": sizes, "repeat": repeat, "seed": seed,
             "shift_days": shift_days, "runs": len(jobs), "oracles": len(oracle_jobs)}
 
 
 def table(doc: dict) -> str:
-    out = ["| sites | tasks | strategy | TTC median h | TTC / oracle (paired median) | wasted core-h | submissions | cancellations |",
-           "|---|---:|---|---:|---:|---:|---:|---:|"]
+    out = ["| sites | tasks | strategy | TTC median h | TTC / oracle | TTC / oracle without backlog | wasted core-h "
+           "| submissions | cancellations |",
+           "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
     for r in doc["rows"]:
         out.append(f"| {r['sites']} | {r['size']} | {r['strategy']} | {r['ttc_median_h']:.2f} | {r['ratio_oracle']:.2f} "
-                   f"| {r['wasted_core_h']:.1f} | {r['submissions']:.0f} | {r['cancellations']:.1f} |")
-    out += ["", "| sites | tasks | oracle median h | best peer | model+reselect / best peer | queue+reselect / best peer |",
-            "|---|---:|---:|---|---:|---:|"]
+                   f"| {r['ratio_loose']:.2f} | {r['wasted_core_h']:.1f} | {r['submissions']:.0f} | {r['cancellations']:.1f} |")
+    out += ["", "| sites | tasks | finishes first ≠ starts first | seeds | oracle median h | best peer | "
+            + " | ".join(f"{name} / best peer" for name in OURS) + " |",
+            "|---|---:|---|---:|---:|---|" + "---:|" * len(OURS)]
     oracle = {(r["sites"], r["size"]): r["oracle_median_h"] for r in doc["rows"]}
     for v in doc["versus"]:
-        out.append(f"| {v['sites']} | {v['size']} | {oracle[(v['sites'], v['size'])]:.2f} | {v['best_peer']} "
-                   f"| {v['default_vs_best_peer']:.2f} | {v['queue_vs_best_peer']:.2f} |")
+        out.append(f"| {v['sites']} | {v['size']} | {'yes' if v['differ'] else 'no'} | {v['seeds']} "
+                   f"| {oracle[(v['sites'], v['size'])]:.2f} | {v['best_peer']} | "
+                   + " | ".join(f"{v[name + '_vs_best_peer']:.2f}" for name in OURS) + " |")
     return "\n".join(out)
 
 
@@ -195,6 +218,8 @@ def main() -> None:
                     help="accept a tcp:// scheduler, which anyone who reaches it can use to run code as you")
     ap.add_argument("--true-rates", action="store_true",
                     help="give the engine every site's true mean T_x rate instead of LIM's (what calibration converges to)")
+    ap.add_argument("--versus-true", action="store_true",
+                    help="also run queue+reselect given the true rates (what auto, learning from LIM, should reach)")
     ap.add_argument("--speedup", action="store_true",
                     help="run the sweep serially and on --workers, side by side; print both times and check the results are equal")
     ap.add_argument("--json", action="store_true", help="one JSON document instead of the tables")
@@ -227,7 +252,8 @@ def main() -> None:
     from resel.sim.experiment import dask_executor
     began = time.perf_counter()
     with dask_executor(args.dask, insecure=args.dask_insecure, default_workers=args.workers) as executor:
-        doc = evaluate(sets, sizes, repeat, args.seed, args.shift_days, args.workers, executor, args.true_rates)
+        doc = evaluate(sets, sizes, repeat, args.seed, args.shift_days, args.workers, executor, args.true_rates,
+                       args.versus_true)
     doc["seconds"] = time.perf_counter() - began
     if args.json:
         print(json.dumps(doc, indent=1))

@@ -169,6 +169,9 @@ class EngineRates:
     ``label``: one line saying what produced them (recorded with the run). ``upper``: each
     site's T̂x,hi, the top of its central 90 % runtime interval (the 0.95 ratio quantile), which
     walltime packing plans with (:mod:`resel.walltime`); a site missing from it uses its point.
+    ``prior``: per site, (``lim`` or ``fit``, the spread of one task's ln T_x): its rate as the
+    prior a learning strategy updates (:mod:`resel.learning`; a site missing from it: LIM, with
+    the spread of its runtime interval).
     """
 
     rates: Mapping[str, SiteRate]
@@ -176,6 +179,7 @@ class EngineRates:
     split: Mapping[str, SiteRate] | None = None
     label: str = ""
     upper: Mapping[str, SiteRate] | None = None
+    prior: Mapping[str, tuple[str, float]] | None = None
 
     def to_json(self) -> dict:
         """A JSON-ready form (stored with a live run so ``--resume`` rebuilds the same engine)."""
@@ -183,15 +187,17 @@ class EngineRates:
             return None if m is None else {s: [r.kappa, r.clock_ghz] for s, r in m.items()}
         return {"rates": rates(self.rates), "split": rates(self.split), "label": self.label,
                 "upper": rates(self.upper),
-                "windows": None if self.windows is None else [[a, b, w] for (a, b), w in self.windows.items()]}
+                "windows": None if self.windows is None else [[a, b, w] for (a, b), w in self.windows.items()],
+                "prior": None if self.prior is None else {s: list(p) for s, p in self.prior.items()}}
 
     @classmethod
     def from_json(cls, d: Mapping) -> "EngineRates":
         def rates(m: Mapping | None) -> dict | None:
             return None if m is None else {s: SiteRate(s, float(k), float(c)) for s, (k, c) in m.items()}
-        w = d.get("windows")
+        w, prior = d.get("windows"), d.get("prior")
         return cls(rates(d["rates"]) or {}, None if w is None else {(a, b): float(x) for a, b, x in w},
-                   rates(d.get("split")), d.get("label", ""), rates(d.get("upper")))
+                   rates(d.get("split")), d.get("label", ""), rates(d.get("upper")),
+                   None if prior is None else {s: (str(k), float(v)) for s, (k, v) in prior.items()})
 
 
 @dataclass
@@ -246,4 +252,17 @@ class RuntimeModel:
             factor = r.ratio(UPPER_QUANTILE)
             if factor is not None:
                 upper[s] = SiteRate(s, r.rate.kappa, r.rate.clock_ghz / factor)
-        return EngineRates(self.rates(), windows, split, label, upper or None)
+        return EngineRates(self.rates(), windows, split, label, upper or None, self.priors())
+
+    def priors(self) -> dict[str, tuple[str, float]]:
+        """Per site, its rate as the prior of a learning strategy (:mod:`resel.learning`): where
+        it comes from (``lim`` or ``fit``) and the spread of one task's ln T_x, from its ratios
+        (their 5–95 % range over ±1.645 σ), else the default."""
+        from resel.learning import DEFAULT_SPREAD, MIN_SPREAD
+        out = {}
+        for s, r in self.sites.items():
+            lo, hi = r.ratio(0.05), r.ratio(UPPER_QUANTILE)
+            spread = (max(MIN_SPREAD, math.log(hi / lo) / (2 * 1.645)) if lo and hi and hi > lo
+                      else DEFAULT_SPREAD)
+            out[s] = ("fit" if r.source == "fit" else "lim", spread)
+        return out

@@ -27,6 +27,7 @@ _LAZY = {
     "default_bag_path": "resel.api",
     "default_sites": "resel.api",
     "default_sites_path": "resel.api",
+    "queue_sites_path": "resel.api",
     "SimResult": "resel.backends.simulated.simulation",
     "simulate": "resel.backends.simulated.simulation",
     "load_bag": "resel.config",
@@ -43,7 +44,7 @@ _LAZY = {
 __all__ = sorted(_LAZY) + ["__version__"]
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; nothing is imported at run time
-    from resel.api import default_bag, default_bag_path, default_sites, default_sites_path
+    from resel.api import default_bag, default_bag_path, default_sites, default_sites_path, queue_sites_path
     from resel.backends.simulated.simulation import SimResult, simulate
     from resel.config import load_bag, load_sites
     from resel.engine import Engine

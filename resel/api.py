@@ -30,6 +30,11 @@ def default_sites_path() -> Path:
     return _data("default-sites.toml")
 
 
+def queue_sites_path() -> Path:
+    """The embedded sites of resel's main job: three queues replaying HPC2N's real trace."""
+    return _data("queue-sites.toml")
+
+
 def default_bag_path() -> Path:
     """The embedded GROMACS-style bag (1,024 tasks of 10^5 steps)."""
     return _data("gromacs-bag.toml")

@@ -32,6 +32,15 @@ before a slot frees (state QUEUED), so the agent starts one the instant a slot f
 of a poll later. A queued task still counts as waiting for every decision: re-selection may
 take it back (a CancelTask to the pilot, then a dispatch elsewhere), and a pilot withdrawn or
 ended gives its queued tasks back. Only the start is early; the choice is the engine's.
+Live, the engine hears of an agent's start a poll late, so taking a queued task back is a
+*request* (:class:`~resel.events.WithdrawTask`, state RECALLED) that the agent's claim may
+refuse: the driver answers that it was withdrawn (the task waits again) or started (it stays).
+
+**Learning** (strategy ``+learn``, ``auto``: :mod:`resel.learning`): each site's T̂x is
+updated from the tasks that finish there, the run's rates as the prior; windows, the order of
+targets and origins, requeues and walltime packing use the current estimate, and a free slot
+that would finish a running task sooner than it will end where it runs — counting the time it
+has run, with the slot's rate at the top of its credible interval — restarts it there.
 """
 
 from __future__ import annotations
@@ -43,6 +52,7 @@ import random
 from collections import deque
 from dataclasses import dataclass, field
 from itertools import chain
+from statistics import NormalDist
 from typing import Callable, Mapping
 
 from resel.blackhole import QuarantinePolicy, SiteHealth, describe, is_black_hole
@@ -52,18 +62,27 @@ from resel.engine_peers import PeerRules
 from resel.events import (
     Action, BagCancelled, BagDone, BagSubmitted, BandwidthMeasured, OutputsMeasured, CancelPilot, CancelTask, Decision, DecisionKind,
     DispatchTask, Event, PilotEnded, PilotRequeued, PilotStarted, SetTimer, SiteLost, SiteQuarantined, SiteReleased,
-    SubmitPilot, TaskDelivered, TaskFailed, TaskFetching, TaskFinished, TaskLost, TaskStarted, TaskUndelivered,
-    TimerFired,
+    RateLearned, StrategyChosen, SubmitPilot, TaskDelivered, TaskFailed, TaskFetching, TaskFinished, TaskLost, TaskMeasured,
+    TaskStarted, TaskUndelivered, TaskWithdrawn, TimerFired, WithdrawTask,
 )
+from resel.learning import DEFAULT_SPREAD, RateBeliefs
 from resel.models.lim import SiteRate, site_rates
 from resel.models.runtime import EngineRates
-from resel.selection import Strategy, initial_assignment, queue_split, viable_sites
+from resel.selection import Strategy, initial_assignment, queue_split, resolve_auto, viable_sites
 from resel.states import AttemptOutcome, PilotState, TaskState, next_pilot_state, next_task_state
 from resel.transfer import DataTimes, TransferModel
 from resel.walltime import WalltimePolicy, fits
 
 WAITING, QUEUED, RUNNING, PROVISIONAL = TaskState.WAITING, TaskState.QUEUED, TaskState.RUNNING, TaskState.PROVISIONAL
-FETCHING = TaskState.FETCHING
+FETCHING, RECALLED = TaskState.FETCHING, TaskState.RECALLED
+
+#: learning strategies: how likely a move of a started attempt must be to pay before its work is
+#: thrown away (docs/engine.md, "Rates learned during the run"); MOVE_Z its normal quantile
+MOVE_CONFIDENCE = 0.6
+MOVE_Z = NormalDist().inv_cdf(MOVE_CONFIDENCE)
+
+#: a site's measured task counts at which its learned rate is recorded (RateLearned), besides moves of 10 %
+_SAY_AT = frozenset({1, 2, 3, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000})
 
 #: pilot sizes per single-pilot site the queue-aware strategy weighs (full, half, quarter, …)
 MENU_SIZES = 6
@@ -147,7 +166,7 @@ class _SiteBook:
 
     __slots__ = ("waiting", "queued", "prov", "pending", "active", "free_pilots", "free", "reserved",
                  "pending_slots", "acquired_at", "cap_slots", "origins", "spec", "cap_saved", "draining",
-                 "per_task", "max_pilots")
+                 "per_task", "max_pilots", "recalled", "incoming")
 
     def __init__(self, cap_slots: int, per_task: bool = False, max_pilots: int = 1):
         self.per_task = per_task             # the site's pilot.mode is "per-task" (a pool)
@@ -167,6 +186,8 @@ class _SiteBook:
         self.spec = False              # acquires pilots for other sites' waiting tasks
         self.cap_saved = cap_slots     # cap_slots while the site is quarantined (0 then)
         self.draining = 0              # active pilots draining (not counted against max_pilots)
+        self.recalled = 0              # its queued tasks asked back (WithdrawTask), not answered yet
+        self.incoming = 0              # tasks asked back for this target's free slots, not answered yet
 
 
 class Engine(PeerRules):
@@ -226,6 +247,18 @@ class Engine(PeerRules):
         #: T̂x,hi per site: the top of its runtime interval, what walltime packing plans with
         self.tx_hi = [max(self.tx[i], upper[s.name].tx(bag.profile.instructions)) if s.name in upper
                       else self.tx[i] for i, s in enumerate(self.sites)]
+        #: learning (strategy ``+learn``, ``auto``): the priors' worth and spread per site name, the
+        #: beliefs made at submission (resel.learning), the agents' measured times not yet counted,
+        #: per site a max-heap of its running attempts by start (the restart rule's candidates)
+        self._priors = dict(given.prior or {})
+        self._learn = False
+        self.beliefs: RateBeliefs | None = None
+        self._measured: dict[tuple[int, int], float] = {}
+        self._running: list[tuple[list, list]] = []   # per site: (max-heap, min-heap) of (±start, task, attempt)
+        #: what ``auto`` ran as and why (None for another strategy), set at submission
+        self.auto_choice: tuple[str, str] | None = None
+        #: tasks asked back from an agent (WithdrawTask) → the target whose free slot wanted them (−1: none)
+        self._recalls: dict[int, int] = {}
         self.walltime = walltime if isinstance(walltime, WalltimePolicy) else WalltimePolicy(walltime)
         #: the data model (None: no data priced, D = 0); its figures per site in ``_dt``, updated
         #: by BandwidthMeasured, and per site when its shared inputs are there (``_ready``: None
@@ -271,6 +304,7 @@ class Engine(PeerRules):
             BagCancelled: self._on_bag_cancelled, TaskFetching: self._on_task_fetching,
             TaskDelivered: self._on_task_delivered, TaskUndelivered: self._on_task_undelivered,
             BandwidthMeasured: self._on_bandwidth, OutputsMeasured: self._on_outputs_measured,
+            TaskMeasured: self._on_task_measured, TaskWithdrawn: self._on_task_withdrawn,
         }
         self.lost_sites: dict[str, str] = {}
 
@@ -337,6 +371,17 @@ class Engine(PeerRules):
         return out
 
     @property
+    def learning(self) -> bool:
+        """Whether this run learns the sites' rates (strategy ``+learn`` or ``auto``)."""
+        return self._learn or self.strategy.learn
+
+    def learned(self) -> dict[str, dict]:
+        """Per site name, what a learning run believes of its rate now (empty otherwise)."""
+        if self.beliefs is None:
+            return {}
+        return {s.name: self.beliefs.as_dict(i) for i, s in enumerate(self.sites)}
+
+    @property
     def reselection_targets(self) -> list[str]:
         """Sites that take re-selected tasks, preferred first (empty without re-selection)."""
         return [self.sites[x].name for x in self._targets]
@@ -369,6 +414,12 @@ class Engine(PeerRules):
                 self._books[i].cap_slots = self._books[i].cap_saved = 0
             viable = fit
         self._viable = list(viable)
+        if self.strategy.auto:   # resel's default: queue-aware where a start is estimated, else by T̂x
+            self.strategy, why = resolve_auto(self.strategy, self.sites, viable, ev.wait_menu, ev.wait_estimates)
+            self.auto_choice = (self.strategy.name, why)
+            out.append(StrategyChosen(time=ev.time, strategy=self.strategy.name, reason=why))
+        if self.strategy.learn:
+            self._start_learning()
         waits = None
         if ev.wait_estimates is not None:
             waits = [ev.wait_estimates.get(s.name) for s in self.sites]
@@ -505,16 +556,18 @@ class Engine(PeerRules):
         task = self._task(ev.task)
         if task.attempt != ev.attempt:
             return
-        if task.state is QUEUED:
+        if task.state is QUEUED or task.state is RECALLED:
             self._start_queued(task, ev.time)
         elif task.state in (RUNNING, PROVISIONAL):
             task.attempts[-1].start = ev.time
+            if self._learn and task.state is RUNNING:   # its start moved: so does its restart candidacy
+                self._mark_running(task.site, task, ev.time)
 
     def _on_task_lost(self, ev: TaskLost, out: list[Action]) -> None:
         task = self._task(ev.task)
         if task.attempt != ev.attempt:
             return
-        if task.state is QUEUED:       # taken by the agent that died before we read its start
+        if task.state is QUEUED or task.state is RECALLED:   # taken by an agent that died before we read its start
             self._start_queued(task, ev.time)
         if task.state not in (RUNNING, PROVISIONAL):
             return
@@ -545,12 +598,14 @@ class Engine(PeerRules):
         if not 0 <= tid < len(self.tasks):
             raise IllegalTransition(f"unknown task {tid}")
         task = self.tasks[tid]
-        if task.attempt == ev.attempt and task.state is QUEUED:
+        if task.attempt == ev.attempt and (task.state is QUEUED or task.state is RECALLED):
             self._start_queued(task, ev.time)   # its result came with (or before) its start
         if task.attempt != ev.attempt or task.state not in (RUNNING, PROVISIONAL):
             return  # a cancelled attempt finishing late: not ours any more
         self.health[task.site].n += 1            # a good outcome (inline: the hottest event)
         self.pilots[task.pilot].done += 1
+        if self._learn:
+            self._learn_from(task, ev.time, out)
         self._end_attempt(task, ev.time, AttemptOutcome.DONE)
         if task.state is PROVISIONAL:
             del self._books[task.origin].prov[task.id]
@@ -564,12 +619,14 @@ class Engine(PeerRules):
         and the task is settled where it ran (a provisional one leaves its window: the work is
         done, a move could only undo it), but it counts as remaining until it is delivered."""
         task = self._task(ev.task)
-        if task.attempt == ev.attempt and task.state is QUEUED:
+        if task.attempt == ev.attempt and (task.state is QUEUED or task.state is RECALLED):
             self._start_queued(task, ev.time)
         if task.attempt != ev.attempt or task.state not in (RUNNING, PROVISIONAL):
             return
         self.health[task.site].n += 1
         self.pilots[task.pilot].done += 1
+        if self._learn:
+            self._learn_from(task, ev.time, out)
         self._end_attempt(task, ev.time, AttemptOutcome.DONE)
         if task.state is PROVISIONAL:
             del self._books[task.origin].prov[task.id]
@@ -602,7 +659,7 @@ class Engine(PeerRules):
 
     def _on_task_failed(self, ev: TaskFailed, out: list[Action]) -> None:
         task = self._task(ev.task)
-        if task.attempt == ev.attempt and task.state is QUEUED:
+        if task.attempt == ev.attempt and (task.state is QUEUED or task.state is RECALLED):
             self._start_queued(task, ev.time)   # e.g. a bad task file: failed without a start
         if task.attempt != ev.attempt or task.state not in (RUNNING, PROVISIONAL):
             return
@@ -696,7 +753,7 @@ class Engine(PeerRules):
             if pilot.state is not PilotState.ACTIVE or pilot.started != started or pilot.draining:
                 continue   # ended, or requeued and started again (a later entry is its own)
             x = pilot.site
-            if self.data is not None:   # a bandwidth measured since may have moved its instant
+            if self.data is not None or self._learn:   # a bandwidth or a rate learned since may have moved it
                 due = started + pilot.walltime - self._slot_hi(x)
                 if due >= t:
                     heapq.heappush(heap, (due, pid, started))
@@ -758,10 +815,8 @@ class Engine(PeerRules):
         out.append(SiteQuarantined(time=t, site=name, until=health.until, reason=reason))
         for pid in list(book.pending):
             self._cancel_pilot(self.pilots[pid], t, out)
-        for tid in reversed(list(book.queued)):      # handed ahead to its busy pilots: take back
-            task = self.tasks[tid]
-            self._unqueue(task, t, out)
-            self._books[task.origin].waiting.appendleft(tid)
+        for tid in reversed(list(book.queued)):      # handed ahead to its busy pilots: ask them back
+            self._recall(self.tasks[tid], t, out)      # (moved on when withdrawn, or run there if started)
         best = self._fastest(usable, t)
         while book.waiting:
             tid = book.waiting.popleft()
@@ -831,7 +886,8 @@ class Engine(PeerRules):
         A race has no windows: whichever kept site frees a slot takes the task for good."""
         if self.strategy.base == "race":
             return 0.0
-        if self._windows is not None:
+        if self._windows is not None and not (self._learn and (self.beliefs.tasks(target) or self.beliefs.tasks(origin))):
+            # (a site measured in this run: its quantile window, from the prior, is stale — point rule)
             w = self._windows.get((self.sites[target].name, self.sites[origin].name))
             if w is not None:
                 return w if self.data is None else w + (self._data_s(target, t) - self._data_s(origin, t))
@@ -918,6 +974,195 @@ class Engine(PeerRules):
         self._dt = [model.times(s.name) for s in self.sites] if self.data is not None else []
         self._resort = True
 
+    # ------------------------------------------------------------------ learning (resel.learning)
+    def _start_learning(self) -> None:
+        """The run's beliefs of the sites' rates, each prior the rate the run starts with: its
+        source and spread as the driver gave them (``EngineRates.prior``), else LIM with the
+        spread of the site's runtime interval (T̂x,hi is its 95th percentile) or the default."""
+        self._learn = True
+        priors = []
+        for i, site in enumerate(self.sites):
+            prior = self._priors.get(site.name)
+            if prior is None:
+                hi = self.tx_hi[i] / self.tx[i] if self.tx[i] > 0 else 1.0
+                prior = ("lim", math.log(hi) / 1.645 if hi > 1.0 else DEFAULT_SPREAD)
+            priors.append(prior)
+        self.beliefs = RateBeliefs.of(list(self.tx), priors)
+        self._said = list(self.tx)   # each site's T̂x as last recorded (RateLearned)
+        self._prior_split = list(self._split_tx)
+        self._prior_hi = list(self.tx_hi)
+        self._running = [([], []) for _ in self.sites]
+
+    def _on_task_measured(self, ev: TaskMeasured, out: list[Action]) -> None:
+        """The agent's own clock for an attempt about to be reported done: kept for the learning
+        (the gap between two coordinator events blurs it by a poll)."""
+        task = self._task(ev.task)
+        if not (isinstance(ev.seconds, (int, float)) and math.isfinite(ev.seconds) and ev.seconds >= 0):
+            raise IllegalTransition(f"TaskMeasured for task {ev.task}: {ev.seconds!r} is not seconds >= 0")
+        if self._learn and task.attempt == ev.attempt:
+            self._measured[(ev.task, ev.attempt)] = float(ev.seconds)
+
+    def _learn_from(self, task: TaskRecord, t: float, out: list[Action]) -> None:
+        """The task's attempt ended well on its site: count its execution time there (and say so,
+        :class:`~resel.events.RateLearned`, where an estimate moved enough to record)."""
+        x = task.site
+        seconds = self._measured.pop((task.id, task.attempt), None)
+        if seconds is None:   # the engine's own times (the simulator starts a task at its dispatch)
+            rec = task.attempts[-1]
+            seconds = t - rec.start
+            if self.data is not None:   # less its inputs' trip, as priced (they held the slot first)
+                ready = self._ready[x]
+                seconds -= self._dt[x].own_in + (0.0 if ready is None else max(0.0, ready - rec.start))
+        if self.beliefs.observe(x, seconds):
+            for y in range(len(self.sites)):   # a LIM site's evidence moves every LIM site's estimate
+                self._update_rate(y)
+                last = self._said[y]
+                n = self.beliefs.tasks(y)
+                if (y == x and n in _SAY_AT) or abs(self.tx[y] / last - 1.0) >= 0.1:
+                    self._said[y] = self.tx[y]
+                    lo, hi = self.beliefs.interval(y, 0.9)
+                    out.append(RateLearned(time=t, site=self.sites[y].name, tx=self.tx[y], low=lo, high=hi,
+                                           tasks=n, prior=self.beliefs.sites[y].prior_tx))
+
+    def _update_rate(self, x: int) -> None:
+        """Site x's belief moved: its T̂x, the split's and walltime packing's follow by the same
+        factor; targets and origins are ranked again, and its pilots' drain instants re-checked."""
+        factor = self.beliefs.factor(x)
+        if self.tx[x] == self.beliefs.tx(x):
+            return
+        self.tx[x] = self.beliefs.tx(x)
+        self._split_tx[x] = self._prior_split[x] * factor
+        self.tx_hi[x] = max(self.tx[x], self._prior_hi[x] * factor)
+        self._resort = True
+        if self.walltime.guard:
+            for pid in self._books[x].active:
+                pilot = self.pilots[pid]
+                if math.isfinite(pilot.walltime) and not pilot.draining:
+                    heapq.heappush(self._expiries, (pilot.started + pilot.walltime - self._slot_hi(x), pid,
+                                                    pilot.started))
+
+    def _fast_bound(self, x: int, t: float) -> float:
+        """T̂x'(x) at the top of the 90 % credible interval of x's rate: what the restart rule
+        trusts a free slot of x to take (an unmeasured site's interval is wide: it is not
+        trusted on hope)."""
+        hi = self.beliefs.interval(x, 0.9)[1]
+        return hi + (self._data_s(x, t) if self.data is not None else 0.0)
+
+    def _moves_back(self, x: int, task: TaskRecord, t: float) -> bool:
+        """Whether a provisional attempt of ``task`` on r' moves back to its origin x, just
+        acquired: the window rule with today's rates, counting the time it has run on r' —
+        T̂x'(x) < T̂x'(r') − elapsed (with the rates it was opened with, the same as
+        a_r − a_r' < Ŵ) — and likely enough to be right to throw its work away: the ratio of
+        the two rates, as uncertain as the beliefs say, favours x with probability at least
+        :data:`MOVE_CONFIDENCE` (a move that LIM's figures favour by a few percent is a coin
+        flip that costs the work done)."""
+        r2 = task.site
+        left = self._txd(r2, t) - (t - task.attempts[-1].start)
+        here = self._txd(x, t)
+        if not here < left:
+            return False
+        spread = math.sqrt(self.beliefs.var_diff(x, r2))
+        return spread == 0.0 or math.log(left / here) >= MOVE_Z * spread
+
+    def _mark_running(self, x: int, task: TaskRecord, start: float) -> None:
+        """The task runs for good on x since ``start``: a restart candidate (the newest and the
+        oldest attempts are where the most is left)."""
+        newest, oldest = self._running[x]
+        heapq.heappush(newest, (-start, task.id, task.attempt))
+        heapq.heappush(oldest, (start, task.id, task.attempt))
+
+    def _candidate(self, r: int, heap: list, sign: float) -> TaskRecord | None:
+        """The top of one of r's restart heaps that still runs as recorded (stale entries go)."""
+        while heap:
+            key, tid, attempt = heap[0]
+            task = self.tasks[tid]
+            if (task.state is RUNNING and task.site == r and task.attempt == attempt
+                    and task.attempts[-1].start == sign * key):
+                return task
+            heapq.heappop(heap)
+        return None
+
+    def _restart_onto(self, x: int, t: float, out: list[Action]) -> None:
+        """Free slots of target x that no waiting task took: restart there running attempts of
+        x's origins that x finishes sooner, newest first — likely enough to throw their work
+        away (:data:`MOVE_CONFIDENCE`): the attempt, given how long it has run, still runs when
+        x's slot would have finished it, x's rate at the top of its credible interval
+        (:meth:`resel.learning.RateBeliefs.outlasts`). An attempt that has run past its site's
+        estimate is left alone: that its siblings run as long says the site is slower than
+        believed, not that the attempt has long to go."""
+        book = self._books[x]
+        fast = self._fast_bound(x, t)
+        for r in book.origins:
+            newest, oldest = self._running[r]
+            extra = self._data_s(r, t) if self.data is not None else 0.0
+            tx_r = self.tx[r]
+            while book.free > book.incoming:
+                task = self._candidate(r, newest, -1.0)
+                if task is None:
+                    break
+                elapsed = t - task.attempts[-1].start
+                if elapsed >= tx_r or self.beliefs.outlasts(r, elapsed, fast - extra) < MOVE_CONFIDENCE:
+                    break
+                heapq.heappop(newest)
+                self._restart(task, r, x, t, self.beliefs.left(r, elapsed) + extra, out)
+            if not book.free > book.incoming:
+                return
+
+    def _restart(self, task: TaskRecord, r: int, x: int, t: float, left: float, out: list[Action]) -> None:
+        """Cancel the task's attempt on r and run it on x's free slot for good (decision
+        ``restart``: ``window`` is the time it had run on r, ``tx_r`` what was expected left)."""
+        opened = task.attempts[-1].start
+        out.append(CancelTask(task=task.id, attempt=task.attempt, pilot=task.pilot, site=self.sites[r].name))
+        self._end_attempt(task, t, AttemptOutcome.CANCELLED)
+        task.state = next_task_state(task.state, "restart")
+        self._dispatch(task, x, t, RUNNING, out)
+        task.origin = x
+        self._dirty.add(r)
+        if self.decisions:
+            out.append(Decision(time=t, kind=DecisionKind.RESTART, task=task.id, origin=self.sites[r].name,
+                                target=self.sites[x].name, a_r=self._books[r].acquired_at, a_r2=opened,
+                                tx_r=left, tx_r2=self._txd(x, t), window=t - opened))
+
+    # ------------------------------------------------------------------ asking a queued task back
+    def _recall(self, task: TaskRecord, t: float, out: list[Action], target: int = -1) -> None:
+        """Ask a handed-ahead task back (QUEUED -> RECALLED): its agent may have claimed it since
+        the driver last looked, so the driver takes it only if it is unclaimed and answers
+        (TaskWithdrawn, or TaskStarted). ``target``: the site whose free slot wanted it."""
+        pilot = self.pilots[task.pilot]
+        book = self._books[pilot.site]
+        del book.queued[task.id]
+        book.recalled += 1
+        task.state = next_task_state(task.state, "recall")
+        self._recalls[task.id] = target
+        if target >= 0:
+            self._books[target].incoming += 1
+        out.append(WithdrawTask(task=task.id, attempt=task.attempt, pilot=pilot.id, site=self.sites[pilot.site].name))
+        self._dirty.add(pilot.site)
+
+    def _answered(self, task: TaskRecord, book: _SiteBook) -> None:
+        """A recall is answered (withdrawn, started, or the pilot gave its queue back)."""
+        book.recalled -= 1
+        target = self._recalls.pop(task.id, -1)
+        if target >= 0:
+            self._books[target].incoming -= 1
+            self._dirty.add(target)
+
+    def _on_task_withdrawn(self, ev: TaskWithdrawn, out: list[Action]) -> None:
+        """The driver took a recalled (or queued) attempt back unstarted: the task waits again at
+        the front of its origin's queue — or of the fastest usable site, if its origin is gone."""
+        task = self._task(ev.task)
+        if task.attempt != ev.attempt or task.state not in (QUEUED, RECALLED):
+            return   # started after all (a result came first), or given back already
+        self._unqueue(task, ev.time, None)
+        if self._books[task.origin].cap_slots <= 0 and (
+                self.sites[task.origin].name in self.lost_sites or self.health[task.origin].quarantined):
+            usable = self._usable()
+            if usable:
+                task.origin = self._fastest(usable, ev.time)
+        self._books[task.origin].waiting.appendleft(task.id)
+        self._waiting_changed = True
+        self._dirty.add(task.origin)
+
     def _end_attempt(self, task: TaskRecord, time: float, outcome: AttemptOutcome) -> None:
         """Close the running attempt and give its slot back."""
         rec = task.attempts[-1]
@@ -963,7 +1208,10 @@ class Engine(PeerRules):
         pilot = self.pilots[task.pilot]
         book = self._books[pilot.site]
         del pilot.queued[task.id]
-        del book.queued[task.id]
+        if task.state is RECALLED:   # it was asked back, and its agent had claimed it: it stays
+            self._answered(task, book)
+        else:
+            del book.queued[task.id]
         pilot.tasks[task.id] = None
         if pilot.state is PilotState.ACTIVE:
             if pilot.reserved:
@@ -979,6 +1227,8 @@ class Engine(PeerRules):
                 pilot.debt += 1           # the slot's end is still on its way to us
         task.state = next_task_state(task.state, "start")
         task.attempts[-1].start = t
+        if self._learn:
+            self._mark_running(pilot.site, task, t)
         self._waiting_total -= 1
         self._waiting_changed = True
         self._dirty.add(pilot.site)
@@ -989,7 +1239,10 @@ class Engine(PeerRules):
         pilot = self.pilots[task.pilot]
         book = self._books[pilot.site]
         del pilot.queued[task.id]
-        del book.queued[task.id]
+        if task.state is RECALLED:
+            self._answered(task, book)
+        else:
+            del book.queued[task.id]
         if pilot.reserved > len(pilot.queued):   # the slot it was to take is free again
             pilot.reserved -= 1
             book.reserved -= 1
@@ -1083,6 +1336,8 @@ class Engine(PeerRules):
         task.attempts.append(Attempt(x, pid, t))
         if self.data is not None:
             self._bound(x, t)
+        if self._learn and state is RUNNING:
+            self._mark_running(x, task, t)
         out.append(DispatchTask(task=task.id, attempt=task.attempt, pilot=pid, site=self.sites[x].name))
         return pilot
 
@@ -1093,6 +1348,8 @@ class Engine(PeerRules):
         task.state = next_task_state(task.state, "commit")
         task.origin = x
         self._dirty.add(r)
+        if self._learn:
+            self._mark_running(x, task, task.attempts[-1].start)
         if self.decisions:
             # the figures the window was opened with (with data they may have changed since)
             tx_r, tx_r2, window = task.priced or (self.tx[r], self.tx[x], self._window(x, r, t))
@@ -1168,9 +1425,9 @@ class Engine(PeerRules):
         while book.free and book.prov:   # each pass removes the task from book.prov
             tid = next(iter(book.prov))
             task = self.tasks[tid]
-            if t >= task.deadline:        # the window closed at this very instant: keep r'
-                self._commit(task, t, out)
-                continue
+            if t >= task.deadline or (self._learn and not self._moves_back(x, task, t)):
+                self._commit(task, t, out)   # the window closed at this very instant: keep r' (learning:
+                continue                     # the rule with today's rates says r' still finishes sooner)
             # r acquired while s still runs on r' inside the window: restart s on r
             old_pilot = self.pilots[task.pilot]
             out.append(CancelTask(task=tid, attempt=task.attempt, pilot=old_pilot.id,
@@ -1212,12 +1469,13 @@ class Engine(PeerRules):
             window = self._window(x, r, t)
             # T̂x'(r), T̂x'(r') as this window prices them (T̂x without data)
             priced = None if self.data is None else (self._txd(r, t), self._txd(x, t), window)
-            while book.free and (origin.waiting or origin.queued):
+            while book.free > book.incoming and (origin.waiting or origin.queued):
                 if origin.waiting:
                     task = self.tasks[origin.waiting.popleft()]
-                else:   # handed ahead to a busy pilot of r, not started: it still waits for r
-                    task = self.tasks[next(reversed(origin.queued))]
-                    self._unqueue(task, t, out)
+                else:   # handed ahead to a pilot of r and not started as far as we know: its agent
+                    # may have claimed it since the last poll, so it is asked back, not taken
+                    self._recall(self.tasks[next(reversed(origin.queued))], t, out, x)
+                    continue
                 self._waiting_total -= 1
                 self._waiting_changed = True
                 # a_r' is when the task got its slot on r' (t): the window runs from there
@@ -1241,6 +1499,8 @@ class Engine(PeerRules):
                                         tx_r=tx_r, tx_r2=tx_r2, window=window))
             if not book.free:
                 return
+        if self._learn:
+            self._restart_onto(x, t, out)
 
     def _size_pilots(self, x: int, t: float, out: list[Action]) -> None:
         """Ask for the slots the site's tasks still need; withdraw what nobody needs."""
@@ -1249,7 +1509,8 @@ class Engine(PeerRules):
         if book.spec:   # every other candidate site is an origin of this target
             need = self._waiting_total - book.reserved + len(book.prov)
         else:
-            need = len(book.waiting) + len(book.queued) - book.reserved + len(book.prov)
+            # (+ incoming: tasks asked back for its free slots, on their way — its pilot stays)
+            need = len(book.waiting) + len(book.queued) + book.recalled - book.reserved + len(book.prov) + book.incoming
         have = book.free + book.pending_slots
         if need <= have:
             if need < have:

@@ -117,6 +117,29 @@ class TaskFinished(Event):
 
 
 @_rec
+class TaskMeasured(Event):
+    """How long the attempt executed by the agent's own clock (its result's end − start), sent
+    just before the attempt's :class:`TaskFinished` or :class:`TaskFetching`. A strategy that
+    learns rates during the run (``+learn``, ``auto``: :mod:`resel.learning`) counts this time
+    instead of the gap between the two events the coordinator fed it, which a poll's period
+    blurs; the journal keeps it, so a resumed engine learns alike. Others ignore it."""
+
+    task: int
+    attempt: int
+    seconds: float
+
+
+@_rec
+class TaskWithdrawn(Event):
+    """The driver took a handed-ahead attempt back before its agent claimed it (the answer to
+    :class:`WithdrawTask`): it never ran, and the task waits again. If the agent had claimed it
+    first, the driver sends :class:`TaskStarted` instead (the request is refused)."""
+
+    task: int
+    attempt: int
+
+
+@_rec
 class TaskFetching(Event):
     """The attempt ended well on its site and its outputs are on their way home (live: the
     coordinator fetches and checks them; simulated: their transfer time). Its slot is free
@@ -243,6 +266,19 @@ class CancelTask(Action):
 
 
 @_rec
+class WithdrawTask(Action):
+    """Take back a handed-ahead attempt if its agent has not claimed it yet — a request the
+    agent's claim may refuse (docs/engine.md, "A move never undoes work it cannot see"). The
+    driver answers with :class:`TaskWithdrawn` (taken back: the task waits again) or
+    :class:`TaskStarted` (it was already running: it stays where it is)."""
+
+    task: int
+    attempt: int
+    pilot: int
+    site: str
+
+
+@_rec
 class SetTimer(Action):
     """Answer with :class:`TimerFired` at ``at``: a re-selection window closes for the task's
     attempt, or (``site`` given, ``task`` -1) a quarantined site's back-off ends."""
@@ -263,6 +299,33 @@ class SiteQuarantined(Action):
     site: str
     until: float
     reason: str = ""
+
+
+@_rec
+class StrategyChosen(Action):
+    """What ``auto`` runs as, and why (:func:`resel.selection.resolve_auto`): recorded when the
+    bag is submitted, no effect of its own."""
+
+    time: float
+    strategy: str
+    reason: str
+
+
+@_rec
+class RateLearned(Action):
+    """A learning strategy's estimate of a site's rate moved (resel.learning): its T̂x now, the
+    90 % credible interval of it, the tasks measured there, and T̂x₀, what the run started with.
+    Recorded, no effect of its own; emitted at a site's 1st, 2nd, 3rd, 5th, 10th, 20th, 50th, …
+    measured task and whenever its T̂x moved by a tenth since the last record (a site with no
+    task of its own moves with what the others measured)."""
+
+    time: float
+    site: str
+    tx: float
+    low: float
+    high: float
+    tasks: int
+    prior: float
 
 
 @_rec
@@ -288,6 +351,8 @@ class DecisionKind(StrEnum):
     RACE_CLOSED = "race-closed"                    # peers: the race's first start cancels the rest
     FAILOVER = "failover"                          # peers: the primary did not start in time
     REBROKER = "rebroker"                          # peers: waited past the timeout, rebrokered
+    RESTART = "restart"                            # learning: a running attempt restarted on a free
+                                                   # slot that finishes it sooner, elapsed time counted
 
 
 @_rec

@@ -5,9 +5,16 @@ variant: the K best sites by LIM affinity, tasks spread round-robin over them), 
 (queue-aware: every task to the site of lowest predicted TTC = predicted pilot start + the
 waves of T̂x its pilot runs; with ``+reselect`` the E next best sites also hold pilots — the
 thesis's "excess resources" — and take tasks by re-selection when a prediction was wrong;
-E defaults to 1), each optionally followed by ``+reselect`` to turn run-time re-selection on.
-``reselect`` alone means ``random+reselect`` — the thesis's experiment 3 replayed the random
-runs with re-selection.
+E defaults to 1), each optionally followed by ``+reselect`` to turn run-time re-selection on
+and by ``+learn`` to learn each site's rate from the tasks that finish there during the run
+(:mod:`resel.learning`). ``reselect`` alone means ``random+reselect`` — the thesis's experiment
+3 replayed the random runs with re-selection.
+
+``auto`` (the default of ``run``, ``simulate`` and ``plan``, issue 26) is resel's own choice:
+``queue+reselect+learn`` when at least one viable site has a start estimate (every simulated,
+Slurm, PBS and HTCondor site whose queue the driver could read), else ``model+reselect+learn``.
+The engine resolves it when the bag is submitted, from the estimates the driver passes in
+:class:`~resel.events.BagSubmitted`, and says which it used and why (``Engine.auto_choice``).
 
 The *peer* strategies are what a user would do without resel (issue 17, docs/peers.md); they
 take no ``+reselect``: ``race[:K]`` (the bag's pilot on every site, the first K to start keep
@@ -39,7 +46,9 @@ from resel.formalism import lim_resource, lim_task, res_select, satisfy_task, to
 from resel.models.lim import SiteRate
 from resel.transfer import DataTimes
 
-BASES = ("random", "model", "topk", "queue")
+BASES = ("random", "model", "topk", "queue", "auto")
+#: flags a base strategy may carry (``BASE+flag``); peers and ``auto`` take none
+FLAGS = ("reselect", "learn")
 #: strategies a user would pick instead of resel (docs/peers.md); no ``+reselect``
 PEERS = ("race", "earliest", "failover", "rebroker")
 #: failover: seconds a submission may stay pending before the next site is tried (SkyPilot's 120 s)
@@ -57,6 +66,7 @@ class Strategy:
     k: int = 2
     extra: int = 1      # queue: sites holding extra pilots beyond the best one (with +reselect)
     timeout: float = 0.0   # failover: T (s) before the next site; rebroker: queued-too-long (s)
+    learn: bool = False    # learn each site's rate from this run's finished tasks (resel.learning)
 
     @property
     def peer(self) -> bool:
@@ -64,7 +74,22 @@ class Strategy:
         return self.base in PEERS
 
     @property
+    def auto(self) -> bool:
+        """resel's default: resolved to ``queue+reselect+learn`` or ``model+reselect+learn`` by
+        the engine when the bag is submitted (:func:`resolve_auto`)."""
+        return self.base == "auto"
+
+    @property
+    def asks_waits(self) -> bool:
+        """Whether the driver hands the engine every pilot size's start estimate with the bag
+        (``BagSubmitted.wait_menu``): the queue-aware strategy, and ``auto``, which is
+        queue-aware wherever a start is estimated."""
+        return self.base in ("queue", "auto")
+
+    @property
     def name(self) -> str:
+        if self.base == "auto":
+            return "auto"
         if self.base == "race":
             return "race" if self.k == 1 else f"race:{self.k}"
         if self.base in ("failover", "rebroker"):
@@ -75,9 +100,10 @@ class Strategy:
         core = f"topk:{self.k}" if self.base == "topk" else self.base
         if self.base == "queue" and self.extra != 1:
             core = f"queue:{self.extra}"
+        learn = "+learn" if self.learn else ""
         if self.base == "random" and self.reselect:
-            return "reselect"
-        return core + ("+reselect" if self.reselect else "")
+            return "reselect" + learn
+        return core + ("+reselect" if self.reselect else "") + learn
 
     @staticmethod
     def parse(spec: str) -> "Strategy":
@@ -87,6 +113,12 @@ class Strategy:
             return Strategy("random", True)
         parts = text.split("+")
         base, flags = parts[0], parts[1:]
+        if base == "auto":
+            if flags:
+                raise ReselError(f"strategy {spec!r}: auto already re-selects and learns; write auto")
+            return Strategy("auto", True, learn=True)
+        if base in ("reselect", "re-selection", "reselection"):   # reselect+learn
+            base, flags = "random", ["reselect", *flags]
         peer = base.split(":", 1)[0]
         if peer in PEERS:
             return _parse_peer(spec, peer, base[len(peer):], flags)
@@ -102,10 +134,11 @@ class Strategy:
             if not num.isdigit():
                 raise ReselError(f"strategy {spec!r}: queue takes a whole number of extra sites >= 0, as in queue:1")
             base, extra = "queue", int(num)
-        if base not in BASES or any(f not in ("reselect",) for f in flags) or len(flags) > 1:
-            raise ReselError(f"unknown strategy {spec!r}: use random, model, topk:K, queue[:E], reselect, "
-                             f"BASE+reselect, or a peer: race[:K], earliest, failover[:T], rebroker[:TIMEOUT]")
-        return Strategy(base, bool(flags), k, extra)
+        if base not in BASES or any(f not in FLAGS for f in flags) or len(set(flags)) != len(flags):
+            raise ReselError(f"unknown strategy {spec!r}: use auto, random, model, topk:K, queue[:E], reselect, "
+                             f"BASE+reselect, BASE+learn, BASE+reselect+learn, or a peer: race[:K], earliest, "
+                             f"failover[:T], rebroker[:TIMEOUT]")
+        return Strategy(base, "reselect" in flags, k, extra, learn="learn" in flags)
 
 
 def _plain(seconds: float) -> str:
@@ -138,6 +171,38 @@ def _parse_peer(spec: str, base: str, arg: str, flags: list[str]) -> Strategy:
         raise ReselError(f"strategy {spec!r}: {base} takes a time in seconds from 1 to 10,000,000, "
                          f"as in {base}:{default:g}")
     return Strategy(base, False, timeout=value)
+
+
+def resolve_auto(strategy: Strategy, sites: list[Site], viable: list[int],
+                 wait_menu: dict[str, list[float | None]] | None,
+                 wait_estimates: dict[str, float] | None) -> tuple[Strategy, str]:
+    """What ``auto`` runs as, and why, from the start estimates the driver passed with the bag.
+
+    Queue-aware selection with re-selection (``queue+reselect``) where at least one viable site
+    has a start estimate — a queue the driver could read, a pool's negotiation cycle, a
+    simulated queue or wait model: waits then differ by hours between sites and choosing by
+    clock alone can lose days (docs/peers.md) — else ``model+reselect`` (the lowest T̂x; with
+    no estimate there is nothing to rank waits by). Both learn the sites' rates during the run.
+    A strategy that is not ``auto`` is returned as it is, with an empty reason.
+    """
+    if not strategy.auto:
+        return strategy, ""
+
+    def known(name: str) -> bool:
+        menu = (wait_menu or {}).get(name) or []
+        values = [*menu, (wait_estimates or {}).get(name)]
+        return any(w is not None and math.isfinite(w) for w in values)
+
+    with_estimate = [sites[i].name for i in viable if known(sites[i].name)]
+    if with_estimate:
+        without = [sites[i].name for i in viable if sites[i].name not in with_estimate]
+        why = ("start estimates for " + ", ".join(with_estimate)
+               + (f" (none for {', '.join(without)}: ranked after them)" if without else "")
+               + ": queue-aware selection with re-selection, rates learned during the run")
+        return Strategy("queue", True, extra=1, learn=True), why
+    return Strategy("model", True, learn=True), (
+        "no site has a start estimate (no queue could be read): the lowest predicted T_x with "
+        "re-selection, rates learned during the run")
 
 
 def viable_sites(bag: Bag, sites: list[Site]) -> list[int]:

@@ -17,6 +17,8 @@ class TaskState(Enum):
 
     WAITING = "waiting"          # not running anywhere; bound to its origin site
     QUEUED = "queued"            # handed ahead to a busy pilot of its origin; starts when a slot frees
+    RECALLED = "recalled"        # handed ahead, then asked back: the driver says whether its agent
+                                 # had claimed it (started) or gave it up (withdrawn)
     RUNNING = "running"          # running, committed to the site it runs on
     PROVISIONAL = "provisional"  # running on r' inside the re-selection window of its origin r
     FETCHING = "fetching"        # ended well where it ran; its outputs are on their way home
@@ -66,16 +68,22 @@ class AttemptOutcome(StrEnum):
 
 W, Q, R, P, FE, D, F = (TaskState.WAITING, TaskState.QUEUED, TaskState.RUNNING, TaskState.PROVISIONAL,
                         TaskState.FETCHING, TaskState.DONE, TaskState.FAILED)
+RC = TaskState.RECALLED
 
 #: TASK_TRANSITIONS[state][what happened] -> next state
 TASK_TRANSITIONS: dict[TaskState, dict[str, TaskState]] = {
     W: {"dispatch": R, "dispatch-provisional": P, "queue": Q, "give-up": F},
     # a queued attempt runs once its pilot's agent starts it (its own start record, or a
     # result read before the start record); withdrawn = taken back before it started
-    Q: {"start": R, "withdraw": W},
+    # recall: re-selection wants it elsewhere, but its agent may have claimed it already (live,
+    # a poll behind): the driver takes it back only if unclaimed (withdraw) or reports it started
+    Q: {"start": R, "withdraw": W, "recall": RC},
+    RC: {"start": R, "withdraw": W},
     # stop: the user cancelled the run (the task is left waiting, never to run)
     # fetch: the attempt ended well and its outputs are coming home (bags with outputs)
-    R: {"finish": D, "fetch": FE, "fail": W, "give-up": F, "lost": W, "stop": W},
+    # restart (learning strategies): cancelled here and handed straight to a free slot that
+    # finishes it sooner, counting the time it ran (through WAITING's "dispatch")
+    R: {"finish": D, "fetch": FE, "fail": W, "give-up": F, "lost": W, "stop": W, "restart": W},
     # move-back: cancelled on r' and handed straight to r, through WAITING's "dispatch"
     P: {"finish": D, "fetch": FE, "fail": W, "give-up": F, "lost": W, "commit": R, "move-back": W, "stop": W},
     # deliver: every output home and verified; lost: they could not be brought home (runs again)

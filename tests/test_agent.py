@@ -294,6 +294,26 @@ def test_an_agent_never_runs_two_attempts_of_one_task_at_once(pilot):
     assert p.result(second)["outcome"] == "done"
 
 
+def test_withdraw_takes_back_only_what_has_not_started(pilot):
+    """Protocol 4 (issue 26 item 5): a ``withdraw`` cancel removes an attempt still in the inbox
+    (or arriving later) with reason "withdrawn", never run; a running attempt is left alone and
+    nothing is written for it but its own result when it ends."""
+    p = pilot(slots=1)
+    running = p.submit(1, "sleep 1; echo ran")
+    p.started(running)
+    queued = p.submit(2, "echo should-not-run")
+    time.sleep(0.2)
+    for key in (running, queued, "t3-a0"):
+        write_atomic(p.dir / "cancel" / key, "withdraw\n")
+    r = p.result(queued, timeout=3)
+    assert (r["outcome"], r["reason"], r["exit_code"]) == ("cancelled", "withdrawn", None) and r["start"] == r["end"]
+    done = p.result(running, timeout=5)
+    assert done["outcome"] == "done" and done["end"] - done["start"] >= 0.9     # refused: it ran to its end
+    late = p.submit(3, "echo should-not-run")
+    assert (p.result(late)["outcome"], p.result(late)["reason"]) == ("cancelled", "withdrawn")
+    assert not (p.dir / "started" / f"{queued}.json").exists() and not (p.dir / "started" / f"{late}.json").exists()
+
+
 def test_cancel_inboxed_and_not_yet_submitted(pilot):
     p = pilot(slots=1)
     blocker = p.submit(1, "sleep 30")
@@ -490,7 +510,7 @@ def test_idle_exit(pilot):
 
 
 def test_source_and_protocol_version():
-    assert agent_module.PROTOCOL_VERSION == 3
+    assert agent_module.PROTOCOL_VERSION == 4
     text = agent_module.source()
     assert text == AGENT.read_text(encoding="utf-8")
     assert "def source()" in text and 'if __name__ == "__main__":' in text

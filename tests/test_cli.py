@@ -80,8 +80,9 @@ def stored_run_count(db: Path) -> int:
 def experiment(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     """One small stored experiment shared by the read-only tests: 3 strategies x 2 sizes x 2."""
     db = tmp_path_factory.mktemp("exp") / "r.db"
-    result = CliRunner().invoke(cli, ["simulate", "--sizes", "16,32", "--repeat", "2", "--json", "--db", str(db)],
-                                catch_exceptions=False)
+    result = CliRunner().invoke(cli, ["simulate", "--sites", str(resel.default_sites_path()), "--strategies",
+                                      ",".join(STRATEGIES), "--sizes", "16,32", "--repeat", "2", "--json",
+                                      "--db", str(db)], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     return db, json.loads(result.stdout)
 
@@ -129,16 +130,40 @@ def test_simulate_stores_every_run(experiment):
     assert doc["db"] == str(db)
 
 
+MAIN_JOB = ("auto", "model", "earliest", "race", "failover", "oracle")
+
+
 def test_simulate_table_output(tmp_path):
+    """The main job's shape (issue 26 item 7): resel's default against what a user would do
+    instead and the oracle's bound, on the embedded queue sites, and the line saying how much
+    sooner resel finishes; the oracle's rows are bounds, not stored runs."""
     result = invoke("simulate", "--sizes", "8,12", "--repeat", "1", "--db", tmp_path / "r.db")
     assert result.exit_code == 0, result.output
     out = result.stdout
-    for name in STRATEGIES:
+    for name in MAIN_JOB:
         assert name in out
     for size in ("8", "12"):
         assert size in out
-    assert "lower" in out or "higher" in out
-    assert stored_run_count(tmp_path / "r.db") == 6
+    assert "seth-a, seth-b, seth-c" in out and "TTC vs auto" in out
+    assert "resel (auto) against the best of the others (mean TTC_wkd): 8 tasks in" in " ".join(out.split())
+    assert "auto ran as queue+reselect+learn" in " ".join(out.split())
+    assert stored_run_count(tmp_path / "r.db") == 10
+
+
+def test_simulate_json_of_the_main_job(tmp_path):
+    doc = run_json("simulate", "--sizes", "8", "--repeat", "2", "--json", "--db", tmp_path / "r.db")
+    assert doc["strategies"] == list(MAIN_JOB) and doc["shift_days"] == 3
+    by = {r["strategy"]: r for r in doc["results"]}
+    oracle = by["oracle"]
+    assert oracle["tx_wkd"] is None and len(oracle["bounds"]) == 2 and oracle["run_ids"] == []
+    for name in MAIN_JOB[:-1]:     # no run beats the bound on its seed
+        assert by[name]["ttc_wkd"]["mean"] >= oracle["ttc_wkd"]["mean"] - 1e-6
+    assert [a["ran_as"] for a in by["auto"]["auto"]] == ["queue+reselect+learn"]
+    sooner = doc["sooner"]["8"]
+    best = min(MAIN_JOB[1:-1], key=lambda n: (by[n]["ttc_wkd"]["mean"], n))
+    assert sooner["best_other"] == best
+    assert sooner["percent_sooner"] == pytest.approx(
+        100 * (1 - by["auto"]["ttc_wkd"]["mean"] / by[best]["ttc_wkd"]["mean"]))
 
 
 def test_simulate_no_store_writes_nothing(tmp_path, _isolated_store):
@@ -146,7 +171,7 @@ def test_simulate_no_store_writes_nothing(tmp_path, _isolated_store):
     result = invoke("simulate", "--sizes", "8", "--repeat", "1", "--no-store", "--db", db, "--json")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    assert len(doc["results"]) == 3
+    assert len(doc["results"]) == len(MAIN_JOB)
     assert doc["db"] is None
     assert all(r["run_ids"] == [] for r in doc["results"])
     assert stored_run_count(db) == 0
@@ -171,8 +196,9 @@ def test_simulate_custom_sites_file(tmp_path):
     sites = tmp_path / "two.toml"
     sites.write_text(TWO_SITES, encoding="utf-8")
     db = tmp_path / "r.db"
-    doc = run_json("simulate", "--sites", sites, "--sizes", "8", "--repeat", "1", "--json", "--db", db)
-    assert doc["sites"] == ["alpha", "beta"]
+    doc = run_json("simulate", "--sites", sites, "--strategies", ",".join(STRATEGIES), "--sizes", "8", "--repeat",
+                   "1", "--json", "--db", db)
+    assert doc["sites"] == ["alpha", "beta"] and doc["shift_days"] == 0
     assert len(doc["results"]) == 3
     for r in doc["results"]:
         assert r["ttc_wkd"]["mean"] >= r["tx_wkd"]["mean"] > 0

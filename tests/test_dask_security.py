@@ -35,7 +35,8 @@ from resel.sim.experiment import run_experiment
 distributed = pytest.importorskip("distributed")
 
 RESEL = [sys.executable, "-m", "resel.cli"]
-SWEEP = ["simulate", "--strategies", "model+reselect,race", "--sizes", "16", "--repeat", "3", "--seed", "2"]
+SWEEP = ["simulate", "--sites", str(resel.default_sites_path()), "--strategies", "model+reselect,race", "--sizes",
+         "16", "--repeat", "3", "--seed", "2"]
 
 
 def resel_cli(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:

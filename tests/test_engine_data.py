@@ -21,6 +21,7 @@ from resel.events import (
     BandwidthMeasured, BagSubmitted, CancelTask, Decision, DispatchTask, PilotStarted, SetTimer, SiteLost, SubmitPilot,
     TaskFinished, TimerFired,
 )
+from resel.events import TaskWithdrawn, WithdrawTask
 from resel.selection import predicted_ttc
 from resel.states import TaskState
 from resel.transfer import MB, DataTimes, TransferModel
@@ -247,7 +248,9 @@ def test_a_hand_ahead_binds_the_task_and_warms_its_site(sites):
     assert of(out, DispatchTask) == [DispatchTask(task=0, attempt=1, pilot=0, site="hpc")]
     assert engine.tasks[0].state is TaskState.QUEUED
     out = engine.handle(PilotStarted(time=2.0, pilot=1))
-    assert of(out, CancelTask) == [CancelTask(task=0, attempt=1, pilot=0, site="hpc")]
+    # asked back (its agent may have claimed it), moved once the driver says it was withdrawn
+    assert of(out, WithdrawTask) == [WithdrawTask(task=0, attempt=1, pilot=0, site="hpc")]
+    out = engine.handle(TaskWithdrawn(time=2.0, task=0, attempt=1))
     assert decided(out, "reselect-provisional") == [(0, 5.0, 14.0, 9.0)]
 
 

@@ -17,7 +17,8 @@ from conftest import make_bag, make_site
 from resel.engine import Engine
 from resel.events import (
     BagCancelled, BagDone, BagSubmitted, CancelPilot, CancelTask, DispatchTask, PilotEnded, PilotRequeued,
-    PilotStarted, SetTimer, SubmitPilot, TaskFailed, TaskFinished, TaskLost, TaskStarted, TimerFired,
+    PilotStarted, SetTimer, SubmitPilot, TaskFailed, TaskFinished, TaskLost, TaskStarted, TaskWithdrawn, TimerFired,
+    WithdrawTask,
 )
 from resel.states import PilotState, TaskState
 
@@ -36,7 +37,10 @@ def check_books(engine: Engine) -> None:
         assert book.reserved == sum(p.reserved for p in active)
         assert book.pending_slots == sum(p.slots for p in pending)
         assert set(book.free_pilots) == {p.id for p in active if p.free > 0}
-        assert set(book.queued) == {t for p in pilots for t in p.queued}
+        handed = {t for p in pilots for t in p.queued}
+        recalled = {t for t in handed if engine.tasks[t].state is TaskState.RECALLED}
+        assert set(book.queued) == handed - recalled          # a recalled task is no longer offered
+        assert book.recalled == len(recalled)
         for p in active:
             assert len(p.tasks) + p.reserved + p.free == p.slots + p.debt, vars(p) if hasattr(p, "__dict__") else p.id
             assert p.reserved <= len(p.queued)
@@ -46,13 +50,14 @@ def check_books(engine: Engine) -> None:
     assert engine._free_total == sum(book.free for book in engine._books)
     waiting = 0
     for task in engine.tasks:
-        if task.state is TaskState.QUEUED:
+        if task.state in (TaskState.QUEUED, TaskState.RECALLED):
             assert task.id in engine.pilots[task.pilot].queued
         elif task.state in (TaskState.RUNNING, TaskState.PROVISIONAL):
             assert task.id in engine.pilots[task.pilot].tasks
-        waiting += task.state in (TaskState.WAITING, TaskState.QUEUED)
+        waiting += task.state in (TaskState.WAITING, TaskState.QUEUED, TaskState.RECALLED)
     if not engine.finished:
         assert engine._waiting_total == waiting
+        assert sum(b.incoming for b in engine._books) == sum(t >= 0 for t in engine._recalls.values())
 
 
 def test_without_prefetch_nothing_is_handed_ahead():
@@ -97,24 +102,51 @@ def test_a_busy_pilot_gets_one_task_per_slot_ahead_and_a_freed_slot_needs_no_dis
     check_books(engine)
 
 
-def test_reselection_takes_a_queued_task_back_before_moving_it():
-    """A queued task still waits for r: a free target slot takes it, with a CancelTask to r."""
+def _queued_on_fast_pool_starting(n_pool_pilots: int = 1):
+    """fast (1 slot) runs task 0 with task 1 handed ahead; a pool pilot starts with a free slot."""
     fast = make_site("fast", 2.0, cores=1)
     pool = make_site("pool", 1.0, mode="per-task", target=True, cores=4)
     engine = Engine(make_bag(3), [fast, pool], "model+reselect", prefetch=1)
     engine.handle(BagSubmitted(time=0.0))
     engine.handle(PilotStarted(time=1.0, pilot=0))             # fast: 1 slot, task 0 runs
     engine.handle(TaskStarted(time=1.1, task=0, attempt=1))
-    queued = [t.id for t in engine.tasks if t.state is TaskState.QUEUED]
-    assert queued == [1]                                       # one per slot; task 2 waits
-    pool_pilot = next(p.id for p in engine.pilots.values() if engine.sites[p.site].name == "pool")
-    out = engine.handle(PilotStarted(time=2.0, pilot=pool_pilot))
-    # the waiting task 2 goes first, then the queued task 1 is taken back from fast
-    moved = [(a.task, a.site) for a in of(out, DispatchTask)]
-    assert (2, "pool") in moved
-    if (1, "pool") in moved:
-        assert CancelTask(task=1, attempt=1, pilot=0, site="fast") in out
-        assert engine.tasks[1].attempts[0].outcome == "withdrawn" and engine.tasks[1].attempts[0].end is None
+    assert [t.id for t in engine.tasks if t.state is TaskState.QUEUED] == [1]   # one per slot; 2 waits
+    pools = [p.id for p in engine.pilots.values() if engine.sites[p.site].name == "pool"][:n_pool_pilots]
+    out = []
+    for pid in pools:
+        out += engine.handle(PilotStarted(time=2.0, pilot=pid))
+    return engine, out
+
+
+def test_reselection_asks_a_queued_task_back_and_moves_it_once_withdrawn():
+    """A queued task still waits for r, but its agent may have claimed it since the last poll:
+    a free target slot asks it back (WithdrawTask, no CancelTask) and takes it only once the
+    driver says it was withdrawn unstarted (docs/engine.md, issue 26 item 5)."""
+    engine, out = _queued_on_fast_pool_starting(2)
+    assert [(a.task, a.site) for a in of(out, DispatchTask)] == [(2, "pool")]   # the waiting task first
+    assert of(out, WithdrawTask) == [WithdrawTask(task=1, attempt=1, pilot=0, site="fast")]
+    assert of(out, CancelTask) == []                           # nothing is killed on a guess
+    assert engine.tasks[1].state is TaskState.RECALLED
+    check_books(engine)
+    out = engine.handle(TaskWithdrawn(time=2.5, task=1, attempt=1))
+    assert engine.tasks[1].attempts[0].outcome == "withdrawn" and engine.tasks[1].attempts[0].end is None
+    assert [(a.task, a.attempt, a.site) for a in of(out, DispatchTask)] == [(1, 2, "pool")]
+    check_books(engine)
+
+
+def test_a_recalled_task_its_agent_had_started_stays_and_counts_from_its_start():
+    """The agent claimed the task before the request reached it: TaskStarted answers, the task
+    runs where it is (no second attempt anywhere), and the slot held for it is free again."""
+    engine, out = _queued_on_fast_pool_starting(2)
+    assert engine.tasks[1].state is TaskState.RECALLED
+    engine.handle(TaskFinished(time=2.2, task=0, attempt=1))   # its slot freed: the agent took task 1
+    out = engine.handle(TaskStarted(time=2.3, task=1, attempt=1))
+    assert engine.tasks[1].state is TaskState.RUNNING and len(engine.tasks[1].attempts) == 1
+    assert engine.tasks[1].attempts[0].start == 2.3
+    assert of(out, DispatchTask) == [] and of(out, CancelTask) == []
+    check_books(engine)
+    # a late "withdrawn" for it (a driver that raced) changes nothing
+    assert engine.handle(TaskWithdrawn(time=2.4, task=1, attempt=1)) == []
     check_books(engine)
 
 
@@ -194,10 +226,13 @@ def test_bag_cancelled_stops_everything_and_ignores_later_reports():
     assert engine.handle(TaskFinished(time=4.0, task=2, attempt=1)) == []
 
 
+@pytest.mark.parametrize("lag", [0.0, 0.8])
 @pytest.mark.parametrize("seed", range(12))
-def test_random_runs_with_the_agents_rules_finish_every_task_exactly_once(seed):
+def test_random_runs_with_the_agents_rules_finish_every_task_exactly_once(seed, lag):
     """Two sites with re-selection, prefetch 1, random task lengths, pilot requeues and agent
-    relaunches; an agent model that follows docs/agent.md. Books checked after every event."""
+    relaunches; an agent model that follows docs/agent.md. Books checked after every event.
+    With ``lag`` the engine hears of a claim up to that many seconds late (a poll's period), so
+    it asks back tasks their agents have started — none may run twice or be killed for it."""
     rng = random.Random(seed)
     sites = [make_site("hpc", 2.0, cores=4), make_site("pool", 1.5, mode="per-task", target=True, cores=3)]
     engine = Engine(make_bag(30), sites, "model+reselect", prefetch=1)
@@ -214,6 +249,12 @@ def test_random_runs_with_the_agents_rules_finish_every_task_exactly_once(seed):
     slots: dict[int, int] = {}
     alive: dict[int, bool] = {}
     cancelled: set = set()
+    killed_started: list = []
+    orphans: dict[int, list] = {}
+    started_seen: set = set()
+
+    def engine_knew_started(a) -> bool:
+        return (a.task, a.attempt) in started_seen
     done_runs: dict[int, int] = {}
     requeues = 0
 
@@ -226,8 +267,19 @@ def test_random_runs_with_the_agents_rules_finish_every_task_exactly_once(seed):
             elif isinstance(a, DispatchTask):
                 inbox[a.pilot].append((a.task, a.attempt))
                 push(now + 0.05, "claim", a.pilot)
+            elif isinstance(a, WithdrawTask):   # the coordinator takes it only if still in the inbox
+                key = (a.task, a.attempt)
+                if key in inbox.get(a.pilot, []):
+                    inbox[a.pilot].remove(key)
+                    push(now + 0.05, "withdrawn", key)
+                # else: the agent claimed it; its TaskStarted was reported (or is on its way)
             elif isinstance(a, CancelTask):
                 cancelled.add((a.task, a.attempt))
+                if (a.task, a.attempt) in running.get(a.pilot, {}) and engine.tasks[a.task].state is not \
+                        TaskState.WAITING and a.attempt == engine.tasks[a.task].attempt:
+                    pass   # a move-back or requeue of what the engine knows runs: allowed
+                elif (a.task, a.attempt) in running.get(a.pilot, {}) and not engine_knew_started(a):
+                    killed_started.append((a.task, a.attempt))
                 key = (a.task, a.attempt)
                 if key in inbox.get(a.pilot, []):
                     inbox[a.pilot].remove(key)
@@ -241,6 +293,8 @@ def test_random_runs_with_the_agents_rules_finish_every_task_exactly_once(seed):
                 push(a.at, "timer", (a.task, a.attempt))
 
     def feed(event):
+        if isinstance(event, TaskStarted):
+            started_seen.add((event.task, event.attempt))
         out = engine.handle(event)
         check_books(engine)
         act(out, event.time)
@@ -252,17 +306,23 @@ def test_random_runs_with_the_agents_rules_finish_every_task_exactly_once(seed):
             if what in alive and not alive[what] and engine.pilots[what].state is PilotState.PENDING:
                 alive[what] = True
                 feed(PilotStarted(time=now, pilot=what))
+                for key in orphans.pop(what, []):         # docs/agent.md: "lost", agent restarted
+                    feed(TaskLost(time=now, task=key[0], attempt=key[1], reason="agent restarted"))
                 push(now, "claim", what)
         elif kind == "claim" and alive.get(what):
             while inbox[what] and len(running[what]) < slots[what]:
                 key = inbox[what].pop(0)
                 running[what][key] = now + rng.uniform(1.0, 4.0)
-                feed(TaskStarted(time=now, task=key[0], attempt=key[1]))
+                if lag:
+                    push(now + rng.uniform(0.0, lag), "started", (what, key))
+                else:
+                    feed(TaskStarted(time=now, task=key[0], attempt=key[1]))
                 push(running[what][key], "end", (what, key))
             if running[what] and rng.random() < 0.03 and requeues < 3:   # a requeue or a relaunch
                 requeues += 1
                 if rng.random() < 0.5:
                     alive[what] = False
+                    orphans[what] = list(running[what])   # claimed: the next agent reports them lost
                     running[what] = {}
                     feed(PilotRequeued(time=now, pilot=what))
                     push(now + rng.uniform(1, 5), "start", what)
@@ -280,5 +340,42 @@ def test_random_runs_with_the_agents_rules_finish_every_task_exactly_once(seed):
                 push(now, "claim", pilot)
         elif kind == "timer":
             feed(TimerFired(time=now, task=what[0], attempt=what[1]))
+        elif kind == "withdrawn":
+            feed(TaskWithdrawn(time=now, task=what[0], attempt=what[1]))
+        elif kind == "started":   # read a poll late; a requeued incarnation's start is never read
+            pilot, key = what
+            if key in running.get(pilot, {}):
+                feed(TaskStarted(time=now, task=key[0], attempt=key[1]))
     assert engine.finished and engine.done_count == 30
     assert done_runs == {i: 1 for i in range(30)}     # no task ran to completion twice
+    assert not killed_started, killed_started         # no started attempt killed by a guess
+
+
+def test_a_target_keeps_its_pilot_for_the_tasks_it_asked_back():
+    """The live case of tests/test_live.py's Torque run: a is full (its pilot pending, its tasks
+    handed ahead), b's pilot finishes its own tasks and asks for a's. Its idle slots are promised
+    to those tasks, so its pilot is not released before the answer; once they are withdrawn they
+    run on b (provisionally: they still wait for a)."""
+    a = make_site("a", 2.0, cores=4, target=True)
+    b = make_site("b", 1.0, cores=2, target=True)
+    engine = Engine(make_bag(6), [a, b], "topk:2+reselect", prefetch=1)
+    engine.handle(BagSubmitted(time=0.0))
+    pa = next(p.id for p in engine.pilots.values() if p.site == 0)
+    pb = next(p.id for p in engine.pilots.values() if p.site == 1)
+    engine.handle(PilotStarted(time=1.0, pilot=pb))
+    own = [t.id for t in engine.tasks if t.origin == 1]
+    for tid in own:
+        engine.handle(TaskStarted(time=1.1, task=tid, attempt=1))
+    out = []
+    for tid in own:
+        out += engine.handle(TaskFinished(time=3.0, task=tid, attempt=1))
+    asked = of(out, WithdrawTask)
+    assert len(asked) == 2 and {w.pilot for w in asked} == {pa}
+    assert CancelPilot(pilot=pb, site="b") not in out          # kept for what it asked for
+    check_books(engine)
+    moved = []
+    for w in asked:
+        moved += engine.handle(TaskWithdrawn(time=3.2, task=w.task, attempt=w.attempt))
+    assert sorted((d.task, d.site) for d in of(moved, DispatchTask)) == sorted((w.task, "b") for w in asked)
+    assert all(engine.tasks[w.task].state is TaskState.PROVISIONAL for w in asked)
+    check_books(engine)

@@ -435,3 +435,16 @@ def test_error_sizes_by_definition():
 
 def test_errors_are_resel_errors():
     assert issubclass(InputError, ReselError)
+
+
+def test_start_latency_is_the_median_start_of_pilots_that_did_not_queue():
+    """WaitHistory.start_latency (issue 26 item 2): resel's own pilots that started within a
+    minute, their median wait; other sources and pilots that queued do not count."""
+    from resel.models.history import WaitHistory, WaitRecord
+    recs = [WaitRecord("tba", None, 2, 60.0, 100.0 + i * 10, 100.0 + i * 10 + w, "resel", f"j{i}")
+            for i, w in enumerate([0.9, 5.2, 1.4, 2.0, 300.0])]
+    recs.append(WaitRecord("tba", None, 2, 60.0, 0.0, 0.1, "sacct", "other"))
+    history = WaitHistory(recs)
+    seconds, n = history.start_latency("tba")
+    assert n == 4 and seconds == pytest.approx((1.4 + 2.0) / 2)
+    assert history.start_latency("tbb") is None

@@ -463,6 +463,14 @@ def test_chirp_wrapper_runs_a_task_from_the_access_point(slot):
                       json.dumps({"task": 2, "attempt": 0, "command": "touch ran"}).encode())
         wait_for(lambda: (iwd / "results" / "t2-a0.json").exists(), what="the cancelled result")
         assert json.loads((iwd / "results" / "t2-a0.json").read_text())["outcome"] == "cancelled"
+        # a withdraw request (agent protocol 4) crosses with its content: withdrawn, never run
+        ap.write_file(str(iwd / "cancel" / "t4-a0"), b"withdraw\n")
+        wait_for(lambda: (scratch / "pilot" / "cancel" / "t4-a0").exists(), what="the withdraw in the slot")
+        assert (scratch / "pilot" / "cancel" / "t4-a0").read_bytes() == b"withdraw\n"
+        ap.write_file(str(iwd / "inbox" / "t4-a0.json"),
+                      json.dumps({"task": 4, "attempt": 0, "command": "touch ran4"}).encode())
+        wait_for(lambda: (iwd / "results" / "t4-a0.json").exists(), what="the withdrawn result")
+        assert json.loads((iwd / "results" / "t4-a0.json").read_text())["reason"] == "withdrawn"
         # stop: the agent exits, the wrapper pushes exit.json and agent.log, then exits itself
         ap.write_file(str(iwd / "stop"), b"stop\n")
         assert proc.wait(timeout=20) == 0, proc.stdout.read().decode()

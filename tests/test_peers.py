@@ -21,7 +21,7 @@ from resel.selection import Strategy
 
 ROOT = Path(__file__).resolve().parent.parent
 PEERS = ["race", "race:2", "earliest", "failover", "failover:3600", "rebroker", "rebroker:600"]
-OURS = ["random", "model", "reselect", "model+reselect", "queue+reselect", "topk:2"]
+OURS = ["random", "model", "reselect", "model+reselect", "queue+reselect", "topk:2", "auto"]
 
 
 def _submissions(results, sites) -> dict[str, int]:
@@ -162,3 +162,42 @@ def test_failover_with_one_site_keeps_its_place_in_the_queue():
     res = simulate(resel.default_bag().resized(256), sites, "failover:60", seed=0)
     assert len(res.pilots) == 1 and not [d for d in res.decisions if d.kind == "failover"]
     assert res.metrics.done == 256
+
+
+def test_probed_starts_become_slot_steps():
+    """The tightened bound's A(τ) from probed starts (issue 26), from its definition: the earliest
+    any pilot at least that large starts; between two probed sizes at most the larger less one."""
+    from resel.sim.oracle import probe_sizes, probe_slots
+    starts = [(1, 0.0), (2, 0.0), (4, 100.0), (8, 50.0), (16, 400.0)]
+    assert probe_slots(starts) == [(0.0, 3), (50.0, 12), (400.0, 1)]
+    assert probe_slots([(1, 5.0)]) == [(5.0, 1)]
+    sizes = probe_sizes(240)
+    assert sizes[:8] == list(range(1, 9)) and sizes[-1] == 240 and sizes == sorted(set(sizes))
+    assert all(b / a <= 1.25 or b - a == 1 for a, b in zip(sizes[8:], sizes[9:-1]))   # ×2^¼, rounded
+
+
+def test_the_backlog_only_tightens_the_bound_and_every_run_stays_above_it():
+    """On HPC2N's three queues (the main job's sites) the bound that counts the backlog is at
+    least the old one, and the runs of resel's default and the peers finish no sooner."""
+    sites = resel.load_sites(resel.queue_sites_path())
+    bag = resel.default_bag().resized(64)
+    runs = {name: simulate(bag, sites, name, seed=1, record=False) for name in ("auto", "earliest", "race")}
+    subs = _submissions(list(runs.values()), sites)
+    tight, loose = oracle_bound(bag, sites, 1, subs), oracle_bound(bag, sites, 1, subs, backlog=False)
+    assert tight.ttc >= loose.ttc
+    assert all(r.metrics.ttc_wkd >= tight.ttc for r in runs.values())
+
+
+def test_hindsight_names_the_site_that_starts_first_and_the_one_that_finishes_first():
+    """Two drawn-wait sites, by hand: fast waits 900 s and runs a task in 1,000 s; quick starts
+    at once and takes 3,000 s: quick starts first, fast finishes 8 tasks first (1 wave)."""
+    from resel.domain import Clock, PilotPolicy, Site, Truth, WaitModel
+    from resel.models.distributions import Dist
+    from resel.sim.oracle import hindsight
+    mk = lambda name, wait, ghz: Site(name, "simulated", 8, Clock(ghz), pilot=PilotPolicy("single"),  # noqa: E731
+                                      wait=WaitModel(Dist.fixed(wait)), truth=Truth(1.0, Dist.fixed(1.0),
+                                                                                    Dist.fixed(ghz)))
+    sites = [mk("fast", 900.0, 2e13 / 1000 / 1e9), mk("quick", 0.0, 2e13 / 3000 / 1e9)]
+    seen = hindsight(resel.default_bag().resized(8), sites, 0)
+    assert seen.starts_first == "quick" and seen.finishes_first == "fast" and seen.differ
+    assert seen.finish_alone["fast"] == pytest.approx(1900.0) and seen.finish_alone["quick"] == pytest.approx(3000.0)

@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import REPO
+import resel
 from resel.cli import cli
 from resel.models.calibration import SiteFit
 from resel.store import open_store
@@ -107,7 +108,8 @@ def test_queue_aware_split_on_p90(tmp_path):
 def test_simulate_says_which_model_and_passes_risk_windows(tmp_path):
     """`resel simulate --risk 0.9 --json`: the document names the model per site (the pool's
     spread from its published slot clocks), and the runs' decisions log the risk windows."""
-    r = CliRunner().invoke(cli, ["simulate", "--sizes", "16", "--repeat", "1", "--strategies", "reselect",
+    r = CliRunner().invoke(cli, ["simulate", "--sites", str(resel.default_sites_path()), "--sizes", "16",
+                                 "--repeat", "1", "--strategies", "reselect",
                                  "--risk", "0.9", "--db", str(tmp_path / "s.db"), "--json"])
     assert r.exit_code == 0, r.output
     doc = json.loads(r.output)
@@ -119,7 +121,6 @@ def test_simulate_says_which_model_and_passes_risk_windows(tmp_path):
         "select origin, window from decisions where kind like 'reselect%' and target = 'osg'")}
     from resel.models.fitted import runtime_model
     from resel.models.runtime import window_quantile
-    import resel
     rm = runtime_model(resel.default_bag(), resel.default_sites(), model="lim", simulated_ads=True)
     expect = {o: window_quantile(rm.sites["osg"], rm.sites[o], 2e13, 0.9) for o, _ in windows}
     assert windows and all(w == pytest.approx(expect[o]) for o, w in windows)

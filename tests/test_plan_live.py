@@ -41,7 +41,8 @@ def test_plan_shows_three_estimates_and_submits_nothing(tmp_path, testbed):
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
     rows = {r["site"]: r for r in doc["sites"]}
-    assert doc["submitted"] is False and doc["strategy"] == "queue+reselect"
+    assert doc["submitted"] is False and doc["strategy"] == "auto"          # the default: it says what it ran as
+    assert doc["auto"]["ran_as"] == "queue+reselect+learn" and "start estimates for tba, tbb" in doc["auto"]["why"]
     a, b = rows["tba"], rows["tbb"]
     assert a["twin_s"] > 200 and a["scheduler_s"] > 200          # behind the 5-minute filler
     assert b["twin_s"] < 30 and b["scheduler_s"] < 30

@@ -67,7 +67,8 @@ def test_dask_cluster_gives_the_serial_results():
     bag, sites = resel.default_bag(), resel.default_sites()
     serial = run_experiment(bag, sites, ["model+reselect", "race"], [16], repeat=3, seed=2)
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as lc:
-        res = CliRunner().invoke(cli, ["simulate", "--strategies", "model+reselect,race", "--sizes", "16",
+        res = CliRunner().invoke(cli, ["simulate", "--sites", str(resel.default_sites_path()),
+                                       "--strategies", "model+reselect,race", "--sizes", "16",
                                        "--repeat", "3", "--seed", "2", "--no-store", "--json",
                                        "--dask", lc.scheduler_address, "--dask-insecure"])
         assert res.exit_code == 0, res.output

@@ -31,7 +31,7 @@ import random
 from dataclasses import dataclass, field
 
 from resel.backends.simulated.estimates import menu_estimates, start_estimates
-from resel.backends.simulated.queuesite import QueueSite
+from resel.backends.simulated.queuesite import warm_queues
 from resel.domain import Bag, Site, Truth
 from resel.engine import Engine
 from resel.events import (
@@ -270,15 +270,17 @@ class Simulation:
 
     def _start(self, estimate: str, quantile: float, confidence: float, seed: int) -> None:
         """Warm the trace-driven sites up to just before 0, then submit the bag at 0."""
+        if any(s.queue is not None for s in self.sites):   # warm-up: other users' jobs before the bag arrives
+            self.env, self.queues = warm_queues(self.sites)
+            for q in self.queues.values():
+                q.on_pilot_start = self._queued_pilot_started
+        else:
+            self.queues = {}
         env = self.env
-        self.queues = {i: QueueSite(i, s, env, self._queued_pilot_started)
-                       for i, s in enumerate(self.sites) if s.queue is not None}
-        for q in self.queues.values():
-            q.prime()
-        env.run(math.nextafter(0.0, -math.inf))     # warm-up: other users' jobs before the bag arrives
         env.now = 0.0
         menu = None
-        if self.strategy.base == "queue":   # the queue-aware strategy weighs every pilot size, the full one first
+        if self.strategy.asks_waits:   # queue-aware (auto: where a start is estimated) weighs every
+            # pilot size, the full one first
             menu = menu_estimates(estimate, self.sites, self.engine.probe_menu(), self.queues, self.truths,
                                   quantile=quantile, confidence=confidence, seed=seed)
             estimates = {name: waits[0] if waits else None for name, waits in menu.items()}

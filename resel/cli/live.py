@@ -49,8 +49,12 @@ def readable_run(store, run_id: int):
 @click.argument("bag_file", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--sites", "sites_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Sites file with live sites (kind = \"slurm\", an [site.access] table each).")
-@click.option("--strategy", default="model+reselect", show_default=True,
-              help="Initial selection (random, model, topk:K, queue) with or without +reselect.")
+@click.option("--strategy", default="auto", show_default=True,
+              help="auto: queue-aware selection with re-selection where a site's start can be estimated "
+                   "(Slurm, PBS, HTCondor sites whose queue resel reads), else model+reselect; both learn each "
+                   "site's rate from the tasks that finish there. Or name one: random, model, topk:K, "
+                   "queue[:E], each with +reselect and/or +learn; peers race[:K], earliest, failover[:T], "
+                   "rebroker[:T] (docs/peers.md).")
 @seed_option
 @click.option("--clock", type=click.Choice(["base", "avg", "probed"]), default="base", show_default=True,
               help="Site clock LIM predicts with: base, measured avg from the sites file, or the latest "
@@ -165,6 +169,9 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
                                   manifest=manifest, results=_results_root(bag, results_dir))
     c.err.print(f"run {coord.run_id}: {coord.bag.count} tasks on {m(', '.join(s.name for s in coord.sites))} "
                 f"(store {m(db or default_path())}; resume with `resel run --resume {coord.run_id}`)", soft_wrap=True)
+    if coord.engine.auto_choice is not None:
+        ran_as, why = coord.engine.auto_choice
+        c.err.print(f"strategy auto runs as {m(ran_as)}: {m(why)}", soft_wrap=True)
     show = sys.stderr.isatty() if progress is None else progress
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:

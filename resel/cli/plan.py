@@ -13,8 +13,7 @@ from resel.cli.rates import model_option, objective_option, risk_option
 from resel.errors import ReselError
 from resel.cli.common import Finite, fail_cleanly, fail_json, json_option, live_sites_from, print_json
 from resel.cli.common import print_table, seed_option, wide_option
-from resel.safe_text import markup as m
-from resel.safe_text import terminal
+from resel.safe_text import markup as m, terminal
 
 
 #: what the plan table's columns mean, one whole sentence each under the table (in the title, a
@@ -49,9 +48,11 @@ def _load_history(db_path: Path | None):
 @click.argument("bag_file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--sites", "sites_file", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="Sites file (TOML) with live sites (kind slurm, pbs or htcondor and an [site.access] table).")
-@click.option("--strategy", default="queue+reselect", show_default=True,
-              help="queue[:E]+reselect: every task to the lowest predicted TTC, E more sites hold extra pilots; "
-                   "any other strategy (model+reselect, …) is planned the same way.")
+@click.option("--strategy", default="auto", show_default=True,
+              help="auto: queue+reselect (every task to the lowest predicted TTC, one more site holds an extra "
+                   "pilot, rates learned during the run) where a site's start can be estimated, else "
+                   "model+reselect; the plan says which and why. Any other strategy (queue[:E]+reselect, "
+                   "model+reselect, …) is planned the same way.")
 @click.option("--estimate", "source", type=click.Choice(["auto", "history", "twin", "scheduler"]), default="auto",
               show_default=True, help="Which start estimate ranks the sites; auto = twin, else history bound, else scheduler.")
 @click.option("--quantile", type=Finite(0.5, 0.999), default=0.95, show_default=True,
@@ -227,6 +228,9 @@ def _print_plan(doc: dict, bag, *, objective: str, risk: float | None, explain: 
     for line in PLAN_LEGEND + (WIDE_LEGEND if wide else ()):
         c.out.print(f"  {line}", markup=False, highlight=False)
     c.out.print(f"  times in {unit.words}.", markup=False, highlight=False)
+    if doc.get("auto"):
+        c.out.print(f"  strategy auto runs as {doc['auto']['ran_as']}: {terminal(doc['auto']['why'])}",
+                    markup=False, highlight=False)
     if doc.get("predicted_ttc_s") is not None:
         c.out.print(f"  predicted TTC of this plan: {unit.say(doc['predicted_ttc_s'])} "
                     f"(each origin's chosen pilot size: its start estimate + its waves of T̂x)", markup=False)

@@ -48,23 +48,29 @@ def _csv_strategies(ctx: click.Context, param: click.Parameter, value: str) -> l
 @click.command()
 @click.argument("bag_file", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @sites_option
-@click.option("--strategies", default="random,model,reselect", show_default=True, callback=_csv_strategies,
-              help="Comma-separated: random, model (lowest predicted T_x), topk:K, queue[:E] (lowest "
-                   "predicted start + T̂x; E extra sites hold pilots), reselect (random + re-selection), "
-                   "BASE+reselect; append @scheduler, @twin or @history to pick a strategy's start estimate. "
-                   "Peers (what users do without resel, docs/peers.md): race[:K] (the bag's pilot on every "
-                   "site, the first K to start keep it), earliest (the earliest estimated start, never "
-                   "moved), failover[:T] (best site; nothing started in T s: the next), rebroker[:TIMEOUT] "
-                   "(PanDA-style reassignment).")
+@click.option("--strategies", default="auto,model,earliest,race,failover,oracle", show_default=True,
+              callback=_csv_strategies,
+              help="Comma-separated: auto (resel's default: queue-aware with re-selection where a start is "
+                   "estimated, else model+reselect; rates learned during the run), random, model (lowest "
+                   "predicted T_x: the fastest clock), topk:K, queue[:E] (lowest predicted start + T̂x; E extra "
+                   "sites hold pilots), reselect (random + re-selection), BASE+reselect, BASE+learn; append "
+                   "@scheduler, @twin or @history to pick a strategy's start estimate. Peers (what users do "
+                   "without resel, docs/peers.md): race[:K] (the bag's pilot on every site, the first K to start "
+                   "keep it), earliest (the earliest estimated start, never moved: sbatch -M), failover[:T] (best "
+                   "site; nothing started in T s: the next), rebroker[:TIMEOUT] (PanDA-style reassignment). "
+                   "oracle: the lower bound on TTC no strategy beats on that seed (resel/sim/oracle.py).")
 @click.option("--estimate", type=click.Choice(["scheduler", "twin", "history"]), default="scheduler",
               show_default=True, help="Start estimate the queue-aware strategy ranks sites by (no @ suffix).")
 @click.option("--quantile", type=Finite(0.5, 0.999), default=0.9, show_default=True,
               help="History estimate: the wait quantile bounded.")
 @click.option("--confidence", type=Finite(0.5, 0.999), default=0.9, show_default=True,
               help="History estimate: confidence of the bound.")
-@click.option("--sizes", default="64,128,256,512,1024", show_default=True, callback=_csv_ints,
+@click.option("--sizes", default="256,1024", show_default=True, callback=_csv_ints,
               help="Workload sizes (tasks per bag) to simulate.")
-@click.option("--repeat", default=5, show_default=True, type=click.IntRange(1, 10_000),
+@click.option("--shift", "shift_days", type=Finite(0, 3650), default=None,
+              help="Days later in their traces that trace-driven queues meet each repetition's bag "
+                   "(repetition i: i × DAYS). Default: 3 for the embedded queue sites, 0 with --sites.")
+@click.option("--repeat", default=3, show_default=True, type=click.IntRange(1, 10_000),
               help="Repetitions per strategy and size (repetition i uses seed S+i for every strategy).")
 @click.option("--seed", default=0, show_default=True, type=SEED, help="Base random seed.")
 @click.option("--workers", type=click.IntRange(1, 1024), default=None,
@@ -99,21 +105,29 @@ def _csv_strategies(ctx: click.Context, param: click.Parameter, value: str) -> l
 @json_option
 @fail_cleanly
 def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[str], estimate: str,
-             quantile: float, confidence: float, sizes: list[int], repeat: int, seed: int,
+             quantile: float, confidence: float, sizes: list[int], shift_days: float | None, repeat: int, seed: int,
              workers: int | None, dask_address: str | None, dask_insecure: bool, clock: str,
              model: str, risk: float | None, objective: str, walltime: str, data_blind: bool,
              db: Path | None, no_store: bool, plot_dir: Path | None, as_json: bool) -> None:
     """Compare strategies on simulated sites: TTC, T_x and T_q of the whole bag.
 
+    Without options this is resel's main job: the embedded GROMACS bag on three batch queues
+    replaying the real HPC2N trace (the bag arriving 3 days later per repetition), resel's
+    default (auto) against what a user would do instead — the fastest clock (model), earliest,
+    race, failover — and the oracle's bound, with one line saying how much sooner resel finishes.
+
     BAG_FILE is a task bag (TOML; default: the embedded 1,024-task GROMACS bag, see
-    examples/gromacs-bag.toml). Each run is stored with its events and decisions; the table
-    shows mean ± sample std per strategy and size, and how much lower TTC_wkd is than random.
+    examples/gromacs-bag.toml); --sites a sites file (default: the embedded queue sites, `resel
+    sites defaults` shows the thesis sites). Each run is stored with its events and decisions;
+    the table shows mean ± sample std per strategy and size, and how much lower TTC_wkd is than
+    random (or, without random, than auto).
     A bag with [bag.data] sizes moves its data at each site's bandwidth, and the engine prices
     it in every choice of site (--data-blind: it does not); the table then shows the data
     seconds per task.
 
     \b
     Example:
+      resel simulate
       resel simulate --sizes 256,1024 --repeat 10
       resel simulate examples/gromacs-bag.toml --sites my-sites.toml \\
           --strategies model,model+reselect --json
@@ -125,7 +139,7 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from resel.api import default_bag_path, default_sites_path
+    from resel.api import default_bag_path, queue_sites_path
     from resel.cli.rates import runtime_for, store_if_exists
     from resel.config import check_site_commands, load_bag, load_sites
     from resel.sim.experiment import run_experiment
@@ -139,7 +153,9 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
     elif dask_insecure:
         raise ReselError("--dask-insecure goes with --dask tcp://HOST:PORT")
     bag = load_bag(bag_file or default_bag_path())
-    sites = load_sites(sites_file or default_sites_path())
+    sites = load_sites(sites_file or queue_sites_path())
+    if shift_days is None:
+        shift_days = 3.0 if sites_file is None else 0.0
     check_site_commands(bag, sites)
     if plot_dir is not None and no_store:
         raise ReselError("--plot draws from the stored runs: drop --no-store")
@@ -159,13 +175,14 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
     rates = runtime.engine_rates(bag.profile.instructions, risk=risk, objective=objective)
     params = {"bag": str(bag_file or "embedded"), "sites": str(sites_file or "embedded"),
               "strategies": strategies, "sizes": sizes, "repeat": repeat, "seed": seed, "clock": clock,
+              "shift_days": shift_days,
               "estimate": estimate, "quantile": quantile, "confidence": confidence,
               "model": model, "model_used": runtime.summary(), "risk": risk, "objective": objective,
               "walltime": walltime, "data": ("blind" if data_blind else "priced") if moves else None}
     # the experiment's row is written with its first run: a sweep that fails before one (a Dask
     # cluster out of reach, a worker without resel) leaves no empty experiment in the store
     exp_ids: list[int] = []
-    total = len(strategies) * len(sizes) * repeat
+    total = len([s for s in strategies if s != "oracle"]) * len(sizes) * repeat
     with Progress(TextColumn("[bold]simulating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err, transient=True, disable=not err.is_terminal) as progress:
         bar = progress.add_task("runs", total=total)
@@ -184,7 +201,7 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
             exp = run_experiment(bag, sites, strategies, sizes, repeat=repeat, seed=seed, clock=clock,
                                  estimate=estimate, quantile=quantile, confidence=confidence, on_run=on_run,
                                  rates=rates, workers=workers or local_cores(), executor=executor,
-                                 walltime=walltime, price_data=not data_blind)
+                                 walltime=walltime, price_data=not data_blind, shift=shift_days * 86400)
     exp_id = exp_ids[0] if exp_ids else None
     exp.experiment_id = exp_id
     if as_json:
@@ -193,6 +210,8 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
                         "application": runtime.application, "notes": runtime.notes,
                         "sites": {s: r.as_dict(bag.profile.instructions) for s, r in runtime.sites.items()}}
         doc["risk"], doc["objective"], doc["walltime"] = risk, objective, walltime
+        doc["shift_days"] = shift_days
+        doc["sooner"] = _sooner(exp)
         doc["data"] = _data_summary(bag, sites, data_blind) if moves else None
         doc["db"] = str(db or default_path()) if store is not None else None
         doc["stored"] = store is not None
@@ -202,6 +221,8 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
         print_json(doc)
         return
     _print_experiment(exp, bag_file, sites_file)
+    for line in _verdict(exp):
+        out.print(line)
     out.print(f"[dim]{m(runtime.summary())}" + (f"; re-selection windows at risk {risk:g}" if risk is not None else "")
               + ("; queue-aware split on P90" if objective == "p90" else "") + "[/dim]")
     for note in runtime.notes:
@@ -219,6 +240,46 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
     if plot_dir is not None:
         from resel.cli.report_plots import write_experiment
         write_experiment(store, exp_id, plot_dir, protect=protect)
+
+
+def _sooner(exp: Experiment) -> dict | None:
+    """Per size, how much sooner resel's default finished than the best other strategy compared
+    (the ``--json`` document's ``sooner``), or None without auto and another to compare."""
+    out = {}
+    for size in exp.sizes:
+        found = exp.sooner(size)
+        if found is None:
+            return None
+        best, pct = found
+        cell = exp.cells.get(("oracle", size))
+        auto = exp.cells[("auto", size)].summary("ttc_wkd")["mean"]
+        out[str(size)] = {"best_other": best, "percent_sooner": pct, "auto_ttc": auto,
+                          "best_other_ttc": exp.cells[(best, size)].summary("ttc_wkd")["mean"],
+                          "oracle_ttc": cell.summary("ttc_wkd")["mean"] if cell else None}
+    return out
+
+
+def _verdict(exp: Experiment) -> list[str]:
+    """The main job's one line: how much sooner resel finishes than what a user would do
+    instead (the best of the others), and what auto ran as."""
+    lines = []
+    found = _sooner(exp)
+    if found:
+        from resel.units import pick
+        unit = pick(x for v in found.values() for x in (v["auto_ttc"], v["best_other_ttc"]))
+        parts = []
+        for size, v in found.items():
+            pct = v["percent_sooner"]
+            how = f"{pct:.0f}% sooner than" if pct >= 0.5 else ("as soon as" if pct > -0.5 else f"{-pct:.0f}% later than")
+            parts.append(f"{int(size):,} tasks in {unit.fmt(v['auto_ttc'])} {unit.name}, {how} {m(v['best_other'])} "
+                         f"({unit.fmt(v['best_other_ttc'])} {unit.name})")
+        lines.append("[bold]resel (auto) against the best of the others (mean TTC_wkd): " + "; ".join(parts)
+                     + "[/bold]")
+    ran = sorted({c for (name, _), cell in exp.cells.items() if name == "auto"
+                  for c in (r.auto for r in cell.runs) if c is not None})
+    for ran_as, why in ran:
+        lines.append(f"[dim]auto ran as {m(ran_as)}: {m(why)}[/dim]")
+    return lines
 
 
 def _data_summary(bag: Any, sites: list, blind: bool) -> dict:
@@ -249,13 +310,15 @@ def _print_experiment(exp: Experiment, bag_file: Path | None, sites_file: Path |
     seeds = f"seed {exp.seed}" if exp.repeat == 1 else f"seeds {exp.seed}–{exp.seed + exp.repeat - 1}"
     out.print(f"bag {m(exp.bag.name)} ({exp.bag.profile.instructions:.3g} instructions per task) on "
               f"{m(', '.join(s.name for s in exp.sites))}\n{exp.repeat} run{'s' if exp.repeat > 1 else ''} per "
-              f"strategy and size, {seeds}, LIM predicting with the {exp.clock} clock", highlight=False)
+              f"strategy and size, {seeds}, LIM predicting with the {exp.clock} clock"
+              + (f"; run i meets the queues i × {exp.shift / 86400:g} d later" if exp.shift else ""), highlight=False)
     table = Table()
     unit = pick(cell.summary(metric)["mean"] for cell in exp.cells.values() for metric in ("ttc_wkd", "tx_wkd"))
     moves = any("data" in cell.as_dict() for cell in exp.cells.values())
+    baseline = "random" if "random" in exp.strategies else "auto" if "auto" in exp.strategies else None
     for col, just in (("size", "right"), ("strategy", "left"), (m(unit.header("TTC_wkd")), "right"),
                       (m(unit.header("T_x,wkd")), "right"), (m(unit.header("T_q,wkd")), "right"),
-                      ("TTC vs random", "right"), ("moved", "right"), ("P_RESEL wrong", "right"),
+                      (f"TTC vs {baseline or 'random'}", "right"), ("moved", "right"), ("P_RESEL wrong", "right"),
                       *((("data s/task", "right"),) if moves else ())):
         table.add_column(col, justify=just, no_wrap=col != "strategy")
     for size in exp.sizes:
@@ -263,9 +326,13 @@ def _print_experiment(exp: Experiment, bag_file: Path | None, sites_file: Path |
             cell = exp.cells[(name, size)]
             d = cell.as_dict()
             vs = ""
-            if "random" in exp.strategies and name != "random":
-                change = exp.change(name, "random", size)
+            if baseline is not None and name != baseline:
+                change = exp.change(name, baseline, size)
                 vs = f"{change:.0f}% lower" if change >= 0 else f"{-change:.0f}% higher"
+            if name == "oracle":   # a bound, not a run: its TTC only
+                table.add_row(str(size) if i == 0 else "", m(name), _mean_std(cell.summary("ttc_wkd"), unit), "—", "—",
+                              vs, "", "", *(("—",) if moves else ()), end_section=i == len(exp.strategies) - 1)
+                continue
             rs = d["reselection"]
             wrong = f"{rs['incorrect']}/{rs['judged']}" if rs["judged"] else ""
             data = (f"{d['data']['seconds_per_task']:.0f}" if "data" in d else "—",) if moves else ()

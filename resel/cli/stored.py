@@ -81,6 +81,44 @@ def _parsed(parse_name: str) -> Callable[[click.Context, click.Parameter, str | 
 _when, _ids = _parsed("moment"), _parsed("run_ids")
 
 
+def learned_log(store, run_id: int) -> tuple[dict | None, dict[str, list[dict]]]:
+    """What ``auto`` ran as (StrategyChosen) and, per site, every estimate of its rate a learning
+    run recorded (RateLearned, oldest first): the report's "rates learned during the run"."""
+    chosen, rates = None, {}
+    for row in store.query("select time, kind, data from events where run_id = ? and kind in "
+                           "('StrategyChosen', 'RateLearned') order by seq", [run_id]):
+        data = json.loads(row["data"])
+        if row["kind"] == "StrategyChosen":
+            chosen = {"ran_as": data.get("strategy"), "why": data.get("reason")}
+        else:
+            rates.setdefault(str(data.get("site")), []).append({"time": row["time"], **data})
+    return chosen, rates
+
+
+def _print_learned(chosen: dict | None, rates: dict[str, list[dict]]) -> None:
+    from resel.units import pick
+    if chosen:
+        out.print(f"strategy auto ran as {m(chosen['ran_as'])}: {m(chosen['why'])}")
+    if not rates:
+        return
+    unit = pick(v for recs in rates.values() for r in recs for v in (r["tx"], r["prior"]))
+    t = Table(title="rates learned during the run (T̂x per task; the sites file's or the fit's first)",
+              title_justify="left")
+    for col in ("site", unit.header("T̂x at start"), "after its first task", "after 5", "at the end",
+                "90 % interval", "tasks (last record)"):
+        t.add_column(m(col), justify="right" if col != "site" else "left")
+
+    def at(recs: list[dict], n: int) -> str:
+        hit = next((r for r in recs if r["tasks"] >= n), None)
+        return "—" if hit is None else f"{unit.fmt(hit['tx'])} ({hit['tasks']}; at {hit['time']:,.1f} s)"
+
+    for site, recs in sorted(rates.items()):
+        last = recs[-1]
+        t.add_row(m(site), unit.fmt(last["prior"]), at(recs, 1), at(recs, 5), unit.fmt(last["tx"]),
+                  f"{unit.fmt(last['low'])}–{unit.fmt(last['high'])}", str(last["tasks"]))
+    out.print(t)
+
+
 @click.command()
 @db_option
 @kind_option
@@ -263,12 +301,13 @@ def report(run_id: int, db: Path | None, n_decisions: int, plot_dir: Path | None
     picked = list(store.query(
         "select * from decisions where run_id = ? and kind != 'assign' order by seq limit ?", [run_id, n_decisions]))
     quarantines = quarantine_log(store, run_id)
+    chosen, learned = learned_log(store, run_id)
     if as_json:
         for key in ("sites", "bag_spec"):
             run.pop(key, None)
         from resel.cli.report_plots import emit
         print_json({"run": run, "per_site": per_site, "decisions": kinds, "decision_log": picked,
-                     "quarantines": quarantines,
+                     "quarantines": quarantines, "auto": chosen, "learned": learned,
                      **emit(store, run_id, plot_dir, html_file, as_json=True, protect=protect)})
         return
     from resel.units import pick, span
@@ -300,6 +339,7 @@ def report(run_id: int, db: Path | None, n_decisions: int, plot_dir: Path | None
         until = f"until {span(q['until'])}" if q["until"] is not None else "not released"
         released = f", released at {span(q['released'])}" if q["released"] is not None else ""
         out.print(f"quarantined {m(q['site'])} at {span(q['time'])} ({until}{released}): black hole — {m(q['reason'])}")
+    _print_learned(chosen, learned)
     audit = run["audit"] or {}
     out.print("decisions: " + m(", ".join(f"{k} {v}" for k, v in sorted(kinds.items())) or "none"))
     if audit.get("decisions"):

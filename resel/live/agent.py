@@ -9,7 +9,7 @@ starts it inside a batch job (a *pilot*)::
         [--drain SECONDS (60)] [--heartbeat SECONDS (5)] [--poll SECONDS (0.5)]
         [--idle-exit SECONDS (0 = never)]
 
-Protocol (version 2; docs/agent.md says the same with examples and what changed since 1)
+Protocol (version 4; docs/agent.md says the same with examples and what changed since 1)
 ----------------------------------------------------------------
 
 Agent and coordinator talk only through files in PILOTDIR on the site's shared filesystem.
@@ -61,10 +61,15 @@ All times are epoch seconds (floats).
   start == end == the time the agent gave up on it, exit_code and signal null.
 * Timeout: "timeout" seconds after its start the attempt's process group gets SIGTERM, then
   SIGKILL 5 s later; outcome "failed", reason "timeout".
-* Cancel: the coordinator creates ``cancel/{key}`` (any content). A running attempt: its
-  process group gets SIGTERM (SIGKILL after 5 s) and its result says "cancelled". An attempt
-  still in the inbox (or arriving there later): removed, result "cancelled" without running.
-  A finished attempt: nothing happens.
+* Cancel: the coordinator creates ``cancel/{key}`` (any content but ``withdraw``). A running
+  attempt: its process group gets SIGTERM (SIGKILL after 5 s) and its result says "cancelled".
+  An attempt still in the inbox (or arriving there later): removed, result "cancelled" without
+  running. A finished attempt: nothing happens.
+* Withdraw (protocol 4): ``cancel/{key}`` whose content is ``withdraw`` asks for an attempt
+  back only if it has not started: still in the inbox, claimed but not launched, or arriving
+  later — removed, result "cancelled", reason "withdrawn", start == end, never run. Already
+  running or finished: refused, nothing is written (its ``started/`` record already tells the
+  coordinator it runs).
 * Slots: the agent wakes as soon as an attempt's process exits (SIGCHLD), reaps it and starts
   the next inbox file in the freed slot, so a task handed ahead starts within milliseconds.
 * Drain: when the remaining walltime (W - time since the agent started) falls below --drain,
@@ -127,7 +132,7 @@ import sys
 import time
 import traceback
 
-PROTOCOL_VERSION = 3
+PROTOCOL_VERSION = 4
 
 SUBDIRS = ("inbox", "claimed", "started", "results", "cancel", "tasks")
 KEY_RE = re.compile(r"^t(\d+)-a(\d+)$")
@@ -1062,11 +1067,23 @@ class Agent(object):
                 continue
             yield name, st
 
+    def cancel_kind(self, key):
+        """What ``cancel/{key}`` asks: "withdraw" (only if not started) or "cancel"."""
+        try:
+            content = read_own(self.path("cancel", key), 64)
+        except (OSError, IOError, Foreign):
+            return "cancel"
+        return "withdraw" if content.decode("utf-8", "replace").strip() == "withdraw" else "cancel"
+
     def handle_cancels(self):
         for key, _ in self.own_entries("cancel", lambda k: k not in self.cancel_done and KEY_RE.match(k)):
             m = KEY_RE.match(key)
+            withdraw = self.cancel_kind(key) == "withdraw"
             if key in self.running:
-                self.terminate(self.running[key], "cancelled", "cancelled")
+                if withdraw:   # it started: the request is refused, its started record says so
+                    self.log("withdraw of %s refused: it is running" % key)
+                else:
+                    self.terminate(self.running[key], "cancelled", "cancelled")
                 self.cancel_done.add(key)
                 continue
             if key in self.finished or own_file(self.path("results", key + ".json")):
@@ -1081,7 +1098,7 @@ class Agent(object):
                         raise
                     continue
                 self.cancel_done.add(key)
-                self.result(int(m.group(1)), int(m.group(2)), "cancelled", "cancelled")
+                self.result(int(m.group(1)), int(m.group(2)), "cancelled", "withdrawn" if withdraw else "cancelled")
             # otherwise not seen yet: checked again, and when claimed
 
     def inbox_entries(self):
@@ -1133,7 +1150,7 @@ class Agent(object):
             return
         if own_file(self.path("cancel", key)):
             self.cancel_done.add(key)
-            self.result(task, attempt, "cancelled", "cancelled")
+            self.result(task, attempt, "cancelled", "withdrawn" if self.cancel_kind(key) == "withdraw" else "cancelled")
             return
         self.launch(key, task, attempt, command, env, perf, timeout, data)
 

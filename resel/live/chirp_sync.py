@@ -21,7 +21,8 @@ one. Neither knows about the other.
 Every ``--interval`` seconds, and once more after the agent exits:
 
 * pull (access point → slot): new ``inbox/*.json`` (each fetched once, to a dot-name, then
-  renamed: the agent never sees half a file), new ``cancel/*`` names, and ``stop`` (fetched again
+  renamed: the agent never sees half a file), new ``cancel/*`` files (their content: ``withdraw``
+  or a cancel), and ``stop`` (fetched again
   whenever it is listed: ``drain`` may become a hard stop);
 * push (slot → access point): ``agent.json``, ``heartbeat.json`` (when it changed),
   ``started/*.json``, ``results/*.json``, ``exit.json``, and ``agent.log`` at the end. A file
@@ -66,7 +67,7 @@ import subprocess
 import sys
 import time
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 LOG_NAME = "resel-chirp.log"
 SUBDIRS = ("inbox", "claimed", "started", "results", "cancel", "tasks")
 #: where condor_chirp lives when it is not on the job's PATH (it is a libexec tool)
@@ -284,8 +285,19 @@ class Sync(object):
         for name in self.listdir("cancel"):
             if name.startswith(".") or name in self.cancelled:
                 continue
+            tmp = self.path("cancel", ".%s.fetch" % name)
+            try:   # its content says cancel or withdraw (only if not started: agent protocol 4)
+                self.chirp.fetch("cancel/" + name, tmp)
+                with open(tmp, "rb") as f:
+                    kind = b"withdraw\n" if f.read(64).strip() == b"withdraw" else b"cancel\n"
+            except (ChirpError, OSError) as e:
+                self.log("cannot fetch cancel/%s (taken as a cancel): %s" % (name, e))
+                kind = b"cancel\n"
+            finally:
+                if os.path.exists(tmp):
+                    os.remove(tmp)
             try:
-                write_atomic(self.path("cancel", name), b"cancel\n")
+                write_atomic(self.path("cancel", name), kind)
                 self.cancelled.add(name)
             except OSError as e:
                 self.log("cannot write cancel/%s: %s" % (name, e))

@@ -52,12 +52,12 @@ from resel.events import (
     Action, BagCancelled, BagDone, BagSubmitted, CancelPilot, CancelTask, Decision, DispatchTask, Event,
     PilotEnded, PilotRequeued, PilotStarted, SetTimer, SiteLost, SiteQuarantined, SiteReleased, SubmitPilot,
     TaskDelivered, TaskFailed, TaskFetching, TaskFinished, TaskLost, TaskStarted, TaskUndelivered, TimerFired,
-    BandwidthMeasured, OutputsMeasured,
+    BandwidthMeasured, OutputsMeasured, RateLearned, StrategyChosen, TaskMeasured, TaskWithdrawn, WithdrawTask,
 )
 from resel.live.errors import is_transient
 from resel.live.sites import Report, SiteWorker
 from resel.live.staging import OutputsNotDelivered, ResultsDiskFull, SiteData
-from resel.states import TaskState
+from resel.states import AttemptOutcome, TaskState
 from resel.task_data import Manifest, task_folder
 from resel.metrics import task_times, workload_metrics
 from resel.selection import Strategy
@@ -71,7 +71,7 @@ log = logging.getLogger("resel.live")
 #: re-price its bandwidth
 MEASURE_BYTES = 32e6
 #: actions that are only recorded (nothing to carry out): choices and quarantines
-RECORD_ONLY = (Decision, SiteQuarantined, SiteReleased)
+RECORD_ONLY = (Decision, SiteQuarantined, SiteReleased, RateLearned, StrategyChosen)
 #: lost results that say the attempt died with an agent that is gone while its pilot lives on
 #: ("evicted": written by the HTCondor wrapper of a rerun for the run before)
 LOST_WITH_AGENT = ("agent restarted", "superseded", "evicted")
@@ -293,7 +293,8 @@ class Coordinator:
                     log.warning("run %s: recorded %s %s skipped on replay: %s", self.run_id, row["kind"], row["data"],
                                 exc)
                     continue
-                if isinstance(record, (TaskStarted, TaskFinished, TaskFailed, TaskLost, TaskFetching)):
+                if isinstance(record, (TaskStarted, TaskFinished, TaskFailed, TaskLost, TaskFetching, TaskWithdrawn,
+                                       TaskMeasured)):
                     self.consumed.add((row["kind"], record.task, record.attempt))
             else:
                 action = record
@@ -369,7 +370,8 @@ class Coordinator:
         the estimates of every size of :meth:`Engine.probe_menu` (None without queue-awareness).
         A site that does not answer within ``check_timeout`` is one that failed.
         """
-        want_estimates = Strategy.parse(self.options.strategy).base in ("queue", "earliest")
+        strat = Strategy.parse(self.options.strategy)
+        want_estimates = strat.asks_waits or strat.base == "earliest"
         history = wait_errors = None
         if want_estimates:
             from resel.models.conditioned import load_wait_errors
@@ -863,6 +865,12 @@ class Coordinator:
             if outcome == "failed" and str(rec.get("reason") or "").startswith("input ") and self.manifest:
                 # the site's copy was missing or wrong: send the task's inputs again next time
                 self.site_data(v.site).forget(f.sha256 for f in self.manifest.inputs(task))
+            if outcome == "done" and self.engine.learning:   # the agent's own clock, for the learning
+                seconds = _number(rec.get("end")) is not None and _number(rec.get("start")) is not None
+                if seconds and ("TaskMeasured", task, attempt) not in self.consumed:
+                    self.consumed.add(("TaskMeasured", task, attempt))
+                    out.append(TaskMeasured(time=t, task=task, attempt=attempt,
+                                            seconds=max(0.0, float(rec["end"]) - float(rec["start"]))))
             if outcome == "done" and self.output_specs:
                 kind, event = "TaskFetching", TaskFetching(time=t, task=task, attempt=attempt)
                 self._deliveries[(task, attempt)] = (v.pilot, v.site, list(outputs or []))
@@ -878,6 +886,9 @@ class Coordinator:
                 else:   # its agent is ending (walltime, signal): PilotEnded or PilotRequeued says so
                     v.parked[(task, attempt)] = by
                 continue
+            elif outcome == "cancelled" and rec.get("reason") == "withdrawn":
+                # the agent gave a handed-ahead attempt back unstarted (agent protocol 4)
+                kind, event = "TaskWithdrawn", TaskWithdrawn(time=t, task=task, attempt=attempt)
             else:
                 continue   # cancelled: the engine asked for it
             if (kind, task, attempt) not in self.consumed:
@@ -966,7 +977,7 @@ class Coordinator:
         # call — unless its pilot's submission (which makes the pilot's directory) is not over:
         # then after it, on the scheduler's worker (a pending pilot gets its first tasks at once)
         workers = self.workers
-        if isinstance(action, (DispatchTask, CancelTask)):
+        if isinstance(action, (DispatchTask, CancelTask, WithdrawTask)):
             view = self.pilots.get(action.pilot)
             workers = self.exchange if view is not None and view.job_id is not None else self.workers
         workers[action.site].submit("act", (seq, action), job)
@@ -1001,6 +1012,9 @@ class Coordinator:
                 return sent
             return submit
         if isinstance(action, DispatchTask):
+            rec = self.engine.tasks[action.task] if 0 <= action.task < len(self.engine.tasks) else None
+            if rec is None or rec.attempt != action.attempt or rec.pilot != action.pilot:
+                return None   # taken back (withdrawn) or moved before it was carried out: never sent
             command = self.bag.command_for(action.task, action.site)
             env = {"RESEL_RUN": str(self.run_id), "RESEL_SITE": action.site}
             perf = self.options.perf or self.bag.measured(action.task)
@@ -1019,6 +1033,8 @@ class Coordinator:
             return dispatch
         if isinstance(action, CancelTask):
             return lambda: self.site(action.site).cancel_task(self.run_key, action.pilot, action.task, action.attempt)
+        if isinstance(action, WithdrawTask):
+            return lambda: self.site(action.site).withdraw_task(self.run_key, action.pilot, action.task, action.attempt)
         if isinstance(action, CancelPilot):
             view = self.pilots.get(action.pilot)
             if view is None or view.state in ("ended", "cancelled", "failed"):
@@ -1040,6 +1056,11 @@ class Coordinator:
         if isinstance(action, (SubmitPilot, DispatchTask)) and report.result:
             self._sent(action.site, report.result)
             events = self._measured(action.site, "in", [(x.size, x.seconds) for x in report.result])
+        if isinstance(action, WithdrawTask) and report.result == "withdrawn" \
+                and ("TaskWithdrawn", action.task, action.attempt) not in self.consumed:
+            # the inbox file was renamed away before the agent claimed it: it can never start
+            self.consumed.add(("TaskWithdrawn", action.task, action.attempt))
+            events.append(TaskWithdrawn(time=self.now(), task=action.task, attempt=action.attempt))
         if isinstance(action, SubmitPilot):
             view = self.pilots[action.pilot]
             self._pilot_row(view, submitted=self.now())
@@ -1411,7 +1432,7 @@ class _MeasuredTask:
 def measured_tasks(engine: Engine, db: Database, run_id: int, t0: float) -> list[_MeasuredTask]:
     """The engine's task records with each attempt's start/end replaced by the agent's clock."""
     stamps = {(r["task"], r["attempt"]): r for r in db.query(
-        "select task, attempt, start, end from attempts where run_id = ?", [run_id])}
+        "select task, attempt, start, end, outcome from attempts where run_id = ?", [run_id])}
     out = []
     for task in engine.tasks:
         attempts = []
@@ -1422,6 +1443,12 @@ def measured_tasks(engine: Engine, db: Database, run_id: int, t0: float) -> list
                 measured.start = row["start"] - t0
             if row and row["end"] is not None and a.end is not None:
                 measured.end = row["end"] - t0
+            elif row and row["end"] is not None and row["outcome"] in ("cancelled", "lost", "failed") \
+                    and row["start"] is not None:
+                # the engine never saw it end (taken back as unstarted, its pilot released under it)
+                # but the agent ran it: its seconds are thrown away, and counted as such
+                measured.end = row["end"] - t0
+                measured.outcome = AttemptOutcome(row["outcome"])
             attempts.append(measured)
         out.append(_MeasuredTask(task.id, task.first_origin, task.state, attempts))
     return out

@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 from resel.events import (
     Action, BagCancelled, BagDone, BagSubmitted, BandwidthMeasured, OutputsMeasured, CancelPilot, CancelTask, Decision, DecisionKind,
     DispatchTask, Event, PilotEnded, PilotRequeued, PilotStarted, SetTimer, SiteLost, SiteQuarantined, SiteReleased,
-    SubmitPilot, TaskDelivered, TaskFailed, TaskFetching, TaskFinished, TaskLost, TaskStarted, TaskUndelivered,
-    TimerFired,
+    SubmitPilot, TaskDelivered, TaskFailed, TaskFetching, TaskFinished, TaskLost, TaskMeasured, TaskStarted,
+    TaskUndelivered, TaskWithdrawn, TimerFired, WithdrawTask, RateLearned, StrategyChosen,
 )
 from resel.json_safe import clean
 
@@ -40,10 +40,12 @@ if TYPE_CHECKING:
 #: the events a journal holds, by the kind stored with them (what a replay feeds the engine)
 EVENT_TYPES: dict[str, type[Event]] = {cls.__name__: cls for cls in (
     BagSubmitted, PilotStarted, PilotEnded, PilotRequeued, SiteLost, TaskStarted, TaskFinished, TaskFailed, TaskLost,
-    TimerFired, BagCancelled, TaskFetching, TaskDelivered, TaskUndelivered, BandwidthMeasured, OutputsMeasured)}
+    TimerFired, BagCancelled, TaskFetching, TaskDelivered, TaskUndelivered, BandwidthMeasured, OutputsMeasured,
+    TaskMeasured, TaskWithdrawn)}
 #: the actions a journal holds, by kind (what a resume finishes when they are still undone)
 ACTION_TYPES: dict[str, type[Action]] = {cls.__name__: cls for cls in (
-    SubmitPilot, CancelPilot, DispatchTask, CancelTask, SetTimer, Decision, BagDone, SiteQuarantined, SiteReleased)}
+    SubmitPilot, CancelPilot, DispatchTask, CancelTask, SetTimer, Decision, BagDone, SiteQuarantined, SiteReleased,
+    WithdrawTask, RateLearned, StrategyChosen)}
 
 
 class BadRecord(ValueError):

@@ -161,6 +161,21 @@ def _history(history: Any, site: str, cores: int, walltime: float, quantile: flo
     return bound.seconds, f"q{quantile:g} bound at {confidence:.0%} confidence from {bound.n} waits ({bound.level})"
 
 
+def _at_least_latency(entry: dict[str, Any], latency: tuple[float, int] | None) -> None:
+    """A twin's or scheduler's "starts now" is raised to the site's start latency — what its
+    pilots that did not queue really took to start (:meth:`WaitHistory.start_latency`)."""
+    if latency is None:
+        return
+    seconds, n = latency
+    for name in ("twin", "scheduler"):
+        value = entry.get(f"{name}_s")
+        if value is not None and value < seconds:
+            entry[f"{name}_s"] = seconds
+            entry[f"{name}_note"] = "; ".join(filter(None, [
+                entry.get(f"{name}_note"), f"at least the site's start latency, {seconds:.1f} s (the median start of "
+                                           f"its {n} pilot(s) of resel that did not queue)"]))
+
+
 def site_estimates(sched: Scheduler, site: Site, shapes: list[tuple[int, int, float]], tx: float, history: Any, *,
                    quantile: float, confidence: float) -> SitePlan:
     """The three start estimates of each pilot size in ``shapes`` ((slots, cores, walltime),
@@ -173,6 +188,7 @@ def site_estimates(sched: Scheduler, site: Site, shapes: list[tuple[int, int, fl
     """
     _, cores, walltime = shapes[0]
     row = SitePlan(site.name, site.kind, cores, walltime, tx)
+    latency = history.start_latency(site.name) if hasattr(history, "start_latency") else None
     av = sched.availability()
     row.free_cores, row.total_cores = av.free_cores, av.total_cores
     snap, snap_note = None, None
@@ -203,6 +219,7 @@ def site_estimates(sched: Scheduler, site: Site, shapes: list[tuple[int, int, fl
             entry["scheduler_note"] = "the scheduler gave no estimate" if start is None else None
         except Exception as exc:   # noqa: BLE001
             entry["scheduler_s"], entry["scheduler_note"] = None, f"no scheduler estimate: {_err(exc)}"
+        _at_least_latency(entry, latency)
         row.menu.append(entry)
     full = row.menu[0]
     for name in ("history", "twin", "scheduler"):
@@ -264,7 +281,7 @@ def plan(bag: Bag, sites: list[Site], *, strategy: str = "queue+reselect", sourc
     txs = list(engine.tx)
 
     def one(i: int) -> SitePlan:
-        sizes = menu[i] if strat.base == "queue" and menu[i] else [(0, *shapes[i])]
+        sizes = menu[i] if strat.asks_waits and menu[i] else [(0, *shapes[i])]
         return probe_site(sites[i], sizes, txs[i], history, quantile=quantile, confidence=confidence,
                           opener=opener)
 
@@ -313,7 +330,7 @@ def plan(bag: Bag, sites: list[Site], *, strategy: str = "queue+reselect", sourc
     estimates = {r.site: r.wait_s for r in rows}
 
     wait_menu = ({r.site: [planned_wait(e, objective) for e in r.menu] for r in rows if not r.error}
-                 if strat.base == "queue" else None)
+                 if strat.asks_waits else None)
     events: list[Any] = [BagSubmitted(time=0.0, wait_estimates=estimates, wait_menu=wait_menu)]
     events += [SiteLost(time=0.0, site=r.site, reason=r.error) for r in rows if r.error]
     for r in rows:
@@ -358,6 +375,7 @@ def plan(bag: Bag, sites: list[Site], *, strategy: str = "queue+reselect", sourc
         r.explain = said[r.site]
     return {
         "bag": bag.name, "tasks": bag.count, "strategy": strat.name, "estimate": source,
+        "auto": None if engine.auto_choice is None else {"ran_as": engine.auto_choice[0], "why": engine.auto_choice[1]},
         "quantile": quantile, "confidence": confidence, "clock": clock,
         "model": {"asked": runtime.model, "used": runtime.used, "application": runtime.application,
                   "summary": runtime.summary(), "notes": runtime.notes},

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 class LiveOptions:
     """How a live run behaves; stored with the run so ``--resume`` behaves the same."""
 
-    strategy: str = "model+reselect"
+    strategy: str = "auto"
     seed: int = 0
     clock: str = "base"
     poll: float = 1.0

@@ -81,7 +81,7 @@ def snapshot(engine: Engine, run_id: int, status: str, elapsed: float,
         elif pilot.state is PilotState.ACTIVE:
             row.pilots_running += 1
     for task in engine.tasks:
-        if task.state in (TaskState.WAITING, TaskState.QUEUED):
+        if task.state in (TaskState.WAITING, TaskState.QUEUED, TaskState.RECALLED):
             rows[names[task.origin]].queued += 1
         elif task.state in (TaskState.RUNNING, TaskState.PROVISIONAL):
             rows[names[task.site]].running += 1

@@ -2,7 +2,11 @@
 
 Repetition ``i`` of every strategy and size uses seed ``seed + i``: strategies are compared
 on the same random draws (paired), as the thesis compared re-selection with the very random
-runs it replayed.
+runs it replayed. With ``shift``, repetition ``i`` also meets the trace-driven queues ``i × shift``
+seconds later in their traces (other queue states; docs/peers.md does the same). ``oracle`` among
+the strategies adds, per size and repetition, the oracle's lower bound on TTC for that seed
+(:mod:`resel.sim.oracle`), allowing each site as many pilots as the most any compared run
+submitted there.
 
 ``workers`` > 1 runs the repetitions in that many local processes. Every run depends only on
 its own arguments (bag, sites, strategy, seed), so the results — and the order ``on_run``
@@ -27,6 +31,8 @@ from resel.metrics import ReselAudit, RunCosts, WorkloadMetrics, run_costs, summ
 from resel.selection import Strategy
 
 METRICS = ("ttc_wkd", "tx_wkd", "tq_wkd")
+#: the pseudo-strategy whose rows are the oracle's lower bound on TTC (resel.sim.oracle)
+ORACLE = "oracle"
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +47,10 @@ class RunOutcome:
     quarantines: int = 0        # black-hole quarantines (docs/engine.md)
     costs: RunCosts | None = None
     data: DataCost | None = None   # what moving the bag's data cost (None: it moves none)
+    #: pilots submitted per site name (the oracle allows as many)
+    submissions: dict[str, int] = field(default_factory=dict)
+    #: what ``auto`` ran as and why (None for another strategy)
+    auto: tuple[str, str] | None = None
 
 
 @dataclass
@@ -56,6 +66,11 @@ class Cell:
         return summarize([getattr(r.metrics, metric) for r in self.runs])
 
     def as_dict(self) -> dict:
+        if self.strategy == ORACLE:   # a bound per repetition, not a run: TTC only
+            s = self.summary("ttc_wkd")
+            return {"strategy": ORACLE, "size": self.size, "repeat": len(self.runs),
+                    "ttc_wkd": {"mean": s["mean"], "std": s["std"]}, "tx_wkd": None, "tq_wkd": None,
+                    "bounds": [r.metrics.ttc_wkd for r in self.runs], "run_ids": []}
         audits = [r.audit for r in self.runs]
         out = {"strategy": self.strategy, "size": self.size, "repeat": len(self.runs)}
         for metric in METRICS:
@@ -85,6 +100,9 @@ class Cell:
                 "mb_in": {n: summarize([d.mb_in.get(n, 0.0) for d in data])["mean"] for n in names},
                 "mb_out": {n: summarize([d.mb_out.get(n, 0.0) for d in data])["mean"] for n in names},
             }
+        choices = sorted({r.auto for r in self.runs if r.auto is not None})
+        if choices:
+            out["auto"] = [{"ran_as": ran_as, "why": why} for ran_as, why in choices]
         out["run_ids"] = list(self.run_ids)
         return out
 
@@ -102,9 +120,19 @@ class Experiment:
     clock: str
     cells: dict[tuple[str, int], Cell] = field(default_factory=dict)
     experiment_id: int | None = None
+    shift: float = 0.0        # seconds later in the traces per repetition (run_experiment's ``shift``)
 
     def cell(self, strategy: str, size: int) -> Cell:
-        return self.cells[(Strategy.parse(strategy).name, size)]
+        return self.cells[(strategy if strategy == ORACLE else Strategy.parse(strategy).name, size)]
+
+    def sooner(self, size: int, ours: str = "auto") -> tuple[str, float] | None:
+        """How much sooner ``ours`` finished than the best other strategy at ``size`` (lowest mean
+        TTC, the oracle left out): (its name, percent less TTC), or None without one to compare."""
+        others = [s for s in self.strategies if s not in (ours, ORACLE)]
+        if ours not in self.strategies or not others:
+            return None
+        best = min(others, key=lambda s: (self.cells[(s, size)].summary("ttc_wkd")["mean"], s))
+        return best, self.change(ours, best, size)
 
     def change(self, strategy: str, baseline: str, size: int, metric: str = "ttc_wkd") -> float:
         """Percent reduction of ``metric``'s mean against ``baseline`` (positive = less time)."""
@@ -132,6 +160,8 @@ def split_spec(spec: str, default_estimate: str = "scheduler") -> tuple[Strategy
     start estimates (``scheduler``, ``twin``, ``history``); without it the default is used.
     """
     from resel.backends.simulated.estimates import SOURCES
+    if spec.strip().lower() == ORACLE:
+        return Strategy("model"), "scheduler", ORACLE   # (never run: its rows are bounds)
     base, _, source = spec.partition("@")
     strat = Strategy.parse(base)
     source = source.strip().lower() or default_estimate
@@ -181,10 +211,11 @@ def _one_run(job: tuple) -> SimResult:
 
 
 #: seconds of a local sweep run in this process before worker processes are started: starting
-#: them and shipping results back costs more than a short sweep takes (the default
-#: `resel simulate`: 1.8 s serial, 2.1 s on two processes), so only what outlasts this goes
+#: them and shipping results back costs more than a short sweep takes (the thesis sites' old
+#: default `resel simulate`: 1.8 s serial, 2.1 s on two processes), and each new process warms
+#: trace-driven queues up again (0.5–1 s per set of sites), so only what outlasts this goes
 #: parallel (docs/experiments.md)
-SERIAL_FIRST_S = 2.0
+SERIAL_FIRST_S = 5.0
 
 
 def sweep(jobs: list[tuple], workers: int = 1, executor: Executor | None = None):
@@ -212,7 +243,7 @@ def run_experiment(bag: Bag, sites: list[Site], strategies: list[str], sizes: li
                    quantile: float = 0.9, confidence: float = 0.9,
                    on_run: Callable[[SimResult], int | None] | None = None, rates=None,
                    workers: int = 1, executor: Executor | None = None, record: bool = True,
-                   walltime: str = "limit", price_data: bool = True) -> Experiment:
+                   walltime: str = "limit", price_data: bool = True, shift: float = 0.0) -> Experiment:
     """Simulate every strategy × size × repetition.
 
     Args:
@@ -227,6 +258,7 @@ def run_experiment(bag: Bag, sites: list[Site], strategies: list[str], sizes: li
         record: keep each run's events and decisions (the store needs them).
         price_data: the engine prices the bag's data (``[bag.data]``); False: blind to it, the
             simulator still moving the bytes (docs/engine.md, "Selection sees the data").
+        shift: seconds later in their traces the trace-driven queues meet repetition i's bag, × i.
     """
     parsed = {}
     for spec in strategies:
@@ -234,23 +266,31 @@ def run_experiment(bag: Bag, sites: list[Site], strategies: list[str], sizes: li
         parsed.setdefault(name, (strat, source))
     names = list(parsed)   # each once, in order
     sizes = list(dict.fromkeys(sizes))
-    exp = Experiment(bag, list(sites), names, sizes, repeat, seed, clock)
+    exp = Experiment(bag, list(sites), names, sizes, repeat, seed, clock, shift=shift)
     jobs, cells = [], []
+    per_rep = [shifted(sites, i * shift) for i in range(repeat)]
     for size in sizes:
         sized = bag.resized(size)
         for name in names:
             cell = exp.cells.setdefault((name, size), Cell(name, size))
+            if name == ORACLE:
+                continue
             strat, source = parsed[name]
             for i in range(repeat):
-                jobs.append((sized, list(sites), strat, seed + i, clock, source, quantile, confidence, rates,
+                jobs.append((sized, per_rep[i], strat, seed + i, clock, source, quantile, confidence, rates,
                              name, record, walltime, price_data))
                 cells.append(cell)
     owners = iter(cells)    # not zip(): its reused result tuple would keep the last run alive
     for result in sweep(jobs, workers, executor):
         cell = next(owners)
+        counts: dict[str, int] = {}
+        for p in result.engine.pilots.values():
+            name = result.sites[p.site].name
+            counts[name] = counts.get(name, 0) + 1
         cell.runs.append(RunOutcome(result.metrics, result.audit, result.walltime_kills,
                                     sum(h.quarantines for h in result.engine.health),
-                                    run_costs(result.engine, result.bag.cores_per_task), result.data))
+                                    run_costs(result.engine, result.bag.cores_per_task), result.data,
+                                    counts, result.engine.auto_choice))
         if on_run is not None:
             run_id = on_run(result)
             if run_id is not None:
@@ -260,4 +300,35 @@ def run_experiment(bag: Bag, sites: list[Site], strategies: list[str], sizes: li
         # up until the collector's next full pass (memory flat in the repetitions)
         del result
         gc.collect()
+    if ORACLE in names:
+        _bounds(exp, bag, per_rep, seed)
     return exp
+
+
+def shifted(sites: list[Site], seconds: float) -> list[Site]:
+    """The sites with every trace-driven queue meeting the bag ``seconds`` later in its trace."""
+    import dataclasses
+    if not seconds:
+        return list(sites)
+    return [s if s.queue is None else dataclasses.replace(s, queue=dataclasses.replace(s.queue, offset=s.queue.offset
+                                                                                          + seconds))
+            for s in sites]
+
+
+def _bounds(exp: Experiment, bag: Bag, per_rep: list[list[Site]], seed: int) -> None:
+    """The oracle's cells: per size and repetition, the bound for that seed allowing each site as
+    many pilots as the most any compared run of that repetition submitted there."""
+    from resel.sim.oracle import oracle_bound
+    ran = [n for n in exp.strategies if n != ORACLE]
+    for size in exp.sizes:
+        cell = exp.cells[(ORACLE, size)]
+        for i, sites in enumerate(per_rep):
+            subs: dict[str, int] = {}
+            for name in ran:
+                runs = exp.cells[(name, size)].runs
+                if i < len(runs):
+                    for site, c in runs[i].submissions.items():
+                        subs[site] = max(subs.get(site, 1), c)
+            ttc = oracle_bound(bag.resized(size), sites, seed + i, subs or 1).ttc
+            nan = math.nan
+            cell.runs.append(RunOutcome(WorkloadMetrics(ttc, nan, nan, size, 0, 0, 0, 0, 0.0), ReselAudit()))

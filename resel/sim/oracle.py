@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Callable, Mapping
 
 from resel.domain import Bag, Site
 from resel.transfer import DataTimes
@@ -119,12 +119,71 @@ class OracleBound:
         return {"ttc": self.ttc, "tasks": self.tasks, "submissions": dict(self.submissions)}
 
 
+def probe_sizes(cap: int) -> list[int]:
+    """The pilot sizes (task slots) whose start the tightened bound probes: every size up to 8,
+    then a geometric ladder (ratio 2^(1/4)) and ``cap`` itself."""
+    sizes, c = [], 1
+    while c < cap:
+        sizes.append(c)
+        c = c + 1 if c < 8 else max(c + 1, int(round(c * 2 ** 0.25)))
+    return sizes + [cap]
+
+
+def probe_slots(starts: list[tuple[int, float]]) -> list[tuple[float, int]]:
+    """A(τ) as steps from probed starts ``(size, start)`` (sizes ascending): the earliest any
+    pilot at least as large as a probed size could start is the smallest start from that size
+    up; a size between two probed ones starts no sooner than the smaller (a queue never starts
+    a larger pilot sooner), so from the smaller one's start the site holds at most the larger
+    one less a slot — and all of ``cap`` (the last) from its own start."""
+    env, low = [], math.inf
+    for size, start in reversed(starts):
+        low = min(low, start)
+        env.append((size, low))
+    env.reverse()
+    out: list[tuple[float, int]] = []
+    for k, (size, at) in enumerate(env):
+        most = env[k + 1][0] - 1 if k + 1 < len(env) else size
+        if not out or most > out[-1][1]:
+            out.append((at, most))
+    steps: list[tuple[float, int]] = []
+    have = 0
+    for at, most in sorted(out):
+        if most > have:
+            if steps and steps[-1][0] == at:       # one step per instant
+                steps[-1] = (at, steps[-1][1] + most - have)
+            else:
+                steps.append((at, most - have))
+            have = most
+    return steps
+
+
+def _cap_steps(a: list[tuple[float, int]], b: list[tuple[float, int]]) -> list[tuple[float, int]]:
+    """min(A₁, A₂) of two step functions given as (time, slots added), ascending."""
+    times = sorted({t for t, _ in a} | {t for t, _ in b})
+    out, have, ia, ib, sa, sb = [], 0, 0, 0, 0, 0
+    for t in times:
+        while ia < len(a) and a[ia][0] <= t:
+            sa += a[ia][1]
+            ia += 1
+        while ib < len(b) and b[ib][0] <= t:
+            sb += b[ib][1]
+            ib += 1
+        now = min(sa, sb)
+        if now > have:
+            out.append((t, now - have))
+            have = now
+    return out
+
+
 def site_capacity(site: Site, bag: Bag, seed: int, draws: int, running_ends: list[tuple[float, int]] | None,
-                  data: DataTimes | None = None) -> SiteCapacity | None:
+                  data: DataTimes | None = None,
+                  probe: Callable[[int, float], float] | None = None) -> SiteCapacity | None:
     """One site's truth for the seed, as the oracle uses it (None: the bag cannot run there).
 
     ``running_ends`` (trace-driven sites): (end, cores) of each job running at the bag's arrival.
-    ``data``: a task's true data times on the site (a bag that moves data).
+    ``data``: a task's true data times on the site (a bag that moves data). ``probe(cores,
+    walltime)`` (trace-driven sites, the tightened bound): when a pilot of that shape submitted
+    at the bag's arrival would start, the queue's own jobs ending at their true times.
     """
     from resel.backends.simulated.simulation import _SiteTruth
     cpt = bag.cores_per_task
@@ -152,6 +211,14 @@ def site_capacity(site: Site, bag: Bag, seed: int, draws: int, running_ends: lis
             if now_have > have:
                 times.append((max(0.0, end), now_have - have))
             have = now_have
+        if probe is not None:   # the queue's own backlog counted too: what a pilot really waits behind
+            shortest = min(txs) - own    # no pilot that runs a task asks for less time than one task takes
+            per = 1 if per_task else slots
+            starts = [(k, probe(k * cpt, shortest)) for k in probe_sizes(per)]
+            probed = [(at, n * (max_pilots if not per_task else 1)) for at, n in probe_slots(starts)]
+            if per_task:        # a pool's one-task pilots: each starts no sooner than the first could
+                probed = [(probed[0][0], limit)] if probed else []
+            times = _cap_steps(times, [(at, min(n, limit)) for at, n in probed])
         ready = min((a for a, _ in times), default=0.0) + data.shared_in if data is not None else -math.inf
         return SiteCapacity(site.name, slots, max_pilots, site.pilot.walltime, (), ((1, slots),), 0.0,
                             tuple(times), tx_min, ready, after)
@@ -185,27 +252,29 @@ def site_capacity(site: Site, bag: Bag, seed: int, draws: int, running_ends: lis
                         exponent, tuple(times), tx_min, ready, after)
 
 
-def _running_at_arrival(sites: list[Site]) -> dict[int, list[tuple[float, int]]]:
-    """Per trace-driven site: (end, cores) of other users' jobs running when the bag arrives (0)."""
-    from resel.backends.simulated.queuesite import QueueSite
-    from resel.sim.core import Environment
-    env = Environment()
-    queues = {i: QueueSite(i, s, env, None) for i, s in enumerate(sites) if s.queue is not None}
-    if not queues:
-        return {}
-    for q in queues.values():
-        q.prime()
-    env.run(math.nextafter(0.0, -math.inf))
-    return {i: [(j.start + j.run, j.size) for j in q.policy.running.values()] for i, q in queues.items()}
+def _running_at_arrival(sites: list[Site]) -> tuple[dict[int, list[tuple[float, int]]], dict[int, Any]]:
+    """Per trace-driven site: (end, cores) of other users' jobs running when the bag arrives (0),
+    and its batch policy then (what a probe pilot would queue behind)."""
+    from resel.backends.simulated.queuesite import warm_queues
+    if not any(s.queue is not None for s in sites):
+        return {}, {}
+    _env, queues = warm_queues(sites)
+    return ({i: [(j.start + j.run, j.size) for j in q.policy.running.values()] for i, q in queues.items()},
+            {i: q.policy for i, q in queues.items()})
 
 
-def oracle_bound(bag: Bag, sites: list[Site], seed: int, submissions: int | Mapping[str, int] = 1) -> OracleBound:
+def oracle_bound(bag: Bag, sites: list[Site], seed: int, submissions: int | Mapping[str, int] = 1, *,
+                 backlog: bool = True) -> OracleBound:
     """The smallest TTC any strategy submitting at most ``submissions`` pilots per site could
     reach on this seed (a lower bound; see the module docstring for why).
 
     Args:
         submissions: per site name (or one number for all) how many pilot submissions the
             bound allows; a per-task pool needs at least one per task.
+        backlog: count a trace-driven queue's backlog (the tightened bound, issue 26): a pilot
+            starts no sooner than a probe of its shape submitted at the bag's arrival, run
+            forward with the queue's jobs ending at their true times. False: the cores free as
+            running jobs end, whatever is queued (the bound before issue 26).
     """
     from resel.selection import viable_sites
     from resel.transfer import TransferModel
@@ -213,11 +282,15 @@ def oracle_bound(bag: Bag, sites: list[Site], seed: int, submissions: int | Mapp
     data = TransferModel.from_bag(bag, sites, truth=True)   # as the simulator moves it
     counts = {s.name: (submissions.get(s.name, 1) if isinstance(submissions, Mapping) else int(submissions))
               for s in sites}
-    running = _running_at_arrival(sites)
+    running, policies = _running_at_arrival(sites)
     caps = []
     for i in viable_sites(bag, sites):
+        probe = None
+        if backlog and i in policies:
+            from resel.sim.wait_eval import clairvoyant_wait
+            probe = (lambda cores, walltime, policy=policies[i]: clairvoyant_wait(policy, 0.0, cores, walltime))
         cap = site_capacity(sites[i], bag, seed, counts[sites[i].name], running.get(i),
-                            None if data is None else data.times(sites[i].name))
+                            None if data is None else data.times(sites[i].name), probe)
         if cap is not None:
             caps.append(cap)
     if n == 0 or not caps:
@@ -245,3 +318,71 @@ def oracle_bound(bag: Bag, sites: list[Site], seed: int, submissions: int | Mapp
         else:
             lo = mid
     return OracleBound(lo, n, counts, tuple(caps))
+
+
+@dataclass(frozen=True)
+class Hindsight:
+    """Per site, when its first pilot could start and when it alone would finish the bag, as the
+    oracle's truth makes them for the seed (the bag's n tasks on the site's best single pilot
+    size, or a pool's one-task pilots): which site a user should have picked, in hindsight."""
+
+    first_start: dict[str, float]
+    finish_alone: dict[str, float]
+
+    @property
+    def starts_first(self) -> str:
+        return min(self.first_start, key=lambda s: (self.first_start[s], s))
+
+    @property
+    def finishes_first(self) -> str:
+        return min(self.finish_alone, key=lambda s: (self.finish_alone[s], s))
+
+    @property
+    def differ(self) -> bool:
+        """The site that finishes first is not the one that starts first: where choosing well
+        beats starting first (docs/peers.md's 20 % goal applies)."""
+        return self.finishes_first != self.starts_first
+
+
+def hindsight(bag: Bag, sites: list[Site], seed: int) -> Hindsight:
+    """Each viable site's first possible start and its finish alone with the bag (see
+    :class:`Hindsight`): drawn-wait sites from their first draws, trace-driven ones from the
+    probes of the tightened bound (the queue's jobs ending at their true times)."""
+    from resel.backends.simulated.simulation import _SiteTruth
+    from resel.selection import viable_sites
+    from resel.sim.wait_eval import clairvoyant_wait
+    n, cpt = bag.count, bag.cores_per_task
+    _, policies = _running_at_arrival(sites)
+    first, alone = {}, {}
+    for i in viable_sites(bag, sites):
+        site = sites[i]
+        truth = _SiteTruth(site, seed)
+        per_task = site.pilot.mode == "per-task"
+        cap = 1 if per_task else min(site.pilot.max_cores or site.cores, site.cores) // cpt
+        if cap < 1:
+            continue
+        if per_task:          # one-task pilots, each its own wait and slot
+            m = min(n, max(1, site.pilot.max_pilots))
+            pilots = [(max(0.0, truth.draw_wait(cpt)) if i not in policies else 0.0,
+                       bag.profile.instructions * truth.kappa / truth.draw_speed()) for _ in range(m)]
+            if i in policies:
+                w = clairvoyant_wait(policies[i], 0.0, cpt, min(t for _, t in pilots))
+                pilots = [(w, t) for _, t in pilots]
+            waves = math.ceil(n / m)
+            first[site.name] = min(w for w, _ in pilots)
+            alone[site.name] = max(w + waves * t for w, t in pilots)
+            continue
+        w0 = max(0.0, truth.wait())        # the site's first submission's draw (drawn waits)
+        tx = bag.profile.instructions * truth.kappa / truth.draw_speed()
+        per_node = truth.per_node if site.wait is not None else 1
+        best, earliest = math.inf, math.inf
+        for slots in probe_sizes(min(cap, n)):
+            if i in policies:
+                w = clairvoyant_wait(policies[i], 0.0, slots * cpt, tx)
+            else:
+                nodes = max(1, math.ceil(slots * cpt / per_node))
+                w = w0 * (nodes ** truth.exponent if truth.exponent else 1.0)
+            earliest = min(earliest, w)
+            best = min(best, w + math.ceil(n / slots) * tx)
+        first[site.name], alone[site.name] = earliest, best
+    return Hindsight(first, alone)

@@ -60,13 +60,13 @@ def simulated_rows(bag: Bag, sites: list[Site], strategy: str, *, quantile: floa
         by_source[src] = _bag_submitted(res)
     rows = []
     for i, site in enumerate(sites):
-        sizes = menu[i] if strat.base == "queue" and menu[i] else [(0, *shapes[i])]
+        sizes = menu[i] if strat.asks_waits and menu[i] else [(0, *shapes[i])]
         _, cores, walltime = sizes[0]
         row = SitePlan(site.name, site.kind, cores, walltime, engine.tx[i], total_cores=site.cores)
         for k, (slots, cores_k, walltime_k) in enumerate(sizes):
             entry: dict[str, Any] = {"slots": slots, "cores": cores_k}
             for src, ev in by_source.items():
-                if ev.wait_menu is not None and strat.base == "queue":
+                if ev.wait_menu is not None and strat.asks_waits:
                     vals = ev.wait_menu.get(site.name) or []
                     v = vals[k] if k < len(vals) else None
                 else:
@@ -86,7 +86,7 @@ def simulated_rows(bag: Bag, sites: list[Site], strategy: str, *, quantile: floa
             setattr(row, f"{name}_s", full[f"{name}_s"])
             setattr(row, f"{name}_note", full[f"{name}_note"])
         rows.append(row)
-    errors = learn_queue_errors(sites, menu if strat.base == "queue" else
+    errors = learn_queue_errors(sites, menu if strat.asks_waits else
                                 {i: [(0, *shapes[i])] for i in range(len(sites))})
     return rows, errors
 
