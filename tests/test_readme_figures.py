@@ -77,15 +77,15 @@ def test_queue_aware_headline():
 
 def test_the_readme_shows_what_resel_simulate_prints(tmp_path):
     """The README's "What `resel simulate` shows" block is the command's own output: its header,
-    rule and every row of sizes 64 and 1,024 (a size's runs do not depend on the other sizes:
-    repetition i uses seed S+i for every strategy), and its legend, line for line."""
+    rule and every row, and its legend and verdict, line for line: the main job as typed, without
+    storing it."""
     from click.testing import CliRunner
 
     from resel.cli import cli
     text = (REPO / "README.md").read_text(encoding="utf-8")
     block = text.split("## What `resel simulate` shows", 1)[1].split("```", 2)[1].strip("\n").splitlines()
     # a store of its own: the T̂x model line reads the default store's fits (none here)
-    result = CliRunner().invoke(cli, ["simulate", "--sizes", "64,1024", "--no-store", "--db", str(tmp_path / "r.db")],
+    result = CliRunner().invoke(cli, ["simulate", "--no-store", "--db", str(tmp_path / "r.db")],
                                 env={"COLUMNS": "100"})
     assert result.exit_code == 0, result.output
     printed = [line.rstrip() for line in result.stdout.splitlines()]
