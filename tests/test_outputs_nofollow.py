@@ -80,6 +80,7 @@ def test_report_plot_through_another_users_links_is_refused(users, scene):
     base, home, drop, plain = scene
     figs = plain / "figs"
     assert as_user(users.other, os.mkdir, str(figs), 0o777)[0] == "ok"
+    assert as_user(users.other, os.chmod, str(figs), 0o777)[0] == "ok"     # mkdir's mode passes the umask
     for fmt in ("png", "svg"):
         plant(users, figs / f"gantt.{fmt}", home / "precious.txt")
     got = resel_as(users.owner, "report", "1", "--db", str(home / "resel.db"), "--plot", str(figs), home=home)
@@ -99,6 +100,7 @@ def test_simulate_plot_through_another_users_link_is_refused(users, scene):
     base, home, drop, _ = scene
     figs = drop / "sizes"
     assert as_user(users.other, os.mkdir, str(figs), 0o777)[0] == "ok"
+    assert as_user(users.other, os.chmod, str(figs), 0o777)[0] == "ok"     # mkdir's mode passes the umask
     plant(users, figs / "workload_by_size.png", home / "precious.txt")
     got = resel_as(users.owner, "simulate", "--sizes", "4,8", "--repeat", "1", "--strategies", "model",
                    "--db", str(home / "resel.db"), "--plot", str(figs), home=home)
