@@ -26,6 +26,7 @@ import posixpath
 import re
 import shlex
 from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any
 
 from resel.live import agent as agent_module
@@ -33,7 +34,7 @@ from resel.backends.jobs import JobInfo, JobState, Scheduler
 from resel.backends.transport import FileTooLarge
 from resel.backends.verified import digest, verified_argv
 from resel.backends.workdir import prepare_workdir
-from resel.domain import Site
+from resel.domain import InputSpec, Site
 from resel.site_options import setup_block
 from resel.errors import ReselError
 
@@ -81,6 +82,15 @@ class PilotFiles:
 def task_key(task: int, attempt: int) -> str:
     """The name of a task attempt in the agent's protocol: ``t12-a0``."""
     return f"t{int(task)}-a{int(attempt)}"
+
+
+_KEY = re.compile(r"t\d+-a\d+")
+
+
+def _check_key(key: str) -> None:
+    """A task attempt's key becomes part of a path on the site: only ``tN-aM``."""
+    if not isinstance(key, str) or not _KEY.fullmatch(key):
+        raise ReselError(f"bad task attempt key {key!r}")
 
 
 class PilotSite:
@@ -216,6 +226,72 @@ class PilotSite:
                 "perf": bool(perf), "timeout": timeout}
         path = posixpath.join(self.pilot_dir(run_key, pilot), "inbox", task_key(task, attempt) + ".json")
         self.transport.write_file(path, json.dumps(spec).encode())
+
+    # ------------------------------------------------------------------ task data
+    @property
+    def shares_files(self) -> bool:
+        """Whether the pilots see the work directory (a shared filesystem: Slurm, PBS, local);
+        an HTCondor pool's slots see nothing of the access point (docs/data.md)."""
+        return self.site.kind != "htcondor"
+
+    def output_path(self, run_key: str, pilot: int, key: str, index: int, name: str) -> str:
+        """Where output ``index`` (its place in the result's ``outputs`` list) named ``name`` of
+        attempt ``key`` is on the site, for the coordinator to fetch over its transport.
+
+        Shared filesystem: the agent's task folder, ``pN/tasks/KEY/NAME``. HTCondor pool: the
+        chirp wrapper put it to ``pN/outputs/KEY.I`` on the access point before it pushed the
+        result (the task folder is in the slot's scratch, gone with the pilot)."""
+        pdir = self.pilot_dir(run_key, pilot)
+        _check_key(key)
+        if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+            raise ReselError(f"bad output index {index!r}")
+        if not self.shares_files:
+            return posixpath.join(pdir, "outputs", f"{key}.{index}")
+        if not isinstance(name, str) or not name or name.startswith("/") or "\\" in name \
+                or any(part in ("", ".", "..") for part in name.split("/")):
+            raise ReselError(f"bad output name {name!r}: a path inside the task's folder")
+        return posixpath.join(pdir, "tasks", key, name)
+
+    def task_files(self, run_key: str, pilot: int, key: str, outputs: int) -> list[str]:
+        """What attempt ``key`` left on the site that holds its data, to remove after a verified
+        fetch of its ``outputs`` (how many the result listed): its task folder on a shared
+        filesystem; on an HTCondor pool its ``outputs/KEY.I`` files (the slot's copies are
+        removed by the wrapper once put, its task folder with the slot's scratch). The agent's
+        records (inbox, started, results) stay: a resumed coordinator reads them."""
+        pdir = self.pilot_dir(run_key, pilot)
+        _check_key(key)
+        if self.shares_files:
+            return [posixpath.join(pdir, "tasks", key)]
+        return [posixpath.join(pdir, "outputs", f"{key}.{i}") for i in range(int(outputs))]
+
+    def remove_task_files(self, run_key: str, pilot: int, key: str, outputs: int) -> None:
+        """Remove :meth:`task_files` (never following a link; what is gone already is fine)."""
+        for path in self.task_files(run_key, pilot, key, outputs):
+            self.transport.remove_tree(path)
+
+    def url_inbox_inputs(self, specs: Sequence[InputSpec]) -> list[dict]:
+        """The inbox file's ``inputs`` entries for a bag's URL inputs on this site:
+        ``{"name", "url"}`` each on an HTCondor pool (its pilots were submitted with the URLs
+        in ``inputs``, so the agent finds each in the slot's cache), none elsewhere (resel
+        fetches nothing there; :meth:`url_inputs_note`)."""
+        if self.shares_files:
+            return []
+        return [{"name": s.file_name, "url": s.pattern} for s in specs if s.is_url]
+
+    def url_inputs_note(self, urls: list[str] | tuple[str, ...]) -> str | None:
+        """What to tell the user at the start of a run whose bag has URL inputs, for this site
+        (None: nothing to say). An HTCondor pilot carries them in its ``transfer_input_files``
+        (the pool's transfer plugins fetch them); anywhere else resel fetches nothing, so the
+        coordinator leaves them out of the inbox files and the user's ``setup`` lines must
+        fetch them (docs/data.md)."""
+        if not urls:
+            return None
+        listed = ", ".join(urls[:3]) + (f" and {len(urls) - 3} more" if len(urls) > 3 else "")
+        if not self.shares_files:
+            return f"site {self.name}: URL inputs ({listed}) are fetched by the pool's file transfer for each pilot"
+        return (f"site {self.name}: resel does not fetch URL inputs ({listed}) on a {self.site.kind} site: "
+                "its tasks will not find them in their folder unless the site's setup lines fetch them "
+                "(access.setup in the sites file; docs/data.md)")
 
     def cancel_task(self, run_key: str, pilot: int, task: int, attempt: int) -> None:
         path = posixpath.join(self.pilot_dir(run_key, pilot), "cancel", task_key(task, attempt))

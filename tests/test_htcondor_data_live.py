@@ -1,0 +1,194 @@
+"""Task data on the real HTCondor pool (issue 25 item 4; docs/data.md, "The HTCondor pool: no
+shared filesystem"): a pilot's slot shares nothing with the access point, so its chirp wrapper
+brings each task's inputs from the run's cache on the access point into a slot-local cache, and
+puts each output of a done attempt to ``pN/outputs/KEY.I`` on the access point before the result.
+
+The pool is the testbed's HTCondor 23.9.6 (scripts/testbed-trixie.sh), reached over SSH as
+reselap like an OSG access point; pilots run as ``nobody`` in execute slots. The test plays the
+coordinator with resel's own parts: it sends the inputs to ``RUN/cache/SHA256`` with the SSH
+transport's ``put_file`` (0400), writes the inbox files, submits the pilot through
+``PilotSite.submit_pilot`` (the shared input in ``inputs=``), and fetches every output from
+``PilotSite.output_path`` with ``get_file`` checking the sha256 the agent recorded. Expected
+digests are hashlib's over the bytes the test wrote.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import posixpath
+import uuid
+
+import pytest
+from resel.backends.htcondor.client import HTCondorCLI
+from resel.backends.pilotsite import PilotSite
+from resel.backends.transport import SSHTransport
+from resel.config import load_sites
+
+from trixie_helpers import ap, host_path, pool_site, remove_leftovers, reselap_jobs, trixie, wait_for  # noqa: F401
+
+RUN_KEY = "r25-da7a25"
+#: the big output the slot puts through chirp (the agent hashes it, the AP copy is checked)
+BIG = 120_000_000
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@pytest.fixture
+def ssh(trixie):
+    t = SSHTransport("tb-ap", ssh_config=trixie.trixie_ssh_config)
+    yield t
+    t.close()
+
+
+@pytest.fixture(autouse=True)
+def _no_job_left_behind(trixie):
+    before = reselap_jobs(trixie)
+    yield
+    remove_leftovers(trixie, before)
+
+
+class Coordinator:
+    """What the coordinator does for an HTCondor site, with resel's real transport and PilotSite."""
+
+    def __init__(self, tb, ssh, tmp_path):
+        self.tb, self.ssh, self.tmp = tb, ssh, tmp_path
+        self.workdir = f"{tb.work_c}/data-{uuid.uuid4().hex[:8]}"
+        sites = tmp_path / "sites.toml"
+        sites.write_text(pool_site(tb, workdir=self.workdir))
+        self.site = PilotSite(load_sites(sites)[0], ssh, HTCondorCLI(ssh))
+        self.cache = posixpath.join(self.site.run_dir(RUN_KEY), "cache")
+
+    def send(self, data: bytes) -> dict:
+        """An input into the run's cache on the access point, as the coordinator sends it."""
+        self.site.ship_agent()                       # makes the work directory (0700) first
+        self.ssh.makedirs(self.cache)
+        local = self.tmp / sha(data)
+        local.write_bytes(data)
+        self.ssh.put_file(str(local), posixpath.join(self.cache, sha(data)), mode=0o400, size=len(data),
+                          sha256=sha(data))
+        return {"sha256": sha(data), "size": len(data)}
+
+    def dispatch(self, task: int, command: str, inputs=(), outputs=()) -> str:
+        key = f"t{task}-a0"
+        self.site.ship_agent()
+        self.site.make_pilot_dir(RUN_KEY, 1)
+        doc = {"task": task, "attempt": 0, "command": command, "env": {}, "perf": False, "timeout": None,
+               "inputs": list(inputs), "outputs": [{"glob": g} for g in outputs]}
+        self.ssh.write_file(posixpath.join(self.site.pilot_dir(RUN_KEY, 1), "inbox", key + ".json"),
+                            json.dumps(doc).encode())
+        return key
+
+    def result(self, key: str, timeout: float = 180) -> dict:
+        path = host_path(self.tb, posixpath.join(self.site.pilot_dir(RUN_KEY, 1), "results", key + ".json"))
+        assert wait_for(path.exists, timeout=timeout, every=0.2), f"no result {key} on the access point"
+        rec = json.loads(path.read_text())
+        if rec["outcome"] == "done":
+            # the wrapper puts the outputs before the result: they are there when it is
+            for i, out in enumerate(rec.get("outputs", [])):
+                where = self.site.output_path(RUN_KEY, 1, key, i, out["name"])
+                assert host_path(self.tb, where).exists(), (key, out, where)
+        return rec
+
+    def fetch(self, key: str, rec: dict) -> dict[str, bytes]:
+        """Every output home through the transport, checked against the agent's size and sha256."""
+        got = {}
+        for i, out in enumerate(rec["outputs"]):
+            local = self.tmp / f"{key}.{i}"
+            moved = self.ssh.get_file(self.site.output_path(RUN_KEY, 1, key, i, out["name"]), str(local),
+                                      size=out["size"], sha256=out["sha256"])
+            assert (moved.size, moved.sha256) == (out["size"], out["sha256"])
+            got[out["name"]] = local.read_bytes()
+        return got
+
+
+def test_a_pilot_takes_inputs_from_the_access_point_and_puts_outputs_back(tmp_path, trixie, ssh):
+    """Inputs come into the slot's cache once (a shared one by the job's own file transfer, a
+    per-task one over chirp), are checked and linked into each task's folder; a task naming an
+    input the access point's cache does not have fails with the agent's reason; outputs, a big
+    one among them, are on the access point under ``outputs/KEY.I`` (0600) before the result,
+    and their sha256 is the agent's; after they are put the slot keeps no copy; removing a
+    task's files after a verified fetch leaves its records."""
+    co = Coordinator(trixie, ssh, tmp_path)
+    tpr, ff = os.urandom(300_000), b"; force field\n" * 50_000
+    tpr_in, ff_in = co.send(tpr), co.send(ff)
+    missing = sha(b"never sent")
+    t1 = co.dispatch(1, "cat topol.tpr ff.itp > md.log && mkdir traj && head -c 3000000 /dev/urandom > traj/a.xtc",
+                     [{"name": "topol.tpr", **tpr_in}, {"name": "ff.itp", **ff_in}], ["md.log", "traj/*.xtc"])
+    t2 = co.dispatch(2, "touch ran", [{"name": "gone.tpr", "sha256": missing, "size": 10}], ["ran"])
+    t3 = co.dispatch(3, f"head -c {BIG} /dev/urandom > big.bin", [{"name": "ff.itp", **ff_in}], ["big.bin"])
+    job = co.site.submit_pilot(RUN_KEY, 1, 1, 300, inputs=(posixpath.join(co.cache, ff_in["sha256"]),))
+    try:
+        r1 = co.result(t1)
+        assert r1["outcome"] == "done", r1
+        assert [o["name"] for o in r1["outputs"]] == ["md.log", "traj/a.xtc"]
+        got = co.fetch(t1, r1)
+        assert got["md.log"] == tpr + ff and len(got["traj/a.xtc"]) == 3_000_000
+
+        r2 = co.result(t2)
+        assert (r2["outcome"], r2["reason"]) == ("failed", f"input gone.tpr: not in the site's cache (sha256 {missing})")
+        assert "outputs" not in r2 and not host_path(trixie, co.site.pilot_dir(RUN_KEY, 1)).joinpath(
+            "outputs", f"{t2}.0").exists()
+
+        r3 = co.result(t3, timeout=300)
+        assert r3["outcome"] == "done" and r3["outputs"][0]["size"] == BIG, r3
+        where = host_path(trixie, co.site.output_path(RUN_KEY, 1, t3, 0, "big.bin"))
+        assert where.stat().st_mode & 0o777 == 0o600
+        co.fetch(t3, r3)                                   # size and sha256 the agent recorded
+
+        # a fourth task on the same inputs: the slot's cache already holds them; what the
+        # slot kept of the earlier tasks is listed from inside it
+        t4 = co.dispatch(4, "cmp topol.tpr ../../../cache/$(sha256sum topol.tpr | cut -c1-64) && ls ../../../cache "
+                            "&& echo -- && ls ../t3-a0 ../t1-a0/traj", [{"name": "topol.tpr", **tpr_in}])
+        r4 = co.result(t4)
+        assert r4["outcome"] == "done", r4
+        cache_list, _, kept = r4["stdout_tail"].partition("--")
+        assert sorted(cache_list.split()) == sorted([tpr_in["sha256"], ff_in["sha256"]])
+        # the outputs are gone from the slot; an input stays (a link to the cache: no space)
+        assert kept.split() == ["../t1-a0/traj:", "../t3-a0:", "ff.itp", "stderr", "stdout"]
+
+        # after a verified fetch the coordinator removes the task's files on the site
+        co.site.remove_task_files(RUN_KEY, 1, t1, len(r1["outputs"]))
+        pdir = host_path(trixie, co.site.pilot_dir(RUN_KEY, 1))
+        assert sorted(p.name for p in (pdir / "outputs").iterdir()) == [f"{t3}.0"]
+        assert (pdir / "results" / f"{t1}.json").exists()
+
+        ssh.write_file(posixpath.join(co.site.pilot_dir(RUN_KEY, 1), "stop"), b"stop\n")
+        log = pdir / "resel-chirp.log"
+        assert wait_for(lambda: log.exists() and "chirp calls" in log.read_text(), timeout=90), "the wrapper's log"
+    finally:
+        co.site.scheduler.cancel([job])
+    text = log.read_text()
+    # the shared input came with the job's own transfer, never over chirp; the other once
+    assert f"shared input {ff_in['sha256']} ({len(ff)} bytes) in the cache, from the job's file transfer" in text
+    assert text.count(f"input {tpr_in['sha256']} ({len(tpr)} bytes) fetched into the cache") == 1
+    assert f"input {ff_in['sha256']} ({len(ff)} bytes) fetched" not in text
+    assert f"input {missing}: cannot fetch ../cache/{missing}" in text
+
+
+def test_a_url_input_is_fetched_by_the_pools_transfer_plugin(tmp_path, trixie, ssh):
+    """A URL input travels in the pilot's transfer_input_files: HTCondor's plugin fetches it
+    (``file://``, the one scheme the testbed's pool serves without a server: the access point
+    and the execute point are one machine here), the wrapper puts it into the slot's cache,
+    and the agent links it into the task's folder under its name."""
+    co = Coordinator(trixie, ssh, tmp_path)
+    data = b"remote parameters\n" * 1000
+    name = f"i25-url-{uuid.uuid4().hex[:8]}.mdp"
+    ap(trixie, f"umask 022 && cat > /tmp/{name}", input=data.decode())       # readable by the slot's nobody
+    url = f"file:///tmp/{name}?token=ignored"
+    try:
+        key = co.dispatch(1, "sha256sum md.mdp > md.log", [{"name": "md.mdp", "url": url}], ["md.log"])
+        co.site.ship_agent()
+        co.ssh.makedirs(co.cache)
+        job = co.site.submit_pilot(RUN_KEY, 1, 1, 300, inputs=(url,))
+        try:
+            rec = co.result(key)
+            assert rec["outcome"] == "done", rec
+            assert co.fetch(key, rec)["md.log"].split()[0].decode() == sha(data)
+        finally:
+            co.site.scheduler.cancel([job])
+    finally:
+        ap(trixie, f"rm -f /tmp/{name}", check=False)
