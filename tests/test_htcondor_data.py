@@ -19,7 +19,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import htcondor2
@@ -33,9 +32,8 @@ from resel.errors import InputError, ReselError, SchedulerError
 from resel.live import agent as agent_module
 from resel.live import chirp_sync
 from resel.url_inputs import url_file_name, url_problem
-from test_htcondor_submit import AGENT_SHA, FAKE_CHIRP, WRAPPER, condor_words, pilot_script, replay  # noqa: F401
+from test_htcondor_submit import AGENT_SHA, condor_words, pilot_script, replay, slot, wait_for  # noqa: F401
 
-REPO = Path(__file__).resolve().parent.parent
 A, B = "a" * 64, "b" * 64
 URL = "osdf:///ospool/ap20/data/alice/forcefield/amber99.itp"
 
@@ -209,33 +207,14 @@ def test_url_inputs_go_into_a_pools_inbox_only(tmp_path):
 # ---------------------------------------------------------------------------- the wrapper
 
 
-def wait_for(predicate, timeout: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
 @pytest.fixture
-def slot(tmp_path):
-    """The access point's run folder (its cache beside the pilot directory, the job's iwd)
-    and a slot's scratch directory holding what the job's transfer brought."""
-    run = tmp_path / "ap" / "r1-abcdef"
-    iwd = run / "p3"
-    for d in hc.PILOT_SUBDIRS:
-        (iwd / d).mkdir(parents=True)
-    (run / "cache").mkdir(mode=0o700)
-    scratch = tmp_path / "scratch"
-    scratch.mkdir()
-    shutil.copy(WRAPPER, scratch / hc.WRAPPER_NAME)
-    shutil.copy(agent_module.__file__, scratch / "resel-agent-v3.py")
-    chirp = tmp_path / "condor_chirp"
-    chirp.write_text(FAKE_CHIRP.format(python=sys.executable))
-    chirp.chmod(0o755)
-    return run, iwd, scratch, chirp
+def data_slot(slot):
+    """tests/test_htcondor_submit.py's slot, as a run lays it out for task data: the run's
+    cache beside the pilot directory (the job's iwd), ``outputs`` made at submission."""
+    iwd, scratch, chirp = slot
+    (iwd / "outputs").mkdir()
+    (iwd.parent / "cache").mkdir(mode=0o700)
+    return iwd.parent, iwd, scratch, chirp
 
 
 def cached(run: Path, data: bytes) -> dict:
@@ -252,7 +231,7 @@ def inbox(iwd: Path, task: int, command: str, inputs=(), outputs=()):
 
 def start(iwd: Path, scratch: Path, chirp: Path, inputs=()):
     desc = hc.pilot_description(
-        name="resel-r1-abcdef-p3", pilot_dir=str(iwd), agent="/ap/resel-agent-v3.py",
+        name="resel-r1-abcdef-p3", pilot_dir=str(iwd), agent="/ap/resel-agent-v1.py",
         wrapper="/ap/" + hc.WRAPPER_NAME, python=sys.executable, interval=0.1, agent_sha256=AGENT_SHA,
         agent_args=["--pilot", "3", "--slots", "1", "--walltime", "120", "--poll", "0.05", "--heartbeat", "0.2"],
         walltime=120, inputs=inputs)
@@ -277,8 +256,8 @@ def stop(proc, iwd: Path, scratch: Path) -> str:
     return (scratch / chirp_sync.LOG_NAME).read_text()
 
 
-def test_the_wrapper_brings_inputs_once_and_puts_outputs_before_the_result(slot):
-    run, iwd, scratch, chirp = slot
+def test_the_wrapper_brings_inputs_once_and_puts_outputs_before_the_result(data_slot):
+    run, iwd, scratch, chirp = data_slot
     tpr, ff = b"system 7\n" * 1000, b"; shared force field\n" * 100
     tpr_in, ff_in = cached(run, tpr), cached(run, ff)
     shutil.copy(run / "cache" / ff_in["sha256"], scratch / ff_in["sha256"])    # the job's own transfer
@@ -309,11 +288,11 @@ def test_the_wrapper_brings_inputs_once_and_puts_outputs_before_the_result(slot)
     assert all(os.stat(scratch / "cache" / n).st_mode & 0o777 == 0o400 for n in os.listdir(scratch / "cache"))
 
 
-def test_a_failed_fetch_or_wrong_bytes_leave_the_task_to_the_agent(slot):
+def test_a_failed_fetch_or_wrong_bytes_leave_the_task_to_the_agent(data_slot):
     """The run's cache lacks one input, and holds another under a name that is not its sha256
     (and a shared one transferred in was damaged): the wrapper keeps none of them and still
     hands every task to the agent, which fails each with its reason — nothing is hidden."""
-    run, iwd, scratch, chirp = slot
+    run, iwd, scratch, chirp = data_slot
     good = b"good\n"
     wrong = {"sha256": sha(b"what it should be"), "size": len(b"what it should be")}
     (run / "cache" / wrong["sha256"]).write_bytes(b"other bytes here!")          # same size, other sha256
@@ -337,11 +316,11 @@ def test_a_failed_fetch_or_wrong_bytes_leave_the_task_to_the_agent(slot):
     assert not list((scratch / "pilot" / "tasks").glob("t[123]-a0/ran"))
 
 
-def test_an_output_that_cannot_be_put_holds_its_result_a_few_rounds_only(slot):
+def test_an_output_that_cannot_be_put_holds_its_result_a_few_rounds_only(data_slot):
     """``outputs`` is missing on the access point (a put there fails): the result waits
     OUTPUT_TRIES rounds, then goes without its output — the coordinator finds it missing and
     the task runs again, rather than the pilot hiding a finished task forever."""
-    run, iwd, scratch, chirp = slot
+    run, iwd, scratch, chirp = data_slot
     (iwd / "outputs").rmdir()
     key = inbox(iwd, 1, "echo hi > md.log", (), ["md.log"])
     proc = start(iwd, scratch, chirp)
@@ -355,11 +334,11 @@ def test_an_output_that_cannot_be_put_holds_its_result_a_few_rounds_only(slot):
     assert (scratch / "pilot" / "tasks" / key / "md.log").read_text() == "hi\n"   # kept in the slot
 
 
-def test_the_agent_links_a_url_input_from_the_slots_cache(slot):
+def test_the_agent_links_a_url_input_from_the_slots_cache(data_slot):
     """HTCondor's plugin left the URL's file in the scratch directory: the wrapper moves it
     into the cache (``url-SHA256(URL)``), the agent links it into the task's folder under its
     name. A URL no one fetched fails the task, saying where URL inputs are fetched."""
-    run, iwd, scratch, chirp = slot
+    run, iwd, scratch, chirp = data_slot
     url = "https://data.example.org/ff/amber99.itp?token=x"
     (scratch / "amber99.itp").write_bytes(b"[ atomtypes ]\n")
     k1 = inbox(iwd, 1, "cat ff.itp > md.log", [{"name": "ff.itp", "url": url}], ["md.log"])

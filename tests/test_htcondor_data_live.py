@@ -23,10 +23,9 @@ import uuid
 import pytest
 from resel.backends.htcondor.client import HTCondorCLI
 from resel.backends.pilotsite import PilotSite
-from resel.backends.transport import SSHTransport
 from resel.config import load_sites
 
-from trixie_helpers import ap, host_path, pool_site, remove_leftovers, reselap_jobs, trixie, wait_for  # noqa: F401
+from trixie_helpers import ap, ap_ssh, host_path, no_job_left_behind, pool_site, trixie, wait_for  # noqa: F401
 
 RUN_KEY = "r25-da7a25"
 #: the big output the slot puts through chirp (the agent hashes it, the AP copy is checked)
@@ -37,18 +36,7 @@ def sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-@pytest.fixture
-def ssh(trixie):
-    t = SSHTransport("tb-ap", ssh_config=trixie.trixie_ssh_config)
-    yield t
-    t.close()
-
-
-@pytest.fixture(autouse=True)
-def _no_job_left_behind(trixie):
-    before = reselap_jobs(trixie)
-    yield
-    remove_leftovers(trixie, before)
+pytestmark = pytest.mark.usefixtures("no_job_left_behind")
 
 
 class Coordinator:
@@ -105,14 +93,14 @@ class Coordinator:
         return got
 
 
-def test_a_pilot_takes_inputs_from_the_access_point_and_puts_outputs_back(tmp_path, trixie, ssh):
+def test_a_pilot_takes_inputs_from_the_access_point_and_puts_outputs_back(tmp_path, trixie, ap_ssh):
     """Inputs come into the slot's cache once (a shared one by the job's own file transfer, a
     per-task one over chirp), are checked and linked into each task's folder; a task naming an
     input the access point's cache does not have fails with the agent's reason; outputs, a big
     one among them, are on the access point under ``outputs/KEY.I`` (0600) before the result,
     and their sha256 is the agent's; after they are put the slot keeps no copy; removing a
     task's files after a verified fetch leaves its records."""
-    co = Coordinator(trixie, ssh, tmp_path)
+    co = Coordinator(trixie, ap_ssh, tmp_path)
     tpr, ff = os.urandom(300_000), b"; force field\n" * 50_000
     tpr_in, ff_in = co.send(tpr), co.send(ff)
     missing = sha(b"never sent")
@@ -156,7 +144,7 @@ def test_a_pilot_takes_inputs_from_the_access_point_and_puts_outputs_back(tmp_pa
         assert sorted(p.name for p in (pdir / "outputs").iterdir()) == [f"{t3}.0"]
         assert (pdir / "results" / f"{t1}.json").exists()
 
-        ssh.write_file(posixpath.join(co.site.pilot_dir(RUN_KEY, 1), "stop"), b"stop\n")
+        ap_ssh.write_file(posixpath.join(co.site.pilot_dir(RUN_KEY, 1), "stop"), b"stop\n")
         log = pdir / "resel-chirp.log"
         assert wait_for(lambda: log.exists() and "chirp calls" in log.read_text(), timeout=90), "the wrapper's log"
     finally:
@@ -169,12 +157,12 @@ def test_a_pilot_takes_inputs_from_the_access_point_and_puts_outputs_back(tmp_pa
     assert f"input {missing}: cannot fetch ../cache/{missing}" in text
 
 
-def test_a_url_input_is_fetched_by_the_pools_transfer_plugin(tmp_path, trixie, ssh):
+def test_a_url_input_is_fetched_by_the_pools_transfer_plugin(tmp_path, trixie, ap_ssh):
     """A URL input travels in the pilot's transfer_input_files: HTCondor's plugin fetches it
     (``file://``, the one scheme the testbed's pool serves without a server: the access point
     and the execute point are one machine here), the wrapper puts it into the slot's cache,
     and the agent links it into the task's folder under its name."""
-    co = Coordinator(trixie, ssh, tmp_path)
+    co = Coordinator(trixie, ap_ssh, tmp_path)
     data = b"remote parameters\n" * 1000
     name = f"i25-url-{uuid.uuid4().hex[:8]}.mdp"
     ap(trixie, f"umask 022 && cat > /tmp/{name}", input=data.decode())       # readable by the slot's nobody

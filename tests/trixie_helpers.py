@@ -33,6 +33,24 @@ def trixie(testbed):
     return testbed
 
 
+@pytest.fixture
+def ap_ssh(trixie):
+    """resel's own SSH transport to the access point (closed after the test)."""
+    from resel.backends.transport import SSHTransport
+    t = SSHTransport("tb-ap", ssh_config=trixie.trixie_ssh_config)
+    yield t
+    t.close()
+
+
+@pytest.fixture
+def no_job_left_behind(trixie):
+    """Use it (``pytestmark = pytest.mark.usefixtures(...)``) to remove every reselap job that
+    appeared while the test ran (remove_leftovers)."""
+    before = reselap_jobs(trixie)
+    yield
+    remove_leftovers(trixie, before)
+
+
 def ap(tb, command: str, *, check: bool = True, input: str | None = None, timeout: float = 60
        ) -> subprocess.CompletedProcess:
     """One shell command on the access point as reselap, over the testbed's ssh config."""
