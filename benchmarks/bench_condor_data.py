@@ -58,6 +58,7 @@ from resel.backends.htcondor.client import HTCondorCLI  # noqa: E402
 from resel.backends.pilotsite import PilotSite  # noqa: E402
 from resel.backends.transport import SSHTransport  # noqa: E402
 from resel.config import load_sites  # noqa: E402
+from resel.errors import SchedulerError  # noqa: E402
 
 MB = 1_000_000
 SIZES = "10K,100K,1M,10M,100M"
@@ -130,6 +131,19 @@ class AP:
             raise SystemExit(f"on the access point: {command!r} exited {done.returncode}: {done.stderr or done.stdout}")
         return done.stdout
 
+    def query(self, command: str, *, patience: float = 120) -> str:
+        """A read-only command (condor_q, condor_history, ls), asked again while it fails: the
+        schedd of a shared pool may be restarted or busy for a few seconds (a test of another
+        session restarts it)."""
+        deadline = time.monotonic() + patience
+        while True:
+            done = self.t.run(["sh", "-c", command], timeout=120, idempotent=True)
+            if done.returncode == 0:
+                return done.stdout
+            if time.monotonic() > deadline:
+                raise SystemExit(f"on the access point: {command!r} kept failing: {done.stderr or done.stdout}")
+            time.sleep(2)
+
     def make_file(self, path: str, size: int) -> None:
         self.sh(f"umask 077 && head -c {size} /dev/urandom > {shlex.quote(path)}")
 
@@ -143,14 +157,18 @@ class AP:
 
     def foreign_jobs(self) -> list[str]:
         """Jobs in the pool's queue that are not this script's (another session's tests)."""
-        out = self.sh("condor_q -allusers -af ClusterId ProcId JobStatus")
+        out = self.query("condor_q -allusers -af ClusterId ProcId JobStatus")
         ids = {".".join(line.split()[:2]) for line in out.splitlines() if line.strip()}
         return sorted(ids - self.jobs)
 
     def wait_idle(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while True:
-            av = self.cli.availability()
+            try:
+                av = self.cli.availability()
+            except SchedulerError:        # the schedd restarted or busy: ask again
+                time.sleep(5)
+                continue
             if av.free_cores == av.total_cores and not self.foreign_jobs():
                 return
             if time.monotonic() > deadline:
@@ -164,7 +182,7 @@ class AP:
                 "JobCurrentStartTransferInputDate JobCurrentFinishTransferInputDate"
         deadline = time.monotonic() + timeout
         while True:
-            live = self.sh(f"condor_q {' '.join(ids)} -af JobStatus HoldReason").splitlines()
+            live = self.query(f"condor_q {' '.join(ids)} -af JobStatus HoldReason").splitlines()
             if any(line.startswith("5 ") for line in live):
                 raise SystemExit(f"a benchmark job is held: {live}")
             if not live:
@@ -172,7 +190,7 @@ class AP:
             if time.monotonic() > deadline:
                 raise SystemExit(f"benchmark jobs {ids} did not finish in {timeout:g} s")
             time.sleep(0.2)
-        out = self.sh(f"condor_history {' '.join(ids)} -json -attributes {attrs.replace(' ', ',')}")
+        out = self.query(f"condor_history {' '.join(ids)} -json -attributes {attrs.replace(' ', ',')}")
         ads = {f"{a['ClusterId']}.{a['ProcId']}": a for a in json.loads(out or "[]")}
         for jid, ad in ads.items():
             if ad.get("JobStatus") != 4:
@@ -197,8 +215,17 @@ class AP:
 
     def close(self) -> None:
         """Remove this script's jobs still queued (only its own) and everything it wrote."""
-        if self.jobs:
-            self.t.run(["condor_rm", *sorted(self.jobs)], timeout=60)
+        ids = " ".join(sorted(self.jobs))
+        deadline = time.monotonic() + 120
+        while ids:        # again while the schedd does not answer: a job left behind in a
+            self.t.run(["sh", "-c", f"condor_rm {ids}"], timeout=60)   # removed folder would sit held
+            done = self.t.run(["sh", "-c", f"condor_q {ids} -af JobStatus"], timeout=60)
+            if done.returncode == 0 and set(done.stdout.split()) <= {"3"}:
+                break
+            if time.monotonic() > deadline:
+                print(f"could not remove the jobs {ids}; the folder {self.base} is left", file=sys.stderr)
+                return
+            time.sleep(3)
         self.t.run(["rm", "-rf", self.base], timeout=300)
         self.t.close()
 
@@ -327,7 +354,7 @@ def pilots_run(ap: AP, tmp: Path, tag: str, tasks: int, pilots: int, in_bytes: i
     pdirs = [site.pilot_dir(RUN_KEY, p) for p in range(pilots)]
     listing = " ".join(shlex.quote(posixpath.join(d, "results")) for d in pdirs)
     while True:
-        found = sum(1 for n in ap.sh(f"ls {listing} 2>/dev/null || true").split() if re.fullmatch(r"t\d+-a0\.json", n))
+        found = sum(1 for n in ap.query(f"ls {listing} 2>/dev/null || true").split() if re.fullmatch(r"t\d+-a0\.json", n))
         if found >= tasks:
             break
         if time.time() - began > 900:
@@ -348,7 +375,12 @@ def pilots_run(ap: AP, tmp: Path, tag: str, tasks: int, pilots: int, in_bytes: i
     for p, d in enumerate(pdirs):
         ap.t.write_file(posixpath.join(d, "stop"), b"stop\n")
     deadline = time.time() + 120
-    while any(j.state.phase in ("pending", "running") for j in ap.cli.jobs(jobs).values()) and time.time() < deadline:
+    while time.time() < deadline:
+        try:
+            if not any(j.state.phase in ("pending", "running") for j in ap.cli.jobs(jobs).values()):
+                break
+        except SchedulerError:            # the schedd restarted or busy: ask again
+            pass
         time.sleep(1)
     return span
 
