@@ -7,7 +7,6 @@ The one place that knows which class serves which ``kind``/``api`` pair, so the 
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
 from resel.backends.jobs import CpuReader, Scheduler
@@ -30,12 +29,12 @@ def open_scheduler(site: Site, transport: Any) -> Scheduler:
                             qos=opt.qos, extra_sbatch=opt.sbatch_options, requeue=acc.requeue)
         if acc.api == "rest":
             from resel.backends.slurm.rest import SlurmREST
-            token_file = Path(opt.rest_token_file or "")
-            try:
-                token = token_file.read_text(encoding="utf-8").strip()
-            except OSError as exc:
-                raise ReselError(f"site {site.name!r}: cannot read rest_token_file {token_file}: {exc} "
-                                 "(get a token with `scontrol token` on the cluster)") from None
+            from resel.trust import read_secret
+            try:   # a password for the whole Slurm account: the user's file, readable by nobody else
+                token = read_secret(opt.rest_token_file or "", f"site {site.name!r}: rest_token_file").strip()
+            except ReselError as exc:
+                raise ReselError(f"{exc} (get a token with `scontrol token` on the cluster, and keep it in a "
+                                 "file only you can read: `umask 077; scontrol token > FILE`)") from None
             if token.startswith("SLURM_JWT="):
                 token = token.split("=", 1)[1]
             # "auto": the newest API version the site's slurmrestd serves (Slurm 24.11 no longer serves v0.0.38)

@@ -34,6 +34,7 @@ from resel.backends.jobs import JobInfo, JobState, Scheduler
 from resel.backends.transport import FileTooLarge
 from resel.backends.verified import digest, verified_argv
 from resel.backends.workdir import prepare_workdir
+from resel.config import relative_path_problem
 from resel.domain import InputSpec, Site
 from resel.site_options import setup_block
 from resel.errors import ReselError
@@ -80,7 +81,7 @@ class PilotFiles:
 
 
 def task_key(task: int, attempt: int) -> str:
-    """The name of a task attempt in the agent's protocol: ``t12-a0``."""
+    """The name of a task attempt in the agent's protocol: ``t12-a1`` (attempts count from 1)."""
     return f"t{int(task)}-a{int(attempt)}"
 
 
@@ -220,10 +221,18 @@ class PilotSite:
 
     # ------------------------------------------------------------------ tasks
     def dispatch(self, run_key: str, pilot: int, task: int, attempt: int, command: str,
-                 env: dict[str, str] | None = None, perf: bool = False, timeout: float | None = None) -> None:
-        """Put a task attempt in the pilot's inbox (an atomic write: idempotent on resume)."""
+                 env: dict[str, str] | None = None, perf: bool = False, timeout: float | None = None,
+                 inputs: list[dict] | None = None, outputs: list[dict] | None = None) -> None:
+        """Put a task attempt in the pilot's inbox (an atomic write: idempotent on resume).
+
+        ``inputs`` (name, sha256, size: already in the run's cache) and ``outputs`` (glob,
+        optional) are the task's data, protocol 3 (docs/data.md); left out when it has none."""
         spec = {"task": int(task), "attempt": int(attempt), "command": command, "env": dict(env or {}),
                 "perf": bool(perf), "timeout": timeout}
+        if inputs:
+            spec["inputs"] = inputs
+        if outputs:
+            spec["outputs"] = outputs
         path = posixpath.join(self.pilot_dir(run_key, pilot), "inbox", task_key(task, attempt) + ".json")
         self.transport.write_file(path, json.dumps(spec).encode())
 
@@ -247,14 +256,14 @@ class PilotSite:
             raise ReselError(f"bad output index {index!r}")
         if not self.shares_files:
             return posixpath.join(pdir, "outputs", f"{key}.{index}")
-        if not isinstance(name, str) or not name or name.startswith("/") or "\\" in name \
-                or any(part in ("", ".", "..") for part in name.split("/")):
-            raise ReselError(f"bad output name {name!r}: a path inside the task's folder")
-        return posixpath.join(pdir, "tasks", key, name)
+        why = relative_path_problem(name, glob=False) if isinstance(name, str) and name else "no name"
+        if why:
+            raise ReselError(f"bad output name {name!r}: {why}")
+        return posixpath.join(pdir, "tasks", key, *name.split("/"))
 
-    def task_files(self, run_key: str, pilot: int, key: str, outputs: int) -> list[str]:
+    def task_files(self, run_key: str, pilot: int, key: str, count: int) -> list[str]:
         """What attempt ``key`` left on the site that holds its data, to remove after a verified
-        fetch of its ``outputs`` (how many the result listed): its task folder on a shared
+        fetch of its ``count`` outputs (how many the result listed): its task folder on a shared
         filesystem; on an HTCondor pool its ``outputs/KEY.I`` files (the slot's copies are
         removed by the wrapper once put, its task folder with the slot's scratch). The agent's
         records (inbox, started, results) stay: a resumed coordinator reads them."""
@@ -262,12 +271,7 @@ class PilotSite:
         _check_key(key)
         if self.shares_files:
             return [posixpath.join(pdir, "tasks", key)]
-        return [posixpath.join(pdir, "outputs", f"{key}.{i}") for i in range(int(outputs))]
-
-    def remove_task_files(self, run_key: str, pilot: int, key: str, outputs: int) -> None:
-        """Remove :meth:`task_files` (never following a link; what is gone already is fine)."""
-        for path in self.task_files(run_key, pilot, key, outputs):
-            self.transport.remove_tree(path)
+        return [posixpath.join(pdir, "outputs", f"{key}.{i}") for i in range(int(count))]
 
     def url_inbox_inputs(self, specs: Sequence[InputSpec]) -> list[dict]:
         """The inbox file's ``inputs`` entries for a bag's URL inputs on this site:
@@ -423,6 +427,39 @@ def check_result(rec: dict, stem: str) -> str | None:
             return f"{name} must be a string or null, not {type(value).__name__}"
     if rec.get("perf") is not None and not isinstance(rec.get("perf"), dict):
         return f"perf must be an object or null, not {type(rec.get('perf')).__name__}"
+    return _outputs_problem(rec)
+
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+#: the most outputs one result may list (a glob over a task folder of many files)
+MAX_OUTPUTS = 100_000
+
+
+def _outputs_problem(rec: dict) -> str | None:
+    """Why a result's ``outputs``/``refused`` (protocol 3) break the protocol, or None. An
+    output's name must stay inside the task's folder: the coordinator fetches exactly that."""
+    outputs, refused = rec.get("outputs"), rec.get("refused")
+    if outputs is not None:
+        if not isinstance(outputs, list) or len(outputs) > MAX_OUTPUTS:
+            return f"outputs must be a list of at most {MAX_OUTPUTS:,} objects"
+        names = set()
+        for out in outputs:
+            if not isinstance(out, dict):
+                return "an output must be an object"
+            name = out.get("name")
+            why = relative_path_problem(name, glob=True) if isinstance(name, str) and name else "no name"
+            if why:
+                return f"output name {name!r}: {why}"
+            if name in names:
+                return f"output {name!r} listed twice"
+            names.add(name)
+            if not _is_count(out.get("size")):
+                return f"output {name}: size must be a non-negative integer"
+            if not isinstance(out.get("sha256"), str) or not _SHA256.fullmatch(out["sha256"]):
+                return f"output {name}: sha256 must be 64 lowercase hexadecimal digits"
+    if refused is not None and not (isinstance(refused, list) and all(
+            isinstance(r, dict) and isinstance(r.get("name"), str) and isinstance(r.get("why"), str) for r in refused)):
+        return "refused must be a list of {name, why} objects"
     return None
 
 

@@ -26,6 +26,7 @@ import stat
 from typing import Any
 
 from resel.errors import ReselError
+from resel.trust import writers as _writers
 
 __all__ = ["WorkdirError", "prepare_workdir"]
 
@@ -35,15 +36,8 @@ class WorkdirError(ReselError):
 
 
 def _who(uid: int) -> str:
+    """A uid of the site (not looked up here: this machine's names may not be the site's)."""
     return "root" if uid == 0 else f"uid {uid}"
-
-
-def _writers(mode: int) -> str | None:
-    """Who besides the owner may write: "its group", "other users", both, or None."""
-    group, other = bool(mode & stat.S_IWGRP), bool(mode & stat.S_IWOTH)
-    if group and other:
-        return "its group and by other users"
-    return "its group" if group else "other users" if other else None
 
 
 def _ancestors(path: str) -> list[str]:
@@ -109,7 +103,7 @@ def _check_own(transport: Any, folder: str, me: int, site: str, *, made: bool) -
             "owner could change the agent and the tasks resel runs there as you. Choose a workdir "
             "of your own in the sites file (e.g. workdir = \"~/resel-work\"), or remove "
             f"{folder} if it is a leftover")
-    writers = _writers(st.mode)
+    writers = _writers(st.mode)   # the site's modes, read as resel.trust reads local ones
     if writers:
         raise WorkdirError(
             f"site {site}: {what} {folder} is writable by {writers} (mode "

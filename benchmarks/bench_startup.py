@@ -31,7 +31,14 @@ Before timing, every command is run once more by each version with its output ca
 table says whether before and after printed the same bytes (stdout, stderr and exit status) —
 the start-up work must not change what a command shows.
 
+Drawing (``--plot``, ``--html``) imports matplotlib, a dependency since issue 28, and is the only
+thing that does: the table shows the import itself and ``resel report RUN --html FILE`` beside
+the commands above, whose start-up it must not change (an installation without matplotlib, as
+main before issue 28, cannot draw: its rows say n/a). ``--install N`` measures instead what the
+dependency adds to ``pip install .``: N fresh installs of before and after, and their size.
+
 Run:  python benchmarks/bench_startup.py [--repeat 15] [--before REV] [--after REV] [--json]
+      python benchmarks/bench_startup.py --install 3 [--before REV] [--after REV]
 """
 
 from __future__ import annotations
@@ -67,6 +74,11 @@ def commands(tmp: Path, traces: Path) -> list[tuple[str, list[str]]]:
         ("resel replay --help", ["replay", "--help"]),
         ("resel replay hpc2n.swf --json", ["replay", str(traces / "hpc2n.swf"), "--policy", "fcfs", "--json"]),
         ("resel simulate --help", ["simulate", "--help"]),
+        # drawing: the only commands that import matplotlib (a dependency since issue 28); an
+        # installation without it (before) cannot run them, and its rows say n/a
+        ("import matplotlib (Agg) + Figure", ["-c", "import matplotlib; matplotlib.use('Agg'); "
+                                                     "from matplotlib.figure import Figure"]),
+        ("resel report RUN --html FILE", ["report", "1", "--db", db, "--html", str(tmp / "report.html")]),
     ]
 
 
@@ -110,6 +122,42 @@ def installed(rev: str, cache: Path) -> str:
     return str(python)
 
 
+def install_times(before: str, after: str, n: int) -> None:
+    """Time ``pip install`` of two revisions into fresh virtual environments, ``n`` times each,
+    interleaved; print the medians and each environment's size (site-packages, bytes on disk).
+    The first round also warms pip's cache, so the medians are of installs from the cache: what
+    a user's second install pays, and what the wheels alone cost; the download of a first
+    install (matplotlib's wheels: ~9 MB) comes on top, at the network's speed."""
+    with tempfile.TemporaryDirectory(prefix="bench-install-") as tmp_s:
+        tmp = Path(tmp_s)
+        srcs = {}
+        for name, rev in (("before", before), ("after", after)):
+            srcs[name] = tmp / f"src-{name}"
+            srcs[name].mkdir()
+            archive = subprocess.run(["git", "-C", str(REPO), "archive", rev], capture_output=True, check=True).stdout
+            subprocess.run(["tar", "-x", "-C", str(srcs[name])], input=archive, check=True)
+        times: dict[str, list[float]] = {"before": [], "after": []}
+        sizes: dict[str, int] = {}
+        for i in range(n + 1):          # round 0 warms the cache and is not counted
+            for name, src in srcs.items():
+                venv = tmp / f"venv-{name}-{i}"
+                subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+                t0 = time.perf_counter()
+                subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(src)], check=True,
+                               capture_output=True)
+                if i:
+                    times[name].append(time.perf_counter() - t0)
+                sizes[name] = sum(f.stat().st_size for f in venv.rglob("*") if f.is_file())
+                shutil.rmtree(venv)
+    print(f"pip install . into a fresh virtual environment, median of {n} (pip's cache warm; python "
+          f"{sys.version.split()[0]}, {os.cpu_count()} CPUs)")
+    for name, rev in (("before", before), ("after", after)):
+        print(f"  {name:6s} {rev:>12s}: {statistics.median(times[name]):6.1f} s  "
+              f"(runs: {', '.join(f'{t:.1f}' for t in times[name])}); environment {sizes[name] / 2**20:,.0f} MiB")
+    print(f"  after - before: {statistics.median(times['after']) - statistics.median(times['before']):+.1f} s, "
+          f"{(sizes['after'] - sizes['before']) / 2**20:+,.0f} MiB")
+
+
 def run_once(argv: list[str], env: dict) -> tuple[float, float]:
     """Wall and CPU seconds of one child, fork to exit; it must succeed."""
     t0 = time.perf_counter()
@@ -125,7 +173,12 @@ def run_once(argv: list[str], env: dict) -> tuple[float, float]:
 
 def program(python: str, label: str) -> str:
     """The executable a measured command runs: the interpreter itself, or ``resel`` beside it."""
-    return python if label.startswith("python") else str(Path(python).parent / "resel")
+    return python if label.startswith(("python", "import")) else str(Path(python).parent / "resel")
+
+
+def runs(python: str, label: str, tail: list[str], env: dict) -> bool:
+    """Whether an installation can run a command at all (one without matplotlib cannot draw)."""
+    return subprocess.run([program(python, label), *tail], capture_output=True, env=env, timeout=300).returncode == 0
 
 
 def same_output(versions: dict[str, str], cmds: list[tuple[str, list[str]]], env: dict) -> dict[str, bool]:
@@ -151,10 +204,16 @@ def main() -> None:
     ap.add_argument("--traces", type=Path, default=REPO.parent / "shared" / "data" / "swf",
                     help="folder of hpc2n.swf (default ../shared/data/swf)")
     ap.add_argument("--json", action="store_true", help="print the raw figures as one JSON document")
+    ap.add_argument("--install", type=int, metavar="N", default=0,
+                    help="instead: time N fresh `pip install` runs of before and after each, interleaved, and "
+                         "their size on disk (pip's cache warm: what a second install pays)")
     ap.add_argument("--make-inputs", metavar="DB", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.make_inputs:
         make_inputs(args.make_inputs)
+        return
+    if args.install:
+        install_times(args.before, args.after, args.install)
         return
     if not (args.traces / "hpc2n.swf").is_file():
         sys.exit(f"bench_startup: {args.traces / 'hpc2n.swf'} not found (give the trace folder with --traces)")
@@ -170,12 +229,16 @@ def main() -> None:
         env = {**os.environ, "RESEL_DB": str(tmp / "store.db"), "HOME": str(tmp)}
         env.pop("PYTHONPATH", None)
         cmds = commands(tmp, args.traces)
-        same = same_output(versions, cmds, env)
-        samples = {(v, label): ([], []) for v in versions for label, _ in cmds}
+        able = {(v, label) for v, python in versions.items() for label, tail in cmds if runs(python, label, tail, env)}
+        same = same_output({v: p for v, p in versions.items()}, [c for c in cmds
+                                                                  if all((v, c[0]) in able for v in versions)], env)
+        samples = {(v, label): ([], []) for v in versions for label, _ in cmds if (v, label) in able}
         load_before = os.getloadavg()[0]
         for _ in range(args.repeat):
             for label, tail in cmds:
                 for version, python in versions.items():
+                    if (version, label) not in able:
+                        continue
                     wall, cpu = run_once([program(python, label), *tail], env)
                     samples[(version, label)][0].append(wall)
                     samples[(version, label)][1].append(cpu)
@@ -203,10 +266,12 @@ def main() -> None:
     for label, _ in cmds:
         w, c = med[("after", label)]
         line = f"{label:34s} {w:8.3f} {c:7.3f} {w - floor['after'][0]:8.3f}"
-        if has_before:
+        if has_before and ("before", label) in med:
             bw, bc = med[("before", label)]
             line += (f" {bw:9.3f} {bc:7.3f} {bw - floor['before'][0]:8.3f} {w / bw:12.2f}x"
-                     f" {'same' if same[label] else 'DIFFERS':>8s}")
+                     f" {'same' if same.get(label) else 'DIFFERS':>8s}")
+        elif has_before:
+            line += f" {'n/a':>9s} {'':7s} {'':8s} {'':13s} {'':8s}  (before cannot run it)"
         print(line)
     print("wall = fork to exit as a user waits; CPU = user + system of the child; - floor = wall minus "
           "`python -c pass`'s" + ("; output = stdout, stderr and exit status of after and before compared"

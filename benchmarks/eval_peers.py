@@ -188,8 +188,11 @@ def main() -> None:
     ap.add_argument("--sets", default=",".join(SITE_SETS), help="comma-separated: " + ", ".join(SITE_SETS))
     ap.add_argument("--workers", type=int, default=local_cores(), help="local processes (default: every core)")
     ap.add_argument("--dask", metavar="ADDRESS", default=None,
-                    help="run on the Dask cluster whose scheduler is at ADDRESS instead of local processes "
+                    help="run on a Dask cluster instead of local processes: local[:N] (a private one started "
+                         "here), tls://HOST:PORT (Dask's TLS settings) or tcp://HOST:PORT with --dask-insecure "
                          "(its workers need resel and this checkout's examples/ and ../shared traces)")
+    ap.add_argument("--dask-insecure", action="store_true",
+                    help="accept a tcp:// scheduler, which anyone who reaches it can use to run code as you")
     ap.add_argument("--true-rates", action="store_true",
                     help="give the engine every site's true mean T_x rate instead of LIM's (what calibration converges to)")
     ap.add_argument("--speedup", action="store_true",
@@ -223,7 +226,7 @@ def main() -> None:
         sys.exit(0 if same else 1)
     from resel.sim.experiment import dask_executor
     began = time.perf_counter()
-    with dask_executor(args.dask) as executor:
+    with dask_executor(args.dask, insecure=args.dask_insecure, default_workers=args.workers) as executor:
         doc = evaluate(sets, sizes, repeat, args.seed, args.shift_days, args.workers, executor, args.true_rates)
     doc["seconds"] = time.perf_counter() - began
     if args.json:

@@ -31,7 +31,7 @@ import datetime as _dt
 import json
 import math
 import os
-import shlex
+import re
 import statistics
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
@@ -39,6 +39,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from resel.errors import ModelError
 from resel.models.lim import GHZ, SiteRate, site_rates
+from resel.models.stored_records import damaged, epoch, is_number, run_sites, shown, site_name
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +68,48 @@ class Evidence:
 WRAPPERS = frozenset({"env", "exec", "nice", "time", "nohup", "stdbuf", "taskset", "chrt", "ionice"})
 
 
+#: one piece of a shell word, or the blanks between words, as shlex.split reads them (POSIX
+#: mode, no comments): each alternative starts with its own character, so a match never backtracks
+#: into another and the whole text is matched in linear time, in C
+_PIECE = re.compile(r"""(?P<blank>[ \t\r\n]+)|(?P<plain>[^ \t\r\n'"\\]+)|'(?P<single>[^']*)'"""
+                    r"""|"(?P<double>(?:[^"\\]|\\.)*)"|\\(?P<escaped>.)""", re.S)
+_ESCAPED_IN_DOUBLE = re.compile(r'\\(["\\])')
+
+
+def shell_words(text: str) -> list[str]:
+    """``shlex.split(text, comments=False)``, in time linear in ``text``: shlex appends a
+    character at a time to a string attribute (copying it), so a one-word command of 1 MB took
+    12 s and 10 MB more than 10 minutes. A piece at a time here (a run of plain characters, a
+    quoted string, an escaped character), each matched by one regular expression.
+
+    Raises:
+        ValueError: an unclosed quotation or a backslash at the end, as shlex.
+    """
+    words: list[str] = []
+    word: list[str] | None = None
+    at, end = 0, len(text)
+    while at < end:
+        match = _PIECE.match(text, at)
+        if match is None:
+            raise ValueError("No closing quotation" if text[at] in "'\"" else "No escaped character")
+        at = match.end()
+        kind = match.lastgroup
+        if kind == "blank":
+            if word is not None:
+                words.append("".join(word))
+                word = None
+            continue
+        piece = match.group(kind)
+        if kind == "double":
+            piece = _ESCAPED_IN_DOUBLE.sub(r"\1", piece)
+        if word is None:
+            word = []
+        word.append(piece)
+    if word is not None:
+        words.append("".join(word))
+    return words
+
+
 def application_of(command: str) -> str:
     """The application a bag's command runs: the base name of its first program, after any
     ``VAR=value`` assignments and wrappers such as ``env`` or ``nice`` (with their options).
@@ -76,7 +119,7 @@ def application_of(command: str) -> str:
     read up to its first blank.
     """
     try:
-        words = shlex.split(command, comments=False)
+        words = shell_words(command)
     except ValueError:
         words = command.split()
     for w in words:
@@ -137,7 +180,7 @@ def _perf_counts(perf: Mapping[str, Any] | None) -> tuple[float | None, float | 
 
     def num(key: str) -> float | None:
         v = perf.get(key)
-        return float(v) if isinstance(v, (int, float)) and v > 0 else None
+        return float(v) if is_number(v) and v > 0 else None
 
     instr = cycles = None
     for i_key, c_key in (("instructions:u", "cycles:u"), ("instructions", "cycles")):
@@ -158,8 +201,12 @@ def baseline_from_profiles(db, label: str) -> float:
     """
     if "profiles" not in db.table_names():
         raise ModelError(f"no profiles in the store (run `resel profile --label {label} -- CMD`)")
-    vals = [r["instructions"] for r in db.query("select instructions from profiles where label = ?", [label])
-            if r["instructions"]]
+    vals = []
+    for r in db.query("select id, instructions from profiles where label = ?", [label]):
+        if r["instructions"] is not None and not (is_number(r["instructions"]) and r["instructions"] > 0):
+            raise damaged(f"profiles row {shown(r['id'])}", f"instructions {shown(r['instructions'])} is not a count")
+        if r["instructions"]:
+            vals.append(r["instructions"])
     if not vals:
         raise ModelError(f"no profile labelled {label!r} with an instruction count")
     return statistics.median(vals)
@@ -206,16 +253,19 @@ def load_evidence(db, runs: Sequence[int] | None = None, *, baseline_label: str 
         app = application_of(str(spec.get("command") or ""))
         for a in db.query("select * from attempts where run_id = ? and outcome = 'done' order by task, attempt",
                           [run["id"]]):
-            if a["start"] is None or a["end"] is None or a["end"] <= a["start"]:
+            where = f"attempts of run {run['id']}, task {shown(a['task'])}"
+            start, end = epoch(a["start"], f"{where}, start"), epoch(a["end"], f"{where}, end")
+            if start is None or end is None or end <= start:
                 continue
+            site = site_name(a["site"], where)
             try:
                 perf = json.loads(a["perf"]) if a["perf"] else None
             except ValueError:
                 perf = None
             instr, cycles, tc = _perf_counts(perf if isinstance(perf, dict) else None)
-            out.append(Evidence(a["site"], base, a["end"] - a["start"], instr, cycles, tc,
+            out.append(Evidence(site, base, end - start, instr, cycles, tc,
                                 "attempt:end-start" + ("+perf" if instr else ""), run["id"], a["task"],
-                                app, a["end"]))
+                                app, end))
     return out
 
 
@@ -223,21 +273,16 @@ def lim_rates_from_runs(db, runs: Sequence[int] | None = None, clock: str = "bas
     """Uncalibrated LIM per site from the sites stored with the runs (latest run wins)."""
     out: dict[str, SiteRate] = {}
     for run in live_runs(db, runs):
-        try:
-            items = json.loads(run["sites"] or "[]")
-        except ValueError:
-            continue
-        for d in items:
-            clk = d.get("clock") or {}
-            ghz = clk.get(clock) if clk.get(clock) is not None else clk.get("base")
-            if ghz:
-                out[d["name"]] = SiteRate(d["name"], float(d.get("kappa", 1.0)), float(ghz))
+        for name, (kappa, ghz) in run_sites(run["sites"], f"runs.sites of run {run['id']}", clock).items():
+            out[name] = SiteRate(name, kappa, ghz)
     return out
 
 
 # ------------------------------------------------------------------ fitting
 def _median_ratio(pairs: Iterable[tuple[float | None, float | None]]) -> tuple[float | None, list[float]]:
-    ratios = [a / b for a, b in pairs if a is not None and b is not None and b > 0]
+    # (a ratio of two finite numbers may still overflow: 1e308 / 1e-308)
+    ratios = [r for r in (a / b for a, b in pairs if a is not None and b is not None and b > 0)
+              if 0 < r < math.inf]
     return (statistics.median(ratios) if ratios else None), ratios
 
 

@@ -13,12 +13,12 @@ clocks); otherwise there is none, and the output says that too.
 
 from __future__ import annotations
 
-import json
 import random
 from typing import Any, Iterable, Mapping, Sequence
 
 from resel.errors import ModelError
 from resel.models.calibration import SiteFit, application_of
+from resel.models.stored_records import fit_row
 from resel.models.lim import site_rates
 from resel.models.runtime import RuntimeModel, SiteRuntime, rate_from_seconds_per_instruction, slot_ratios, thin
 
@@ -38,18 +38,11 @@ def stored_fits(db: Any, application: str) -> dict[str, tuple[int, str, SiteFit]
     if "application" not in db["model_fits"].columns_dict:
         return {}
     out: dict[str, tuple[int, str, SiteFit]] = {}
-    for row in db.query("select id, created, fit from model_fits where application = ? order by id desc",
-                        [application]):
-        try:
-            doc = json.loads(row["fit"] or "{}")
-        except ValueError:
-            continue
-        for site, d in doc.items():
-            if site not in out and isinstance(d, dict):
-                try:
-                    out[site] = (row["id"], row["created"], SiteFit.from_dict(d))
-                except TypeError:
-                    continue
+    for row in db.query("select * from model_fits where application = ? order by id desc", [application]):
+        checked = fit_row(row)
+        for site, d in checked["fit"].items():
+            if site not in out:
+                out[site] = (row["id"], checked["created"], SiteFit.from_dict(d))
     return out
 
 

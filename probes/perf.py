@@ -189,6 +189,35 @@ def run_perf(argv: list[str], *, cwd: str | Path | None = None, events: tuple[st
     perf = shutil.which("perf")
     if perf is None:
         raise ReselError("perf is not installed (apt-get install linux-perf); use the fallback chain")
+    for _ in range(_TRIES):
+        run, lost = _run_perf_once(perf, argv, cwd=cwd, events=events, timeout=timeout)
+        if not lost:
+            return run
+    return dataclasses.replace(run, exit_status=None)   # lost every time: its status is unknown, not 0
+
+
+#: runs of perf stat for one measurement when perf loses the command's end (below)
+_TRIES = 3
+
+
+def _lost_the_end(text: str) -> bool:
+    """perf stat (6.1 here) sometimes loses the end of a short command: its wait for the child is
+    interrupted, so it reports exit status 0 whatever the command returned (`/bin/false` included)
+    and an elapsed time of microseconds — task-clock over it, "CPUs utilized", comes out far above
+    the CPUs there are, which no run can reach. Such a run is measured again."""
+    for line in text.splitlines():
+        parts = line.split(",")
+        if len(parts) > 6 and _event_name(parts[2]) == "task-clock" and parts[6].strip() == "CPUs utilized":
+            try:
+                return float(parts[5]) > (os.cpu_count() or 1) + 0.5
+            except ValueError:
+                return False
+    return False
+
+
+def _run_perf_once(perf: str, argv: list[str], *, cwd: str | Path | None, events: tuple[str, ...],
+                   timeout: float | None) -> tuple[PerfRun, bool]:
+    """One ``perf stat`` of ``argv``, and whether perf lost its end (:func:`_lost_the_end`)."""
     env = dict(os.environ, LC_ALL="C")
     with tempfile.TemporaryDirectory(prefix="resel-perf-") as tmp:
         out = os.path.join(tmp, "perf.csv")
@@ -213,4 +242,4 @@ def run_perf(argv: list[str], *, cwd: str | Path | None = None, events: tuple[st
     figs = figures_from_counters(counters)
     methods = figs.pop("methods")
     methods["wall_s"] = "wall"
-    return PerfRun(wall_s=wall, exit_status=proc.returncode, methods=methods, **figs)
+    return PerfRun(wall_s=wall, exit_status=proc.returncode, methods=methods, **figs), _lost_the_end(text)

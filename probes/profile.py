@@ -99,7 +99,12 @@ def profile(argv: list[str], repeat: int = 1, label: str | None = None, reduced_
     instr = instr_method = None
     if callgrind and any(r.instructions is None for r, _, _ in measured):
         target = reduced_argv or argv
-        counted = fallback.run_callgrind(target, cwd=cwd, timeout=timeout)
+        try:
+            counted = fallback.run_callgrind(target, cwd=cwd, timeout=timeout)
+        except ReselError as exc:
+            raise ReselError(f"perf cannot count instructions on this machine, and callgrind could not either: {exc}",
+                             hint="--no-callgrind measures the times and the clock without an instruction count; "
+                                  "--reduced CMD --scale S gives callgrind a smaller problem") from None
         factor = scale if scale is not None else 1.0
         instr = counted * factor
         instr_method = "callgrind:Ir" if factor == 1.0 and not reduced_argv else f"callgrind:Ir*{factor:g}"

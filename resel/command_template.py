@@ -30,12 +30,22 @@ PLACEHOLDERS = ("index", "name")
 _BRACES = re.compile(r"\{\{([^{}]*)\}\}|\{([^{}]*)\}")
 _PLACEHOLDER = re.compile(r"(index|name)(?::(.*))?", re.S)
 _WORD = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*")
+_NUMBER = re.compile(r"[0-9]+")
+#: the widest a placeholder's format may make it (``{index:06d}`` needs 6): ``{index:999999999}``
+#: would make every task's command a gigabyte
+MAX_WIDTH = 1000
 
 
 def _placeholder(inner: str) -> tuple[str, str] | None:
     """``(which, spec)`` if ``inner`` (the text between braces) is one of resel's placeholders."""
     match = _PLACEHOLDER.fullmatch(inner)
     return (match.group(1), match.group(2) or "") if match else None
+
+
+def _too_wide(spec: str) -> bool:
+    """Whether a format spec asks for a width or precision above :data:`MAX_WIDTH` (read as
+    text: int() refuses numbers of over 4,300 digits)."""
+    return any(len(n.lstrip("0")) > len(str(MAX_WIDTH)) or int(n) > MAX_WIDTH for n in _NUMBER.findall(spec))
 
 
 def _misspelt(inner: str) -> str | None:
@@ -111,6 +121,9 @@ def problems(template: str) -> list[str]:
             if dollar:
                 found.append(f"'${text}' is ambiguous: write '{text}' for resel's {_WHAT[which]}, or "
                              f"'${which}' for the shell variable")
+            elif _too_wide(spec):
+                found.append(f"'{text}': a width or precision above {MAX_WIDTH:,} would make every task's "
+                             "command that long")
             elif spec:
                 try:
                     format(7 if which == "index" else "bag", spec)

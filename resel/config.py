@@ -76,8 +76,13 @@ MAX_FACTOR = 1e6
 MAX_SIZE_EXPONENT = 10.0
 MAX_SIGMA = 10.0
 MAX_COUNT = 10**9
-#: a bag or sites file is a few kilobytes; this bounds the memory a hostile one can take
-MAX_FILE_BYTES = 16 * 1024 * 1024
+#: a bag or sites file is a few kilobytes; this bounds the memory and time a hostile one can take
+#: (tomllib reads ~2 MB a second here: 16 MiB took 7 s and more on a busy machine)
+MAX_FILE_BYTES = 4 * 1024 * 1024
+#: the longest command (in UTF-8 bytes) a bag may give: a task runs as ``/bin/sh -c COMMAND``,
+#: one argument, which Linux bounds at MAX_ARG_STRLEN (32 pages, 131,072 bytes with its final
+#: NUL), so a longer one could never run
+MAX_COMMAND_BYTES = 32 * 4096 - 1
 #: control characters in a name would be printed raw to a terminal
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
@@ -361,12 +366,10 @@ def load_bag(path: str | Path) -> Bag:
     if extra:
         raise reader.fail(extra[0], f"unknown top-level key {extra[0]!r}", "only [bag]")
     raw = reader.check(reader.data["bag"], BAG_KEYS, "bag")
-    for problem in template_problems(raw["command"]):
-        raise reader.fail("bag.command", problem, "a shell command; see docs/configuration.md#command")
     site_commands = raw.get("site_commands", {})
-    for site, command in site_commands.items():
-        for problem in template_problems(command):
-            raise reader.fail(f"bag.site_commands.{site}", problem, "a shell command; see docs/configuration.md#command")
+    for key, command in [("bag.command", raw["command"]),
+                         *((f"bag.site_commands.{site}", command) for site, command in site_commands.items())]:
+        _check_command(reader, key, command)
     prof = reader.check(raw["profile"], PROFILE_KEYS, "bag.profile")
     profile = Profile(float(prof["instructions"]), prof.get("cycles"), prof.get("ipc"), prof.get("baseline"))
     return Bag(raw["name"], raw["command"], int(raw["count"]), int(raw.get("cores_per_task", 1)),
@@ -469,6 +472,20 @@ def relative_path_problem(path: str, *, glob: bool) -> str | None:
     if not glob and any(ch in path for ch in "*?["):
         return "glob characters (* ? [) in a name"
     return None
+
+
+def _check_command(reader: _Reader, key: str, command: str) -> None:
+    """A bag's command (or a site's): not blank, short enough to run (:data:`MAX_COMMAND_BYTES`),
+    and a template that fills in as its author meant (resel/command_template.py)."""
+    if not command.strip():
+        raise reader.fail(key, "is blank", "a shell command, e.g. command = \"gmx mdrun -deffnm md{index}\"")
+    size = len(command.encode("utf-8", "surrogatepass"))
+    if size > MAX_COMMAND_BYTES:
+        raise reader.fail(key, f"is {size:,} bytes long",
+                          f"at most {MAX_COMMAND_BYTES:,} bytes: a task runs as `/bin/sh -c COMMAND`, one "
+                          "argument, which Linux bounds; put a long command in a script and run that")
+    for problem in template_problems(command):
+        raise reader.fail(key, problem, "a shell command; see docs/configuration.md#command")
 
 
 def check_site_commands(bag: Bag, sites: list[Site]) -> None:
@@ -657,7 +674,7 @@ def _submit_options(reader: _Reader, a: dict[str, Any], key_path: str, kind: str
     if kind == "slurm":
         problems = site_options.check_sbatch_options(options)
     elif kind == "pbs":
-        problems = site_options.check_qsub_options(options, torque=a.get("dialect") == "torque")
+        problems = site_options.check_qsub_options(options, dialect=a.get("dialect", "auto"))
     else:
         problems = []
     for index, why in problems:

@@ -17,6 +17,10 @@ What it decides (seeds/003 §3.3–3.4):
   With several acquired sites free, the task goes to the one with the lowest TTC
   (all start now, so the lowest T̂x); afterwards it moves only between r and that r'.
 
+**Data** (``data``, :mod:`resel.transfer`): a bag whose tasks move files has every comparison
+of sites made with T̂x' = T̂x + D, D a task's data time on the site — inputs to it, outputs home,
+the shared inputs while the site is cold (docs/engine.md, "Selection sees the data").
+
 Choices the thesis leaves open, made here and documented in docs/engine.md: a slot freed on r
 goes first to r's own waiting tasks, then to move-backs; a free target slot pulls a task from
 the slowest origin first (smallest Ŵ, so W ≤ 0 moves come first); tasks of an origin leave in
@@ -32,6 +36,7 @@ ended gives its queued tasks back. Only the start is early; the choice is the en
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 import random
@@ -45,14 +50,16 @@ from resel.domain import Bag, Site
 from resel.errors import IllegalTransition, ReselError
 from resel.engine_peers import PeerRules
 from resel.events import (
-    Action, BagCancelled, BagDone, BagSubmitted, CancelPilot, CancelTask, Decision, DecisionKind, DispatchTask, Event,
-    PilotEnded, PilotRequeued, PilotStarted, SetTimer, SiteLost, SiteQuarantined, SiteReleased, SubmitPilot,
-    TaskDelivered, TaskFailed, TaskFetching, TaskFinished, TaskLost, TaskStarted, TaskUndelivered, TimerFired,
+    Action, BagCancelled, BagDone, BagSubmitted, BandwidthMeasured, OutputsMeasured, CancelPilot, CancelTask, Decision, DecisionKind,
+    DispatchTask, Event, PilotEnded, PilotRequeued, PilotStarted, SetTimer, SiteLost, SiteQuarantined, SiteReleased,
+    SubmitPilot, TaskDelivered, TaskFailed, TaskFetching, TaskFinished, TaskLost, TaskStarted, TaskUndelivered,
+    TimerFired,
 )
 from resel.models.lim import SiteRate, site_rates
 from resel.models.runtime import EngineRates
 from resel.selection import Strategy, initial_assignment, queue_split, viable_sites
 from resel.states import AttemptOutcome, PilotState, TaskState, next_pilot_state, next_task_state
+from resel.transfer import DataTimes, TransferModel
 from resel.walltime import WalltimePolicy, fits
 
 WAITING, QUEUED, RUNNING, PROVISIONAL = TaskState.WAITING, TaskState.QUEUED, TaskState.RUNNING, TaskState.PROVISIONAL
@@ -88,7 +95,7 @@ class TaskRecord:
     """The engine's book-keeping for one task (read it; do not write it)."""
 
     __slots__ = ("id", "state", "origin", "first_origin", "site", "pilot", "attempt",
-                 "deadline", "opened", "failures", "losses", "attempts", "moved_from", "since")
+                 "deadline", "opened", "failures", "losses", "attempts", "moved_from", "since", "priced")
 
     def __init__(self, tid: int, origin: int):
         self.id = tid
@@ -104,6 +111,8 @@ class TaskRecord:
         self.losses = 0
         self.moved_from = -1          # the quarantined site it was moved away from (comes back on release)
         self.since = 0.0              # when it was bound to its origin (the rebroker's timeout)
+        #: (T̂x'(r), T̂x'(r'), Ŵ) its open window was priced with (bags that move data; else None)
+        self.priced: tuple[float, float, float] | None = None
         self.attempts: list[Attempt] = []   # every attempt, oldest first
 
 
@@ -187,13 +196,18 @@ class Engine(PeerRules):
             records nothing (the simulator with ``record=False``) turns them off: they have no
             effect but to be recorded, and at a million tasks they are two million records
             built to be dropped. Every other action, and every state, is the same either way.
+        data: the bag's data sizes and the sites' bandwidths (:class:`~resel.transfer.TransferModel`):
+            wherever sites are compared the engine then ranks them by T̂x' = T̂x + D, D a task's
+            data time on the site (docs/engine.md, "Selection sees the data"), and
+            :class:`~resel.events.BandwidthMeasured` updates a site's figure. None (or a model
+            that moves no byte): D = 0 everywhere, every decision exactly as without data.
     """
 
     def __init__(self, bag: Bag, sites: list[Site], strategy: Strategy | str = "model", *,
                  seed: int = 0, clock: str = "base", max_attempts: int = 3, max_losses: int = 5,
                  prefetch: int = 0, rates: Mapping[str, SiteRate] | EngineRates | None = None,
                  quarantine: QuarantinePolicy | None = None, walltime: WalltimePolicy | str = "limit",
-                 decisions: bool = True):
+                 decisions: bool = True, data: TransferModel | None = None):
         self.bag = bag
         self.decisions = decisions
         self.prefetch = max(0, int(prefetch))
@@ -213,6 +227,15 @@ class Engine(PeerRules):
         self.tx_hi = [max(self.tx[i], upper[s.name].tx(bag.profile.instructions)) if s.name in upper
                       else self.tx[i] for i, s in enumerate(self.sites)]
         self.walltime = walltime if isinstance(walltime, WalltimePolicy) else WalltimePolicy(walltime)
+        #: the data model (None: no data priced, D = 0); its figures per site in ``_dt``, updated
+        #: by BandwidthMeasured, and per site when its shared inputs are there (``_ready``: None
+        #: while cold, else the first binding there + their transfer time)
+        self.data = data if data is not None and data.moves else None
+        #: the model as given, kept even while it moves nothing: OutputsMeasured may make it move
+        self._model = data
+        self._dt: list[DataTimes] = ([self.data.times(s.name) for s in self.sites] if self.data is not None else [])
+        self._ready: list[float | None] = [None] * len(self.sites)
+        self._resort = False          # a data figure changed: re-rank targets and origins
         self.quarantine = quarantine or QuarantinePolicy()
         #: outcomes per site for the black-hole rule (resel/blackhole.py)
         self.health = [SiteHealth() for _ in self.sites]
@@ -247,6 +270,7 @@ class Engine(PeerRules):
             PilotRequeued: self._on_pilot_requeued, TaskLost: self._on_task_lost,
             BagCancelled: self._on_bag_cancelled, TaskFetching: self._on_task_fetching,
             TaskDelivered: self._on_task_delivered, TaskUndelivered: self._on_task_undelivered,
+            BandwidthMeasured: self._on_bandwidth, OutputsMeasured: self._on_outputs_measured,
         }
         self.lost_sites: dict[str, str] = {}
 
@@ -332,10 +356,14 @@ class Engine(PeerRules):
             raise IllegalTransition("BagSubmitted twice")
         viable = viable_sites(self.bag, self.sites)
         if self.walltime.guard:   # a site whose limit is below T̂x,hi can never finish a task
-            fit = [i for i in viable if fits(self.sites[i].pilot.walltime, self.tx_hi[i])]
+            # (with data: nor one whose first task, its inputs and the shared ones staged, does not fit)
+            need = [self.tx_hi[i] if self.data is None else self._slot_hi(i) + self._dt[i].shared_in
+                    for i in range(len(self.sites))]
+            fit = [i for i in viable if fits(self.sites[i].pilot.walltime, need[i])]
             if viable and not fit:
+                what = "T̂x,hi" if self.data is None else "T̂x,hi + inputs"
                 raise ReselError("no site's walltime limit fits one task: " + ", ".join(
-                    f"{self.sites[i].name} {self.sites[i].pilot.walltime:g} s < T̂x,hi {self.tx_hi[i]:.0f} s"
+                    f"{self.sites[i].name} {self.sites[i].pilot.walltime:g} s < {what} {need[i]:.0f} s"
                     for i in viable) + "; raise pilot.walltime or use --walltime off")
             for i in set(viable) - set(fit):
                 self._books[i].cap_slots = self._books[i].cap_saved = 0
@@ -348,13 +376,18 @@ class Engine(PeerRules):
         if self.strategy.base == "queue" and ev.wait_menu is not None:
             options = [[(k, w) for (k, _, _), w in zip(menu[i], ev.wait_menu.get(s.name) or [])]
                        for i, s in enumerate(self.sites)]
-            origins, candidates, caps = queue_split(self.strategy, self.bag, viable, self._split_tx, options)
+            split_tx = self._split_tx
+            if self.data is not None:   # waves of T̂x + own inputs, after the shared inputs; + outputs home
+                split_tx = [tx + d.own_in for tx, d in zip(split_tx, self._dt)]
+                options = [[(k, None if w is None else max(0.0, w) + d.shared_in + d.out) for k, w in opts]
+                           for opts, d in zip(options, self._dt)]
+            origins, candidates, caps = queue_split(self.strategy, self.bag, viable, split_tx, options)
             for x, cap in caps.items():          # the pilot size the split chose for x
                 self._books[x].cap_slots = min(self._books[x].cap_slots, cap)
         else:   # tasks each site runs at once: its full pilot's slots, or a pool's one-slot pilots
             slots = [menu[i][0][0] if menu[i] else 0 for i in range(len(self.sites))]
             origins, candidates = initial_assignment(self.strategy, self.bag, viable, self.rates, self._rng,
-                                                     waits, slots)
+                                                     waits, slots, self._dt if self.data is not None else None)
         self.started = True
         names = [s.name for s in self.sites]
         for tid, origin in enumerate(origins):
@@ -362,17 +395,17 @@ class Engine(PeerRules):
             self._books[origin].waiting.append(tid)
             if self.decisions:
                 out.append(Decision(time=ev.time, kind=DecisionKind.ASSIGN, task=tid, origin=names[origin],
-                                    target=names[origin], tx_r=self.tx[origin]))
+                                    target=names[origin], tx_r=self._txd(origin, ev.time)))
         self._remaining = self._waiting_total = len(origins)
         if self.strategy.reselect:
-            self._plan_reselection(candidates)
+            self._plan_reselection(candidates, ev.time)
         elif self.strategy.peer:
             self._peer_setup(candidates, ev.time, out)
         self._dirty.update(range(len(self.sites)))
         if not origins:
             self._finish(ev.time, out)
 
-    def _plan_reselection(self, candidates: list[int]) -> None:
+    def _plan_reselection(self, candidates: list[int], t: float) -> None:
         """Which sites take re-selected tasks, and from which origins, in preference order.
 
         The queue-aware strategy holds pilots on its chosen sites on purpose: each of them is a
@@ -383,12 +416,19 @@ class Engine(PeerRules):
         held = self.strategy.base == "queue"
         targets = list(candidates) if held else [x for x in candidates if self.sites[x].reselect_target]
         # fastest target first: with several acquired sites free, a task goes to the lowest TTC
-        self._targets = sorted(targets, key=lambda x: (self.tx[x], x))
+        self._targets = sorted(targets, key=lambda x: (self._txd(x, t), x))
         for x in self._targets:
             book = self._books[x]
             # slowest origin first: the smallest window, so Ŵ <= 0 (move for good) comes first
-            book.origins = sorted((r for r in candidates if r != x), key=lambda r: (self._window(x, r), r))
+            book.origins = sorted((r for r in candidates if r != x), key=lambda r: (self._window(x, r, t), r))
             book.spec = self.sites[x].pilot.mode == "per-task" or (held and not book.waiting)
+
+    def _rerank(self, t: float) -> None:
+        """A data figure changed (a site's shared inputs left, a bandwidth measured): the targets
+        and each target's origins in the order :meth:`_plan_reselection` gives, with today's T̂x'."""
+        self._targets.sort(key=lambda x: (self._txd(x, t), x))
+        for x in self._targets:
+            self._books[x].origins.sort(key=lambda r: (self._window(x, r, t), r))
 
     def _on_pilot_started(self, ev: PilotStarted, out: list[Action]) -> None:
         pilot = self._pilot(ev.pilot)
@@ -415,7 +455,7 @@ class Engine(PeerRules):
         if book.acquired_at is None:
             book.acquired_at = ev.time
         if self.walltime.guard and math.isfinite(pilot.walltime):
-            heapq.heappush(self._expiries, (ev.time + pilot.walltime - self.tx_hi[pilot.site], pilot.id, ev.time))
+            heapq.heappush(self._expiries, (ev.time + pilot.walltime - self._slot_hi(pilot.site), pilot.id, ev.time))
         self._dirty.add(pilot.site)
         if self.strategy.peer:
             self._peer_started(pilot.site, ev.time, out)
@@ -481,7 +521,8 @@ class Engine(PeerRules):
         x = task.site
         self._end_attempt(task, ev.time, AttemptOutcome.LOST)   # the pilot lives on: its slot is free again
         task.losses += 1
-        self._requeue(task, *self._retry_or_give_up(task, x, AttemptOutcome.LOST, task.losses >= self.max_losses))
+        self._requeue(task, ev.time, *self._retry_or_give_up(task, x, AttemptOutcome.LOST,
+                                                             task.losses >= self.max_losses, ev.time))
 
     def _on_bag_cancelled(self, ev: BagCancelled, out: list[Action]) -> None:
         for pilot in list(self.pilots.values()):
@@ -556,7 +597,8 @@ class Engine(PeerRules):
         health.bad = min(health.n, health.bad + 1)
         self._suspects.add(x)
         task.failures += 1
-        self._requeue(task, *self._retry_or_give_up(task, x, AttemptOutcome.FAILED, task.failures >= self.max_attempts))
+        self._requeue(task, ev.time, *self._retry_or_give_up(task, x, AttemptOutcome.FAILED,
+                                                             task.failures >= self.max_attempts, ev.time))
 
     def _on_task_failed(self, ev: TaskFailed, out: list[Action]) -> None:
         task = self._task(ev.task)
@@ -568,7 +610,8 @@ class Engine(PeerRules):
         x = task.site
         self._end_attempt(task, ev.time, AttemptOutcome.FAILED)
         task.failures += 1
-        self._requeue(task, *self._retry_or_give_up(task, x, AttemptOutcome.FAILED, task.failures >= self.max_attempts))
+        self._requeue(task, ev.time, *self._retry_or_give_up(task, x, AttemptOutcome.FAILED,
+                                                             task.failures >= self.max_attempts, ev.time))
 
     def _on_timer(self, ev: TimerFired, out: list[Action]) -> None:
         if ev.site is not None:
@@ -608,7 +651,7 @@ class Engine(PeerRules):
             if self._remaining == 0:
                 self._finish(ev.time, out)
             return
-        best = min(usable, key=lambda i: (self.tx[i], i))
+        best = self._fastest(usable, ev.time)
         while book.waiting:
             tid = book.waiting.popleft()
             task = self.tasks[tid]
@@ -616,7 +659,7 @@ class Engine(PeerRules):
             self._books[best].waiting.append(tid)
             if self.decisions:
                 out.append(Decision(time=ev.time, kind=DecisionKind.SITE_LOST, task=tid, origin=ev.site,
-                                    target=names[best], tx_r=self.tx[x], tx_r2=self.tx[best]))
+                                    target=names[best], tx_r=self._txd(x, ev.time), tx_r2=self._txd(best, ev.time)))
         for tid in list(book.prov):              # provisional elsewhere: r is gone, commit to r'
             task = self.tasks[tid]
             self._commit(task, ev.time, out)
@@ -639,7 +682,7 @@ class Engine(PeerRules):
         waves = math.ceil((len(pilot.queued) + 1) / pilot.slots)
         if pilot.state is PilotState.ACTIVE:
             waves += 1
-        return fits(self._walltime_left(pilot, t), waves * self.tx_hi[pilot.site])
+        return fits(self._walltime_left(pilot, t), waves * self._slot_hi(pilot.site))
 
     def _expire(self, t: float, out: list[Action]) -> None:
         """Drain every pilot that can no longer finish a task (remaining walltime below
@@ -653,6 +696,11 @@ class Engine(PeerRules):
             if pilot.state is not PilotState.ACTIVE or pilot.started != started or pilot.draining:
                 continue   # ended, or requeued and started again (a later entry is its own)
             x = pilot.site
+            if self.data is not None:   # a bandwidth measured since may have moved its instant
+                due = started + pilot.walltime - self._slot_hi(x)
+                if due >= t:
+                    heapq.heappush(heap, (due, pid, started))
+                    continue
             book = self._books[x]
             pilot.draining = True
             book.draining += 1
@@ -714,7 +762,7 @@ class Engine(PeerRules):
             task = self.tasks[tid]
             self._unqueue(task, t, out)
             self._books[task.origin].waiting.appendleft(tid)
-        best = min(usable, key=lambda i: (self.tx[i], i))
+        best = self._fastest(usable, t)
         while book.waiting:
             tid = book.waiting.popleft()
             task = self.tasks[tid]
@@ -722,7 +770,7 @@ class Engine(PeerRules):
             self._books[best].waiting.append(tid)
             if self.decisions:
                 out.append(Decision(time=t, kind=DecisionKind.QUARANTINE, task=tid, origin=name,
-                                    target=self.sites[best].name, tx_r=self.tx[x], tx_r2=self.tx[best]))
+                                    target=self.sites[best].name, tx_r=self._txd(x, t), tx_r2=self._txd(best, t)))
         for tid in list(book.prov):                  # provisional elsewhere: r is out, keep r'
             self._commit(self.tasks[tid], t, out)
         self._waiting_changed = True
@@ -754,7 +802,7 @@ class Engine(PeerRules):
                 book.waiting.append(tid)
                 if self.decisions:
                     out.append(Decision(time=t, kind=DecisionKind.QUARANTINE_RELEASE, task=tid, origin=self.sites[y].name,
-                                        target=name, tx_r=self.tx[y], tx_r2=self.tx[x]))
+                                        target=name, tx_r=self._txd(y, t), tx_r2=self._txd(x, t)))
             self._dirty.add(y)
         self._waiting_changed = True
         self._dirty.add(x)
@@ -777,16 +825,98 @@ class Engine(PeerRules):
                 return i
         raise ReselError(f"unknown site {site!r}; the engine has {', '.join(s.name for s in self.sites)}")
 
-    def _window(self, target: int, origin: int) -> float:
-        """Ŵ(r', r): T̂x(r') − T̂x(r), or the given window of the pair (an upper quantile, --risk).
+    def _window(self, target: int, origin: int, t: float) -> float:
+        """Ŵ(r', r) at t: T̂x'(r') − T̂x'(r), or the given window of the pair (an upper quantile,
+        --risk) plus D(r') − D(r) (data times are priced as points: they have no interval).
         A race has no windows: whichever kept site frees a slot takes the task for good."""
         if self.strategy.base == "race":
             return 0.0
         if self._windows is not None:
             w = self._windows.get((self.sites[target].name, self.sites[origin].name))
             if w is not None:
-                return w
-        return self.tx[target] - self.tx[origin]
+                return w if self.data is None else w + (self._data_s(target, t) - self._data_s(origin, t))
+        if self.data is None:
+            return self.tx[target] - self.tx[origin]
+        return self._txd(target, t) - self._txd(origin, t)
+
+    # ------------------------------------------------------------------ data (docs/engine.md)
+    def _data_s(self, x: int, t: float) -> float:
+        """D(x) at t: a task's own inputs to x and its outputs home, plus the shared inputs
+        while x is cold (what is left of their trip while they are on their way)."""
+        d = self._dt[x]
+        ready = self._ready[x]
+        return d.own_in + d.out + (d.shared_in if ready is None else max(0.0, ready - t))
+
+    def _txd(self, x: int, t: float) -> float:
+        """T̂x'(x) = T̂x(x) + D(x) at t: what the engine compares sites by (T̂x without data)."""
+        if self.data is None:
+            return self.tx[x]
+        return self.tx[x] + self._data_s(x, t)
+
+    def _fastest(self, candidates: list[int], t: float) -> int:
+        """The candidate of lowest T̂x' at t, ties to the first in site order."""
+        return min(candidates, key=lambda i: (self._txd(i, t), i))
+
+    def _slot_hi(self, x: int) -> float:
+        """How long a task holds a slot of x at most: T̂x,hi plus its own inputs' trip, which
+        is staged after the task is bound to the slot; its outputs travel after the slot is
+        free. (The shared inputs, sent once per site, are added where x is cold.)"""
+        if self.data is None:
+            return self.tx_hi[x]
+        return self.tx_hi[x] + self._dt[x].own_in
+
+    def _bound(self, x: int, t: float) -> None:
+        """A task was bound to site x at t: if x was cold its shared inputs leave now."""
+        if self._ready[x] is None:
+            self._ready[x] = t + self._dt[x].shared_in
+            self._resort = True
+
+    def _on_bandwidth(self, ev: BandwidthMeasured, out: list[Action]) -> None:
+        """A site's MB/s measured during the run: new decisions price its data with it; windows
+        already open keep theirs, a pilot's drain instant moves with its new slot time."""
+        x = next((i for i, s in enumerate(self.sites) if s.name == ev.site), None)
+        if x is None:
+            raise IllegalTransition(f"BandwidthMeasured for unknown site {ev.site!r}")
+        for value in (ev.inbound, ev.outbound):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or not math.isfinite(value) or value <= 0):
+                raise IllegalTransition(f"BandwidthMeasured for {ev.site}: {value!r} is not MB/s > 0")
+        if self.data is None:   # no data priced: nothing depends on a bandwidth yet
+            if self._model is not None:    # (but kept for when outputs are measured)
+                self._model = self._model.with_bandwidth(ev.site, ev.inbound, ev.outbound)
+            return
+        self.data = self.data.with_bandwidth(ev.site, ev.inbound, ev.outbound)
+        self._model = self.data
+        self._dt[x] = self.data.times(ev.site)
+        self._resort = True
+        if self.walltime.guard:   # a slower link drains the site's pilots sooner (_expire re-checks)
+            for pid in self._books[x].active:
+                pilot = self.pilots[pid]
+                if math.isfinite(pilot.walltime) and not pilot.draining:
+                    heapq.heappush(self._expiries, (pilot.started + pilot.walltime - self._slot_hi(x), pid,
+                                                    pilot.started))
+
+    @property
+    def data_model(self):
+        """The data model the engine prices with — or, while it moves no byte, the one it was
+        given (None: the driver gave none)."""
+        return self.data if self.data is not None else self._model
+
+    def _on_outputs_measured(self, ev: OutputsMeasured, out: list[Action]) -> None:
+        """A task's outputs measured (the mean of those delivered so far): new decisions price
+        their trip home with it. A bag priced with no data until now (outputs declared, their
+        size not) starts pricing it here; windows already open keep their figures."""
+        value = ev.out_bytes
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            raise IllegalTransition(f"OutputsMeasured: {value!r} is not a number of bytes >= 0")
+        model = self.data if self.data is not None else self._model
+        if model is None:
+            return   # the driver prices no data for this bag (no model was given)
+        model = dataclasses.replace(model, out_bytes=float(value))
+        self._model = model
+        self.data = model if model.moves else None
+        self._dt = [model.times(s.name) for s in self.sites] if self.data is not None else []
+        self._resort = True
 
     def _end_attempt(self, task: TaskRecord, time: float, outcome: AttemptOutcome) -> None:
         """Close the running attempt and give its slot back."""
@@ -824,6 +954,8 @@ class Engine(PeerRules):
         task.attempts.append(Attempt(pilot.site, pilot.id, t))
         pilot.queued[task.id] = None
         self._books[pilot.site].queued[task.id] = None
+        if self.data is not None:   # handed ahead: its inputs are staged now (docs/data.md)
+            self._bound(pilot.site, t)
         out.append(DispatchTask(task=task.id, attempt=task.attempt, pilot=pilot.id, site=self.sites[pilot.site].name))
 
     def _start_queued(self, task: TaskRecord, t: float) -> None:
@@ -889,9 +1021,11 @@ class Engine(PeerRules):
         x = task.site
         task.pilot = task.site = -1
         task.losses += 1
-        self._requeue(task, *self._retry_or_give_up(task, x, AttemptOutcome.LOST, task.losses >= self.max_losses))
+        self._requeue(task, time, *self._retry_or_give_up(task, x, AttemptOutcome.LOST,
+                                                          task.losses >= self.max_losses, time))
 
-    def _retry_or_give_up(self, task: TaskRecord, x: int, outcome: AttemptOutcome, give_up: bool) -> tuple[bool, int | None]:
+    def _retry_or_give_up(self, task: TaskRecord, x: int, outcome: AttemptOutcome, give_up: bool,
+                          t: float) -> tuple[bool, int | None]:
         """(give up?, the site to requeue on): a task is never given up on the word of one site
         alone — when every attempt that ended ``outcome`` (failed, lost) was on x, the site it
         just ended on, and another site is usable, it gets one more try on the fastest of those
@@ -899,10 +1033,10 @@ class Engine(PeerRules):
         if give_up and {a.site for a in task.attempts if a.outcome == outcome} == {x}:
             others = self._usable(exclude=x)
             if others:
-                return False, min(others, key=lambda i: (self.tx[i], i))
+                return False, self._fastest(others, t)
         return give_up, None
 
-    def _requeue(self, task: TaskRecord, give_up: bool, origin: int | None = None) -> None:
+    def _requeue(self, task: TaskRecord, t: float, give_up: bool, origin: int | None = None) -> None:
         """Back to waiting (front of its origin's queue, or of ``origin``'s), or given up."""
         if task.state is PROVISIONAL:
             del self._books[task.origin].prov[task.id]
@@ -913,7 +1047,7 @@ class Engine(PeerRules):
                 self.sites[task.origin].name in self.lost_sites or self.health[task.origin].quarantined):
             usable = self._usable()
             if usable:   # its origin is gone or quarantined: requeue on the fastest site still usable
-                task.origin = min(usable, key=lambda i: (self.tx[i], i))
+                task.origin = self._fastest(usable, t)
             else:
                 give_up = True
         if give_up:
@@ -947,6 +1081,8 @@ class Engine(PeerRules):
         task.state = next_task_state(task.state, "dispatch" if state is RUNNING else "dispatch-provisional")
         task.site, task.pilot = x, pid
         task.attempts.append(Attempt(x, pid, t))
+        if self.data is not None:
+            self._bound(x, t)
         out.append(DispatchTask(task=task.id, attempt=task.attempt, pilot=pid, site=self.sites[x].name))
         return pilot
 
@@ -958,10 +1094,11 @@ class Engine(PeerRules):
         task.origin = x
         self._dirty.add(r)
         if self.decisions:
+            # the figures the window was opened with (with data they may have changed since)
+            tx_r, tx_r2, window = task.priced or (self.tx[r], self.tx[x], self._window(x, r, t))
             out.append(Decision(time=t, kind=DecisionKind.WINDOW_COMMIT, task=task.id, origin=self.sites[r].name,
                                 target=self.sites[x].name, a_r=self._books[r].acquired_at,
-                                a_r2=task.opened, tx_r=self.tx[r], tx_r2=self.tx[x],
-                                window=self._window(x, r)))
+                                a_r2=task.opened, tx_r=tx_r, tx_r2=tx_r2, window=window))
 
     # ------------------------------------------------------------------ the decisions
     def _settle(self, t: float, out: list[Action]) -> None:
@@ -971,6 +1108,10 @@ class Engine(PeerRules):
             for x in sorted(self._suspects):
                 self._judge(x, t, out)
             self._suspects.clear()
+        if self._resort:
+            self._resort = False
+            if self.strategy.reselect:
+                self._rerank(t)
         expiries = self._expiries
         if (expiries and expiries[0][0] < t) or self._drained:
             self._expire(t, out)
@@ -1036,9 +1177,10 @@ class Engine(PeerRules):
             task.state = next_task_state(task.state, "move-back")   # PROVISIONAL -> WAITING
             self._dispatch(task, x, t, RUNNING, out)                # … -> RUNNING on r
             if self.decisions:
+                tx_r, tx_r2, window = task.priced or (self.tx[x], self.tx[r2], self._window(r2, x, t))
                 out.append(Decision(time=t, kind=DecisionKind.MOVE_BACK, task=tid, origin=self.sites[x].name,
                                     target=self.sites[x].name, a_r=book.acquired_at, a_r2=a_r2,
-                                    tx_r=self.tx[x], tx_r2=self.tx[r2], window=self._window(r2, x)))
+                                    tx_r=tx_r, tx_r2=tx_r2, window=window))
 
     def _hand_ahead(self, x: int, t: float, out: list[Action]) -> None:
         """Queue r's next waiting tasks on its busy or pending pilots, ``prefetch`` per slot:
@@ -1062,7 +1204,9 @@ class Engine(PeerRules):
             origin = self._books[r]
             if not (origin.waiting or origin.queued):
                 continue
-            window = self._window(x, r)
+            window = self._window(x, r, t)
+            # T̂x'(r), T̂x'(r') as this window prices them (T̂x without data)
+            priced = None if self.data is None else (self._txd(r, t), self._txd(x, t), window)
             while book.free and (origin.waiting or origin.queued):
                 if origin.waiting:
                     task = self.tasks[origin.waiting.popleft()]
@@ -1081,13 +1225,15 @@ class Engine(PeerRules):
                     self._dispatch(task, x, t, PROVISIONAL, out)
                     task.opened = t
                     task.deadline = t + window
+                    task.priced = priced
                     origin.prov[task.id] = None
                     out.append(SetTimer(at=task.deadline, task=task.id, attempt=task.attempt))
                     kind = DecisionKind.RESELECT_PROVISIONAL
                 if self.decisions:
+                    tx_r, tx_r2 = (self.tx[r], tx_x) if priced is None else priced[:2]
                     out.append(Decision(time=t, kind=kind, task=task.id, origin=self.sites[r].name,
                                         target=name_x, a_r=origin.acquired_at, a_r2=t,
-                                        tx_r=self.tx[r], tx_r2=tx_x, window=window))
+                                        tx_r=tx_r, tx_r2=tx_r2, window=window))
             if not book.free:
                 return
 
@@ -1157,8 +1303,13 @@ class Engine(PeerRules):
                                walltime=walltime))
 
     def _pilot_walltime(self, x: int, tasks: int, slots: int) -> float:
-        """The walltime a pilot of site x asks for: sized from its tasks within the site's limit."""
-        return self.walltime.request(self.sites[x].pilot.walltime, self.tx_hi[x], tasks, slots)
+        """The walltime a pilot of site x asks for: sized from its tasks within the site's limit
+        (with data: each task's slot time :meth:`_slot_hi`, and the shared inputs while x is cold)."""
+        limit = self.sites[x].pilot.walltime
+        request = self.walltime.request(limit, self._slot_hi(x), tasks, slots)
+        if self.data is not None and self._ready[x] is None:
+            request = min(limit, request + self._dt[x].shared_in)
+        return request
 
     def _withdraw(self, pilot: PilotRecord) -> None:
         """Take a pending or active pilot's slots out of its site's books."""

@@ -9,7 +9,19 @@ from __future__ import annotations
 
 
 class ReselError(Exception):
-    """Base of every error resel raises on purpose."""
+    """Base of every error resel raises on purpose.
+
+    ``hint`` (optional) says what to type or change next when the message itself does not:
+    the command line prints it under the message, and ``--json`` puts it in the error
+    object's ``hint`` (resel/cli/common.py).
+    """
+
+    hint: str | None = None
+
+    def __init__(self, *args: object, hint: str | None = None) -> None:
+        super().__init__(*args)
+        if hint is not None:
+            self.hint = hint
 
 
 class InputError(ReselError):

@@ -183,6 +183,29 @@ class TimerFired(Event):
     site: str | None = None
 
 
+@_rec
+class OutputsMeasured(Event):
+    """How many bytes a task's outputs are, as the run's deliveries measured them (their mean):
+    the engine prices a task's trip home with it from now on, instead of the bag's
+    ``output_mb`` (docs/data.md). Journaled by the live coordinator like BandwidthMeasured."""
+
+    out_bytes: float
+
+
+@_rec
+class BandwidthMeasured(Event):
+    """How fast files moved to (``inbound``) or from (``outbound``) a site, in decimal MB/s,
+    as the run's own transfers measured it (None: that way was not measured). The engine
+    prices data with the new figure from now on (docs/engine.md, "Selection sees the data");
+    windows already open keep theirs. The live coordinator journals it like any event, so a
+    resumed engine decides alike. A figure known before the run starts goes into the
+    engine's transfer model instead (:meth:`resel.transfer.TransferModel.measured`)."""
+
+    site: str
+    inbound: float | None = None
+    outbound: float | None = None
+
+
 # ---------------------------------------------------------------- actions (engine -> driver)
 @_rec
 class Action:
@@ -274,8 +297,10 @@ class Decision(Action):
     ``a_r`` is when the origin r was acquired (None while unacquired); ``a_r2`` is a_r' as the
     engine uses it: when the task got its slot on the alternative r' (its dispatch there,
     which is r's acquisition for a task dispatched as r' starts and later for one that takes
-    a slot freed afterwards) — the window closes at a_r' + Ŵ. ``tx_r``/``tx_r2`` are the LIM
-    predictions; ``window`` is Ŵ(r', r).
+    a slot freed afterwards) — the window closes at a_r' + Ŵ. ``tx_r``/``tx_r2`` are the
+    predictions the choice compared: T̂x, or for a bag that moves data T̂x' = T̂x + D, its data
+    time on that site at the moment of the choice (docs/engine.md, "Selection sees the data");
+    a window's commit or move-back logs the figures its opening used. ``window`` is Ŵ(r', r).
     """
 
     time: float

@@ -19,6 +19,12 @@ tasks queued too long or on an overloaded site reassigned).
 Where the predicted start comes from (the scheduler's answer, a forward-simulated twin of the
 queue, or a QBETS bound of the wait from history) is the driver's business: the engine only
 sees one number per site, or None for a site whose queue could not be read.
+
+A bag that moves data (docs/engine.md, "Selection sees the data") ranks the sites of ``model``,
+``topk`` and ``queue`` by T̂x' = T̂x + D, D a task's data time there (:mod:`resel.transfer`;
+every site is cold at submission, so D includes the shared inputs). The queue-aware TTC counts
+the shared inputs once, before the first wave, each wave's task its own inputs, and the last
+wave's outputs once after it. The peers rank as their users do, by T̂x alone.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from resel.domain import Bag, Site
 from resel.errors import ReselError
 from resel.formalism import lim_resource, lim_task, res_select, satisfy_task, top_k
 from resel.models.lim import SiteRate
+from resel.transfer import DataTimes
 
 BASES = ("random", "model", "topk", "queue")
 #: strategies a user would pick instead of resel (docs/peers.md); no ``+reselect``
@@ -62,7 +69,9 @@ class Strategy:
             return "race" if self.k == 1 else f"race:{self.k}"
         if self.base in ("failover", "rebroker"):
             default = FAILOVER_TIMEOUT if self.base == "failover" else REBROKER_TIMEOUT
-            return self.base if self.timeout == default else f"{self.base}:{self.timeout:g}"
+            # the number written out in full: f"{1e6:g}" is '1e+06', whose '+' parsed as a flag
+            # refused failover:1000000 although the help allows up to 10,000,000
+            return self.base if self.timeout == default else f"{self.base}:{_plain(self.timeout)}"
         core = f"topk:{self.k}" if self.base == "topk" else self.base
         if self.base == "queue" and self.extra != 1:
             core = f"queue:{self.extra}"
@@ -93,10 +102,15 @@ class Strategy:
             if not num.isdigit():
                 raise ReselError(f"strategy {spec!r}: queue takes a whole number of extra sites >= 0, as in queue:1")
             base, extra = "queue", int(num)
-        if base not in BASES or any(f not in ("reselect",) for f in flags):
+        if base not in BASES or any(f not in ("reselect",) for f in flags) or len(flags) > 1:
             raise ReselError(f"unknown strategy {spec!r}: use random, model, topk:K, queue[:E], reselect, "
                              f"BASE+reselect, or a peer: race[:K], earliest, failover[:T], rebroker[:TIMEOUT]")
         return Strategy(base, bool(flags), k, extra)
+
+
+def _plain(seconds: float) -> str:
+    """A time for a strategy's name: a whole number without exponent or point, else its repr."""
+    return str(int(seconds)) if float(seconds).is_integer() else repr(float(seconds))
 
 
 def _parse_peer(spec: str, base: str, arg: str, flags: list[str]) -> Strategy:
@@ -137,39 +151,50 @@ def viable_sites(bag: Bag, sites: list[Site]) -> list[int]:
     return out
 
 
-def ranked(viable: list[int], rates: list[SiteRate], instructions: float, k: int) -> list[int]:
-    """The k best viable sites by LIM affinity −T̂x, ties to the first in site order."""
-    return top_k(viable, lambda i: -rates[i].tx(instructions), k)
+def ranked(viable: list[int], rates: list[SiteRate], instructions: float, k: int,
+           data: list[DataTimes] | None = None) -> list[int]:
+    """The k best viable sites by affinity −T̂x (with ``data``, −T̂x' of a cold site), ties
+    to the first in site order."""
+    if data is None:
+        return top_k(viable, lambda i: -rates[i].tx(instructions), k)
+    return top_k(viable, lambda i: -(rates[i].tx(instructions) + data[i].seconds(cold=True)), k)
 
 
-def predicted_ttc(wait: float | None, tx: float, tasks: int, slots: int) -> float:
+def predicted_ttc(wait: float | None, tx: float, tasks: int, slots: int, data: DataTimes | None = None) -> float:
     """A site's predicted TTC for ``tasks`` tasks: the pilot's predicted start, then as many
     waves of T̂x as its ``slots`` need. An unknown start is infinite: ranked last, never chosen
-    over a site whose queue could be read."""
+    over a site whose queue could be read. With ``data``: the shared inputs before the first
+    wave, each task's own inputs in its wave, the last wave's outputs home after it."""
     if wait is None or slots <= 0:
         return math.inf
-    return max(0.0, wait) + math.ceil(tasks / slots) * tx
+    if data is None:
+        return max(0.0, wait) + math.ceil(tasks / slots) * tx
+    return max(0.0, wait) + data.shared_in + math.ceil(tasks / slots) * (tx + data.own_in) + data.out
 
 
 def queue_ranking(bag: Bag, viable: list[int], rates: list[SiteRate], waits: list[float | None],
-                  slots: list[int] | None = None) -> list[tuple[int, float]]:
+                  slots: list[int] | None = None, data: list[DataTimes] | None = None) -> list[tuple[int, float]]:
     """Viable sites by predicted TTC, best first, with their TTC (ties: site order)."""
     n = bag.count
     caps = slots if slots is not None else [n] * len(waits)
-    scored = [(i, predicted_ttc(waits[i], rates[i].tx(bag.profile.instructions), n, max(1, min(n, caps[i]))))
+    scored = [(i, predicted_ttc(waits[i], rates[i].tx(bag.profile.instructions), n, max(1, min(n, caps[i])),
+                                None if data is None else data[i]))
               for i in viable]
     return sorted(scored, key=lambda it: (it[1], it[0]))
 
 
 def initial_assignment(strategy: Strategy, bag: Bag, viable: list[int], rates: list[SiteRate],
                        rng: random.Random, waits: list[float | None] | None = None,
-                       slots: list[int] | None = None) -> tuple[list[int], list[int]]:
+                       slots: list[int] | None = None,
+                       data: list[DataTimes] | None = None) -> tuple[list[int], list[int]]:
     """Each task's origin site index, and the candidate sites re-selection may move it to.
 
     Args:
         waits: per site, the predicted wait of its pilot (the queue-aware strategy); None for
             a site whose queue could not be read.
         slots: per site, how many tasks its pilots run at once (the queue-aware TTC's waves).
+        data: per site, a task's data times (:mod:`resel.transfer`): ``model``, ``topk`` and
+            ``queue`` then rank by T̂x' (module docstring); None: by T̂x.
 
     Raises:
         ReselError: no site can run the bag, or ``queue`` was asked for without any estimate.
@@ -180,7 +205,11 @@ def initial_assignment(strategy: Strategy, bag: Bag, viable: list[int], rates: l
     if strategy.base == "random":
         return [rng.choice(viable) for _ in range(n)], viable
     if strategy.base == "model":
-        best = res_select(viable, lambda i: -rates[i].tx(bag.profile.instructions))
+        if data is None:
+            best = res_select(viable, lambda i: -rates[i].tx(bag.profile.instructions))
+        else:
+            best = res_select(viable, lambda i: -(rates[i].tx(bag.profile.instructions)
+                                                  + data[i].seconds(cold=True)))
         return [best] * n, viable
     if strategy.base == "earliest":   # sbatch -M a,b,…: the earliest estimated start, for good
         if waits is None or all(waits[i] is None for i in viable):
@@ -198,10 +227,10 @@ def initial_assignment(strategy: Strategy, bag: Bag, viable: list[int], rates: l
         if waits is None or all(waits[i] is None for i in viable):
             raise ReselError("the queue-aware strategy needs a start estimate from at least one site; "
                              "none of the viable sites' queues could be read")
-        ranking = [i for i, ttc in queue_ranking(bag, viable, rates, waits, slots) if ttc < math.inf]
+        ranking = [i for i, ttc in queue_ranking(bag, viable, rates, waits, slots, data) if ttc < math.inf]
         held = ranking[:1 + (strategy.extra if strategy.reselect else 0)]
         return [held[0]] * n, held
-    best_k = ranked(viable, rates, bag.profile.instructions, strategy.k)
+    best_k = ranked(viable, rates, bag.profile.instructions, strategy.k, data)
     return [best_k[t % len(best_k)] for t in range(n)], best_k
 
 

@@ -4,7 +4,8 @@ Tables are named after the domain so users can query them with ``sqlite-utils`` 
 Datasette: ``experiments`` (one ``resel simulate`` call), ``runs`` (one bag × strategy × size ×
 seed), ``tasks`` (per-task T_q/T_x/TTC), ``pilots``, ``decisions`` (every engine choice with its
 inputs) and ``events`` (every event and action, in order: the journal, encoded by
-:mod:`resel.live.journal`).
+:mod:`resel.live.journal`; a simulated run's without the ones other tables hold,
+:data:`KEPT_ELSEWHERE`).
 
 This module imports the standard library only: the migrations and the sqlite-utils connection
 that writers get (:mod:`resel.store_migrations`, 0.1 s of imports with numpy) are loaded when a
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from resel.errors import StoreError
 from resel.json_safe import clean
+from resel.trust import StoreIdentity, check_store_file, check_store_folders
 
 if TYPE_CHECKING:
     from sqlite_utils import Database
@@ -39,7 +41,7 @@ MIGRATIONS_TABLE = "_sqlite_migrations"
 #: refuses to load if the two differ), named here so a reader can tell an up-to-date store
 #: without importing sqlite-utils
 MIGRATIONS = ("m001_initial", "m002_live", "m003_pilot_hosts", "m004_profiles", "m005_site_probes",
-              "m006_model_fits", "m007_wait_history", "m008_live_notes")
+              "m006_model_fits", "m007_wait_history", "m008_live_notes", "m009_task_data")
 
 #: names kept readable here that live in the writing side, imported from it on first use
 _WRITING_SIDE = {"migrations": "migrations", "Store": "Store"}
@@ -88,26 +90,30 @@ def open_store(path: str | Path | None = None, *, memory: bool = False, write: b
     target = Path(path) if path else default_path()
     try:
         _make_private_dirs(target.parent)
-        if not target.exists() and (write or os.access(target.parent, os.W_OK)):
-            _create_private_file(target)
-        if target.exists() and not target.is_file():
+        real = Path(check_store_folders(target))     # before a file is made in a folder it refuses
+        if not real.exists() and (write or os.access(real.parent, os.W_OK)):
+            _create_private_file(real)
+        if real.exists() and not real.is_file():
             raise StoreError(f"run store {target} is not a file; give the path of a store file with --db")
-        _check_is_resel_store(target)
-        writable = _writable(target)
+        identity = check_store_file(target, str(real)) if real.exists() else None
+        _check_is_resel_store(real, target)
+        writable = _writable(real)
         if write and not writable:
             raise StoreError(f"run store {target} is read-only for this user (it or its folder cannot be "
                              "written); give a writable store with --db or $RESEL_DB, or fix its permissions")
         if writable:
-            conn = sqlite3.connect(str(target), timeout=BUSY_TIMEOUT_S, isolation_level="IMMEDIATE")
+            conn = sqlite3.connect(str(real), timeout=BUSY_TIMEOUT_S, isolation_level="IMMEDIATE")
         else:
-            conn = _read_only(target)
+            conn = _read_only(real)
         db = store_migrations.Store(conn)
+        _remember(db, identity, target)
         if writable:
-            _use_wal(db.conn, target)
+            _use_wal(db.conn, real)
             store_migrations.migrate(db)
         elif store_migrations.pending(db):
             raise _older_read_only(target)
         _check_schema(db.conn, target)
+        verify_unchanged(db)     # the file the checks saw is the one the connection read
         return db
     except StoreError:
         raise
@@ -163,14 +169,16 @@ def read_store(path: str | Path | None = None) -> StoreReader | Database:
     try:
         if not target.is_file():
             return open_store(target, write=False)       # made here, or refused with its own words
-        applied = _check_is_resel_store(target)
-        writable = _writable(target)
-        if writable and not _in_wal_mode(target) and _filesystem(target) not in NETWORK_FILESYSTEMS:
+        real = Path(check_store_folders(target))
+        identity = check_store_file(target, str(real))
+        applied = _check_is_resel_store(real, target)
+        writable = _writable(real)
+        if writable and not _in_wal_mode(real) and _filesystem(real) not in NETWORK_FILESYSTEMS:
             return open_store(target, write=False)       # converted to WAL first
         if writable:
-            conn = sqlite3.connect(str(target), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+            conn = sqlite3.connect(str(real), timeout=BUSY_TIMEOUT_S, isolation_level=None)
         else:
-            conn = _read_only(target)
+            conn = _read_only(real)
         if applied != set(MIGRATIONS):
             # the check above reads the file alone; a migration a running writer recorded may
             # still be in the -wal file, which the connection sees
@@ -179,12 +187,35 @@ def read_store(path: str | Path | None = None) -> StoreReader | Database:
             conn.close()
             return open_store(target, write=False)       # migrations to apply (or refuse) first
         reader = StoreReader(conn)
+        _remember(reader, identity, target)
         _check_schema(reader.conn, target)
+        verify_unchanged(reader)
         return reader
     except StoreError:
         raise
     except (OSError, sqlite3.DatabaseError) as exc:
         raise StoreError(f"cannot open run store {target}: {exc}") from None
+
+
+def _remember(db: Any, identity: StoreIdentity | None, target: Path) -> None:
+    """Keep on the connection's object the file it opened, for :func:`verify_unchanged`."""
+    db.resel_identity, db.resel_path = identity, target
+
+
+def verify_unchanged(db: Any) -> None:
+    """Raise unless the store's path still names the file this connection opened.
+
+    Called before each write transaction (:meth:`resel.store_migrations.Store.atomic`) and
+    before a live run's stored sites are acted on (:func:`resel.live.stored.load_live_run`): a
+    store moved away (or replaced) under a running command would take its writes with it, or
+    hand it someone else's sites. An in-memory store has nothing to compare.
+
+    Raises:
+        StoreError: the store was moved, deleted or replaced since it was opened.
+    """
+    identity = getattr(db, "resel_identity", None)
+    if identity is not None:
+        identity.verify(db.resel_path)
 
 
 def _applied_migrations(conn: sqlite3.Connection) -> set[str]:
@@ -247,21 +278,23 @@ def _uri(target: Path, query: str) -> str:
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
-def _check_is_resel_store(target: Path) -> set[str]:
+def _check_is_resel_store(real: Path, target: Path | None = None) -> set[str]:
     """Refuse, without changing a byte of it, a file that is not an (empty or) resel store;
     return the migrations it has (none: a new, empty file or database, made into a store here).
+    ``real`` is read; ``target`` (the path as the user gave it) names it in the errors.
 
     Read through ``immutable=1``: no lock, no journal or WAL recovery, no -shm file, so
     another application's database is only read.
     """
-    with open(target, "rb") as f:
+    target = real if target is None else target
+    with open(real, "rb") as f:
         head = f.read(len(_SQLITE_MAGIC))
     if not head:
         return set()      # a new, empty file: the store is made here
     if head != _SQLITE_MAGIC:
         raise StoreError(f"{target} is not a resel run store (not an SQLite database); resel leaves it "
                          "untouched — give the run store with --db or $RESEL_DB")
-    conn = sqlite3.connect(_uri(target, "mode=ro&immutable=1"), uri=True)
+    conn = sqlite3.connect(_uri(real, "mode=ro&immutable=1"), uri=True)
     try:
         tables = {r[0] for r in conn.execute("select name from sqlite_master where type = 'table'")}
         if not tables:
@@ -331,9 +364,9 @@ def _filesystem(path: Path) -> str | None:
 #: migration added later they are applied in memory, as before, until this is brought up to date.
 _SCHEMA_SNAPSHOT: tuple[tuple[str, ...], dict[str, str]] = (
     ("m001_initial", "m002_live", "m003_pilot_hosts", "m004_profiles", "m005_site_probes", "m006_model_fits",
-     "m007_wait_history", "m008_live_notes"),
+     "m007_wait_history", "m008_live_notes", "m009_task_data"),
     {
-        "attempts": ("attempt end exit_code host outcome perf pilot reason run_id site start stderr_tail "
+        "attempts": ("attempt end exit_code host outcome outputs perf pilot reason run_id site start stderr_tail "
                      "stdout_tail task"),
         "decisions": "a_r a_r2 kind origin run_id seq target task time tx_r tx_r2 window",
         "events": "data done error kind run_id seq time",
@@ -346,10 +379,13 @@ _SCHEMA_SNAPSHOT: tuple[tuple[str, ...], dict[str, str]] = (
         "profiles": ("argv avg_ghz base_ghz cpu_model created cycles exit_status host id instructions ipc label "
                      "max_ghz methods reduced_argv run scale task_clock_s wall_s"),
         "runs": ("audit bag bag_file bag_spec clock created done experiment_id failed id mode options per_site "
-                 "reassigned restarts run_key seed sites sites_file size status steps strategy t0 tq_wkd ttc_wkd "
-                 "tx_wkd wasted_core_s"),
+                 "reassigned restarts results run_key seed sites sites_file size status steps strategy t0 tq_wkd "
+                 "ttc_wkd tx_wkd wasted_core_s"),
+        "site_files": "run_id seconds sent sha256 site size",
         "site_probes": ("clock_ghz clock_method cpu_mhz cpu_model created cycles error host instructions job_id "
                         "kind site task_clock_s wait_s wall_s"),
+        "task_inputs": "name path run_id sha256 size task",
+        "task_outputs": "attempt fetched name path run_id seconds sha256 site size task",
         "tasks": "attempts origin run_id site state task tq ttc tx",
         "wait_history": "cores job_id partition site source start submit walltime",
     },
@@ -407,14 +443,25 @@ def add_experiment(db: Database, params: dict) -> int:
     return db["experiments"].insert({"created": utc_now(), "params": to_json(params)}).last_pk
 
 
+#: the events a simulated run's ``events`` table leaves out, because another table holds each
+#: of them exactly (checked on every run of a default ``resel simulate``): a ``TaskFinished``
+#: is the task's row in ``tasks`` (its ``attempts`` and ``ttc``, state done), a ``PilotStarted``
+#: the pilot's row in ``pilots`` (``start``, ``started`` 1). They were 36 % of the rows and 18 %
+#: of the store a ``resel simulate`` adds (17.1 -> 14.0 MB); ``seq`` keeps each event's place
+#: in the log. Live runs keep their whole journal (``--resume`` replays it).
+KEPT_ELSEWHERE = frozenset({"TaskFinished", "PilotStarted"})
+
+
 def save_run(db: Database, result, *, experiment_id: int | None = None, events: bool = True) -> int:
     """Write one simulated run (a :class:`~resel.backends.simulated.simulation.SimResult`) in one transaction.
+
+    Its events are stored but those another table holds (:data:`KEPT_ELSEWHERE`).
 
     Every row is built before the transaction starts, and inserted with ``executemany``: the
     write lock, which other processes sharing the store wait for, is held only for the inserts
     (about 0.1 s for a 1,024-task run) — not for turning thousands of records into rows.
     """
-    from resel.live.journal import encode_all
+    from resel.live.journal import encode
     from resel.metrics import task_times
 
     m = result.metrics
@@ -439,7 +486,9 @@ def save_run(db: Database, result, *, experiment_id: int | None = None, events: 
         "decisions": (("seq", *_DECISION_FIELDS),
                       [(i, *map(_finite, (getattr(d, f) for f in _DECISION_FIELDS)))
                        for i, d in enumerate(result.decisions)]),
-        "events": (("seq", "time", "kind", "data"), list(encode_all(result.events)) if events else []),
+        "events": (("seq", "time", "kind", "data"),
+                   [(seq, time, kind, encode(record)) for seq, (time, kind, record) in enumerate(result.events)
+                    if kind not in KEPT_ELSEWHERE] if events else []),
     }
     with db.atomic():
         run_id = db["runs"].insert(run_row).last_pk

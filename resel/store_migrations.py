@@ -18,7 +18,7 @@ from typing import Any, Iterator
 
 from sqlite_utils import Database, Migrations
 
-from resel.store import MIGRATION_SET, MIGRATIONS, MIGRATIONS_TABLE
+from resel.store import MIGRATION_SET, MIGRATIONS, MIGRATIONS_TABLE, verify_unchanged
 
 migrations = Migrations(MIGRATION_SET)
 
@@ -133,6 +133,24 @@ def m008_live_notes(db: Database) -> None:
                             pk=("run_id", "site", "key"), foreign_keys=[("run_id", "runs", "id")])
 
 
+@migrations()
+def m009_task_data(db: Database) -> None:
+    """Task data (docs/data.md): the run's manifest of inputs (``task_inputs``; a shared file
+    once, as task −1), what each site's cache holds for the run (``site_files``, with how long
+    sending it took), what came home (``task_outputs``: where, size, sha256, how long), the
+    run's results folder (``runs.results``) and each attempt's outputs as its agent recorded
+    them (``attempts.outputs``, JSON: what a resumed run fetches again)."""
+    db["runs"].add_column("results", str)
+    db["attempts"].add_column("outputs", str)
+    db["task_inputs"].create({"run_id": int, "task": int, "name": str, "path": str, "size": int, "sha256": str},
+                             pk=("run_id", "task", "name"), foreign_keys=[("run_id", "runs", "id")])
+    db["site_files"].create({"run_id": int, "site": str, "sha256": str, "size": int, "sent": float,
+                             "seconds": float}, pk=("run_id", "site", "sha256"), foreign_keys=[("run_id", "runs", "id")])
+    db["task_outputs"].create({"run_id": int, "task": int, "attempt": int, "site": str, "name": str, "size": int,
+                               "sha256": str, "path": str, "fetched": float, "seconds": float},
+                              pk=("run_id", "task", "name"), foreign_keys=[("run_id", "runs", "id")])
+
+
 if tuple(m.name for m in migrations._migrations) != MIGRATIONS or Migrations.migrations_table != MIGRATIONS_TABLE:
     raise RuntimeError(f"resel.store.MIGRATIONS {MIGRATIONS} (table {MIGRATIONS_TABLE}) is not the migrations "
                        f"defined in resel/store_migrations.py {tuple(m.name for m in migrations._migrations)} "
@@ -141,6 +159,9 @@ if tuple(m.name for m in migrations._migrations) != MIGRATIONS or Migrations.mig
 
 class Store(Database):
     """The run store's connection: every top-level transaction takes the write lock up front.
+
+    Each one first checks that the store's path still names the file opened
+    (:func:`resel.store.verify_unchanged`), so nothing is written into a store moved away.
 
     ``BEGIN IMMEDIATE`` instead of sqlite-utils' deferred ``BEGIN``: a deferred transaction that
     reads and then writes cannot wait for another writer (SQLite answers ``database is
@@ -166,6 +187,7 @@ class Store(Database):
             return
         self.conn.execute("BEGIN IMMEDIATE")
         try:
+            verify_unchanged(self)      # the write lock is held: the store is still the file opened
             yield self
         except BaseException:
             self.conn.rollback()

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The Debian 13 ("trixie") part of resel's live testbed (run as root; scripts/testbed.sh calls it):
+# A Debian root of resel's live testbed (run as root; scripts/testbed.sh calls it): Debian 13
+# ("trixie") by default, Debian sid with RESEL_TB_SUITE=sid (what scripts/testbed-sid.sh does).
 #
 #   scripts/testbed-trixie.sh up       build the root if needed, start everything (idempotent)
 #   scripts/testbed-trixie.sh down     stop everything this script started (idempotent)
@@ -8,27 +9,33 @@
 #                                      restart the pool's condor_schedd (its queue kept), as an
 #                                      access point's administrator would; waits until it answers
 #
-# What `up` builds, beside the Slurm 22.05 clusters of scripts/testbed.sh:
+# What `up` builds, beside the Slurm 22.05 clusters of scripts/testbed.sh (trixie's ports and
+# names first, sid's in brackets; each suite's in the table of suites below):
 #
-#   the root       a Debian 13 tree made once with debootstrap and reused while its recipe (suite
-#                  and packages) is unchanged, in $RESEL_TB_CACHE/trixie (default
-#                  /var/cache/resel-testbed/trixie: outside the checkout, it survives `down`)
+#   the root       a Debian tree made once with debootstrap and reused while its recipe (suite
+#                  and packages) is unchanged, in $RESEL_TB_CACHE/SUITE (default
+#                  /var/cache/resel-testbed/trixie [sid]: outside the checkout, it survives `down`)
 #   munged         the root's own, with the root's own key
-#   cluster "tbc"  Slurm 24.11: slurmctld 7017 + slurmd 7018 (node `hostname -s`, 4 CPUs, partition
-#                  debug), /etc/slurm/slurm.conf inside the root, so a login there needs no SLURM_CONF
-#   slurmrestd     http://127.0.0.1:6821 for tbc (rest_auth/jwt, API v0.0.40-v0.0.42) + a token file
-#   HTCondor       a personal pool: collector (127.0.0.1:9618), negotiator, schedd, and a startd with
-#                  one partitionable slot of 4 CPUs
-#                  reselap's IDTOKEN in $RESEL_TB/trixie/condor-tokens, for the htcondor2 bindings
+#   cluster "tbc"  ["tbd"] Slurm 24.11 [26.05]: slurmctld 7017 + slurmd 7018 [7027 + 7028] (node
+#                  `hostname -s`, 4 CPUs, partition debug), /etc/slurm/slurm.conf inside the root,
+#                  so a login there needs no SLURM_CONF
+#   slurmrestd     http://127.0.0.1:6821 [6822] (rest_auth/jwt, API v0.0.40-v0.0.42 [v0.0.42-
+#                  v0.0.45]) + a token file
+#   HTCondor       a personal pool, HTCondor 23.9 [25]: collector (127.0.0.1:9618 [9619]),
+#                  negotiator, schedd, and a startd with one partitionable slot of 4 CPUs
+#                  reselap's IDTOKEN in $RESEL_TB/SUITE/condor-tokens, for the htcondor2 bindings
 #                  on this machine (as remote clients of the schedd and the collector)
-#   sshd           127.0.0.1:2223 inside the root: the access point. User reselap (exists only in the
-#                  root) logs in with a key; alias tb-ap in $RESEL_TB/trixie/ssh/config
-#   the env file   $RESEL_TB/trixie/testbed.env, KEY=VALUE lines that scripts/testbed.sh copies into
+#   sshd           127.0.0.1:2223 [2224] inside the root: the access point. User reselap (exists
+#                  only in the root) logs in with a key; alias tb-ap in $RESEL_TB/SUITE/ssh/config
+#   the env file   $RESEL_TB/SUITE/testbed.env, KEY=VALUE lines that scripts/testbed.sh copies into
 #                  its own testbed.env; written last, only when all of the above works
 #
 # Why it is built this way:
 #   * The newer daemons come from Debian's own packages (Debian 12 has no HTCondor and no Slurm
-#     newer than 22.05), so the root is a real Debian 13 and nothing is compiled here.
+#     newer than 22.05), so the root is a real Debian 13 or sid and nothing is compiled here.
+#   * The two roots are the same recipe for two suites, so they differ only where Debian does:
+#     the versions, the HTCondor package's name (htcondor in trixie, condor in sid), and the
+#     ports and names in the table of suites; both can run at once, beside the 22.05 clusters.
 #   * debootstrap's --include resolver fails on htcondor (the virtual package
 #     python3-cffi-backend-api-max): the root is bootstrapped first, then apt-get installs inside it.
 #   * Every command inside the root runs in a private mount namespace (unshare) that mounts /proc
@@ -37,16 +44,17 @@
 #   * Jobs run in the access point's execute slots as `nobody` (STARTER_ALLOW_RUNAS_OWNER = False)
 #     and reselap's home is private: like an OSG slot, a job cannot read the submitter's files and
 #     exchanges them only through HTCondor's file transfer and condor_chirp.
-#   * Every process this script starts carries RESEL_TB_OWNER=$RESEL_TB/trixie in its environment
-#     (scripts/testbed.sh's mark is RESEL_TB_OWNER=$RESEL_TB: the two never stop each other's
-#     daemons). Daemons that clear their environment (slurmscriptd, sshd's sessions, a job's
-#     processes) are recognised by their root directory instead: only this script, under its lock,
-#     ever enters the root, so whatever runs inside it is ours. `down` touches nothing else.
+#   * Every process this script starts carries RESEL_TB_OWNER=$RESEL_TB/SUITE in its environment
+#     (scripts/testbed.sh's mark is RESEL_TB_OWNER=$RESEL_TB, the other suite's its own: none
+#     ever stops another's daemons). Daemons that clear their environment (slurmscriptd, sshd's
+#     sessions, a job's processes) are recognised by their root directory instead: only this
+#     script, under its lock, ever enters the root, so whatever runs inside it is ours. `down`
+#     touches nothing else.
 #   * The htcondor2 bindings build a job's ad where they run and insist that its initialdir exists
 #     there: HTCondorBindings is meant to run on the access point itself. To let it run on this
-#     machine all the same, the root holds a link $RESEL_TB_CACHE/trixie to its own top, so that the host's
-#     path of reselap's work directory ($ROOT$WORK_C, TB_WORK_C_HOST) names the same directory
-#     inside the root too, as if the access point's disk were mounted at the same place.
+#     machine all the same, the root holds a link $RESEL_TB_CACHE/SUITE to its own top, so that
+#     the host's path of reselap's work directory ($ROOT$WORK_C, TB_WORK_C_HOST) names the same
+#     directory inside the root too, as if the access point's disk were mounted at the same place.
 #   * The chroot's users (munge, slurm, condor, reselap) have the root's own uids; on the host
 #     they may show under other names. Nothing in the root is shared with the host's users.
 #
@@ -69,7 +77,49 @@ if [[ ! $TB =~ $SAFE_PATH ]]; then
     exit 2
 fi
 TB=${TB%/}
-TT=$TB/trixie                           # host side: keys, ssh config, token, env file, logs
+# Which Debian root: trixie (Debian 13) unless RESEL_TB_SUITE says sid (scripts/testbed-sid.sh).
+SUITE=${RESEL_TB_SUITE:-trixie}
+case $SUITE in
+    trixie)
+        DEBIAN="Debian 13"
+        SKIP_VAR=RESEL_TB_TRIXIE
+        CONDOR_PACKAGE=htcondor
+        SLURM_SERIES=24.11
+        SSH_PORT=2223
+        CTLD_PORT=7017
+        SLURMD_PORT=7018
+        REST_PORT=6821
+        REST_PROBE=v0.0.42   # an API version its slurmrestd serves (v0.0.40-v0.0.42)
+        CONDOR_PORT=9618
+        CLUSTER=tbc
+        FIRST_JOB=900000     # tba's ids start at 1000, tbb's at 500000: ids never collide
+        CONDOR_EXTRA=
+        ;;
+    sid)
+        DEBIAN="Debian sid"
+        SKIP_VAR=RESEL_TB_SID
+        CONDOR_PACKAGE=condor  # sid's name for it (trixie's is htcondor)
+        SLURM_SERIES=26.05
+        SSH_PORT=2224
+        CTLD_PORT=7027
+        SLURMD_PORT=7028
+        REST_PORT=6822
+        REST_PROBE=v0.0.44   # served by 26.05 (v0.0.42-v0.0.45)
+        CONDOR_PORT=9619
+        CLUSTER=tbd
+        FIRST_JOB=2000000    # above tbc's 900000 and everything below
+        # Beside the trixie pool on the same machine: its own port for condor_shared_port (the
+        # default, 9618, is the trixie pool's).
+        CONDOR_EXTRA="SHARED_PORT_PORT = $CONDOR_PORT
+"
+        ;;
+    *)
+        echo "testbed-trixie.sh: RESEL_TB_SUITE must be trixie or sid (got '$SUITE')" >&2
+        exit 2
+        ;;
+esac
+NAME=testbed-$SUITE        # how this script calls itself in messages (testbed-sid.sh runs it for sid)
+TT=$TB/$SUITE                           # host side: keys, ssh config, token, env file, logs
 OWNER_MARK="RESEL_TB_OWNER=$TT"
 # Ours are in our PID namespace: a testbed in a container or in fresh-check.sh's namespaces has
 # the same paths (and mark) inside its own root, and its processes show here too.
@@ -83,11 +133,10 @@ if [[ ! $CACHE =~ $SAFE_PATH ]]; then
 fi
 CACHE=${CACHE%/}
 REPO=$(cd "$(dirname "$0")/.." && pwd -P)
-SUITE=trixie
 ROOT=$CACHE/$SUITE
 MIRROR=${RESEL_TB_MIRROR:-http://deb.debian.org/debian}
 # --no-install-recommends keeps the root small; python3 runs the agent and the chirp wrapper.
-PACKAGES=(htcondor slurmctld slurmd slurm-client slurmrestd slurm-wlm-jwt-plugin munge
+PACKAGES=("$CONDOR_PACKAGE" slurmctld slurmd slurm-client slurmrestd slurm-wlm-jwt-plugin munge
     openssh-server python3 procps)
 # Written into the root when it is complete: a root built from another recipe is rebuilt.
 RECIPE="resel-testbed root v1: $SUITE minbase + ${PACKAGES[*]}"
@@ -96,14 +145,7 @@ STAMP=/etc/resel-testbed-root
 NODE=$(hostname -s)
 AP_USER=reselap
 AP_HOME=/home/$AP_USER
-SSH_PORT=2223
-CTLD_PORT=7017
-SLURMD_PORT=7018
-REST_PORT=6821
-CONDOR_PORT=9618
 CPUS=4
-CLUSTER=tbc
-FIRST_JOB=900000   # tba's ids start at 1000, tbb's at 500000: ids never collide
 
 # Paths inside the root (IN) and the same seen from the host (HR).
 IN=/var/lib/resel-tb
@@ -120,8 +162,8 @@ ENV_FILE=$TT/testbed.env
 BUILD_LOG=$TT/build.log
 
 T_START=$(date +%s%N)
-say() { printf 'testbed-trixie: [%5.1fs] %s\n' "$((($(date +%s%N) - T_START) / 1000000))e-3" "$*"; }
-die() { echo "testbed-trixie.sh: $*" >&2; exit 1; }
+say() { printf '%s: [%5.1fs] %s\n' "$NAME" "$((($(date +%s%N) - T_START) / 1000000))e-3" "$*"; }
+die() { echo "$NAME.sh: $*" >&2; exit 1; }
 ms_since() { echo $((($(date +%s%N) - $1) / 1000000)); }
 
 log_tail() {
@@ -139,7 +181,7 @@ wait_until() {  # wait_until SECONDS DESCRIPTION COMMAND...
     end=$(($(date +%s%N) + limit * 1000000000))
     until "$@" >/dev/null 2>&1; do
         if (($(date +%s%N) > end)); then
-            echo "testbed-trixie.sh: timed out after ${limit}s waiting for $what" >&2
+            echo "$NAME.sh: timed out after ${limit}s waiting for $what" >&2
             return 1
         fi
         sleep 0.3
@@ -252,7 +294,7 @@ free_port() {
 lock() {
     mkdir -p "$CACHE"
     exec 8>"$CACHE/.$SUITE.lock"
-    flock -w 900 8 || die "another testbed-trixie.sh holds $CACHE/.$SUITE.lock"
+    flock -w 900 8 || die "another $NAME.sh holds $CACHE/.$SUITE.lock"
 }
 
 # The root serves one testbed at a time: refuse a root another $RESEL_TB is running.
@@ -261,7 +303,7 @@ check_owner() {
     other=$(cat "$HR/owner" 2>/dev/null || true)
     [ -z "$other" ] || [ "$other" = "$TT" ] && return 0
     for pid in $(pids_in "$ROOT"); do
-        die "$ROOT is in use by the testbed in ${other%/trixie} (pid $pid); take that one down first"
+        die "$ROOT is in use by the testbed in ${other%/"$SUITE"} (pid $pid); take that one down first"
     done
 }
 
@@ -275,7 +317,7 @@ ensure_debootstrap() {
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >>"$BUILD_LOG" 2>&1 ||
         { apt-get update -qq >>"$BUILD_LOG" 2>&1 &&
             DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >>"$BUILD_LOG" 2>&1; } ||
-        { log_tail "$BUILD_LOG"; die "cannot install debootstrap (no package source reachable?); it builds the Debian 13 root. RESEL_TB_TRIXIE=0 skips this part of the testbed"; }
+        { log_tail "$BUILD_LOG"; die "cannot install debootstrap (no package source reachable?); it builds the $DEBIAN root. $SKIP_VAR=0 skips this part of the testbed"; }
 }
 
 # Build the root in $ROOT.partial and move it into place only when complete, so an interrupted
@@ -291,7 +333,7 @@ build_root() {
     # An earlier root of another recipe, or a partial build: nothing may still run inside.
     for d in "$ROOT" "$part"; do
         [ -e "$d" ] || continue
-        for pid in $(pids_in "$d"); do die "process $pid still runs inside $d; run: testbed-trixie.sh down"; done
+        for pid in $(pids_in "$d"); do die "process $pid still runs inside $d; run: RESEL_TB_SUITE=$SUITE testbed-trixie.sh down"; done
         say "removing $d"
         rm -rf --one-file-system "$d"
     done
@@ -301,12 +343,16 @@ build_root() {
     # killed debootstrap would otherwise leave them mounted.
     unshare --mount --propagation private -- debootstrap --variant=minbase "$SUITE" "$part" "$MIRROR" \
         >>"$BUILD_LOG" 2>&1 8>&- 9>&- ||
-        { log_tail "$BUILD_LOG"; die "debootstrap of Debian $SUITE failed (it needs $MIRROR; RESEL_TB_MIRROR picks another mirror, RESEL_TB_TRIXIE=0 skips this part)"; }
+        { log_tail "$BUILD_LOG"; die "debootstrap of Debian $SUITE failed (it needs $MIRROR; RESEL_TB_MIRROR picks another mirror, $SKIP_VAR=0 skips this part)"; }
     t1=$(date +%s%N)
     say "bootstrapped in $(ms_since "$t0") ms; installing ${PACKAGES[*]}"
     # No daemon may start while packages are installed (policy-rc.d "101": action forbidden).
     printf '#!/bin/sh\nexit 101\n' >"$part/usr/sbin/policy-rc.d"
     chmod 755 "$part/usr/sbin/policy-rc.d"
+    # sid's Release file is valid for a week only (Valid-Until; trixie's, a stable release, has
+    # none): apt refuses a mirror, or a mirror's snapshot, older than that. The signatures are
+    # still checked.
+    echo 'Acquire::Check-Valid-Until "false";' >"$part/etc/apt/apt.conf.d/99resel-testbed"
     {
         in_dir "$part" apt-get update -q &&
             in_dir "$part" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${PACKAGES[@]}" &&
@@ -329,9 +375,32 @@ pids_in() {  # pids of processes whose root is the tree $1
 ensure_root() {
     if root_ok; then
         say "reusing the Debian $SUITE root $ROOT"
-        return 0
+    else
+        build_root
     fi
-    build_root
+    ensure_extras
+}
+
+# Packages the tests run inside the root's jobs but its daemons do not need: GROMACS (the task
+# data campaign runs real `gmx` on tbc and in the pool's slots, tests/test_gromacs_data_live.py).
+# Installed into the root when missing, so a root cached before they were asked for is not
+# rebuilt. Only the Debian 13 root: the campaign runs on tbc and its pool, not on sid's.
+# RESEL_TB_GROMACS=0 leaves them out (the campaign test then fails on tbc and the pool).
+EXTRAS=(gromacs)
+ensure_extras() {
+    [ "${RESEL_TB_GROMACS:-1}" = 0 ] && return 0
+    [ "$SUITE" = trixie ] || return 0
+    in_root sh -c 'command -v gmx' >/dev/null 2>&1 && return 0
+    local t0; t0=$(date +%s%N)
+    say "installing ${EXTRAS[*]} in the root (once; RESEL_TB_GROMACS=0 skips it)"
+    printf '#!/bin/sh\nexit 101\n' >"$ROOT/usr/sbin/policy-rc.d"
+    chmod 755 "$ROOT/usr/sbin/policy-rc.d"
+    {
+        in_root apt-get update -q &&
+            in_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${EXTRAS[@]}" &&
+            in_root apt-get clean
+    } >>"$BUILD_LOG" 2>&1 8>&- 9>&- || { log_tail "$BUILD_LOG"; die "installing ${EXTRAS[*]} in the Debian $SUITE root failed (RESEL_TB_GROMACS=0 skips it)"; }
+    say "installed ${EXTRAS[*]} in $(ms_since "$t0") ms"
 }
 
 # ---------------------------------------------------------------- user, dirs, munge
@@ -397,13 +466,13 @@ write_if_changed() {  # write_if_changed HOST_PATH MODE < content; prints "chang
 write_slurm_conf() {
     local d=$IN/$CLUSTER c1 c2
     c1=$(write_if_changed "$ROOT/etc/slurm/cgroup.conf" 644 <<EOF
-# Generated by scripts/testbed-trixie.sh. No cgroup filesystem in the root: slurmd 24.11 would
+# Generated by scripts/testbed-trixie.sh. No cgroup filesystem in the root: slurmd $SLURM_SERIES would
 # refuse to start ("No filesystem mounted on /sys/fs/cgroup") without this.
 CgroupPlugin=disabled
 EOF
     )
     c2=$(write_if_changed "$ROOT$SLURM_CONF" 644 <<EOF
-# Generated by scripts/testbed-trixie.sh: cluster $CLUSTER (Slurm 24.11) of resel's test bed.
+# Generated by scripts/testbed-trixie.sh: cluster $CLUSTER (Slurm $SLURM_SERIES) of resel's test bed.
 ClusterName=$CLUSTER
 SlurmctldHost=$NODE(127.0.0.1)
 SlurmctldPort=$CTLD_PORT
@@ -552,10 +621,10 @@ cancel_all_jobs() {
 # ---------------------------------------------------------------- slurmrestd
 
 rest_works() {
-    python3 - "$REST_PORT" "$AP_USER" "$TOKEN_FILE" <<'EOF'
+    python3 - "$REST_PORT" "$AP_USER" "$TOKEN_FILE" "$REST_PROBE" <<'EOF'
 import json, sys, urllib.request
-port, user, token_file = sys.argv[1:]
-req = urllib.request.Request(f"http://127.0.0.1:{port}/slurm/v0.0.42/ping", headers={
+port, user, token_file, version = sys.argv[1:]
+req = urllib.request.Request(f"http://127.0.0.1:{port}/slurm/{version}/ping", headers={
     "X-SLURM-USER-NAME": user, "X-SLURM-USER-TOKEN": open(token_file).read().strip()})
 with urllib.request.urlopen(req, timeout=5) as r:
     body = json.load(r)
@@ -592,7 +661,7 @@ ensure_rest() {
 # ---------------------------------------------------------------- HTCondor
 
 write_condor_conf() {
-    write_if_changed "$ROOT/etc/condor/config.d/50-resel-testbed" 644 <<EOF
+    { cat <<EOF
 # Generated by scripts/testbed-trixie.sh: a personal HTCondor pool, the testbed's access point.
 CONDOR_HOST = 127.0.0.1
 NETWORK_INTERFACE = 127.0.0.1
@@ -626,6 +695,8 @@ USE_PID_NAMESPACES = false
 # scratch directory, not the access point's home.
 STARTER_ALLOW_RUNAS_OWNER = False
 EOF
+        printf '%s' "$CONDOR_EXTRA"
+    } | write_if_changed "$ROOT/etc/condor/config.d/50-resel-testbed" 644
 }
 
 condor_works() {
@@ -812,27 +883,46 @@ versions() {
     CONDOR_VERSION=$(in_root condor_version | sed -n 's/^\$CondorVersion: \([0-9.]*\).*/\1/p')
 }
 
+# The env file's key for one value of this part: trixie's keys as they have always been
+# (TB_TRIXIE_ROOT, TB_CLUSTER_C, TB_CONDOR_VERSION, ...), another suite's TB_<SUITE>_<WHAT>
+# (TB_SID_ROOT, TB_SID_CLUSTER, TB_SID_CONDOR_VERSION; tests/testbed.py maps them back).
+env_key() {
+    if [ "$SUITE" != trixie ]; then
+        echo "TB_${SUITE^^}_$1"
+        return 0
+    fi
+    case $1 in
+        ROOT | DIR | USER | SSH_PORT | SSH_KEY | KNOWN_HOSTS | SSH_CONFIG) echo "TB_TRIXIE_$1" ;;
+        CONDOR_*) echo "TB_$1" ;;
+        WORK_HOST) echo TB_WORK_C_HOST ;;
+        *) echo "TB_$1_C" ;;
+    esac
+}
+
 write_env() {
+    local what value
     versions
-    cat >"$ENV_FILE.new" <<EOF
-TB_TRIXIE_ROOT=$ROOT
-TB_TRIXIE_DIR=$TT
-TB_TRIXIE_USER=$AP_USER
-TB_TRIXIE_SSH_PORT=$SSH_PORT
-TB_TRIXIE_SSH_KEY=$SSH_KEY
-TB_TRIXIE_KNOWN_HOSTS=$KNOWN_HOSTS
-TB_TRIXIE_SSH_CONFIG=$SSH_CONFIG
-TB_CLUSTER_C=$CLUSTER
-TB_SLURM_CONF_C=$SLURM_CONF
-TB_SLURM_VERSION_C=$SLURM_VERSION
-TB_REST_URL_C=http://127.0.0.1:$REST_PORT
-TB_REST_USER_C=$AP_USER
-TB_REST_TOKEN_FILE_C=$TOKEN_FILE
-TB_WORK_C=$WORK_C
-TB_WORK_C_HOST=$ROOT$WORK_C
-TB_CONDOR_COLLECTOR=127.0.0.1:$CONDOR_PORT
-TB_CONDOR_VERSION=$CONDOR_VERSION
-TB_CONDOR_TOKEN_DIR=$CONDOR_TOKENS
+    while read -r what value; do
+        echo "$(env_key "$what")=$value"
+    done >"$ENV_FILE.new" <<EOF
+ROOT $ROOT
+DIR $TT
+USER $AP_USER
+SSH_PORT $SSH_PORT
+SSH_KEY $SSH_KEY
+KNOWN_HOSTS $KNOWN_HOSTS
+SSH_CONFIG $SSH_CONFIG
+CLUSTER $CLUSTER
+SLURM_CONF $SLURM_CONF
+SLURM_VERSION $SLURM_VERSION
+REST_URL http://127.0.0.1:$REST_PORT
+REST_USER $AP_USER
+REST_TOKEN_FILE $TOKEN_FILE
+WORK $WORK_C
+WORK_HOST $ROOT$WORK_C
+CONDOR_COLLECTOR 127.0.0.1:$CONDOR_PORT
+CONDOR_VERSION $CONDOR_VERSION
+CONDOR_TOKEN_DIR $CONDOR_TOKENS
 EOF
     chmod 644 "$ENV_FILE.new"
     mv -f "$ENV_FILE.new" "$ENV_FILE"
@@ -965,7 +1055,7 @@ cmd_status() {
         return 0
     fi
     if ! root_ok; then
-        echo "  root: not built (testbed-trixie.sh up builds it)"
+        echo "  root: not built (RESEL_TB_SUITE=$SUITE testbed-trixie.sh up builds it)"
         return 0
     fi
     show munged "$HR/run/munged.pid"
@@ -989,7 +1079,7 @@ case ${1:-} in
     status) cmd_status ;;
     restart-schedd) cmd_restart_schedd ;;
     *)
-        echo "usage: $0 up|down|status|restart-schedd   (testbed: \$RESEL_TB, default /tmp/resel-testbed; root cache: \$RESEL_TB_CACHE, default /var/cache/resel-testbed)" >&2
+        echo "usage: $0 up|down|status|restart-schedd   (suite: \$RESEL_TB_SUITE, trixie or sid, default trixie; testbed: \$RESEL_TB, default /tmp/resel-testbed; root cache: \$RESEL_TB_CACHE, default /var/cache/resel-testbed)" >&2
         exit 2
         ;;
 esac

@@ -24,6 +24,10 @@
 #                     "tbc", its slurmrestd, and a personal HTCondor pool behind an access point's
 #                     sshd, in a Debian 13 root cached in $RESEL_TB_CACHE; RESEL_TB_TRIXIE=0 leaves
 #                     it out of `up`
+#   Debian sid part   scripts/testbed-sid.sh (the same script for Debian sid): Slurm 26.05 cluster
+#                     "tbd" (slurmctld 7027 + slurmd 7028), its slurmrestd on 127.0.0.1:6822, an
+#                     HTCondor 25 pool (collector 127.0.0.1:9619) behind an access point's sshd on
+#                     127.0.0.1:2224; RESEL_TB_SID=0 leaves it out of `up`
 #   testbed.env       KEY=VALUE lines, written last and only when all of the above works
 #
 # Why it is built this way:
@@ -864,7 +868,7 @@ ensure_rest() {
     # A fresh token each `up` (older ones stay valid until they expire).
     tok=$(sl A scontrol token username="$TB_USER" lifespan=86400) || die "scontrol token failed: $tok"
     tok=${tok#SLURM_JWT=}
-    printf '%s\n' "$tok" | put "$TOKEN_FILE" 644
+    printf '%s\n' "$tok" | put "$TOKEN_FILE" 600     # private: whoever reads it acts as $TB_USER on tba
     pid=$(running_pid "$RUN/slurmrestd.pid")
     if [ -n "$pid" ] && rest_works; then
         return 0
@@ -991,20 +995,29 @@ ensure_sshd() {
     }
 }
 
-# ---------------------------------------------------------------- the Debian 13 part
+# ---------------------------------------------------------------- the Debian parts
 
 # scripts/testbed-trixie.sh keeps its state in $TB/trixie and marks its processes
 # RESEL_TB_OWNER=$TB/trixie, so neither script ever stops the other's. Its `up` fails with one
 # clear line where the root cannot be built (no debootstrap, no mirror); RESEL_TB_TRIXIE=0 skips
 # it then. Its `down` always runs: it stops only what it started, and nothing when nothing runs.
-trixie() {
-    if [ "$1" = up ] && [ "${RESEL_TB_TRIXIE:-1}" = 0 ]; then
-        say "RESEL_TB_TRIXIE=0: the Debian 13 part (Slurm 24.11, HTCondor) is left out"
+#
+# The Debian sid part (Slurm 26.05, HTCondor 25) is the same script run for another suite
+# (scripts/testbed-sid.sh): state in $TB/sid, mark RESEL_TB_OWNER=$TB/sid, its own ports;
+# RESEL_TB_SID=0 skips it.
+debian_part() {  # debian_part SUITE up|down|status
+    local suite=$1 skip what
+    case $suite in
+        trixie) skip=RESEL_TB_TRIXIE what="Debian 13 part (Slurm 24.11, HTCondor 23)" ;;
+        sid) skip=RESEL_TB_SID what="Debian sid part (Slurm 26.05, HTCondor 25)" ;;
+    esac
+    if [ "$2" = up ] && [ "${!skip:-1}" = 0 ]; then
+        say "$skip=0: the $what is left out"
         return 0
     fi
-    RESEL_TB=$TB bash "$(dirname "${BASH_SOURCE[0]}")/testbed-trixie.sh" "$1" 9>&- && return 0
-    [ "$1" = up ] && die "the Debian 13 part failed (above); RESEL_TB_TRIXIE=0 brings up the rest without it"
-    echo "testbed.sh: testbed-trixie.sh $1 failed (above); going on" >&2
+    RESEL_TB=$TB RESEL_TB_SUITE=$suite bash "$(dirname "${BASH_SOURCE[0]}")/testbed-trixie.sh" "$2" 9>&- && return 0
+    [ "$2" = up ] && die "the $what failed (above); $skip=0 brings up the rest without it"
+    echo "testbed.sh: testbed-$suite.sh $2 failed (above); going on" >&2
 }
 
 # ---------------------------------------------------------------- env file
@@ -1036,8 +1049,9 @@ TB_LIMIT_QOS=$LIMIT_QOS
 TB_LIMIT_QOS_MAX_SUBMIT=$LIMIT_MAX_SUBMIT
 TB_LIMIT_QOS_MAX_JOBS=$LIMIT_MAX_JOBS
 EOF
-        # the Debian 13 part's keys (scripts/testbed-trixie.sh), when it is up
+        # the Debian parts' keys (scripts/testbed-trixie.sh, testbed-sid.sh), those that are up
         if [ "${RESEL_TB_TRIXIE:-1}" != 0 ]; then cat "$TB/trixie/testbed.env"; fi
+        if [ "${RESEL_TB_SID:-1}" != 0 ]; then cat "$TB/sid/testbed.env"; fi
     } | put "$ENV_FILE" 644
 }
 
@@ -1089,7 +1103,8 @@ cmd_up() {
     fi
     [ "$STARTED_A" = 1 ] && check_job A "$id_a" "$WORK_A/tb-check-$id_a.out"
     [ "$STARTED_B" = 1 ] && check_job B "$id_b" "$WORK_B/tb-check-$id_b.out"
-    trixie up
+    debian_part trixie up
+    debian_part sid up
 
     write_env
     say "up in $((($(date +%s%N) - t0) / 1000000)) ms; environment in $ENV_FILE"
@@ -1100,7 +1115,8 @@ cmd_down() {
     need_root
     t0=$(date +%s%N)
     safe_tb_dir || { say "nothing to stop ($TB does not exist)"; return 0; }
-    trixie down
+    debian_part sid down
+    debian_part trixie down
     lock
     rm -f "$ENV_FILE"
     cancel_all_jobs
@@ -1182,7 +1198,8 @@ cmd_status() {
         fi
     done
     if [ -f "$ENV_FILE" ]; then echo "  env file: $ENV_FILE"; else echo "  env file: absent (not up)"; fi
-    trixie status
+    debian_part trixie status
+    debian_part sid status
 }
 
 case ${1:-} in

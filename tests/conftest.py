@@ -23,6 +23,17 @@ REPO = Path(__file__).resolve().parent.parent
 INSTRUCTIONS = 1e10
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """GNU readline, which pytest's debugging plugin imports, exports COLUMNS=80 and LINES into
+    the process's environment (not into ``os.environ``): every `resel` a test starts would lay
+    its tables out for 80 columns, as resel honours COLUMNS. The commands tests start get the
+    environment of a pipe instead, as a script's would; a test that wants a width says so."""
+    import os
+    for name in ("COLUMNS", "LINES"):
+        os.environ.pop(name, None)
+        os.unsetenv(name)
+
+
 def make_site(name: str, clock_ghz: float, *, mode: str = "single", target: bool = False,
               cores: int = 64, kappa: float = 1.0, max_pilots: int | None = None,
               max_cores: int | None = None) -> Site:
@@ -145,7 +156,8 @@ def testbed():
     brought_up = tb is None
     if brought_up:
         try:
-            up = _testbed_cmd("up", timeout=600)
+            # two Debian roots built cold on a busy 2-core machine took up to ~9 min (README)
+            up = _testbed_cmd("up", timeout=1200)
         except subprocess.TimeoutExpired as exc:
             pytest.fail(f"scripts/testbed.sh up timed out:\n{exc.output or ''}", pytrace=False)
         if up.returncode != 0:

@@ -220,7 +220,7 @@ def test_a_sites_file_black_hole_is_quarantined_and_the_report_says_so(tmp_path)
     run_id = cell["run_ids"][0]
     shown = CliRunner().invoke(cli, ["report", str(run_id), "--db", str(db)], catch_exceptions=False)
     assert shown.exit_code == 0, shown.output
-    assert re.search(r"quarantined supermic at [\d,]+ s \(until [\d,]+ s.*\): black hole — \d+ of \d+ attempts",
+    assert re.search(r"quarantined supermic at [\d.,]+ (s|min|h|d) \(until [\d.,]+ (s|min|h|d).*\): black hole — \d+ of \d+ attempts",
                      " ".join(shown.output.split())), shown.output
     js = json.loads(CliRunner().invoke(cli, ["report", str(run_id), "--db", str(db), "--json"]).output)
     assert [q["site"] for q in js["quarantines"]][:1] == ["supermic"]

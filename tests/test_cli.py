@@ -352,9 +352,12 @@ def test_report_missing_run(tmp_path):
 
 
 def test_report_missing_run_json(experiment):
+    """--json: the error is a JSON object on stdout, naming the run and what to type next."""
     db, _ = experiment
-    out = assert_clean_failure(invoke("report", "99999", "--json", "--db", db), 1)
-    assert len(out.strip().splitlines()) == 1 and "99999" in out
+    result = invoke("report", "99999", "--json", "--db", db)
+    assert_clean_failure(result, 1)
+    doc = json.loads(result.stdout)
+    assert set(doc) == {"error", "hint"} and "99999" in doc["error"] and "resel runs" in doc["hint"]
 
 
 # --- sites ------------------------------------------------------------------------------------

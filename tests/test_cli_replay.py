@@ -81,11 +81,22 @@ def test_output_jobs_carry_simulated_waits(tmp_path):
     assert read_swf(out).header.max_procs == 240
 
 
-def test_trace_without_maxprocs_needs_cores():
-    """wagap has no header: without --cores the command fails naming the file and --cores."""
-    message = assert_clean_failure(invoke(WAGAP))
-    assert str(WAGAP) in message
+def test_trace_without_maxprocs_takes_its_machines_file(tmp_path):
+    """wagap has no MaxProcs: its cores come from wagap-2013.swf.machines beside it (zewura
+    20 × 80 + zegox 48 × 12 = 2,176, by the Alea format's nodes × cpus per node), and the
+    table says so; a copy of the trace without that file fails naming the file and --cores."""
+    doc = as_json(invoke(WAGAP, "--first", 500, "--json"))
+    assert doc["cores"] == 20 * 80 + 48 * 12 and doc["cores_from"] == "wagap-2013.swf.machines"
+    assert "2,176 cores (from wagap-2013.swf.machines)" in invoke(WAGAP, "--first", 500).stdout
+    alone = tmp_path / "wagap-2013.swf"
+    alone.write_bytes(WAGAP.read_bytes())
+    message = assert_clean_failure(invoke(alone))
+    assert str(alone) in message and "wagap-2013.swf.machines" in message
     assert "--cores" in message
+    failed = invoke(alone, "--json")
+    assert failed.exit_code == 1
+    assert json.loads(failed.stdout) == {"error": message.strip()[len("Error: "):].splitlines()[0],
+                                         "hint": "say how many cores the site has with --cores N"}
 
 
 def test_trace_without_maxprocs_runs_with_cores():
@@ -182,19 +193,49 @@ def test_help_shows_an_example():
     assert "--policy" in result.stdout and "--cores" in result.stdout
 
 
-def test_the_command_reads_the_trace_by_its_fast_reader(monkeypatch):
-    """Unfiltered, with or without --first, ``resel replay`` hands replay() the Trace itself,
-    so it is read by the block reader under Trace.replay_rows and replay_columns (no Job per
-    line); --status filters Job records."""
+def test_the_command_reads_the_trace_by_its_fast_reader(monkeypatch, tmp_path):
+    """With or without --first, --status or --output, ``resel replay`` hands replay() the Trace
+    itself, so it is read by the block reader under Trace.replay_rows and replay_columns (no
+    Job per line); a Job is parsed only for --skip-bad with --output (its skipped lines are
+    known to the reader alone)."""
     from resel.sim.swf import Trace
     calls = []
     original = Trace._blocks
-    monkeypatch.setattr(Trace, "_blocks", lambda self: calls.append(self.path) or original(self))
+    monkeypatch.setattr(Trace, "_blocks", lambda self, status=False: calls.append(self.path) or original(self, status))
+    parsed = []
+    parse = Trace._parse
+    monkeypatch.setattr(Trace, "_parse", lambda self, *a: parsed.append(a[0]) or parse(self, *a))
     whole, first = as_json(invoke(HPC2N, "--policy", "easy", "--json")), as_json(invoke(HPC2N, "--first", "500", "--json"))
     assert calls == [str(HPC2N)] * 2
     assert whole["jobs"] == 3145 and first["jobs"] + first["skipped_unknown_runtime"] == 500
     as_json(invoke(HPC2N, "--status", "1", "--json"))
-    assert len(calls) == 2
+    as_json(invoke(HPC2N, "--status", "1", "--policy", "conservative", "--output", tmp_path / "o.swf", "--json"))
+    assert len(calls) == 4 and not parsed
+
+
+@pytest.mark.parametrize("policy", ["fcfs", "easy", "conservative", "easy-sjbf"])
+@pytest.mark.parametrize("options", [[], ["--status", "1", "--first", "3000"], ["--kill", "--speed", "1.3"]])
+def test_output_is_the_trace_with_the_simulated_wait_and_run(tmp_path, policy, options):
+    """--output by the second read of the trace (swf.write_schedule) against the definition:
+    the trace's replayed jobs in trace order, each record equal to the trace's with fields 3
+    and 4 replaced by the wait and run that --skip-bad's path writes (a record per job, by
+    BatchQueue's in-order hook), every other field as the trace writes it."""
+    for trace in (HPC2N, WAGAP):
+        fast, slow = tmp_path / f"fast-{trace.name}", tmp_path / f"slow-{trace.name}"
+        a = as_json(invoke(trace, "--policy", policy, *options, "--output", fast, "--json"))
+        b = as_json(invoke(trace, "--policy", policy, *options, "--skip-bad", "--output", slow, "--json"))
+        assert {k: v for k, v in a.items() if k != "output"} == {k: v for k, v in b.items() if k != "output"}
+        assert read_jobs(fast) == read_jobs(slow) and len(read_jobs(fast)) == a["jobs"]
+        original = {}
+        for line in trace.read_text().splitlines():
+            tokens = line.split()
+            if tokens and not tokens[0].startswith(";"):
+                original.setdefault(tokens[0], tokens)
+        for line in fast.read_text().splitlines():
+            tokens = line.split()
+            if tokens and not tokens[0].startswith(";"):
+                src = original[tokens[0]]
+                assert tokens[:2] == src[:2] and tokens[4:] == src[4:]
 
 
 def test_first_counts_jobs_read_as_before(tmp_path):

@@ -125,7 +125,7 @@ def test_a_run_of_seconds_reads_in_seconds_everywhere(fast):
     for header in ("mean T_q [s]", "mean T_x [s]", "last end [s]"):
         assert header in report, header
     for row in rep["per_site"]:
-        cells = f"{row['tq']:.1f} │ {row['tx']:.1f} │ {row['ttc']:.1f}"
+        cells = f"{row['tasks']} {row['tq']:.1f} {row['tx']:.1f} {row['ttc']:.1f}"
         assert cells in flat(report), cells
     assert "time [s]" in report and "Ŵ [s]" in report                # the decisions table
 
@@ -136,7 +136,7 @@ def test_sites_show_names_the_unit_of_the_predicted_run_time(fast):
     text = invoke("sites", "show", "--sites", d / "sites.toml", "--bag", d / "bag.toml").stdout
     assert unit_of(max(s["tx_pred"] for s in doc["sites"])) == "s" and "T̂x [s]" in text
     for s in doc["sites"]:
-        assert f"│ {s['tx_pred']:.1f} " in text
+        assert re.search(rf"^{s['name']} .* {s['tx_pred']:.1f} ", text, re.M), s
     # the thesis sites' tasks run for hours: the same column in hours
     assert "T̂x [h]" in invoke("sites", "show").stdout
 
@@ -231,7 +231,7 @@ def test_seed004_progress_on_a_terminal_none_with_json(monkeypatch):
     # the table: every variant name whole, and a legend that explains the columns
     doc = as_json("scenario", "seed004", "--first", "200", "--workers", "1", "--json")
     for row in doc["rows"]:
-        assert re.search(rf"│ {re.escape(row['variant'])} +│", r.stdout), row["variant"]
+        assert re.search(rf"^{re.escape(row['variant'])}  ", r.stdout, re.M), row["variant"]
     from resel.cli.grid import SEED004_LEGEND
     for line in SEED004_LEGEND:
         assert flat(line) in flat(r.stdout)
@@ -250,10 +250,19 @@ def test_plan_legend_is_whole_sentences_under_the_table(tmp_path):
                "--db", tmp_path / "r.db")
     assert r.exit_code == 0, r.output
     from resel.cli.plan import PLAN_LEGEND
-    table_end = r.stdout.index("└")
+    lines = r.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("site ") and "start [" in line)
+    last_row = max(i for i, line in enumerate(lines) if line.startswith(("bridges", "comet", "supermic", "osg")))
+    after = "\n".join(lines[last_row + 1:])
     for line in PLAN_LEGEND:
-        assert line.endswith(".") and flat(line) in flat(r.stdout[table_end:]), line
-    assert "share done" not in r.stdout[:r.stdout.index("┏")]        # no legend in the title
+        assert line.endswith(".") and flat(line) in flat(after), line
+    assert "P50 / P90:" not in "\n".join(lines[:header])            # no legend in the title
+    # numbers only in the cells, the unit once, in the headers
+    unit = re.search(r"start \[(s|min|h)\]", lines[header]).group(1)
+    for col in ("T̂x", "P50", "P90"):
+        assert f"{col} [{unit}]" in lines[header]
+    for line in lines[header + 2:last_row + 1]:
+        assert not re.search(r"\d (s|min|h)\b", line), line
 
 
 # ------------------------------------------------------------------------------- help examples

@@ -91,8 +91,10 @@ def test_water_bag_loads():
     # measured callgrind figure, affine-scaled to 10^4 steps: ~2e11 instructions
     assert 1e11 < bag.profile.instructions < 5e11
     cmd = bag.command_for(7)
-    assert "gmx mdrun -ntmpi 1 -ntomp 1 -nb cpu" in cmd and "-deffnm md7" in cmd
-    assert "${RESEL_WATER:-$HOME/water}/topol.tpr" in cmd and "-nsteps 10000" in cmd
+    assert "gmx mdrun -ntmpi 1 -ntomp 1 -nb cpu -s topol.tpr" in cmd and "-nsteps 10000 -deffnm md" in cmd
+    # the box travels with the tasks (docs/data.md): one shared input, md.* home
+    assert [i.pattern for i in bag.data.inputs] == ["water/topol.tpr"]
+    assert [o.pattern for o in bag.data.outputs] == ["md.log", "md.edr", "md.gro", "md.cpt"]
 
 
 def test_reproduce_experiment1_quick():

@@ -17,7 +17,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from resel.cli.history import duration, history_group, register
+from resel.cli.history import error_sizes, history_group, register
 from resel.errors import InputError, ReselError
 from resel.models.history import (HistoryBound, WaitHistory, WaitRecord, cores_class, load_history,
                                   records_from_jobs, records_from_sacct_file, records_from_store,
@@ -420,10 +420,17 @@ def test_help_texts_teach(cli):
     assert history_group.name == "history"
 
 
-@pytest.mark.parametrize("seconds,text", [(None, "—"), (45, "45 s"), (750, "12.5 min"), (3 * 3600, "3.0 h"),
-                                          (3 * 86400, "3.0 d")])
-def test_duration(seconds, text):
-    assert duration(seconds) == text
+def test_error_sizes_by_definition():
+    """P10/median/P90 as statistics.quantiles' inclusive method gives them, computed by hand on
+    ten errors; the share within ±10 min counts both ends; nothing to size gives None."""
+    errors = [-900.0, -600.0, -60.0, 0.0, 0.0, 30.0, 120.0, 600.0, 601.0, 7200.0]
+    d = error_sizes(errors)
+    # inclusive method: position (n - 1) * k / 10 between sorted values
+    assert d["p10"] == pytest.approx(-900 + 0.9 * 300) and d["p90"] == pytest.approx(601 + 0.1 * 6599)
+    assert d["p50"] == 15.0 and d["n"] == 10
+    assert d["mean_abs"] == pytest.approx(sum(abs(e) for e in errors) / 10)
+    assert d["within_10min"] == pytest.approx(0.7)          # -600 and 600 count, -900, 601, 7200 do not
+    assert error_sizes([])["p50"] is None
 
 
 def test_errors_are_resel_errors():

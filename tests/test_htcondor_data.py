@@ -31,6 +31,7 @@ from resel.config import load_bag, load_sites
 from resel.errors import InputError, ReselError, SchedulerError
 from resel.live import agent as agent_module
 from resel.live import chirp_sync
+from resel.live.staging import SiteData
 from resel.url_inputs import url_file_name, url_problem
 from test_htcondor_submit import AGENT_SHA, condor_words, pilot_script, replay, slot, wait_for  # noqa: F401
 
@@ -189,7 +190,7 @@ def test_removing_a_tasks_files_keeps_its_records(tmp_path):
     victim.write_text("precious")
     (pdir / "outputs" / "t5-a1.1").unlink()
     (pdir / "outputs" / "t5-a1.1").symlink_to(victim)           # a link is removed, never followed
-    pool.remove_task_files("r1-abcdef", 2, "t5-a1", 3)
+    SiteData(pool, "r1-abcdef").clean(2, 5, 1, 3)                # what the coordinator calls
     assert sorted(p.name for p in (pdir / "outputs").iterdir()) == ["t6-a0.0"]
     assert (pdir / "results" / "t5-a1.json").exists() and victim.read_text() == "precious"
 

@@ -19,11 +19,14 @@ import json
 import os
 import posixpath
 import uuid
+from pathlib import Path
 
 import pytest
 from resel.backends.htcondor.client import HTCondorCLI
 from resel.backends.pilotsite import PilotSite
 from resel.config import load_sites
+from resel.live.staging import SiteData
+from resel.task_data import InputFile
 
 from trixie_helpers import ap, ap_ssh, host_path, no_job_left_behind, pool_site, trixie, wait_for  # noqa: F401
 
@@ -40,7 +43,9 @@ pytestmark = pytest.mark.usefixtures("no_job_left_behind")
 
 
 class Coordinator:
-    """What the coordinator does for an HTCondor site, with resel's real transport and PilotSite."""
+    """What the coordinator does for an HTCondor site, with resel's own parts: the run's
+    SiteData (inputs staged to the site's cache, outputs fetched home and checked, a delivered
+    attempt's files cleaned), PilotSite (inbox files, pilots) and the SSH transport."""
 
     def __init__(self, tb, ssh, tmp_path):
         self.tb, self.ssh, self.tmp = tb, ssh, tmp_path
@@ -48,27 +53,23 @@ class Coordinator:
         sites = tmp_path / "sites.toml"
         sites.write_text(pool_site(tb, workdir=self.workdir))
         self.site = PilotSite(load_sites(sites)[0], ssh, HTCondorCLI(ssh))
-        self.cache = posixpath.join(self.site.run_dir(RUN_KEY), "cache")
-
-    def send(self, data: bytes) -> dict:
-        """An input into the run's cache on the access point, as the coordinator sends it."""
+        self.data = SiteData(self.site, RUN_KEY)
         self.site.ship_agent()                       # makes the work directory (0700) first
-        self.ssh.makedirs(self.cache)
+        self.site.make_pilot_dir(RUN_KEY, 1)
+
+    def send(self, data: bytes, name: str) -> InputFile:
+        """An input into the run's cache on the access point (SiteData.stage: once per site)."""
         local = self.tmp / sha(data)
         local.write_bytes(data)
-        self.ssh.put_file(str(local), posixpath.join(self.cache, sha(data)), mode=0o400, size=len(data),
-                          sha256=sha(data))
-        return {"sha256": sha(data), "size": len(data)}
+        f = InputFile(name, str(local), len(data), sha(data))
+        self.data.stage([f])
+        return f
 
     def dispatch(self, task: int, command: str, inputs=(), outputs=()) -> str:
-        key = f"t{task}-a0"
-        self.site.ship_agent()
-        self.site.make_pilot_dir(RUN_KEY, 1)
-        doc = {"task": task, "attempt": 0, "command": command, "env": {}, "perf": False, "timeout": None,
-               "inputs": list(inputs), "outputs": [{"glob": g} for g in outputs]}
-        self.ssh.write_file(posixpath.join(self.site.pilot_dir(RUN_KEY, 1), "inbox", key + ".json"),
-                            json.dumps(doc).encode())
-        return key
+        self.site.dispatch(RUN_KEY, 1, task, 0, command, inputs=[
+            i if isinstance(i, dict) else {"name": i.name, "sha256": i.sha256, "size": i.size} for i in inputs],
+            outputs=[{"glob": g, "optional": False} for g in outputs])
+        return f"t{task}-a0"
 
     def result(self, key: str, timeout: float = 180) -> dict:
         path = host_path(self.tb, posixpath.join(self.site.pilot_dir(RUN_KEY, 1), "results", key + ".json"))
@@ -81,16 +82,12 @@ class Coordinator:
                 assert host_path(self.tb, where).exists(), (key, out, where)
         return rec
 
-    def fetch(self, key: str, rec: dict) -> dict[str, bytes]:
-        """Every output home through the transport, checked against the agent's size and sha256."""
-        got = {}
-        for i, out in enumerate(rec["outputs"]):
-            local = self.tmp / f"{key}.{i}"
-            moved = self.ssh.get_file(self.site.output_path(RUN_KEY, 1, key, i, out["name"]), str(local),
-                                      size=out["size"], sha256=out["sha256"])
-            assert (moved.size, moved.sha256) == (out["size"], out["sha256"])
-            got[out["name"]] = local.read_bytes()
-        return got
+    def fetch(self, task: int, rec: dict) -> dict[str, bytes]:
+        """Every output home (SiteData.fetch: checked against the agent's size and sha256)."""
+        dest = self.tmp / "results" / f"task-{task}"
+        got = self.data.fetch(1, task, 0, rec["outputs"], str(dest))
+        assert [(f.name, f.size, f.sha256) for f in got] == [(o["name"], o["size"], o["sha256"]) for o in rec["outputs"]]
+        return {f.name: Path(f.path).read_bytes() for f in got}
 
 
 def test_a_pilot_takes_inputs_from_the_access_point_and_puts_outputs_back(tmp_path, trixie, ap_ssh):
@@ -102,18 +99,18 @@ def test_a_pilot_takes_inputs_from_the_access_point_and_puts_outputs_back(tmp_pa
     task's files after a verified fetch leaves its records."""
     co = Coordinator(trixie, ap_ssh, tmp_path)
     tpr, ff = os.urandom(300_000), b"; force field\n" * 50_000
-    tpr_in, ff_in = co.send(tpr), co.send(ff)
+    tpr_in, ff_in = co.send(tpr, "topol.tpr"), co.send(ff, "ff.itp")
     missing = sha(b"never sent")
     t1 = co.dispatch(1, "cat topol.tpr ff.itp > md.log && mkdir traj && head -c 3000000 /dev/urandom > traj/a.xtc",
-                     [{"name": "topol.tpr", **tpr_in}, {"name": "ff.itp", **ff_in}], ["md.log", "traj/*.xtc"])
+                     [tpr_in, ff_in], ["md.log", "traj/*.xtc"])
     t2 = co.dispatch(2, "touch ran", [{"name": "gone.tpr", "sha256": missing, "size": 10}], ["ran"])
-    t3 = co.dispatch(3, f"head -c {BIG} /dev/urandom > big.bin", [{"name": "ff.itp", **ff_in}], ["big.bin"])
-    job = co.site.submit_pilot(RUN_KEY, 1, 1, 300, inputs=(posixpath.join(co.cache, ff_in["sha256"]),))
+    t3 = co.dispatch(3, f"head -c {BIG} /dev/urandom > big.bin", [ff_in], ["big.bin"])
+    job = co.site.submit_pilot(RUN_KEY, 1, 1, 300, inputs=(co.data.cache_path(ff_in.sha256),))
     try:
         r1 = co.result(t1)
         assert r1["outcome"] == "done", r1
         assert [o["name"] for o in r1["outputs"]] == ["md.log", "traj/a.xtc"]
-        got = co.fetch(t1, r1)
+        got = co.fetch(1, r1)
         assert got["md.log"] == tpr + ff and len(got["traj/a.xtc"]) == 3_000_000
 
         r2 = co.result(t2)
@@ -125,21 +122,21 @@ def test_a_pilot_takes_inputs_from_the_access_point_and_puts_outputs_back(tmp_pa
         assert r3["outcome"] == "done" and r3["outputs"][0]["size"] == BIG, r3
         where = host_path(trixie, co.site.output_path(RUN_KEY, 1, t3, 0, "big.bin"))
         assert where.stat().st_mode & 0o777 == 0o600
-        co.fetch(t3, r3)                                   # size and sha256 the agent recorded
+        co.fetch(3, r3)                                    # size and sha256 the agent recorded
 
         # a fourth task on the same inputs: the slot's cache already holds them; what the
         # slot kept of the earlier tasks is listed from inside it
         t4 = co.dispatch(4, "cmp topol.tpr ../../../cache/$(sha256sum topol.tpr | cut -c1-64) && ls ../../../cache "
-                            "&& echo -- && ls ../t3-a0 ../t1-a0/traj", [{"name": "topol.tpr", **tpr_in}])
+                            "&& echo -- && ls ../t3-a0 ../t1-a0/traj", [tpr_in])
         r4 = co.result(t4)
         assert r4["outcome"] == "done", r4
         cache_list, _, kept = r4["stdout_tail"].partition("--")
-        assert sorted(cache_list.split()) == sorted([tpr_in["sha256"], ff_in["sha256"]])
+        assert sorted(cache_list.split()) == sorted([tpr_in.sha256, ff_in.sha256])
         # the outputs are gone from the slot; an input stays (a link to the cache: no space)
         assert kept.split() == ["../t1-a0/traj:", "../t3-a0:", "ff.itp", "stderr", "stdout"]
 
         # after a verified fetch the coordinator removes the task's files on the site
-        co.site.remove_task_files(RUN_KEY, 1, t1, len(r1["outputs"]))
+        co.data.clean(1, 1, 0, len(r1["outputs"]))
         pdir = host_path(trixie, co.site.pilot_dir(RUN_KEY, 1))
         assert sorted(p.name for p in (pdir / "outputs").iterdir()) == [f"{t3}.0"]
         assert (pdir / "results" / f"{t1}.json").exists()
@@ -151,9 +148,9 @@ def test_a_pilot_takes_inputs_from_the_access_point_and_puts_outputs_back(tmp_pa
         co.site.scheduler.cancel([job])
     text = log.read_text()
     # the shared input came with the job's own transfer, never over chirp; the other once
-    assert f"shared input {ff_in['sha256']} ({len(ff)} bytes) in the cache, from the job's file transfer" in text
-    assert text.count(f"input {tpr_in['sha256']} ({len(tpr)} bytes) fetched into the cache") == 1
-    assert f"input {ff_in['sha256']} ({len(ff)} bytes) fetched" not in text
+    assert f"shared input {ff_in.sha256} ({len(ff)} bytes) in the cache, from the job's file transfer" in text
+    assert text.count(f"input {tpr_in.sha256} ({len(tpr)} bytes) fetched into the cache") == 1
+    assert f"input {ff_in.sha256} ({len(ff)} bytes) fetched" not in text
     assert f"input {missing}: cannot fetch ../cache/{missing}" in text
 
 
@@ -169,13 +166,11 @@ def test_a_url_input_is_fetched_by_the_pools_transfer_plugin(tmp_path, trixie, a
     url = f"file:///tmp/{name}?token=ignored"
     try:
         key = co.dispatch(1, "sha256sum md.mdp > md.log", [{"name": "md.mdp", "url": url}], ["md.log"])
-        co.site.ship_agent()
-        co.ssh.makedirs(co.cache)
         job = co.site.submit_pilot(RUN_KEY, 1, 1, 300, inputs=(url,))
         try:
             rec = co.result(key)
             assert rec["outcome"] == "done", rec
-            assert co.fetch(key, rec)["md.log"].split()[0].decode() == sha(data)
+            assert co.fetch(1, rec)["md.log"].split()[0].decode() == sha(data)
         finally:
             co.site.scheduler.cancel([job])
     finally:

@@ -13,8 +13,9 @@ No HTCondor pool can run here, so three things stand in for one, none of them a 
 * **a recorded-protocol stand-in for condor_chirp** (no shadow exists here): a script that
   maps ``fetch``/``put``/``remove``/``getdir``/``link`` onto a local "access point" directory,
   with condor_chirp's argument order, and its exit statuses and messages as the real
-  condor_chirp of HTCondor 23.9.6 gave them in the live pool (tests/test_htcondor_live.py):
-  ``getdir`` exits 1 after a listing too, a failure of fetch/put/getdir exits 1 with
+  condor_chirp of HTCondor 23.9.6 and 25.14.1 gave them in the live pools
+  (tests/test_htcondor_live.py): ``getdir`` exits 1 after a listing too (23.9.6), or the
+  listing's length modulo 256 (25.14.1), a failure of fetch/put/getdir exits 1 with
   ``chirp: couldn't ...`` on stderr, of remove/link 255 with ``\\tError: N (...)`` on stdout.
   The REAL resel/live/chirp_sync.py runs the REAL resel/live/agent.py against it.
 """
@@ -346,10 +347,11 @@ def test_bindings_import_guard_names_the_extra(monkeypatch):
 FAKE_CHIRP = """\
 #!{python}
 # a recorded-protocol stand-in for condor_chirp (no shadow here): remote paths are relative to
-# $FAKE_IWD, the "access point" directory; exit statuses and messages as HTCondor 23.9.6's
-# condor_chirp gave them in the live pool: getdir exits 1 after a listing (and a blank line),
-# fetch/put/getdir failures exit 1 with "chirp: couldn't ..." on stderr, remove/link
-# failures exit 255 with "\\tError: N (...)" on stdout
+# $FAKE_IWD, the "access point" directory; exit statuses and messages as HTCondor {release}'s
+# condor_chirp gave them in a live pool: getdir exits 1 (23.9.6) or the listing's length in
+# bytes modulo 256 (25.14.1) after a listing (and a blank line), fetch/put/getdir failures exit 1
+# with "chirp: couldn't ..." on stderr, remove/link failures exit 255 with "\\tError: N (...)"
+# on stdout
 import errno, os, shutil, sys
 iwd = os.environ["FAKE_IWD"]
 args = sys.argv[1:]
@@ -370,8 +372,9 @@ try:
         os.remove(remote(args[1]))
     elif cmd == "getdir":
         names = sorted(os.listdir(remote(args[1])))
-        sys.stdout.write("".join(n + "\\n" for n in names) + "\\n")
-        sys.exit(1)
+        listing = "".join(n + "\\n" for n in names) + "\\n"
+        sys.stdout.write(listing)
+        sys.exit(1 if "{release}" == "23.9.6" else len(listing.encode()) % 256)
     elif cmd == "link":
         os.link(remote(args[1]), remote(args[2]))
     else:
@@ -387,8 +390,9 @@ except OSError as e:
 
 
 @pytest.fixture
-def slot(tmp_path):
-    """An access point directory (the job's iwd = the pilot directory) and a slot's scratch."""
+def slot(tmp_path, request):
+    """An access point directory (the job's iwd = the pilot directory) and a slot's scratch;
+    condor_chirp answers as HTCondor 23.9.6's, or as the release given as the fixture's param."""
     iwd = tmp_path / "ap" / "p3"
     for d in ("inbox", "cancel", "started", "results"):      # what HTCondorCLI.submit creates
         (iwd / d).mkdir(parents=True)
@@ -397,7 +401,7 @@ def slot(tmp_path):
     shutil.copy(WRAPPER, scratch / hc.WRAPPER_NAME)
     shutil.copy(agent_module.__file__, scratch / "resel-agent-v1.py")
     chirp = tmp_path / "condor_chirp"
-    chirp.write_text(FAKE_CHIRP.format(python=sys.executable))
+    chirp.write_text(FAKE_CHIRP.format(python=sys.executable, release=getattr(request, "param", "23.9.6")))
     chirp.chmod(0o755)
     return iwd, scratch, chirp
 
@@ -422,7 +426,11 @@ def start_wrapper(iwd, scratch, chirp, walltime=120, agent_sha256=AGENT_SHA):
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
+@pytest.mark.parametrize("slot", ["23.9.6", "25.14.1"], indirect=True)
 def test_chirp_wrapper_runs_a_task_from_the_access_point(slot):
+    """A whole exchange through each release's condor_chirp. 25.14.1's getdir exits with the
+    listing's length modulo 256 (2 to 255 for most listings): a wrapper that took a status above
+    1 for a failure never saw its inbox (found live: its pilots idled until their walltime)."""
     iwd, scratch, chirp = slot
     ap = LocalTransport()      # the coordinator's side: atomic writes, as on a shared filesystem
     ap.write_file(str(iwd / "inbox" / "t1-a0.json"),

@@ -8,6 +8,7 @@ has long imported everything, so only a fresh interpreter can tell what an impor
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -32,8 +33,9 @@ def _fresh_modules(code: str, *argv: str) -> tuple[set[str], str]:
     ``sys.exit`` (click does) are measured too."""
     prelude = ("import atexit, json, sys\n"
                "atexit.register(lambda: sys.stderr.write('\\nMODULES ' + json.dumps(sorted(sys.modules)) + '\\n'))\n")
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}     # tables at their width for a pipe
     proc = subprocess.run([sys.executable, "-c", prelude + code, *argv], capture_output=True, text=True,
-                          timeout=120)
+                          timeout=120, env=env)
     marker = [line for line in proc.stderr.splitlines() if line.startswith("MODULES ")]
     assert marker, proc.stderr
     return set(json.loads(marker[-1][len("MODULES "):])), proc.stdout
@@ -43,7 +45,7 @@ def _top(modules: set[str]) -> set[str]:
     return {m.split(".")[0] for m in modules}
 
 
-@pytest.mark.parametrize("module", ["resel", "resel.engine", "resel.selection", "resel.domain",
+@pytest.mark.parametrize("module", ["resel", "resel.engine", "resel.selection", "resel.domain", "resel.transfer",
                                     "resel.events", "resel.states", "resel.formalism", "resel.metrics"])
 def test_core_loads_the_standard_library_only(module):
     loaded, _ = _fresh_modules(f"import {module}")
@@ -105,7 +107,7 @@ def test_runs_and_status_of_a_store_load_neither_sqlite_utils_nor_the_coordinato
     simulated ones): the store is read through sqlite3, the run replayed without the
     coordinator's site clients; ``--json`` prints no table, so it does not load rich."""
     loaded, out = _fresh_modules(CLI, *argv, "--db", str(bench_store))
-    assert ("run 4" in out or '"run_id": 4' in out) if argv[0] == "status" else "gromacs" in out
+    assert ("run 4" in out or '"run_id": 4' in out) if argv[0] == "status" else "gromacs" in out, out
     assert not {"numpy", "sqlite_utils", "paramiko", "requests", "matplotlib", "cryptography"} & _top(loaded)
     assert not {"resel.store_migrations", "resel.live.coordinator", "resel.backends.transport",
                 "resel.backends.simulated.simulation", "resel.sim.experiment", "resel.sim.replay"} & loaded
@@ -132,9 +134,10 @@ def _registered(register, *args) -> set[str]:
 def test_lazy_commands_are_every_command_of_their_modules():
     """The lazy maps name every command the command modules define: a command added to a
     module's ``register()`` but not to ``resel.cli.COMMANDS`` would silently vanish."""
-    from resel.cli import history, live, plan
+    from resel.cli import history, live, plan, results
     live_top, (live_sites,) = _registered(live.register, "sites")
-    top = live_top | _registered(plan.register)[0] | _registered(history.register)[0]
+    top = (live_top | _registered(plan.register)[0] | _registered(history.register)[0]
+           | _registered(results.register)[0])
     assert top <= set(COMMANDS)
     assert live_sites == set(SITES_COMMANDS)
     ctx = click.Context(cli)
@@ -226,3 +229,14 @@ def test_a_mistyped_command_is_matched_against_every_command(argv, suggestion):
     result = CliRunner().invoke(cli, argv)
     assert result.exit_code == 2
     assert "Did you mean" in result.output and f"'{suggestion}'" in result.output.split("Did you mean")[1]
+
+
+def test_a_command_that_opens_a_store_for_writing_loads_sqlite_utils_without_numpy(bench_store, tmp_path):
+    """numpy comes with matplotlib (a dependency since issue 28); sqlite-utils would import it
+    for nothing at every `resel report`, `plan`, `model`... (resel/cli/startup.py): the command
+    loads sqlite-utils, not numpy — and a command that draws still gets numpy and its figures."""
+    loaded, out = _fresh_modules(CLI, "report", "1", "--db", str(bench_store))
+    assert "run 1" in out
+    assert "sqlite_utils" in _top(loaded) and "numpy" not in _top(loaded)
+    loaded, out = _fresh_modules(CLI, "report", "1", "--db", str(bench_store), "--html", str(tmp_path / "r.html"))
+    assert {"numpy", "matplotlib"} <= _top(loaded) and (tmp_path / "r.html").read_text().count("<img") >= 3

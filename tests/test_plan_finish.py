@@ -55,7 +55,8 @@ def test_plan_text_names_model_and_percentiles(tmp_path):
                                  "--strategy", "model+reselect"])
     assert r.exit_code == 0, r.output
     assert "T̂x model lim (LIM on bridges, comet, osg, supermic)" in r.output
-    assert "share done" in r.output and "(2." in r.output and "(P50) /" in r.output and "(P90)" in r.output
+    assert "P50 [h]" in r.output and "P90 [h]" in r.output and "(P50) /" in r.output and "(P90)" in r.output
+    assert "2.3" in r.output and "done by 2." in r.output
 
 
 def test_plan_uses_the_stored_fit_of_the_bags_application(tmp_path):

@@ -94,14 +94,17 @@ def test_queue_aware_live_run_goes_where_the_pilot_starts(tmp_path, testbed):
 def test_history_fetch_says_when_a_site_keeps_no_accounting(tmp_path, testbed):
     """tba runs without slurmdbd: `history fetch` reads nothing there and says why; tbb keeps
     accounting (slurmdbd), so its jobs' waits are read (the testbed's own check job at least);
-    a simulated site in the file is refused with its own reason."""
+    a simulated site in the file is refused with its own reason. A site that imported nothing
+    makes the command fail (exit 1, the JSON's error naming it), as `resel sites check` does."""
     text = (sites_toml(testbed) + '[[site]]\nname = "sim"\nkind = "simulated"\ncores = 4\nclock = { base = 1.0 }\n'
             'wait = { dist = "fixed", value = 0 }\n')
     sites = tmp_path / "sites.toml"
     sites.write_text(text)
     res = resel("history", "fetch", "--sites", sites, "--days", "1", "--json", "--db", tmp_path / "db")
-    assert res.returncode == 0, res.stderr
-    rows = {r["site"]: r for r in json.loads(res.stdout)["sites"]}
+    assert res.returncode == 1, res.stderr
+    doc = json.loads(res.stdout)
+    assert "tba" in doc["error"] and "sim" in doc["error"] and doc["hint"]
+    rows = {r["site"]: r for r in doc["sites"]}
     assert "no accounting" in rows["tba"]["problem"]
     if testbed.accounting_b:
         assert rows["tbb"]["problem"] is None, rows["tbb"]

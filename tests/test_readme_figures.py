@@ -63,3 +63,24 @@ def test_queue_aware_headline():
     # documented 49 / 75 / 33 % (docs/queue-aware.md); the README's range with a few points' margin
     assert min(gains.values()) >= 33 - 5, gains
     assert max(gains.values()) <= 75 + 5, gains
+
+
+def test_the_readme_shows_what_resel_simulate_prints(tmp_path):
+    """The README's "What `resel simulate` shows" block is the command's own output: its header,
+    rule and every row of sizes 64 and 1,024 (a size's runs do not depend on the other sizes:
+    repetition i uses seed S+i for every strategy), and its legend, line for line."""
+    from click.testing import CliRunner
+
+    from resel.cli import cli
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    block = text.split("## What `resel simulate` shows", 1)[1].split("```", 2)[1].strip("\n").splitlines()
+    # a store of its own: the T̂x model line reads the default store's fits (none here)
+    result = CliRunner().invoke(cli, ["simulate", "--sizes", "64,1024", "--no-store", "--db", str(tmp_path / "r.db")],
+                                env={"COLUMNS": "100"})
+    assert result.exit_code == 0, result.output
+    printed = [line.rstrip() for line in result.stdout.splitlines()]
+    shown = [line.rstrip() for line in block if line.strip() and line.strip() != "…"]
+    table = [line for line in shown if not line.startswith(("stored as", "report RUN"))]   # the store's path differs
+    for line in table:
+        assert line in printed, f"the README shows a line resel simulate does not print:\n{line}"
+    assert printed.index(table[0]) == 0 and "--no-store" in printed[-1]

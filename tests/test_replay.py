@@ -372,3 +372,36 @@ def test_trace_read_fast_reports_unsorted_and_skips_bad_lines(tmp_path):
     with pytest.raises(InputError, match="job 2"):
         replay(trace, "fcfs", 4)
     assert trace.skipped == 1
+
+
+MIXED = """\
+; MaxProcs: 8
+1 0 0 10 2 -1 -1 2 20 -1 1 1 1 1 1 1 -1 -1
+2 1 0 5.5 1 -1 -1 1 20 -1 0 1 1 1 1 1 -1 -1
+; a comment between jobs
+3 2 0 7 4 -1 -1 4 20 -1 5 1 1 1 1 1 -1 -1
+4 3 0 -1 1 -1 -1 1 20 -1 1 1 1 1 1 1 -1 -1
+5 4 0 3 16 -1 -1 16 20 -1 1 1 1 1 1 1 -1 -1
+6 4 0 9 2 -1 -1 2 +30 -1 1.0 1 1 1 1 1 -1 -1
+7 6 0 2 1 -1 -1 1 20 -1 0 1 1 1 1 1 1&2 -1
+"""
+
+
+@pytest.mark.parametrize("policy", ["fcfs", "easy", "easy-sjbf", "conservative"])
+@pytest.mark.parametrize("statuses", [{1}, {0, 1}, {5}, {7}])
+def test_status_filter_by_the_block_reader_is_only_status(tmp_path, policy, statuses):
+    """replay(trace, statuses=S) — the status column read by the block reader, or line by line
+    where a block holds a comment, a float, '+30', '1.0' or a '&' list — is the replay of
+    only_status(S) over the trace's Job records: same summary, same schedule by position."""
+    from resel.sim.swf import only_status
+    mixed = tmp_path / "mixed.swf"
+    mixed.write_text(MIXED)
+    for path, cores in ((mixed, 8), (HPC2N, HPC2N_CORES)):
+        fast_schedule: list = []
+        fast = replay(read_swf(path), policy, cores, statuses=statuses, schedule=fast_schedule)
+        records: list = []
+        slow = replay(only_status(iter(read_swf(path)), statuses), policy, cores,
+                      on_scheduled=lambda job, wait, run: records.append((job, wait, run)))
+        assert fast.summary() == slow.summary()
+        assert [s for s in fast_schedule if s is not None] == [(w, r) for _, w, r in records]
+        assert len(fast_schedule) == sum(1 for j in read_swf(path) if j.status in statuses)

@@ -1,6 +1,6 @@
 """What resel creates on a site is private, whatever the umask; a work directory another user
 owns or may write is refused; a sites file cannot make resel run local commands through an
-ssh config; the slurmrestd token never follows a redirect to another server.
+ssh config; the slurmrestd token never follows a redirect, and is read only from a private file.
 
 Both transports run for real: the local one in this process, the SSH one through the testbed's
 sshd as user ``reseltb`` (on this same machine, so the test, as root, can set up what another
@@ -16,6 +16,7 @@ import stat
 import subprocess
 import sys
 import threading
+import time
 import uuid
 import warnings
 from pathlib import Path
@@ -276,38 +277,158 @@ def servers():
         s.close()
 
 
+class _Listener:
+    """A bare TCP listener on 127.0.0.1 that records every connection and what it was sent."""
+
+    def __init__(self):
+        import socket
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.received: list[bytes] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self):
+        import socket
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except (socket.timeout, OSError):
+                continue
+            conn.settimeout(1.0)
+            try:
+                self.received.append(conn.recv(65536))
+            except OSError:
+                self.received.append(b"")
+            conn.close()
+
+    def close(self):
+        self._stop.set()
+        self._thread.join(5)
+        self.sock.close()
+
+
+@pytest.fixture
+def listener():
+    got = _Listener()
+    yield got
+    got.close()
+
+
 def test_the_token_never_follows_a_redirect_to_another_server(servers):
     """Before: requests followed the 307 and the second server received X-SLURM-USER-TOKEN."""
     other = servers(lambda path: (200, {}, PING))
     first = servers(lambda path: (307, {"Location": other.url + path}, None))
     rest = SlurmREST(first.url, "alice", "SECRET-TOKEN")
-    with pytest.raises(SchedulerError, match=rf"redirected GET /slurm/v0.0.38/ping to another server, "
-                                             rf"{other.url}/slurm/v0.0.38/ping; resel does not send the token there"):
+    with pytest.raises(SchedulerError, match=rf"answered GET {first.url}/slurm/v0.0.38/ping with a redirect "
+                                             rf"\(HTTP 307, Location {other.url}/slurm/v0.0.38/ping\)"):
         rest.version()
     assert first.seen and first.seen[0][2].get("X-SLURM-USER-TOKEN") == "SECRET-TOKEN"
-    assert not any("SECRET-TOKEN" in json.dumps(headers) for _, _, headers in other.seen)
     assert other.seen == []                   # not even asked
 
 
-def test_a_redirect_within_the_same_server_keeps_working(servers):
+@pytest.mark.parametrize("crafted", ["http://127.0.0.1:{other}\\@127.0.0.1:{first}/slurm/v0.0.38/ping",
+                                     "//127.0.0.1:{other}\\@127.0.0.1:{first}/slurm/v0.0.38/ping"])
+def test_the_token_never_follows_a_crafted_redirect(servers, listener, crafted):
+    """Issue 24 Seen 2: ``urlsplit`` reads these as host 127.0.0.1 and the first server's port
+    (the origin check passed), urllib3 as the other port — where the token went. Now no
+    redirect is followed: the listener on the other port receives nothing, not even a connection."""
+    box = {}
+    first = servers(lambda path: (302, {"Location": box["location"]}, None))
+    box["location"] = crafted.format(other=listener.port, first=first.url.rsplit(":", 1)[1])
+    rest = SlurmREST(first.url, "alice", "SECRET-TOKEN")
+    with pytest.raises(SchedulerError, match="with a redirect") as err:
+        rest.version()
+    assert box["location"] in str(err.value) and f"{first.url}/slurm/v0.0.38/ping" in str(err.value)
+    assert "never sends the token anywhere but rest_url" in str(err.value)
+    time.sleep(0.3)
+    assert listener.received == []
+    assert len(first.seen) == 1
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+def test_a_redirect_within_the_same_server_is_refused_too(servers, status):
+    """slurmrestd never redirects: a redirect even to the same server is an error, not followed."""
     def reply(path):
         if path.startswith("/api/"):
             return 200, {}, PING
-        return 308, {"Location": "/api" + path}, None
+        return status, {"Location": "/api" + path}, None
     server = servers(reply)
-    assert SlurmREST(server.url, "alice", "SECRET-TOKEN").version() == "22.05.8"
-    (_, p1, h1), (_, p2, h2) = server.seen
-    assert (p1, p2) == ("/slurm/v0.0.38/ping", "/api/slurm/v0.0.38/ping")
-    assert h1["X-SLURM-USER-TOKEN"] == h2["X-SLURM-USER-TOKEN"] == "SECRET-TOKEN"
+    with pytest.raises(SchedulerError, match=rf"with a redirect \(HTTP {status}, Location /api/slurm/v0.0.38/ping\)"):
+        SlurmREST(server.url, "alice", "SECRET-TOKEN").version()
+    assert [p for _, p, _ in server.seen] == ["/slurm/v0.0.38/ping"]
 
 
-def test_a_redirect_to_another_port_of_the_same_host_is_another_server(servers):
-    other = servers(lambda path: (200, {}, PING))
-    port = other.url.rsplit(":", 1)[1]
-    first = servers(lambda path: (302, {"Location": f"http://localhost:{port}{path}"}, None))
-    with pytest.raises(SchedulerError, match="another server"):
-        SlurmREST(first.url, "alice", "SECRET-TOKEN").version()
-    assert other.seen == []
+def test_the_http_client_is_never_asked_to_follow_a_redirect(servers, monkeypatch):
+    """Every request resel sends to slurmrestd says allow_redirects=False (the library's own
+    following would send the token on)."""
+    server = servers(lambda path: (200, {}, PING))
+    rest = SlurmREST(server.url, "alice", "SECRET-TOKEN")
+    asked = []
+    real = rest.session.request
+
+    def request(method, url, **kw):
+        asked.append(kw.get("allow_redirects"))
+        return real(method, url, **kw)
+    monkeypatch.setattr(rest.session, "request", request)
+    rest.version()
+    rest.api_version = "auto"
+    rest.api()
+    assert asked and set(asked) == {False}
+
+
+def _rest_site(tmp_path, token_file):
+    from resel.config import load_sites
+    sites = tmp_path / "rest-sites.toml"
+    sites.write_text('[[site]]\nname = "r"\nkind = "slurm"\ncores = 2\nclock = { base = 2.0 }\n'
+                     'pilot = { mode = "single", max_cores = 2, walltime = 300 }\n'
+                     'access = { workdir = "/w", api = "rest", rest_url = "http://127.0.0.1:9", rest_user = "me", '
+                     f'rest_token_file = "{token_file}" }}\n')
+    return load_sites(sites)[0]
+
+
+def test_a_token_file_readable_by_others_is_refused(tmp_path):
+    from resel.backends.connect import open_scheduler
+    from resel.errors import ReselError
+    token = tmp_path / "token"
+    token.write_text("SLURM_JWT=SECRET\n")
+    for mode in (0o644, 0o640, 0o604, 0o660):
+        token.chmod(mode)
+        with pytest.raises(ReselError, match=rf"site 'r': rest_token_file {token} can be read or written by other "
+                                             rf"users \(mode 0{mode:o}\): it is a password; run `chmod 600 {token}`"):
+            open_scheduler(_rest_site(tmp_path, token), None)
+    token.chmod(0o600)
+    assert open_scheduler(_rest_site(tmp_path, token), None)._auth["X-SLURM-USER-TOKEN"] == "SECRET"
+
+
+def test_a_token_file_of_another_user_is_refused(tmp_path):
+    from resel.backends.connect import open_scheduler
+    from resel.errors import ReselError
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give a file to another user")
+    token = tmp_path / "token"
+    token.write_text("SECRET\n")
+    token.chmod(0o600)
+    os.chown(token, NOBODY, -1)
+    with pytest.raises(ReselError, match=rf"rest_token_file {token} belongs to user nobody \(uid {NOBODY}\), not to you"):
+        open_scheduler(_rest_site(tmp_path, token), None)
+    link = tmp_path / "link"
+    os.symlink(tmp_path / "elsewhere", link)
+    os.lchown(link, NOBODY, -1)
+    with pytest.raises(ReselError, match="is a symbolic link owned by user nobody"):
+        open_scheduler(_rest_site(tmp_path, link), None)
+
+
+def test_a_missing_token_file_says_how_to_make_one(tmp_path):
+    from resel.backends.connect import open_scheduler
+    from resel.errors import ReselError
+    with pytest.raises(ReselError, match=r"cannot read site 'r': rest_token_file .*No such file.*umask 077; "
+                                         r"scontrol token > FILE"):
+        open_scheduler(_rest_site(tmp_path, tmp_path / "none"), None)
 
 
 def test_plain_http_to_another_machine_is_warned_about():

@@ -278,3 +278,69 @@ def test_htcondor_description_carries_lines_and_setup_for_the_wrapper(tmp_path):
     argv[tail:] = ["/bin/sh", "-c", 'echo "seen=$RESEL_T_SETUP"']
     done = subprocess.run(argv, capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout == "it's set\nseen=osg\n", done
+
+
+# ---------------------------------------------------------------------------- read as the tools read them
+# (issue 24; tests/test_option_parsing_live.py asks the real sbatch, qsub and condor_submit)
+
+
+@pytest.mark.parametrize("options, index, reason", [
+    (["-vo/tmp/x"], 0, "(-o) is --output"),
+    (["-vJ1"], 0, "(-J) is --job-name"),
+    (["/tmp/evil.sh"], 0, "would take it as the batch script"),
+    (["--exclusive", "user"], 1, "would take it as the batch script"),   # optional values only attach
+    (["--mem=1G", "--comment"], 1, "needs a value"),                     # would eat resel's --no-requeue
+    (["--"], 0, "ends sbatch's options"),
+    ([":", "--mem=1G"], 0, "would take it as the batch script"),
+    (["--no"], 0, "ambiguous"),
+    (["--frobnicate=1"], 0, "not an option of sbatch"),
+    (["-M", "other"], 0, "one Slurm cluster"),
+    (["--usage"], 0, "print and exit"),
+])
+def test_sbatch_options_seen_in_issue_24_refused(options, index, reason):
+    problems = check_sbatch_options(options)
+    assert problems and problems[0][0] == index and reason in problems[0][1], problems
+
+
+@pytest.mark.parametrize("options", [
+    ["--comment", "/tmp/evil.sh"], ["--exclusive=user", "--exclusive"], ["-C", "avx2", "-Cavx2"], ["-vk", "-kfoo"],
+    ["--mail-type", "NONE", "--nice=5"], ["--extra-node-info", "2:4"], ["--get-user-env"],
+])
+def test_sbatch_values_that_look_like_words_pass(options):
+    assert check_sbatch_options(options) == []
+
+
+@pytest.mark.parametrize("options, dialect, reason", [
+    (["-hN", "x"], "auto", "one of which is -N"),
+    (["/tmp/evil.sh"], "pro", "would take it as the batch script"),
+    (["-pe", "shm", "4"], "torque", "--cpus-per-task"),
+    (["-b", "y"], "torque", "the pilot's"),
+    (["-l", "cput=1:00:00"], "auto", "time limit"),
+    (["-W", "block=true"], "pro", "return at once"),
+    (["-wd", "/tmp"], "torque", "own directory"),
+    (["-s"], "auto", "print the sbatch command"),
+])
+def test_qsub_groups_positional_and_wrapper_options_refused(options, dialect, reason):
+    problems = check_qsub_options(options, dialect=dialect)
+    assert problems and reason in problems[0][1], problems
+
+
+def test_qsub_an_option_one_qsub_knows_passes():
+    """-lvmem=8gb is -l vmem=8gb to PBS Pro's and Torque's own qsub and unknown to Slurm's Torque
+    qsub, which would refuse the whole command (submitting nothing, harmless): it passes; an option
+    no qsub knows is refused."""
+    assert check_qsub_options(["-lvmem=8gb"]) == check_qsub_options(["-lvmem=8gb"], dialect="torque") == []
+    [(_, why)] = check_qsub_options(["-Y"])
+    assert "not an option" in why
+
+
+def test_torque_resources_are_joined_into_resel_s_own():
+    """Slurm's Torque qsub keeps the last -l it is given: an extra -l mem=4gb after resel's
+    -l nodes=1:ppn=N,walltime=W dropped the pilot's size and walltime."""
+    from resel.backends.pbs.cli import PBSCLI
+    from resel.backends.transport import LocalTransport
+    cli = PBSCLI(LocalTransport(), dialect="torque", extra_qsub=["-l", "mem=4gb", "-m", "n", "-l=vmem=8gb"])
+    argv = cli._resources(2, 600)
+    assert argv.count("-l") == 1
+    assert argv[argv.index("-l") + 1] == "nodes=1:ppn=2,walltime=00:10:00,mem=4gb,vmem=8gb"
+    assert argv[-2:] == ["-m", "n"]

@@ -9,7 +9,7 @@ import sqlite_utils
 
 import resel
 from resel.errors import ReselError, StoreError
-from resel.store import add_experiment, default_path, get_run, list_runs, open_store, save_run
+from resel.store import KEPT_ELSEWHERE, add_experiment, default_path, get_run, list_runs, open_store, save_run
 
 TABLES = {"runs", "tasks", "pilots", "decisions", "events", "experiments"}
 
@@ -112,7 +112,9 @@ def test_save_run_row_counts(saved, result):
     assert db["runs"].count == 1
     assert db["tasks"].count_where("run_id = ?", [run_id]) == 20
     assert db["decisions"].count_where("run_id = ?", [run_id]) == len(result.decisions)
-    assert db["events"].count_where("run_id = ?", [run_id]) == len(result.events)
+    # every event but those the tasks and pilots tables hold (store.KEPT_ELSEWHERE)
+    kept = [e for e in result.events if e[1] not in KEPT_ELSEWHERE]
+    assert db["events"].count_where("run_id = ?", [run_id]) == len(kept) < len(result.events)
     assert db["pilots"].count_where("run_id = ?", [run_id]) == len(result.pilots)
     assert len(result.decisions) > 0 and len(result.events) > 0
 
@@ -129,7 +131,7 @@ def test_save_run_columns(saved, result):
     assert row["tq_wkd"] == pytest.approx(result.metrics.tq_wkd)
     assert row["done"] + row["failed"] == 20
     seqs = [r["seq"] for r in db.query("select seq from events where run_id = ? order by seq", [run_id])]
-    assert seqs == list(range(len(result.events)))
+    assert seqs == [i for i, e in enumerate(result.events) if e[1] not in KEPT_ELSEWHERE]   # each its log place
     times = [r["time"] for r in db.query("select time from events where run_id = ? order by seq", [run_id])]
     assert times == sorted(times)
 
@@ -209,7 +211,7 @@ def test_bulk_rows_are_what_sqlite_utils_stored(tmp_path, result):
     old["events"].insert_all(
         {"run_id": run_id, "seq": seq, "time": time, "kind": kind,
          "data": json.dumps({f.name: getattr(r, f.name) for f in dataclasses.fields(r) if f.name != "time"})}
-        for seq, (time, kind, r) in enumerate(result.events))
+        for seq, (time, kind, r) in enumerate(result.events) if kind not in KEPT_ELSEWHERE)
     assert result.decisions and result.events
     for table in ("tasks", "pilots", "decisions", "events"):
         cols = [c.name for c in old[table].columns]
@@ -246,3 +248,23 @@ def test_a_migration_the_snapshot_does_not_name_is_applied_in_memory(monkeypatch
         assert store._expected_schema() == store._applied_schema()
     finally:
         store._expected_schema.cache_clear()
+
+
+def test_the_events_left_out_are_held_exactly_by_the_tasks_and_pilots_tables(result):
+    """What a simulated run does not store twice (store.KEPT_ELSEWHERE), checked by definition on
+    a re-selection run: each TaskFinished is its task's row — done, at its TTC, on its last
+    attempt — and each PilotStarted its pilot's row, started, at its start; one for one."""
+    db = open_store(memory=True)
+    run_id = save_run(db, result)
+    tasks = {r["task"]: r for r in db.query("select * from tasks where run_id = ?", [run_id])}
+    pilots = {r["pilot"]: r for r in db.query("select * from pilots where run_id = ?", [run_id])}
+    finished = [(t, e) for t, kind, e in result.events if kind == "TaskFinished"]
+    started = [(t, e) for t, kind, e in result.events if kind == "PilotStarted"]
+    assert finished and started
+    assert sorted(e.task for _, e in finished) == sorted(k for k, r in tasks.items() if r["state"] == "done")
+    for time, e in finished:
+        row = tasks[e.task]
+        assert row["state"] == "done" and row["ttc"] == time and row["attempts"] == e.attempt
+    assert sorted(e.pilot for _, e in started) == sorted(k for k, r in pilots.items() if r["started"])
+    for time, e in started:
+        assert pilots[e.pilot]["start"] == time

@@ -61,16 +61,17 @@ def test_simulate_cli_rejects_bad_workers():
 
 
 def test_dask_cluster_gives_the_serial_results():
-    """A real Dask scheduler with two worker processes on this machine, as `--dask` reaches one."""
+    """A real Dask scheduler with two worker processes on this machine, as `--dask` reaches one
+    (over tcp://, which needs --dask-insecure: tests/test_dask_security.py has the TLS ones)."""
     distributed = __import__("pytest").importorskip("distributed")
     bag, sites = resel.default_bag(), resel.default_sites()
     serial = run_experiment(bag, sites, ["model+reselect", "race"], [16], repeat=3, seed=2)
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as lc:
         res = CliRunner().invoke(cli, ["simulate", "--strategies", "model+reselect,race", "--sizes", "16",
                                        "--repeat", "3", "--seed", "2", "--no-store", "--json",
-                                       "--dask", lc.scheduler_address])
+                                       "--dask", lc.scheduler_address, "--dask-insecure"])
         assert res.exit_code == 0, res.output
-    doc = json.loads(res.output)
+    doc = json.loads(res.stdout)          # stderr has the --dask-insecure warning
     assert doc["results"] == [c.as_dict() for c in serial.cells.values()]
 
 
@@ -79,7 +80,7 @@ def test_dask_unreachable_is_one_clear_error():
     import dask
     with dask.config.set({"distributed.comm.timeouts.connect": "2s"}):   # Dask's own setting, not 30 s
         res = CliRunner().invoke(cli, ["simulate", "--sizes", "4", "--repeat", "1", "--no-store",
-                                       "--dask", "tcp://127.0.0.1:1"])
+                                       "--dask", "tcp://127.0.0.1:1", "--dask-insecure"])
     assert res.exit_code == 1
     assert "cannot reach the Dask scheduler" in res.output and "Traceback" not in res.output
 

@@ -62,6 +62,14 @@ def test_slurmrestd_answers_with_jwt(testbed, rest_token):
     assert r.status_code in (401, 403)
 
 
+def test_the_rest_tokens_are_private(testbed):
+    """Whoever reads a token acts as its user on the cluster; resel refuses a token file others
+    can read (resel/trust.py), so the testbed's own must be its owner's alone."""
+    for path in filter(None, (testbed.rest_token_file, testbed.rest_token_file_c)):
+        st = os.stat(path)
+        assert st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) == 0o600, (path, oct(st.st_mode))
+
+
 def test_restart_ctld_returns_with_the_cluster_answering(testbed):
     out = subprocess.run(["bash", str(TESTBED_SCRIPT), "restart-ctld", "A"], stdin=subprocess.DEVNULL,
                          capture_output=True, text=True, timeout=120)

@@ -11,12 +11,18 @@ pool behind an access point's sshd) adds optional keys: an env file without them
 with those fields None (``RESEL_TB_TRIXIE=0`` skips that part; :attr:`Testbed.has_trixie`).
 Paths inside that root (``slurm_conf_c``, ``work_c``) are as a login on the access point sees
 them; ``trixie_root`` is where the root is on this machine.
+
+The Debian sid part (``scripts/testbed-sid.sh``: Slurm 26.05 cluster ``tbd``, an HTCondor 25 pool;
+``RESEL_TB_SID=0`` skips it) writes the same values under ``TB_SID_*`` keys (:func:`root_key`).
+:meth:`Testbed.debian_root` gives either root as a *view*: the testbed with that root's values in
+the trixie fields (``trixie_ssh_config``, ``rest_url_c``, ``condor_collector``, …), so a test
+written for one root runs on the other unchanged.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import MISSING, dataclass, fields, replace
 from pathlib import Path
 
 DEFAULT_ROOT = "/tmp/resel-testbed"
@@ -78,10 +84,24 @@ class Testbed:
     limit_qos_max_submit: int | None = None   # its MaxSubmitJobsPerUser
     limit_qos_max_jobs: int | None = None     # its MaxJobsPerUser
 
+    # Not keys of the env file: which Debian root the trixie fields describe ("trixie", or "sid"
+    # in the view debian_root("sid") gives), and the sid part's view (None when it is not up).
+    debian_suite: str = "trixie"
+    sid: Testbed | None = None
+
     @property
     def has_trixie(self) -> bool:
         """Whether the Debian 13 part (Slurm 24.11, HTCondor) is up."""
         return self.trixie_root is not None
+
+    def debian_root(self, suite: str) -> Testbed | None:
+        """The testbed seen through one Debian root (``"trixie"`` or ``"sid"``): its fields
+        ``trixie_*``, ``*_c`` and ``condor_*`` hold that root's values; None if it is not up."""
+        if suite == "trixie":
+            return self if self.has_trixie and self.debian_suite == "trixie" else None
+        if suite == "sid":
+            return self.sid
+        raise ValueError(f"no Debian root {suite!r} in the testbed (trixie, sid)")
 
     def slurm_env(self, cluster: str) -> dict[str, str]:
         """``os.environ`` with ``SLURM_CONF`` set for cluster ``"A"`` or ``"B"``."""
@@ -91,6 +111,25 @@ class Testbed:
 
 def _key(name: str) -> str:
     return "RESEL_TB" if name == "root" else "TB_" + name.upper()
+
+
+#: the fields a Debian root's part sets (scripts/testbed-trixie.sh's env file), in its order
+ROOT_FIELDS = ("trixie_root", "trixie_dir", "trixie_user", "trixie_ssh_port", "trixie_ssh_key",
+               "trixie_known_hosts", "trixie_ssh_config", "cluster_c", "slurm_conf_c", "slurm_version_c",
+               "rest_url_c", "rest_user_c", "rest_token_file_c", "work_c", "work_c_host",
+               "condor_collector", "condor_version", "condor_token_dir")
+#: the fields that are not strings
+_INT = ("_port", "_max_submit", "_max_jobs")
+
+
+def root_key(suite: str, name: str) -> str:
+    """The env file's key for a root field of one suite: trixie's are the fields' own keys
+    (``TB_TRIXIE_ROOT``, ``TB_REST_URL_C``), another suite's ``TB_<SUITE>_`` + the field without
+    its ``trixie_`` and ``_c`` (``TB_SID_ROOT``, ``TB_SID_REST_URL``, ``TB_SID_WORK_HOST``)."""
+    if suite == "trixie":
+        return _key(name)
+    what = "_".join(w for w in name.removeprefix("trixie_").split("_") if w != "c")
+    return f"TB_{suite.upper()}_{what.upper()}"
 
 
 def parse(text: str) -> dict[str, str]:
@@ -119,16 +158,23 @@ def load(path: str | os.PathLike | None = None) -> Testbed | None:
                if f.default is MISSING and _key(f.name) not in values]
     if missing:
         raise ValueError(f"{path} lacks {', '.join(missing)}")
-    kwargs = {}
-    for f in fields(Testbed):
-        if _key(f.name) not in values:
-            continue                     # an optional key: its default (None)
-        raw = values[_key(f.name)]
-        if f.name.endswith(("_port", "_max_submit", "_max_jobs")):
-            try:
-                kwargs[f.name] = int(raw)
-            except ValueError:
-                raise ValueError(f"{path}: {_key(f.name)}={raw!r} is not a number") from None
-        else:
-            kwargs[f.name] = raw
-    return Testbed(**kwargs)
+    kwargs = {f.name: _value(path, _key(f.name), values[_key(f.name)], f.name)
+              for f in fields(Testbed) if _key(f.name) in values}     # absent: the default (None)
+    tb = Testbed(**kwargs)
+    if root_key("sid", "trixie_root") in values:
+        keys = {name: root_key("sid", name) for name in ROOT_FIELDS}
+        missing = [k for k in keys.values() if k not in values]
+        if missing:
+            raise ValueError(f"{path} lacks {', '.join(missing)}")
+        sid = {name: _value(path, key, values[key], name) for name, key in keys.items()}
+        tb = replace(tb, sid=replace(tb, **sid, debian_suite="sid"))
+    return tb
+
+
+def _value(path: Path, key: str, raw: str, name: str) -> str | int:
+    if not name.endswith(_INT):
+        return raw
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"{path}: {key}={raw!r} is not a number") from None

@@ -1,6 +1,12 @@
-"""Helpers for the tests on the Debian 13 part of the testbed (scripts/testbed-trixie.sh): Slurm
-24.11 cluster ``tbc`` and the personal HTCondor pool, both behind the access point's sshd (alias
-``tb-ap``, user ``reselap``, who exists only inside the root).
+"""Helpers for the tests on the Debian parts of the testbed (scripts/testbed-trixie.sh): in the
+Debian 13 root, Slurm 24.11 cluster ``tbc`` and an HTCondor 23.9 pool; in the Debian sid root
+(scripts/testbed-sid.sh), Slurm 26.05 cluster ``tbd`` and an HTCondor 25 pool; each behind its
+access point's sshd (alias ``tb-ap`` in the root's own ssh config, user ``reselap``, who exists
+only inside the roots).
+
+The fixture ``trixie`` is the Debian 13 root; ``root`` runs a test once on each root (a module's
+tests on trixie first, then on sid), as a view of the testbed whose trixie fields hold that root's
+values (tests/testbed.py), with what Debian packages there in :data:`RELEASES`.
 
 Paths: ``tb.work_c`` is reselap's work directory as a login on the access point sees it;
 ``tb.work_c_host`` is the same directory from this machine (the root's cache folder + work_c),
@@ -15,6 +21,7 @@ import os
 import subprocess
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -22,15 +29,60 @@ import pytest
 from live_helpers import _inline
 
 
+@dataclass(frozen=True)
+class Release:
+    """What a Debian root runs, as Debian packages it (checked live by the tests that use it)."""
+
+    debian: str
+    skip: str               # the variable that leaves the root out of the testbed when 0
+    script: str             # the script that builds it
+    slurm: str              # the Slurm series (sinfo --version: "slurm 24.11.5")
+    data_parser: str        # the CLI's --json layout by default (meta.plugin.data_parser)
+    cli_older: tuple[str, ...]  # the older layouts its sinfo/squeue take (--json=v0.0.44), oldest first
+    rest: tuple[str, ...]   # the API versions slurmrestd serves, oldest first
+    flagged: tuple[str, ...]  # the data_parser versions whose partitions carry their flags (DEFAULT)
+    condor: str             # the HTCondor series (condor_version: "23.9.6" is in "23.9")
+    first_job: int          # the cluster's FirstJobId
+
+
+RELEASES = {
+    "trixie": Release("Debian 13", "RESEL_TB_TRIXIE", "scripts/testbed-trixie.sh", "24.11", "data_parser/v0.0.42",
+                      ("v0.0.40", "v0.0.41"), ("v0.0.40", "v0.0.41", "v0.0.42"), (), "23.9", 900000),
+    "sid": Release("Debian sid", "RESEL_TB_SID", "scripts/testbed-sid.sh", "26.05", "data_parser/v0.0.45",
+                   ("v0.0.42", "v0.0.43", "v0.0.44"), ("v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45"), ("v0.0.45",),
+                   "25", 2000000),
+}
+SUITES = tuple(RELEASES)
+
+
+def root_of(testbed, suite: str):
+    """The testbed seen through one Debian root; fails, never skips, unless its variable is 0."""
+    view = testbed.debian_root(suite)
+    if view is None:
+        rel = RELEASES[suite]
+        if os.environ.get(rel.skip) == "0":
+            pytest.skip(f"{rel.skip}=0: the {rel.debian} part of the testbed (Slurm {rel.slurm}, HTCondor "
+                        f"{rel.condor}) is left out")
+        pytest.fail(f"the testbed's env file has no {rel.debian} part: {rel.script} did not run; "
+                    "`scripts/testbed.sh up` runs it", pytrace=False)
+    return view
+
+
 @pytest.fixture(scope="session")
 def trixie(testbed):
     """The testbed, with its Debian 13 part up (fails, never skips, unless RESEL_TB_TRIXIE=0)."""
-    if not testbed.has_trixie:
-        if os.environ.get("RESEL_TB_TRIXIE") == "0":
-            pytest.skip("RESEL_TB_TRIXIE=0: the Debian 13 part of the testbed (Slurm 24.11, HTCondor) is left out")
-        pytest.fail("the testbed's env file has no Debian 13 part (TB_TRIXIE_* keys): scripts/testbed-trixie.sh "
-                    "did not run; `scripts/testbed.sh up` runs it", pytrace=False)
-    return testbed
+    return root_of(testbed, "trixie")
+
+
+@pytest.fixture(scope="module", params=SUITES)
+def root(request, testbed):
+    """Each Debian root in turn (fails, never skips, unless its RESEL_TB_* variable is 0)."""
+    return root_of(testbed, request.param)
+
+
+def release(tb) -> Release:
+    """What the root a view describes runs."""
+    return RELEASES[tb.debian_suite]
 
 
 @pytest.fixture

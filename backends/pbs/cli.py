@@ -52,7 +52,7 @@ from resel.backends.slurm.formats import (
 from resel.models.twin import QueueSnapshot
 
 from resel.errors import SchedulerError, SchedulerReplyError
-from resel.site_options import check_qsub_options
+from resel.site_options import check_qsub_options, torque_resources
 
 __all__ = ["PBSCLI", "SchedulerError", "SchedulerReplyError"]
 
@@ -142,7 +142,7 @@ class PBSCLI:
         self.env = dict(env or {})
         self.queue = _check_word("queue", queue)
         self.account = _check_word("account", account)
-        for _, why in check_qsub_options(list(extra_qsub), torque=dialect == "torque")[:1]:
+        for _, why in check_qsub_options(list(extra_qsub), dialect=dialect)[:1]:
             raise SchedulerError(f"extra qsub option refused: {why}")
         self.extra_qsub = tuple(extra_qsub)
         #: ``-r n`` unless the site's ``requeue = true``: a rerun pilot would start a new agent
@@ -519,20 +519,22 @@ class PBSCLI:
         tasks on the cores it was given, so they must not be spread over nodes."""
         if not isinstance(cores, int) or isinstance(cores, bool) or cores < 1:
             raise SchedulerError(f"cores must be a positive whole number, not {cores!r}")
+        if self.dialect in ("torque", "pro"):   # known only now for dialect "auto"
+            for _, why in check_qsub_options(list(self.extra_qsub), dialect=self.dialect)[:1]:
+                raise SchedulerError(f"extra qsub option refused: {why}")
         wall = fmt.format_walltime(walltime)
+        extra = list(self.extra_qsub)
         if self.dialect == "pro":
             argv = ["-l", f"select=1:ncpus={cores}", "-l", f"walltime={wall}"]
-        else:
-            argv = ["-l", f"nodes=1:ppn={cores},walltime={wall}"]
+        else:       # one -l: Slurm's Torque wrapper keeps only the last one it is given
+            resources, extra = torque_resources(extra)
+            argv = ["-l", ",".join([f"nodes=1:ppn={cores},walltime={wall}", *resources])]
         if self.queue:
             argv += ["-q", self.queue]
         if self.account:
             argv += ["-A", self.account]
         argv += ["-r", "y" if self.rerunnable else "n"]
-        if self.dialect == "torque":   # known only now for dialect "auto"; the wrapper is a shell
-            for _, why in check_qsub_options(list(self.extra_qsub), torque=True)[:1]:
-                raise SchedulerError(f"extra qsub option refused: {why}")
-        return argv + list(self.extra_qsub)
+        return argv + extra
 
     def _check_path(self, kind: str, path: str) -> str:
         if not path or not isinstance(path, str) or _BAD_TEXT.search(path):

@@ -11,6 +11,17 @@ queue-wait draw per pilot (scaled by its node count), and per pilot (slot) a clo
 so T_x = instructions · κ_true / (IPC · clock). Every random stream is seeded from the run
 seed and the site name, so two strategies run with the same seed see the same waits for the
 same pilots — a paired comparison, like the thesis's replay of its random runs.
+
+A bag that moves data (``[bag.data]`` sizes, docs/data.md) has its bytes moved at each site's
+true bandwidth (``truth.bandwidth``, else its ``bandwidth``, else
+:data:`~resel.transfer.DEFAULT_BANDWIDTH`): a task bound to a pilot starts executing once its
+inputs are there — the site's shared inputs first, sent once per run at its first binding
+(a task bound while they travel waits for them), then its own — and, if it has outputs, ends
+in ``TaskFetching`` and is ``TaskDelivered`` out_bytes / bw_out later. Every transfer moves at
+the site's full bandwidth whatever else moves (independent transfers: no link is shared), and
+nothing in the simulation fails to arrive. Whether the *engine* prices the data is separate
+(``price_data``): blind to it, it decides as without data while the bytes still move — the
+comparison benchmarks/eval_data_selection.py makes.
 """
 
 from __future__ import annotations
@@ -25,13 +36,15 @@ from resel.domain import Bag, Site, Truth
 from resel.engine import Engine
 from resel.events import (
     BagSubmitted, CancelPilot, CancelTask, Decision, DispatchTask, PilotEnded,
-    PilotStarted, SetTimer, SubmitPilot, TaskFailed, TaskFinished, TimerFired,
+    PilotStarted, SetTimer, SubmitPilot, TaskDelivered, TaskFailed, TaskFetching, TaskFinished, TimerFired,
 )
 from resel.metrics import ReselAudit, WorkloadMetrics, judge, workload_metrics
 from resel.models.distributions import Dist
 from resel.models.lim import GHZ
 from resel.selection import Strategy
 from resel.sim.core import PILOT_END, STARTED, TASK_END, TIMER, Environment, collector_paused
+from resel.states import TaskState
+from resel.transfer import MB, DataTimes, TransferModel
 
 
 class _SiteTruth:
@@ -76,6 +89,58 @@ class _SiteTruth:
         return max(0.05, self.ipc()) * max(0.1, self.clock()) * GHZ
 
 
+class _DataTruth:
+    """A bag's data as it really moves in one run (module docstring): each site's true transfer
+    times, when its shared inputs were first sent and arrive, and what it all cost."""
+
+    def __init__(self, model: TransferModel, sites: list[Site], priced: bool):
+        self.model = model
+        self.times: list[DataTimes] = [model.times(s.name) for s in sites]
+        self.names = [s.name for s in sites]
+        self.first: list[float | None] = [None] * len(sites)   # the site's first binding
+        self.ready: list[float | None] = [None] * len(sites)   # its shared inputs there
+        self.fetches = model.out_bytes > 0
+        self._staged: dict[int, tuple[int, float]] = {}         # task -> (site, seconds waiting for inputs)
+        self._cost = DataCost(priced)
+
+    def stage(self, task: int, x: int, now: float) -> float:
+        """The task is bound to site x at ``now``: when it can start executing there."""
+        d, cost = self.times[x], self._cost
+        mb = self.model.own_in_bytes / MB
+        if self.ready[x] is None:            # a cold site: the shared inputs leave first
+            self.first[x], self.ready[x] = now, now + d.shared_in
+            mb += self.model.shared_bytes / MB
+        begin = max(now, self.ready[x]) + d.own_in
+        self._staged[task] = (x, begin - now)
+        cost.mb_in[self.names[x]] = cost.mb_in.get(self.names[x], 0.0) + mb
+        return begin
+
+    def fetch(self, task: int, now: float) -> float:
+        """The task's outputs leave its site at ``now``: when they are home."""
+        x = self._staged[task][0]
+        cost = self._cost
+        cost.mb_out[self.names[x]] = cost.mb_out.get(self.names[x], 0.0) + self.model.out_bytes / MB
+        return now + self.times[x].out
+
+    def done(self, task: int) -> None:
+        """The task is done: count its data time (inputs waited for, outputs brought home)."""
+        x, waited = self._staged[task]
+        self._cost.seconds += waited + (self.times[x].out if self.fetches else 0.0)
+        self._cost.tasks += 1
+
+    def seconds_at(self, x: int, at: float) -> float:
+        """D(x) as this run's truth makes it for a task bound to x at ``at``: its own inputs and
+        outputs, and the shared inputs' trip if x had none at ``at`` (what is left of it if they
+        were on their way) — what the re-selection audit counts."""
+        d, first = self.times[x], self.first[x]
+        shared = d.shared_in if first is None or first > at else max(0.0, self.ready[x] - at)
+        return d.own_in + shared + d.out
+
+    def cost(self) -> DataCost:
+        c = self._cost
+        return DataCost(c.priced, c.seconds, c.tasks, dict(c.mb_in), dict(c.mb_out))
+
+
 @dataclass
 class SimPilot:
     """What the simulator knows of a pilot, including what the engine cannot: its true speed."""
@@ -91,6 +156,21 @@ class SimPilot:
     queued: bool = False  # in a QueueSite: its start emerges from the schedule (start = inf until then)
     tx: float = 0.0       # the true T_x of one of the bag's tasks on its slots
     walltime: float = math.inf   # what it asked for: the simulated scheduler kills it then
+
+
+@dataclass
+class DataCost:
+    """What moving a bag's data cost in one simulated run (a bag with ``[bag.data]`` sizes)."""
+
+    priced: bool                    #: the engine priced the data (False: blind to it, the bytes moved all the same)
+    seconds: float = 0.0            #: over the tasks done: waiting for their inputs + bringing their outputs home
+    tasks: int = 0                  #: tasks done (what ``seconds`` is summed over)
+    mb_in: dict[str, float] = field(default_factory=dict)    #: per site: inputs sent (every binding, shared once)
+    mb_out: dict[str, float] = field(default_factory=dict)   #: per site: outputs brought home
+
+    def as_dict(self) -> dict:
+        return {"priced": self.priced, "seconds_per_task": self.seconds / self.tasks if self.tasks else 0.0,
+                "mb_in": dict(self.mb_in), "mb_out": dict(self.mb_out)}
 
 
 @dataclass
@@ -113,12 +193,14 @@ class SimResult:
     walltime_kills: int = 0
     #: the same per pilot id
     kills_by_pilot: dict[int, int] = field(default_factory=dict)
+    #: what moving the bag's data cost (None: the bag moves none)
+    data: DataCost | None = None
 
 
 def simulate(bag: Bag, sites: list[Site], strategy: Strategy | str = "model", *, seed: int = 0,
              clock: str = "base", record: bool = True, until: float = math.inf,
              estimate: str = "scheduler", quantile: float = 0.9, confidence: float = 0.9,
-             rates=None, walltime: str = "limit", quarantine=None) -> SimResult:
+             rates=None, walltime: str = "limit", quarantine=None, price_data: bool = True) -> SimResult:
     """Run one bag over simulated sites with the engine; return metrics and the full record.
 
     Args:
@@ -132,13 +214,15 @@ def simulate(bag: Bag, sites: list[Site], strategy: Strategy | str = "model", *,
             site → SiteRate); default LIM with ``clock``.
         walltime, quarantine: the engine's walltime packing mode and black-hole rule
             (:mod:`resel.walltime`, :mod:`resel.blackhole`).
+        price_data: the engine prices the bag's data (``[bag.data]``, :mod:`resel.transfer`)
+            with the sites' ``bandwidth``; False: it decides blind to it (the bytes still move).
 
     The same as ``Simulation(...).run(until)`` then ``.result()``.
     """
     with collector_paused():   # the result's metrics too
         sim = Simulation(bag, sites, strategy, seed=seed, clock=clock, record=record, estimate=estimate,
                          quantile=quantile, confidence=confidence, rates=rates, walltime=walltime,
-                         quarantine=quarantine)
+                         quarantine=quarantine, price_data=price_data)
         sim.run(until)
         return sim.result()
 
@@ -158,12 +242,16 @@ class Simulation:
     def __init__(self, bag: Bag, sites: list[Site], strategy: Strategy | str = "model", *, seed: int = 0,
                  clock: str = "base", record: bool = True, estimate: str = "scheduler",
                  quantile: float = 0.9, confidence: float = 0.9, rates=None, walltime: str = "limit",
-                 quarantine=None):
+                 quarantine=None, price_data: bool = True):
         self.bag, self.sites, self.seed, self.clock, self.record = bag, list(sites), seed, clock, record
         self.strategy = Strategy.parse(strategy) if isinstance(strategy, str) else strategy
+        # the data as it really moves, and as the engine prices it (docs/engine.md)
+        truth = TransferModel.from_bag(bag, self.sites, truth=True)
+        priced = TransferModel.from_bag(bag, self.sites) if price_data else None
         # not recording: the engine builds no Decision actions (they would only be dropped)
         self.engine = Engine(bag, self.sites, self.strategy, seed=seed, clock=clock, rates=rates,
-                             walltime=walltime, quarantine=quarantine, decisions=record)
+                             walltime=walltime, quarantine=quarantine, decisions=record, data=priced)
+        self.data = _DataTruth(truth, self.sites, price_data) if truth is not None else None
         self.walltime_kills = 0
         self.kills_by_pilot: dict[int, int] = {}
         self.truths = [_SiteTruth(s, seed) for s in self.sites]
@@ -226,11 +314,12 @@ class Simulation:
         """Metrics, audit and record of the run so far."""
         names = [s.name for s in self.sites]
         metrics = workload_metrics(self.engine.tasks, names, self.bag.cores_per_task)
-        audit = (audit_reselection(self.decisions, self.pilots, self.truths, self.engine, self._instructions)
+        audit = (audit_reselection(self.decisions, self.pilots, self.truths, self.engine, self._instructions,
+                                   self.data)
                  if self.record else ReselAudit())
         return SimResult(self.bag, list(self.sites), self.strategy.name, self.seed, self.clock, metrics, audit,
                          self.engine, self.pilots, self.decisions, self.log, self.steps, self.walltime_kills,
-                         dict(self.kills_by_pilot))
+                         dict(self.kills_by_pilot), None if self.data is None else self.data.cost())
 
     # ------------------------------------------------------------------ the engine's side
     def _handle(self, now: float, event) -> None:
@@ -250,10 +339,12 @@ class Simulation:
                 live[act.task] = act.attempt
                 pilot = pilots[act.pilot]
                 truth = self.truths[pilot.site]
+                # it executes once its inputs are there (a bag that moves data), else at once
+                begin = now if self.data is None else self.data.stage(act.task, pilot.site, now)
                 if truth.fail and truth.draws_failure():   # ends non-zero, at fail_after at most
-                    schedule(now + min(truth.fail_after, pilot.tx), TASK_END, task_end, (act.task, act.attempt, True))
+                    schedule(begin + min(truth.fail_after, pilot.tx), TASK_END, task_end, (act.task, act.attempt, True))
                 else:
-                    schedule(now + pilot.tx, TASK_END, task_end, (act.task, act.attempt))
+                    schedule(begin + pilot.tx, TASK_END, task_end, (act.task, act.attempt))
                 if record:
                     self.log.append((now, "DispatchTask", act))
                 continue
@@ -301,8 +392,11 @@ class Simulation:
             return
         del live[task]
         # _handle, inline: the most frequent event
+        data = self.data
         if len(payload) > 2:   # drawn to fail (truth.fail)
             event = TaskFailed(time=now, task=task, attempt=attempt, reason="exit 1")
+        elif data is not None and data.fetches:   # its outputs now travel home
+            event = TaskFetching(time=now, task=task, attempt=attempt)
         else:
             event = TaskFinished(time=now, task=task, attempt=attempt)
         self.steps += 1
@@ -310,8 +404,29 @@ class Simulation:
             self.log.append((now, type(event).__name__, event))
         engine = self.engine
         self._apply(now, engine.handle(event))
+        if data is not None and len(payload) == 2:
+            self._after_execution(now, task, attempt)
         if engine.finished:
             self.env.stop()
+
+    def _after_execution(self, now: float, task: int, attempt: int) -> None:
+        """An attempt of a bag that moves data finished executing: if the engine took the end,
+        its outputs travel home (TaskDelivered once they are there), or it is done."""
+        rec = self.engine.tasks[task]
+        if rec.attempt != attempt:
+            return
+        if rec.state is TaskState.FETCHING:
+            self.env.schedule(self.data.fetch(task, now), TASK_END, self._delivered, (task, attempt))
+        elif rec.state is TaskState.DONE:
+            self.data.done(task)
+
+    def _delivered(self, now: float, payload: tuple[int, int]) -> None:
+        """A fetched attempt's outputs are home."""
+        task, attempt = payload
+        self._handle(now, TaskDelivered(time=now, task=task, attempt=attempt))
+        rec = self.engine.tasks[task]
+        if rec.attempt == attempt and rec.state is TaskState.DONE:
+            self.data.done(task)
 
     def _timer(self, now: float, payload: tuple[int, int, str | None]) -> None:
         self._handle(now, TimerFired(time=now, task=payload[0], attempt=payload[1], site=payload[2]))
@@ -340,13 +455,17 @@ class Simulation:
 
 
 def audit_reselection(decisions: list[Decision], pilots: list[SimPilot], truths: list[_SiteTruth],
-                      engine: Engine, instructions: float) -> ReselAudit:
+                      engine: Engine, instructions: float, data: _DataTruth | None = None) -> ReselAudit:
     """Judge each task's first re-selection against the oracle RESEL.
 
     The oracle knows what the engine could not: when the origin r would have been acquired
     (the drawn start of its earliest pilot submitted before the decision, even if that pilot
     was later cancelled) and the true T_x on r and on the slot of r' the task went to. Only
     decisions taken while r was still unacquired (a_r' < a_r, the thesis's setting) are judged.
+
+    With ``data`` (a bag that moves data) the true times are T_x' = T_x + D, D as the run's
+    transfers make it for a task bound to r at a_r and to r' at a_r' — the quantity the
+    engine's T̂x' predicts (the decision records carry T̂x'), so RESEL stays argmin(a + T_x').
     """
     audit = ReselAudit()
     site_index = {s.name: i for i, s in enumerate(engine.sites)}
@@ -370,6 +489,9 @@ def audit_reselection(decisions: list[Decision], pilots: list[SimPilot], truths:
         alt_pilot = pilots[attempt.pilot]
         tx_r = instructions * truths[r].kappa / origin_pilot.speed
         tx_r2 = instructions * truths[r2].kappa / alt_pilot.speed
+        if data is not None:
+            tx_r += data.seconds_at(r, origin_pilot.start)
+            tx_r2 += data.seconds_at(r2, d.a_r2)
         # a_r' as the engine logged and used it: when the task got its slot on r'
         audit.add(judge(tx_r, tx_r2, d.tx_r, d.tx_r2, origin_pilot.start, d.a_r2))
     return audit

@@ -258,8 +258,9 @@ class SlurmCLI:
         self._version = self._version or fmt.slurm_release(doc)
         metas, nodes = fmt.parse_sinfo_json(doc)
         if not metas or not any(m.default for m in metas.values()):
-            # ≤ v0.0.38 lists only nodes, and the data_parser generations of 23.x–24.x skip
-            # the partition flags (no DEFAULT): the configuration comes from scontrol's text
+            # ≤ v0.0.38 lists only nodes, and data_parser v0.0.40–v0.0.44 (24.11's default,
+            # 26.05's on request) skip the partition flags (no DEFAULT): the configuration comes
+            # from scontrol's text. v0.0.45 (26.05's default) flags the default again.
             cmd = ["scontrol", "-o", "show", "partition"]
             metas = fmt.parse_scontrol_partitions(self._query(cmd), shlex.join(cmd)) or metas
         return fmt.combine_partitions(metas, nodes), nodes

@@ -9,9 +9,12 @@ Slurm's JSON comes in two generations, told apart by ``meta``:
 * ``meta.plugin.type = "openapi/v0.0.37"`` / ``"v0.0.38"`` (Slurm 21.08–23.02): flat fields,
   ``job_state: "RUNNING"``, plain integers with the C sentinels NO_VAL (0xfffffffe) and
   INFINITE (0xffffffff) for "unset" and "unlimited";
-* ``meta.plugin.data_parser = "data_parser/v0.0.39"`` … ``v0.0.42``+ (Slurm 23.02+): numbers as
+* ``meta.plugin.data_parser = "data_parser/v0.0.39"`` … ``v0.0.45`` (Slurm 23.02+; 24.11's CLI
+  answers v0.0.42 by default, 26.05's v0.0.45 and on request v0.0.42–v0.0.44): numbers as
   ``{"set": true, "infinite": false, "number": N}`` objects, states as lists, nested
-  partition fields (``partition.cpus.total``, ``partition.maximums.time``).
+  partition fields (``partition.cpus.total``, ``partition.maximums.time``). Each later layout
+  only added fields resel does not read, except the partitions' ``flags`` (``DEFAULT``): gone
+  from v0.0.40–v0.0.44, back in v0.0.45 (recorded: tests/data/trixie, tests/data/sid).
 
 Real replies mix both (a v0.0.37 ``squeue --json`` file holds a job with number objects), so
 fields are not read by generation but through :func:`number`, which accepts either form.
@@ -420,7 +423,7 @@ def parse_partitions_json(doc: Mapping[str, Any], command: str) -> dict[str, Par
 
     Flat (≤ v0.0.38): ``max_time_limit`` minutes, ``flags: ["default"]``, ``total_cpus``.
     data_parser: ``maximums.time``, ``partition.state``, ``cpus.total``, ``nodes.total`` and
-    (in the newest generations) ``flags: ["DEFAULT"]``.
+    ``flags: ["DEFAULT"]`` (in v0.0.45, Slurm 26.05's newest; v0.0.40–v0.0.44 leave it out).
     """
     out = {}
     for i, p in enumerate(_list(doc, "partitions", command)):

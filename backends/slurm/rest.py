@@ -10,16 +10,21 @@ Authentication is slurmrestd's JWT scheme: headers ``X-SLURM-USER-NAME`` and
 is part of every path (``/slurm/v0.0.38/...``) and must be one the site's slurmrestd serves:
 v0.0.38 for Slurm 22.05; v0.0.39+ for 23.02+ (where the job description's ``environment``
 became a list of ``NAME=value`` strings); Slurm 24.11 serves v0.0.40–v0.0.42 and no longer
-v0.0.38. ``api_version="auto"`` (what sites opened from a sites file use) asks ``/ping`` of each
+v0.0.38; Slurm 26.05 serves v0.0.42–v0.0.45 (all four read and submitted through live, on the
+testbed's Debian sid root). ``api_version="auto"`` (what sites opened from a sites file use) asks ``/ping`` of each
 version resel reads, newest first, once, and keeps the first one served (slurmrestd answers an
 unserved version with 404).
 
 The token is a password for the user's whole Slurm account, so it goes to the configured
-origin only: redirects are followed by hand, and only to the same scheme, host and port (or
-from http to https on the same host); a redirect anywhere else is refused with an error, never
-followed with the token, as ``requests`` would (it strips only ``Authorization``). A plain
-``http://`` URL to another machine than this one sends the token in clear text: resel warns
-(:class:`InsecureTokenWarning`).
+URL only: no redirect is ever followed (slurmrestd does not redirect). A 3xx reply is an error
+that names the URL asked and the ``Location`` given, and the token goes nowhere else. resel once
+followed redirects by hand within the same scheme, host and port; a ``Location`` such as
+``http://127.0.0.1:18899\\@127.0.0.1:18820/`` passed that check (``urlsplit`` reads host
+127.0.0.1:18820, with ``127.0.0.1:18899\\`` as user info) while urllib3 connected to port 18899 —
+two parsers never agree on every URL, so none is asked. A plain ``http://`` URL to another
+machine than this one sends the token in clear text: resel warns (:class:`InsecureTokenWarning`).
+The token file itself must be the user's and readable by nobody else
+(:func:`resel.trust.read_secret`, used by :mod:`resel.backends.connect`).
 
 slurmrestd has no "will run" endpoint, so :meth:`SlurmREST.test_only` answers None; the
 pending jobs' ``start_time`` (the scheduler's backfill estimate) serves
@@ -39,7 +44,7 @@ import re
 import time
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
 from dataclasses import replace
 from typing import Any
 
@@ -57,15 +62,13 @@ from resel.backends.slurm.formats import (
 from resel.models.twin import QueueSnapshot
 
 from resel.errors import TransportError
+from resel.safe_text import terminal
 
 #: each request at DEBUG: method, URL, HTTP status, seconds (``RESEL_LOG=debug``)
 log = logging.getLogger("resel.backends.slurm.rest")
 
 __all__ = ["InsecureTokenWarning", "SlurmREST"]
 
-#: redirects followed (same origin only) before giving up
-_MAX_REDIRECTS = 5
-_REDIRECTS = (301, 302, 303, 307, 308)
 
 
 class InsecureTokenWarning(UserWarning):
@@ -76,13 +79,6 @@ def _origin(url: str) -> tuple[str, str, int | None]:
     parts = urlsplit(url)
     default = {"http": 80, "https": 443}.get(parts.scheme)
     return parts.scheme, (parts.hostname or "").lower(), parts.port or default
-
-
-def _same_origin(old: str, new: str) -> bool:
-    """Whether a redirect from old to new may carry the token: the same scheme, host and port,
-    or an upgrade from http to https on the same host."""
-    (s1, h1, p1), (s2, h2, p2) = _origin(old), _origin(new)
-    return h1 == h2 and ((s1, p1) == (s2, p2) or (s1, s2) == ("http", "https"))
 
 
 def _loopback(host: str) -> bool:
@@ -98,7 +94,7 @@ _VERSION = re.compile(r"v0\.0\.\d+\Z")
 #: empty ``errors`` list) when slurmctld rejects the JWT
 _AUTH_STATUS = (401, 403, 511)
 #: the API versions resel reads, newest first: what ``api_version="auto"`` tries
-API_VERSIONS = ("v0.0.42", "v0.0.41", "v0.0.40", "v0.0.39", "v0.0.38")
+API_VERSIONS = ("v0.0.45", "v0.0.44", "v0.0.43", "v0.0.42", "v0.0.41", "v0.0.40", "v0.0.39", "v0.0.38")
 _WORD = re.compile(r"[A-Za-z0-9_.\-]+\Z")
 #: the states SlurmCLI's snapshot asks squeue for
 _AUTH_HINT = ("check the site's rest_user and token: tokens from `scontrol token` expire "
@@ -198,7 +194,7 @@ class SlurmREST:
         """The HTTP status of ``GET /slurm/{version}/ping`` (404: version not served)."""
         url = f"{self.base_url}/slurm/{version}/ping"
         try:
-            reply = self._send("GET", url, None)   # the token per request, redirects within the origin
+            reply = self._send("GET", url, None)   # the token per request, never a redirect
             reply.close()
             return reply.status_code
         except requests.Timeout as e:
@@ -244,30 +240,28 @@ class SlurmREST:
         return reply.status_code, doc, errors
 
     def _send(self, method: str, url: str, body: Any) -> requests.Response:
-        """One request, following redirects by hand and only within the origin (module
-        docstring): the token never reaches another host or port."""
-        for _ in range(_MAX_REDIRECTS + 1):
-            t0 = time.monotonic()
-            reply = self.session.request(method, url, json=body, headers=self._auth, timeout=self.timeout,
-                                         allow_redirects=False)
-            log.debug("slurmrestd: %s %s -> HTTP %d in %.3f s", method, url, reply.status_code,
-                      time.monotonic() - t0)     # never the token, never the body (a job script)
-            if reply.status_code not in _REDIRECTS or "location" not in reply.headers:
-                return reply
-            target = urljoin(url, reply.headers["location"])
-            if not _same_origin(url, target):
-                reply.close()
-                raise SchedulerError(
-                    f"slurmrestd at {self.base_url} redirected {method} {urlsplit(url).path} to another "
-                    f"server, {target}; resel does not send the token there",
-                    command=f"{method} {url}", reply=f"HTTP {reply.status_code} Location: {target}",
-                    hint="if that server really is the site's slurmrestd, put its address in the site's rest_url")
-            if reply.status_code == 303 or (reply.status_code in (301, 302) and method == "POST"):
-                method, body = "GET", None        # what browsers and requests do
-            url = target
+        """One request to ``url`` and no other: a redirect is never followed (module docstring),
+        so the token reaches the configured server only.
+
+        Raises:
+            SchedulerError: the reply is a redirect (any 3xx), naming the URL and where it pointed.
+        """
+        t0 = time.monotonic()
+        reply = self.session.request(method, url, json=body, headers=self._auth, timeout=self.timeout,
+                                     allow_redirects=False)
+        log.debug("slurmrestd: %s %s -> HTTP %d in %.3f s", method, url, reply.status_code,
+                  time.monotonic() - t0)     # never the token, never the body (a job script)
+        if 300 <= reply.status_code < 400:
+            location = reply.headers.get("location", "")
             reply.close()
-        raise SchedulerError(f"slurmrestd at {self.base_url}: more than {_MAX_REDIRECTS} redirects for {url}",
-                             command=url)
+            shown = terminal(location, lines=False)[:300] or "(none)"
+            raise SchedulerError(
+                f"slurmrestd at {self.base_url} answered {method} {url} with a redirect (HTTP "
+                f"{reply.status_code}, Location {shown}); slurmrestd does not redirect, and resel never "
+                "sends the token anywhere but rest_url",
+                command=f"{method} {url}", reply=f"HTTP {reply.status_code} Location: {shown}",
+                hint="if the site's slurmrestd really is at another address, put that address in the site's rest_url")
+        return reply
 
     def _error(self, method: str, path: str, status: int, errors: list[str]) -> SchedulerError:
         said = "; ".join(errors)

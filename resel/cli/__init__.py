@@ -31,6 +31,7 @@ COMMANDS = {
     "simulate": "resel.cli.simulate:simulate",
     "runs": "resel.cli.stored:runs",
     "report": "resel.cli.stored:report",
+    "prune": "resel.cli.stored:prune",
     "sites": "resel.cli.sites:sites_group",
     "replay": "resel.cli.trace:replay_cmd",
     "profile": "resel.cli.profile:profile_cmd",
@@ -42,6 +43,8 @@ COMMANDS = {
     "history": "resel.cli.history:history_group",
     "grid": "resel.cli.grid:grid_cmd",
     "scenario": "resel.cli.grid:scenario_group",
+    "results": "resel.cli.results:results_cmd",
+    "fetch": "resel.cli.results:fetch_cmd",
 }
 
 
@@ -59,7 +62,7 @@ def cli() -> None:
     Start here:
       resel simulate                      # 1,024 GROMACS-style tasks on 4 thesis sites
       resel sites show                    # the sites, their clocks and LIM's predictions
-      resel runs / resel report RUN       # what was stored
+      resel runs / resel report RUN       # what was stored (resel prune: remove old runs)
       resel sites check --sites S.toml    # can resel reach your live sites?
       resel run BAG --sites S.toml        # run a bag on live Slurm sites (status, cancel, --resume)
     """
@@ -68,11 +71,17 @@ def cli() -> None:
 def main() -> None:
     """Console-script entry point. ``RESEL_LOG=debug`` (or ``info``) shows on stderr what resel
     does that the tables do not: every command it runs on a site with its exit code and time."""
+    from resel.cli.startup import leave_numpy_out_of_sqlite_utils
+    leave_numpy_out_of_sqlite_utils()       # ~60 ms of every command that writes a store
     level = os.environ.get("RESEL_LOG", "").strip().upper()
     if level:
         import logging
         if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
-            raise SystemExit(f"resel: RESEL_LOG={level.lower()!r}: give debug, info, warning or error")
+            from resel.cli.common import CommandError
+            error = CommandError(f"RESEL_LOG={level.lower()!r} is not a log level",
+                                 "give RESEL_LOG=debug, info, warning or error", as_json="--json" in sys.argv[1:])
+            error.show()
+            raise SystemExit(error.exit_code)
         # resel's own loggers only: paramiko's and urllib3's debug would bury what resel did
         logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
         logging.getLogger("resel").setLevel(level)

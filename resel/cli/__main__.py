@@ -5,4 +5,5 @@ import sys
 
 from resel.cli import main
 
-sys.exit(main())
+if __name__ == "__main__":    # not when a spawned process (a Dask worker of --dask local) imports it again
+    sys.exit(main())

@@ -9,7 +9,7 @@ from typing import Callable, Iterator
 import click
 
 from resel.cli.common import Table   # rich, imported on first use
-from resel.cli.common import INT64_MAX, Finite
+from resel.cli.common import COUNT, Finite
 from resel.safe_text import markup as m
 from resel.safe_text import terminal
 from resel.sim.grid import ALGORITHMS, DISPATCHERS, HEURISTICS, Cluster, Grid, Reallocation, compare
@@ -25,6 +25,8 @@ def _cluster(ctx, param, values: tuple[str, ...]) -> list[Cluster]:
             speed = float(parts[2]) if len(parts) > 2 and parts[2] else 1.0
             policy = parts[3] if len(parts) > 3 else "conservative"
         except (IndexError, ValueError):
+            parts = []
+        if not parts or len(parts) > 4 or not name.strip():     # ':8' had no name, 'a:8:1:easy:x' a fifth field
             raise click.BadParameter(f"{value!r}: write NAME:CORES[:SPEED[:POLICY]], e.g. zegox:576:1.2:easy") from None
         if policy not in POLICIES or not 1 <= cores <= 10**9 or not (1e-6 <= speed <= 1e6):
             raise click.BadParameter(f"{value!r}: cores from 1 to 10^9, speed from 1e-6 to 1e6, "
@@ -46,8 +48,8 @@ def _period(ctx, param, value: float) -> float:
 @click.argument("traces", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--cluster", "clusters", multiple=True, callback=_cluster,
               help="NAME:CORES[:SPEED[:POLICY]]; repeat for each cluster (policy default: conservative).")
-@click.option("--dispatch", type=click.Choice(DISPATCHERS), default="mct", show_default=True,
-              help="How the meta-scheduler picks a cluster for each arriving job.")
+@click.option("--dispatch", type=click.Choice(DISPATCHERS), default="mct", show_default=True, metavar="RULE",
+              help=f"How the meta-scheduler picks a cluster for each arriving job: {', '.join(DISPATCHERS)}.")
 @click.option("--realloc", type=click.Choice(("none",) + ALGORITHMS), default="none", show_default=True,
               help="Move waiting jobs between clusters: regular (if it gains > margin) or all-cancel.")
 @click.option("--heuristic", type=click.Choice(HEURISTICS), default="mct", show_default=True,
@@ -62,7 +64,7 @@ def _period(ctx, param, value: float) -> float:
 @click.option("--exact", is_flag=True, help="Give the schedulers exact walltimes instead of the requests.")
 @click.option("--load", type=Finite(min=1e-6, max=1e6), default=1.0, show_default=True,
               help="Divide submit times by this (2 = arrivals twice as dense).")
-@click.option("--first", "first_n", type=click.IntRange(1, INT64_MAX), default=None, help="Only the first N jobs.")
+@click.option("--first", "first_n", type=COUNT, default=None, help="Only the first N jobs.")
 @click.option("--dry-run", is_flag=True, help="List the moves reallocation would make, without making them "
               "(for all-cancel: the moves the regular algorithm would make).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
@@ -120,15 +122,18 @@ def _print_grid(doc: dict, dry_run: bool, console) -> None:
     console.print(f"{base['jobs']:,} jobs over " + ", ".join(f"{m(c['name'])} ({c['cores']} cores, ×{c['speed']:g}, "
                                                                  f"{c['policy']})" for c in doc["clusters"])
                   + f"; dispatch {base['dispatcher']}; load ×{doc['load']:g}")
+    from resel.units import pick
     table = Table()
-    for col in ("run", "jobs per cluster", "mean wait s", "mean response s", "mean bsld τ=60", "moves"):
-        table.add_column(col, justify="right" if col != "run" else "left")
     rows = [("without reallocation", base)]
     if "with_reallocation" in doc and not dry_run:
         rows.append(("with reallocation", doc["with_reallocation"]))
+    unit = pick(v for _, s in rows for v in (s["wait"]["mean"], s["response"]["mean"]))
+    for col in ("run", "jobs per cluster", unit.header("mean wait"), unit.header("mean response"), "mean bsld τ=60",
+                "moves"):
+        table.add_column(m(col), justify="right" if col != "run" else "left")
     for label, s in rows:
-        table.add_row(label, m(" / ".join(f"{v:,}" for v in s["per_cluster"].values())), f"{s['wait']['mean']:,.0f}",
-                      f"{s['response']['mean']:,.0f}", f"{s['bsld_60']['mean']:.2f}", f"{s['moves']:,}")
+        table.add_row(label, m(" / ".join(f"{v:,}" for v in s["per_cluster"].values())), unit.cell(s["wait"]["mean"]),
+                      unit.cell(s["response"]["mean"]), f"{s['bsld_60']['mean']:.2f}", f"{s['moves']:,}")
     console.print(table)
     if "comparison" in doc:
         c = doc["comparison"]
@@ -139,8 +144,8 @@ def _print_grid(doc: dict, dry_run: bool, console) -> None:
     if dry_run and doc.get("moves") is not None:
         moves = doc["moves"]
         t = Table(title=f"{len(moves)} move(s) reallocation would make (not made)", title_justify="left")
-        for col in ("time s", "job", "from", "to", "old ECT s", "new ECT s", "gain s"):
-            t.add_column(col, justify="right")
+        for col in ("time [s]", "job", "from", "to", "old ECT [s]", "new ECT [s]", "gain [s]"):
+            t.add_column(m(col), justify="right")
         for mv in moves[:50]:
             t.add_row(f"{mv['time']:,.0f}", str(mv["job"]), m(mv["source"]), m(mv["target"]), f"{mv['old_ect']:,.0f}",
                       f"{mv['new_ect']:,.0f}", f"{mv['old_ect'] - mv['new_ect']:,.0f}")
@@ -159,7 +164,7 @@ def scenario_group() -> None:
               help="Divide submit times by this (denser arrivals, longer queues).")
 @click.option("--period", type=Finite(min=1, max=1e9), default=3600.0, show_default=True,
               help="Seconds between reallocation rounds.")
-@click.option("--first", "first_n", type=click.IntRange(1, INT64_MAX), default=None, help="Only the first N jobs.")
+@click.option("--first", "first_n", type=COUNT, default=None, help="Only the first N jobs.")
 @click.option("--workers", type=click.IntRange(1, 64), default=2, show_default=True, help="Runs in parallel.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def seed004_cmd(load: float, period: float, first_n: int | None, workers: int, as_json: bool) -> None:

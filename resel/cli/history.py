@@ -6,43 +6,23 @@ Thin wrappers over :mod:`resel.models.history`; the waits live in the run store'
 
 from __future__ import annotations
 
-import math
-import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
-from resel.cli.common import Console, Table   # rich, imported on first use
+from resel.cli.common import Table   # rich, imported on first use
 from resel.cli.common import fail_cleanly as _fail_cleanly
-from resel.cli.common import CORES, INT64_MAX, Finite
+from resel.cli.common import COUNT, CORES, Finite, json_option, out
 from resel.cli.common import print_json as _print_json
 from resel.errors import ReselError
 from resel.safe_text import markup as m
 from resel.safe_text import terminal
+from resel.units import pick
 
 db_option = click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
                          help="Run store (default: $RESEL_DB or ~/.local/share/resel/resel.db).")
-json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 _unit = Finite(0, 1, min_open=True, max_open=True)
-
-
-def _console() -> Console:
-    # piped output (a file, a pager) gets wide lines rather than 80-column wrapping
-    return Console(highlight=False, width=None if sys.stdout.isatty() else 150)
-
-
-def duration(seconds: float | None) -> str:
-    """A wait for people: ``45 s``, ``12.5 min``, ``3.2 h``, ``2.1 d``; ``—`` for none."""
-    if seconds is None or (isinstance(seconds, float) and math.isnan(seconds)):
-        return "—"
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 2 * 3600:
-        return f"{seconds / 60:.1f} min"
-    if seconds < 2 * 86400:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.1f} d"
 
 
 @click.group("history", context_settings={"help_option_names": ["-h", "--help"]})
@@ -75,7 +55,7 @@ def history_group() -> None:
                    "command {command, stdout}. The kind is detected from the content.")
 @click.option("--swf", "swf_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="A Standard Workload Format trace (field 3 = wait, 9 = requested time).")
-@click.option("--limit", type=click.IntRange(1, INT64_MAX), default=None, help="SWF: import at most N jobs.")
+@click.option("--limit", type=COUNT, default=None, help="SWF: import at most N jobs.")
 @click.option("--cores-if-unknown", "default_cores", type=CORES, default=None,
               help="sacct: cores to assume for jobs without a CPU column (default: skip them).")
 @db_option
@@ -145,8 +125,8 @@ def show_cmd(site, cores, walltime, quantile, confidence, alarm, db_path, as_jso
     history = wh.load_history(open_store(db_path, write=False), site)
     if not len(history):
         where = f" for {site}" if site else ""
-        raise ReselError(f"no wait history{where} in {db_path or default_path()}: import some with "
-                         f"`resel history import --site NAME --sacct FILE` (or --swf FILE)")
+        raise ReselError(f"no wait history{where} in {db_path or default_path()}",
+                         hint="import some with `resel history import --site NAME --sacct FILE` (or --swf FILE)")
     head = (f"{quantile * 100:g} % bound at {confidence * 100:g} % confidence "
             f"(needs ≥ {min_history(quantile, confidence)} waits per group)")
     if cores is not None:
@@ -156,26 +136,29 @@ def show_cmd(site, cores, walltime, quantile, confidence, alarm, db_path, as_jso
             _print_json({"cores": cores, "walltime": walltime, "bounds": [b.as_dict() for b in bounds]})
             return
         shape = wh.shape_class(cores, walltime) if walltime is not None else f"{wh.cores_class(cores)}c, any walltime"
+        unit = pick(b.seconds for b in bounds)
         t = Table(title=f"{head}, {cores}-core job ({m(shape)})", title_justify="left")
-        for col in ("site", "bound", "from", "waits used", "change points", "note"):
-            t.add_column(col, justify="right" if col in ("bound", "waits used", "change points") else "left")
+        for col in ("site", unit.header("bound"), "from", "waits used", "change points", "note"):
+            t.add_column(m(col), justify="left" if col in ("site", "from", "note") else "right")
         for b in bounds:
-            t.add_row(m(b.site), duration(b.seconds), m(f"{b.group} ({b.level})") if b.level else "—", str(b.n),
+            t.add_row(m(b.site), unit.cell(b.seconds), m(f"{b.group} ({b.level})") if b.level else "—", str(b.n),
                       str(b.change_points), m(b.reason))
-        _console().print(t)
+        out.print(t)
         return
     rows = history.summary(site, quantile, confidence, alarm)
     if as_json:
         _print_json({"quantile": quantile, "confidence": confidence, "alarm": alarm,
                      "classes": [r.as_dict() for r in rows]})
         return
+    unit = pick(v for r in rows for v in (r.median_wait, r.bound))
     t = Table(title=head, title_justify="left")
-    for col in ("site", "shape", "waits", "median wait", "bound", "waits used", "change points"):
-        t.add_column(col, justify="left" if col in ("site", "shape") else "right")
+    for col in ("site", "shape", "waits", unit.header("median wait"), unit.header("bound"), "waits used",
+                "change points"):
+        t.add_column(m(col), justify="left" if col in ("site", "shape") else "right")
     for r in rows:
-        t.add_row(m(r.site), m(r.shape), str(r.n), duration(r.median_wait), duration(r.bound), str(r.used),
+        t.add_row(m(r.site), m(r.shape), str(r.n), unit.cell(r.median_wait), unit.cell(r.bound), str(r.used),
                   str(r.change_points))
-    _console().print(t)
+    out.print(t)
 
 
 @history_group.command("fetch", context_settings={"help_option_names": ["-h", "--help"]})
@@ -202,11 +185,15 @@ def fetch_cmd(sites_file: Path, days: float, db_path: Path | None, as_json: bool
     import time
 
     from resel.backends.connect import close_quietly, open_site
-    from resel.config import load_sites
+    from resel.config import LIVE_KINDS, load_sites
     from resel.store import open_store
+    site_list = load_sites(sites_file)
+    if all(s.kind not in LIVE_KINDS for s in site_list):
+        from resel.cli.common import live_sites_from
+        live_sites_from(sites_file, "resel history fetch")     # raises, saying what to type instead
     db = open_store(db_path)
     rows = []
-    for site in load_sites(sites_file):
+    for site in site_list:
         row: dict[str, Any] = {"site": site.name, "read": 0, "new": 0, "skipped": {}, "problem": None}
         ps = None
         try:
@@ -224,7 +211,13 @@ def fetch_cmd(sites_file: Path, days: float, db_path: Path | None, as_json: bool
         finally:
             close_quietly(ps)
         rows.append(row)
+    failed = [r["site"] for r in rows if r["problem"]]
+    problem = f"{len(failed)} of {len(rows)} site(s) imported nothing: {', '.join(failed)}" if failed else None
+    hint = "each site's line says why; `resel history import --site NAME --sacct FILE` reads a saved sacct reply"
     if as_json:
+        if problem:
+            from resel.cli.common import fail_json
+            fail_json({"days": days, "sites": rows}, problem, hint)
         _print_json({"days": days, "sites": rows})
         return
     for r in rows:
@@ -233,14 +226,16 @@ def fetch_cmd(sites_file: Path, days: float, db_path: Path | None, as_json: bool
         else:
             click.echo(terminal(f"{r['site']}: {r['read']} wait(s) read, {r['new']} new"
                                 + (f", skipped {r['skipped']}" if r["skipped"] else "")))
+    if problem:
+        raise ReselError(problem, hint=hint)
 
 
 @history_group.command("learn", context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--site", required=True, help="Site name the errors belong to (as in the sites file).")
 @click.option("--swf", "swf_file", type=click.Path(dir_okay=False, exists=True, path_type=Path), required=True,
               help="The site's workload trace (SWF) with recorded waits.")
-@click.option("--cores", type=click.IntRange(1), default=None,
-              help="The machine's cores (default: the trace header's MaxProcs).")
+@click.option("--cores", type=CORES, default=None,
+              help="The machine's cores (default: the trace header's MaxProcs, else its .machines file).")
 @click.option("--policy", type=click.Choice(["fcfs", "easy", "easy-sjbf", "conservative"]), default="easy",
               show_default=True, help="The policy the twin and the scheduler's estimate model the queue with.")
 @db_option
@@ -255,29 +250,58 @@ def learn_cmd(site, swf_file, cores, policy, db_path, as_json) -> None:
     \b
     Example:
       resel history learn --site seth --swf ../shared/data/swf/hpc2n.swf
-      resel history learn --site meta --swf ../shared/data/swf/wagap-2013.swf --cores 2176 --json
+      resel history learn --site meta --swf ../shared/data/swf/wagap-2013.swf --json
     """
     from resel.sim import finish_eval as fe
     from resel.sim import wait_eval as we
     from resel.models.conditioned import save_errors
     from resel.store import open_store
     from resel.sim.swf import Trace
+    from resel.sim.swf import site_cores
     trace = Trace(swf_file)
-    cores = cores or trace.header.max_procs
+    cores = cores or site_cores(swf_file, trace.header)[0]
     if not cores:
-        raise ReselError(f"{swf_file}: the header names no MaxProcs; give --cores")
+        raise ReselError(f"{swf_file}: the header names no MaxProcs and there is no {swf_file.name}.machines "
+                         "beside it", hint="give the site's cores with --cores N")
     jobs = we.load_recorded(trace, cores)
     probes = fe.recorded_probes(jobs, policy, cores, warmup=0.0)
     rows = [{"site": site, "source": src, "origin": f"swf:{swf_file.name}", "job": k, "cores": p.shape.cores,
              "walltime": p.shape.walltime, "estimate": p.estimates[src], "real": p.real, "submit": p.at}
             for k, p in enumerate(probes) for src in ("twin", "scheduler") if p.estimates.get(src) is not None]
     n = save_errors(open_store(db_path), rows)
-    doc = {"site": site, "trace": str(swf_file), "cores": cores, "policy": policy, "jobs": len(probes), "errors": n}
+    sizes = {src: error_sizes([r["real"] - r["estimate"] for r in rows if r["source"] == src])
+             for src in ("twin", "scheduler")}
+    doc = {"site": site, "trace": str(swf_file), "cores": cores, "policy": policy, "jobs": len(probes), "errors": n,
+           "sizes": sizes}
     if as_json:
         _print_json(doc)
         return
-    _console().print(f"{site}: {n} errors of the twin's and the scheduler's estimates from {len(probes)} jobs of "
-                     f"{swf_file.name} ({cores} cores, {policy} model)", markup=False)
+    out.print(f"{m(site)}: {n:,} errors of the twin's and the scheduler's start estimates stored, from "
+              f"{len(probes):,} jobs of {m(swf_file.name)} ({cores:,} cores, {policy} model); `resel plan` now "
+              "shows each wait there as P50/P90")
+    unit = pick(v for d in sizes.values() for v in (d["p10"], d["p90"], d["mean_abs"]))
+    t = Table(title="error = recorded wait − estimate (positive: the job waited longer than estimated)",
+              title_justify="left")
+    for col in ("estimate", "errors", unit.header("P10"), unit.header("median"), unit.header("P90"),
+                unit.header("mean |error|"), "within ±10 min"):
+        t.add_column(m(col), justify="left" if col == "estimate" else "right")
+    for src, d in sizes.items():
+        t.add_row(src, f"{d['n']:,}", unit.cell(d["p10"]), unit.cell(d["p50"]), unit.cell(d["p90"]),
+                  unit.cell(d["mean_abs"]), "—" if d["within_10min"] is None else f"{d['within_10min']:.0%}")
+    out.print(t)
+
+
+def error_sizes(errors: list[float]) -> dict:
+    """How large the errors of one estimate are: count, P10/median/P90 (type-7 quantiles, as
+    :func:`statistics.quantiles` with ``method="inclusive"``), mean absolute error and the share
+    within ±10 minutes (the start-hit window of docs/calibration.md); None where there are none."""
+    import statistics
+    if not errors:
+        return {"n": 0, "p10": None, "p50": None, "p90": None, "mean_abs": None, "within_10min": None}
+    qs = statistics.quantiles(errors, n=10, method="inclusive") if len(errors) > 1 else [errors[0]] * 9
+    return {"n": len(errors), "p10": qs[0], "p50": statistics.median(errors), "p90": qs[8],
+            "mean_abs": statistics.fmean(abs(e) for e in errors),
+            "within_10min": sum(abs(e) <= 600 for e in errors) / len(errors)}
 
 
 def register(cli: click.Group) -> None:

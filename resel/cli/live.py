@@ -18,7 +18,8 @@ import click
 from resel.cli import common as c   # its consoles are looked up at each use (tests replace them)
 from resel.cli.common import Table   # rich, imported on first use
 from resel.cli.rates import model_option, objective_option, risk_option, walltime_option
-from resel.cli.common import RUN_ID, SEED, Finite, live_sites_from, print_json
+from resel.cli.common import RUN_ID, Finite, db_option, fail_cleanly, fail_json, json_option, live_sites_from
+from resel.cli.common import print_json, seed_option, wide_option
 from resel.errors import ReselError, StoreError
 from resel.safe_text import markup as m
 
@@ -50,7 +51,7 @@ def readable_run(store, run_id: int):
               help="Sites file with live sites (kind = \"slurm\", an [site.access] table each).")
 @click.option("--strategy", default="model+reselect", show_default=True,
               help="Initial selection (random, model, topk:K, queue) with or without +reselect.")
-@click.option("--seed", default=0, show_default=True, type=SEED)
+@seed_option
 @click.option("--clock", type=click.Choice(["base", "avg", "probed"]), default="base", show_default=True,
               help="Site clock LIM predicts with: base, measured avg from the sites file, or the latest "
                    "`resel sites probe` of each site (falls back to the sites file).")
@@ -59,7 +60,8 @@ def readable_run(store, run_id: int):
 @click.option("--perf", is_flag=True, help="Run every task under `perf stat` and store its counters.")
 @click.option("--task-timeout", type=Finite(1, 1e9), default=None, help="Kill an attempt after this many seconds.")
 @click.option("--resume", "resume_id", type=RUN_ID, default=None, help="Carry on run RUN after a crash (no BAG needed).")
-@click.option("--dry-run", is_flag=True, help="Show the plan (as `resel plan`: start estimates, T̂x, chosen sites); submit nothing.")
+@click.option("--dry-run", is_flag=True, help="Show the plan (as `resel plan`: start estimates, T̂x, chosen sites); "
+              "submit nothing. A file of simulated sites is planned from the simulator, as `resel plan` does.")
 @click.option("--estimate", type=click.Choice(["auto", "history", "twin", "scheduler"]), default="auto", show_default=True,
               help="Queue-aware strategy: which start estimate ranks the sites (see `resel plan`).")
 @click.option("--max-time", type=Finite(1, 1e9), default=None, help="Give up (and cancel everything) after this many seconds.")
@@ -72,17 +74,25 @@ def readable_run(store, run_id: int):
               help="Quarantine a site whose tasks fail or pilots die far more often than elsewhere "
                    "(5 bad outcomes, half of its own, twice the rate elsewhere; back-off 30 min doubling "
                    "up to 4 h — docs/engine.md).")
+@click.option("--results", "results_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where the tasks' outputs go (bags with `outputs`): RESULTS/RUN/task-NNNN/. "
+                   "Default: the bag's `results`, else ./resel-results.")
+@click.option("--keep-remote", is_flag=True,
+              help="Keep each task's folder on its site after its outputs came home (default: removed "
+                   "once every output is home and its sha256 checked).")
 @click.option("--refit", is_flag=True,
               help="When the run is done, refit the model of the bag's application from every live run "
                    "(as `resel model fit --application APP`), so the next run and plan use it.")
-@click.option("--db", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Run store (SQLite). Default: $RESEL_DB or ~/.local/share/resel/resel.db.")
-@click.option("--json", "as_json", is_flag=True, help="Print the final status as JSON.")
+@db_option
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the final status as one JSON document (an error too: {\"error\", \"hint\"}).")
+@fail_cleanly
 def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed: int, clock: str, poll: float,
             perf: bool,
             task_timeout: float | None, resume_id: int | None, dry_run: bool, estimate: str, max_time: float | None,
             progress: bool | None, model: str, risk: float | None, objective: str, walltime: str,
-            quarantine: bool, refit: bool, db: Path | None, as_json: bool) -> None:
+            quarantine: bool, results_dir: Path | None, keep_remote: bool, refit: bool, db: Path | None,
+            as_json: bool) -> None:
     """Run a bag on live sites: pilots, late binding, re-selection; crash-safe.
 
     Every event and action is written to the run store before it is carried out, so a
@@ -91,6 +101,11 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
     running; resume later, or `resel cancel RUN` to stop everything.
 
     Watch it from another terminal with `resel status`.
+
+    A bag with `inputs` and `outputs` (docs/data.md) carries its files: every input is
+    checked and hashed before anything is submitted, each goes to the site a task is bound
+    to, and a task is done only when its outputs are home (`--results`) with their sha256
+    checked; `resel results RUN` lists them.
 
     \b
     Examples:
@@ -107,72 +122,129 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
     from resel.live.view import table
     from resel.selection import Strategy
     from resel.store import default_path, open_store
+    store = open_store(db)
+    if resume_id is not None:
+        readable_run(store, resume_id)
+        coord = Coordinator.resume(store, resume_id, open_site)
+    else:
+        if bag_file is None or sites_file is None:
+            raise click.UsageError("give BAG_FILE and --sites FILE (or --resume RUN)")
+        bag = load_bag(bag_file)
+        if dry_run and _all_simulated(sites_file):   # planned from the simulator, as `resel plan` does
+            from resel.cli.plan import plan_simulated
+            plan_simulated(bag, sites_file, strategy=strategy, source=estimate, clock=clock, seed=seed,
+                           db_path=db, as_json=as_json, model=model, objective=objective, risk=risk)
+            return
+        site_list = live_sites_from(sites_file, "resel run")
+        check_site_commands(bag, site_list)
+        check_task_count(bag.count, f"{bag_file}: bag.count")
+        Strategy.parse(strategy)
+        if clock == "probed":
+            from resel.live.site_probe import probed_sites
+            site_list, probed = probed_sites(store, site_list)
+            c.err.print(f"probed clocks: {m(probed or 'none stored; using the sites file')}", soft_wrap=True)
+            clock = "avg"
+        manifest = _manifest(bag, check_only=dry_run)
+        if dry_run:
+            from resel.cli.plan import show_plan
+            show_plan(bag, site_list, strategy=strategy, source=estimate, quantile=LiveOptions.quantile,
+                      confidence=LiveOptions.confidence, clock=clock, seed=seed, db_path=db, as_json=as_json,
+                      model=model, objective=objective, risk=risk)
+            return
+        site_list = _within_limits(c, bag, site_list)
+        from resel.cli.rates import runtime_for
+        runtime = runtime_for(bag, site_list, model=model, db=store, clock=clock)
+        rates = runtime.engine_rates(bag.profile.instructions, risk=risk, objective=objective)
+        c.err.print(rates.label, soft_wrap=True, markup=False)
+        options = LiveOptions(strategy=strategy, seed=seed, clock=clock, poll=poll, perf=perf,
+                              task_timeout=task_timeout, estimate=estimate, rates=rates.to_json(),
+                              objective=objective, walltime=walltime, quarantine=quarantine,
+                              keep_remote=keep_remote)
+        coord = Coordinator.start(store, bag, site_list, options, open_site,
+                                  bag_file=str(bag_file.resolve()), sites_file=str(sites_file.resolve()),
+                                  manifest=manifest, results=_results_root(bag, results_dir))
+    c.err.print(f"run {coord.run_id}: {coord.bag.count} tasks on {m(', '.join(s.name for s in coord.sites))} "
+                f"(store {m(db or default_path())}; resume with `resel run --resume {coord.run_id}`)", soft_wrap=True)
+    show = sys.stderr.isatty() if progress is None else progress
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
-        store = open_store(db)
-        if resume_id is not None:
-            readable_run(store, resume_id)
-            coord = Coordinator.resume(store, resume_id, open_site)
+        if show:
+            with Live(table(_snap(coord)), console=c.err, refresh_per_second=2, transient=True) as live:
+                coord.run(on_cycle=lambda co: live.update(table(_snap(co))), max_time=max_time)
         else:
-            if bag_file is None or sites_file is None:
-                raise click.UsageError("give BAG_FILE and --sites FILE (or --resume RUN)")
-            bag, site_list = load_bag(bag_file), live_sites_from(sites_file)
-            check_site_commands(bag, site_list)
-            check_task_count(bag.count, f"{bag_file}: bag.count")
-            Strategy.parse(strategy)
-            if clock == "probed":
-                from resel.live.site_probe import probed_sites
-                site_list, probed = probed_sites(store, site_list)
-                c.err.print(f"probed clocks: {m(probed or 'none stored; using the sites file')}", soft_wrap=True)
-                clock = "avg"
-            if dry_run:
-                from resel.cli.plan import show_plan
-                show_plan(bag, site_list, strategy=strategy, source=estimate, quantile=LiveOptions.quantile,
-                          confidence=LiveOptions.confidence, clock=clock, seed=seed, db_path=db, as_json=as_json,
-                          model=model, objective=objective, risk=risk)
-                return
-            site_list = _within_limits(c, bag, site_list)
-            from resel.cli.rates import runtime_for
-            runtime = runtime_for(bag, site_list, model=model, db=store, clock=clock)
-            rates = runtime.engine_rates(bag.profile.instructions, risk=risk, objective=objective)
-            c.err.print(rates.label, soft_wrap=True, markup=False)
-            options = LiveOptions(strategy=strategy, seed=seed, clock=clock, poll=poll, perf=perf,
-                                  task_timeout=task_timeout, estimate=estimate, rates=rates.to_json(),
-                                  objective=objective, walltime=walltime, quarantine=quarantine)
-            coord = Coordinator.start(store, bag, site_list, options, open_site,
-                                      bag_file=str(bag_file.resolve()), sites_file=str(sites_file.resolve()))
-        c.err.print(f"run {coord.run_id}: {coord.bag.count} tasks on {m(', '.join(s.name for s in coord.sites))} "
-                    f"(store {m(db or default_path())}; resume with `resel run --resume {coord.run_id}`)", soft_wrap=True)
-        show = sys.stderr.isatty() if progress is None else progress
-        signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-        try:
-            if show:
-                with Live(table(_snap(coord)), console=c.err, refresh_per_second=2, transient=True) as live:
-                    coord.run(on_cycle=lambda co: live.update(table(_snap(co))), max_time=max_time)
-            else:
-                coord.run(max_time=max_time)
-        except KeyboardInterrupt:
-            c.err.print(f"stopped; pilots keep running. Continue with `resel run --resume {coord.run_id}` "
-                        f"or stop everything with `resel cancel {coord.run_id}`", soft_wrap=True)
-            sys.exit(130)
-        finally:
-            coord.close()
-        if coord.cancelled:
-            c.err.print(f"run {coord.run_id} is being cancelled (`resel cancel {coord.run_id}`); this coordinator "
-                        "let go of it", soft_wrap=True)
-            sys.exit(1)
-        snap = _snap(coord)
-        refitted = _refit(store, coord) if refit and coord.finished else None
-        if as_json:
-            doc = snap.as_dict()
-            if refitted is not None:
-                doc["refit"] = refitted
-            print_json(doc)
-        else:
-            c.out.print(table(snap))
-        if snap.failed:
-            sys.exit(1)
-    except ReselError as exc:
-        raise click.ClickException(str(exc)) from None
+            coord.run(max_time=max_time)
+    except KeyboardInterrupt:
+        c.err.print(f"stopped; pilots keep running. Continue with `resel run --resume {coord.run_id}` "
+                    f"or stop everything with `resel cancel {coord.run_id}`", soft_wrap=True)
+        sys.exit(130)
+    finally:
+        coord.close()
+    if coord.cancelled:
+        c.err.print(f"run {coord.run_id} is being cancelled (`resel cancel {coord.run_id}`); this coordinator "
+                    "let go of it", soft_wrap=True)
+        sys.exit(1)
+    snap = _snap(coord)
+    refitted = _refit(store, coord) if refit and coord.finished else None
+    doc = snap.as_dict()
+    if refitted is not None:
+        doc["refit"] = refitted
+    failed = (f"run {coord.run_id}: {snap.failed} task(s) failed" if snap.failed else None)
+    hint = f"`resel report {coord.run_id}` and the attempts table say why" if snap.failed else None
+    if as_json:
+        if failed:
+            fail_json(doc, failed, hint)
+        print_json(doc)
+        return
+    c.out.print(table(snap))
+    if failed:
+        c.err.print(f"Error: {failed}\nHint: {hint}", markup=False, soft_wrap=True)
+        sys.exit(1)
+
+
+def _all_simulated(sites_file: Path) -> bool:
+    """Every site of ``sites_file`` is simulated (an error in the file is raised here)."""
+    from resel.config import LIVE_KINDS, load_sites
+    return all(s.kind not in LIVE_KINDS for s in load_sites(sites_file))
+
+
+def _manifest(bag, *, check_only: bool = False):
+    """The bag's inputs found, checked and hashed before anything is submitted (docs/data.md);
+    None for a bag without inputs. A progress line on a terminal while large inputs are read."""
+    if bag.data is None or not bag.data.inputs:
+        return None
+    from resel import task_data
+    shown = [0.0]
+
+    def progress(done: int, total: int) -> None:
+        if sys.stderr.isatty() and (time.monotonic() - shown[0] > 0.5 or done == total):
+            shown[0] = time.monotonic()
+            c.err.print(f"checking inputs: {done / 1e6:,.0f} of {total / 1e6:,.0f} MB hashed", end="\r",
+                        markup=False)
+    manifest = task_data.build(bag, progress=progress, hashed=not check_only)
+    files = manifest.distinct_files
+    c.err.print(f"inputs: {sum(len(t) for t in manifest.tasks):,} for {bag.count:,} task(s), {len(files):,} distinct "
+                f"file(s), {sum(f.size for f in files.values()) / 1e6:,.1f} MB"
+                + (f"; shared by every task: {', '.join(f.name for f in manifest.shared_files)}"
+                   if manifest.shared else ""), soft_wrap=True, markup=False)
+    return manifest
+
+
+def _results_root(bag, given: Path | None) -> str | None:
+    """Where the run's outputs go (absolute: ``--resume`` from elsewhere delivers there too):
+    ``--results``, else the bag's ``results``, else ./resel-results. Made (0700) and checked
+    writable now, before anything is submitted."""
+    if bag.data is None or not bag.data.outputs:
+        return None
+    import os
+    root = Path(given if given is not None else (bag.data.results or "resel-results")).expanduser().resolve()
+    try:
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ReselError(f"cannot make the results folder {root}: {exc.strerror or exc}; give another with "
+                         "--results DIR") from None
+    if not os.access(root, os.W_OK | os.X_OK):
+        raise ReselError(f"the results folder {root} is not writable; give another with --results DIR")
+    return str(root)
 
 
 def _refit(store, coord: Coordinator) -> list[dict]:
@@ -227,44 +299,45 @@ def _within_limits(c, bag, site_list):
 
 @click.command("status")
 @click.argument("run_id", type=RUN_ID, required=False)
-@click.option("--db", type=click.Path(dir_okay=False, path_type=Path), default=None)
-@click.option("--json", "as_json", is_flag=True)
+@db_option
+@json_option
+@fail_cleanly
 def status_cmd(run_id: int | None, db: Path | None, as_json: bool) -> None:
     """Where a live run stands (default: the newest live run), from the run store.
 
     \b
     Example:
+      resel status
       resel status 7 --json
     """
     from resel.live.view import snapshot, stored_notes, table
     from resel.store import read_store
-    try:
-        store = read_store(db)
-        if run_id is None:
-            rows = list(store.query("select id from runs where mode = 'live' order by id desc limit 1"))
-            if not rows:
-                raise ReselError("no live run in the store yet (start one with `resel run`)")
-            run_id = rows[0]["id"]
-        engine, run = readable_run(store, run_id)
-        last = list(store.query("select max(time) as t from events where run_id = ?", [run_id]))[0]["t"] or 0.0
-        elapsed = (run["ttc_wkd"] if run["status"] == "done" and run["ttc_wkd"] is not None
-                   else max(last, time.time() - run["t0"] if run["status"] == "running" else last))
-        snap = snapshot(engine, run_id, run["status"], elapsed, notes=stored_notes(store, run_id))
-        if as_json:
-            doc = snap.as_dict()
-            doc["pilots"] = list(store.query("select pilot, site, job_id, cores, state, reason from live_pilots "
-                                             "where run_id = ? order by pilot", [run_id]))
-            print_json(doc)
-        else:
-            c.out.print(table(snap))
-    except ReselError as exc:
-        raise click.ClickException(str(exc)) from None
+    store = read_store(db)
+    if run_id is None:
+        rows = list(store.query("select id from runs where mode = 'live' order by id desc limit 1"))
+        if not rows:
+            raise ReselError("no live run in the store yet", hint="start one with `resel run BAG --sites FILE`; "
+                             "`resel runs` lists the simulated ones")
+        run_id = rows[0]["id"]
+    engine, run = readable_run(store, run_id)
+    last = list(store.query("select max(time) as t from events where run_id = ?", [run_id]))[0]["t"] or 0.0
+    elapsed = (run["ttc_wkd"] if run["status"] == "done" and run["ttc_wkd"] is not None
+               else max(last, time.time() - run["t0"] if run["status"] == "running" else last))
+    snap = snapshot(engine, run_id, run["status"], elapsed, notes=stored_notes(store, run_id))
+    if as_json:
+        doc = snap.as_dict()
+        doc["pilots"] = list(store.query("select pilot, site, job_id, cores, state, reason from live_pilots "
+                                         "where run_id = ? order by pilot", [run_id]))
+        print_json(doc)
+    else:
+        c.out.print(table(snap))
 
 
 @click.command("cancel")
 @click.argument("run_id", type=RUN_ID)
-@click.option("--db", type=click.Path(dir_okay=False, path_type=Path), default=None)
-@click.option("--json", "as_json", is_flag=True)
+@db_option
+@json_option
+@fail_cleanly
 def cancel_cmd(run_id: int, db: Path | None, as_json: bool) -> None:
     """Cancel every pilot and task of a live run; checks that nothing is left on any site.
 
@@ -279,33 +352,33 @@ def cancel_cmd(run_id: int, db: Path | None, as_json: bool) -> None:
     from resel.backends.connect import open_site
     from resel.live.coordinator import Coordinator
     from resel.store import open_store
+    store = open_store(db)
+    rows = list(store.query("select status, options from runs where id = ? and mode = 'live'", [run_id]))
+    if rows and rows[0]["status"] == "cancelled":
+        raise ReselError(f"run {run_id} is already cancelled")
+    if rows and rows[0]["status"] == "done":
+        raise ReselError(f"run {run_id} is done (every task finished or failed); there is nothing to cancel, "
+                         "and it stays done")
+    if rows:
+        store["runs"].update(run_id, {"status": "cancelling"})   # a running coordinator stops
+        _wait_for_coordinator(store, run_id, rows[0]["options"])
+    readable_run(store, run_id)
+    coord = Coordinator.resume(store, run_id, open_site, to_cancel=True)
     try:
-        store = open_store(db)
-        rows = list(store.query("select status, options from runs where id = ? and mode = 'live'", [run_id]))
-        if rows and rows[0]["status"] == "cancelled":
-            raise ReselError(f"run {run_id} is already cancelled")
-        if rows and rows[0]["status"] == "done":
-            raise ReselError(f"run {run_id} is done (every task finished or failed); there is nothing to cancel, "
-                             "and it stays done")
-        if rows:
-            store["runs"].update(run_id, {"status": "cancelling"})   # a running coordinator stops
-            _wait_for_coordinator(store, run_id, rows[0]["options"])
-        readable_run(store, run_id)
-        coord = Coordinator.resume(store, run_id, open_site, to_cancel=True)
-        try:
-            left = coord.cancel_everything()
-        finally:
-            coord.close()
-        if as_json:
-            print_json({"run": run_id, "cancelled": not left, "left": left})
-        elif left:
-            c.err.print(f"run {run_id}: could not cancel: {m(', '.join(left))}")
-        else:
-            c.out.print(f"run {run_id} cancelled; no pilot of it is left on any site")
+        left = coord.cancel_everything()
+    finally:
+        coord.close()
+    problem = f"run {run_id}: could not cancel {', '.join(left)}" if left else None
+    hint = f"try `resel cancel {run_id}` again, or cancel those jobs on their sites" if left else None
+    if as_json:
+        doc = {"run": run_id, "cancelled": not left, "left": left}
         if left:
-            sys.exit(1)
-    except ReselError as exc:
-        raise click.ClickException(str(exc)) from None
+            fail_json(doc, problem, hint)
+        print_json(doc)
+    elif left:
+        raise ReselError(problem, hint=hint)
+    else:
+        c.out.print(f"run {run_id} cancelled; no pilot of it is left on any site")
 
 
 def _wait_for_coordinator(store, run_id: int, options: str | None) -> None:
@@ -324,45 +397,71 @@ def _wait_for_coordinator(store, run_id: int, options: str | None) -> None:
         time.sleep(0.2)
 
 
+def _site_failures(rows: list[dict], sites_file: Path, failed: list[str], what: str) -> tuple[str, str] | None:
+    """The error a live ``resel sites`` command ends with when some sites failed: which, and
+    what to try next."""
+    if not failed:
+        return None
+    return (f"{len(failed)} of {len(rows)} site(s) {what}: {', '.join(failed)}",
+            f"the error column says why; `RESEL_LOG=debug resel sites check --sites {sites_file}` "
+            "shows every command sent")
+
+
+def _end(doc: dict, failure: tuple[str, str] | None, as_json: bool) -> None:
+    """Print ``doc`` (``--json``) and end with the failure, in the one error style."""
+    if as_json:
+        if failure:
+            fail_json(doc, *failure)
+        print_json(doc)
+    elif failure:
+        raise ReselError(failure[0], hint=failure[1])
+
+
 @click.command("check")
 @click.option("--sites", "sites_file", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="Sites file with live sites.")
-@click.option("--json", "as_json", is_flag=True)
-def check_cmd(sites_file: Path, as_json: bool) -> None:
+@wide_option
+@json_option
+@fail_cleanly
+def check_cmd(sites_file: Path, wide: bool, as_json: bool) -> None:
     """Probe every live site at once: reachable, scheduler and version, partitions, cores,
     a start estimate for the pilot shape, CPU model and clock.
 
     \b
     Example:
+      resel sites check --sites my-sites.toml
+      resel sites check --sites my-sites.toml --wide     # partitions and CPU model too
       resel sites check --sites my-sites.toml --json
     """
     from resel.backends.connect import check_site
     from concurrent.futures import ThreadPoolExecutor
-    try:
-        site_list = live_sites_from(sites_file)
-    except ReselError as exc:
-        raise click.ClickException(str(exc)) from None
+    site_list = live_sites_from(sites_file, "resel sites check")
     with ThreadPoolExecutor(max_workers=max(1, len(site_list))) as pool:
         rows = list(pool.map(check_site, site_list))
-    if as_json:
-        print_json({"sites": rows})
-    else:
+    failure = _site_failures(rows, sites_file, [r["site"] for r in rows if not r["reachable"] or r.get("error")],
+                             "failed the check")
+    if not as_json:
+        from resel.units import pick
+        unit = pick(r.get("start_estimate_s") for r in rows)
         t = Table(title=f"sites in {m(sites_file)}", title_justify="left")
-        for col in ("site", "reachable", "scheduler", "partitions", "free/total cores", "pilot start", "CPU", "GHz", "error"):
+        cols = ["site", "reachable", "scheduler"] + (["partitions"] if wide else []) + [
+            "free/total cores", m(unit.header("pilot starts in"))] + (["CPU"] if wide else []) + ["GHz", "error"]
+        for col in cols:
             t.add_column(col)
         for r in rows:
             cpu = r.get("cpu") or {}
-            est = r.get("start_estimate_s")
-            t.add_row(m(r["site"]), "yes" if r["reachable"] else "no",
-                      m(f"{r.get('scheduler') or '—'} {r.get('version') or ''}".strip()),
-                      m(", ".join(p["name"] for p in r.get("partitions") or []) or "—"),
-                      "—" if r.get("total_cores") is None else f"{r['free_cores']}/{r['total_cores']}",
-                      "—" if est is None else f"in {est:,.0f} s",
-                      m(cpu.get("model") or "—"), "—" if not cpu.get("mhz") else f"{cpu['mhz'] / 1000:.2f}",
-                      m(r.get("error") or ""))
+            cells = [m(r["site"]), "yes" if r["reachable"] else "no",
+                     m(f"{r.get('scheduler') or '—'} {r.get('version') or ''}".strip())]
+            if wide:
+                cells.append(m(", ".join(p["name"] for p in r.get("partitions") or []) or "—"))
+            cells += ["—" if r.get("total_cores") is None else f"{r['free_cores']}/{r['total_cores']}",
+                      unit.fmt(r.get("start_estimate_s"))]
+            if wide:
+                cells.append(m(cpu.get("model") or "—"))
+            cells += ["—" if not cpu.get("mhz") else f"{cpu['mhz'] / 1000:.2f}", m(r.get("error") or "")]
+            t.add_row(*cells)
         c.out.print(t)
-    if any(not r["reachable"] or r.get("error") for r in rows):
-        sys.exit(1)
+    _end({"sites": rows}, failure, as_json)
 
 
 @click.command("status")
@@ -370,7 +469,8 @@ def check_cmd(sites_file: Path, as_json: bool) -> None:
               help="Sites file with live sites (Slurm, PBS, HTCondor).")
 @click.option("--timeout", default=30.0, show_default=True, type=Finite(1, 1e6),
               help="Seconds to wait for a site before showing it as not answering.")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
+@fail_cleanly
 def sites_status_cmd(sites_file: Path, timeout: float, as_json: bool) -> None:
     """What every live site has free right now, whatever its kind, in one table.
 
@@ -379,13 +479,11 @@ def sites_status_cmd(sites_file: Path, timeout: float, as_json: bool) -> None:
 
     \b
     Example:
+      resel sites status --sites my-sites.toml
       resel sites status --sites my-sites.toml --json
     """
     from resel.backends.connect import site_status
-    try:
-        site_list = live_sites_from(sites_file)
-    except ReselError as exc:
-        raise click.ClickException(str(exc)) from None
+    site_list = live_sites_from(sites_file, "resel sites status")
     # daemon threads, not an executor: a site that never answers must not hold up the exit
     answers: dict[str, dict] = {}
     threads = [threading.Thread(target=lambda s=s: answers.__setitem__(s.name, site_status(s)), daemon=True)
@@ -403,11 +501,11 @@ def sites_status_cmd(sites_file: Path, timeout: float, as_json: bool) -> None:
             rows.append({"site": site.name, "kind": site.kind, "scheduler": None, "version": None,
                          "free_cores": None, "total_cores": None, "running_jobs": None, "pending_jobs": None,
                          "partitions": [], "error": f"no answer within {timeout:g} s", "seconds": None})
-    if as_json:
-        print_json({"sites": rows})
-    else:
+    failure = _site_failures(rows, sites_file, [r["site"] for r in rows if r["error"]], "did not answer")
+    if not as_json:
         t = Table(title=f"availability of the sites in {m(sites_file)}", title_justify="left")
-        for col in ("site", "kind", "scheduler", "free/total cores", "running jobs", "pending jobs", "s", "error"):
+        for col in ("site", "kind", "scheduler", "free/total cores", "running jobs", "pending jobs", "asked [s]",
+                    "error"):
             t.add_column(col)
         for r in rows:
             t.add_row(m(r["site"]), m(r["kind"]), m(f"{r['scheduler'] or '—'} {r['version'] or ''}".strip()),
@@ -416,8 +514,7 @@ def sites_status_cmd(sites_file: Path, timeout: float, as_json: bool) -> None:
                       "—" if r["pending_jobs"] is None else str(r["pending_jobs"]),
                       "—" if r["seconds"] is None else f"{r['seconds']:.2f}", m(r["error"] or ""))
         c.out.print(t)
-    if any(r["error"] for r in rows):
-        sys.exit(1)
+    _end({"sites": rows}, failure, as_json)
 
 
 @click.command("probe")
@@ -425,9 +522,11 @@ def sites_status_cmd(sites_file: Path, timeout: float, as_json: bool) -> None:
               help="Sites file with live sites.")
 @click.option("--timeout", default=300.0, show_default=True, type=Finite(10, 1e6),
               help="Seconds to wait for a site's probe pilot to start and report.")
-@click.option("--db", type=click.Path(dir_okay=False, path_type=Path), default=None)
-@click.option("--json", "as_json", is_flag=True)
-def sites_probe_cmd(sites_file: Path, timeout: float, db: Path | None, as_json: bool) -> None:
+@db_option
+@wide_option
+@json_option
+@fail_cleanly
+def sites_probe_cmd(sites_file: Path, timeout: float, db: Path | None, wide: bool, as_json: bool) -> None:
     """Measure each site's compute nodes through its own queue: CPU model, clock, and a
     reference task under perf; stored for LIM (`resel run --clock probed`).
 
@@ -435,6 +534,8 @@ def sites_probe_cmd(sites_file: Path, timeout: float, db: Path | None, as_json: 
 
     \b
     Example:
+      resel sites probe --sites my-sites.toml
+      resel sites probe --sites my-sites.toml --wide     # the CPU model too
       resel sites probe --sites my-sites.toml --json
     """
     from concurrent.futures import ThreadPoolExecutor
@@ -442,28 +543,25 @@ def sites_probe_cmd(sites_file: Path, timeout: float, db: Path | None, as_json: 
     from resel.backends.connect import open_site
     from resel.live.site_probe import probe_site, save
     from resel.store import open_store
-    try:
-        site_list = live_sites_from(sites_file)
-        store = open_store(db)
-    except ReselError as exc:
-        raise click.ClickException(str(exc)) from None
+    site_list = live_sites_from(sites_file, "resel sites probe")
+    store = open_store(db)
     with ThreadPoolExecutor(max_workers=max(1, len(site_list))) as pool:
         rows = list(pool.map(lambda s: probe_site(s, open_site, timeout=timeout), site_list))
     save(store, rows)
-    if as_json:
-        print_json({"probes": rows})
-    else:
+    failure = _site_failures(rows, sites_file, [r["site"] for r in rows if r["error"]], "could not be probed")
+    if not as_json:
         t = Table(title=f"probes of the sites in {m(sites_file)} (stored in site_probes)", title_justify="left")
-        for col in ("site", "host", "CPU", "clock GHz", "how", "reference task-clock s", "queue wait s", "error"):
+        cols = ["site", "host"] + (["CPU"] if wide else []) + ["clock [GHz]", "how", "reference task-clock [s]",
+                                                            "queue wait [s]", "error"]
+        for col in cols:
             t.add_column(col)
         for r in rows:
-            t.add_row(m(r["site"]), m(r["host"] or "—"), m(r["cpu_model"] or "—"),
-                      "—" if r["clock_ghz"] is None else f"{r['clock_ghz']:.3f}", m(r["clock_method"] or "—"),
+            cells = [m(r["site"]), m(r["host"] or "—")] + ([m(r["cpu_model"] or "—")] if wide else [])
+            t.add_row(*cells, "—" if r["clock_ghz"] is None else f"{r['clock_ghz']:.3f}", m(r["clock_method"] or "—"),
                       "—" if r["task_clock_s"] is None else f"{r['task_clock_s']:.3f}",
                       "—" if r["wait_s"] is None else f"{r['wait_s']:.1f}", m(r["error"] or ""))
         c.out.print(t)
-    if any(r["error"] for r in rows):
-        sys.exit(1)
+    _end({"probes": rows}, failure, as_json)
 
 
 def register(cli: click.Group, sites_group: click.Group) -> None:

@@ -13,14 +13,14 @@ from pathlib import Path
 
 import click
 
-from resel.cli.common import Finite
+from resel.cli.common import INT64_MAX, Finite, fail_cleanly
 from resel.errors import ModelError, ReselError
 from resel.json_safe import clean as _clean
 from resel.safe_text import terminal
 
 db_option = click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
                          help="Run store (default: $RESEL_DB or ~/.local/share/resel/resel.db).")
-json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+from resel.cli.common import json_option  # noqa: E402 - one --json help for every command
 
 
 def _open(db_path, write: bool = True):
@@ -29,12 +29,18 @@ def _open(db_path, write: bool = True):
 
 
 def _runs_arg(value: str | None) -> list[int] | None:
+    """``--runs 1,2``: run ids, each a whole number from 1 to the store's largest (SQLite's
+    64-bit integers: a larger one ended in OverflowError at the query)."""
     if not value:
         return None
     try:
-        return [int(v) for v in value.split(",") if v.strip()]
+        runs = [int(v) for v in value.split(",") if v.strip()]
     except ValueError:
-        raise click.BadParameter(f"{value!r} is not a comma-separated list of run ids", param_hint="--runs") from None
+        runs = []
+    if not runs or not all(1 <= r <= INT64_MAX for r in runs):
+        raise click.BadParameter(f"{value!r} is not a comma-separated list of run ids (whole numbers from 1 "
+                                 f"to {INT64_MAX:,}), e.g. 1,2", param_hint="--runs") from None
+    return runs
 
 
 def _g(v: float | None, fmt: str = ".4g") -> str:
@@ -42,19 +48,16 @@ def _g(v: float | None, fmt: str = ".4g") -> str:
 
 
 def _decode(row: dict) -> dict:
-    from resel.store import stored_json
-    row = dict(row)
-    for k in ("runs", "fit", "lim", "evaluation"):
-        row[k] = stored_json(row.get(k), f"model_fits.{k} of fit {row.get('id')}")
-    row.setdefault("application", None)
-    return row
+    from resel.models.stored_records import fit_row
+    return fit_row(row)
 
 
 def latest_fit(db) -> dict:
     """The newest ``model_fits`` row, decoded. Raises ReselError when there is none."""
     rows = list(db.query("select * from model_fits order by id desc limit 1"))
     if not rows:
-        raise ReselError("no model fit in the store: run `resel model fit` first")
+        raise ReselError("no model fit in the store", hint="run `resel model fit` first (`resel model --help`: "
+                         "what it learns from, and how to get some on the testbed)")
     return _decode(rows[0])
 
 
@@ -75,8 +78,9 @@ def latest_fits(db, application: str | None = None) -> list[dict]:
         seen.add(app)
         out.append(r)
     if not out:
-        raise ReselError("no model fit in the store" + (f" for application {application!r}" if application else "")
-                         + ": run `resel model fit` first")
+        raise ReselError("no model fit in the store" + (f" for application {application!r}" if application else ""),
+                         hint="run `resel model fit` first (`resel model --help`: what it learns from, and how to "
+                              "get some on the testbed)")
     return out
 
 
@@ -123,37 +127,61 @@ def refit(db, runs: list[int] | None = None, *, holdout: float = 0.25, baseline_
 
 
 def _echo_fit(fits: dict) -> None:
-    click.echo(f"{'site':<16}{'kappa':>8}{'clock_eff GHz':>15}{'IPC':>8}{'f GHz':>8}{'s/instr':>12}{'n':>6}"
-               f"{'perf':>6}  methods")
+    """Per site: κ, effective and running clock, IPC, rate, how many tasks (and how many with
+    counters), and the methods the evidence came from."""
+    from resel.cli.common import Table, out
+    from resel.safe_text import markup as m
+    t = Table()
+    for col in ("site", "κ", "clock_eff [GHz]", "IPC", "clock [GHz]", "rate [s/instr]", "tasks", "with perf",
+                "methods"):
+        t.add_column(m(col), justify="left" if col in ("site", "methods") else "right", no_wrap=col != "methods")
     for s, f in fits.items():
-        click.echo(f"{terminal(s):<16}{_g(f['kappa'], '.3f'):>8}{_g(f['clock_ghz_eff'], '.3f'):>15}{_g(f['ipc'], '.2f'):>8}"
-                   f"{_g(f['clock_ghz'], '.2f'):>8}{_g(f['rate_s_per_instr'], '.4g'):>12}{f['n']:>6}"
-                   f"{f['n_counted']:>6}  {', '.join(f'{k}×{v}' for k, v in f['methods'].items())}")
+        t.add_row(m(s), _g(f["kappa"], ".3f"), _g(f["clock_ghz_eff"], ".3f"), _g(f["ipc"], ".2f"),
+                  _g(f["clock_ghz"], ".2f"), _g(f["rate_s_per_instr"], ".4g"), str(f["n"]), str(f["n_counted"]),
+                  m(", ".join(f"{k}×{v}" for k, v in f["methods"].items())))
+    out.print(t)
 
 
 def _echo_eval(ev: dict | None, holdout: str) -> None:
+    """The held-out scores of uncalibrated LIM and of the fit, side by side."""
     if not ev:
         click.echo(f"held-out evaluation: none ({holdout})")
         return
+    from resel.cli.common import Table, out
+    from resel.safe_text import markup as m
+    from resel.units import pick
     click.echo(f"held-out evaluation ({holdout}; {ev['n']} task(s)"
                + (f"; LIM fallback for {terminal(', '.join(ev['fallback']))}" if ev["fallback"] else "") + "):")
-    click.echo(f"  {'':<12}{'MAPE %':>10}{'tau-b':>8}{'|W^-W| mean s':>15}{'max s':>10}{'sign errors':>13}")
+    unit = pick(v for name in ("lim", "calibrated") for v in (ev[name]["window_error_mean"], ev[name]["window_error_max"]))
+    t = Table()
+    for col in ("model", "MAPE [%]", "Kendall τ-b", unit.header("|Ŵ − W| mean"), unit.header("|Ŵ − W| max"),
+                "sign errors"):
+        t.add_column(m(col), justify="left" if col == "model" else "right")
     for name in ("lim", "calibrated"):
-        s = ev[name]
-        click.echo(f"  {name:<12}{_g(s['mape'], '.1f'):>10}{_g(s['tau_b'], '.2f'):>8}"
-                   f"{_g(s['window_error_mean'], '.3g'):>15}{_g(s['window_error_max'], '.3g'):>10}"
-                   f"{s['window_sign_errors']:>13}")
+        sc = ev[name]
+        t.add_row(name, _g(sc["mape"], ".1f"), _g(sc["tau_b"], ".2f"), unit.cell(sc["window_error_mean"]),
+                  unit.cell(sc["window_error_max"]), str(sc["window_sign_errors"]))
+    out.print(t)
 
 
 @click.group("model")
 def model_group() -> None:
     """Calibrate LIM per site from measured runs, and predict with it.
 
+    A fit learns from the finished tasks of live runs (`resel run`); `resel model predict BAG
+    --sites FILE` works before any (LIM alone). Without clusters of your own, the testbed
+    gives a fit something to learn from in a few minutes:
+
+    \b
+      sudo scripts/testbed.sh up
+      resel run examples/sleep-bag.toml --sites examples/sites-testbed.toml
+      resel model fit && resel model show
+
     \b
     Example:
       resel model fit --holdout 0.25
       resel model show
-      resel model predict examples/gromacs-bag.toml
+      resel model predict examples/gromacs-bag.toml --sites examples/sites-thesis.toml
     """
 
 
@@ -169,6 +197,7 @@ def model_group() -> None:
 @click.option("--clock", type=click.Choice(["base", "avg"]), default="base", show_default=True,
               help="Site clock uncalibrated LIM is scored with.")
 @json_option
+@fail_cleanly
 def fit_cmd(db_path, runs_opt, holdout, baseline_label, application, clock, as_json) -> None:
     """Fit per site κ, effective clock, IPC and rate from finished live tasks; store the fit.
 
@@ -185,11 +214,8 @@ def fit_cmd(db_path, runs_opt, holdout, baseline_label, application, clock, as_j
       resel model fit --label water-2000 --db /tmp/r.db
     """
     runs = _runs_arg(runs_opt)
-    try:
-        docs = refit(_open(db_path), runs, holdout=holdout, baseline_label=baseline_label, clock=clock,
-                     application=application)
-    except ReselError as exc:
-        raise click.ClickException(str(exc)) from None
+    docs = refit(_open(db_path), runs, holdout=holdout, baseline_label=baseline_label, clock=clock,
+                 application=application)
     if as_json:
         click.echo(json.dumps(_clean({"fits": docs}), indent=2))
         return
@@ -204,6 +230,7 @@ def fit_cmd(db_path, runs_opt, holdout, baseline_label, application, clock, as_j
 @db_option
 @click.option("--application", default=None, help="Only this application's latest fit.")
 @json_option
+@fail_cleanly
 def show_cmd(db_path, application, as_json) -> None:
     """Print the latest fit of each application: per-site parameters, evidence, held-out scores.
 
@@ -212,10 +239,7 @@ def show_cmd(db_path, application, as_json) -> None:
       resel model show
       resel model show --application gmx --json
     """
-    try:
-        rows = latest_fits(_open(db_path, write=False), application)
-    except ReselError as exc:
-        raise click.ClickException(str(exc)) from None
+    rows = latest_fits(_open(db_path, write=False), application)
     if as_json:
         click.echo(json.dumps({"fits": rows}, indent=2))
         return
@@ -245,10 +269,11 @@ def _echo_evidence(fits: dict) -> None:
               help="Sites file: predict for its sites, LIM from its clocks (default: the sites of the fits).")
 @click.option("--model", "model", type=click.Choice(["auto", "lim", "fitted"]), default="auto", show_default=True,
               help="auto: the stored fit of the bag's application where one exists for the site, else LIM.")
-@click.option("--level", type=click.FloatRange(0.5, 0.99), default=0.9, show_default=True,
+@click.option("--level", type=Finite(0.5, 0.99), default=0.9, show_default=True,
               help="Prediction interval level (from the fit's residuals or the slots' clocks).")
 @db_option
 @json_option
+@fail_cleanly
 def predict_cmd(bag, sites_file, model, level, db_path, as_json) -> None:
     """T̂x of one task of BAG per site, with its prediction interval and uncalibrated LIM beside it.
 
@@ -266,28 +291,25 @@ def predict_cmd(bag, sites_file, model, level, db_path, as_json) -> None:
     from resel.config import load_bag, load_sites
     from resel.domain import Clock, Site
     from resel.models.fitted import runtime_model, stored_fits
-    try:
-        db = _open(db_path, write=False)
-        b = load_bag(bag)
-        app = cal.application_of(b.command)
-        if sites_file:
-            site_list = load_sites(sites_file)
-        else:
-            fits = stored_fits(db, app)
-            lim_rows = {}
-            for row in (latest_fits(db, app) if fits else []):
-                lim_rows.update(row["lim"] or {})
-            names = sorted(set(fits) | set(lim_rows))
-            if not names:
-                raise ReselError(f"no model fit of application {app!r} in the store: give --sites FILE "
-                                 "(LIM from its clocks) or run `resel model fit` first")
-            site_list = [Site(n, "slurm", 1, Clock(lim_rows.get(n, {}).get("clock_ghz") or 1.0),
-                              kappa=lim_rows.get(n, {}).get("kappa") or 1.0) for n in names]
-        from resel.config import LIVE_KINDS
-        simulated = bool(sites_file) and all(s.kind not in LIVE_KINDS for s in site_list)
-        rm = runtime_model(b, site_list, model=model, db=db, simulated_ads=simulated)
-    except ReselError as exc:
-        raise click.ClickException(str(exc)) from None
+    db = _open(db_path, write=False)
+    b = load_bag(bag)
+    app = cal.application_of(b.command)
+    if sites_file:
+        site_list = load_sites(sites_file)
+    else:
+        fits = stored_fits(db, app)
+        lim_rows = {}
+        for row in (latest_fits(db, app) if fits else []):
+            lim_rows.update(row["lim"] or {})
+        names = sorted(set(fits) | set(lim_rows))
+        if not names:
+            raise ReselError(f"no model fit of application {app!r} in the store: give --sites FILE "
+                             "(LIM from its clocks) or run `resel model fit` first")
+        site_list = [Site(n, "slurm", 1, Clock(lim_rows.get(n, {}).get("clock_ghz") or 1.0),
+                          kappa=lim_rows.get(n, {}).get("kappa") or 1.0) for n in names]
+    from resel.config import LIVE_KINDS
+    simulated = bool(sites_file) and all(s.kind not in LIVE_KINDS for s in site_list)
+    rm = runtime_model(b, site_list, model=model, db=db, simulated_ads=simulated)
     instr = b.profile.instructions
     lim = site_rates(site_list, "base")
     out = []
@@ -301,15 +323,23 @@ def predict_cmd(bag, sites_file, model, level, db_path, as_json) -> None:
         click.echo(json.dumps(_clean({"bag": b.name, "application": app, "instructions": instr, "model": model,
                                       "used": rm.used, "level": level, "notes": rm.notes, "sites": out}), indent=2))
         return
+    from resel.cli.common import Table
+    from resel.cli.common import out as console
+    from resel.safe_text import markup as m
+    from resel.units import pick
     click.echo(f"{terminal(b.name)} ({terminal(app)}): {instr:.4g} instructions per task — {terminal(rm.summary())}")
-    lv = f"{level:.0%} interval"
-    click.echo(f"{'site':<16}{'T^x s':>12}{lv:>24}{'LIM s':>12}  model")
+    unit = pick(v for r in out for v in (r["tx"], r["lim_tx"], *(r["tx_interval"] or ())))
+    t = Table()
+    for col in ("site", unit.header("T̂x"), unit.header(f"{level:.0%} interval"), unit.header("LIM"), "model"):
+        t.add_column(m(col), justify="left" if col in ("site", "model") else "right")
+    notes = []
     for r in out:
         iv = r["tx_interval"]
-        iv_text = f"{_g(iv[0])} – {_g(iv[1])}" if iv else "— (nothing measured)"
-        click.echo(f"{terminal(r['site']):<16}{_g(r['tx'], '.4g'):>12}{iv_text:>24}{_g(r['lim_tx'], '.4g'):>12}  "
-                   f"{terminal(r['detail'])}"
-                   + (f"; interval from {terminal(r['spread'])}" if r["spread"] else "")
-                   + ("" if r["interval_ok"] in (None, True) else " (too few for the interval's ranks)"))
-    for n in rm.notes:
+        iv_text = f"{unit.cell(iv[0])}–{unit.cell(iv[1])}" if iv else "— (nothing measured)"
+        t.add_row(m(r["site"]), unit.cell(r["tx"]), iv_text, unit.cell(r["lim_tx"]),
+                  "fit" if r["source"] == "fit" else "LIM")
+        notes.append(f"{r['site']}: {r['detail']}" + (f"; interval from {r['spread']}" if r["spread"] else "")
+                     + ("" if r["interval_ok"] in (None, True) else " (too few for the interval's ranks)"))
+    console.print(t)
+    for n in notes + list(rm.notes):
         click.echo(f"  {terminal(n)}")

@@ -3,7 +3,6 @@ predicted TTC, and the pilots and tasks the engine would submit. Nothing is subm
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import click
@@ -12,28 +11,27 @@ from resel.cli import common as c   # its consoles are looked up at each use (te
 from resel.cli.common import Table   # rich, imported on first use
 from resel.cli.rates import model_option, objective_option, risk_option
 from resel.errors import ReselError
-from resel.cli.common import SEED, Finite, live_sites_from, print_json
+from resel.cli.common import Finite, fail_cleanly, fail_json, json_option, live_sites_from, print_json
+from resel.cli.common import print_table, seed_option, wide_option
 from resel.safe_text import markup as m
 from resel.safe_text import terminal
-
-
-def _dur(seconds: float | None) -> str:
-    if seconds is None or (isinstance(seconds, float) and math.isnan(seconds)):
-        return "—"
-    if seconds < 120:
-        return f"{seconds:,.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:,.1f} min"
-    return f"{seconds / 3600:,.2f} h"
 
 
 #: what the plan table's columns mean, one whole sentence each under the table (in the title, a
 #: long legend was wrapped and, in an older version, cut mid-phrase)
 PLAN_LEGEND = (
-    "history bound / twin / scheduler: when the pilot the plan asks for would start, by each estimate "
-    "(bold: the one used; every pilot size: --json, 'menu').",
-    "bag alone: the predicted TTC of the whole bag on that site alone.",
-    "share done: when that site's share of the tasks would be finished — the point estimate, then P50 / P90.",
+    "start: when the pilot the plan asks for would start, by the estimate named under 'by' "
+    "(--wide: all three, * the one used; --json: every pilot size, 'menu').",
+    "T̂x: one task's predicted run time there, from LIM or, marked *, from the stored fit of the bag's "
+    "application (--wide: the model and its 90 % interval).",
+    "P50 / P90: when that site's share of the tasks would be done, median and 90th percentile; "
+    "'no spread' where neither the wait nor T̂x has a measured spread, so P90 is P50.",
+)
+#: the columns --wide adds, explained the same way
+WIDE_LEGEND = (
+    "history / twin / scheduler: the three start estimates (a QBETS bound from past waits, the queue "
+    "simulated forward, the scheduler's own answer); * marks the one used.",
+    "bag alone: the predicted TTC of the whole bag on that site alone; share done: the point estimate.",
 )
 
 
@@ -62,7 +60,7 @@ def _load_history(db_path: Path | None):
               help="History bound: the confidence that the quantile is below the bound.")
 @click.option("--clock", type=click.Choice(["base", "avg"]), default="base", show_default=True,
               help="Site clock LIM predicts T̂x with.")
-@click.option("--seed", default=0, show_default=True, type=SEED)
+@seed_option
 @model_option
 @objective_option
 @risk_option
@@ -71,10 +69,12 @@ def _load_history(db_path: Path | None):
 @click.option("--explain", is_flag=True,
               help="Say per site why it was chosen, given extra pilots or left out (a limit, unreachable, "
                    "walltime too short, too slow …), with the numbers that decided; --json always has it ('explain').")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@wide_option
+@json_option
+@fail_cleanly
 def plan_cmd(bag_file: Path, sites_file: Path, strategy: str, source: str, quantile: float, confidence: float,
              clock: str, seed: int, model: str, objective: str, risk: float | None, db_path: Path | None,
-             explain: bool, as_json: bool) -> None:
+             explain: bool, wide: bool, as_json: bool) -> None:
     """Ask the sites when a pilot would start, and show the plan; submit nothing.
 
     \b
@@ -96,6 +96,7 @@ def plan_cmd(bag_file: Path, sites_file: Path, strategy: str, source: str, quant
       resel plan bag.toml --sites sites.toml --estimate twin --json
       resel plan examples/gromacs-bag.toml --sites examples/sites-thesis.toml --objective p90
       resel plan examples/sleep-bag.toml --sites examples/sites-testbed.toml --explain
+      resel plan examples/gromacs-bag.toml --sites examples/sites-thesis.toml --wide
 
     \b
     Live sites are also asked for your limits there (Slurm associations and QOS through
@@ -104,22 +105,32 @@ def plan_cmd(bag_file: Path, sites_file: Path, strategy: str, source: str, quant
     reasons your pending jobs wait (Priority, QOSMaxJobsPerUserLimit, …) are shown.
     """
     from resel.config import LIVE_KINDS, check_site_commands, load_bag, load_sites
-    try:
-        bag = load_bag(bag_file)
-        all_sites = load_sites(sites_file)
-        check_site_commands(bag, all_sites)
-        simulated = all(s.kind not in LIVE_KINDS for s in all_sites)
-        site_list = all_sites if simulated else live_sites_from(sites_file)
-        show_plan(bag, site_list, strategy=strategy, source=source, quantile=quantile,
-                  confidence=confidence, clock=clock, seed=seed, db_path=db_path, as_json=as_json,
-                  model=model, objective=objective, risk=risk, simulated=simulated, explain=explain)
-    except ReselError as exc:
-        raise click.ClickException(str(exc)) from None
+    bag = load_bag(bag_file)
+    all_sites = load_sites(sites_file)
+    check_site_commands(bag, all_sites)
+    simulated = all(s.kind not in LIVE_KINDS for s in all_sites)
+    site_list = all_sites if simulated else live_sites_from(sites_file, "resel plan")
+    show_plan(bag, site_list, strategy=strategy, source=source, quantile=quantile,
+              confidence=confidence, clock=clock, seed=seed, db_path=db_path, as_json=as_json,
+              model=model, objective=objective, risk=risk, simulated=simulated, explain=explain, wide=wide)
+
+
+def plan_simulated(bag, sites_file: Path, *, strategy: str, source: str, clock: str, seed: int, db_path: Path | None,
+                   as_json: bool, model: str, objective: str, risk: float | None) -> None:
+    """``resel run --dry-run`` on a file of simulated sites: the plan ``resel plan`` shows for it,
+    with ``resel plan``'s own defaults for the history bound."""
+    from resel.config import check_site_commands, load_sites
+    site_list = load_sites(sites_file)
+    check_site_commands(bag, site_list)
+    params = {p.name: p.default for p in plan_cmd.params}
+    show_plan(bag, site_list, strategy=strategy, source=source, quantile=params["quantile"],
+              confidence=params["confidence"], clock=clock, seed=seed, db_path=db_path, as_json=as_json,
+              model=model, objective=objective, risk=risk, simulated=True)
 
 
 def show_plan(bag, site_list, *, strategy: str, source: str, quantile: float, confidence: float, clock: str,
               seed: int, db_path: Path | None, as_json: bool, model: str = "auto", objective: str = "p50",
-              risk: float | None = None, simulated: bool = False, explain: bool = False) -> None:
+              risk: float | None = None, simulated: bool = False, explain: bool = False, wide: bool = False) -> None:
     """Probe, plan and print (``resel plan`` and ``resel run --dry-run``)."""
     from resel.cli.rates import runtime_for, store_if_exists
     from resel.limits import check_task_count
@@ -147,82 +158,128 @@ def show_plan(bag, site_list, *, strategy: str, source: str, quantile: float, co
     if why:
         doc["history_problem"] = why
     if as_json:
+        if doc["problem"]:
+            fail_json(doc, doc["problem"], "the sites' rows say what each one answered; --explain says why")
         print_json(doc)
         return
-    t = Table(title=f"plan for {bag.count} × {m(bag.name)} ({m(doc['strategy'])}, ranked by {m(doc['estimate'])}, "
-                    f"objective {objective}{'' if risk is None else f', risk {risk:g}'}; "
-                    f"{doc['sites_kind']} sites); nothing submitted\n"
-                    f"{m(doc['model']['summary'])}",
-              title_justify="left")
-    for col in ("site", "free/total", "pilot", "history bound", "twin", "scheduler", "T̂x (model; 90 % interval)",
-                "bag alone", "tasks", "pilots (cores)", "share done (P50 / P90)", "role"):
-        t.add_column(col, no_wrap=col in ("site", "role"))
-    notes = []
-    for r in doc["sites"]:
-        cores = "—" if r["total_cores"] is None else f"{'?' if r['free_cores'] is None else r['free_cores']}/{r['total_cores']}"
-        # the estimates of the pilot the plan asks for (a smaller size may have been chosen)
-        shown = next((e for e in r["menu"] if r["pilots"] and e["cores"] == r["pilots"][0]), None) or r
-        used = shown.get("used", r["used"])
-        marks = {}
-        for name in ("history", "twin", "scheduler"):
-            text = _dur(shown[f"{name}_s"])
-            marks[name] = f"[bold]{text}[/bold]" if used == name else text
-        pilot_cores = shown.get("cores", r["pilot_cores"])
-        iv = r["tx_interval"]
-        tx_text = (_dur(r["tx"]) + (" fit" if r["tx_model"] == "fit" else " LIM")
-                   + (f"; {_dur(iv[0])}–{_dur(iv[1])}" if iv else ""))
-        done = "—"
-        if r["tasks"]:
-            done = _dur(r["finish_s"]) + (f" ({_dur(r['finish_p50'])} / {_dur(r['finish_p90'])})"
-                                          if r["finish_p50"] is not None else "")
-        t.add_row(m(r["site"]), cores, f"{pilot_cores} c × {_dur(r['walltime'])}", marks["history"], marks["twin"],
-                  marks["scheduler"], tx_text, _dur(r["ttc_s"]), str(r["tasks"]), _pilots(r["pilots"]), done,
-                  m(r["role"] or ("unreachable" if r["error"] else "")))
-        if r["error"]:
-            notes.append(f"{r['site']}: unreachable — {r['error']}")
-        else:
-            for name in ("history", "twin", "scheduler"):
-                if r[f"{name}_s"] is None and r[f"{name}_note"]:
-                    notes.append(f"{r['site']}: {name}: {r[name + '_note']}")
-            if r["used"] is None:
-                notes.append(f"{r['site']}: no start estimate at all — ranked last, not guessed")
-            notes.append(f"{r['site']}: T̂x {r['tx_detail']}")
-            if r["tasks"] and r["wait_note"]:
-                notes.append(f"{r['site']}: wait spread: {r['wait_note']}")
-        lim = r.get("limits") or {}
-        for line in lim.get("notes", []):
-            notes.append(f"{r['site']}: limits: {line}")
-        if not explain:     # --explain says these in its own lines
-            for line in lim.get("changes", []):
-                notes.append(f"{r['site']}: within your limits: {line}")
-            if lim.get("blocked"):
-                notes.append(f"{r['site']}: left out: {lim['blocked']}")
-            if lim.get("pending_reasons"):
-                notes.append(f"{r['site']}: your pending jobs there wait for: "
-                             + ", ".join(f"{k} ×{n}" for k, n in sorted(lim["pending_reasons"].items())))
-    c.out.print(t)
-    for line in PLAN_LEGEND:
-        c.out.print(f"  {line}", markup=False, highlight=False)
-    if doc.get("predicted_ttc_s") is not None:
-        c.out.print(f"  predicted TTC of this plan: {_dur(doc['predicted_ttc_s'])} "
-                    f"(each origin's chosen pilot size: its start estimate + its waves of T̂x)", markup=False)
-    if doc.get("finish_p50_s") is not None:
-        c.out.print(f"  the plan is done by {_dur(doc['finish_p50_s'])} (P50) / {_dur(doc['finish_p90_s'])} (P90): "
-                    "the latest origin's share, wait and run-time spreads drawn together (re-selection, which "
-                    "can only shorten it, left out)", markup=False)
-    for n in notes:
-        c.out.print(f"  {terminal(n)}", markup=False, highlight=False)
-    if explain:
-        c.out.print("  why:", markup=False)
-        for r in doc["sites"]:
-            ex = r.get("explain") or {}
-            c.out.print(f"    {terminal(r['site'])}: {ex.get('verdict', '?')}", markup=False, highlight=False)
-            for line in ex.get("why", []):
-                c.out.print(f"      {terminal(line)}", markup=False, highlight=False)
+    _print_plan(doc, bag, objective=objective, risk=risk, explain=explain, wide=wide)
     if why:
         c.out.print(f"  history: not used ({terminal(why)})", markup=False)
     if doc["problem"]:
         raise ReselError(doc["problem"])
+
+
+def _shown_entry(r: dict) -> dict:
+    """The menu entry of the pilot the plan asks for (a smaller size may have been chosen), or
+    the row itself."""
+    return next((e for e in r["menu"] if r["pilots"] and e["cores"] == r["pilots"][0]), None) or r
+
+
+def _print_plan(doc: dict, bag, *, objective: str, risk: float | None, explain: bool, wide: bool) -> None:
+    """The plan as a table of numbers in one time unit (named in the headers), its legend, the
+    notes per site and, with ``explain``, why each site was chosen or left out."""
+    from resel.live.plan_explain import plan_unit
+    rows = doc["sites"]
+    unit = plan_unit(rows)
+    f = unit.cell
+    c.out.print(f"plan for {bag.count} × {m(bag.name)} ({m(doc['strategy'])}, ranked by {m(doc['estimate'])}, "
+                f"objective {objective}{'' if risk is None else f', risk {risk:g}'}; "
+                f"{doc['sites_kind']} sites); nothing submitted\n{m(doc['model']['summary'])}")
+    t = Table()
+    u = f" [{unit.name}]"
+    columns = ["site", "free/total"]
+    if wide:
+        columns += ["pilot [cores]", f"walltime{u}", f"history{u}", f"twin{u}", f"scheduler{u}"]
+    else:
+        columns += [f"start{u}", "by"]
+    columns += [f"T̂x{u}"]
+    if wide:
+        columns += ["model", f"T̂x 90 %{u}", f"bag alone{u}"]
+    columns += ["tasks", "pilots"]
+    if wide:
+        columns += [f"share done{u}"]
+    columns += [f"P50{u}", f"P90{u}", "role"]
+    for col in columns:
+        # the role wraps rather than vanish in a terminal narrower than the table
+        t.add_column(m(col), justify="left" if col in ("site", "by", "model", "role") else "right",
+                     no_wrap=col != "role", overflow="fold")
+    notes = []
+    for r in rows:
+        cores = "—" if r["total_cores"] is None else f"{'?' if r['free_cores'] is None else r['free_cores']}/{r['total_cores']}"
+        shown = _shown_entry(r)
+        used = shown.get("used", r["used"])
+        cells = [m(r["site"]), cores]
+        if wide:
+            cells += [str(shown.get("cores", r["pilot_cores"])), f(r["walltime"])]
+            cells += [f(shown[f"{name}_s"]) + ("*" if used == name else "") for name in ("history", "twin", "scheduler")]
+        else:
+            cells += [f(shown[f"{used}_s"]) if used else "—", used or "—"]
+        cells += [f(r["tx"]) + ("" if wide or r["tx_model"] != "fit" else "*")]
+        if wide:
+            iv = r["tx_interval"]
+            cells += ["fit" if r["tx_model"] == "fit" else "LIM", f"{f(iv[0])}–{f(iv[1])}" if iv else "—", f(r["ttc_s"])]
+        cells += [str(r["tasks"]), _pilots(r["pilots"])]
+        if wide:
+            cells += [f(r["finish_s"]) if r["tasks"] else "—"]
+        p50, p90 = r["finish_p50"], r["finish_p90"]
+        if not r["tasks"] or p50 is None:
+            cells += ["—", "—"]
+        else:
+            cells += [f(p50), f(p90) if f(p90) != f(p50) else "no spread"]
+        cells.append(m(r["role"] or ("unreachable" if r["error"] else "")))
+        t.add_row(*cells)
+        notes += _site_notes(r, explain)
+    print_table(t, wide)
+    for line in PLAN_LEGEND + (WIDE_LEGEND if wide else ()):
+        c.out.print(f"  {line}", markup=False, highlight=False)
+    c.out.print(f"  times in {unit.words}.", markup=False, highlight=False)
+    if doc.get("predicted_ttc_s") is not None:
+        c.out.print(f"  predicted TTC of this plan: {unit.say(doc['predicted_ttc_s'])} "
+                    f"(each origin's chosen pilot size: its start estimate + its waves of T̂x)", markup=False)
+    if doc.get("finish_p50_s") is not None:
+        p50, p90 = doc["finish_p50_s"], doc["finish_p90_s"]
+        spread = (f"{unit.say(p50)} (P50) / {unit.say(p90)} (P90)" if unit.say(p90) != unit.say(p50)
+                  else f"{unit.say(p50)} (P50 = P90: no spread known)")
+        c.out.print(f"  the plan is done by {spread}: the latest origin's share, wait and run-time spreads drawn "
+                    "together (re-selection, which can only shorten it, left out)", markup=False)
+    for n in notes:
+        c.out.print(f"  {terminal(n)}", markup=False, highlight=False)
+    if explain:
+        c.out.print("  why:", markup=False)
+        for r in rows:
+            ex = r.get("explain") or {}
+            c.out.print(f"    {terminal(r['site'])}: {ex.get('verdict', '?')}", markup=False, highlight=False)
+            for line in ex.get("why", []):
+                c.out.print(f"      {terminal(line)}", markup=False, highlight=False)
+
+
+def _site_notes(r: dict, explain: bool) -> list[str]:
+    """The lines under the table about one site: why it is unreachable, estimates it lacks,
+    where its T̂x comes from, its limits."""
+    notes = []
+    if r["error"]:
+        notes.append(f"{r['site']}: unreachable — {r['error']}")
+    else:
+        for name in ("history", "twin", "scheduler"):
+            if r[f"{name}_s"] is None and r[f"{name}_note"]:
+                notes.append(f"{r['site']}: {name}: {r[name + '_note']}")
+        if r["used"] is None:
+            notes.append(f"{r['site']}: no start estimate at all — ranked last, not guessed")
+        notes.append(f"{r['site']}: T̂x {r['tx_detail']}")
+        if r["tasks"] and r["wait_note"]:
+            notes.append(f"{r['site']}: wait spread: {r['wait_note']}")
+    lim = r.get("limits") or {}
+    for line in lim.get("notes", []):
+        notes.append(f"{r['site']}: limits: {line}")
+    if not explain:     # --explain says these in its own lines
+        for line in lim.get("changes", []):
+            notes.append(f"{r['site']}: within your limits: {line}")
+        if lim.get("blocked"):
+            notes.append(f"{r['site']}: left out: {lim['blocked']}")
+        if lim.get("pending_reasons"):
+            notes.append(f"{r['site']}: your pending jobs there wait for: "
+                         + ", ".join(f"{k} ×{n}" for k, n in sorted(lim["pending_reasons"].items())))
+    return notes
 
 
 def _pilots(cores: list[int]) -> str:

@@ -15,12 +15,14 @@ from typing import Any
 
 import click
 
+from resel.cli.common import Finite
+
 model_option = click.option(
     "--model", "model", type=click.Choice(["auto", "lim", "fitted"]), default="auto", show_default=True,
     help="T̂x model: the stored fit of the bag's application where one exists for the site (auto), "
          "LIM from the sites file (lim), or the fit (fitted; LIM only where a site has none, said so).")
 risk_option = click.option(
-    "--risk", type=click.FloatRange(0.5, 0.99), default=None,
+    "--risk", type=Finite(0.5, 0.99), default=None,
     help="Re-selection windows at this upper quantile of Ŵ (from the runtime intervals), e.g. 0.9; "
          "default: the point rule Ŵ = T̂x(r') − T̂x(r).")
 walltime_option = click.option(

@@ -1,6 +1,7 @@
 """The glue between ``resel report`` / ``resel simulate`` and the figures: what to write, what
-to print. Kept apart from the commands so that the CLI imports :mod:`resel.report` and
-matplotlib only when figures are asked for (an optional extra: ``pip install resel[plots]``).
+to print, and what to check before any work. Kept apart from the commands so that the CLI
+imports :mod:`resel.report` and matplotlib only when figures are asked for (matplotlib is a
+dependency of resel since issue 28, but costs ~0.3 s to import: only drawing pays it).
 """
 
 from __future__ import annotations
@@ -18,10 +19,46 @@ from resel.safe_text import terminal
 
 
 def _need_matplotlib() -> None:
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        raise ReselError("figures need matplotlib: pip install 'resel[plots]'") from None
+    """matplotlib is a dependency of resel (since issue 28), imported only to draw; an install
+    that lost it is told how to get it back, before any work."""
+    import importlib.util
+    if importlib.util.find_spec("matplotlib") is None:
+        raise ReselError("figures need matplotlib, which this installation of resel lacks",
+                         hint="pip install 'matplotlib>=3.7' into resel's environment (or reinstall resel)")
+
+
+def ready_to_draw(plot_dir: Path | None, html_file: Path | None, protect: Sequence[tuple[str, Any]],
+                  names: Sequence[str] | None = None) -> None:
+    """Everything that can stop the figures or the report from being written, checked before
+    any work (a 40-second `resel simulate --plot DIR` once failed at its end): matplotlib, no
+    output over an input, the folder made (0700) and writable, the report's folder writable.
+
+    Raises:
+        ReselError: naming what is wrong and what to do.
+    """
+    from resel.outputs import FIGURES, private_dir
+    _need_matplotlib()
+    if html_file is not None:
+        refuse_inputs(html_file, "--html", protect)
+        _writable_folder(Path(html_file).parent if str(Path(html_file).parent) else Path("."), "--html", html_file)
+    if plot_dir is not None:
+        refuse_plot_inputs(plot_dir, protect, names=list(names or FIGURES))
+        _writable_folder(Path(plot_dir), "--plot", plot_dir)
+        private_dir(plot_dir)
+
+
+def _writable_folder(folder: Path, option: str, target: Path) -> None:
+    """Raise unless this user may create files in ``folder`` (an existing folder it cannot
+    write, or one that does not exist yet under a parent it cannot write)."""
+    import os
+    probe = folder
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise ReselError(f"{option} {target}: {probe} is a file, not a folder", hint=f"give {option} another path")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise ReselError(f"{option} {target}: this user cannot write in {probe}",
+                         hint=f"give {option} a folder you can write, or fix its permissions")
 
 
 def emit(db: Database, run_id: int, plot_dir: Path | None, html_file: Path | None, as_json: bool,
@@ -41,11 +78,7 @@ def emit(db: Database, run_id: int, plot_dir: Path | None, html_file: Path | Non
     """
     if plot_dir is None and html_file is None:
         return {}
-    if html_file is not None:
-        refuse_inputs(html_file, "--html", protect)
-    if plot_dir is not None:
-        refuse_plot_inputs(plot_dir, protect)
-    _need_matplotlib()
+    ready_to_draw(plot_dir, html_file, protect)
     from resel.report.plots import jsonable, write_all
     from resel.report.html import html_report
 
@@ -64,7 +97,7 @@ def emit(db: Database, run_id: int, plot_dir: Path | None, html_file: Path | Non
                             click.echo(terminal(f"  note: {data['note']}"), err=True)
         if html_file is not None:
             page = html_report(db, run_id)
-            with create(html_file, "w", parents=True) as f:
+            with create(html_file, "w", parents=True, option="--html") as f:
                 f.write(page)
             doc["html"] = str(html_file)
             if not as_json:

@@ -71,37 +71,57 @@ def _csv_strategies(ctx: click.Context, param: click.Parameter, value: str) -> l
               help="Local processes running the repetitions (default: every core this process may use). "
                    "The results are the serial ones, whatever N.")
 @click.option("--dask", "dask_address", default=None, metavar="ADDRESS",
-              help="Run the repetitions on a Dask cluster instead (its scheduler, e.g. tcp://login1:8786; "
-                   "needs resel[sweep] here and resel on its workers; waits for it as long as Dask's "
-                   "distributed.comm.timeouts.connect, 30 s by default) — docs/peers.md.")
+              help="Run the repetitions on a Dask cluster instead (needs resel[sweep]): local[:N] starts a "
+                   "private one here (N worker processes, default --workers; TLS with certificates made for "
+                   "this run); tls://HOST:PORT reaches yours with Dask's TLS settings (distributed.comm.tls.ca-file, "
+                   ".client.cert, .client.key in Dask's configuration); tcp://HOST:PORT needs --dask-insecure. "
+                   "Its workers need resel; waits for a scheduler as long as Dask's "
+                   "distributed.comm.timeouts.connect (30 s by default) — docs/peers.md, docs/security.md.")
+@click.option("--dask-insecure", is_flag=True,
+              help="Accept a tcp:// Dask scheduler: it authenticates nobody, so anyone who can reach its port "
+                   "can run code as you through it or answer in its place. Only where no one else can reach it.")
 @click.option("--clock", type=click.Choice(["base", "avg"]), default="base", show_default=True,
               help="Site clock LIM predicts with: nominal (thesis) or measured average.")
 @model_option
 @risk_option
 @objective_option
 @walltime_option
+@click.option("--data-blind", is_flag=True,
+              help="A bag with [bag.data] sizes: the engine decides blind to the data (sites ranked by T̂x, "
+                   "not T̂x + data time) while the simulator still moves the bytes — what the data costs a "
+                   "choice that ignores it (docs/engine.md, \"Selection sees the data\").")
 @db_option
-@click.option("--no-store", is_flag=True, help="Do not write runs to the store.")
+@click.option("--no-store", is_flag=True,
+              help="Do not write the runs to the store (nothing for `resel runs` or `resel report` to show later).")
 @click.option("--plot", "plot_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Write T_q/T_x/TTC against size per strategy (and each run's figures) into DIR.")
+              help="Write the experiment's figure into DIR: T_q, T_x and TTC against size, per strategy "
+                   "(workload_by_size.png and .svg). One run's figures: `resel report RUN --plot DIR`.")
 @json_option
 @fail_cleanly
 def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[str], estimate: str,
              quantile: float, confidence: float, sizes: list[int], repeat: int, seed: int,
-             workers: int | None, dask_address: str | None, clock: str,
-             model: str, risk: float | None, objective: str, walltime: str,
+             workers: int | None, dask_address: str | None, dask_insecure: bool, clock: str,
+             model: str, risk: float | None, objective: str, walltime: str, data_blind: bool,
              db: Path | None, no_store: bool, plot_dir: Path | None, as_json: bool) -> None:
     """Compare strategies on simulated sites: TTC, T_x and T_q of the whole bag.
 
     BAG_FILE is a task bag (TOML; default: the embedded 1,024-task GROMACS bag, see
     examples/gromacs-bag.toml). Each run is stored with its events and decisions; the table
     shows mean ± sample std per strategy and size, and how much lower TTC_wkd is than random.
+    A bag with [bag.data] sizes moves its data at each site's bandwidth, and the engine prices
+    it in every choice of site (--data-blind: it does not); the table then shows the data
+    seconds per task.
 
     \b
     Example:
       resel simulate --sizes 256,1024 --repeat 10
-      resel simulate examples/gromacs-bag.toml --sites my-sites.toml --strategies model,model+reselect --json
-      resel simulate --strategies model+reselect,race,earliest,failover,rebroker --repeat 20 --workers 2
+      resel simulate examples/gromacs-bag.toml --sites my-sites.toml \\
+          --strategies model,model+reselect --json
+      resel simulate --strategies model+reselect,race,earliest,failover,rebroker \\
+          --repeat 20 --workers 2
+      resel simulate --sizes 64,1024 --plot figures/      # and `resel runs`, `resel report RUN`
+      resel simulate examples/gromacs-data-bag.toml --sites examples/sites-data.toml \\
+          --strategies queue --sizes 256
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -111,6 +131,13 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
     from resel.sim.experiment import run_experiment
     from resel.limits import check_task_count
     from resel.store import add_experiment, default_path, open_store, save_run
+    if dask_address is not None:       # refused before any work, the scheduler not even contacted
+        from resel.sim.dask_access import parse_target
+        if parse_target(dask_address, insecure=dask_insecure).kind == "tcp":
+            err.print(f"[yellow]--dask-insecure: the Dask scheduler at {m(dask_address)} authenticates nobody; "
+                      "anyone who can reach it can run code as you[/yellow]", soft_wrap=True)
+    elif dask_insecure:
+        raise ReselError("--dask-insecure goes with --dask tcp://HOST:PORT")
     bag = load_bag(bag_file or default_bag_path())
     sites = load_sites(sites_file or default_sites_path())
     check_site_commands(bag, sites)
@@ -118,10 +145,15 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
         raise ReselError("--plot draws from the stored runs: drop --no-store")
     check_task_count(max(sizes), "--sizes", hint="give smaller --sizes")
     protect = [("the run store", db or default_path()), ("the bag file", bag_file), ("the sites file", sites_file)]
-    if plot_dir is not None:    # before any work: neither the figures' folder nor a figure is an input
-        from resel.outputs import refuse_plot_inputs
-        refuse_plot_inputs(plot_dir, protect, names=["workload_by_size"])
+    if plot_dir is not None:    # before any work: everything drawing the figure needs, checked now
+        from resel.cli.report_plots import ready_to_draw
+        ready_to_draw(plot_dir, None, protect, names=["workload_by_size"])
     store = None if no_store else open_store(db)
+    from resel.transfer import TransferModel
+    moves = TransferModel.from_bag(bag, sites) is not None
+    if data_blind and not moves:
+        raise ReselError("--data-blind: the bag moves no data to be blind to; give it [bag.data] sizes "
+                         "(input_mb, shared_mb, output_mb), e.g. examples/gromacs-data-bag.toml")
     runtime = runtime_for(bag, sites, model=model, db=store if store is not None else store_if_exists(db),
                           clock=clock, simulated=True, seed=seed)
     rates = runtime.engine_rates(bag.profile.instructions, risk=risk, objective=objective)
@@ -129,8 +161,10 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
               "strategies": strategies, "sizes": sizes, "repeat": repeat, "seed": seed, "clock": clock,
               "estimate": estimate, "quantile": quantile, "confidence": confidence,
               "model": model, "model_used": runtime.summary(), "risk": risk, "objective": objective,
-              "walltime": walltime}
-    exp_id = add_experiment(store, params) if store is not None else None
+              "walltime": walltime, "data": ("blind" if data_blind else "priced") if moves else None}
+    # the experiment's row is written with its first run: a sweep that fails before one (a Dask
+    # cluster out of reach, a worker without resel) leaves no empty experiment in the store
+    exp_ids: list[int] = []
     total = len(strategies) * len(sizes) * repeat
     with Progress(TextColumn("[bold]simulating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err, transient=True, disable=not err.is_terminal) as progress:
@@ -138,14 +172,20 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
 
         def on_run(result) -> int | None:
             progress.advance(bar)
-            return save_run(store, result, experiment_id=exp_id) if store is not None else None
+            if store is None:
+                return None
+            if not exp_ids:
+                exp_ids.append(add_experiment(store, params))
+            return save_run(store, result, experiment_id=exp_ids[0])
 
         from resel.sim.experiment import dask_executor, local_cores
-        with dask_executor(dask_address) as executor:
+        with dask_executor(dask_address, insecure=dask_insecure,
+                           default_workers=workers or local_cores()) as executor:
             exp = run_experiment(bag, sites, strategies, sizes, repeat=repeat, seed=seed, clock=clock,
                                  estimate=estimate, quantile=quantile, confidence=confidence, on_run=on_run,
                                  rates=rates, workers=workers or local_cores(), executor=executor,
-                                 walltime=walltime)
+                                 walltime=walltime, price_data=not data_blind)
+    exp_id = exp_ids[0] if exp_ids else None
     exp.experiment_id = exp_id
     if as_json:
         doc = exp.as_dict()
@@ -153,7 +193,9 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
                         "application": runtime.application, "notes": runtime.notes,
                         "sites": {s: r.as_dict(bag.profile.instructions) for s, r in runtime.sites.items()}}
         doc["risk"], doc["objective"], doc["walltime"] = risk, objective, walltime
+        doc["data"] = _data_summary(bag, sites, data_blind) if moves else None
         doc["db"] = str(db or default_path()) if store is not None else None
+        doc["stored"] = store is not None
         if plot_dir is not None:
             from resel.cli.report_plots import write_experiment
             doc["figures"] = write_experiment(store, exp_id, plot_dir, as_json=True, protect=protect)
@@ -164,31 +206,58 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
               + ("; queue-aware split on P90" if objective == "p90" else "") + "[/dim]")
     for note in runtime.notes:
         out.print(f"[dim]{m(note)}[/dim]")
+    if moves:
+        d = _data_summary(bag, sites, data_blind)
+        how = "the engine was blind to it (--data-blind)" if data_blind else "priced in every choice of site"
+        out.print(f"[dim]data per task: {d['input_mb']:g} MB own inputs, {d['shared_mb']:g} MB shared (once per "
+                  f"site), {d['output_mb']:g} MB outputs; {how}[/dim]")
     if store is not None:
         out.print(f"[dim]stored as experiment {exp_id} in {m(db or default_path())}: "
-                  f"`resel runs`, `resel report RUN`[/dim]")
+                  f"`resel runs --experiment {exp_id}`, `resel report RUN`; `resel prune` removes old runs[/dim]")
+    else:
+        out.print("[dim]not stored (--no-store): these runs cannot be listed or reported later[/dim]")
     if plot_dir is not None:
         from resel.cli.report_plots import write_experiment
         write_experiment(store, exp_id, plot_dir, protect=protect)
 
 
+def _data_summary(bag: Any, sites: list, blind: bool) -> dict:
+    """What the ``--json`` document says of a bag's data: its sizes (MB), whether the engine
+    priced it, and each site's bandwidth as priced and as simulated (MB/s)."""
+    from resel.transfer import MB, TransferModel
+    priced, truth = TransferModel.from_bag(bag, sites), TransferModel.from_bag(bag, sites, truth=True)
+    bandwidth = {}
+    for s in sites:
+        bw, true = priced.bandwidth_of(s.name), truth.bandwidth_of(s.name)
+        bandwidth[s.name] = {"in": bw.inbound, "out": bw.outbound, "true_in": true.inbound, "true_out": true.outbound}
+    return {"priced": not blind, "input_mb": priced.own_in_bytes / MB, "shared_mb": priced.shared_bytes / MB,
+            "output_mb": priced.out_bytes / MB, "bandwidth": bandwidth}
+
+
 def _mean_std(s: dict, unit: Any) -> str:
-    """``mean±std`` of a cell's summary in the table's unit (``—`` for a cell with no run)."""
+    """``mean±std`` of a cell's summary in the table's unit; the mean alone for a single run
+    (its sample std is undefined, not 0); ``—`` for a cell with no run."""
     if s["n"] == 0 or math.isnan(s["mean"]):
         return "—"
+    if s["n"] == 1:
+        return unit.cell(s["mean"])
     return f"{unit.fmt(s['mean'])}±{unit.fmt(s['std'])}"
 
 
 def _print_experiment(exp: Experiment, bag_file: Path | None, sites_file: Path | None) -> None:
-    table = Table(title=f"bag {m(exp.bag.name)} ({exp.bag.profile.instructions:.3g} instructions/task) on "
-                        f"{m(', '.join(s.name for s in exp.sites))} — {exp.repeat} run(s) each, seed {exp.seed}, "
-                        f"LIM clock {exp.clock}", title_justify="left")
     from resel.units import pick
+    seeds = f"seed {exp.seed}" if exp.repeat == 1 else f"seeds {exp.seed}–{exp.seed + exp.repeat - 1}"
+    out.print(f"bag {m(exp.bag.name)} ({exp.bag.profile.instructions:.3g} instructions per task) on "
+              f"{m(', '.join(s.name for s in exp.sites))}\n{exp.repeat} run{'s' if exp.repeat > 1 else ''} per "
+              f"strategy and size, {seeds}, LIM predicting with the {exp.clock} clock", highlight=False)
+    table = Table()
     unit = pick(cell.summary(metric)["mean"] for cell in exp.cells.values() for metric in ("ttc_wkd", "tx_wkd"))
+    moves = any("data" in cell.as_dict() for cell in exp.cells.values())
     for col, just in (("size", "right"), ("strategy", "left"), (m(unit.header("TTC_wkd")), "right"),
                       (m(unit.header("T_x,wkd")), "right"), (m(unit.header("T_q,wkd")), "right"),
-                      ("TTC vs random", "right"), ("moved", "right"), ("P_RESEL wrong", "right")):
-        table.add_column(col, justify=just, no_wrap=col != "TTC vs random" and col != "P_RESEL wrong")
+                      ("TTC vs random", "right"), ("moved", "right"), ("P_RESEL wrong", "right"),
+                      *((("data s/task", "right"),) if moves else ())):
+        table.add_column(col, justify=just, no_wrap=col != "strategy")
     for size in exp.sizes:
         for i, name in enumerate(exp.strategies):
             cell = exp.cells[(name, size)]
@@ -199,12 +268,15 @@ def _print_experiment(exp: Experiment, bag_file: Path | None, sites_file: Path |
                 vs = f"{change:.0f}% lower" if change >= 0 else f"{-change:.0f}% higher"
             rs = d["reselection"]
             wrong = f"{rs['incorrect']}/{rs['judged']}" if rs["judged"] else ""
+            data = (f"{d['data']['seconds_per_task']:.0f}" if "data" in d else "—",) if moves else ()
             table.add_row(str(size) if i == 0 else "", m(name), _mean_std(cell.summary("ttc_wkd"), unit),
                           _mean_std(cell.summary("tx_wkd"), unit), _mean_std(cell.summary("tq_wkd"), unit), vs,
-                          f"{d['reassigned']:.0f}" if rs["decisions"] else "", wrong,
-                          end_section=i == len(exp.strategies) - 1)
+                          f"{d['reassigned']:.0f}" if rs["decisions"] else "", wrong, *data,
+                          end_section=i == len(exp.strategies) - 1 and size != exp.sizes[-1])
     out.print(table)
-    out.print(f"[dim]times in {unit.words}, mean±sample std over runs; moved = tasks (mean per run) that finished "
+    spread = "mean±sample std over the runs" if exp.repeat > 1 else "one run each (--repeat N for a mean±std)"
+    out.print(f"[dim]times in {unit.words}, {spread}; moved = tasks (mean per run) that finished "
               "away from their initial site; P_RESEL wrong = re-selections (all runs) that the oracle RESEL, knowing true "
-              "T_x and a_r, would have decided otherwise[/dim]")
-
+              "T_x and a_r, would have decided otherwise"
+              + ("; data s/task = seconds a done task spent waiting for its inputs and bringing its outputs home "
+                 "(mean)" if moves else "") + "[/dim]")

@@ -29,7 +29,8 @@ def sites_group() -> None:
 @sites_option
 @click.option("--bag", "bag_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Bag whose predicted T_x to show (default: the embedded GROMACS bag).")
-@click.option("--clock", type=click.Choice(["base", "avg"]), default="base", show_default=True)
+@click.option("--clock", type=click.Choice(["base", "avg"]), default="base", show_default=True,
+              help="Site clock LIM predicts T̂x with: nominal (base) or measured average (avg).")
 @json_option
 @fail_cleanly
 def sites_show(sites_file: Path | None, bag_file: Path | None, clock: str, as_json: bool) -> None:

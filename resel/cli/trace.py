@@ -9,11 +9,10 @@ from pathlib import Path
 
 import click
 
-from resel.cli.common import Table   # rich, imported on first use
-from resel.cli.common import CORES, INT64_MAX, Finite
+from resel.cli.common import COUNT, CORES, Finite
 from resel.errors import ReselError
 from resel.outputs import create, refuse_inputs
-from resel.safe_text import markup as m
+from resel.safe_text import terminal
 from resel.sim.policies import POLICIES
 
 # The replay and the SWF reader are imported when the command runs (`resel --help` loads this
@@ -25,12 +24,13 @@ from resel.sim.policies import POLICIES
 @click.option("--policy", type=click.Choice(list(POLICIES)), default="easy", show_default=True,
               help="The site's batch policy.")
 @click.option("--cores", type=CORES, default=None,
-              help="Cores of the site (default: the trace header's MaxProcs).")
+              help="Cores of the site (default: the trace header's MaxProcs, else the TRACE.machines file "
+                   "beside it, as wagap's and jaros' traces have).")
 @click.option("--speed", type=Finite(min=1e-6, max=1e6), default=1.0, show_default=True,
               help="Site speed relative to the trace's machine: runs and requests are divided by it.")
 @click.option("--kill/--no-kill", default=False, show_default=True,
               help="Kill jobs at their requested walltime (default: raise the request to the run).")
-@click.option("--first", "first_n", type=click.IntRange(1, INT64_MAX), default=None, help="Replay only the first N jobs.")
+@click.option("--first", "first_n", type=COUNT, default=None, help="Replay only the first N jobs.")
 @click.option("--status", "statuses", default=None,
               help="Keep only jobs with these SWF status codes, e.g. 1 or 0,1 (default: all).")
 @click.option("--tau", "taus", default="10,60", show_default=True,
@@ -50,12 +50,13 @@ def replay_cmd(trace: Path, policy: str, cores: int | None, speed: float, kill: 
     \b
     Example:
       resel replay ../shared/data/swf/hpc2n.swf --policy conservative --output hpc2n-cbf.swf
-      resel replay ../shared/data/swf/wagap-2013.swf --cores 2176 --policy easy-sjbf --first 5000 --json
+      resel replay ../shared/data/swf/wagap-2013.swf --policy easy-sjbf --first 5000 --json
     """
-    from resel.cli.common import err, out
+    from resel.cli.common import err
     from resel.cli.common import fail_cleanly as _fail_cleanly, print_json as _print_json
     from resel.sim.replay import replay
-    from resel.sim.swf import Header, only_status, read_swf, write_swf
+    from resel.sim.swf import Header, read_swf, write_schedule, write_swf
+    from resel.sim.swf import site_cores as site_cores_of
 
     try:
         tau_values = tuple(float(t) for t in taus.split(",") if t.strip())
@@ -68,17 +69,18 @@ def replay_cmd(trace: Path, policy: str, cores: int | None, speed: float, kill: 
     def run() -> None:
         skipped_lines: list[tuple[int, str]] = []
         source = read_swf(trace, skip_bad=skip_bad, on_skip=lambda n, why: skipped_lines.append((n, why)))
-        site_cores = cores or source.header.max_procs
+        site_cores, cores_from = (cores, "--cores") if cores else site_cores_of(trace, source.header)
         if not site_cores:
-            raise ReselError(f"{trace}: the header gives no MaxProcs; say how many cores with --cores")
-        jobs = source
+            raise ReselError(f"{trace}: the header gives no MaxProcs and there is no {trace.name}.machines "
+                             "beside it", hint="say how many cores the site has with --cores N")
+        keep = None
         if statuses:
             try:
                 keep = {int(s) for s in statuses.split(",") if s.strip()}
             except ValueError:
                 raise click.BadParameter(f"{statuses!r}: give status codes such as 1 or 0,1", param_hint="--status") from None
-            jobs = only_status(iter(source), keep)
         sink = _open_output(output, trace) if output else None
+        schedule: list | None = None
         try:
             on_scheduled = None
             if sink is not None:
@@ -87,29 +89,37 @@ def replay_cmd(trace: Path, policy: str, cores: int | None, speed: float, kill: 
                                        f"--cores {site_cores} --speed {speed:g}{' --kill' if kill else ''}; "
                                        "field 3 = simulated wait, field 4 = simulated run")
                 write_swf(sink, [], header)
-                on_scheduled = _schedule_writer(sink)
+                if skip_bad:     # the lines skipped are known only to the reader: written as it reads them
+                    on_scheduled = _schedule_writer(sink)
+                else:            # each job's (wait, run) by position, then the trace's lines copied with them
+                    schedule = []
             # a spinner on a terminal only: elsewhere rich is not even imported (start-up)
             show = sys.stderr.isatty()
             with err.status("replaying…") if show else contextlib.nullcontext() as status:
                 def progress(n: int) -> None:
                     status.update(f"replaying… {n:,} jobs read")
-                # the Trace itself where nothing is filtered: replay() then reads it by its fast reader
-                result = replay(jobs, policy, site_cores, speed=speed, kill=kill, on_scheduled=on_scheduled,
-                                taus=tau_values, first=first_n,
+                # the Trace itself, filters as arguments: replay() then reads it by its fast reader
+                result = replay(source, policy, site_cores, speed=speed, kill=kill, on_scheduled=on_scheduled,
+                                taus=tau_values, first=first_n, statuses=keep, schedule=schedule,
                                 on_progress=progress if show else None, trace_name=str(trace))
-        finally:
+            if schedule is not None:
+                write_schedule(source, sink, schedule, keep)
+        except BaseException:
             if sink is not None:
-                sink.close()
+                sink.discard()          # a failed replay leaves an existing --output file as it was
+            raise
+        if sink is not None:
+            sink.close()                # the schedule, renamed over --output
         summary = result.summary()
         summary.update({"trace": str(trace), "speed": speed, "kill": kill, "skipped_bad_lines": len(skipped_lines),
-                        "output": str(output) if output else None})
+                        "output": str(output) if output else None, "cores_from": cores_from})
         if as_json:
             _print_json(summary)
             return
-        _print_summary(summary, out)
+        _print_summary(summary)
         if skipped_lines:
-            err.print(f"[yellow]skipped {len(skipped_lines)} malformed line(s), first at line "
-                      f"{skipped_lines[0][0]}: {m(skipped_lines[0][1])}[/yellow]")
+            click.echo(terminal(f"skipped {len(skipped_lines)} malformed line(s), first at line "
+                                f"{skipped_lines[0][0]}: {skipped_lines[0][1]}"), err=True)
 
     run()
 
@@ -128,26 +138,31 @@ def _schedule_writer(sink):
 def _open_output(output: Path, trace: Path):
     """Open the schedule file (0600 if new), refusing to overwrite the trace being read."""
     refuse_inputs(output, "--output", [("the trace being replayed", trace)])
-    return create(output, "w")
+    return create(output, "w", option="--output")
 
 
-def _print_summary(s: dict, console) -> None:
-    console.print(f"[bold]{m(s['trace'])}[/bold]: {s['jobs']:,} jobs on {s['cores']:,} cores, policy {s['policy']}, "
-                  f"speed {s['speed']:g}; utilisation {s['utilisation']:.1%}, killed {s['killed']}, "
-                  f"makespan {s['makespan'] / 86400:.1f} days")
-    table = Table()
-    for col in ("metric", "mean", "median", "P95", "IQR", "max"):
-        table.add_column(col, justify="right" if col != "metric" else "left")
-    rows = [("wait, s", "wait"), ("response, s", "response"), ("slowdown", "slowdown")]
-    rows += [(f"bounded slowdown, τ = {k[5:]} s", k) for k in s if k.startswith("bsld_")]
-    for label, key in rows:
-        d = s[key]
-        fmt = "{:,.0f}" if ", s" in label else "{:,.2f}"
-        table.add_row(label, *(("—" if math.isnan(d[m]) else fmt.format(d[m])) for m in ("mean", "median", "p95", "iqr", "max")))
-    console.print(table)
+def _print_summary(s: dict) -> None:
+    """The replay's summary as plain text (no rich: its import would be a third of a wagap
+    replay), one time unit for the table's waits and responses, named in the header."""
+    from resel.units import pick, plain_table, span
     skipped = s["skipped_too_large"] + s["skipped_unknown_runtime"]
+    lines = [f"{s['trace']}: {s['jobs']:,} jobs on {s['cores']:,} cores (from {s['cores_from']}), policy {s['policy']}, "
+             f"speed {s['speed']:g}",
+             f"utilisation {s['utilisation']:.1%}, killed {s['killed']}, makespan {span(s['makespan'])}"]
+    unit = pick(s[key][k] for key in ("wait", "response") for k in ("mean", "median", "p95", "iqr", "max"))
+    rows = [(unit.header("wait"), "wait", unit.cell), (unit.header("response"), "response", unit.cell),
+            ("slowdown", "slowdown", _ratio)]
+    rows += [(f"bounded slowdown, τ = {k[5:]} s", k, _ratio) for k in s if k.startswith("bsld_")]
+    estimators = ("mean", "median", "p95", "iqr", "max")
+    lines.append(plain_table(["metric", "mean", "median", "P95", "IQR", "max"],
+                             [[label] + [fmt(s[key][e]) for e in estimators] for label, key, fmt in rows]))
     if skipped:
-        console.print(f"[dim]not replayed: {s['skipped_too_large']} job(s) larger than the site, "
-                      f"{s['skipped_unknown_runtime']} with unknown run time or size[/dim]")
+        lines.append(f"not replayed: {s['skipped_too_large']} job(s) larger than the site, "
+                     f"{s['skipped_unknown_runtime']} with unknown run time or size")
     if s["output"]:
-        console.print(f"[dim]schedule written to {m(s['output'])}[/dim]")
+        lines.append(f"schedule written to {s['output']}")
+    click.echo(terminal("\n".join(lines)))
+
+
+def _ratio(value: float) -> str:
+    return "—" if math.isnan(value) else f"{value:,.2f}"

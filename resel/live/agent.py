@@ -15,8 +15,8 @@ Protocol (version 2; docs/agent.md says the same with examples and what changed 
 Agent and coordinator talk only through files in PILOTDIR on the site's shared filesystem.
 Every file either side writes appears atomically: written under a temporary name in the same
 directory (the agent's start with ``.`` and never end in ``.json``), fsync'ed, then renamed.
-The key of a task attempt is ``t{task}-a{attempt}``, e.g. ``t12-a0``. All times are epoch
-seconds (floats).
+The key of a task attempt is ``t{task}-a{attempt}``, e.g. ``t12-a1`` (attempts count from 1).
+All times are epoch seconds (floats).
 
 * Start: create ``inbox/ claimed/ started/ results/ cancel/ tasks/`` if missing. An agent
   relaunched in the same PILOTDIR (the batch job was requeued or restarted under the same id)

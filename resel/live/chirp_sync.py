@@ -156,13 +156,16 @@ class Chirp(object):
     def getdir(self, remote):
         """Names in a remote directory (``.`` and ``..`` left out).
 
-        getdir's exit status carries no meaning: condor_chirp sets it to the truth value of
-        ``chirp_client_getdir(...) >= 0``, so HTCondor 23.9 exits 1 after printing a listing
-        (seen in a live pool). A failure is told by its message, ``chirp: couldn't getdir:
-        REASON`` on stderr. So: a listing when stderr is empty and the status 0 or 1.
+        getdir's exit status carries no meaning: HTCondor 23.9's condor_chirp sets it to the
+        truth value of ``chirp_client_getdir(...) >= 0`` (it exits 1 after printing a listing),
+        HTCondor 25's to the listing's length in bytes, modulo 256 (33 for a listing of 33
+        bytes, 168 for one of 1,192; both seen in live pools). A failure is told by its
+        message, ``chirp: couldn't getdir: REASON`` on stderr (with status 1, in both). So: a
+        listing when stderr is empty, whatever the status; never from a condor_chirp killed by
+        a signal.
         """
         done = self.call("getdir", remote)
-        if done.returncode not in (0, 1) or done.stderr.strip():
+        if done.returncode < 0 or done.stderr.strip():
             raise self.failed(("getdir", remote), done)
         return [n.strip() for n in done.stdout.splitlines() if n.strip() and n.strip() not in (".", "..")]
 

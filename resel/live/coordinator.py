@@ -30,6 +30,7 @@ import dataclasses
 import heapq
 import json
 import logging
+import os
 import queue
 import secrets
 import threading
@@ -48,10 +49,14 @@ from resel.errors import IllegalTransition, ReselError
 from resel.events import (
     Action, BagCancelled, BagDone, BagSubmitted, CancelPilot, CancelTask, Decision, DispatchTask, Event,
     PilotEnded, PilotRequeued, PilotStarted, SetTimer, SiteLost, SiteQuarantined, SiteReleased, SubmitPilot,
-    TaskFailed, TaskFinished, TaskLost, TaskStarted, TimerFired,
+    TaskDelivered, TaskFailed, TaskFetching, TaskFinished, TaskLost, TaskStarted, TaskUndelivered, TimerFired,
+    BandwidthMeasured, OutputsMeasured,
 )
 from resel.live.errors import is_transient
 from resel.live.sites import Report, SiteWorker
+from resel.live.staging import OutputsNotDelivered, ResultsDiskFull, SiteData
+from resel.states import TaskState
+from resel.task_data import Manifest, task_folder
 from resel.metrics import task_times, workload_metrics
 from resel.selection import Strategy
 from resel.json_safe import clean as json_clean
@@ -60,6 +65,9 @@ from resel.store import to_json, utc_now
 
 log = logging.getLogger("resel.live")
 
+#: bytes a site must move one way (since its last figure) before the run's own transfers
+#: re-price its bandwidth
+MEASURE_BYTES = 32e6
 #: actions that are only recorded (nothing to carry out): choices and quarantines
 RECORD_ONLY = (Decision, SiteQuarantined, SiteReleased)
 #: lost results that say the attempt died with an agent that is gone while its pilot lives on
@@ -105,8 +113,24 @@ class Coordinator:
 
     def __init__(self, db: Database, run_id: int, bag: Bag, sites: list[Site], options: LiveOptions,
                  run_key: str, t0: float, open_site: Callable[[Site], PilotSite], *,
-                 clock: Callable[[], float] = time.time):
+                 clock: Callable[[], float] = time.time, manifest: Manifest | None = None,
+                 results: str | None = None):
         self.db, self.run_id, self.bag, self.sites, self.options = db, run_id, bag, sites, options
+        #: task data (docs/data.md): each task's inputs, the run's results folder, the output globs
+        self.manifest = manifest
+        self.results = results
+        self.output_specs = [{"glob": o.pattern, "optional": o.optional}
+                             for o in (bag.data.outputs if bag.data is not None else ())]
+        self.data: dict[str, SiteData] = {}
+        #: (task, attempt) -> (pilot, site, outputs) of attempts whose outputs are on their way home
+        self._deliveries: dict[tuple[int, int], tuple[int, str, list[dict]]] = {}
+        self._fetch_retry: list[tuple[float, int, int]] = []
+        #: bytes of each delivered task's outputs (OutputsMeasured)
+        self._delivered_bytes: list[int] = []
+        #: site -> (MB/s in, MB/s out) the probe measured before the run (task data)
+        self._probed: dict[str, tuple[float, float]] = {}
+        #: site -> [bytes, seconds] moved each way since the engine last heard the site's figure
+        self._moved: dict[tuple[str, str], list[float]] = {}
         self.run_key, self.t0, self.clock = run_key, t0, clock
         self.engine = Engine(bag, sites, options.strategy, **options.engine_options())
         self._open_site = open_site
@@ -134,13 +158,17 @@ class Coordinator:
     @classmethod
     def start(cls, db: Database, bag: Bag, sites: list[Site], options: LiveOptions,
               open_site: Callable[[Site], PilotSite], *, bag_file: str = "", sites_file: str = "",
-              clock: Callable[[], float] = time.time) -> "Coordinator":
+              clock: Callable[[], float] = time.time, manifest: Manifest | None = None,
+              results: str | None = None) -> "Coordinator":
         """Create the run in the store, check every site, and submit the bag to the engine.
 
         A crash between the run's row and its first event leaves a run that ``--resume``
-        starts afresh (:meth:`resume`), so no window strands it.
+        starts afresh (:meth:`resume`), so no window strands it. With task data, ``manifest``
+        is the bag's checked inputs (stored with the run) and ``results`` the folder the run's
+        outputs go to (the run's own folder is made in it: ``RESULTS/RUN``).
         """
         t0 = clock()
+        options.data = _data_model(bag, sites, manifest)
         with db.atomic():
             run_id = db["runs"].insert({
                 "created": utc_now(), "mode": "live", "bag": bag.name, "strategy": Strategy.parse(options.strategy).name,
@@ -149,8 +177,14 @@ class Coordinator:
                 "bag_file": bag_file, "sites_file": sites_file,
             }).last_pk
             run_key = f"r{run_id}-{secrets.token_hex(3)}"
-            db["runs"].update(run_id, {"run_key": run_key})
-        coord = cls(db, run_id, bag, sites, options, run_key, t0, open_site, clock=clock)
+            run_results = None if results is None else os.path.join(results, str(run_id))
+            db["runs"].update(run_id, {"run_key": run_key, "results": run_results})
+            if manifest is not None:
+                db["task_inputs"].insert_all(manifest.rows(run_id), batch_size=1000)
+        if run_results is not None:
+            os.makedirs(run_results, mode=0o700, exist_ok=True)
+        coord = cls(db, run_id, bag, sites, options, run_key, t0, open_site, clock=clock, manifest=manifest,
+                    results=run_results)
         coord._lease(force=True)
         coord._begin()
         return coord
@@ -158,6 +192,15 @@ class Coordinator:
     def _begin(self) -> None:
         """Check every site, then record the bag's submission (and the sites that failed)."""
         failures, estimates, wait_menu = self._preflight()
+        if self._probed:     # the bandwidths measured before any decision: stored, and priced from the first
+            from resel.transfer import TransferModel
+            model = TransferModel.from_json(self.options.data)
+            for name, (inbound, outbound) in self._probed.items():
+                model = model.with_bandwidth(name, inbound, outbound)
+                log.info("run %s: %s moves %.1f MB/s in, %.1f MB/s out (probe)", self.run_id, name, inbound, outbound)
+            self.options.data = model.to_json()
+            self.db["runs"].update(self.run_id, {"options": to_json(self.options)})
+            self.engine = Engine(self.bag, self.sites, self.options.strategy, **self.options.engine_options())
         self.feed([BagSubmitted(time=0.0, wait_estimates=estimates or None, wait_menu=wait_menu)]
                   + [SiteLost(time=0.0, site=name, reason=why) for name, why in failures.items()])
 
@@ -175,7 +218,12 @@ class Coordinator:
             raise ReselError(f"run {run_id} is {run['status']}; nothing to resume")
         if run["status"] == "cancelling" and not to_cancel:
             raise ReselError(f"run {run_id} is being cancelled (`resel cancel {run_id}`); it cannot be resumed")
-        coord = cls(db, run_id, bag, sites, options, run["run_key"], run["t0"], open_site, clock=clock)
+        manifest = None
+        if bag.data is not None and bag.data.inputs:
+            manifest = Manifest.from_rows(db.query("select * from task_inputs where run_id = ? order by task, rowid",
+                                                   [run_id]), bag.count)
+        coord = cls(db, run_id, bag, sites, options, run["run_key"], run["t0"], open_site, clock=clock,
+                    manifest=manifest, results=run.get("results"))
         coord._replay()
         if not to_cancel:
             db["runs"].update(run_id, {"status": "running"})
@@ -215,7 +263,7 @@ class Coordinator:
                     log.warning("run %s: recorded %s %s skipped on replay: %s", self.run_id, row["kind"], row["data"],
                                 exc)
                     continue
-                if isinstance(record, (TaskStarted, TaskFinished, TaskFailed, TaskLost)):
+                if isinstance(record, (TaskStarted, TaskFinished, TaskFailed, TaskLost, TaskFetching)):
                     self.consumed.add((row["kind"], record.task, record.attempt))
             else:
                 action = record
@@ -234,6 +282,15 @@ class Coordinator:
                 view.seen.add(f"{sub}/{task_key(task, attempt)}.json")
         self.timers = [t for t in self.timers if (t[1], t[2], t[3]) not in fired]
         heapq.heapify(self.timers)
+        # outputs a crash left on their way home: fetched again (what is home and right is kept)
+        for task in self.engine.tasks:
+            if task.state is TaskState.FETCHING:
+                rows = list(self.db.query("select pilot, site, outputs from attempts where run_id = ? and task = ? "
+                                          "and attempt = ?", [self.run_id, task.id, task.attempt]))
+                if rows and rows[0]["outputs"]:
+                    self._deliveries[(task.id, task.attempt)] = (rows[0]["pilot"], rows[0]["site"],
+                                                                 json.loads(rows[0]["outputs"]))
+                    self._fetch_retry.append((0.0, task.id, task.attempt))
 
     # ------------------------------------------------------------------ sites
     def site(self, name: str) -> PilotSite:
@@ -243,6 +300,16 @@ class Coordinator:
                 spec = next(s for s in self.sites if s.name == name)
                 self.psites[name] = self._open_site(spec)
             return self.psites[name]
+
+    def site_data(self, name: str) -> SiteData:
+        """The site's task data for this run, its cache as the store knows it. Made on the
+        coordinator's thread (it reads the store); the site itself is opened on first use, on
+        the site's thread."""
+        if name not in self.data:
+            held = [r["sha256"] for r in self.db.query(
+                "select sha256 from site_files where run_id = ? and site = ?", [self.run_id, name])]
+            self.data[name] = SiteData(lambda: self.site(name), self.run_key, held)
+        return self.data[name]
 
     def _on_sites(self, kind: str, jobs: dict[str, Callable[[], Any]], timeout: float) -> dict[str, Report]:
         """Run one job per site on the sites' workers and wait for them all, at most ``timeout``
@@ -278,18 +345,22 @@ class Coordinator:
             history = load_history(self.db)
             wait_errors = load_wait_errors(self.db) if self.options.objective == "p90" else None
         menu = self.engine.probe_menu()
+        # task data: a site whose bandwidth the sites file does not state is measured first
+        unmeasured = {s.name for s in self.sites if s.bandwidth is None} if self.options.data else set()
+        datas = {name: self.site_data(name) for name in unmeasured}
 
-        def check(i: int, site: Site) -> list[float | None] | None:
+        def check(i: int, site: Site) -> tuple[list[float | None] | None, tuple[float, float] | None]:
             ps = self.site(site.name)
             ps.scheduler.availability()
             ps.ship_agent()
+            probe = datas[site.name].probe() if site.name in datas else None
             if not (want_estimates and menu[i]):
-                return None
+                return None, probe
             from resel.live.plan import menu_waits, site_estimates
             opts = self.options
             row = site_estimates(ps.scheduler, site, menu[i], self.engine.tx[i], history,
                                  quantile=opts.quantile, confidence=opts.confidence)
-            return menu_waits(row, opts.estimate, opts.objective, wait_errors)
+            return menu_waits(row, opts.estimate, opts.objective, wait_errors), probe
 
         answers = self._on_sites("check", {s.name: (lambda i=i, s=s: check(i, s)) for i, s in enumerate(self.sites)},
                                  self.options.check_timeout)
@@ -300,10 +371,14 @@ class Coordinator:
                 failures[site.name] = f"no answer within {self.options.check_timeout:g} s"
             elif report.error is not None:
                 failures[site.name] = _describe(report.error)
-            elif report.result is not None:
-                waits[site.name] = report.result
-                if report.result[0] is not None:      # the full pilot comes first
-                    estimates[site.name] = report.result[0]
+            else:
+                menu_waits, probe = report.result
+                if probe is not None:
+                    self._probed[site.name] = probe
+                if menu_waits is not None:
+                    waits[site.name] = menu_waits
+                    if menu_waits[0] is not None:      # the full pilot comes first
+                        estimates[site.name] = menu_waits[0]
             if site.name in failures:
                 self.views[site.name].error = failures[site.name]
         return failures, estimates, (waits if want_estimates else None)
@@ -380,6 +455,7 @@ class Coordinator:
             events.append(TimerFired(time=t, task=task, attempt=attempt, site=site or None))
         self.feed(events)
         self._retry_undone(t)
+        self._retry_fetches(t)
         self._start_polls(t)
         return events
 
@@ -390,6 +466,7 @@ class Coordinator:
         if self.timers:
             due.append(self.timers[0][0])
         due += [at for _s, _a, at in self.undone]
+        due += [at for at, _task, _attempt in self._fetch_retry]
         timeout = max(0.0, min(due) - t)
         if self._held or not timeout:
             return
@@ -444,6 +521,11 @@ class Coordinator:
         if report.kind == "act":
             seq, action = report.tag
             return self._acted(seq, action, report)
+        if report.kind == "fetch":
+            return self._fetched(report, t)
+        if report.kind == "clean" and report.error is not None:
+            log.warning("run %s: could not remove %s's files of task %s attempt %s: %s", self.run_id, report.site,
+                        *report.tag, _describe(report.error))
         return []       # a late answer to a check or a drain that was given up on
 
     def _polled(self, report: Report, t: float) -> list[Event]:
@@ -670,12 +752,24 @@ class Coordinator:
                     out.append(TaskStarted(time=t, task=task, attempt=attempt))
                 continue
             outcome = rec["outcome"]
+            outputs = rec.get("outputs") if self.output_specs else None
             self._attempt_row(task, attempt, v, {
                 "start": rec.get("start"), "end": rec.get("end"), "host": rec.get("host"),
                 "exit_code": rec.get("exit_code"), "outcome": outcome, "reason": rec.get("reason"),
                 "perf": json.dumps(rec.get("perf")) if rec.get("perf") is not None else None,
-                "stdout_tail": rec.get("stdout_tail"), "stderr_tail": rec.get("stderr_tail")})
-            if outcome == "done":
+                "stdout_tail": rec.get("stdout_tail"), "stderr_tail": rec.get("stderr_tail"),
+                "outputs": json.dumps(outputs) if outputs is not None else None})
+            if rec.get("refused"):
+                self._note(v.site, f"refused:{task_key(task, attempt)}", "refused-output", t,
+                           f"task {task} attempt {attempt}: refused to send "
+                           + ", ".join(f"{r['name']} ({r['why']})" for r in rec["refused"][:5]))
+            if outcome == "failed" and str(rec.get("reason") or "").startswith("input ") and self.manifest:
+                # the site's copy was missing or wrong: send the task's inputs again next time
+                self.site_data(v.site).forget(f.sha256 for f in self.manifest.inputs(task))
+            if outcome == "done" and self.output_specs:
+                kind, event = "TaskFetching", TaskFetching(time=t, task=task, attempt=attempt)
+                self._deliveries[(task, attempt)] = (v.pilot, v.site, list(outputs or []))
+            elif outcome == "done":
                 kind, event = "TaskFinished", TaskFinished(time=t, task=task, attempt=attempt)
             elif outcome == "failed":
                 kind, event = "TaskFailed", TaskFailed(time=t, task=task, attempt=attempt,
@@ -737,6 +831,8 @@ class Coordinator:
                         journal.mark(self.db, self.run_id, seq, done=True, error="run cancelled")
             if execute:
                 todo += [(seq, a) for seq, a in zip(seqs, actions) if not isinstance(a, RECORD_ONLY)]
+            if isinstance(event, TaskFetching) and execute:
+                self._fetch(event.task, event.attempt)
         for seq, action in todo:
             self._execute(seq, action)
 
@@ -783,22 +879,40 @@ class Coordinator:
                 self._pilot_row(view, ended=self.now(), reason="withdrawn before submission")
                 return None
 
-            def submit() -> str:
+            shared = self._pilot_inputs(action.site)
+            data = self.site_data(action.site) if shared else None
+
+            def submit() -> list:
                 ps = self.site(action.site)
+                sent = []
                 if view.job_id is None:
                     view.job_id = ps.find_pilot_job(self.run_key, action.pilot)   # submitted before a crash?
                 if view.job_id is None:
+                    inputs: tuple[str, ...] = ()
+                    if data is not None:       # a pool's pilot carries the bag's shared inputs
+                        sent = data.stage(shared)
+                        inputs = tuple(data.cache_path(f.sha256) for f in shared)
                     view.job_id = ps.submit_pilot(self.run_key, action.pilot, action.cores, action.walltime,
-                                                  self.bag.cores_per_task)
-                return view.job_id
+                                                  self.bag.cores_per_task, inputs=inputs)
+                return sent
             return submit
         if isinstance(action, DispatchTask):
             command = self.bag.command_for(action.task, action.site)
             env = {"RESEL_RUN": str(self.run_id), "RESEL_SITE": action.site}
             perf = self.options.perf or self.bag.measured(action.task)
-            return lambda: self.site(action.site).dispatch(
-                self.run_key, action.pilot, action.task, action.attempt, command, env=env, perf=perf,
-                timeout=self.options.task_timeout)
+            files = self.manifest.inputs(action.task) if self.manifest is not None else ()
+            data = self.site_data(action.site) if files else None
+            outputs = self.output_specs
+
+            def dispatch() -> list:
+                # the task's inputs go to the site now that it is bound there (docs/data.md)
+                sent = data.stage(files) if data is not None else []
+                self.site(action.site).dispatch(
+                    self.run_key, action.pilot, action.task, action.attempt, command, env=env, perf=perf,
+                    timeout=self.options.task_timeout,
+                    inputs=[{"name": f.name, "sha256": f.sha256, "size": f.size} for f in files], outputs=outputs)
+                return sent
+            return dispatch
         if isinstance(action, CancelTask):
             return lambda: self.site(action.site).cancel_task(self.run_key, action.pilot, action.task, action.attempt)
         if isinstance(action, CancelPilot):
@@ -818,6 +932,10 @@ class Coordinator:
         """An action's site work is over: record it done, or decide what its failure means."""
         if report.error is not None:
             return self._failed_action(seq, action, report.error)
+        events: list[Event] = []
+        if isinstance(action, (SubmitPilot, DispatchTask)) and report.result:
+            self._sent(action.site, report.result)
+            events = self._measured(action.site, "in", [(x.size, x.seconds) for x in report.result])
         if isinstance(action, SubmitPilot):
             view = self.pilots[action.pilot]
             self._pilot_row(view, submitted=self.now())
@@ -827,7 +945,7 @@ class Coordinator:
                 view.state = "cancelled"
             self._pilot_row(view, ended=self.now(), reason=report.result)
         self._mark(seq)
-        return []
+        return events
 
     def _failed_action(self, seq: int, action: Action, exc: BaseException) -> list[Event]:
         """A transient failure is retried next poll; any other is acted on now: a refused
@@ -873,6 +991,106 @@ class Coordinator:
                 if t - view.failing_since > self.options.site_timeout and site not in self.engine.lost_sites:
                     self.feed([SiteLost(time=t, site=site, reason=view.error or "actions keep failing")])
 
+    # ------------------------------------------------------------------ task data (docs/data.md)
+    def _pilot_inputs(self, site: str) -> tuple:
+        """The bag's shared inputs, which a pool's pilot carries (a shared filesystem needs none)."""
+        spec = next((s for s in self.sites if s.name == site), None)
+        if self.manifest is None or spec is None or spec.kind != "htcondor":
+            return ()
+        return self.manifest.shared_files
+
+    def _sent(self, site: str, sent: list) -> None:
+        """Record the inputs a site's cache received (each once per site and run)."""
+        now = self.now()
+        self.db["site_files"].upsert_all(
+            [{"run_id": self.run_id, "site": site, "sha256": x.sha256, "size": x.size, "sent": now,
+              "seconds": x.seconds} for x in sent], pk=("run_id", "site", "sha256"))
+
+    def _fetch(self, task: int, attempt: int) -> None:
+        """Bring an attempt's outputs home, on its site's thread — if the engine still wants
+        them (a superseded or duplicate attempt's outputs are never fetched)."""
+        rec = self.engine.tasks[task] if 0 <= task < len(self.engine.tasks) else None
+        entry = self._deliveries.get((task, attempt))
+        if rec is None or entry is None or rec.attempt != attempt or rec.state is not TaskState.FETCHING:
+            self._deliveries.pop((task, attempt), None)
+            return
+        pilot, site, outputs = entry
+        dest = os.path.join(self.results, task_folder(task, self.bag.count)) if self.results else None
+        if dest is None:
+            raise ReselError(f"run {self.run_id} has outputs to fetch but no results folder (stored before task data?)")
+        data = self.site_data(site)
+        self.workers[site].submit("fetch", (task, attempt), lambda: data.fetch(pilot, task, attempt, outputs, dest))
+
+    def _fetched(self, report: Report, t: float) -> list[Event]:
+        task, attempt = report.tag
+        pilot, site, outputs = self._deliveries.get((task, attempt), (None, report.site, []))
+        if report.error is not None:
+            exc = report.error
+            if isinstance(exc, ResultsDiskFull):
+                raise exc                       # the coordinator stops; nothing is lost (docs/data.md)
+            if isinstance(exc, OutputsNotDelivered) or not is_transient(exc):
+                self._deliveries.pop((task, attempt), None)
+                log.warning("run %s: %s", self.run_id, _describe(exc))
+                return [TaskUndelivered(time=t, task=task, attempt=attempt, reason=_describe(exc))]
+            self.views[site].error = _describe(exc)       # the link dropped: try again next poll
+            self._fetch_retry.append((t + self.options.poll, task, attempt))
+            return []
+        with self.db.atomic():
+            self.db["task_outputs"].upsert_all(
+                [{"run_id": self.run_id, "task": task, "attempt": attempt, "site": site, "name": f.name,
+                  "size": f.size, "sha256": f.sha256, "path": f.path, "fetched": t, "seconds": f.seconds}
+                 for f in report.result], pk=("run_id", "task", "name"))
+        self._deliveries.pop((task, attempt), None)
+        if not self.options.keep_remote and pilot is not None:
+            data = self.site_data(site)
+            self.workers[site].submit("clean", (task, attempt),
+                                      lambda: data.clean(pilot, task, attempt, len(outputs)))
+        self._delivered_bytes.append(sum(f.size for f in report.result))
+        return ([TaskDelivered(time=t, task=task, attempt=attempt)] + self._outputs_measured(t)
+                + self._measured(site, "out", [(f.size, f.seconds) for f in report.result if f.seconds > 0]))
+
+    def _outputs_measured(self, t: float) -> list[Event]:
+        """The mean size of a task's outputs, from its deliveries: an OutputsMeasured event once
+        three tasks are home and whenever the mean drifts by more than a quarter from the
+        engine's figure (the bag's ``output_mb`` at first, or nothing)."""
+        model = self.engine.data_model
+        if model is None or len(self._delivered_bytes) < 3:
+            return []
+        mean = sum(self._delivered_bytes) / len(self._delivered_bytes)
+        if model.out_bytes and abs(mean - model.out_bytes) <= 0.25 * model.out_bytes:
+            return []
+        if not model.out_bytes and not mean:
+            return []
+        return [OutputsMeasured(time=t, out_bytes=mean)]
+
+    def _measured(self, site: str, way: str, moved: list[tuple[int, float]]) -> list[Event]:
+        """The run's own transfers measure a site's bandwidth (docs/data.md): all bytes moved
+        one way over all the seconds they took, since the run began (one copy's figure swings
+        with the caches; the run's total settles). Once ``MEASURE_BYTES`` more moved since the
+        engine last heard of it, a figure that differs from the engine's by more than a quarter
+        becomes a BandwidthMeasured event (journaled, so a resumed run prices alike)."""
+        if self.engine.data_model is None or not moved:
+            return []
+        acc = self._moved.setdefault((site, way), [0.0, 0.0, 0.0])   # bytes, seconds, bytes at the last event
+        acc[0] += sum(b for b, _ in moved)
+        acc[1] += sum(s for _, s in moved)
+        if acc[0] - acc[2] < MEASURE_BYTES or acc[1] <= 0:
+            return []
+        mbps = acc[0] / 1e6 / acc[1]
+        bw = self.engine.data_model.bandwidth_of(site)
+        now = bw.inbound if way == "in" else bw.outbound
+        if abs(mbps - now) <= 0.25 * now:
+            return []
+        acc[2] = acc[0]
+        log.info("run %s: %s moves %.1f MB/s %s (was priced at %.1f)", self.run_id, site, mbps, way, now)
+        return [BandwidthMeasured(time=self.now(), site=site, **({"inbound": mbps} if way == "in" else {"outbound": mbps}))]
+
+    def _retry_fetches(self, t: float) -> None:
+        due = [(task, attempt) for at, task, attempt in self._fetch_retry if at <= t]
+        self._fetch_retry = [x for x in self._fetch_retry if x[0] > t]
+        for task, attempt in due:
+            self._fetch(task, attempt)
+
     # ------------------------------------------------------------------ rows
     def _pilot_row(self, view: PilotView, **cols: Any) -> None:
         row = {"run_id": self.run_id, "pilot": view.pilot, "site": view.site, "job_id": view.job_id,
@@ -911,6 +1129,8 @@ class Coordinator:
         names = [s.name for s in self.sites
                  if not (s.name in self.engine.lost_sites and self.views[s.name].error)]
 
+        caches = {n: d for n, d in self.data.items() if not self.options.keep_remote}
+
         def clean(name: str) -> list[str]:
             ps = self.site(name)
             deadline = time.monotonic() + wait
@@ -918,6 +1138,8 @@ class Coordinator:
                 jobs = ps.run_jobs(self.run_key)
                 live = [j for j, i in jobs.items() if job_phase(i.state) in ("running", "pending", "unknown")]
                 if not live:
+                    if name in caches:     # no pilot reads the run's inputs any more
+                        ps.transport.remove_tree(caches[name].cache_dir)
                     return []
                 ps.scheduler.cancel(live)
                 if time.monotonic() > deadline:
@@ -1026,6 +1248,21 @@ class Coordinator:
 
 
 # ---------------------------------------------------------------------- helpers
+def _data_model(bag: Bag, sites: list[Site], manifest: Manifest | None) -> dict | None:
+    """What the engine prices for a run's task data (docs/engine.md, "Selection sees the data"):
+    each task's own input bytes and the shared ones from the manifest, ``output_mb`` until
+    outputs are seen, the sites file's bandwidths (the probe adds the missing ones)."""
+    from resel.transfer import TransferModel, site_bandwidths
+    if bag.data is None or not bag.data.moves_files:
+        return None
+    own = [sum(f.size for f in files if not manifest.is_shared(f)) for files in manifest.tasks] if manifest else []
+    model = TransferModel.measured(sites, own_input_bytes=own, shared_bytes=manifest.shared_bytes if manifest else 0,
+                                   output_bytes=(bag.data.output_mb or 0.0) * 1e6)
+    if model is None:   # nothing priced yet (outputs of a size still unknown): the deliveries will say
+        model = TransferModel(0.0, 0.0, 0.0, bandwidth=site_bandwidths(sites))
+    return model.to_json()
+
+
 @dataclass
 class _MeasuredTask:
     id: int

@@ -27,9 +27,10 @@ from functools import cache
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from resel.events import (
-    Action, BagCancelled, BagDone, BagSubmitted, CancelPilot, CancelTask, Decision, DecisionKind, DispatchTask, Event,
-    PilotEnded, PilotRequeued, PilotStarted, SetTimer, SiteLost, SiteQuarantined, SiteReleased, SubmitPilot,
-    TaskDelivered, TaskFailed, TaskFetching, TaskFinished, TaskLost, TaskStarted, TaskUndelivered, TimerFired,
+    Action, BagCancelled, BagDone, BagSubmitted, BandwidthMeasured, OutputsMeasured, CancelPilot, CancelTask, Decision, DecisionKind,
+    DispatchTask, Event, PilotEnded, PilotRequeued, PilotStarted, SetTimer, SiteLost, SiteQuarantined, SiteReleased,
+    SubmitPilot, TaskDelivered, TaskFailed, TaskFetching, TaskFinished, TaskLost, TaskStarted, TaskUndelivered,
+    TimerFired,
 )
 from resel.json_safe import clean
 
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 #: the events a journal holds, by the kind stored with them (what a replay feeds the engine)
 EVENT_TYPES: dict[str, type[Event]] = {cls.__name__: cls for cls in (
     BagSubmitted, PilotStarted, PilotEnded, PilotRequeued, SiteLost, TaskStarted, TaskFinished, TaskFailed, TaskLost,
-    TimerFired, BagCancelled, TaskFetching, TaskDelivered, TaskUndelivered)}
+    TimerFired, BagCancelled, TaskFetching, TaskDelivered, TaskUndelivered, BandwidthMeasured, OutputsMeasured)}
 #: the actions a journal holds, by kind (what a resume finishes when they are still undone)
 ACTION_TYPES: dict[str, type[Action]] = {cls.__name__: cls for cls in (
     SubmitPilot, CancelPilot, DispatchTask, CancelTask, SetTimer, Decision, BagDone, SiteQuarantined, SiteReleased)}

@@ -27,7 +27,17 @@ Pure: rows in (as :meth:`SitePlan.as_dict` gives them), explanations out.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
+
+from resel.units import TimeUnit, pick
+
+
+def plan_unit(rows: Iterable[Mapping[str, Any]]) -> TimeUnit:
+    """The one time unit of a plan's table and of its explanations: picked from the times the
+    plan is about (start estimates, T̂x, the bag alone, the shares' finish), so ``resel plan``
+    and ``--explain`` speak the same unit."""
+    return pick(v for r in rows for v in (r.get("history_s"), r.get("twin_s"), r.get("scheduler_s"), r.get("tx"),
+                                          r.get("ttc_s"), r.get("finish_s"), r.get("finish_p50"), r.get("finish_p90")))
 
 
 def quarantined(engine: Any) -> dict[str, str]:
@@ -46,19 +56,26 @@ def _health_text(health: Any) -> str:
     return f"{reason or 'black hole'}" + (f"; retried at {until:,.0f} s" if until is not None else "")
 
 
-def _s(seconds: float | None) -> str:
-    return "unknown" if seconds is None else f"{seconds:,.0f} s"
+def asked_wait(row: Mapping[str, Any]) -> float | None:
+    """The start estimate of the pilot the plan asks for on the site (its first pilot's size,
+    from the site's menu of sizes), else the row's own: what the plan's table shows as start."""
+    pilots = row.get("pilots") or []
+    entry = next((e for e in row.get("menu") or [] if pilots and e.get("cores") == pilots[0]), None)
+    return entry.get("wait_s", row.get("wait_s")) if entry else row.get("wait_s")
 
 
 def explain_site(row: Mapping[str, Any], *, strategy: str, plan_ttc: float | None,
-                 best: Mapping[str, Any] | None, quarantine: Mapping[str, str]) -> dict[str, Any]:
-    """One site's verdict, its reasons (sentences) and the numbers they rest on.
+                 best: Mapping[str, Any] | None, quarantine: Mapping[str, str],
+                 unit: TimeUnit | None = None) -> dict[str, Any]:
+    """One site's verdict, its reasons (sentences) and the numbers they rest on (seconds).
 
     ``best`` is the row with the lowest T̂x among the sites given tasks (what a slower site is
-    compared with); ``plan_ttc`` the plan's predicted TTC.
+    compared with); ``plan_ttc`` the plan's predicted TTC; ``unit`` the unit the sentences
+    give times in (default: the row's own :func:`plan_unit`).
     """
+    _s = (unit or plan_unit([row])).say
     name = row["site"]
-    numbers: dict[str, Any] = {"tx_s": row["tx"], "walltime_s": row["walltime"], "wait_s": row["wait_s"],
+    numbers: dict[str, Any] = {"tx_s": row["tx"], "walltime_s": row["walltime"], "wait_s": asked_wait(row),
                                "wait_from": row["used"], "bag_alone_s": row["ttc_s"], "tasks": row["tasks"],
                                "pilots": list(row["pilots"])}
     lim = row.get("limits") or {}
@@ -87,14 +104,14 @@ def explain_site(row: Mapping[str, Any], *, strategy: str, plan_ttc: float | Non
         return out("rejected: walltime", walltime)
     if row["tasks"]:
         reason = (f"chosen by {strategy}: {row['tasks']} task(s), pilot(s) of {', '.join(map(str, row['pilots'])) or '—'} "
-                  f"core(s); wait {_s(row['wait_s'])} ({row['used'] or 'no estimate'}) + T̂x {_s(row['tx'])} per task; "
+                  f"core(s); wait {_s(numbers['wait_s'])} ({row['used'] or 'no estimate'}) + T̂x {_s(row['tx'])} per task; "
                   f"its share done at {_s(row['finish_s'])}")
         numbers["finish_s"] = row["finish_s"]
         return out("chosen", reason)
     if row["role"] == "extra pilot":
         return out("extra pilots", f"no tasks of its own; {len(row['pilots'])} pilot(s) of "
                                    f"{', '.join(map(str, sorted(set(row['pilots']))))} core(s) for tasks waiting "
-                                   f"elsewhere (a re-selection target): wait {_s(row['wait_s'])}, T̂x {_s(row['tx'])}")
+                                   f"elsewhere (a re-selection target): wait {_s(numbers['wait_s'])}, T̂x {_s(row['tx'])}")
     if row["used"] is None and strategy.startswith("queue"):
         return out("rejected: no estimate", "no start estimate (history, twin and scheduler all unknown): "
                                             "the queue-aware strategy ranks it last")
@@ -104,7 +121,7 @@ def explain_site(row: Mapping[str, Any], *, strategy: str, plan_ttc: float | Non
         parts.append(f"T̂x {_s(row['tx'])} against {_s(best['tx'])} on {best['site']}")
     if row["ttc_s"] is not None and plan_ttc is not None:
         numbers["plan_ttc_s"] = plan_ttc
-        parts.append(f"the bag alone would take {_s(row['ttc_s'])} here (wait {_s(row['wait_s'])} + waves of "
+        parts.append(f"the bag alone would take {_s(row['ttc_s'])} here (wait {_s(numbers['wait_s'])} + waves of "
                      f"T̂x), the plan {_s(plan_ttc)}")
     return out("not chosen: too slow", "too slow: " + ("; ".join(parts) if parts else "another site finishes sooner"))
 
@@ -115,5 +132,7 @@ def explain(rows: list[Mapping[str, Any]], *, strategy: str, plan_ttc: float | N
     chosen = [r for r in rows if r["tasks"]]
     best = min(chosen, key=lambda r: r["tx"]) if chosen else None
     quarantine = quarantined(engine)
-    return {r["site"]: explain_site(r, strategy=strategy, plan_ttc=plan_ttc, best=best, quarantine=quarantine)
+    unit = plan_unit(rows)
+    return {r["site"]: explain_site(r, strategy=strategy, plan_ttc=plan_ttc, best=best, quarantine=quarantine,
+                                    unit=unit)
             for r in rows}

@@ -56,12 +56,20 @@ class LiveOptions:
     walltime: str = "limit"
     #: the black-hole rule (resel/blackhole.py) on (runs stored before it replay without it)
     quarantine: bool = True
+    #: task data (docs/data.md): keep a task's folder on the site after its outputs came home
+    keep_remote: bool = False
+    #: the data the engine prices (:meth:`resel.transfer.TransferModel.to_json`: the manifest's
+    #: sizes, the sites' bandwidths as the sites file states them or the probe measured them);
+    #: None: no data priced. Later measurements are journaled BandwidthMeasured events.
+    data: dict | None = None
 
     def engine_options(self) -> dict:
         """The engine's keyword arguments these options set (the coordinator and status alike)."""
         from resel.blackhole import QuarantinePolicy
+        from resel.transfer import TransferModel
         return {"seed": self.seed, "clock": self.clock, "prefetch": self.prefetch, "rates": self.engine_rates(),
-                "walltime": self.walltime, "quarantine": QuarantinePolicy(enabled=self.quarantine)}
+                "walltime": self.walltime, "quarantine": QuarantinePolicy(enabled=self.quarantine),
+                "data": TransferModel.from_json(self.data) if self.data else None}
 
     def engine_rates(self):
         """The stored rates as the engine takes them (None: LIM)."""
@@ -75,6 +83,8 @@ def load_live_run(db: Database | StoreReader, run_id: int) -> tuple[dict, Bag, l
     Raises:
         ReselError: no such run, or it is a simulated one.
     """
+    from resel.store import verify_unchanged
+    verify_unchanged(db)    # what the sites say is run as the user: the store must be the file checked
     rows = list(db.query("select * from runs where id = ?", [run_id]))
     if not rows:
         raise ReselError(f"no run {run_id} in the store (list them with `resel runs`)")

@@ -97,9 +97,13 @@ def snapshot(engine: Engine, run_id: int, status: str, elapsed: float,
 def table(snap: Snapshot) -> Table:
     """The rich table the live display and ``resel status`` print (rich imported here: ``resel
     status --json`` prints none)."""
+    from rich import box
     from rich.table import Table
+
+    from resel.units import span
     t = Table(title=f"run {snap.run_id} ({markup(snap.status)}) — {snap.done}/{snap.total} done, {snap.failed} failed, "
-                    f"{'TTC' if snap.status == 'done' else 'TTC so far'} {snap.elapsed:,.0f} s", title_justify="left")
+                    f"{'TTC' if snap.status == 'done' else 'TTC so far'} {span(snap.elapsed)}", title_justify="left",
+              box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
     for col in ("site", "pilots pending", "pilots running", "queued", "running", "done", "failed", "note"):
         t.add_column(col, justify="left" if col in ("site", "note") else "right")
     for r in snap.sites:
@@ -110,13 +114,14 @@ def table(snap: Snapshot) -> Table:
 
 def site_notes(r: SiteRow) -> list[str]:
     """The note column: given up, not answering (since when), job states, relaunches, skips."""
+    from resel.units import span
     out = []
     if r.lost:
         out.append(f"gave up: {r.lost}")
     if r.quarantined:
-        out.append(f"quarantined until {r.quarantined_until:,.0f} s (black hole: {r.quarantined})")
+        out.append(f"quarantined until {span(r.quarantined_until)} (black hole: {r.quarantined})")
     if r.not_answering_since is not None:
-        out.append(f"not answering since {r.not_answering_since:,.0f} s" + (f" ({r.error})" if r.error else ""))
+        out.append(f"not answering since {span(r.not_answering_since)}" + (f" ({r.error})" if r.error else ""))
     elif r.error:
         out.append(f"error: {r.error}")
     out += r.notes

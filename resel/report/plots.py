@@ -5,8 +5,8 @@ Every function reads only the run store (never re-runs anything) and returns
 content rather than pixels, and ``resel report --json`` can hand the same numbers to whoever
 wants to re-plot them elsewhere.
 
-Simulated runs are rebuilt from their ``events`` table (DispatchTask, TaskFinished, CancelTask,
-PilotEnded, ...) and ``pilots`` table; live runs from ``attempts`` and ``live_pilots``, whose
+Simulated runs are rebuilt from their ``events`` table (DispatchTask, CancelTask, PilotEnded,
+...), ``tasks`` table (when each task's last attempt finished) and ``pilots`` table; live runs from ``attempts`` and ``live_pilots``, whose
 times are the agents' and the coordinator's own clocks (attempt stamps are absolute, so
 ``runs.t0`` is subtracted). Times are seconds from the bag's submission; each axis shows s, min or h by the times on it
 (:mod:`resel.units`).
@@ -109,6 +109,10 @@ def attempts(db: Database, run: dict) -> list[dict]:
                          "from; store runs with events (the default of `resel simulate`)")
     open_: dict[tuple[int, int], dict] = {}
     done: list[dict] = []
+    # a task's last attempt ends at its TTC: the tasks table holds what TaskFinished events said
+    # (a simulated run stores no TaskFinished since: resel.store.KEPT_ELSEWHERE)
+    finished = {(r["task"], r["attempts"]): r["ttc"] for r in db.query(
+        "select task, attempts, ttc from tasks where run_id = ? and state = 'done' and ttc is not null", [run["id"]])}
 
     def close(key: tuple[int, int], time: float, outcome: str) -> None:
         rec = open_.pop(key, None)
@@ -120,8 +124,11 @@ def attempts(db: Database, run: dict) -> list[dict]:
         kind, t = row["kind"], row["time"]
         d = json.loads(row["data"])
         if kind == "DispatchTask":
-            open_[(d["task"], d["attempt"])] = {"task": d["task"], "attempt": d["attempt"], "site": d["site"],
-                                                "pilot": d["pilot"], "start": t, "end": None, "outcome": "running"}
+            key = (d["task"], d["attempt"])
+            open_[key] = {"task": d["task"], "attempt": d["attempt"], "site": d["site"],
+                          "pilot": d["pilot"], "start": t, "end": None, "outcome": "running"}
+            if key in finished:      # the attempt that finished the task: nothing else ends it
+                close(key, finished[key], "done")
         elif kind == "TaskFinished":
             close((d["task"], d["attempt"]), t, "done")
         elif kind == "TaskFailed":
@@ -352,15 +359,8 @@ def gantt(db: Database, run_id: int) -> tuple[Figure, dict]:
     state = f" — {run.get('status')}" if run.get("status") and run.get("status") != "done" else ""
     ax.set_title(f"run {run_id}: pilots and task attempts per site ({run.get('strategy')}, "
                  f"{run.get('size')} tasks){state}")
-    handles = [Patch(facecolor="#dddddd", edgecolor="#999999", hatch="//", label="pilot queue wait"),
-               Patch(facecolor="#cfe2f3", edgecolor="#6f8faf", label="pilot lifetime")]
-    handles += [Patch(color=c, label=f"attempt: {k}") for k, c in OUTCOME_COLOURS.items()]
-    if bands:
-        handles += [Patch(facecolor=BAND_BUSY, label="band: slots running a task")]
-    handles += [Line2D([], [], marker="^", color="#444444", linestyle="none", label="re-selection move"),
-                Line2D([], [], marker="v", color="#444444", linestyle="none", label="move-back"),
-                Line2D([], [], marker="x", color="black", linestyle="none", label="restart (cancelled attempt)")]
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    ax.legend(handles=_gantt_legend(pils, segs, moves, bands), loc="upper left", bbox_to_anchor=(1.01, 1.0),
+              fontsize=8)
     if not segs:
         _note(ax, "no task attempt recorded yet")
     data = {"run_id": run_id, "mode": run.get("mode"), "lanes": lanes,
@@ -374,6 +374,28 @@ def gantt(db: Database, run_id: int) -> tuple[Figure, dict]:
 
 
 BAND_BUSY = "#2f7f3f"
+
+
+def _gantt_legend(pils: Sequence[dict], segs: Sequence[dict], moves: Sequence[dict], bands: dict) -> list:
+    """The legend's entries for what the chart shows, and only that: an attempt outcome, a
+    marker or a band that never occurs in the run is not listed."""
+    handles = []
+    if any((p["start"] if p["start"] is not None else p["end"] or 0.0) > (p["submitted"] or 0.0) for p in pils):
+        handles.append(Patch(facecolor="#dddddd", edgecolor="#999999", hatch="//", label="pilot queue wait"))
+    if any(p["start"] is not None for p in pils):
+        handles.append(Patch(facecolor="#cfe2f3", edgecolor="#6f8faf", label="pilot lifetime"))
+    seen = {a["outcome"] for a in segs}
+    handles += [Patch(color=c, label=f"attempt: {k}") for k, c in OUTCOME_COLOURS.items() if k in seen]
+    if bands:
+        handles.append(Patch(facecolor=BAND_BUSY, label="band: slots running a task"))
+    kinds = {m["kind"] for m in moves}
+    if kinds - {"move-back"}:
+        handles.append(Line2D([], [], marker="^", color="#444444", linestyle="none", label="re-selection move"))
+    if "move-back" in kinds:
+        handles.append(Line2D([], [], marker="v", color="#444444", linestyle="none", label="move-back"))
+    if "cancelled" in seen:
+        handles.append(Line2D([], [], marker="x", color="black", linestyle="none", label="restart (cancelled attempt)"))
+    return handles
 
 
 def _draw_band(ax, band: dict, unit: float, end: float) -> None:
@@ -437,11 +459,15 @@ def workload_by_size(db: Database, experiment_id: int) -> tuple[Figure, dict]:
         unit = pick(m + d for st in strategies for m, d in zip(series[st][metric]["mean"], series[st][metric]["std"]))
         for i, st in enumerate(strategies):
             s = series[st][metric]
-            ax.errorbar(sizes, [unit.of(m) for m in s["mean"]], yerr=[unit.of(d) for d in s["std"]],
+            # a time is never negative: the bar below the mean stops at 0 (mean − std can be < 0
+            # for a skewed spread such as T_q's; the std itself is in --json and the report's table)
+            below = [unit.of(min(d, m)) if math.isfinite(m) else 0.0 for m, d in zip(s["mean"], s["std"])]
+            ax.errorbar(sizes, [unit.of(m) for m in s["mean"]], yerr=[below, [unit.of(d) for d in s["std"]]],
                         marker="os^Dv*"[i % 6], capsize=4, label=st)
+        ax.set_ylim(bottom=0)
         ax.set_title(f"{METRIC_LABELS[metric]} per strategy")
         ax.set_xlabel("workload size [tasks]")
-        ax.set_ylabel(f"{unit.header(METRIC_LABELS[metric])} (mean ± sample std)")
+        ax.set_ylabel(f"{unit.header(METRIC_LABELS[metric])} (mean ± sample std, ≥ 0)")
         ax.set_xscale("log", base=2)
         ax.set_xticks(sizes, [str(n) for n in sizes])
         ax.grid(alpha=0.3)
@@ -555,9 +581,13 @@ def predictions(db: Database, run_id: int) -> tuple[Figure, dict]:
     unit = pick(v for p in per_site for v in (p["predicted"], (p["measured_mean"] or 0) + (p["measured_std"] or 0)))
     ax1.bar([x - 0.2 for x in xs], [unit.of(p["predicted"] or 0) for p in per_site], width=0.4,
             label="predicted T̂_x (LIM)", color="#9ecae1")
-    ax1.bar([x + 0.2 for x in xs], [unit.of(p["measured_mean"] or 0) for p in per_site], width=0.4,
-            yerr=[unit.of(p["measured_std"] or 0) for p in per_site], capsize=4,
+    ran = [(x, p) for x, p in zip(xs, per_site) if p["n"]]     # a site where no task ran has no measured bar
+    ax1.bar([x + 0.2 for x, _ in ran], [unit.of(p["measured_mean"]) for _, p in ran], width=0.4,
+            yerr=[unit.of(p["measured_std"] or 0) for _, p in ran], capsize=4,
             label="measured T_x (mean ± sample std)", color="#fd8d3c")
+    for x, p in zip(xs, per_site):
+        if not p["n"]:
+            ax1.text(x + 0.2, 0, "no task\nran here", ha="center", va="bottom", fontsize=8, color="#666666")
     ax1.set_xticks(xs, [f"{p['site']}\n({p['n']} tasks)" for p in per_site])
     ax1.set_ylabel(unit.header("T_x per task"))
     ax1.set_title("predicted vs measured T_x per site")
@@ -568,9 +598,20 @@ def predictions(db: Database, run_id: int) -> tuple[Figure, dict]:
     if pts:
         cases = sorted({r["case"] for r in pts})
         for c in cases:
-            sel = [r for r in pts if r["case"] == c]
-            ax2.scatter([wunit.of(r["w"]) for r in sel], [wunit.of(r["w_hat"]) for r in sel], s=18,
-                        label=f"decisions, case {c} if wrong (bound eq. {_EQ[c]})")
+            # many decisions share one (W, Ŵ) — W is measured per pair of sites — so each point is
+            # drawn once, its area growing with how many decisions it stands for, and labelled ×N
+            groups: dict[tuple[float, float], int] = {}
+            for r in pts:
+                if r["case"] == c:
+                    key = (r["w"], r["w_hat"])
+                    groups[key] = groups.get(key, 0) + 1
+            ax2.scatter([wunit.of(w) for w, _ in groups], [wunit.of(h) for _, h in groups],
+                        s=[18 + 6 * math.sqrt(n - 1) * 6 for n in groups.values()], alpha=0.75,
+                        label=f"decisions, case {c} if wrong (bound eq. {_EQ[c]}); ×N: N decisions")
+            for (w, h), n in groups.items():
+                if n > 1:
+                    ax2.annotate(f"×{n}", (wunit.of(w), wunit.of(h)), textcoords="offset points", xytext=(6, 6),
+                                 fontsize=8)
         lo = wunit.of(min(min(r["w"] for r in pts), min(r["w_hat"] for r in pts), 0.0))
         hi = wunit.of(max(max(r["w"] for r in pts), max(r["w_hat"] for r in pts), 0.0))
         pad = 0.1 * (hi - lo or 1.0)
@@ -606,7 +647,7 @@ def _save(fig: Figure, out_dir: Path, name: str, formats: Iterable[str],
     for fmt in formats:
         path = out_dir / f"{name}.{fmt}"
         refuse_inputs(path, "a figure", protect)
-        with create(path, "wb") as f:
+        with create(path, "wb", option="--plot") as f:
             fig.savefig(f, format=fmt, dpi=110)
         files.append(str(path))
     return files

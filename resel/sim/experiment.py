@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
-from resel.backends.simulated.simulation import SimResult, simulate
+from resel.backends.simulated.simulation import DataCost, SimResult, simulate
 from resel.domain import Bag, Site
 from resel.errors import ReselError
 from resel.metrics import ReselAudit, RunCosts, WorkloadMetrics, run_costs, summarize
@@ -40,6 +40,7 @@ class RunOutcome:
     walltime_kills: int = 0     # attempts killed by their pilot's walltime (docs/walltime.md)
     quarantines: int = 0        # black-hole quarantines (docs/engine.md)
     costs: RunCosts | None = None
+    data: DataCost | None = None   # what moving the bag's data cost (None: it moves none)
 
 
 @dataclass
@@ -75,6 +76,15 @@ class Cell:
             "penalty_max": max((a.penalty_max for a in audits), default=0.0),
             "bound_violations": sum(a.bound_violations for a in audits),
         }
+        data = [r.data for r in self.runs if r.data is not None]
+        if data:    # a bag that moves data (docs/data.md): means over the runs
+            names = sorted({n for d in data for n in (*d.mb_in, *d.mb_out)})
+            out["data"] = {
+                "priced": data[0].priced,
+                "seconds_per_task": summarize([d.as_dict()["seconds_per_task"] for d in data])["mean"],
+                "mb_in": {n: summarize([d.mb_in.get(n, 0.0) for d in data])["mean"] for n in names},
+                "mb_out": {n: summarize([d.mb_out.get(n, 0.0) for d in data])["mean"] for n in names},
+            }
         out["run_ids"] = list(self.run_ids)
         return out
 
@@ -140,39 +150,32 @@ def local_cores() -> int:
 
 
 @contextmanager
-def dask_executor(address: str | None) -> Iterator[Executor | None]:
-    """A :class:`concurrent.futures.Executor` on the Dask cluster whose scheduler is at
-    ``address`` (None: no executor, the sweep stays local). Dask's executor submits every
-    repetition as its own task (``pure=False``: none is taken from a cache) and hands the
-    results back in submission order.
+def dask_executor(address: str | None, *, insecure: bool = False,
+                  default_workers: int = 1) -> Iterator[Executor | None]:
+    """A :class:`concurrent.futures.Executor` on the Dask cluster ``address`` names (None: no
+    executor, the sweep stays local): ``local[:N]``, a private cluster started here;
+    ``tls://HOST:PORT`` with Dask's TLS settings; ``tcp://HOST:PORT`` only with ``insecure``
+    (:mod:`resel.sim.dask_access` says why). Dask's executor submits every repetition as its
+    own task (``pure=False``: none is taken from a cache) and hands the results back in
+    submission order.
 
     Raises:
-        ReselError: Dask is not installed, or the scheduler cannot be reached.
+        ReselError: the address is refused, Dask is not installed, the cluster cannot be
+            started or reached, or it fails while the repetitions run.
     """
     if address is None:
         yield None
         return
-    try:
-        from distributed import Client
-    except ImportError:
-        raise ReselError("--dask needs Dask's distributed scheduler: pip install 'resel[sweep]'") from None
-    try:
-        client = Client(address)        # waits distributed.comm.timeouts.connect (Dask's config, 30 s)
-    except (OSError, TimeoutError, ValueError) as exc:
-        raise ReselError(f"cannot reach the Dask scheduler at {address!r}: {exc}; "
-                         f"start one (dask scheduler, or dask-jobqueue on your cluster) and give its address, "
-                         f"e.g. tcp://login1:8786") from None
-    try:
+    from resel.sim.dask_access import dask_client, parse_target
+    with dask_client(parse_target(address, insecure=insecure), default_workers=default_workers) as client:
         yield client.get_executor(pure=False)
-    finally:
-        client.close()
 
 
 def _one_run(job: tuple) -> SimResult:
     """One repetition, in whichever process runs it: a pure function of its arguments."""
-    sized, sites, strat, seed, clock, source, quantile, confidence, rates, name, record, walltime = job
+    sized, sites, strat, seed, clock, source, quantile, confidence, rates, name, record, walltime, priced = job
     result = simulate(sized, sites, strat, seed=seed, clock=clock, estimate=source, quantile=quantile,
-                      confidence=confidence, rates=rates, record=record, walltime=walltime)
+                      confidence=confidence, rates=rates, record=record, walltime=walltime, price_data=priced)
     result.strategy = name
     return result
 
@@ -209,7 +212,7 @@ def run_experiment(bag: Bag, sites: list[Site], strategies: list[str], sizes: li
                    quantile: float = 0.9, confidence: float = 0.9,
                    on_run: Callable[[SimResult], int | None] | None = None, rates=None,
                    workers: int = 1, executor: Executor | None = None, record: bool = True,
-                   walltime: str = "limit") -> Experiment:
+                   walltime: str = "limit", price_data: bool = True) -> Experiment:
     """Simulate every strategy × size × repetition.
 
     Args:
@@ -222,6 +225,8 @@ def run_experiment(bag: Bag, sites: list[Site], strategies: list[str], sizes: li
         workers: local processes running the repetitions (1: in this process).
         executor: run them on this executor instead (a distributed one, docs/peers.md).
         record: keep each run's events and decisions (the store needs them).
+        price_data: the engine prices the bag's data (``[bag.data]``); False: blind to it, the
+            simulator still moving the bytes (docs/engine.md, "Selection sees the data").
     """
     parsed = {}
     for spec in strategies:
@@ -238,14 +243,14 @@ def run_experiment(bag: Bag, sites: list[Site], strategies: list[str], sizes: li
             strat, source = parsed[name]
             for i in range(repeat):
                 jobs.append((sized, list(sites), strat, seed + i, clock, source, quantile, confidence, rates,
-                             name, record, walltime))
+                             name, record, walltime, price_data))
                 cells.append(cell)
     owners = iter(cells)    # not zip(): its reused result tuple would keep the last run alive
     for result in sweep(jobs, workers, executor):
         cell = next(owners)
         cell.runs.append(RunOutcome(result.metrics, result.audit, result.walltime_kills,
                                     sum(h.quarantines for h in result.engine.health),
-                                    run_costs(result.engine, result.bag.cores_per_task)))
+                                    run_costs(result.engine, result.bag.cores_per_task), result.data))
         if on_run is not None:
             run_id = on_run(result)
             if run_id is not None:

@@ -19,6 +19,15 @@ schedule have finished? Per site, two counts, each an upper bound (the smaller i
   a task starting at σ finds a machine with a_j ≤ σ free, since at most A(σ) run at once), so
   completions ≤ Σ_j ⌊(T − a_j) / t_min⌋ with t_min the fastest of the first M draws.
 
+A bag that moves data (``[bag.data]``, docs/data.md) adds its true transfer times, as the
+simulator moves them (:class:`~resel.backends.simulated.simulation._DataTruth`): on site s no
+task starts before the shared inputs have crossed (S_s after the site's first pilot starts),
+each task holds its slot for its own inputs before it executes (t + I_s), and it is done O_s
+after it ends, when its outputs are home. So a site's counts are taken at T − O_s, with no
+start before the site's earliest possible pilot start + S_s (the shared inputs are sent once,
+at the site's first binding, which is no earlier) and every task I_s longer; the walltime
+still counts from where the tasks start (a relaxation: it only adds completions).
+
 The bound is the smallest T at which the sites together could have finished the bag's n
 tasks; a strategy's TTC is at least that T, because its schedule is one of those counted.
 What it relaxes (why it is not the exact optimum): walltimes in the per-slot count, other
@@ -40,6 +49,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from resel.domain import Bag, Site
+from resel.transfer import DataTimes
 
 #: slack in ⌊x⌋ so a float T exactly at a task's end still counts the task (the bound stays ≤ TTC)
 EPS = 1e-9
@@ -61,11 +71,20 @@ class SiteCapacity:
     #: per-slot count: (time, how many slots appear then), ascending — A(τ) as steps
     slot_times: tuple[tuple[float, int], ...]
     tx_min: float
+    #: data (a bag that moves it): no task here starts before ``ready`` — the earliest any of
+    #: its pilots could start, plus the shared inputs' trip (−inf without data) — and each is
+    #: done ``after`` its end (its outputs home); its own inputs are in ``draws``' and
+    #: ``tx_min``'s T_x, since they hold its slot
+    ready: float = -math.inf
+    after: float = 0.0
 
     def completions(self, T: float) -> int:
         """At most how many tasks this site finishes by T in any schedule."""
+        T -= self.after                 # a task counts once its outputs are home
+        ready = self.ready
         per_slot = 0
         for a, count in self.slot_times:
+            a = max(a, ready)
             if a >= T:
                 break
             per_slot += count * math.floor((T - a) / self.tx_min + EPS)
@@ -75,7 +94,7 @@ class SiteCapacity:
         for w, tx in self.draws:
             best = 0
             for nodes, slots in self.sizes:
-                start = w * (nodes ** self.exponent if self.exponent else 1.0)
+                start = max(w * (nodes ** self.exponent if self.exponent else 1.0), ready)
                 if start >= T:
                     if self.exponent >= 0:
                         break                  # sizes are by node count: later ones start later
@@ -100,11 +119,12 @@ class OracleBound:
         return {"ttc": self.ttc, "tasks": self.tasks, "submissions": dict(self.submissions)}
 
 
-def site_capacity(site: Site, bag: Bag, seed: int, draws: int, running_ends: list[tuple[float, int]] | None
-                  ) -> SiteCapacity | None:
+def site_capacity(site: Site, bag: Bag, seed: int, draws: int, running_ends: list[tuple[float, int]] | None,
+                  data: DataTimes | None = None) -> SiteCapacity | None:
     """One site's truth for the seed, as the oracle uses it (None: the bag cannot run there).
 
     ``running_ends`` (trace-driven sites): (end, cores) of each job running at the bag's arrival.
+    ``data``: a task's true data times on the site (a bag that moves data).
     """
     from resel.backends.simulated.simulation import _SiteTruth
     cpt = bag.cores_per_task
@@ -116,8 +136,10 @@ def site_capacity(site: Site, bag: Bag, seed: int, draws: int, running_ends: lis
     max_pilots = max(1, site.pilot.max_pilots)
     truth = _SiteTruth(site, seed)
     m = max(1, draws)
-    txs = [bag.profile.instructions * truth.kappa / truth.draw_speed() for _ in range(m)]
+    own = data.own_in if data is not None else 0.0
+    txs = [bag.profile.instructions * truth.kappa / truth.draw_speed() + own for _ in range(m)]
     tx_min = min(txs)
+    after = data.out if data is not None else 0.0
     if running_ends is not None:          # a trace queue: cores free as the running jobs end
         held = sum(c for _, c in running_ends)
         free = site.cores - held
@@ -130,8 +152,9 @@ def site_capacity(site: Site, bag: Bag, seed: int, draws: int, running_ends: lis
             if now_have > have:
                 times.append((max(0.0, end), now_have - have))
             have = now_have
+        ready = min((a for a, _ in times), default=0.0) + data.shared_in if data is not None else -math.inf
         return SiteCapacity(site.name, slots, max_pilots, site.pilot.walltime, (), ((1, slots),), 0.0,
-                            tuple(times), tx_min)
+                            tuple(times), tx_min, ready, after)
     waits = [max(0.0, truth.wait()) for _ in range(m)]
     per_node = truth.per_node if site.wait is not None else 1
     exponent = truth.exponent
@@ -153,8 +176,13 @@ def site_capacity(site: Site, bag: Bag, seed: int, draws: int, running_ends: lis
             times.append((at, total - have))
             have = total
     times.sort()
+    ready = -math.inf
+    if data is not None:   # the earliest any pilot could start (a slot, or any size of any draw)
+        first = min((w * (nodes ** exponent if exponent else 1.0) for w in waits for nodes, _ in sizes),
+                    default=0.0)
+        ready = min([first, *(a for a, _ in times)]) + data.shared_in
     return SiteCapacity(site.name, slots, max_pilots, site.pilot.walltime, tuple(zip(waits, txs)), tuple(sizes),
-                        exponent, tuple(times), tx_min)
+                        exponent, tuple(times), tx_min, ready, after)
 
 
 def _running_at_arrival(sites: list[Site]) -> dict[int, list[tuple[float, int]]]:
@@ -180,13 +208,16 @@ def oracle_bound(bag: Bag, sites: list[Site], seed: int, submissions: int | Mapp
             bound allows; a per-task pool needs at least one per task.
     """
     from resel.selection import viable_sites
+    from resel.transfer import TransferModel
     n = bag.count
+    data = TransferModel.from_bag(bag, sites, truth=True)   # as the simulator moves it
     counts = {s.name: (submissions.get(s.name, 1) if isinstance(submissions, Mapping) else int(submissions))
               for s in sites}
     running = _running_at_arrival(sites)
     caps = []
     for i in viable_sites(bag, sites):
-        cap = site_capacity(sites[i], bag, seed, counts[sites[i].name], running.get(i))
+        cap = site_capacity(sites[i], bag, seed, counts[sites[i].name], running.get(i),
+                            None if data is None else data.times(sites[i].name))
         if cap is not None:
             caps.append(cap)
     if n == 0 or not caps:

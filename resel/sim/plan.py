@@ -47,8 +47,11 @@ def simulated_rows(bag: Bag, sites: list[Site], strategy: str, *, quantile: floa
     from resel.models.finish import empirical
     from resel.selection import Strategy
 
+    from resel.transfer import TransferModel
+
     strat = Strategy.parse(strategy)
-    engine = Engine(bag, sites, strat, seed=seed, clock=clock, rates=rates)
+    # priced with the bag's data as the simulated run below is, so its pilot shapes are the run's
+    engine = Engine(bag, sites, strat, seed=seed, clock=clock, rates=rates, data=TransferModel.from_bag(bag, sites))
     shapes, menu = engine.probe_shapes(), engine.probe_menu()
     by_source: dict[str, Any] = {}
     for src in ("scheduler", "twin", "history"):

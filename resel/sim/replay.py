@@ -20,7 +20,7 @@ import itertools
 import math
 import operator
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Collection, Iterable, Iterator
 
 from resel.sim import closed
 from resel.sim.core import collector_paused
@@ -60,7 +60,8 @@ def replay(jobs: Iterable[Job], policy: str, cores: int, *, speed: float = 1.0, 
            taus: tuple[float, ...] = (10.0, 60.0), on_done: Callable[[Job], None] | None = None,
            on_scheduled: Callable[[Job, float, float], None] | None = None,
            on_progress: Callable[[int], None] | None = None, trace_name: str = "trace",
-           first: int | None = None) -> ReplayResult:
+           first: int | None = None, statuses: Collection[int] | None = None,
+           schedule: list | None = None) -> ReplayResult:
     """Simulate ``jobs`` (in submit order) on ``cores`` cores under ``policy``.
 
     Args:
@@ -71,6 +72,12 @@ def replay(jobs: Iterable[Job], policy: str, cores: int, *, speed: float = 1.0, 
         on_progress: called with the number of jobs read so far, every 1,000 jobs.
         trace_name: the trace's file name, for error messages.
         first: replay only the first that many jobs read.
+        statuses: replay only the jobs whose status (field 11) is one of these, as
+            :func:`~resel.sim.swf.only_status` keeps them (``first`` counts the jobs kept).
+        schedule: a list that receives, for each job read (after ``statuses``), its simulated
+            ``(wait, run)`` — None for a job not replayed — in the order read: the schedule
+            ``resel replay --output`` writes (:func:`~resel.sim.swf.write_schedule`), without
+            a record per job and by the kernels where the policy has one.
 
     The site is a :class:`~resel.sim.queue.BatchQueue`: at every instant the jobs ending
     free their cores, then the jobs arriving join the queue, then the policy makes one pass.
@@ -84,6 +91,11 @@ def replay(jobs: Iterable[Job], policy: str, cores: int, *, speed: float = 1.0, 
         InputError: the trace is not sorted by submit time (:func:`resel.sim.swf.unsorted_error`).
         ReselError: unknown policy.
     """
+    if statuses is not None and type(jobs) is not Trace:
+        from resel.sim.swf import only_status
+        jobs, statuses = only_status(jobs, statuses), None
+    if schedule is not None and (on_scheduled is not None or on_done is not None or type(jobs) is not Trace):
+        raise ValueError("schedule= reads a Trace given as it is, without on_scheduled or on_done")
     stats = JobStats(taus)
     result = ReplayResult(policy, cores, stats)
     wait_append, run_append = stats.wait.append, stats.run.append
@@ -104,6 +116,7 @@ def replay(jobs: Iterable[Job], policy: str, cores: int, *, speed: float = 1.0, 
             on_scheduled(record, wait, run)
 
     killed_n, area, first_submit, last_end = 0, 0.0, stats.first_submit, stats.last_end
+    by_position: dict[int, tuple[float, float]] | None = {} if schedule is not None else None
 
     def ended(q: QJob, now: float) -> None:
         # JobStats.add, inline (``now`` is start + run)
@@ -121,6 +134,8 @@ def replay(jobs: Iterable[Job], policy: str, cores: int, *, speed: float = 1.0, 
             heapq.heappush(outbox, (q.id, q.ref, q.start - submitted, run))
             finished_seqs.add(q.id)
             flush()
+        elif by_position is not None:
+            by_position[q.id - 1] = (q.start - submitted, run)
 
     counts = [0, 0, 0]           # jobs read, unknown run or size, larger than the site
 
@@ -158,7 +173,8 @@ def replay(jobs: Iterable[Job], policy: str, cores: int, *, speed: float = 1.0, 
     if not in_order and type(jobs) is Trace and policy in closed.KERNELS:
         # FCFS and EASY: the trace's columns straight into a closed-queue kernel
         counts[0], counts[1], counts[2], killed_n, first_submit = _run_kernel(
-            jobs.replay_columns(), policy, cores, speed, kill, stats, trace_name, on_progress, first)
+            jobs.replay_columns(statuses), policy, cores, speed, kill, stats, trace_name, on_progress, first,
+            schedule=schedule)
         replayed = len(stats.wait)
         result.events = 2 * replayed
         result.skipped_unknown, result.skipped_too_large = counts[1], counts[2]
@@ -166,17 +182,20 @@ def replay(jobs: Iterable[Job], policy: str, cores: int, *, speed: float = 1.0, 
         return result
     # rows: (submit, run, size, req_time, id, trace record or None)
     if not in_order and type(jobs) is Trace:
-        rows = jobs.replay_rows()
+        rows = jobs.replay_rows() if statuses is None else jobs.replay_rows_with_status(statuses)
     else:
-        rows = _rows(jobs)
+        rows = _rows(jobs if statuses is None else _only_status(jobs, statuses))
     if first is not None:
         rows = itertools.islice(rows, first)
+
     from resel.sim.queue import BatchQueue     # (here: the kernels' path needs no batch queue)
     queue = BatchQueue(policy, cores, on_end=ended)
     with collector_paused():
         queue.run_closed(arrivals(rows))
     if in_order:
         flush()
+    if by_position is not None:
+        schedule[:] = [by_position.get(i) for i in range(counts[0])]
     replayed = len(stats.wait)
     result.events = 2 * replayed          # an arrival and an end per job
     result.skipped_unknown, result.skipped_too_large = counts[1], counts[2]
@@ -184,9 +203,15 @@ def replay(jobs: Iterable[Job], policy: str, cores: int, *, speed: float = 1.0, 
     return result
 
 
+def _only_status(jobs: Iterable[Job], statuses: Collection[int]) -> Iterator[Job]:
+    from resel.sim.swf import only_status
+    return only_status(jobs, statuses)
+
+
 def _run_kernel(blocks: Iterable[Columns], policy: str, cores: int, speed: float, kill: bool, stats: JobStats,
                 trace_name: str, on_progress: Callable[[int], None] | None,
-                first: int | None, starts: dict | None = None) -> tuple[int, int, int, int, float]:
+                first: int | None, starts: dict | None = None,
+                schedule: list | None = None) -> tuple[int, int, int, int, float]:
     """:func:`replay` of a trace's columns (:meth:`Trace.replay_columns`) by the policy's kernel
     (:data:`resel.sim.closed.KERNELS`): the jobs a block at a time made into the kernel's
     tuples — checked for order, unusable ones counted and dropped, run and estimate scaled
@@ -195,10 +220,12 @@ def _run_kernel(blocks: Iterable[Columns], policy: str, cores: int, speed: float
     Fills ``stats.wait``, ``run``, ``area`` and ``last_end``; returns the jobs read, the
     unknown and too-large ones skipped, the jobs killed at their request and the first
     submit time replayed. ``starts``, if given, receives each replayed job's start by job id
-    (the schedule, for :func:`kernel_schedule`; it keeps every job's id and submit time).
+    (the schedule, for :func:`kernel_schedule`; it keeps every job's id and submit time);
+    ``schedule``, each job read's ``(wait, run)`` by its position (None: not replayed).
     """
     kept_ids: list = []
     kept_submits: list[float] = []
+    positions: list[int] = []            # with ``schedule``: each replayed job's position among those read
     counts = [0, 0, 0, 0, 0]              # read, unknown run or size, larger than the site, killed, replayed
     reach = [0, 0]                        # the largest submit time seen, the sum of the runs
     low = [math.inf]                      # the first submit replayed
@@ -216,9 +243,17 @@ def _run_kernel(blocks: Iterable[Columns], policy: str, cores: int, speed: float
         waits.clear()
         ran.clear()
 
+    def until_first() -> Iterator[Columns]:
+        """The blocks, none read once the first ``first`` jobs are in (so that --first bounds
+        what is read of the file, whatever follows them)."""
+        for block in blocks:
+            yield block
+            if first is not None and counts[0] >= first:
+                return
+
     def prepared() -> Iterator[Iterable[tuple]]:
         last = -math.inf
-        for submits, runs, sizes, req_times, ids in blocks:
+        for submits, runs, sizes, req_times, ids in until_first():
             moved()
             if first is not None and counts[0] + len(submits) > first:
                 keep = max(0, first - counts[0])
@@ -236,6 +271,7 @@ def _run_kernel(blocks: Iterable[Columns], policy: str, cores: int, speed: float
             if on_progress is not None:
                 for done in range(before // 1000 + 1, counts[0] // 1000 + 1):
                     on_progress(done * 1000)
+            read = range(before, counts[0])
             if not (min(runs) >= 0 and min(sizes) > 0 and max(sizes) <= cores):    # as to_qjob
                 usable = [run is not None and run >= 0 and size > 0 for run, size in zip(runs, sizes)]
                 counts[1] += usable.count(False)
@@ -243,8 +279,11 @@ def _run_kernel(blocks: Iterable[Columns], policy: str, cores: int, speed: float
                 counts[2] += fits.count(False) - usable.count(False)
                 submits, runs, sizes, req_times, ids = (list(itertools.compress(c, fits))
                                                         for c in (submits, runs, sizes, req_times, ids))
+                read = itertools.compress(read, fits)
                 if not submits:
                     continue
+            if schedule is not None:
+                positions.extend(read)
             low[0] = min(low[0], submits[0])
             numbers = range(counts[4], counts[4] + len(submits))
             counts[4] += len(submits)
@@ -294,7 +333,7 @@ def _run_kernel(blocks: Iterable[Columns], policy: str, cores: int, speed: float
                    else zip(starts_at, sizes, estimates, lengths, numbers))
 
     kernel = closed.KERNELS[policy]
-    order: list[int] | None = [] if starts is not None else None
+    order: list[int] | None = [] if starts is not None or schedule is not None else None
     try:
         with collector_paused():
             area, last_end = kernel(itertools.chain.from_iterable(prepared()), cores, waits.append,
@@ -305,6 +344,10 @@ def _run_kernel(blocks: Iterable[Columns], policy: str, cores: int, speed: float
     if starts is not None and order is not None:
         for number, waited in zip(order, stats.wait):
             starts[kept_ids[number]] = kept_submits[number] + waited
+    if schedule is not None and order is not None:
+        schedule[:] = [None] * counts[0]
+        for number, waited, ran_for in zip(order, stats.wait, stats.run):
+            schedule[positions[number]] = (waited, ran_for)
     return counts[0], counts[1], counts[2], counts[3], float(low[0])
 
 

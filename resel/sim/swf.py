@@ -28,7 +28,7 @@ import os
 import re
 from dataclasses import dataclass, field, replace
 from json import loads as _json_loads
-from typing import Callable, Collection, Iterable, Iterator, Mapping, TextIO
+from typing import BinaryIO, Callable, Collection, Iterable, Iterator, Mapping, TextIO
 
 from resel.errors import InputError
 
@@ -47,6 +47,7 @@ _KEY_VALUE = re.compile(r";\s*([A-Za-z][\w-]*)\s*:\s?(.*)")
 _NUMBER_EXPECTED = "a number (-1 if unknown)"
 _PREV_JOB = FIELDS.index("prev_job")
 _PROCS, _REQ_PROCS, _REQ_TIME, _ID = (FIELDS.index(f) for f in ("procs", "req_procs", "req_time", "id"))
+_STATUS = FIELDS.index("status")
 #: every field fits a signed 64-bit integer (SQLite's, for ``history import``), and as a float
 #: stays far from overflow in the schedulers' sums: a 400-digit submit time used to end a
 #: replay in OverflowError
@@ -133,21 +134,29 @@ class Header:
         return self._int("UnixStartTime")
 
     def _int(self, key: str) -> int | None:
+        """The label as a count of processors or nodes: None if absent or -1 (SWF's "unknown");
+        anything else not from 1 to :data:`LIMIT` is an error (a MaxProcs of -5 used to replay
+        "0 jobs on -5 cores" and exit 0)."""
         value = self.fields.get(key)
         if value is None:
             return None
         text = value.split("\n")[0].strip()
-        if not _INT.fullmatch(text) or len(text.lstrip("+-")) > 19 or abs(int(text)) > LIMIT:
-            raise InputError(self.path, f"header {key}", f"value is {_shown(text)}", f"a whole number up to {LIMIT}")
+        if text == "-1":
+            return None
+        if not _INT.fullmatch(text) or len(text.lstrip("+-")) > 19 or not 0 < int(text) <= LIMIT:
+            raise InputError(self.path, f"header {key}", f"value is {_shown(text)}",
+                             f"a whole number from 1 to {LIMIT} (-1 if unknown)")
         return int(text)
 
 
-def _add_comment(header: Header, line: str) -> None:
+def _add_comment(header: Header, values: dict[str, list[str]], line: str) -> None:
+    """One ``;`` line of the header: kept in ``comments``, and a ``Key: value`` one's value
+    added to ``values`` (joined into :attr:`Header.fields` once the header is read: joining a
+    line at a time was quadratic in the lines of one key)."""
     header.comments.append(line)
     match = _KEY_VALUE.fullmatch(line.strip())
     if match:
-        key, value = match.group(1), match.group(2).strip()
-        header.fields[key] = f"{header.fields[key]}\n{value}" if key in header.fields else value
+        values.setdefault(match.group(1), []).append(match.group(2).strip())
 
 
 def _parse_number(token: str) -> Number | None:
@@ -194,6 +203,15 @@ _REPLAY_FIELDS = tuple(FIELDS.index(f) for f in ("submit", "run", "procs", "req_
 #: 64 KiB read wagap and hpc2n fastest of 16–256 KiB here (a block's tokens still fit the caches:
 #: 21.3 ms for wagap against 22.9 ms at 128 KiB and 24.4 ms at 256 KiB)
 _BLOCK = 1 << 16
+#: the longest line a trace may hold, in bytes without its line end: real traces' lines are
+#: short (wagap's longest, a header note, 1,375 bytes; a job line ~100), and the bound keeps
+#: the work and memory a line costs bounded whatever the file (a 2 GB file without a newline
+#: was read whole, in time quadratic in its length); a longer line is an error, even with
+#: ``skip_bad`` (the file is not a trace)
+MAX_LINE = 1 << 20
+#: the most bytes of ``;`` lines before the first job (the header, kept in
+#: :attr:`Header.comments`): archive headers are a few kilobytes
+MAX_HEADER = 1 << 22
 #: bytes.translate tables of the block reader: digits to '0' (a run of 19 is too long for
 #: :data:`LIMIT`), and '&' to ',' (field 17's predecessor lists are numbers joined by '&')
 _DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"0" * 9)
@@ -248,12 +266,13 @@ def _signs_and_dots(zeros: bytes, ints: bool) -> bool:
     return True
 
 
-def _block_columns(block: bytes, lines: int) -> Columns | None:
+def _block_columns(block: bytes, lines: int, status: bool = False) -> Columns | None:
     """The replay's columns of ``block`` — complete job lines, each ending in ``\\n``, no
     comment, blank or title line, ``lines`` of them — as ``(submits, runs, sizes, req_times,
     ids)``, the last two converted when first read (:class:`_LazyColumn`), or None if
     it is anything else: then it is read line by line (:meth:`Trace._line_rows`), which
-    gives the same values and reports a bad line with its number.
+    gives the same values and reports a bad line with its number. With ``status``, a sixth
+    column holds each job's status (field 11), for ``resel replay --status``.
 
     At C speed (no Python code per line): the lines are split into tokens at once, with a
     marker token at each line end, so the tokens are columns if every line has as many of
@@ -304,6 +323,9 @@ def _block_columns(block: bytes, lines: int) -> Columns | None:
             columns[i] = list(map(_whole, columns[i]))
     submits, runs, procs, req_procs = columns
     sizes = req_procs if all_requested else [r if r > 0 else p for p, r in zip(procs, req_procs)]
+    if status:
+        return (submits, runs, sizes, _LazyColumn(joined[_REQ_TIME]), _LazyColumn(joined[_ID]),  # type: ignore[return-value]
+                _LazyColumn(joined[_STATUS]))
     return submits, runs, sizes, _LazyColumn(joined[_REQ_TIME]), _LazyColumn(joined[_ID])
 
 
@@ -376,29 +398,22 @@ def _is_title_line(tokens: list[str]) -> bool:
 _COMPRESSED = ((b"\x1f\x8b", "gzip"), (b"BZh", "bz2"), (b"\xfd7zXZ\x00", "lzma"))
 
 
-def _open(path: str, binary: bool = False) -> TextIO:
-    """The trace as text: gzip, bzip2 and xz files are read as they are (by their magic bytes,
-    whatever their name), a UTF-8 byte-order mark is dropped.
-
-    errors="replace": a stray byte becomes a non-numeric field, reported with its line.
-    ``binary``: its bytes instead (decompressed; line ends and the byte-order mark as they
-    are), for :meth:`Trace.replay_rows`, which decodes as this text would be.
+def _open(path: str) -> BinaryIO:
+    """The trace's bytes: gzip, bzip2 and xz files decompressed (by their magic bytes, whatever
+    their name); line ends and a byte-order mark as they are, for :func:`_line_blocks`, which
+    decodes the text (UTF-8, a stray byte replaced: it becomes a non-numeric field, reported
+    with its line).
     """
     try:
         with open(path, "rb") as f:
             head = f.read(6)
         for magic, module in _COMPRESSED:
             if head.startswith(magic):
-                opener = importlib.import_module(module).open
-                if binary:
-                    return _Decompressed(opener(path, "rb"), path)
-                return _Decompressed(opener(path, "rt", encoding="utf-8-sig", errors="replace"), path)
+                return _Decompressed(importlib.import_module(module).open(path, "rb"), path)
         if head.startswith(b"\x28\xb5\x2f\xfd"):
             raise InputError(path, None, "is zstd-compressed", "an SWF text file, or one compressed with "
                              "gzip, bzip2 or xz (decompress it first: zstd -d)")
-        if binary:
-            return open(path, "rb")
-        return open(path, encoding="utf-8-sig", errors="replace")
+        return open(path, "rb")
     except FileNotFoundError:
         raise InputError(path, None, "file not found") from None
     except IsADirectoryError:
@@ -407,10 +422,67 @@ def _open(path: str, binary: bool = False) -> TextIO:
         raise InputError(path, None, f"cannot be read: {exc.strerror or exc}") from None
 
 
-class _Decompressed:
-    """A compressed trace's text stream whose damage (cut short, bad data) is an InputError."""
+def _line_blocks(f, path: str) -> Iterator[tuple[int, bytes, int]]:
+    """The bytes of ``f`` (``path`` opened by :func:`_open`) as blocks of whole lines:
+    ``(number of the block's first line, block, lines in it)``, every line ending in ``\\n``.
 
-    def __init__(self, stream: TextIO, path: str):
+    Decoded as :func:`_open` decodes the text: the byte-order mark dropped, ``\\r\\n`` and a
+    lone ``\\r`` read as a line end (a ``\\r`` at the end of a read waits for the next
+    byte), a last line without one completed. A block is what one read of :data:`_BLOCK`
+    bytes completes, so the work is linear in the file and what is read is bounded by the
+    lines taken: a line longer than :data:`MAX_LINE` is an error as soon as that much of it
+    has been read (a partial line is at most that long, so each read scans a bounded
+    buffer), with its number.
+    """
+    line_no = 1                 # the number of the next block's first line
+    buf = b""
+    started = False
+    while True:
+        chunk = f.read(_BLOCK)
+        eof = not chunk
+        buf += chunk
+        if not started:                     # the byte-order mark, once 3 bytes are in
+            if len(buf) < len(_BOM) and not eof:
+                continue
+            started = True
+            if buf.startswith(_BOM):
+                buf = buf[len(_BOM):]
+        work = buf if eof or not buf.endswith(b"\r") else buf[:-1]
+        rest = buf[len(work):]
+        if b"\r" in work:
+            work = work.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        # only the first line can be long: it holds what was left of the last read, every
+        # later one lies in this read's chunk (at most _BLOCK bytes, well under MAX_LINE)
+        end = work.find(b"\n")
+        if (end if end >= 0 else len(work)) > MAX_LINE:
+            raise InputError(path, f"line {line_no}", f"is longer than {MAX_LINE:,} bytes",
+                             "an SWF trace: one job a line, 18 numbers and a few extra columns")
+        if eof:
+            if work:
+                block = work if work.endswith(b"\n") else work + b"\n"
+                yield line_no, block, block.count(b"\n")
+            return
+        cut = work.rfind(b"\n") + 1
+        if not cut:                         # no whole line yet
+            buf = work + rest
+            continue
+        block, buf = work[:cut], work[cut:] + rest
+        lines = block.count(b"\n")
+        yield line_no, block, lines
+        line_no += lines
+
+
+def _text_lines(f, path: str) -> Iterator[tuple[int, str]]:
+    """``(line number, line)`` of every line of ``f`` (as :func:`_line_blocks` reads it), without
+    its line end, decoded as :func:`_open` decodes the text (invalid UTF-8 replaced)."""
+    for line_no, block, _ in _line_blocks(f, path):
+        yield from enumerate(block.decode("utf-8", "replace").split("\n")[:-1], line_no)
+
+
+class _Decompressed:
+    """A compressed trace's byte stream whose damage (cut short, bad data) is an InputError."""
+
+    def __init__(self, stream: BinaryIO, path: str):
         self.stream, self.path = stream, path
         # what a damaged stream raises (imported here: an uncompressed trace needs neither)
         self.damage = (EOFError, OSError, importlib.import_module("lzma").LZMAError,
@@ -425,15 +497,6 @@ class _Decompressed:
 
     def __exit__(self, *exc_info) -> None:
         self.stream.close()
-
-    def __iter__(self) -> "_Decompressed":
-        return self
-
-    def __next__(self) -> str:
-        try:
-            return next(self.stream)
-        except self.damage as exc:
-            raise self._fail(exc) from None
 
     def read(self, size: int = -1) -> bytes:
         try:
@@ -464,31 +527,44 @@ class Trace:
 
     def _read_header(self) -> Header:
         header = Header(path=self.path)
-        with _open(self.path) as f:
-            for line_no, line in enumerate(f, 1):
-                text = line.strip()
-                if not text:
-                    continue
-                if text.startswith(";"):
-                    _add_comment(header, line.rstrip("\r\n"))
-                    continue
-                tokens = text.split()
-                if _is_title_line(tokens):
-                    header.columns = tuple(tokens)
-                    self._title_line = line_no
-                break
+        values: dict[str, list[str]] = {}
+        size = 0
+        for line_no, line in self._lines():
+            text = line.strip()
+            if not text:
+                continue
+            if text.startswith(";"):
+                size += len(line)
+                if size > MAX_HEADER:
+                    raise InputError(self.path, f"line {line_no}", f"the header (the ';' lines before the "
+                                     f"first job) is longer than {MAX_HEADER:,} characters",
+                                     "an SWF header of a few kilobytes")
+                _add_comment(header, values, line)
+                continue
+            tokens = text.split()
+            if _is_title_line(tokens):
+                header.columns = tuple(tokens)
+                self._title_line = line_no
+            break
+        header.fields.update((key, "\n".join(found)) for key, found in values.items())
         return header
+
+    def _lines(self) -> Iterator[tuple[int, str]]:
+        """``(line number, line)`` of every line of the file, without its line end, decoded as
+        :func:`_open` decodes the text; read a block at a time (:func:`_line_blocks`), so no more
+        of the file is read than the lines taken need."""
+        with _open(self.path) as f:
+            yield from _text_lines(f, self.path)
 
     def __iter__(self) -> Iterator[Job]:
         self.skipped = 0
-        with _open(self.path) as f:
-            for line_no, line in enumerate(f, 1):
-                text = line.strip()
-                if not text or text.startswith(";") or line_no == self._title_line:
-                    continue
-                job = self._parse(line_no, text.split())
-                if job is not None:
-                    yield job
+        for line_no, line in self._lines():
+            text = line.strip()
+            if not text or text.startswith(";") or line_no == self._title_line:
+                continue
+            job = self._parse(line_no, text.split())
+            if job is not None:
+                yield job
 
     def replay_rows(self) -> Iterator[tuple[Number, Number, Number, Number, Number, None]]:
         """``(submit, run, size, req_time, id, None)`` of each job, in file order: what a
@@ -507,7 +583,19 @@ class Trace:
         return itertools.chain.from_iterable(
             zip(*block, none) if type(block) is tuple else block for block in self._blocks())
 
-    def replay_columns(self) -> Iterator[Columns]:
+    def replay_rows_with_status(self, statuses: Collection[int]) -> Iterator[tuple]:
+        """:meth:`replay_rows` of the jobs whose status (field 11) is in ``statuses``: what
+        :func:`only_status` keeps of iterating the trace, read by the block reader."""
+        self.skipped = 0
+        keep = frozenset(statuses)
+        for block in self._blocks(status=True):
+            if type(block) is tuple:
+                block = zip(*block)
+            for row in block:
+                if row[5] in keep:
+                    yield (*row[:5], None)
+
+    def replay_columns(self, statuses: Collection[int] | None = None) -> Iterator[Columns]:
         """:meth:`replay_rows` a block at a time, as :data:`Columns` (lists of submit, run,
         size, req_time and id): what the replay loop reads without a tuple per job.
 
@@ -516,14 +604,20 @@ class Trace:
         :meth:`replay_rows` (an unsorted job earlier in the same block is found first).
         """
         self.skipped = 0
-        for block in self._blocks():
+        keep = None if statuses is None else frozenset(statuses)
+        for block in self._blocks(status=keep is not None):
             if type(block) is tuple:
+                if keep is not None:
+                    mask = [s in keep for s in block[5]]
+                    block = block[:5] if all(mask) else tuple(list(itertools.compress(c, mask)) for c in block[:5])
+                    if not block[0]:
+                        continue
                 yield block
                 continue
             rows: list[tuple] = []
             error = None
             try:
-                rows.extend(block)
+                rows.extend(block if keep is None else (r for r in block if r[5] in keep))
             except InputError as exc:
                 error = exc
             if rows:
@@ -532,72 +626,40 @@ class Trace:
             if error is not None:
                 raise error
 
-    def _blocks(self) -> Iterator[Columns | Iterator[tuple]]:
-        """The trace's job lines a block at a time: :data:`Columns`, or (a block
-        :func:`_block_columns` does not take) an iterator of :meth:`replay_rows`' rows.
+    def _blocks(self, status: bool = False) -> Iterator[Columns | Iterator[tuple]]:
+        """The trace's job lines a block at a time (:func:`_line_blocks`): :data:`Columns`, or
+        (a block :func:`_block_columns` does not take) an iterator of :meth:`replay_rows`' rows
+        (with ``status``, each job's status column too).
 
-        The bytes are cut into blocks of whole lines and decoded as :func:`_open` decodes
-        the text: the byte-order mark dropped, ``\\r\\n`` and a lone ``\\r`` read as a line
-        end (a ``\\r`` at the end of a read waits for the next byte), a last line without
-        one completed, invalid UTF-8 replaced (in the line-by-line path; the fast one takes
-        ASCII fields only). The header's lines (comments, blank lines, a title line) before
-        the first job are skipped here, so that the first block is not read line by line
-        for them.
+        Invalid UTF-8 is replaced in the line-by-line path (the fast one takes ASCII fields
+        only). The header's lines (comments, blank lines, a title line) before the first job
+        are skipped here, so that the first block is not read line by line for them.
         """
         title = self._title_line
-        line_no = 0                 # lines before the current block
         in_header = True
-        buf = b""
-        started = False
-        with _open(self.path, binary=True) as f:
-            while True:
-                chunk = f.read(_BLOCK)
-                eof = not chunk
-                buf += chunk
-                if not started:                     # the byte-order mark, once 3 bytes are in
-                    if len(buf) < len(_BOM) and not eof:
-                        continue
-                    started = True
-                    if buf.startswith(_BOM):
-                        buf = buf[len(_BOM):]
-                work = buf if eof or not buf.endswith(b"\r") else buf[:-1]
-                rest = buf[len(work):]
-                if b"\r" in work:
-                    work = work.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-                if eof:
-                    if not work:
-                        return
-                    block, buf = (work if work.endswith(b"\n") else work + b"\n"), b""
-                else:
-                    cut = work.rfind(b"\n") + 1
-                    if not cut:                     # no whole line yet
-                        buf = work + rest
-                        continue
-                    block, buf = work[:cut], work[cut:] + rest
-                lines = block.count(b"\n")
+        with _open(self.path) as f:
+            for line_no, block, lines in _line_blocks(f, self.path):
                 if in_header:                       # comments, blank and title lines
                     at = 0
                     while at < len(block):
                         end = block.index(b"\n", at)
                         head = block[at:end].decode("utf-8", "replace").split(None, 1)
-                        if head and head[0][0] != ";" and line_no + 1 != title:
+                        if head and head[0][0] != ";" and line_no != title:
                             in_header = False
                             break
                         at, line_no, lines = end + 1, line_no + 1, lines - 1
                     block = block[at:]
                     if not block:
                         continue
-                columns = _block_columns(block, lines)
+                columns = _block_columns(block, lines, status)
                 if columns is not None:
                     yield columns
                 else:
-                    yield self._line_rows(line_no + 1, block.decode("utf-8", "replace").split("\n")[:-1])
-                line_no += lines
-                if eof:
-                    return
+                    yield self._line_rows(line_no, block.decode("utf-8", "replace").split("\n")[:-1], status)
 
-    def _line_rows(self, line_no: int, lines: list[str]) -> Iterator[tuple]:
-        """:meth:`replay_rows` of ``lines``, the first being line ``line_no``, one at a time."""
+    def _line_rows(self, line_no: int, lines: list[str], status: bool = False) -> Iterator[tuple]:
+        """:meth:`replay_rows` of ``lines``, the first being line ``line_no``, one at a time
+        (with ``status``, each job's status in place of the last None)."""
         n = len(FIELDS)
         title = self._title_line
         exact = _exact
@@ -620,7 +682,8 @@ class Trace:
                     if _in_range(ints):
                         (id_, submit, _, run, procs, _, _, req_procs, req_time,
                          _, _, _, _, _, _, _, _, _) = ints
-                        yield submit, run, (req_procs if req_procs > 0 else procs), req_time, id_, None
+                        yield (submit, run, (req_procs if req_procs > 0 else procs), req_time, id_,
+                               ints[_STATUS] if status else None)
                         continue
                 try:   # ascii, no '_': float() takes what _FLOAT does, and inf/nan (not finite)
                     values = list(map(float, head))
@@ -630,11 +693,11 @@ class Trace:
                     procs, req_procs = exact(head[4], values[4]), exact(head[7], values[7])
                     yield (exact(head[1], values[1]), exact(head[3], values[3]),
                            req_procs if req_procs > 0 else procs, exact(head[8], values[8]),
-                           exact(head[0], values[0]), None)
+                           exact(head[0], values[0]), exact(head[_STATUS], values[_STATUS]) if status else None)
                     continue
             job = self._parse(line_no, line.split())
             if job is not None:
-                yield job.submit, job.run, job.size, job.req_time, job.id, None
+                yield job.submit, job.run, job.size, job.req_time, job.id, job.status if status else None
 
     def _parse(self, line_no: int, tokens: list[str]) -> Job | None:
         if len(tokens) < len(FIELDS):
@@ -880,7 +943,8 @@ def write_swf(path_or_file: str | os.PathLike[str] | TextIO, jobs: Iterable[Job]
     the extra columns; ``site`` and ``orig_id`` are not SWF fields and are not written.
     """
     if isinstance(path_or_file, (str, os.PathLike)):
-        with open(path_or_file, "w", encoding="utf-8", newline="\n") as f:
+        from resel.outputs import create      # a fresh private file renamed into place, never through a link
+        with create(path_or_file, "w") as f:
             return write_swf(f, jobs, header)
     out = path_or_file
     for line in _header_lines(header):
@@ -906,6 +970,72 @@ def schedule_line(job: Job, wait: Number, run: Number) -> str:
 
 def _schedule_number(value: float) -> Number:
     return int(value) if float(value).is_integer() else round(value, 3)
+
+
+def _schedule_text(value: Number) -> str:
+    """:func:`schedule_line`'s text of a simulated wait or run (``_format(_schedule_number(v))``)."""
+    if type(value) is int or float(value).is_integer():
+        return str(int(value))
+    return _format(round(value, 3))
+
+
+def write_schedule(trace: Trace, out: TextIO, schedule: list, statuses: Collection[int] | None = None) -> int:
+    """Write the jobs a replay scheduled, in trace order, each as its trace line with fields 3
+    (wait) and 4 (run) replaced by the simulated ones; return how many were written.
+
+    ``schedule`` is :func:`resel.sim.replay.replay`'s, each job read's ``(wait, run)`` or None
+    (not replayed) by position; ``statuses`` the filter that replay read through. The trace
+    is read a second time and each replayed job's line copied: fields 1 and 2 and a space
+    each, the simulated wait and run as :func:`schedule_line` writes them, then the rest of
+    the line as the trace has it — so the schedule diffs line by line against the trace, and
+    no :class:`Job` is built per line (``resel replay --output`` on wagap: a tenth of what a
+    record per job cost; docs/benchmarks.md).
+    """
+    title = trace._title_line
+    keep = None if statuses is None else frozenset(statuses)
+    kept = [slot for slot in schedule if slot is not None]
+    pairs = iter(map("{} {}".format, _schedule_texts([w for w, _ in kept]), _schedule_texts([r for _, r in kept])))
+    position, line_no, written, last = 0, 0, 0, len(schedule)
+    with _open(trace.path) as f:
+        while position < last:
+            lines = f.readlines(_BLOCK)
+            if not lines:
+                break
+            rows = [line.split(None, 4) for line in lines]
+            first = line_no + 1
+            line_no += len(rows)
+            if keep is None and all(rows) and not (title is not None and first <= title <= line_no) \
+                    and not any(row[0][0] == ";" for row in rows) and position + len(rows) <= last:
+                # a block of job lines only (the common case): written by one comprehension
+                slots = schedule[position:position + len(rows)]
+                position += len(rows)
+                block = [f"{row[0]} {row[1]} {next(pairs)} {row[4]}" for row, slot in zip(rows, slots)
+                         if slot is not None]
+            else:
+                block = []
+                for number, row in enumerate(rows, first):
+                    if position >= last:
+                        break
+                    if not row or row[0][0] == ";" or number == title:
+                        continue
+                    if keep is not None and _parse_number(row[4].split(None, 7)[6]) not in keep:
+                        continue             # field 11 is the 7th token of field 5 on
+                    slot = schedule[position]
+                    position += 1
+                    if slot is not None:
+                        block.append(f"{row[0]} {row[1]} {next(pairs)} {row[4]}")
+            if block and not block[-1].endswith("\n"):
+                block[-1] += "\n"           # a last line without its line end
+            out.write("".join(block))
+            written += len(block)
+    return written
+
+
+def _schedule_texts(values: list) -> list[str]:
+    """:func:`_schedule_text` of many values; whole ones (every one, in most replays) by C-level maps."""
+    if all(map(float.is_integer, map(float, values))):
+        return list(map(str, map(int, values)))
+    return list(map(_schedule_text, values))
 
 
 # ------------------------------------------------------------------ machines
@@ -937,7 +1067,7 @@ def read_machines(path: str | os.PathLike[str]) -> list[Machine]:
     path = os.fspath(path)
     machines = []
     with _open(path) as f:
-        for line_no, line in enumerate(f, 1):
+        for line_no, line in _text_lines(f, path):
             tokens = line.split()
             if not tokens or tokens[0].startswith((";", "#")):
                 continue
@@ -960,3 +1090,21 @@ def read_machines(path: str | os.PathLike[str]) -> list[Machine]:
             machines.append(Machine(int(machine_id), tokens[1], int(nodes), int(cpus),
                                     speed, memory))
     return machines
+
+
+def site_cores(trace: str | os.PathLike[str], header: Header) -> tuple[int | None, str]:
+    """The cores a trace's site had, and where that came from: the header's ``MaxProcs``, else
+    the Alea ``.machines`` file beside the trace (``TRACE.machines``: the sum of its clusters'
+    nodes × cpus, wagap's 2,176), else None — then the user says with ``--cores``.
+
+    Raises:
+        InputError: the ``.machines`` file is malformed.
+    """
+    if header.max_procs:
+        return header.max_procs, "the header's MaxProcs"
+    machines = f"{os.fspath(trace)}.machines"
+    if os.path.isfile(machines):
+        total = sum(m.cores for m in read_machines(machines))
+        if total > 0:
+            return total, f"{os.path.basename(machines)}"
+    return None, ""
