@@ -282,21 +282,6 @@ class PilotSite:
             return []
         return [{"name": s.file_name, "url": s.pattern} for s in specs if s.is_url]
 
-    def url_inputs_note(self, urls: list[str] | tuple[str, ...]) -> str | None:
-        """What to tell the user at the start of a run whose bag has URL inputs, for this site
-        (None: nothing to say). An HTCondor pilot carries them in its ``transfer_input_files``
-        (the pool's transfer plugins fetch them); anywhere else resel fetches nothing, so the
-        coordinator leaves them out of the inbox files and the user's ``setup`` lines must
-        fetch them (docs/data.md)."""
-        if not urls:
-            return None
-        listed = ", ".join(urls[:3]) + (f" and {len(urls) - 3} more" if len(urls) > 3 else "")
-        if not self.shares_files:
-            return f"site {self.name}: URL inputs ({listed}) are fetched by the pool's file transfer for each pilot"
-        return (f"site {self.name}: resel does not fetch URL inputs ({listed}) on a {self.site.kind} site: "
-                "its tasks will not find them in their folder unless the site's setup lines fetch them "
-                "(access.setup in the sites file; docs/data.md)")
-
     def cancel_task(self, run_key: str, pilot: int, task: int, attempt: int) -> None:
         path = posixpath.join(self.pilot_dir(run_key, pilot), "cancel", task_key(task, attempt))
         self.transport.write_file(path, b"cancel\n")
@@ -361,6 +346,21 @@ class PilotSite:
             return json.loads(self.transport.read_file(path, limit=RECORD_LIMIT))
         except (FileNotFoundError, ValueError, RecursionError):     # FileTooLarge is a ValueError
             return None
+
+
+def url_inputs_note(site: Site, urls: Sequence[str]) -> str | None:
+    """What to tell the user at the start of a run whose bag has URL inputs, for this site
+    (None: nothing to say). An HTCondor pilot carries them in its ``transfer_input_files``
+    (the pool's transfer plugins fetch them); anywhere else resel fetches nothing, so the
+    coordinator leaves them out of the inbox files and the site's ``setup`` lines must fetch
+    them where the tasks look (docs/data.md)."""
+    if not urls:
+        return None
+    listed = ", ".join(urls[:3]) + (f" and {len(urls) - 3} more" if len(urls) > 3 else "")
+    if site.kind == "htcondor":
+        return f"URL inputs ({listed}) are fetched by the pool's file transfer, for each pilot"
+    return (f"resel does not fetch URL inputs ({listed}) on a {site.kind} site: its tasks find them only "
+            "where the site's setup lines (access.setup in the sites file) put them; docs/data.md")
 
 
 # ---------------------------------------------------------------------- the agent's records

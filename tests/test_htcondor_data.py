@@ -25,7 +25,7 @@ import htcondor2
 import pytest
 
 from resel.backends.htcondor import client as hc
-from resel.backends.pilotsite import PilotSite
+from resel.backends.pilotsite import PilotSite, url_inputs_note
 from resel.backends.transport import LocalTransport
 from resel.config import load_bag, load_sites
 from resel.errors import InputError, ReselError, SchedulerError
@@ -200,9 +200,10 @@ def test_url_inputs_go_into_a_pools_inbox_only(tmp_path):
     slurm, pool = site(tmp_path, "slurm"), site(tmp_path, "htcondor")
     assert pool.url_inbox_inputs(bag.data.inputs) == [{"name": "amber99.itp", "url": URL}]
     assert slurm.url_inbox_inputs(bag.data.inputs) == []
-    assert "resel does not fetch URL inputs" in slurm.url_inputs_note([URL]) and "setup" in slurm.url_inputs_note([URL])
-    assert "pool's file transfer" in pool.url_inputs_note([URL])
-    assert pool.url_inputs_note([]) is None
+    said = url_inputs_note(slurm.site, [URL])
+    assert said.startswith(f"resel does not fetch URL inputs ({URL}) on a slurm site") and "setup lines" in said
+    assert "pool's file transfer" in url_inputs_note(pool.site, [URL])
+    assert url_inputs_note(pool.site, []) is None
 
 
 # ---------------------------------------------------------------------------- the wrapper
@@ -355,3 +356,18 @@ def test_the_agent_links_a_url_input_from_the_slots_cache(data_slot):
         stop(proc, iwd, scratch)
     assert os.listdir(scratch / "cache") == [chirp_sync.url_cache_name(url)]
     assert chirp_sync.url_cache_name(url) == agent_module.url_cache_name(url)
+
+
+def test_the_manifest_leaves_url_inputs_to_the_site(tmp_path):
+    """A URL input is never expanded, read or hashed here; only its name is taken in each task's
+    folder, so a file input under the same name is refused as any two inputs are."""
+    from resel import task_data
+    (tmp_path / "ff.itp").write_bytes(b"ff")
+    manifest = task_data.build(load_bag(bag_file(tmp_path, f'["{URL}", "ff.itp"]')))
+    assert [[f.name for f in files] for files in manifest.tasks] == [["ff.itp"], ["ff.itp"]]
+    only_urls = task_data.build(load_bag(bag_file(tmp_path, f'["{URL}"]')))
+    assert only_urls.tasks == [(), ()]
+    (tmp_path / "amber99.itp").write_bytes(b"local")
+    with pytest.raises(InputError) as err:
+        task_data.build(load_bag(bag_file(tmp_path, f'["{URL}", "amber99.itp"]')))
+    assert "two inputs are named 'amber99.itp'" in str(err.value)

@@ -86,21 +86,21 @@ def release(tb) -> Release:
 
 
 @pytest.fixture
-def ap_ssh(trixie):
-    """resel's own SSH transport to the access point (closed after the test)."""
+def ap_ssh(root):
+    """resel's own SSH transport to the access point of the ``root`` in use (closed after)."""
     from resel.backends.transport import SSHTransport
-    t = SSHTransport("tb-ap", ssh_config=trixie.trixie_ssh_config)
+    t = SSHTransport("tb-ap", ssh_config=root.trixie_ssh_config)
     yield t
     t.close()
 
 
 @pytest.fixture
-def no_job_left_behind(trixie):
+def no_job_left_behind(root):
     """Use it (``pytestmark = pytest.mark.usefixtures(...)``) to remove every reselap job that
-    appeared while the test ran (remove_leftovers)."""
-    before = reselap_jobs(trixie)
+    appeared in the ``root``'s pool or cluster while the test ran (remove_leftovers)."""
+    before = reselap_jobs(root)
     yield
-    remove_leftovers(trixie, before)
+    remove_leftovers(root, before)
 
 
 def ap(tb, command: str, *, check: bool = True, input: str | None = None, timeout: float = 60
