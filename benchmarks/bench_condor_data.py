@@ -1,7 +1,7 @@
 """Task data on an HTCondor pool: condor_chirp against HTCondor's own file transfer (issue 25).
 
     scripts/testbed.sh up                                   # the Debian 13 part: the HTCondor pool
-    .venv/bin/python benchmarks/bench_condor_data.py        # [--repeat 3] [--tasks 8] [--in-mb 5] [--out-mb 20]
+    .venv/bin/python benchmarks/bench_condor_data.py        # [--repeat 3] [--tasks 8,32] [--in-mb 5] [--out-mb 20] [--root sid]
     .venv/bin/python benchmarks/bench_condor_data.py --host ap40 --ssh-config ~/.ssh/config --workdir ~/resel-bench
 
 A pilot's slot shares no filesystem with the access point (AP). A task's files can reach it
@@ -115,9 +115,9 @@ class AP:
             base = args.workdir
         else:
             from testbed import load
-            tb = load()
-            if not tb.has_trixie:
-                raise SystemExit("the testbed has no HTCondor pool (scripts/testbed-trixie.sh did not run)")
+            tb = load().debian_root(args.root)
+            if tb is None:
+                raise SystemExit(f"the testbed has no {args.root} root with an HTCondor pool (scripts/testbed.sh up)")
             self.t = SSHTransport("tb-ap", ssh_config=tb.trixie_ssh_config)
             base = tb.work_c
         self.base = posixpath.join(base.replace("~", self.t.home(), 1) if base.startswith("~") else base,
@@ -447,6 +447,8 @@ def main(argv=None) -> int:
     p.add_argument("--pilots", type=int, default=4, help="pilots for the bag, one core each (4: the testbed's pool)")
     p.add_argument("--in-mb", type=float, default=5, help="each task's own input, MB (5)")
     p.add_argument("--out-mb", type=float, default=20, help="each task's output, MB (20)")
+    p.add_argument("--root", default="trixie", choices=("trixie", "sid"),
+                   help="the testbed's pool: Debian 13's HTCondor 23.9 or sid's 25 (trixie)")
     p.add_argument("--host", help="an access point's SSH alias (default: the testbed's)")
     p.add_argument("--ssh-config", help="the SSH config that names --host")
     p.add_argument("--workdir", default="~/resel-bench", help="a private folder on the access point (with --host)")
@@ -457,7 +459,7 @@ def main(argv=None) -> int:
     parts = set(args.parts.split(","))
     ap = AP(args)
     args.version = ap.cli.version()
-    args.where = args.host or "the testbed's access point"
+    args.where = args.host or f"the testbed's {args.root} access point"
     try:
         ap.wait_idle(args.wait_idle)
         ap.sh(f"mkdir -p {shlex.quote(ap.base)} && chmod 700 {shlex.quote(ap.base)}")
