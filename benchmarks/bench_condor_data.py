@@ -44,6 +44,7 @@ import os
 import posixpath
 import re
 import shlex
+import signal
 import statistics
 import sys
 import tempfile
@@ -156,9 +157,10 @@ class AP:
         return ids
 
     def foreign_jobs(self) -> list[str]:
-        """Jobs in the pool's queue that are not this script's (another session's tests)."""
+        """Jobs in the pool's queue that are not this script's (another session's tests), held
+        ones left out (they take no core and may stay for long)."""
         out = self.query("condor_q -allusers -af ClusterId ProcId JobStatus")
-        ids = {".".join(line.split()[:2]) for line in out.splitlines() if line.strip()}
+        ids = {".".join(line.split()[:2]) for line in out.splitlines() if line.strip() and line.split()[2:3] != ["5"]}
         return sorted(ids - self.jobs)
 
     def wait_idle(self, timeout: float) -> None:
@@ -458,6 +460,7 @@ def main(argv=None) -> int:
     sizes = [parse_size(s) for s in args.sizes.split(",")]
     parts = set(args.parts.split(","))
     ap = AP(args)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))     # then `finally` removes what it made
     args.version = ap.cli.version()
     args.where = args.host or f"the testbed's {args.root} access point"
     try:
