@@ -220,7 +220,7 @@ class Coordinator:
         if run["status"] == "cancelling" and not to_cancel:
             raise ReselError(f"run {run_id} is being cancelled (`resel cancel {run_id}`); it cannot be resumed")
         manifest = None
-        if bag.data is not None and bag.data.inputs:
+        if bag.data is not None and bag.data.files:       # URL inputs are not in the manifest
             manifest = Manifest.from_rows(db.query("select * from task_inputs where run_id = ? order by task, rowid",
                                                    [run_id]), bag.count)
         coord = cls(db, run_id, bag, sites, options, run["run_key"], run["t0"], open_site, clock=clock,
