@@ -27,6 +27,7 @@ import re
 import shlex
 import stat
 from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any
 
 from resel.live import agent as agent_module
@@ -35,7 +36,7 @@ from resel.backends.transport import FileTooLarge
 from resel.backends.verified import digest, verified_argv
 from resel.backends.workdir import prepare_workdir
 from resel.config import relative_path_problem
-from resel.domain import Site
+from resel.domain import InputSpec, Site
 from resel.site_options import setup_block
 from resel.errors import ReselError
 
@@ -83,6 +84,15 @@ class PilotFiles:
 def task_key(task: int, attempt: int) -> str:
     """The name of a task attempt in the agent's protocol: ``t12-a1`` (attempts count from 1)."""
     return f"t{int(task)}-a{int(attempt)}"
+
+
+_KEY = re.compile(r"t\d+-a\d+")
+
+
+def _check_key(key: str) -> None:
+    """A task attempt's key becomes part of a path on the site: only ``tN-aM``."""
+    if not isinstance(key, str) or not _KEY.fullmatch(key):
+        raise ReselError(f"bad task attempt key {key!r}")
 
 
 class PilotSite:
@@ -227,21 +237,51 @@ class PilotSite:
         path = posixpath.join(self.pilot_dir(run_key, pilot), "inbox", task_key(task, attempt) + ".json")
         self.transport.write_file(path, json.dumps(spec).encode())
 
+    # ------------------------------------------------------------------ task data
+    @property
+    def shares_files(self) -> bool:
+        """Whether the pilots see the work directory (a shared filesystem: Slurm, PBS, local);
+        an HTCondor pool's slots see nothing of the access point (docs/data.md)."""
+        return self.site.kind != "htcondor"
+
     def output_path(self, run_key: str, pilot: int, key: str, index: int, name: str) -> str:
-        """Where the ``index``-th output (``name``) of attempt ``key`` is on the site: in its task
-        folder on a shared filesystem; on an HTCondor pool, where the chirp wrapper pushed it to
-        the access point (``outputs/KEY.INDEX``: condor_chirp makes no folders)."""
+        """Where output ``index`` (its place in the result's ``outputs`` list) named ``name`` of
+        attempt ``key`` is on the site, for the coordinator to fetch over its transport.
+
+        Shared filesystem: the agent's task folder, ``pN/tasks/KEY/NAME``. HTCondor pool: the
+        chirp wrapper put it to ``pN/outputs/KEY.I`` on the access point before it pushed the
+        result (the task folder is in the slot's scratch, gone with the pilot)."""
         pdir = self.pilot_dir(run_key, pilot)
-        if self.site.kind == "htcondor":
-            return posixpath.join(pdir, "outputs", f"{key}.{int(index)}")
+        _check_key(key)
+        if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+            raise ReselError(f"bad output index {index!r}")
+        if not self.shares_files:
+            return posixpath.join(pdir, "outputs", f"{key}.{index}")
+        why = relative_path_problem(name, glob=False) if isinstance(name, str) and name else "no name"
+        if why:
+            raise ReselError(f"bad output name {name!r}: {why}")
         return posixpath.join(pdir, "tasks", key, *name.split("/"))
 
     def task_files(self, run_key: str, pilot: int, key: str, count: int) -> list[str]:
-        """What an attempt left on the site, to remove once its outputs are home."""
+        """What attempt ``key`` left on the site that holds its data, to remove after a verified
+        fetch of its ``count`` outputs (how many the result listed): its task folder on a shared
+        filesystem; on an HTCondor pool its ``outputs/KEY.I`` files (the slot's copies are
+        removed by the wrapper once put, its task folder with the slot's scratch). The agent's
+        records (inbox, started, results) stay: a resumed coordinator reads them."""
         pdir = self.pilot_dir(run_key, pilot)
-        if self.site.kind == "htcondor":
-            return [posixpath.join(pdir, "outputs", f"{key}.{i}") for i in range(count)]
-        return [posixpath.join(pdir, "tasks", key)]
+        _check_key(key)
+        if self.shares_files:
+            return [posixpath.join(pdir, "tasks", key)]
+        return [posixpath.join(pdir, "outputs", f"{key}.{i}") for i in range(int(count))]
+
+    def url_inbox_inputs(self, specs: Sequence[InputSpec]) -> list[dict]:
+        """The inbox file's ``inputs`` entries for a bag's URL inputs on this site:
+        ``{"name", "url"}`` each on an HTCondor pool (its pilots were submitted with the URLs
+        in ``inputs``, so the agent finds each in the slot's cache), none elsewhere (resel
+        fetches nothing there; :meth:`url_inputs_note`)."""
+        if self.shares_files:
+            return []
+        return [{"name": s.file_name, "url": s.pattern} for s in specs if s.is_url]
 
     def cancel_task(self, run_key: str, pilot: int, task: int, attempt: int) -> None:
         path = posixpath.join(self.pilot_dir(run_key, pilot), "cancel", task_key(task, attempt))
@@ -336,6 +376,21 @@ class PilotSite:
             return json.loads(self.transport.read_file(path, limit=RECORD_LIMIT))
         except (FileNotFoundError, ValueError, RecursionError):     # FileTooLarge is a ValueError
             return None
+
+
+def url_inputs_note(site: Site, urls: Sequence[str]) -> str | None:
+    """What to tell the user at the start of a run whose bag has URL inputs, for this site
+    (None: nothing to say). An HTCondor pilot carries them in its ``transfer_input_files``
+    (the pool's transfer plugins fetch them); anywhere else resel fetches nothing, so the
+    coordinator leaves them out of the inbox files and the site's ``setup`` lines must fetch
+    them where the tasks look (docs/data.md)."""
+    if not urls:
+        return None
+    listed = ", ".join(urls[:3]) + (f" and {len(urls) - 3} more" if len(urls) > 3 else "")
+    if site.kind == "htcondor":
+        return f"URL inputs ({listed}) are fetched by the pool's file transfer, for each pilot"
+    return (f"resel does not fetch URL inputs ({listed}) on a {site.kind} site: its tasks find them only "
+            "where the site's setup lines (access.setup in the sites file) put them; docs/data.md")
 
 
 # ---------------------------------------------------------------------- the agent's records

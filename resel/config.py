@@ -22,6 +22,7 @@ from resel.domain import (
     QueueModel, Site, SlurmOptions, TransportSpec, Truth, WaitModel,
 )
 from resel.errors import InputError
+from resel.url_inputs import is_url, url_file_name, url_problem
 from resel.models.distributions import KINDS, Dist
 
 #: kinds of site this version can drive: the offline simulator, and live schedulers
@@ -118,7 +119,7 @@ DATA_KEYS = {
                       ("shared_mb", "the inputs every task shares, idem"),
                       ("output_mb", "each task's outputs, expected before any is seen"))
 }
-INPUT_KEYS = {"path": _Key(_STR.check, "a file or glob relative to the bag file", True),
+INPUT_KEYS = {"path": _Key(_STR.check, "a file or glob relative to the bag file, or a URL the site fetches", True),
               "as": _Key(_STR.check, "the file's name in the task's folder")}
 OUTPUT_KEYS = {"glob": _Key(_STR.check, "a glob relative to the task's folder", True),
                "optional": _Key(lambda v: isinstance(v, bool), "true or false (a missing optional output is no error)")}
@@ -391,12 +392,19 @@ def _data(reader: _Reader, raw: dict[str, Any]) -> DataSpec | None:
             pattern, name = entry, None
         else:
             raise reader.fail(where, f"bad value {entry!r}", INPUT_KEYS["path"].expected + ', or { path = ..., as = ... }')
-        _pattern_problem(reader, where, pattern, relative=False)
+        if is_url(pattern):
+            why = url_problem(pattern)
+            if why:
+                raise reader.fail(where, f"bad URL {pattern!r}: {why}",
+                                  "a URL the site fetches, such as osdf:///ospool/PROJECT/data/ff.itp (docs/data.md)")
+        else:
+            _pattern_problem(reader, where, pattern, relative=False)
         if name is not None:
             why = relative_path_problem(name, glob=False)
             if why:
                 raise reader.fail(f"{where}.as", f"bad name {name!r}: {why}", "a file name in the task's folder")
         inputs.append(InputSpec(pattern, name))
+    _url_names_differ(reader, inputs)
     outputs: list[OutputSpec] = []
     for i, entry in enumerate(raw.get("outputs", [])):
         where = f"bag.outputs[{i}]"
@@ -415,6 +423,22 @@ def _data(reader: _Reader, raw: dict[str, Any]) -> DataSpec | None:
     sizes = reader.check(raw.get("data", {}), DATA_KEYS, "bag.data")
     return DataSpec(tuple(inputs), tuple(outputs), raw.get("results"), str(reader.path.parent.resolve()),
                     *(None if sizes.get(k) is None else float(sizes[k]) for k in ("input_mb", "shared_mb", "output_mb")))
+
+
+def _url_names_differ(reader: _Reader, inputs: list[InputSpec]) -> None:
+    """Two URL inputs must arrive in an HTCondor slot under different file names (the pool's
+    transfer saves each under its own), and take different names in the task's folder."""
+    arrive: dict[str, int] = {}
+    named: dict[str, int] = {}
+    for i, spec in enumerate(inputs):
+        if not spec.is_url:
+            continue
+        for seen, name, what in ((arrive, url_file_name(spec.pattern), "arrive in a slot as"),
+                                 (named, spec.file_name, "are named")):
+            if name in seen:
+                raise reader.fail(f"bag.inputs[{i}]", f"URL inputs {seen[name]} and {i} both {what} {name!r}",
+                                  "URLs whose last path parts differ (HTCondor saves each file under it)")
+            seen[name] = i
 
 
 def _pattern_problem(reader: _Reader, where: str, pattern: str, *, relative: bool) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 from resel.command_template import fill
 from resel.models.distributions import Dist
+from resel.url_inputs import is_url, url_file_name
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,10 +34,24 @@ class Profile:
 class InputSpec:
     """One entry of a bag's ``inputs``: a file or a glob, relative to the bag file, in which
     ``{index}`` and ``{name}`` are filled in per task (docs/data.md). ``name`` is the file's
-    name in the task's directory (``as`` in the bag file); None keeps its own name."""
+    name in the task's directory (``as`` in the bag file); None keeps its own name.
+
+    Or a URL (``osdf://…``, ``https://…``; :mod:`resel.url_inputs`): the same for every task,
+    never fetched, checked or hashed here — the site fetches it (an HTCondor pilot's
+    ``transfer_input_files``); its name is ``as`` or the last part of its path."""
 
     pattern: str
     name: str | None = None
+
+    @property
+    def is_url(self) -> bool:
+        """Whether the site fetches this input (a URL) rather than resel (a file here)."""
+        return is_url(self.pattern)
+
+    @property
+    def file_name(self) -> str | None:
+        """A URL input's name in the task's folder (``as``, else its file name); None for files."""
+        return (self.name or url_file_name(self.pattern)) if self.is_url else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +88,16 @@ class DataSpec:
     def moves_files(self) -> bool:
         """Whether a live run carries files for the tasks (inputs to stage, outputs to fetch)."""
         return bool(self.inputs or self.outputs)
+
+    @property
+    def urls(self) -> tuple[InputSpec, ...]:
+        """The inputs the site fetches (URLs): not expanded, read or hashed here."""
+        return tuple(i for i in self.inputs if i.is_url)
+
+    @property
+    def files(self) -> tuple[InputSpec, ...]:
+        """The inputs resel reads here and sends (files and globs)."""
+        return tuple(i for i in self.inputs if not i.is_url)
 
 
 @dataclass(frozen=True, slots=True)

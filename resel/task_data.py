@@ -121,7 +121,7 @@ def build(bag: Bag, *, progress: Callable[[int, int], None] | None = None, hashe
             wrong — no file matches, a folder, an unreadable file, two inputs under one name.
     """
     data = bag.data
-    if data is None or not data.inputs:
+    if data is None or not data.files:           # URL inputs are the site's to fetch (resel.url_inputs)
         return Manifest([() for _ in range(bag.count)], frozenset())
     found: dict[str, tuple[str, ...]] = {}        # filled pattern -> matching paths (globbed once)
     sizes: dict[str, int] = {}                    # path -> size, checked readable regular files
@@ -131,6 +131,9 @@ def build(bag: Bag, *, progress: Callable[[int, int], None] | None = None, hashe
         files: list[tuple[str, str]] = []
         for j, spec in enumerate(data.inputs):
             where = f"bag.inputs[{j}]"
+            if spec.is_url:      # fetched by the site, never here: only its name is taken in the folder
+                _take_name(bag, where, index, names, spec.file_name, j)
+                continue
             pattern = fill_path(spec.pattern, index, bag.name)
             full = os.path.join(data.base, os.path.expanduser(pattern))
             paths = found.get(full)
@@ -141,11 +144,7 @@ def build(bag: Bag, *, progress: Callable[[int, int], None] | None = None, hashe
                                  f"{spec.pattern!r} matches {len(paths)}", "a pattern that matches one file")
             for path in paths:
                 name = spec.name if spec.name is not None else os.path.basename(path)
-                if name in names:
-                    raise InputError(bag.source, where, f"task {index}: two inputs are named {name!r} in its "
-                                     f"folder (from bag.inputs[{names[name]}] and bag.inputs[{j}])",
-                                     "names that differ (`as = ...` renames one)")
-                names[name] = j
+                _take_name(bag, where, index, names, name, j)
                 files.append((name, path))
         named.append(files)
     digests = _hash_all(bag, sizes, progress) if hashed else {path: "" for path in sizes}
@@ -159,6 +158,15 @@ def build(bag: Bag, *, progress: Callable[[int, int], None] | None = None, hashe
                 break
         shared = frozenset(common)
     return Manifest(tasks, shared)
+
+
+def _take_name(bag: Bag, where: str, index: int, names: dict[str, int], name: str, j: int) -> None:
+    """Give input ``j`` its name in task ``index``'s folder, unless another input has it."""
+    if name in names:
+        raise InputError(bag.source, where, f"task {index}: two inputs are named {name!r} in its "
+                         f"folder (from bag.inputs[{names[name]}] and bag.inputs[{j}])",
+                         "names that differ (`as = ...` renames one)")
+    names[name] = j
 
 
 def _expand(bag: Bag, where: str, index: int, written: str, full: str, sizes: dict[str, int]) -> tuple[str, ...]:

@@ -85,6 +85,24 @@ def release(tb) -> Release:
     return RELEASES[tb.debian_suite]
 
 
+@pytest.fixture
+def ap_ssh(root):
+    """resel's own SSH transport to the access point of the ``root`` in use (closed after)."""
+    from resel.backends.transport import SSHTransport
+    t = SSHTransport("tb-ap", ssh_config=root.trixie_ssh_config)
+    yield t
+    t.close()
+
+
+@pytest.fixture
+def no_job_left_behind(root):
+    """Use it (``pytestmark = pytest.mark.usefixtures(...)``) to remove every reselap job that
+    appeared in the ``root``'s pool or cluster while the test ran (remove_leftovers)."""
+    before = reselap_jobs(root)
+    yield
+    remove_leftovers(root, before)
+
+
 def ap(tb, command: str, *, check: bool = True, input: str | None = None, timeout: float = 60
        ) -> subprocess.CompletedProcess:
     """One shell command on the access point as reselap, over the testbed's ssh config."""

@@ -61,6 +61,7 @@ from resel.backends.verified import digest, parse_verified, verified_argv
 from resel.backends.jobs import Availability, JobInfo, JobState, batches
 from resel.errors import SchedulerError, SchedulerReplyError
 from resel.site_options import check_condor_lines, check_setup
+from resel.url_inputs import is_url, url_file_name, url_problem
 
 if TYPE_CHECKING:   # models imports backends: only for the annotations
     from resel.models.twin import QueueSnapshot
@@ -71,6 +72,9 @@ __all__ = ["HTCondorBindings", "HTCondorCLI", "pilot_description", "render_submi
 WRAPPER_NAME = f"resel-chirp-sync-v{chirp_sync.PROTOCOL_VERSION}.py"
 #: the wrapper's own log in the slot's scratch directory: the one output file transferred back
 WRAPPER_LOG = chirp_sync.LOG_NAME
+#: the pilot directory's folders made at submission (condor_chirp makes none): the agent's
+#: records, and the tasks' output files (``outputs/KEY.I``, docs/data.md)
+PILOT_SUBDIRS = ("inbox", "cancel", "started", "results", chirp_sync.OUTPUTS)
 
 
 def ship_wrapper(transport: Any, wrapper: str) -> None:
@@ -136,6 +140,41 @@ def periodic_remove(walltime: float, requeue: bool = False) -> str:
     return rule if requeue else rule + " || (JobStatus == 1 && NumJobStarts > 0)"
 
 
+def pilot_inputs(inputs: Sequence[str]) -> tuple[list[str], list[str], list[str]]:
+    """A pilot's inputs (what ``submit(..., inputs=...)`` is given) → (files for
+    ``transfer_input_files``, ``--shared`` digests, ``--url`` URLs). A path must be absolute
+    and end in a sha256: a file of the run's cache on the access point (``WORKDIR/RUN/cache/
+    SHA256``), transferred in under that name, which the wrapper moves into the slot's cache
+    once its sha256 is checked. A URL (:mod:`resel.url_inputs`) is fetched by the pool's
+    transfer plugins. No two may arrive in the slot under the same name."""
+    files: list[str] = []
+    shared: list[str] = []
+    urls: list[str] = []
+    names: dict[str, str] = {}
+    for item in inputs:
+        if not isinstance(item, str) or not item:
+            raise SchedulerError(f"a pilot input must be a path or a URL, not {item!r}")
+        if is_url(item):
+            why = url_problem(item)
+            if why:
+                raise SchedulerError(f"URL input {item!r}: {why}")
+            name = url_file_name(item)
+            urls.append(item)
+        else:
+            _check_line("pilot input", item)
+            name = posixpath.basename(item)
+            if not item.startswith("/") or not chirp_sync.is_digest(name) or "," in item:
+                raise SchedulerError(f"pilot input {item!r} must be an absolute path to a file of the run's cache "
+                                     "(…/cache/SHA256, no comma)")
+            shared.append(name)
+        if name in names and names[name] != item:
+            raise SchedulerError(f"inputs {names[name]!r} and {item!r} would both arrive in the slot as {name!r}")
+        if name not in names:
+            names[name] = item
+            files.append(item)
+    return files, list(dict.fromkeys(shared)), list(dict.fromkeys(urls))
+
+
 def _wrapper_sum() -> str:
     """The SHA-256 of the chirp wrapper resel ships."""
     return digest(chirp_sync.source())
@@ -146,7 +185,8 @@ def pilot_description(*, name: str, pilot_dir: str, agent: str, wrapper: str, py
                       wrapper_sha256: str | None = None, project: str | None = None,
                       accounting_group: str | None = None, requirements: str | None = None,
                       extra: Mapping[str, str] | None = None, interval: float = 2.0,
-                      requeue: bool = False, setup: Sequence[str] = ()) -> dict[str, str]:
+                      requeue: bool = False, setup: Sequence[str] = (),
+                      inputs: Sequence[str] = ()) -> dict[str, str]:
     """The submit description of one pilot, as the commands ``condor_submit`` reads.
 
     The job runs ``/usr/bin/env PYTHON -I -c VERIFY WRAPPER SHA256 ...``: the chirp wrapper
@@ -154,6 +194,10 @@ def pilot_description(*, name: str, pilot_dir: str, agent: str, wrapper: str, py
     only if the agent is unchanged (``--agent-sha256``). Its ``initialdir`` is the pilot
     directory on the access point, which is where ``condor_chirp``'s relative paths land and
     where the wrapper's log, ``pilot.out``, ``pilot.err`` and the job event log ``pilot.log`` go.
+
+    ``inputs`` (:func:`pilot_inputs`): the run's shared input files and URL inputs, which the
+    job's own file transfer brings into the slot before the wrapper starts; the wrapper is told
+    each one (``--shared SHA256``, ``--url URL``) and puts it into the slot's cache.
     """
     _check_line("job name", name)
     for what, path in (("pilot directory", pilot_dir), ("agent", agent), ("wrapper", wrapper)):
@@ -169,9 +213,11 @@ def pilot_description(*, name: str, pilot_dir: str, agent: str, wrapper: str, py
     for _, why in check_setup(list(setup))[:1]:
         raise SchedulerError(why)
     setup_args = [word for line in setup for word in ("--setup", line)]
+    files, shared, urls = pilot_inputs(inputs)
+    data_args = [*(w for d in shared for w in ("--shared", d)), *(w for u in urls for w in ("--url", u))]
     args = verified_argv(python, posixpath.basename(wrapper), wrapper_sum, [
         "--agent", posixpath.basename(agent), "--agent-sha256", agent_sha256, "--python", python,
-        "--interval", f"{interval:g}", *setup_args, "--", *agent_args])
+        "--interval", f"{interval:g}", *setup_args, *data_args, "--", *agent_args])
     desc = {
         "universe": "vanilla",
         "executable": LAUNCHER,
@@ -181,7 +227,7 @@ def pilot_description(*, name: str, pilot_dir: str, agent: str, wrapper: str, py
         "batch_name": name,
         "should_transfer_files": "YES",
         "when_to_transfer_output": "ON_EXIT_OR_EVICT",
-        "transfer_input_files": f"{agent}, {wrapper}, {log_seed(wrapper)}",
+        "transfer_input_files": ", ".join([agent, wrapper, log_seed(wrapper), *files]),
         "transfer_output_files": WRAPPER_LOG,
         "output": posixpath.join(pilot_dir, "pilot.out"),
         "error": posixpath.join(pilot_dir, "pilot.err"),
@@ -338,13 +384,21 @@ class _Common:
                 and (name_prefix is None or j.name.startswith(name_prefix))}
 
     def description(self, script: str, *, name: str, cores: int, walltime: float, workdir: str,
-                    wrapper: str) -> dict[str, str]:
+                    wrapper: str, inputs: Sequence[str] = ()) -> dict[str, str]:
         _check_cores(cores)
         python, agent, sha256, options = agent_command(script)
         return pilot_description(name=name, pilot_dir=workdir, agent=agent, wrapper=wrapper, python=python,
                                  agent_args=options, walltime=walltime, agent_sha256=sha256, project=self.project,
                                  accounting_group=self.accounting_group, requirements=self.requirements,
-                                 extra=self.extra_submit, requeue=self.requeue, setup=self.setup)
+                                 extra=self.extra_submit, requeue=self.requeue, setup=self.setup, inputs=inputs)
+
+    @staticmethod
+    def make_pilot_dirs(transport: Any, workdir: str) -> None:
+        """The folders condor_chirp puts files into (it makes none; a put into a missing folder
+        is refused and, in 23.9.6, drops the shadow's connection for seconds): the agent's
+        records, and ``outputs`` for the tasks' output files."""
+        for sub in PILOT_SUBDIRS:
+            transport.makedirs(posixpath.join(workdir, sub))
 
     def test_only(self, cores: int, walltime: float) -> float | None:
         """None: HTCondor's negotiator gives no start estimate (there is no ``--test-only``); a
@@ -487,19 +541,18 @@ class HTCondorCLI(_Common):
         return path
 
     def submit(self, script: str, *, name: str, cores: int, walltime: float, workdir: str,
-               output: str | None = None) -> str:
+               output: str | None = None, inputs: Sequence[str] = ()) -> str:
         """Submit a pilot (``condor_submit -terse``, description on stdin); the job id
         ``Cluster.Proc``. ``output`` is ignored: a pilot's stdout goes to ``pilot.out`` in its
-        directory. Not idempotent: a lost connection raises ConnectionLost and the caller looks
-        the pilot up by its name (``JobBatchName``)."""
+        directory. ``inputs``: the run's shared inputs on the access point and URL inputs the
+        pilot carries (:func:`pilot_inputs`). Not idempotent: a lost connection raises
+        ConnectionLost and the caller looks the pilot up by its name (``JobBatchName``)."""
         _check_cores(cores)
         agent = agent_command(script)[1]
         wrapper = self._ship_wrapper(agent)
         desc = self.description(script, name=name, cores=cores, walltime=walltime, workdir=workdir,
-                                wrapper=wrapper)
-        # condor_chirp can put files but make no directories: the coordinator makes them
-        for sub in ("inbox", "cancel", "started", "results"):
-            self.transport.makedirs(posixpath.join(workdir, sub))
+                                wrapper=wrapper, inputs=inputs)
+        self.make_pilot_dirs(self.transport, workdir)
         argv = ["condor_submit", "-terse"]
         done = self._run(argv, idempotent=False, input=render_submit(desc))
         if done.returncode != 0:
@@ -637,24 +690,23 @@ class HTCondorBindings(_Common):
         return fmt.cpu_summary(fmt.summarize_pool(self.slots()))
 
     def submit_description(self, script: str, *, name: str, cores: int, walltime: float, workdir: str,
-                           wrapper: str) -> Any:
+                           wrapper: str, inputs: Sequence[str] = ()) -> Any:
         """The pilot as an ``htcondor2.Submit`` (what :meth:`submit` hands the schedd)."""
         return self.htcondor.Submit(self.description(script, name=name, cores=cores, walltime=walltime,
-                                                     workdir=workdir, wrapper=wrapper))
+                                                     workdir=workdir, wrapper=wrapper, inputs=inputs))
 
     def submit(self, script: str, *, name: str, cores: int, walltime: float, workdir: str,
-               output: str | None = None) -> str:
+               output: str | None = None, inputs: Sequence[str] = ()) -> str:
         _check_cores(cores)
         agent = agent_command(script)[1]
         wrapper = posixpath.join(posixpath.dirname(agent), WRAPPER_NAME)
         sub = self.submit_description(script, name=name, cores=cores, walltime=walltime, workdir=workdir,
-                                      wrapper=wrapper)
+                                      wrapper=wrapper, inputs=inputs)
         if self.transport is not None:
             if wrapper not in self._wrapper_shipped:
                 ship_wrapper(self.transport, wrapper)
                 self._wrapper_shipped.add(wrapper)
-            for d in ("inbox", "cancel", "started", "results"):
-                self.transport.makedirs(posixpath.join(workdir, d))
+            self.make_pilot_dirs(self.transport, workdir)
         result = self._call("Schedd.submit", self.schedd.submit, sub, count=1)
         return f"{int(result.cluster())}.{int(result.first_proc())}"
 

@@ -156,6 +156,7 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
                       model=model, objective=objective, risk=risk)
             return
         site_list = _within_limits(c, bag, site_list)
+        _url_notes(c, bag, site_list)
         from resel.cli.rates import runtime_for
         runtime = runtime_for(bag, site_list, model=model, db=store, clock=clock)
         rates = runtime.engine_rates(bag.profile.instructions, risk=risk, objective=objective)
@@ -217,7 +218,7 @@ def _all_simulated(sites_file: Path) -> bool:
 def _manifest(bag, *, check_only: bool = False):
     """The bag's inputs found, checked and hashed before anything is submitted (docs/data.md);
     None for a bag without inputs. A progress line on a terminal while large inputs are read."""
-    if bag.data is None or not bag.data.inputs:
+    if bag.data is None or not bag.data.files:       # URL inputs are the sites' (_url_notes)
         return None
     from resel import task_data
     shown = [0.0]
@@ -280,6 +281,17 @@ def _snap(coord: Coordinator):
         elapsed = coord.db["runs"].get(coord.run_id)["ttc_wkd"] or elapsed
     return snapshot(coord.engine, coord.run_id, status, elapsed, {n: v.error for n, v in coord.views.items()},
                     coord.site_notes())
+
+
+def _url_notes(c, bag, site_list) -> None:
+    """Say per site what becomes of the bag's URL inputs: an HTCondor pilot's file transfer
+    fetches them; elsewhere resel fetches nothing (docs/data.md)."""
+    from resel.backends.pilotsite import url_inputs_note
+    urls = [i.pattern for i in bag.data.urls] if bag.data else []
+    for site in site_list:
+        said = url_inputs_note(site, urls)
+        if said:
+            c.err.print(f"{m(site.name)}: {m(said)}", soft_wrap=True)
 
 
 def _within_limits(c, bag, site_list):

@@ -538,9 +538,13 @@ def validate_data(doc):
         why = relative_problem(name, False)
         if why:
             raise BadTask("input name %r: %s" % (name, why))
-        if not isinstance(digest, str) or not SHA256_RE.match(digest):
+        if "url" in item:           # fetched by the site (an HTCondor pool's transfer plugins)
+            url = item["url"]
+            if not isinstance(url, str) or "://" not in url or CONTROL_RE.search(url) or "sha256" in item:
+                raise BadTask("input %s: 'url' must be a URL (and then no 'sha256')" % name)
+        elif not isinstance(digest, str) or not SHA256_RE.match(digest):
             raise BadTask("input %s: 'sha256' must be 64 hexadecimal digits" % name)
-        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        if "url" not in item and (not isinstance(size, int) or isinstance(size, bool) or size < 0):
             raise BadTask("input %s: 'size' must be a non-negative integer" % name)
         if name in names:
             raise BadTask("input %s is named twice" % name)
@@ -554,6 +558,12 @@ def validate_data(doc):
         if not isinstance(item.get("optional", False), bool):
             raise BadTask("output %s: 'optional' must be true or false" % item.get("glob"))
     return inputs, outputs
+
+
+def url_cache_name(url):
+    """Where an input given by URL waits in the cache: ``url-`` + the URL's sha256 (the chirp
+    wrapper puts there what HTCondor's transfer plugins fetched)."""
+    return "url-" + hashlib.sha256(url.encode("utf-8")).hexdigest()
 
 
 def relative_problem(path, glob):
@@ -1248,7 +1258,9 @@ class Agent(object):
         """Put each input in the task's folder: the file of the run's cache named by its sha256,
         checked (a regular file of this user's with that digest; remembered by device, inode,
         size and mtime, so a shared file is hashed once per pilot) and hard-linked — copied
-        from the checked file where a link cannot be made. BadInput if one is missing or wrong."""
+        from the checked file where a link cannot be made. An input given by ``url`` is the
+        cache's ``url-SHA256(URL)`` (what the site fetched; only its owner is checked).
+        BadInput if one is missing or wrong."""
         if not inputs:
             return
         cache = os.path.join(os.path.dirname(self.dir), CACHE)
@@ -1256,11 +1268,16 @@ class Agent(object):
         if problem:
             raise BadInput("inputs: the cache folder %s: %s" % (cache, problem))
         for item in inputs:
-            name, digest, size = item["name"], item["sha256"], item["size"]
-            src = os.path.join(cache, digest)
+            name, url = item["name"], item.get("url")
+            digest, size = item.get("sha256"), item.get("size")
+            src = os.path.join(cache, url_cache_name(url) if url else digest)
             try:
                 fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
             except OSError as e:
+                if e.errno == errno.ENOENT and url:
+                    raise BadInput("input %s: not in the site's cache (URL %s: resel has URL inputs fetched "
+                                   "only by an HTCondor pool's file transfer; elsewhere the site's setup "
+                                   "lines fetch them, see docs/data.md)" % (name, url))
                 if e.errno == errno.ENOENT:
                     raise BadInput("input %s: not in the site's cache (sha256 %s)" % (name, digest))
                 if e.errno == errno.ELOOP:
@@ -1271,7 +1288,7 @@ class Agent(object):
                 if not mine(st):
                     raise BadInput("input %s: %s" % (name, Foreign(src, st).why))
                 key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-                if self.verified.get(key) != digest:
+                if url is None and self.verified.get(key) != digest:   # a URL's bytes: the site's
                     got_size, got = file_sha256(fd)
                     if (got_size, got) != (size, digest):
                         raise BadInput("input %s: the cached file's sha256 is %s (%d bytes), not the expected "

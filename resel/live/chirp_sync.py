@@ -3,11 +3,12 @@
 
 This file is self-contained (Python standard library only) and runs on Python 3.6 and later,
 like resel/live/agent.py, because it runs where the agent runs. The coordinator ships it to the
-access point as ``resel-chirp-sync-v1.py``; HTCondor transfers it and the agent into the job's
+access point as ``resel-chirp-sync-v3.py``; HTCondor transfers it and the agent into the job's
 scratch directory, and starts it as the job's executable::
 
     resel-chirp-sync.py --agent resel-agent-v3.py --agent-sha256 HEX [--python python3]
-        [--interval 2] [--chirp condor_chirp] [--local pilot] -- AGENT_OPTIONS...
+        [--interval 2] [--chirp condor_chirp] [--local pilot] [--shared SHA256]... [--url URL]...
+        -- AGENT_OPTIONS...
 
 Why: an OSG slot does not see the access point's disk, and HTCondor's own file transfer moves
 files only when a job starts and ends. A pilot lives for hours and exchanges task files all the
@@ -31,8 +32,32 @@ Every ``--interval`` seconds, and once more after the agent exits:
   Where ``link`` is refused, the file is put under its name directly, which a reader may catch
   half written; this is logged.
 
-condor_chirp makes no directories: the coordinator creates ``inbox cancel started results`` in
-the pilot directory before it submits (resel.backends.htcondor.client does).
+condor_chirp makes no directories: the coordinator creates ``inbox cancel started results
+outputs`` in the pilot directory before it submits (resel.backends.htcondor.client does).
+
+Task data (docs/data.md, "The HTCondor pool: no shared filesystem"). The slot keeps its own
+``cache/`` beside the mirror (``./cache`` next to ``./pilot``: the agent's ``../cache``, as on a
+shared filesystem, so the agent is unchanged):
+
+* inputs: before an inbox file is handed to the agent, each input it names by sha256 that the
+  slot's cache does not hold yet is fetched from the run's cache on the access point
+  (``../cache/SHA256``, relative to the pilot directory), hashed, and renamed into ``cache/``
+  only if its size and sha256 are the named ones. Once per slot and file. A fetch that fails
+  or brings other bytes is logged and the task still goes to the agent, which reports it
+  (``input NAME: not in the site's cache``) so the coordinator sends the file again and the
+  task runs elsewhere or again;
+* shared inputs (``--shared SHA256``) come with the job's own file transfer into the scratch
+  directory under their sha256 and are moved into ``cache/`` at start, checked the same way;
+* URL inputs (``--url URL``) are fetched by HTCondor's transfer plugins into the scratch
+  directory under the URL's last path part, and moved to ``cache/url-SHA256(URL)``, which is
+  where the agent looks for an input given by ``url`` (their content is not checked: resel
+  never saw it);
+* outputs: before a ``done`` result is pushed, each file of its ``outputs`` list (the agent's
+  ``tasks/KEY/NAME``) is put to ``outputs/KEY.I`` on the access point (I: its place in the
+  list), atomically and 0600, and then removed from the slot (its disk is the job's
+  ``request_disk``). An output that cannot be put holds its result back for a few rounds,
+  then the result goes without it: the coordinator finds the output missing, and the task
+  runs again.
 
 At start the wrapper lists the remote ``results/`` and ``started/``: attempts with a result are
 never fetched again, and an attempt started by an earlier run of this job (an eviction) without
@@ -63,16 +88,32 @@ import os
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
 
-PROTOCOL_VERSION = 2
+#: 2: a 'withdraw' cancel passed on (agent protocol 4), recovery before any pull;
+#: 3: task data (inputs into the slot's cache, outputs to outputs/KEY.I, --shared, --url)
+PROTOCOL_VERSION = 3
 LOG_NAME = "resel-chirp.log"
 SUBDIRS = ("inbox", "claimed", "started", "results", "cancel", "tasks")
+#: the slot's content-addressed inputs, beside the mirror (the agent's ../cache) and, on the
+#: access point, beside the pilot directory (the run's cache: ../cache from the initialdir)
+CACHE = "cache"
+#: where a done attempt's outputs go on the access point: outputs/KEY.I (made at submission)
+OUTPUTS = "outputs"
 #: where condor_chirp lives when it is not on the job's PATH (it is a libexec tool)
 CHIRP_CANDIDATES = ("/usr/libexec/condor/condor_chirp", "/usr/lib/condor/libexec/condor_chirp")
 CHIRP_TIMEOUT = 120.0
+#: bytes per second a file transfer is given at least, on top of CHIRP_TIMEOUT (a 1 GB
+#: output gets 120 + 1000 s; measured in the testbed's pool: 50-100 MB/s)
+CHIRP_MIN_RATE = 1e6
+#: rounds a done result waits for an output that cannot be put before it goes without it
+OUTPUT_TRIES = 3
+#: the longest inbox file read for its inputs (the agent reads the file itself)
+INBOX_LIMIT = 1 << 20
+SHA256_CHARS = frozenset("0123456789abcdef")
 #: exit status when the agent is not the file resel shipped
 EXIT_MODIFIED = 3
 
@@ -95,13 +136,15 @@ class Chirp(object):
         self.log = log
         self.calls = 0
 
-    def call(self, *args):
-        """Run condor_chirp; the finished process, whatever its exit status."""
+    def call(self, *args, **kw):
+        """Run condor_chirp; the finished process, whatever its exit status. ``size``: bytes
+        the call moves, which lengthen its timeout (CHIRP_MIN_RATE)."""
         self.calls += 1
+        timeout = CHIRP_TIMEOUT + kw.get("size", 0) / CHIRP_MIN_RATE
         try:
             return subprocess.run([self.program] + list(args), stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, universal_newlines=True,
-                                  timeout=CHIRP_TIMEOUT)
+                                  timeout=timeout)
         except (OSError, subprocess.SubprocessError) as e:
             raise ChirpError("%s %s: %s" % (self.program, " ".join(args), e))
 
@@ -109,8 +152,8 @@ class Chirp(object):
         return ChirpError("%s %s: exit %d: %s" % (self.program, " ".join(args), done.returncode,
                                                   (done.stderr or done.stdout).strip()[:300]))
 
-    def run(self, *args):
-        done = self.call(*args)
+    def run(self, *args, **kw):
+        done = self.call(*args, **kw)
         if done.returncode != 0:
             raise self.failed(args, done)
         return done.stdout
@@ -131,11 +174,13 @@ class Chirp(object):
             raise self.failed(("getdir", remote), done)
         return [n.strip() for n in done.stdout.splitlines() if n.strip() and n.strip() not in (".", "..")]
 
-    def fetch(self, remote, local):
-        self.run("fetch", remote, local)
+    def fetch(self, remote, local, size=0):
+        self.run("fetch", remote, local, size=size)
 
-    def put(self, local, remote):
-        self.run("put", local, remote)
+    def put(self, local, remote, size=0, perm=None):
+        """``perm``: the new file's mode on the access point, octal text (condor_chirp's
+        default makes it 0755 there)."""
+        self.run(*(["put"] + (["-perm", perm] if perm else []) + [local, remote]), size=size)
 
     def remove(self, remote):
         self.run("remove", remote)
@@ -202,6 +247,67 @@ def key_of(name):
     return name[:-len(".json")] if name.endswith(".json") else name
 
 
+def is_digest(text):
+    """Whether text is a sha256 as resel writes it (64 lowercase hex digits): the only remote
+    names built from what an inbox file says."""
+    return isinstance(text, str) and len(text) == 64 and set(text) <= SHA256_CHARS
+
+
+def output_problem(name):
+    """Why an output's name (from the agent's result) cannot be a file in its task's folder."""
+    if not isinstance(name, str) or not name:
+        return "no name"
+    if name.startswith("/") or "\\" in name or any(ord(c) < 32 for c in name):
+        return "not a relative name"
+    if any(part in ("", ".", "..") for part in name.split("/")):
+        return "an empty, '.' or '..' part"
+    return None
+
+
+def url_file_name(url):
+    """The name HTCondor's file transfer gives a URL input in the scratch directory: the last
+    part of the URL's path, without its query or fragment (seen in the testbed's pool:
+    ``file:///tmp/a.dat?x=1`` arrives as ``a.dat``). resel.config refuses a URL whose name is
+    empty or not plain (letters, digits, ``._+-``)."""
+    path = url.split("#", 1)[0].split("?", 1)[0]
+    if "://" in path:
+        path = path.split("://", 1)[1]
+        path = path[path.find("/"):] if "/" in path else ""
+    return path.rsplit("/", 1)[-1]      # "" for a path ending in "/" (a folder, no file)
+
+
+def url_cache_name(url):
+    """The slot cache's name for a URL input (the agent computes the same)."""
+    return "url-" + hashlib.sha256(url.encode("utf-8")).hexdigest()
+
+
+def file_sha256(path):
+    """(size, sha256) of a regular file of this user's, opened without following a link."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+            raise OSError(errno.EPERM, "not a regular file of this user's")
+        h = hashlib.sha256()
+        size = 0
+        while True:
+            block = os.read(fd, 1 << 20)
+            if not block:
+                break
+            h.update(block)
+            size += len(block)
+        return size, h.hexdigest()
+    finally:
+        os.close(fd)
+
+
+def remove_quietly(path):
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+
+
 class Sync(object):
     """One pilot's mirror: pull what the coordinator writes, push what the agent writes."""
 
@@ -209,15 +315,139 @@ class Sync(object):
         self.chirp = chirp
         self.local = local
         self.log = log
+        self.cache = os.path.join(os.path.dirname(local), CACHE)
         self.fetched = set()       # inbox names taken (never fetched twice)
         self.cancelled = set()
         self.done = set()          # keys with a result on the access point
         self.pushed = {}           # local relative path -> mtime pushed
+        self.held = set()          # sha256 of the inputs in the slot's cache (checked)
+        self.sent = set()          # (key, index) of the outputs on the access point
+        self.output_tries = {}     # key -> rounds its outputs could not all be put
         self.stop_data = None
         self.link_ok = True
 
     def path(self, *parts):
         return os.path.join(self.local, *parts)
+
+    # ------------------------------------------------------------ task data
+
+    def adopt(self, source, digest):
+        """Move a file the job's transfer brought (``--shared``) into the cache, if its
+        sha256 is its name; else leave it to a fetch when a task names it."""
+        try:
+            size, got = file_sha256(source)
+        except OSError as e:
+            self.log("shared input %s: not in the scratch directory (%s); fetched when a task needs it"
+                     % (digest, e.strerror or e))
+            return
+        if got != digest:
+            self.log("shared input %s: its sha256 is %s; fetched when a task needs it" % (digest, got))
+            return
+        os.chmod(source, 0o400)
+        os.rename(source, os.path.join(self.cache, digest))
+        self.held.add(digest)
+        self.log("shared input %s (%d bytes) in the cache, from the job's file transfer" % (digest, size))
+
+    def adopt_url(self, url):
+        """Move a URL input HTCondor's plugins fetched into the scratch directory to
+        ``cache/url-SHA256(URL)`` (not checked: resel never saw its bytes)."""
+        source = url_file_name(url)
+        try:
+            st = os.lstat(source)
+        except OSError as e:
+            self.log("URL input %s: %s is not in the scratch directory (%s)" % (url, source, e.strerror or e))
+            return
+        if not stat.S_ISREG(st.st_mode):
+            self.log("URL input %s: %s is not a regular file; left out" % (url, source))
+            return
+        os.chmod(source, 0o400)
+        os.rename(source, os.path.join(self.cache, url_cache_name(url)))
+        self.log("URL input %s (%d bytes) in the cache" % (url, st.st_size))
+
+    def inputs_of(self, inbox_file):
+        """(sha256, size) of every input an inbox file names by sha256 (nothing if it cannot
+        be read: the agent reports a bad task file)."""
+        try:
+            with open(inbox_file, "rb") as f:
+                doc = json.loads(f.read(INBOX_LIMIT).decode("utf-8"))
+        except (OSError, ValueError):
+            return []
+        items = doc.get("inputs") if isinstance(doc, dict) else None
+        out = []
+        for item in items if isinstance(items, list) else []:
+            if isinstance(item, dict) and is_digest(item.get("sha256")):
+                size = item.get("size")
+                out.append((item["sha256"], size if isinstance(size, int) and size >= 0 else 0))
+        return out
+
+    def bring(self, digest, size):
+        """Fetch ``../cache/SHA256`` from the run's cache on the access point into the slot's
+        cache, kept only if its size and sha256 are right. True if the cache holds it."""
+        if digest in self.held:
+            return True
+        tmp = os.path.join(self.cache, ".%s.%s.fetch" % (digest, binascii.hexlify(os.urandom(4)).decode("ascii")))
+        began = time.time()
+        try:
+            self.chirp.fetch("../%s/%s" % (CACHE, digest), tmp, size=size)
+            got_size, got = file_sha256(tmp)
+            if (got_size, got) != (size, digest):
+                self.log("input %s: fetched %d bytes with sha256 %s, not %d bytes with that sha256; dropped"
+                         % (digest, got_size, got, size))
+                return False
+            os.chmod(tmp, 0o400)
+            os.rename(tmp, os.path.join(self.cache, digest))
+        except (ChirpError, OSError) as e:
+            self.log("input %s: cannot fetch ../%s/%s: %s" % (digest, CACHE, digest, e))
+            return False
+        finally:
+            remove_quietly(tmp)
+        self.held.add(digest)
+        self.log("input %s (%d bytes) fetched into the cache in %.2f s" % (digest, size, time.time() - began))
+        return True
+
+    def push_outputs(self, key):
+        """Put every output of the done result ``results/KEY.json`` to ``outputs/KEY.I`` on
+        the access point, each then removed from the slot. True when the result may go: all
+        are there, the result names none, or they failed OUTPUT_TRIES rounds (the coordinator
+        then finds one missing and runs the task again)."""
+        try:
+            with open(self.path("results", key + ".json"), "rb") as f:
+                doc = json.loads(f.read().decode("utf-8"))
+        except (OSError, ValueError):
+            return True
+        outputs = doc.get("outputs") if isinstance(doc, dict) and doc.get("outcome") == "done" else None
+        if not isinstance(outputs, list):
+            return True
+        failed = []
+        for index, item in enumerate(outputs):
+            if (key, index) in self.sent:
+                continue
+            name = item.get("name") if isinstance(item, dict) else None
+            problem = output_problem(name)
+            local = self.path("tasks", key, *name.split("/")) if not problem else None
+            try:
+                if problem:
+                    raise OSError(errno.EINVAL, problem)
+                st = os.lstat(local)
+                if not stat.S_ISREG(st.st_mode):
+                    raise OSError(errno.EPERM, "not a regular file")
+                self.put_atomic(local, "%s/%s.%d" % (OUTPUTS, key, index), replace=True, size=st.st_size,
+                                perm="600")
+            except (ChirpError, OSError) as e:
+                failed.append("%s (%s)" % (name, e))
+                continue
+            self.sent.add((key, index))
+            remove_quietly(local)
+        if not failed:
+            self.output_tries.pop(key, None)
+            return True
+        tries = self.output_tries.get(key, 0) + 1
+        self.output_tries[key] = tries
+        if tries < OUTPUT_TRIES:
+            self.log("%s: cannot put %s; trying again next round" % (key, "; ".join(failed)))
+            return False
+        self.log("%s: cannot put %s after %d rounds; the result goes without it" % (key, "; ".join(failed), tries))
+        return True
 
     def listdir(self, remote):
         try:
@@ -278,6 +508,8 @@ class Sync(object):
             tmp = self.path("inbox", ".%s.fetch" % name)
             try:
                 self.chirp.fetch("inbox/" + name, tmp)
+                for digest, size in self.inputs_of(tmp):   # its inputs first: then the task
+                    self.bring(digest, size)
                 os.rename(tmp, self.path("inbox", name))
                 self.fetched.add(name)
             except (ChirpError, OSError) as e:
@@ -319,13 +551,13 @@ class Sync(object):
 
     # ------------------------------------------------------------ push
 
-    def put_atomic(self, local, remote, replace):
+    def put_atomic(self, local, remote, replace, size=0, perm=None):
         directory, name = os.path.split(remote)
         tmp = (directory + "/" if directory else "") + ".%s.chirp.tmp" % name
         if not self.link_ok:
-            self.chirp.put(local, remote)
+            self.chirp.put(local, remote, size=size, perm=perm)
             return
-        self.chirp.put(local, tmp)
+        self.chirp.put(local, tmp, size=size, perm=perm)
         if replace:
             try:
                 self.chirp.remove(remote)
@@ -336,7 +568,7 @@ class Sync(object):
         except ChirpError as e:
             self.link_ok = False
             self.log("link refused (%s): files are put under their names from now on" % e)
-            self.chirp.put(local, remote)
+            self.chirp.put(local, remote, size=size, perm=perm)
         try:
             self.chirp.remove(tmp)
         except ChirpError:
@@ -366,9 +598,12 @@ class Sync(object):
             except OSError:
                 names = []
             for name in names:
-                if name.endswith(".json") and not name.startswith("."):
-                    if self.push_file(sub + "/" + name, replace=False) and sub == "results":
-                        self.done.add(key_of(name))
+                if not name.endswith(".json") or name.startswith("."):
+                    continue
+                if sub == "results" and sub + "/" + name not in self.pushed and not self.push_outputs(key_of(name)):
+                    continue           # its outputs first: the result waits for the next round
+                if self.push_file(sub + "/" + name, replace=False) and sub == "results":
+                    self.done.add(key_of(name))
         self.push_file("heartbeat.json", replace=True)
         self.push_file("exit.json", replace=True)
 
@@ -407,12 +642,22 @@ def parse_args(argv=None):
     p.add_argument("--local", default="pilot", help="the local pilot directory (pilot)")
     p.add_argument("--setup", action="append", default=[],
                    help="a shell line run before the agent, in the shell that then execs it (repeatable)")
+    p.add_argument("--shared", action="append", default=[], metavar="SHA256",
+                   help="a shared input the job's file transfer brought under its sha256 (repeatable)")
+    p.add_argument("--url", action="append", default=[], metavar="URL",
+                   help="a URL input HTCondor's transfer plugins fetched (repeatable)")
     p.add_argument("agent_args", nargs=argparse.REMAINDER, help="-- then the agent's options (no --dir)")
     args = p.parse_args(argv)
     if args.agent_args and args.agent_args[0] == "--":
         args.agent_args = args.agent_args[1:]
     if not args.interval > 0:
         p.error("--interval must be positive")
+    for digest in args.shared:
+        if not is_digest(digest):
+            p.error("--shared %r is not a sha256 (64 lowercase hex digits)" % digest)
+    for url in args.url:
+        if not url_file_name(url):
+            p.error("--url %r names no file" % url)
     return args
 
 
@@ -435,8 +680,13 @@ def main(argv=None):
         make_private_dirs(os.path.join(local, sub))
     chirp = Chirp(find_chirp(args.chirp), log)
     sync = Sync(chirp, local, log)
+    make_private_dirs(sync.cache)
     log("start on %s: chirp %s, agent %s %s" % (socket.gethostname(), chirp.program, args.agent,
                                                 " ".join(args.agent_args)))
+    for digest in args.shared:
+        sync.adopt(digest, digest)
+    for url in args.url:
+        sync.adopt_url(url)
     recovered = sync.recover()
     if recovered:
         sync.pull()    # tasks already waiting are there when the agent first looks

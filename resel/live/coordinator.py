@@ -44,7 +44,7 @@ from sqlite_utils import Database
 
 from resel.live import journal
 from resel.live import notes as live_notes
-from resel.backends.pilotsite import NEVER_REASONS, PilotFiles, PilotSite, job_phase, task_key
+from resel.backends.pilotsite import NEVER_REASONS, PilotFiles, PilotSite, job_phase, task_key, url_inputs_note
 from resel.domain import Bag, Site
 from resel.engine import Engine
 from resel.errors import IllegalTransition, ReselError
@@ -202,6 +202,7 @@ class Coordinator:
     def _begin(self) -> None:
         """Check every site, then record the bag's submission (and the sites that failed)."""
         failures, estimates, wait_menu = self._preflight()
+        self._url_notes(0.0)
         if self._probed:     # the bandwidths measured before any decision: stored, and priced from the first
             from resel.transfer import TransferModel
             model = TransferModel.from_json(self.options.data)
@@ -229,7 +230,7 @@ class Coordinator:
         if run["status"] == "cancelling" and not to_cancel:
             raise ReselError(f"run {run_id} is being cancelled (`resel cancel {run_id}`); it cannot be resumed")
         manifest = None
-        if bag.data is not None and bag.data.inputs:
+        if bag.data is not None and bag.data.files:       # URL inputs are not in the manifest
             manifest = Manifest.from_rows(db.query("select * from task_inputs where run_id = ? order by task, rowid",
                                                    [run_id]), bag.count)
         coord = cls(db, run_id, bag, sites, options, run["run_key"], run["t0"], open_site, clock=clock,
@@ -996,6 +997,7 @@ class Coordinator:
 
             shared = self._pilot_inputs(action.site)
             data = self.site_data(action.site) if shared else None
+            urls = self._pilot_urls(action.site)
 
             def submit() -> list:
                 ps = self.site(action.site)
@@ -1003,10 +1005,10 @@ class Coordinator:
                 if view.job_id is None:
                     view.job_id = ps.find_pilot_job(self.run_key, action.pilot)   # submitted before a crash?
                 if view.job_id is None:
-                    inputs: tuple[str, ...] = ()
-                    if data is not None:       # a pool's pilot carries the bag's shared inputs
+                    inputs: tuple[str, ...] = urls      # a pool's pilot carries the bag's URL inputs
+                    if data is not None:       # and its shared inputs
                         sent = data.stage(shared)
-                        inputs = tuple(data.cache_path(f.sha256) for f in shared)
+                        inputs = tuple(data.cache_path(f.sha256) for f in shared) + urls
                     view.job_id = ps.submit_pilot(self.run_key, action.pilot, action.cores, action.walltime,
                                                   self.bag.cores_per_task, inputs=inputs)
                 return sent
@@ -1025,10 +1027,12 @@ class Coordinator:
             def dispatch() -> list:
                 # the task's inputs go to the site now that it is bound there (docs/data.md)
                 sent = data.stage(files) if data is not None else []
-                self.site(action.site).dispatch(
+                ps = self.site(action.site)
+                ps.dispatch(
                     self.run_key, action.pilot, action.task, action.attempt, command, env=env, perf=perf,
                     timeout=self.options.task_timeout,
-                    inputs=[{"name": f.name, "sha256": f.sha256, "size": f.size} for f in files], outputs=outputs)
+                    inputs=[{"name": f.name, "sha256": f.sha256, "size": f.size} for f in files]
+                    + ps.url_inbox_inputs(self.bag.data.urls if self.bag.data else ()), outputs=outputs)
                 return sent
             return dispatch
         if isinstance(action, CancelTask):
@@ -1123,6 +1127,22 @@ class Coordinator:
         if self.manifest is None or spec is None or spec.kind != "htcondor":
             return ()
         return self.manifest.shared_files
+
+    def _pilot_urls(self, site: str) -> tuple[str, ...]:
+        """The bag's URL inputs, which a pool's pilot carries for the pool's transfer plugins to
+        fetch; elsewhere resel fetches none (the note at the run's start says so)."""
+        spec = next((s for s in self.sites if s.name == site), None)
+        if self.bag.data is None or spec is None or spec.kind != "htcondor":
+            return ()
+        return tuple(i.pattern for i in self.bag.data.urls)
+
+    def _url_notes(self, t: float) -> None:
+        """Say, per site, what becomes of the bag's URL inputs there (resel status shows it)."""
+        urls = [i.pattern for i in self.bag.data.urls] if self.bag.data else []
+        for spec in self.sites:
+            words = url_inputs_note(spec, urls) if spec.access is not None else None
+            if words:
+                self._note(spec.name, "url-inputs", "data", t, words)
 
     def _sent(self, site: str, sent: list) -> None:
         """Record the inputs a site's cache received (each once per site and run)."""
