@@ -78,7 +78,8 @@ def test_a_simulate_beside_a_live_run_on_the_testbed(tmp_path, testbed):
     live = resel("run", bag, "--sites", sites, "--db", db, "--poll", "0.3", "--strategy", "model",
                  "--no-progress", "--max-time", "240", "--json")
     time.sleep(3)
-    sims = [resel("simulate", "--db", db, "--sizes", "16", "--repeat", "2", "--seed", i, "--json") for i in range(6)]
+    sims = [resel("simulate", "--db", db, "--sizes", "16", "--repeat", "2", "--seed", i,
+                  "--strategies", "model,earliest,race", "--json") for i in range(6)]   # 3 stored runs each
     for p in sims:
         code, out, err = finish(p)
         assert code == 0, err
