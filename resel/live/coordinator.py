@@ -44,7 +44,8 @@ from sqlite_utils import Database
 
 from resel.live import journal
 from resel.live import notes as live_notes
-from resel.backends.pilotsite import NEVER_REASONS, PilotFiles, PilotSite, job_phase, task_key, url_inputs_note
+from resel.backends.jobs import Pending
+from resel.backends.pilotsite import PilotFiles, PilotSite, job_phase, task_key, url_inputs_note
 from resel.domain import Bag, Site
 from resel.engine import Engine
 from resel.errors import IllegalTransition, ReselError
@@ -714,7 +715,7 @@ class Coordinator:
                 log.warning("run %s: pilot %s (job %s on %s) went back to the queue (%s); its attempts are lost",
                             self.run_id, v.pilot, v.job_id, v.site, state)
                 continue
-            if phase == "pending" and info is not None and info.reason in NEVER_REASONS:
+            if phase == "pending" and info is not None and info.pending is Pending.NEVER:
                 why = (f"the scheduler will never start pilot {v.pilot} ({v.cores} cores, {v.walltime:g} s): "
                        f"job {v.job_id} pending with reason {info.reason}")
                 self.workers[v.site].submit("stop", None, lambda v=v: self.site(v.site).stop_pilot(
@@ -771,12 +772,12 @@ class Coordinator:
             live_notes.drop(self.db, self.run_id, v.site, key)
 
     def _pending_note(self, v: PilotView, info: Any, phase: str, t: float) -> None:
-        """Why the scheduler keeps a pilot waiting (Slurm's Reason: Priority, Resources,
-        QOSMaxJobsPerUserLimit, AssocGrpCpuLimit, …), for the live table and ``resel status``;
-        written when it changes, dropped once the pilot leaves the queue."""
+        """Why the scheduler keeps a pilot waiting, in its own words (its backend reads a
+        placeholder for none as no reason), for the live table and ``resel status``; written
+        when it changes, dropped once the pilot leaves the queue."""
         key = f"pending:p{v.pilot}"
         reason = info.reason if phase == "pending" and info is not None else None
-        if reason in (None, "", "None", "(null)"):
+        if not reason:
             if self._pending_reasons.pop(v.pilot, None) is not None:
                 self.views[v.site].notes.pop(key, None)
                 live_notes.drop(self.db, self.run_id, v.site, key)
