@@ -14,8 +14,9 @@ replays the events without the coordinator; the time of a run's last record) and
 its figures (:func:`read`: the records of some kinds, rebuilt). No other module reads the
 ``events`` table or parses its JSON (tests/test_one_vocabulary.py holds them to it).
 
-An action is marked done by the ``seq`` it was recorded with — the row's key with ``run_id`` — never by looking for a row with the same
-text: two identical actions (the same timer set twice) are two rows.
+An action is marked done by the ``seq`` it was recorded with — the row's key with ``run_id``
+— never by looking for a row with the same text: two identical actions (the same timer set
+twice) are two rows.
 
 Standard library and the pure core only: ``resel status`` and the store import it without
 sqlite-utils or the site clients. The writing functions take the coordinator's sqlite-utils
