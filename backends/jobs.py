@@ -8,6 +8,10 @@ scheduler that cites the documentation it follows, into :class:`JobState`; the c
 :attr:`JobInfo.native`, for what resel shows and for the one backend-specific reader that needs
 finer grain (Slurm's queue snapshot tells SUSPENDED from RUNNING).
 
+Why a pending job waits is the scheduler's own word too (:attr:`JobInfo.reason`, shown), and
+one neutral class, :class:`Pending` (:attr:`JobInfo.pending`): each backend fills it in through
+its table of reasons, beside its parsers, so no reader outside a backend tests a scheduler's word.
+
 **Unknown is never final.** A word a table does not hold (a newer Slurm's state, a PBS letter
 resel has not met, an HTCondor code past 7) becomes :attr:`JobState.UNKNOWN`, whose phase is
 ``unknown``: the pilot keeps the state it had, is polled on, and the word is shown. Nothing ends
@@ -60,6 +64,27 @@ class JobState(str, Enum):
     def final(self) -> bool:
         """True only for states the scheduler documents as over; never for ``unknown``."""
         return _PHASE[self] == "final"
+
+
+class Pending(str, Enum):
+    """Why a pending job waits, whatever its scheduler: each backend turns its own reasons (Slurm's
+    Reason codes, PBS's comments and hold letters, HTCondor's held status) into one of these
+    through a table of its own, beside its parsers, and the coordinator tests this class, never
+    a scheduler's word (the word stays in :attr:`JobInfo.reason`, shown to people).
+
+    ``waiting`` starts once the queue gets to it (cores, its turn); ``blocked`` waits for
+    something besides the queue to change — a limit of the user's, a hold, a dependency, a
+    begin time, a partition down — and may still start by itself; ``never`` cannot start as it
+    was submitted (too many cores or too long for its partition, an account or QOS it may not
+    use): the coordinator cancels such a pilot and gives its site up.
+    """
+
+    WAITING = "waiting"
+    BLOCKED = "blocked"
+    NEVER = "never"
+
+    def __str__(self) -> str:
+        return self.value
 
 
 _PHASE = {
@@ -136,6 +161,9 @@ class JobInfo:
     exit_code: str | None = None
     priority: float | None = None
     native: str = ""
+    #: why a pending job waits, in resel's words (:class:`Pending`, from the backend's table of
+    #: reasons); None for a job that is not pending, or whose backend does not say
+    pending: Pending | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.state, JobState):

@@ -47,13 +47,6 @@ _RUN_KEY = re.compile(r"r\d+-[0-9a-f]{6}")
 #: hundred bytes to a few KB): a longer file is a bad record, never read into memory
 RECORD_LIMIT = 1 << 20
 
-#: reasons for which Slurm keeps a job pending although it can never start (limits per job,
-#: not per moment): such a pilot is cancelled and its site given up, instead of waiting forever
-NEVER_REASONS = {"PartitionConfig", "PartitionTimeLimit", "PartitionNodeLimit", "InvalidAccount", "InvalidQOS",
-                 "BadConstraints", "QOSMaxWallDurationPerJobLimit", "QOSMaxCpuPerJobLimit",
-                 "AssocMaxWallDurationPerJobLimit", "AssocMaxCpuPerJobLimit", "QOSMaxNodePerJobLimit",
-                 "AssocMaxNodePerJobLimit", "DependencyNeverSatisfied"}
-
 
 def job_phase(state: JobState) -> str:
     """``running`` (the pilot holds its cores), ``pending`` (waiting, or waiting again: a

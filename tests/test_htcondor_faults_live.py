@@ -23,6 +23,7 @@ import time
 import pytest
 from resel.backends.htcondor.client import HTCondorCLI
 from resel.backends.transport import SSHTransport
+from resel.states import PilotState
 from resel.store import open_store
 
 from live_helpers import REPO, bag_toml, start, write_inputs
@@ -175,7 +176,7 @@ def test_a_pilot_evicted_or_removed_mid_task(tmp_path, trixie, command):
                 began = co.db["attempts"].get((co.run_id, task, attempt))["start"]
                 # a task that started less than 5 s ago (of 20): still running when the command
                 # lands (SSH to the AP, the schedd, the starter's signal: seconds under load)
-                if view and view.state == "running" and view.job_id and began and time.time() - began < 5.0:
+                if view and view.state is PilotState.ACTIVE and view.job_id and began and time.time() - began < 5.0:
                     ap(trixie, f"{command} {view.job_id}")
                     hit.update(job=view.job_id, pilot=pilot, task=task, attempt=attempt, at=co.now())
                     return

@@ -175,3 +175,24 @@ def test_a_finished_task_row_reads_back_as_the_event():
     data = journal.encode(TaskFinished(time=9.5, task=4, attempt=2))
     assert json.loads(data) == {"task": 4, "attempt": 2}
     assert journal.decode("TaskFinished", 9.5, data) == TaskFinished(time=9.5, task=4, attempt=2)
+
+
+def test_readers_get_the_records_of_the_kinds_they_ask_with_their_rows_times(db):
+    """journal.read, the report's and the figures' way in (issue 27 item 3): records rebuilt by
+    decode, in order, each with its row's time (a dispatch has none of its own), only of the
+    kinds asked, only of the run; count and last_time answer the rest."""
+    from resel.events import DispatchTask, PilotEnded
+    journal.append(db, 1, 0, 5.0, TaskFinished(time=5.0, task=1, attempt=1), None)
+    journal.append(db, 1, 1, 5.0, DispatchTask(task=2, attempt=1, pilot=0, site="a"), 0)
+    journal.append(db, 1, 2, 7.5, PilotEnded(time=7.5, pilot=0, reason="walltime"), None)
+    journal.append(db, 2, 0, 1.0, DispatchTask(task=9, attempt=1, pilot=3, site="b"), 0)
+    assert list(journal.read(db, 1, DispatchTask, PilotEnded)) == [
+        (5.0, DispatchTask(task=2, attempt=1, pilot=0, site="a")), (7.5, PilotEnded(time=7.5, pilot=0, reason="walltime"))]
+    assert [type(r) for _t, r in journal.read(db, 1)] == [TaskFinished, DispatchTask, PilotEnded]
+    assert (journal.count(db, 1), journal.last_time(db, 1), journal.count(db, 3), journal.last_time(db, 3)) \
+        == (3, 7.5, 0, None)
+    db["events"].insert({"run_id": 1, "seq": 3, "time": 8.0, "kind": "PilotEnded", "data": "{not json"})
+    with pytest.raises(journal.BadRecord) as bad:
+        list(journal.read(db, 1, PilotEnded))
+    assert bad.value.why == "json" and "run 1, event 3 (PilotEnded)" in str(bad.value)
+    assert len(list(journal.read(db, 1, DispatchTask))) == 1          # a row not asked for is not read

@@ -24,6 +24,7 @@ from live_helpers import (
 )
 from resel.live import notes as live_notes
 from resel.live.view import replayed_engine, snapshot
+from resel.states import PilotState
 from resel.store import open_store
 
 RESEL = [sys.executable, "-m", "resel.cli"]
@@ -100,7 +101,7 @@ def test_a_stalled_site_never_delays_the_other(tmp_path, testbed):
         def on_cycle(co):
             t = co.now()
             if "at" not in stall and co.engine.done_count >= 8 and all(
-                    v.state == "running" for v in co.pilots.values()):
+                    v.state is PilotState.ACTIVE for v in co.pilots.values()):
                 fwd.stall()
                 stall["at"] = t
             elif "at" in stall and "over" not in stall:
@@ -270,7 +271,7 @@ def test_scontrol_requeue_of_a_running_pilot_is_seen_and_its_tasks_rerun(tmp_pat
 
     def on_cycle(co):
         pilot = co.pilots.get(state.get("pilot", -1)) or next(
-            (v for v in co.pilots.values() if v.state == "running" and v.site == "tba"), None)
+            (v for v in co.pilots.values() if v.state is PilotState.ACTIVE and v.site == "tba"), None)
         if "requeued" not in state and pilot and co.engine.done_count == 0 and _started(co) >= 8:
             slurm(testbed, "a", "scontrol", "requeue", pilot.job_id)
             state["requeued"], state["pilot"] = co.now(), pilot.pilot
@@ -299,7 +300,7 @@ def test_a_pilot_relaunched_unseen_is_told_by_its_new_agent(tmp_path, testbed):
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and _started(coord) < 8:
         coord.step(wait=True)
-    pilot = next(v for v in coord.pilots.values() if v.state == "running" and v.site == "tba")
+    pilot = next(v for v in coord.pilots.values() if v.state is PilotState.ACTIVE and v.site == "tba")
     job, pdir = pilot.job_id, Path(testbed.work_a, coord.run_key, f"p{pilot.pilot}")
     first = json.loads((pdir / "heartbeat.json").read_text())["incarnation"]
     slurm(testbed, "a", "scontrol", "requeue", job)

@@ -168,3 +168,40 @@ def test_a_pending_pilot_that_ran_before_starts_again_only_with_a_new_agent():
     resumed = PilotView(0, "tba", agent_started=1.0)          # incarnation not seen yet by this coordinator
     assert not runs(None, resumed, PilotFiles(heartbeat={"started": 1.0, "time": 9.0}))
     assert runs(None, resumed, PilotFiles(heartbeat={"started": 20.0, "time": 21.0}))
+
+
+def test_the_coordinators_pilots_speak_the_engines_states_and_store_the_old_words():
+    """One pilot vocabulary (issue 27 item 2): a pilot's view holds the engine's PilotState,
+    and ``live_pilots.state`` keeps the words it always held (``running`` for an active pilot,
+    ``failed`` for one the site refused), read back the same way on resume."""
+    from resel.live.coordinator import STORED_STATES, PilotView, stored_view
+    from resel.states import PilotState
+    assert set(STORED_STATES) == set(PilotState)
+    row = {"pilot": 3, "site": "tba", "cores": 4, "walltime": 600.0, "job_id": "12", "agent_started": None}
+    for word in ("pending", "running", "ended", "cancelled", "failed"):
+        view = stored_view({**row, "state": word})
+        assert isinstance(view.state, PilotState) and view.stored == word
+    assert stored_view({**row, "state": "failed"}).state is PilotState.CANCELLED
+    assert stored_view({**row, "state": None}).state is PilotState.PENDING
+    assert PilotView(0, "tba").stored == "pending"
+
+
+def test_a_job_missing_from_the_reply_is_no_phase_of_its_own():
+    """What a poll's answer means for a pilot's files (Coordinator._changes): a job missing
+    from the reply moves a running pilot on, as one back in the queue or over does."""
+    from resel.backends.jobs import JobInfo, JobState
+    from resel.live.coordinator import Coordinator, PilotView
+    from resel.states import PilotState
+
+    class Run:
+        run_key = "r1-abcdef"
+
+    def job(state: JobState) -> dict:
+        return {"9": JobInfo("9", "resel-r1-abcdef-p0", state, None, None, None, None, 1, None, None)}
+    running = PilotView(0, "tba", job_id="9", state=PilotState.ACTIVE)
+    pending = PilotView(0, "tba", job_id="9")
+    changes = Coordinator._changes
+    assert changes(Run(), running, {}) and changes(Run(), running, job(JobState.PENDING))
+    assert changes(Run(), running, job(JobState.DONE)) and not changes(Run(), running, job(JobState.RUNNING))
+    assert changes(Run(), pending, {}) and changes(Run(), pending, job(JobState.RUNNING))
+    assert not changes(Run(), pending, job(JobState.HELD))

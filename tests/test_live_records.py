@@ -35,6 +35,7 @@ from live_helpers import (
     REPO, bag_toml, cancel_leftovers, done_results, opener_with, our_jobs, sites_toml, start, wait_for, write_inputs,
 )
 from resel.live import notes as live_notes
+from resel.states import PilotState
 from resel.backends.connect import open_site
 from resel.backends.transport import Completed, LocalTransport
 from resel.errors import AuthError, ConnectionLost, SchedulerError, SchedulerReplyError, TransportError
@@ -312,7 +313,7 @@ def test_an_unknown_htcondor_jobstatus_is_never_taken_as_the_end(tmp_path):
         seen, window = [], {}
 
         def on_cycle(co):
-            running = [v for v in co.pilots.values() if v.state == "running" and v.job_id]
+            running = [v for v in co.pilots.values() if v.state is PilotState.ACTIVE and v.job_id]
             if "from" not in window and running and any(t.state.value == "running" for t in co.engine.tasks):
                 window["from"], window["job"] = co.now(), running[0].job_id
                 schedd.override[running[0].job_id] = 8

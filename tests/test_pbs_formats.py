@@ -15,6 +15,7 @@ from datetime import UTC
 from pathlib import Path
 
 import pytest
+from resel.backends.jobs import Pending
 from resel.backends.pbs import formats as f
 from resel.backends.pbs.cli import PBSCLI, check_job_ids, check_job_name, with_workdir
 from resel.backends.transport import Completed
@@ -254,7 +255,8 @@ def test_constructed_pbs_pro_replies():
         "9.pbs": {"Job_Name": "w", "job_state": "F", "queue": "workq", "Exit_status": -29},
         "10.pbs": {"Job_Name": "x", "job_state": "F", "queue": "workq", "Exit_status": 3}}}
     jobs = f.parse_jobs_json(doc, UTC)
-    assert jobs["7.pbs"].reason == "PartitionConfig"          # the coordinator's never-start rule applies
+    assert jobs["7.pbs"].pending is Pending.NEVER           # the coordinator's never-start rule applies
+    assert jobs["7.pbs"].reason.startswith("Can Never Run: ")    # in PBS's words, not another scheduler's
     assert jobs["8.pbs"].reason == "Not Running: Insufficient amount of resource: ncpus"
     assert jobs["9.pbs"].state == "timeout" and jobs["10.pbs"].state == "failed"
     assert jobs["10.pbs"].exit_code == "3:0"

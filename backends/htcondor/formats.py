@@ -93,11 +93,11 @@ try:
 except ImportError:      # the CLI backend needs the ClassAd library too, not the daemons
     classad2 = None
 
-from resel.backends.jobs import HTCONDOR_STATES, Availability, JobInfo, JobState, Partition, htcondor_state
+from resel.backends.jobs import HTCONDOR_STATES, Availability, JobInfo, JobState, Partition, Pending, htcondor_state
 from resel.errors import SchedulerError, SchedulerReplyError
 
 __all__ = [
-    "CLOCK_MHZ_ATTRS", "CPU_MODEL_ATTRS", "JOB_ATTRS", "JOB_STATES", "PoolSummary", "SLOT_ATTRS",
+    "CLOCK_MHZ_ATTRS", "CPU_MODEL_ATTRS", "JOB_ATTRS", "JOB_STATES", "PENDING_STATUS", "PoolSummary", "SLOT_ATTRS",
     "Slot", "job_from_ad", "make_availability", "parse_json_ads", "parse_long", "parse_rm",
     "parse_slots", "parse_submit_terse", "parse_version", "slot_from_ad", "summarize_pool",
 ]
@@ -117,6 +117,12 @@ JOB_ATTRS = ("ClusterId", "ProcId", "JobStatus", "JobBatchName", "Owner", "QDate
              "RemoveReason", "ReselWalltime", "NumJobStarts")
 #: JobStatus → JobState (Completed is refined by the exit code); the table is in :mod:`resel.backends.jobs`
 JOB_STATES = {code: state for code, (_name, state) in HTCONDOR_STATES.items()}
+#: why a job that waits waits → :class:`~resel.backends.jobs.Pending`, by JobStatus (the manual's
+#: "Job ClassAd Attributes"): Idle waits for the negotiator to match it to a slot; Held waits
+#: for a release (``HoldReason`` says why, and is the job's reason; resel asks for no
+#: ``HoldReasonCode``), and the pilot's submit description removes a pilot held for ten minutes
+#: (:mod:`.client`), which the coordinator then sees as cancelled — so none is ``never``.
+PENDING_STATUS: dict[int, Pending] = {1: Pending.WAITING, 5: Pending.BLOCKED}
 
 
 # ---------------------------------------------------------------------------- ClassAds
@@ -496,7 +502,8 @@ def job_from_ad(ad: classad2.ClassAd, command: str = "condor_q -json") -> JobInf
                    native=native,
                    submit=when("QDate"), start=start if status != 1 else None, end=end,
                    time_limit=float(limit) if limit else None, cpus=None if cpus is None else int(cpus),
-                   reason=reason, user=_text(ad, "Owner", command), partition=None, exit_code=exit_text)
+                   reason=reason, user=_text(ad, "Owner", command), partition=None, exit_code=exit_text,
+                   pending=PENDING_STATUS.get(status, Pending.WAITING) if state.phase == "pending" else None)
 
 
 def parse_jobs(text: str, command: str = "condor_q -json") -> dict[str, JobInfo]:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from typing import Any
 
-from resel.backends.jobs import Availability, JobInfo, JobState, Partition, pbs_state
+from resel.backends.jobs import Availability, JobInfo, JobState, Partition, Pending, pbs_state
 from resel.models.twin import QueueSnapshot, SnapJob
 
 from resel.errors import SchedulerError, SchedulerReplyError
@@ -230,9 +230,42 @@ def _exit_code(status: int | None) -> str | None:
     return f"{status}:0"
 
 
-def _never(comment: str | None) -> bool:
-    """PBS Pro's scheduler marks a job it can never run with a comment ``Can Never Run: …``."""
-    return bool(comment) and comment.lstrip().lower().startswith("can never run")
+#: why a PBS job waits → :class:`~resel.backends.jobs.Pending`, beside the state letters
+#: (:data:`_WAIT_REASONS`, :data:`~resel.backends.jobs.PBS_STATES`). First the letter (PBS
+#: Professional Reference Guide, "Job States"; Torque's qstat(1)): H is held — by its user, an
+#: operator or the system (Hold_Types u/o/s), released by one of them — and W waits for its
+#: execution time or its files, both ``blocked``; Q and T wait for the queue.
+PBS_WAIT_LETTERS: dict[str, Pending] = {"Q": Pending.WAITING, "T": Pending.WAITING,
+                                        "H": Pending.BLOCKED, "W": Pending.BLOCKED}
+#: then, for a queued job, the comment PBS Pro's scheduler writes on it (PBS Professional
+#: Administrator's Guide, "Job comments"), by how it begins (lower case): ``Can Never Run: …``
+#: for a job it can never run as submitted (the only ``never``), ``Not Running: …`` with why it
+#: waits — ``blocked`` when that is a limit (``… has reached queue workq running job limit``),
+#: else ``waiting`` (``Insufficient amount of resource: ncpus``) — and ``Job held by …``.
+PBS_COMMENTS: tuple[tuple[str, str | None, Pending], ...] = (
+    ("can never run", None, Pending.NEVER),
+    ("not running", "limit", Pending.BLOCKED),
+    ("not running", None, Pending.WAITING),
+    ("job held", None, Pending.BLOCKED),
+)
+
+
+def pending_class(letter: str, comment: str | None) -> Pending:
+    """A pending PBS job's class (see :data:`PBS_WAIT_LETTERS`, :data:`PBS_COMMENTS`).
+
+    A comment in neither table — another PBS version's words, a comment an administrator set
+    with ``qalter -W comment`` — is ``waiting``: only the scheduler's own ``Can Never Run`` may
+    end a pilot, and a pilot kept waiting is polled on with the comment shown (resel's rule for
+    words it does not know, as for an unknown state).
+    """
+    c = str(letter or "").strip().upper()[:1]
+    if c != "Q" or not comment:          # the scheduler comments on what it considered: queued jobs
+        return PBS_WAIT_LETTERS.get(c, Pending.WAITING)
+    said = comment.strip().lower()
+    for start, word, kind in PBS_COMMENTS:
+        if said.startswith(start) and (word is None or word in said):
+            return kind
+    return Pending.WAITING
 
 
 # ---------------------------------------------------------------------------- JSON (PBS Pro)
@@ -293,11 +326,9 @@ def job_from_record(job_id: str, rec: Mapping[str, Any], tz: tzinfo | None, dial
     state, reason = job_state(code, exit_status, dialect, command)
     native = code[:1].upper() or "?"       # PBS's letter, shown as it is
     comment = _str(flat.get("comment"))
-    if state is JobState.PENDING and reason is None:
-        if _never(comment):
-            reason = "PartitionConfig"       # one of the coordinator's never-start reasons
-        elif comment:
-            reason = comment
+    if state is JobState.PENDING and reason is None and comment:
+        reason = comment                     # the scheduler's own words ("Can Never Run: …")
+    pending = pending_class(code, comment) if state.phase == "pending" else None
 
     def t(key: str) -> float | None:
         return parse_time(flat.get(key), tz, f"{where}: {key}", command)
@@ -321,7 +352,7 @@ def job_from_record(job_id: str, rec: Mapping[str, Any], tz: tzinfo | None, dial
         submit=submit, start=start, end=end,
         time_limit=parse_walltime(flat.get("Resource_List.walltime"), f"{where}: Resource_List.walltime", command),
         cpus=_job_cpus(flat, where, command),
-        reason=reason, user=user or None, partition=_str(flat.get("queue")),
+        reason=reason, pending=pending, user=user or None, partition=_str(flat.get("queue")),
         exit_code=_exit_code(exit_status) if state.phase != "pending" and native not in ("R", "B") else None)
 
 
@@ -838,7 +869,7 @@ def snapshot_of(part: Partition, records: Iterable[tuple[str, Mapping[str, Any]]
                 elapsed = used or 0.0
             running.append(SnapJob(info.cpus, info.time_limit, elapsed, jid, info.user))
             continue
-        if info.reason == "PartitionConfig":
+        if info.pending is Pending.NEVER:
             leave("the scheduler says they can never run")
             continue
         raw = flat.get("Priority")

@@ -42,6 +42,7 @@ from resel.backends.jobs import (  # noqa: F401 - Availability, JobInfo, Partiti
     JobInfo,
     JobState,
     Partition,
+    Pending,
     slurm_state,
 )
 from resel.errors import SchedulerError, SchedulerReplyError  # noqa: F401 - re-exported
@@ -255,6 +256,101 @@ def job_state_fields(value: Any, command: str) -> dict[str, Any]:
     """``state`` (resel's :class:`~resel.backends.jobs.JobState`) and ``native`` (Slurm's word) of a job."""
     native = normalise_state(value, command)
     return {"state": slurm_state(native), "native": native}
+
+
+# ---------------------------------------------------------------------------- pending reasons
+
+#: Slurm's pending reasons → :class:`~resel.backends.jobs.Pending`, beside the state table
+#: (:data:`~resel.backends.jobs.SLURM_STATES`). Source: Slurm's "Job Reason Codes"
+#: (https://slurm.schedmd.com/job_reason_codes.html) and squeue(1), "JOB REASON CODES"
+#: (22.05–24.11). ``never`` holds the reasons for which Slurm keeps a job pending although it
+#: can never start as submitted — limits per job, not per moment — and only those: such a
+#: pilot is cancelled and its site given up (the thirteen the coordinator has always acted on).
+SLURM_REASONS: dict[str, Pending] = {
+    # the queue: cores, its turn
+    "Priority": Pending.WAITING,              # higher-priority jobs go first
+    "Resources": Pending.WAITING,             # the cores asked for are in use
+    "Cleaning": Pending.WAITING,              # being requeued, its last run still cleaning up
+    "Prolog": Pending.WAITING,                # its PrologSlurmctld is running
+    "WaitingForScheduling": Pending.WAITING,  # no reason set yet: the scheduler has not looked
+    # something besides the queue: a limit of the moment, a hold, a dependency, a time
+    "Dependency": Pending.BLOCKED,            # waits for the jobs it depends on
+    "BeginTime": Pending.BLOCKED,             # its earliest start time is not reached
+    "JobHeldUser": Pending.BLOCKED,           # held by its user
+    "JobHeldAdmin": Pending.BLOCKED,          # held by an administrator
+    "ReqNodeNotAvail": Pending.BLOCKED,       # the nodes it needs are down, drained or reserved
+    "NodeDown": Pending.BLOCKED,
+    "PartitionDown": Pending.BLOCKED,
+    "PartitionInactive": Pending.BLOCKED,
+    "Reservation": Pending.BLOCKED,           # waits for its advanced reservation
+    "Licenses": Pending.BLOCKED,
+    "JobArrayTaskLimit": Pending.BLOCKED,
+    "AccountingPolicy": Pending.BLOCKED,      # a limit Slurm names no better
+    "AssociationJobLimit": Pending.BLOCKED,
+    "AssociationResourceLimit": Pending.BLOCKED,
+    "AssociationTimeLimit": Pending.BLOCKED,
+    "QOSJobLimit": Pending.BLOCKED,
+    "QOSResourceLimit": Pending.BLOCKED,
+    "QOSTimeLimit": Pending.BLOCKED,
+    "QOSUsageThreshold": Pending.BLOCKED,
+    # never, as submitted
+    "PartitionConfig": Pending.NEVER,         # asks more than the partition's configuration allows
+    "PartitionTimeLimit": Pending.NEVER,
+    "PartitionNodeLimit": Pending.NEVER,
+    "InvalidAccount": Pending.NEVER,
+    "InvalidQOS": Pending.NEVER,
+    "BadConstraints": Pending.NEVER,
+    "QOSMaxWallDurationPerJobLimit": Pending.NEVER,
+    "QOSMaxCpuPerJobLimit": Pending.NEVER,
+    "QOSMaxNodePerJobLimit": Pending.NEVER,
+    "AssocMaxWallDurationPerJobLimit": Pending.NEVER,
+    "AssocMaxCpuPerJobLimit": Pending.NEVER,
+    "AssocMaxNodePerJobLimit": Pending.NEVER,
+    "DependencyNeverSatisfied": Pending.NEVER,
+}
+#: families of reasons by their first word, for the codes not in :data:`SLURM_REASONS`: the
+#: aggregate limits of an association or QOS (``AssocGrpCpuLimit``, ``QOSGrpNodeLimit`` …) and
+#: the per-user/per-account ones (``QOSMaxJobsPerUserLimit``, ``MaxCpuPerAccount`` …) clear as
+#: other jobs end; the per-job maxima missing from the table (``QOSMaxGRESPerJob`` …) stay
+#: ``blocked``, as the coordinator has always treated them (the pilot waits), and
+#: ``ReqNodeNotAvail, UnavailableNodes:cs[100-102]`` is ReqNodeNotAvail with its nodes
+_SLURM_REASON_FAMILIES = (("AssocGrp", Pending.BLOCKED), ("QOSGrp", Pending.BLOCKED), ("AssocMax", Pending.BLOCKED),
+                          ("QOSMax", Pending.BLOCKED), ("Max", Pending.BLOCKED), ("QOSMin", Pending.BLOCKED),
+                          ("ReqNodeNotAvail", Pending.BLOCKED))
+
+
+def reason_text(value: Any) -> str | None:
+    """A job's reason as Slurm prints it, with its placeholders for none (``None``,
+    ``(null)``, ``N/A``, empty) read as None: no other module needs to know them."""
+    return _str_or_none(value)
+
+
+def pending_class(reason: str | None) -> Pending:
+    """A pending job's reason (:func:`reason_text`'s) → its :class:`~resel.backends.jobs.Pending`.
+
+    No reason is ``waiting`` (Slurm has not looked at the job yet). A reason in no table — a
+    newer Slurm's, or the sentence squeue prints for some (``Nodes required for job are DOWN,
+    DRAINED or …``) — is ``waiting`` too: only a reason Slurm documents as never starting may
+    end a pilot, as only a state it documents as over does (:mod:`resel.backends.jobs`); a
+    pilot kept waiting for nothing is polled on and its reason shown, one cancelled for a word
+    resel misread is lost work.
+    """
+    if not reason:
+        return Pending.WAITING
+    if reason in SLURM_REASONS:          # the word exactly: nothing else is ever ``never``
+        return SLURM_REASONS[reason]
+    word = reason.lstrip("( ")           # a family's code inside squeue's %R parentheses too
+    for prefix, kind in _SLURM_REASON_FAMILIES:
+        if word.startswith(prefix):
+            return kind
+    return Pending.WAITING
+
+
+def reason_fields(value: Any, state: JobState) -> dict[str, Any]:
+    """``reason`` (Slurm's word, placeholders read as None) and ``pending`` (its class, for a
+    pending job only) of a job, for :class:`JobInfo`."""
+    reason = reason_text(value)
+    return {"reason": reason, "pending": pending_class(reason) if state.phase == "pending" else None}
 
 
 # ---------------------------------------------------------------------------- JSON envelopes
@@ -628,7 +724,7 @@ def job_from_json(job: Mapping[str, Any], command: str) -> JobInfo:
         start=start, end=end,
         time_limit=minutes(job.get("time_limit"), f"{where}: time_limit", command),
         cpus=integer(job.get("cpus"), f"{where}: cpus", command),
-        reason=_str_or_none(job.get("state_reason")),
+        **reason_fields(job.get("state_reason"), state),
         user=_str_or_none(job.get("user_name")),
         partition=partition,
         exit_code=_exit_code(job.get("exit_code")) if native not in ("PENDING", "RUNNING") else None,
@@ -686,15 +782,16 @@ def parse_sacct_json(doc: Mapping[str, Any], command: str = "sacct --json") -> d
             if isinstance(tres, dict) and tres.get("type") == "cpu":
                 alloc_cpus = integer(tres.get("count"), f"{where}: tres cpu", command)
         user = job.get("user")
+        states = job_state_fields(current, command)
         out[jid] = JobInfo(
-            job_id=jid, name=str(job.get("name") or ""), **job_state_fields(current, command),
+            job_id=jid, name=str(job.get("name") or ""), **states,
             submit=timestamp(t.get("submission"), f"{where}: time.submission", command),
             start=timestamp(t.get("start"), f"{where}: time.start", command),
             end=timestamp(t.get("end"), f"{where}: time.end", command),
             time_limit=minutes(t.get("limit"), f"{where}: time.limit", command),
             cpus=alloc_cpus if alloc_cpus is not None else integer(
                 _dig(job, "required/CPUs"), f"{where}: required.CPUs", command),
-            reason=_str_or_none(_dig(job, "state/reason")),
+            **reason_fields(_dig(job, "state/reason"), states["state"]),
             user=_str_or_none(user if isinstance(user, str) else _dig(job, "association/user")),
             partition=_str_or_none(job.get("partition")),
             exit_code=_exit_code(job.get("exit_code")),
@@ -749,14 +846,15 @@ def parse_job_table(text: str, fields: Sequence[str], tz: tzinfo | None = None,
         else:
             limit = parse_duration(row.get("time_limit", ""), f"{where}: time limit", command)
         cpus = row.get("cpus", "").strip()
+        states = job_state_fields(row["state"], command)
         out[jid] = JobInfo(
-            job_id=jid, name=row.get("name", ""), **job_state_fields(row["state"], command),
+            job_id=jid, name=row.get("name", ""), **states,
             submit=parse_time(row.get("submit", ""), tz, f"{where}: submit", command),
             start=parse_time(row.get("start", ""), tz, f"{where}: start", command),
             end=parse_time(row.get("end", ""), tz, f"{where}: end", command),
             time_limit=limit,
             cpus=integer(cpus, f"{where}: cpus", command) if cpus else None,
-            reason=_str_or_none(row.get("reason")), user=_str_or_none(row.get("user")),
+            **reason_fields(row.get("reason"), states["state"]), user=_str_or_none(row.get("user")),
             partition=_str_or_none(row.get("partition")), exit_code=_str_or_none(row.get("exit_code")),
             priority=_priority(row.get("priority"), f"{where}: priority", command))
     return out
@@ -914,7 +1012,7 @@ def jobs_from_json_lines(rows: Iterable[Mapping[str, Any]], tz: tzinfo | None = 
         if "id" not in row or "state" not in row:
             raise SchedulerReplyError(command, f"row {k}: needs id and state: {dict(row)!r}")
         jid = str(integer(row["id"], f"row {k}: id", command))
-        reason = _str_or_none(row.get("r"))
+        reason = reason_text(row.get("r"))
         native = normalise_state(row["state"], command)
         state = slurm_state(native)
         if reason and state is JobState.PENDING and reason.startswith("(") and reason.endswith(")"):
@@ -923,6 +1021,7 @@ def jobs_from_json_lines(rows: Iterable[Mapping[str, Any]], tz: tzinfo | None = 
                            end=parse_time(str(row.get("end_time", "")), tz, f"job {jid}: end_time", command),
                            time_limit=None, cpus=integer(row.get("cpu"), f"job {jid}: cpu", command),
                            reason=reason if state is JobState.PENDING else None, user=None,
+                           pending=pending_class(reason) if state.phase == "pending" else None,
                            partition=_str_or_none(row.get("p")))
     return out
 

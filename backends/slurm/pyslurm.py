@@ -146,15 +146,15 @@ class SlurmPySlurm:
     def _all_jobs(self) -> dict[str, JobInfo]:
         out = {}
         for jid, j in self.pyslurm.Jobs.load().items():
+            states = fmt.job_state_fields(str(getattr(j, "state", "UNKNOWN")), "pyslurm")
             out[str(jid)] = fmt.JobInfo(
-                job_id=str(jid), name=str(getattr(j, "name", "") or ""),
-                **fmt.job_state_fields(str(getattr(j, "state", "UNKNOWN")), "pyslurm"),
+                job_id=str(jid), name=str(getattr(j, "name", "") or ""), **states,
                 submit=fmt.timestamp(getattr(j, "submit_time", None)),
                 start=fmt.timestamp(getattr(j, "start_time", None)),
                 end=fmt.timestamp(getattr(j, "end_time", None)),
                 time_limit=fmt.minutes(getattr(j, "time_limit", None)
                                        if isinstance(getattr(j, "time_limit", None), (int, float)) else None),
-                cpus=getattr(j, "cpus", None), reason=getattr(j, "state_reason", None),
+                cpus=getattr(j, "cpus", None), **fmt.reason_fields(getattr(j, "state_reason", None), states["state"]),
                 user=getattr(j, "user_name", None), partition=getattr(j, "partition", None))
         return out
 

@@ -329,6 +329,7 @@ def status_cmd(run_id: int | None, db: Path | None, as_json: bool) -> None:
       resel status
       resel status 7 --json
     """
+    from resel.live import journal
     from resel.live.view import snapshot, stored_notes, table
     from resel.store import read_store
     store = read_store(db)
@@ -339,7 +340,7 @@ def status_cmd(run_id: int | None, db: Path | None, as_json: bool) -> None:
                              "`resel runs` lists the simulated ones")
         run_id = rows[0]["id"]
     engine, run = readable_run(store, run_id)
-    last = list(store.query("select max(time) as t from events where run_id = ?", [run_id]))[0]["t"] or 0.0
+    last = journal.last_time(store, run_id) or 0.0
     elapsed = (run["ttc_wkd"] if run["status"] == "done" and run["ttc_wkd"] is not None
                else max(last, time.time() - run["t0"] if run["status"] == "running" else last))
     snap = snapshot(engine, run_id, run["status"], elapsed, notes=stored_notes(store, run_id))

@@ -8,7 +8,6 @@ when asked for; ``prune`` chooses and removes runs through :mod:`resel.store_pru
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Callable
 
@@ -41,17 +40,16 @@ def _checked_run(row: dict) -> dict:
 def quarantine_log(store, run_id: int) -> list[dict]:
     """Each quarantine of a stored run (docs/engine.md, black-hole sites): site, when, until,
     the counts that decided it, and when it was released (None: not before the run ended)."""
+    from resel.events import SiteQuarantined, SiteReleased
+    from resel.live import journal
     out: list[dict] = []
-    for row in store.query("select time, kind, data from events where run_id = ? and kind in "
-                           "('SiteQuarantined', 'SiteReleased') order by seq", [run_id]):
-        data = json.loads(row["data"])
-        if row["kind"] == "SiteQuarantined":
-            out.append({"site": data["site"], "time": row["time"], "until": data.get("until"),
-                        "reason": data.get("reason", ""), "released": None})
+    for t, r in journal.read(store, run_id, SiteQuarantined, SiteReleased):
+        if isinstance(r, SiteQuarantined):
+            out.append({"site": r.site, "time": t, "until": r.until, "reason": r.reason, "released": None})
         else:
             for q in reversed(out):
-                if q["site"] == data["site"] and q["released"] is None:
-                    q["released"] = row["time"]
+                if q["site"] == r.site and q["released"] is None:
+                    q["released"] = t
                     break
     return out
 
@@ -84,14 +82,15 @@ _when, _ids = _parsed("moment"), _parsed("run_ids")
 def learned_log(store, run_id: int) -> tuple[dict | None, dict[str, list[dict]]]:
     """What ``auto`` ran as (StrategyChosen) and, per site, every estimate of its rate a learning
     run recorded (RateLearned, oldest first): the report's "rates learned during the run"."""
+    from resel.events import RateLearned, StrategyChosen
+    from resel.live import journal
     chosen, rates = None, {}
-    for row in store.query("select time, kind, data from events where run_id = ? and kind in "
-                           "('StrategyChosen', 'RateLearned') order by seq", [run_id]):
-        data = json.loads(row["data"])
-        if row["kind"] == "StrategyChosen":
-            chosen = {"ran_as": data.get("strategy"), "why": data.get("reason")}
+    for t, r in journal.read(store, run_id, StrategyChosen, RateLearned):
+        if isinstance(r, StrategyChosen):
+            chosen = {"ran_as": r.strategy, "why": r.reason}
         else:
-            rates.setdefault(str(data.get("site")), []).append({"time": row["time"], **data})
+            fields = {f: getattr(r, f) for f in journal.fields_of(RateLearned)}
+            rates.setdefault(str(r.site), []).append({"time": t, **fields})
     return chosen, rates
 
 

@@ -44,7 +44,8 @@ from sqlite_utils import Database
 
 from resel.live import journal
 from resel.live import notes as live_notes
-from resel.backends.pilotsite import NEVER_REASONS, PilotFiles, PilotSite, job_phase, task_key, url_inputs_note
+from resel.backends.jobs import Pending
+from resel.backends.pilotsite import PilotFiles, PilotSite, job_phase, task_key, url_inputs_note
 from resel.domain import Bag, Site
 from resel.engine import Engine
 from resel.errors import IllegalTransition, ReselError
@@ -57,7 +58,7 @@ from resel.events import (
 from resel.live.errors import is_transient
 from resel.live.sites import Report, SiteWorker
 from resel.live.staging import OutputsNotDelivered, ResultsDiskFull, SiteData
-from resel.states import AttemptOutcome, TaskState
+from resel.states import AttemptOutcome, PilotState, TaskState
 from resel.task_data import Manifest, task_folder
 from resel.metrics import task_times, workload_metrics
 from resel.selection import Strategy
@@ -79,14 +80,16 @@ LOST_WITH_AGENT = ("agent restarted", "superseded", "evicted")
 
 @dataclass
 class PilotView:
-    """The coordinator's view of one pilot (the engine has its own)."""
+    """The coordinator's view of one pilot: its batch job and its agent. Its state is in the
+    engine's vocabulary (:class:`~resel.states.PilotState`), moved on by what the site says
+    before the engine is told; the engine keeps its own pilot, the same words."""
 
     pilot: int
     site: str
     cores: int = 0
     walltime: float = 0.0
     job_id: str | None = None
-    state: str = "pending"          # pending, running, ended, cancelled, failed
+    state: PilotState = PilotState.PENDING
     missing: int = 0
     seen: set = field(default_factory=set)
     job_state: str = ""
@@ -97,6 +100,30 @@ class PilotView:
     #: settles them, unless that agent turns out to be replaced — then they are TaskLost
     parked: dict = field(default_factory=dict)
     unknown_state: str | None = None
+    #: the site refused its submission for good: cancelled for the engine, ``failed`` as stored
+    refused: bool = False
+
+    @property
+    def stored(self) -> str:
+        """Its state as ``live_pilots.state`` holds it (and ``resel status --json`` shows it)."""
+        return "failed" if self.refused else STORED_STATES[self.state]
+
+
+#: the engine's pilot states as ``live_pilots.state`` stores them, in the words the table has
+#: always held: an active pilot is ``running`` there, and a cancelled one whose submission the
+#: site refused ``failed`` (:attr:`PilotView.refused`)
+STORED_STATES = {PilotState.PENDING: "pending", PilotState.ACTIVE: "running", PilotState.ENDED: "ended",
+                 PilotState.CANCELLED: "cancelled"}
+
+
+def stored_view(row: dict) -> PilotView:
+    """A pilot's ``live_pilots`` row read back on resume; a state word no resel writes is taken
+    as ended (the pilot is not polled again)."""
+    word = row["state"] or "pending"
+    state = {w: s for s, w in STORED_STATES.items()}.get(word, PilotState.CANCELLED if word == "failed"
+                                                          else PilotState.ENDED)
+    return PilotView(row["pilot"], row["site"], row["cores"] or 0, row["walltime"] or 0.0, row["job_id"], state,
+                     agent_started=row.get("agent_started"), refused=word == "failed")
 
 
 @dataclass
@@ -256,7 +283,7 @@ class Coordinator:
         answer within ``slow_after`` seconds is caught up by its polls."""
         by_site: dict[str, list[PilotView]] = {}
         for v in self.pilots.values():
-            if v.state == "running" and v.job_id:
+            if v.state is PilotState.ACTIVE and v.job_id:
                 by_site.setdefault(v.site, []).append(v)
         t = self.now()
         events: list[Event] = []
@@ -267,9 +294,7 @@ class Coordinator:
 
     def _replay(self) -> None:
         for row in self.db.query("select * from live_pilots where run_id = ?", [self.run_id]):
-            self.pilots[row["pilot"]] = PilotView(row["pilot"], row["site"], row["cores"] or 0,
-                                                  row["walltime"] or 0.0, row["job_id"], row["state"] or "pending",
-                                                  agent_started=row.get("agent_started"))
+            self.pilots[row["pilot"]] = stored_view(row)
         fired = set()
         for row in journal.rows(self.db, self.run_id):
             self.seq = row["seq"] + 1
@@ -526,7 +551,7 @@ class Coordinator:
         scheduler that hangs does not stop the files from being read every poll period)."""
         by_site: dict[str, list[PilotView]] = {}
         for view in self.pilots.values():
-            if view.state in ("pending", "running") and view.job_id:
+            if not view.state.final and view.job_id:
                 by_site.setdefault(view.site, []).append(view)
         for gone in (set(self._next_poll) | set(self._next_read)) - set(by_site):   # no pilot left: not due
             self._next_poll.pop(gone, None)
@@ -543,7 +568,7 @@ class Coordinator:
             # lost — the scheduler's answer says when to look, and the read at the end of the
             # bag takes what is left
             quiet = self.views[name].failing_since is not None
-            readable = [v for v in views if v.state == "running"
+            readable = [v for v in views if v.state is PilotState.ACTIVE
                         or (quiet and v.agent_started is None and v.incarnation is None)]
             if not readable:
                 self._next_read.pop(name, None)       # nothing to read: not due (the loop sleeps)
@@ -627,9 +652,9 @@ class Coordinator:
         info = jobs.get(v.job_id)
         if info is not None and info.name and not f"resel-{self.run_key}-p{v.pilot}".startswith(info.name):
             info = None          # the id is someone else's job now (_site_events says so)
-        phase = job_phase(info.state) if info is not None else "missing"
-        if v.state == "running":
-            return phase in ("pending", "final", "missing")
+        phase = job_phase(info.state) if info is not None else None        # None: not in the reply
+        if v.state is PilotState.ACTIVE:
+            return phase in ("pending", "final", None)
         return phase != "pending"
 
     def _read(self, name: str, views: list[PilotView], heartbeat: bool = True) -> dict[int, PilotFiles]:
@@ -664,7 +689,7 @@ class Coordinator:
         views, jobs, files = result
         out: list[Event] = []
         for v in sorted(views, key=lambda v: v.pilot):
-            if v.state not in ("pending", "running"):
+            if v.state.final:
                 continue             # ended or cancelled while the poll ran
             info, state, phase = None, "", "unknown"
             if jobs is not None:
@@ -675,25 +700,25 @@ class Coordinator:
                                f"pilot {v.pilot}: job {v.job_id} is now someone else's job ({info.name})")
                     info = None
                 state = info.shown if info is not None else "MISSING"     # the scheduler's word
-                phase = job_phase(info.state) if info is not None else "missing"
+                phase = job_phase(info.state) if info is not None else None      # None: missing
                 v.job_state = state
                 self._state_note(v, state, phase, t)
                 self._pending_note(v, info, phase, t)
-                if phase == "running" and v.state == "pending":
-                    v.state = "running"
+                if phase == "running" and v.state is PilotState.PENDING:
+                    v.state = PilotState.ACTIVE
                     out.append(PilotStarted(time=t, pilot=v.pilot))
                     self._pilot_row(v, started=t)
             found = files.get(v.pilot)
             if found is not None:
-                if v.state == "pending" and self._runs(v, found):
-                    v.state = "running"     # it ran and maybe ended between two polls
+                if v.state is PilotState.PENDING and self._runs(v, found):
+                    v.state = PilotState.ACTIVE     # it ran and maybe ended between two polls
                     out.append(PilotStarted(time=t, pilot=v.pilot))
                     self._pilot_row(v, started=t)
                 if found.agent:
                     self._pilot_row(v, host=found.agent.get("host"), cpu_model=found.agent.get("cpu_model"),
                                     cpu_mhz=_number(found.agent.get("cpu_mhz")),
                                     agent_started=_number(found.agent.get("started")))
-                if found.heartbeat and v.state == "running":
+                if found.heartbeat and v.state is PilotState.ACTIVE:
                     out.extend(self._incarnation(t, v, found.heartbeat))
                     self._rejected(t, v, found.heartbeat)
                 for path, why in found.bad:
@@ -701,11 +726,11 @@ class Coordinator:
                 out.extend(self._file_events(t, v, found))
             if jobs is None:
                 continue
-            if phase == "pending" and v.state == "running":
+            if phase == "pending" and v.state is PilotState.ACTIVE:
                 # back in the queue (scontrol requeue, a node failure with requeue on, a
                 # controller that lost the job's start): its agent is gone, what it ran and
                 # did not report is lost; it may start again as a new incarnation
-                v.state, v.missing = "pending", 0
+                v.state, v.missing = PilotState.PENDING, 0
                 v.parked.clear()
                 out.append(PilotRequeued(time=t, pilot=v.pilot, reason=f"job {v.job_id} {state}"))
                 self._pilot_row(v, reason=f"requeued ({state})")
@@ -714,25 +739,25 @@ class Coordinator:
                 log.warning("run %s: pilot %s (job %s on %s) went back to the queue (%s); its attempts are lost",
                             self.run_id, v.pilot, v.job_id, v.site, state)
                 continue
-            if phase == "pending" and info is not None and info.reason in NEVER_REASONS:
+            if phase == "pending" and info is not None and info.pending is Pending.NEVER:
                 why = (f"the scheduler will never start pilot {v.pilot} ({v.cores} cores, {v.walltime:g} s): "
                        f"job {v.job_id} pending with reason {info.reason}")
                 self.workers[v.site].submit("stop", None, lambda v=v: self.site(v.site).stop_pilot(
                     self.run_key, v.pilot, v.job_id))
-                v.state = "ended"
+                v.state = PilotState.ENDED
                 out.append(PilotEnded(time=t, pilot=v.pilot, reason=info.reason))
                 out.append(SiteLost(time=t, site=v.site, reason=why))
                 self._pilot_row(v, ended=t, reason=info.reason)
                 self.views[v.site].error = why
                 continue
-            if phase == "missing":
+            if phase is None:
                 v.missing += 1
                 ended = v.missing >= self.options.missing_polls
             else:
                 v.missing = 0
                 ended = phase == "final"
             if ended:
-                v.state = "ended"
+                v.state = PilotState.ENDED
                 v.parked.clear()
                 out.append(PilotEnded(time=t, pilot=v.pilot,
                                       reason=info.state.value if info is not None else "missing"))
@@ -771,12 +796,12 @@ class Coordinator:
             live_notes.drop(self.db, self.run_id, v.site, key)
 
     def _pending_note(self, v: PilotView, info: Any, phase: str, t: float) -> None:
-        """Why the scheduler keeps a pilot waiting (Slurm's Reason: Priority, Resources,
-        QOSMaxJobsPerUserLimit, AssocGrpCpuLimit, …), for the live table and ``resel status``;
-        written when it changes, dropped once the pilot leaves the queue."""
+        """Why the scheduler keeps a pilot waiting, in its own words (its backend reads a
+        placeholder for none as no reason), for the live table and ``resel status``; written
+        when it changes, dropped once the pilot leaves the queue."""
         key = f"pending:p{v.pilot}"
         reason = info.reason if phase == "pending" and info is not None else None
-        if reason in (None, "", "None", "(null)"):
+        if not reason:
             if self._pending_reasons.pop(v.pilot, None) is not None:
                 self.views[v.site].notes.pop(key, None)
                 live_notes.drop(self.db, self.run_id, v.site, key)
@@ -988,10 +1013,10 @@ class Coordinator:
         if isinstance(action, SubmitPilot):
             view = self.pilots.setdefault(action.pilot, PilotView(action.pilot, action.site, action.cores,
                                                                  action.walltime))
-            if view.state in ("cancelled", "failed"):
+            if view.state is PilotState.CANCELLED:
                 return None
             if self.engine.pilots[action.pilot].state.final:   # withdrawn before we got to it
-                view.state = "cancelled"
+                view.state = PilotState.CANCELLED
                 self._pilot_row(view, ended=self.now(), reason="withdrawn before submission")
                 return None
 
@@ -1041,7 +1066,7 @@ class Coordinator:
             return lambda: self.site(action.site).withdraw_task(self.run_key, action.pilot, action.task, action.attempt)
         if isinstance(action, CancelPilot):
             view = self.pilots.get(action.pilot)
-            if view is None or view.state in ("ended", "cancelled", "failed"):
+            if view is None or view.state.final:
                 return None
 
             def stop() -> str:
@@ -1070,8 +1095,8 @@ class Coordinator:
             self._pilot_row(view, submitted=self.now())
         elif isinstance(action, CancelPilot):
             view = self.pilots[action.pilot]
-            if view.state in ("pending", "running"):
-                view.state = "cancelled"
+            if not view.state.final:
+                view.state = PilotState.CANCELLED
             self._pilot_row(view, ended=self.now(), reason=report.result)
         self._mark(seq)
         return events
@@ -1091,7 +1116,7 @@ class Coordinator:
         self._mark(seq, why, done=True)
         if isinstance(action, SubmitPilot):
             view = self.pilots[action.pilot]
-            view.state = "failed"
+            view.state, view.refused = PilotState.CANCELLED, True
             self._pilot_row(view, ended=self.now(), reason=why)
             self.views[action.site].error = why
             return [SiteLost(time=self.now(), site=action.site, reason=why)]
@@ -1239,7 +1264,7 @@ class Coordinator:
     # ------------------------------------------------------------------ rows
     def _pilot_row(self, view: PilotView, **cols: Any) -> None:
         row = {"run_id": self.run_id, "pilot": view.pilot, "site": view.site, "job_id": view.job_id,
-               "cores": view.cores, "walltime": view.walltime, "state": view.state}
+               "cores": view.cores, "walltime": view.walltime, "state": view.stored}
         row.update({k: v for k, v in cols.items() if v is not None})
         self.db["live_pilots"].upsert(row, pk=("run_id", "pilot"), alter=False)
 
@@ -1346,7 +1371,7 @@ class Coordinator:
         the stop is done). The bag is then recorded as cancelled, so ``resel status`` shows no
         pilot and no task running.
         """
-        live = [v for v in self.pilots.values() if v.state in ("pending", "running") and v.job_id]
+        live = [v for v in self.pilots.values() if not v.state.final and v.job_id]
         by_site: dict[str, list[PilotView]] = {}
         for v in self.pilots.values():
             if v.job_id:
@@ -1377,7 +1402,7 @@ class Coordinator:
         for v, found in collected:
             events.extend(self._file_events(t, v, found))
         for v in live:
-            v.state = "cancelled"
+            v.state = PilotState.CANCELLED
             self._pilot_row(v, ended=t, reason="run cancelled")
         self.feed(events + [BagCancelled(time=t)], execute=False)
         self.cancelled = True

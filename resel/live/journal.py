@@ -6,13 +6,17 @@ A row is ``(run_id, seq, time, kind, data, done, error)``: ``kind`` is the recor
 JSON, ``done`` NULL for an event or a record-only action (a decision), 0 for an action still to
 carry out and 1 once it is carried out (``error`` says why it failed, or is being retried).
 
-Three writers and readers share this one encoding, so what one writes the others read the
+Every writer and reader shares this one encoding, so what one writes the others read the
 same way: the live coordinator (it records an event and its actions before acting, marks each
 action done, and replays the journal on ``--resume``), the store's writer of simulated runs
-(:func:`resel.store.save_run`, in bulk) and ``resel status`` (:mod:`resel.live.view`, which
-replays the events without the coordinator). An action is marked done by the ``seq`` it was
-recorded with — the row's key with ``run_id`` — never by looking for a row with the same
-text: two identical actions (the same timer set twice) are two rows.
+(:func:`resel.store.save_run`, in bulk), ``resel status`` (:mod:`resel.live.view`, which
+replays the events without the coordinator; the time of a run's last record) and the report and
+its figures (:func:`read`: the records of some kinds, rebuilt). No other module reads the
+``events`` table or parses its JSON (tests/test_one_vocabulary.py holds them to it).
+
+An action is marked done by the ``seq`` it was recorded with — the row's key with ``run_id``
+— never by looking for a row with the same text: two identical actions (the same timer set
+twice) are two rows.
 
 Standard library and the pure core only: ``resel status`` and the store import it without
 sqlite-utils or the site clients. The writing functions take the coordinator's sqlite-utils
@@ -138,6 +142,38 @@ def rows(db: Any, run_id: int) -> Iterator[dict]:
     """The run's rows in the order they were recorded: ``seq``, ``time``, ``kind``, ``data``,
     ``done`` (``db``: a sqlite-utils ``Database`` or the store's reader)."""
     return iter(db.query("select seq, time, kind, data, done from events where run_id = ? order by seq", [run_id]))
+
+
+def read(db: Any, run_id: int, *types: type) -> Iterator[tuple[float, Event | Action]]:
+    """The run's records of these types (every one if none is named), in the order they were
+    recorded, each with its row's time — an action without a time of its own (a dispatch, a
+    cancellation) was stored at its event's. ``db``: a sqlite-utils ``Database`` or the store's
+    reader.
+
+    Raises:
+        BadRecord: a row of a type asked for that this version cannot rebuild, naming the row.
+    """
+    sql = "select seq, time, kind, data from events where run_id = ?"
+    args: list[Any] = [run_id]
+    if types:
+        sql += f" and kind in ({', '.join('?' for _ in types)})"
+        args += [cls.__name__ for cls in types]
+    for row in db.query(sql + " order by seq", args):
+        try:
+            record = decode(row["kind"], row["time"], row["data"])
+        except BadRecord as exc:
+            raise BadRecord(exc.why, f"run {run_id}, event {row['seq']} ({row['kind']}): {exc}") from None
+        yield row["time"], record
+
+
+def count(db: Any, run_id: int) -> int:
+    """How many rows the run's journal holds (a simulated run may be stored without them)."""
+    return next(iter(db.query("select count(*) as n from events where run_id = ?", [run_id])))["n"]
+
+
+def last_time(db: Any, run_id: int) -> float | None:
+    """The time of the run's last record (None for a run that recorded nothing)."""
+    return next(iter(db.query("select max(time) as t from events where run_id = ?", [run_id])))["t"]
 
 
 def append(db: Database, run_id: int, seq: int, time: float, record: Event | Action, done: int | None) -> None:

@@ -37,7 +37,7 @@ class SiteLimits:
     #: the user's jobs already on the site: queued + running, and running
     jobs: int | None = None
     running: int | None = None
-    #: why a pending job of the user's waits, counted (Slurm's Reason: Priority, QOSMaxJobsPerUserLimit …)
+    #: why a pending job of the user's waits, counted, in the scheduler's words (shown, never tested)
     pending_reasons: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     #: "max_pilots 100000 → 8 (QOS normal: MaxSubmitPU=10, 2 jobs already there)" …
@@ -119,7 +119,7 @@ def read_site(site: Site, opener: Callable[[Site], Any]) -> SiteLimits:
             found.jobs = len(live)
             found.running = sum(1 for j in live if j.state.phase == "running")
             for j in live:
-                if j.state.phase == "pending" and j.reason and j.reason not in ("None", "(null)"):
+                if j.state.phase == "pending" and j.reason:     # its backend read "no reason" as None
                     found.pending_reasons[j.reason] = found.pending_reasons.get(j.reason, 0) + 1
     except Exception as exc:   # noqa: BLE001 - the limits stay unknown; the run or plan says why
         found.notes.append(f"limits unknown: {str(exc).strip() or type(exc).__name__}")

@@ -20,7 +20,6 @@ prevents the others.
 from __future__ import annotations
 
 import functools
-import json
 import math
 import warnings
 from pathlib import Path
@@ -35,6 +34,8 @@ from matplotlib.patches import Patch  # noqa: E402
 from sqlite_utils import Database  # noqa: E402
 
 from resel.errors import ReselError
+from resel.events import CancelPilot, CancelTask, DispatchTask, PilotEnded, TaskFailed, TaskFinished
+from resel.live import journal
 from resel.outputs import create, private_dir, refuse_inputs
 from resel.json_safe import clean as json_clean  # noqa: E402
 from resel.store import get_run  # noqa: E402
@@ -85,6 +86,10 @@ def _run_end(run: dict, times: Iterable[float | None]) -> float:
     return max([end] + seen if end is not None else seen, default=0.0)
 
 
+#: how an attempt's record ends it, in the Gantt's words
+_ENDED_AS = {TaskFinished: "done", TaskFailed: "failed", CancelTask: "cancelled"}
+
+
 def attempts(db: Database, run: dict) -> list[dict]:
     """Every task attempt: task, attempt, site, pilot, start, end (None while open), outcome.
 
@@ -103,8 +108,7 @@ def attempts(db: Database, run: dict) -> list[dict]:
                         "start": r["start"] - t0, "end": None if r["end"] is None else r["end"] - t0,
                         "outcome": r["outcome"] or ("running" if r["end"] is None else "lost")})
         return out
-    n_events = next(iter(db.query("select count(*) as n from events where run_id = ?", [run["id"]])))["n"]
-    if not n_events:
+    if not journal.count(db, run["id"]):
         raise ReselError(f"run {run['id']} was stored without its events, which the Gantt chart is drawn "
                          "from; store runs with events (the default of `resel simulate`)")
     open_: dict[tuple[int, int], dict] = {}
@@ -120,24 +124,18 @@ def attempts(db: Database, run: dict) -> list[dict]:
             rec["end"], rec["outcome"] = time, outcome
             done.append(rec)
 
-    for row in db.query("select time, kind, data from events where run_id = ? order by seq", [run["id"]]):
-        kind, t = row["kind"], row["time"]
-        d = json.loads(row["data"])
-        if kind == "DispatchTask":
-            key = (d["task"], d["attempt"])
-            open_[key] = {"task": d["task"], "attempt": d["attempt"], "site": d["site"],
-                          "pilot": d["pilot"], "start": t, "end": None, "outcome": "running"}
+    for t, r in journal.read(db, run["id"], DispatchTask, TaskFinished, TaskFailed, CancelTask, PilotEnded):
+        if isinstance(r, DispatchTask):
+            key = (r.task, r.attempt)
+            open_[key] = {"task": r.task, "attempt": r.attempt, "site": r.site,
+                          "pilot": r.pilot, "start": t, "end": None, "outcome": "running"}
             if key in finished:      # the attempt that finished the task: nothing else ends it
                 close(key, finished[key], "done")
-        elif kind == "TaskFinished":
-            close((d["task"], d["attempt"]), t, "done")
-        elif kind == "TaskFailed":
-            close((d["task"], d["attempt"]), t, "failed")
-        elif kind == "CancelTask":
-            close((d["task"], d["attempt"]), t, "cancelled")
-        elif kind == "PilotEnded":   # tasks still on the pilot are lost with it
-            for key in [k for k, v in open_.items() if v["pilot"] == d["pilot"]]:
+        elif isinstance(r, PilotEnded):   # tasks still on the pilot are lost with it
+            for key in [k for k, v in open_.items() if v["pilot"] == r.pilot]:
                 close(key, t, "lost")
+        else:
+            close((r.task, r.attempt), t, _ENDED_AS[type(r)])
     done.extend(open_.values())
     return sorted(done, key=lambda a: (a["task"], a["attempt"]))
 
@@ -151,9 +149,8 @@ def pilots(db: Database, run: dict) -> list[dict]:
                         "start": r["started"], "end": r["ended"], "state": r["state"]})
         return out
     ends: dict[int, float] = {}
-    for row in db.query("select time, kind, data from events where run_id = ? and kind in "
-                        "('CancelPilot', 'PilotEnded') order by seq", [run["id"]]):
-        ends.setdefault(json.loads(row["data"])["pilot"], row["time"])
+    for t, r in journal.read(db, run["id"], CancelPilot, PilotEnded):
+        ends.setdefault(r.pilot, t)
     out = []
     for r in db.query("select * from pilots where run_id = ? order by pilot", [run["id"]]):
         started = bool(r["started"])
