@@ -275,7 +275,7 @@ def test_scontrol_requeue_of_a_running_pilot_is_seen_and_its_tasks_rerun(tmp_pat
         if "requeued" not in state and pilot and co.engine.done_count == 0 and _started(co) >= 8:
             slurm(testbed, "a", "scontrol", "requeue", pilot.job_id)
             state["requeued"], state["pilot"] = co.now(), pilot.pilot
-        elif "requeued" in state and "seen" not in state and pilot.state == "pending":
+        elif "requeued" in state and "seen" not in state and pilot.state is PilotState.PENDING:
             snap = snapshot(co.engine, co.run_id, "running", co.now())
             row = next(r for r in snap.sites if r.site == "tba")
             state["seen"] = (co.now() - state["requeued"], row.pilots_running, row.running, row.pilots_pending)
