@@ -22,8 +22,10 @@ SUBPACKAGES = {"slurm": {"cli", "rest", "pyslurm", "formats"}, "pbs": {"cli", "f
 #: side (resel/sim/policies.py, tests/test_sim_layout.py); none may come back as a shim
 FLAT = ("slurm", "slurm_formats", "slurm_pyslurm", "slurmrest", "pbs", "pbs_formats", "htcondor",
         "htcondor_formats", "simulated", "simqueue", "sim_estimates", "batch")
-#: what reading replies never needs: the transports, HTTP, the HTCondor bindings, the store, the CLI
-NOT_FOR_PARSERS = ("resel.backends.transport", "paramiko", "requests", "htcondor2", "sqlite_utils", "click", "rich")
+#: what reading replies never needs: the transports, HTTP, the HTCondor bindings, the store, the CLI,
+#: the models and the simulator (the queue snapshot a parser builds is the job vocabulary's)
+NOT_FOR_PARSERS = ("resel.backends.transport", "paramiko", "requests", "htcondor2", "sqlite_utils", "click", "rich",
+                   "resel.models", "resel.sim")
 
 
 @pytest.mark.parametrize("name", sorted(SUBPACKAGES))
@@ -48,5 +50,5 @@ def test_a_scheduler_s_parsers_load_no_client(module):
     heavy = sorted(m for m in NOT_FOR_PARSERS if m in loaded or any(x.startswith(m + ".") for x in loaded))
     assert heavy == [], f"import {module} loads {heavy}"
     others = {f"resel.backends.{s}" for s in SUBPACKAGES} - {module.rsplit(".", 1)[0]}
-    # PBS's parsers build the twin's queue snapshot, which needs no other scheduler either
+    # PBS's parsers build the queue snapshot (backends/jobs.py), which needs no other scheduler either
     assert not others & loaded, sorted(others & loaded)

@@ -56,8 +56,6 @@ FLOORS: list[list[tuple[str, tuple[str, ...]]]] = [
 #: imports that go against the layers and are known, each with why it stays for now; this list
 #: may only shrink (a test fails on an entry that no longer happens)
 KNOWN: dict[tuple[str, str], str] = {
-    ("resel.backends.jobs", "resel.models.twin"): "QueueSnapshot lives in the twin",
-    ("resel.backends.pbs.formats", "resel.models.twin"): "QueueSnapshot lives in the twin",
     ("resel.backends.simulated.simulation", "resel.engine"): "the simulator sits in backends/",
     ("resel.backends.simulated.simulation", "resel.selection"): "the simulator sits in backends/",
     ("resel.models.history", "resel.store"): "a history read from a store's path opens it",

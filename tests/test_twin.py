@@ -17,9 +17,10 @@ import pytest
 from resel.backends.simulated.queuesite import QueueSite
 from resel.backends.slurm import formats as f
 from resel.domain import Clock, QueueModel, Site
-from resel.models.twin import QueueSnapshot, SnapJob, twin_start
+from resel.backends.jobs import BATCH_POLICIES, QueueSnapshot, SnapJob
+from resel.models.twin import twin_start
 from resel.sim.core import Environment
-from resel.sim.policies import EASY, QJob
+from resel.sim.policies import EASY, POLICIES, QJob
 
 from resel.errors import ModelError
 
@@ -35,6 +36,12 @@ def snap(total: int, running=(), pending=(), policy: str = "easy", **kw) -> Queu
 
 
 # ---------------------------------------------------------------- hand-made snapshots
+
+
+def test_a_snapshot_names_the_policies_the_twin_runs():
+    """The snapshot (beside JobInfo, for the parsers) checks its policy against the names the
+    batch policies are made by."""
+    assert BATCH_POLICIES == tuple(POLICIES)
 
 
 def test_free_cores_start_at_once():

@@ -37,7 +37,7 @@ from resel.sim.queue import BatchQueue, ListFeed
 from resel.sim.swf import Job
 
 if TYPE_CHECKING:
-    from resel.models.twin import QueueSnapshot
+    from resel.backends.jobs import QueueSnapshot
 
 #: real waits shorter than this count as "started at once" for the tightness ratio
 MIN_WAIT = 60.0
