@@ -453,7 +453,7 @@ KEPT_ELSEWHERE = frozenset({"TaskFinished", "PilotStarted"})
 
 
 def save_run(db: Database, result, *, experiment_id: int | None = None, events: bool = True) -> int:
-    """Write one simulated run (a :class:`~resel.backends.simulated.simulation.SimResult`) in one transaction.
+    """Write one simulated run (a :class:`~resel.sim.simulation.SimResult`) in one transaction.
 
     Its events are stored but those another table holds (:data:`KEPT_ELSEWHERE`).
 

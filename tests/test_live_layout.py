@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[1]
 LIVE = REPO / "resel" / "live"
 #: the map in docs/architecture.md
 MODULES = {"coordinator", "journal", "sites", "errors", "notes", "stored", "view", "agent", "chirp_sync", "plan",
-           "plan_explain", "site_limits", "site_probe", "staging"}
+           "site_limits", "site_probe", "staging"}
 #: the flat modules resel/live/ replaced; none may come back as a shim
 FLAT = ("live", "live_errors", "live_notes", "live_sites", "live_stored", "live_view", "agent", "chirp_sync",
         "plan", "plan_explain", "site_limits", "site_probe")

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 import pytest
-from resel.backends.simulated.queuesite import QueueSite
+from resel.sim.queuesite import QueueSite
 from resel.backends.slurm import formats as f
 from resel.domain import Clock, QueueModel, Site
 from resel.backends.jobs import BATCH_POLICIES, QueueSnapshot, SnapJob
@@ -180,7 +180,7 @@ def exact_trace(tmp_path_factory) -> Path:
 def simulate(trace: Path, policy: str, at: float, cores: int, walltime: float, site_cores: int = 64):
     """Replay up to ``at``; snapshot; submit a pilot; continue with no arrivals until it starts.
 
-    The site is the simulator's own QueueSite on an event core, as backends/simulated/simulation.py runs it.
+    The site is the simulator's own QueueSite on an event core, as resel/sim/simulation.py runs it.
     """
     env = Environment()
     started: list[float] = []

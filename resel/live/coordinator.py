@@ -391,7 +391,8 @@ class Coordinator:
             probe = datas[site.name].probe() if site.name in datas else None
             if not (want_estimates and menu[i]):
                 return None, probe
-            from resel.live.plan import menu_waits, site_estimates
+            from resel.live.plan import site_estimates
+            from resel.planning import menu_waits
             opts = self.options
             row = site_estimates(ps.scheduler, site, menu[i], self.engine.tx[i], history,
                                  quantile=opts.quantile, confidence=opts.confidence)

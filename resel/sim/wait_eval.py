@@ -338,8 +338,8 @@ def evaluate(jobs: Sequence[BgJob], policy: str, cores: int, times: Sequence[flo
 
 
 def snapshot_of(policy: Policy, now: float, site: str = "site") -> "QueueSnapshot":
-    """The queue as a live site would show it (:func:`resel.backends.simulated.queuesite.policy_snapshot`)."""
-    from resel.backends.simulated.queuesite import policy_snapshot
+    """The queue as a live site would show it (:func:`resel.sim.queuesite.policy_snapshot`)."""
+    from resel.sim.queuesite import policy_snapshot
 
     return policy_snapshot(policy, now, site)
 
