@@ -89,7 +89,7 @@ def load_live_run(db: Database | StoreReader, run_id: int, *, to_run: bool = Fal
         ReselError: no such run, or it is a simulated one; with ``to_run``, a command of an
             older resel that cannot be carried over.
     """
-    from resel.store import verify_unchanged
+    from resel.store_common import verify_unchanged
     verify_unchanged(db)    # what the sites say is run as the user: the store must be the file checked
     rows = list(db.query("select * from runs where id = ?", [run_id]))
     if not rows:
