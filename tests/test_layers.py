@@ -38,9 +38,9 @@ FLOORS: list[list[tuple[str, tuple[str, ...]]]] = [
         "resel.models.distributions",
         "resel.backends.jobs", "resel.backends.*.formats", "resel.backends.limit_formats",
         "resel.backends.known_hosts", "resel.backends.files", "resel.backends.verified", "resel.sim.swf")),
-     # stand-alone scripts shipped to the sites (standard library, Python 3.6+): they import no
-     # resel module, and what ships them reads their text and protocol version
-     ("shipped to the sites", ("resel.live.agent", "resel.live.chirp_sync"))],
+     # the programs shipped to the sites (standard library, Python 3.6+): they import no resel
+     # module (checked below), and what ships them reads their text and protocol version
+     ("shipped to the sites", ("resel.shipped.*",))],
     # the batch queues' machinery: the queue twin (a model) runs the same queues as the simulator
     [("event core and batch queues", ("resel.sim.core", "resel.sim.queue", "resel.sim.policies", "resel.sim.closed"))],
     [("models and probes", ("resel.models.*", "resel.probes.*", "resel.formalism", "resel.learning", "resel.metrics",
@@ -243,6 +243,12 @@ def test_no_import_cycle():
     assert sorted(set(KNOWN_CYCLES) - found) == [], "no longer a cycle: delete from KNOWN_CYCLES"
 
 
+def test_what_is_shipped_to_the_sites_imports_nothing_of_resel():
+    shipped = [m for m in MODULES if m.startswith("resel.shipped.")]
+    assert shipped and all(room_of(m)[1] == "shipped to the sites" for m in shipped)
+    assert {m: sorted(t for _, t in imports_of(m, MODULES[m])) for m in shipped} == {m: [] for m in shipped}
+
+
 def test_the_architecture_page_draws_these_layers():
     text = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
     assert f"```\n{diagram()}\n```" in text, "docs/architecture.md's layer diagram:\n" + diagram()
@@ -276,6 +282,6 @@ def test_the_checks_see_what_they_are_for(tmp_path):
         MODULES = saved
 
 
-@pytest.mark.parametrize("name", ["resel.backends.slurm.formats", "resel.models.twin", "resel.live.agent"])
+@pytest.mark.parametrize("name", ["resel.backends.slurm.formats", "resel.models.twin", "resel.shipped.agent"])
 def test_the_mapping_names_modules_as_they_are_installed(name):
     assert name in MODULES

@@ -15,7 +15,7 @@ No shared filesystem
 --------------------
 An OSG slot does not see the access point's disk, and HTCondor's file transfer moves files only
 when a job starts and ends. A pilot lives for hours and exchanges files all the time, so it runs
-the agent beside :mod:`resel.live.chirp_sync`, which mirrors the pilot directory through
+the agent beside :mod:`resel.shipped.chirp_sync`, which mirrors the pilot directory through
 ``condor_chirp`` (the job's I/O proxy to its shadow, ``+WantIOProxy = true``): the job's
 ``initialdir`` *is* the pilot directory, so the coordinator reads and writes it over its
 transport exactly as on a shared filesystem. docs/htcondor.md says why and what it costs.
@@ -54,7 +54,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from resel.live import chirp_sync
+from resel.shipped import chirp_sync
 from resel.backends.htcondor import formats as fmt
 from resel.backends.limit_formats import CONDOR_KNOBS, Limits, condor_limits
 from resel.backends.verified import digest, parse_verified, verified_argv

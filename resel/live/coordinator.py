@@ -815,7 +815,7 @@ class Coordinator:
 
     def _rejected(self, t: float, v: PilotView, beat: dict) -> None:
         """Files the agent refused to act on (not a regular file of its user: someone else's
-        inbox file, a planted link; resel/live/agent.py) are shown per site, never run: someone may
+        inbox file, a planted link; resel/shipped/agent.py) are shown per site, never run: someone may
         be trying to run code as you, or the work directory was open before."""
         count = beat.get("rejected")
         if not isinstance(count, int) or isinstance(count, bool) or count <= 0:
