@@ -71,7 +71,7 @@ class SitePlan:
     menu: list[dict[str, Any]] = field(default_factory=list)
     #: the user's limits there and what they did to the pilots (:class:`~resel.live.site_limits.SiteLimits`)
     limits: dict[str, Any] | None = None
-    #: why the site was chosen, given extra pilots or left out (:mod:`resel.live.plan_explain`)
+    #: why the site was chosen, given extra pilots or left out (:mod:`resel.planning_explain`)
     explain: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:

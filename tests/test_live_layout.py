@@ -19,6 +19,8 @@ LIVE = REPO / "resel" / "live"
 #: the map in docs/architecture.md
 MODULES = {"coordinator", "journal", "sites", "errors", "notes", "stored", "view", "plan", "site_limits", "site_probe",
            "staging"}
+#: modules that left resel/live/ for a lower floor (tests/test_layers.py); none may come back
+MOVED_OUT = ("agent", "chirp_sync", "plan_explain")
 #: the programs shipped to the sites, in resel/shipped/ (standard library only; tests/test_layers.py)
 SHIPPED = REPO / "resel" / "shipped"
 #: the flat modules resel/live/ replaced; none may come back as a shim
@@ -35,6 +37,9 @@ def test_the_live_folder_holds_its_modules_and_its_init_imports_nothing():
 
 def test_no_flat_module_is_left_behind():
     assert sorted(m for m in FLAT if (REPO / "resel" / f"{m}.py").exists()) == []
+    # moved out of resel/live/ (issue 27): the shipped programs to resel/shipped/, the plan's
+    # words to resel/planning_explain.py beside the plan's computation (resel/planning.py)
+    assert sorted(m for m in MOVED_OUT if (LIVE / f"{m}.py").exists()) == []
 
 
 def test_the_architecture_page_draws_the_folder_as_it_is():
