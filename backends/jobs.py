@@ -24,13 +24,13 @@ capability with ``isinstance`` against a protocol instead of probing attribute n
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
-if TYPE_CHECKING:
-    from resel.models.twin import QueueSnapshot
+from resel.errors import ModelError
 
 
 class JobState(str, Enum):
@@ -179,6 +179,89 @@ class JobInfo:
         if self.native.lower() == self.state.value:
             return self.native
         return f"{self.native} ({self.state.value})"
+
+
+# ---------------------------------------------------------------------------- a queue's snapshot
+
+#: the batch policies a snapshot's queue can be ordered by (:data:`resel.sim.policies.POLICIES`,
+#: which the twin runs; tests/test_twin.py holds the two equal)
+BATCH_POLICIES = ("fcfs", "easy", "easy-sjbf", "conservative")
+
+
+def _finite(value: float, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ModelError(f"{what} must be a finite number, not {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True, slots=True)
+class SnapJob:
+    """One job in a queue snapshot.
+
+    ``time_limit`` is in seconds (None: the site did not say; the snapshot's ``default_limit``
+    is used). ``elapsed`` is how long a running job has run (0 for pending ones). ``reserved``
+    is a pending job's start as the scheduler itself planned it, where the scheduler keeps such
+    plans between events (resel's simulated conservative sites); Slurm re-plans every pass,
+    so its snapshots leave it None.
+    """
+
+    cores: int
+    time_limit: float | None
+    elapsed: float = 0.0
+    job_id: str = ""
+    user: str | None = None
+    reserved: float | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.cores, bool) or not isinstance(self.cores, int):
+            raise ModelError(f"job {self.job_id!r}: cores must be a whole number, not {self.cores!r}")
+        if self.time_limit is not None and _finite(self.time_limit, f"job {self.job_id!r}: time limit") <= 0:
+            raise ModelError(f"job {self.job_id!r}: time limit must be positive, not {self.time_limit!r}")
+        if _finite(self.elapsed, f"job {self.job_id!r}: elapsed") < 0:
+            raise ModelError(f"job {self.job_id!r}: elapsed must not be negative, not {self.elapsed!r}")
+        if self.reserved is not None:
+            _finite(self.reserved, f"job {self.job_id!r}: reserved start")
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSnapshot:
+    """A site's queue at ``taken_at``: what a scheduler would need to plan from it.
+
+    ``pending`` is in priority order, highest first. ``policy`` is one of
+    :data:`BATCH_POLICIES`. ``default_limit`` stands in for jobs without a time
+    limit (a partition's maximum, where the site has one). ``notes`` say what the reader of
+    the queue assumed or left out (e.g. held jobs), so a plan built on it can say so too.
+    """
+
+    site: str
+    taken_at: float
+    total_cores: int
+    running: tuple[SnapJob, ...] = ()
+    pending: tuple[SnapJob, ...] = ()
+    policy: str = "easy"
+    default_limit: float | None = None
+    notes: tuple[str, ...] = ()
+    #: a pool that starts jobs only at its negotiation cycles (HTCondor): the last cycle's end
+    #: and the period between cycles; the pilot starts at the first cycle at or after the time
+    #: the twin frees its cores. None: the scheduler starts jobs as soon as they fit (Slurm, PBS).
+    cycle_end: float | None = None
+    cycle_period: float | None = None
+
+    def __post_init__(self) -> None:
+        _finite(self.taken_at, "snapshot time")
+        if isinstance(self.total_cores, bool) or not isinstance(self.total_cores, int) or self.total_cores < 1:
+            raise ModelError(f"site {self.site!r}: a snapshot needs at least one core, got {self.total_cores!r}")
+        if self.policy not in BATCH_POLICIES:
+            raise ModelError(f"site {self.site!r}: unknown policy {self.policy!r}; one of {', '.join(BATCH_POLICIES)}")
+        if self.default_limit is not None and _finite(self.default_limit, "default limit") <= 0:
+            raise ModelError(f"site {self.site!r}: default limit must be positive, not {self.default_limit!r}")
+        for job in (*self.running, *self.pending):
+            if not isinstance(job, SnapJob):
+                raise ModelError(f"site {self.site!r}: snapshot jobs must be SnapJob, not {type(job).__name__}")
+
+    @property
+    def busy_cores(self) -> int:
+        return sum(j.cores for j in self.running)
 
 
 # ---------------------------------------------------------------------------- Slurm

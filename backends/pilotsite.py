@@ -6,7 +6,7 @@ Scheduler-agnostic on purpose (PSI/J's split of executor and launcher): the sche
 :class:`~resel.backends.slurm.rest.SlurmREST`, PBS, HTCondor …) only submits, polls and cancels
 batch jobs, in resel's job vocabulary; everything a pilot does once it runs goes through
 files written atomically in ``{workdir}/{run_key}/p{pilot}/``, following the agent's protocol
-(:mod:`resel.live.agent`, docs/agent.md). The coordinator never talks to a compute node.
+(:mod:`resel.shipped.agent`, docs/agent.md). The coordinator never talks to a compute node.
 
 Every path and name that reaches a command is built here from validated parts (run keys and
 pilot numbers) and quoted by the transport; the bag's command travels inside a JSON file and
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from collections.abc import Sequence
 from typing import Any
 
-from resel.live import agent as agent_module
+from resel.shipped import agent as agent_module
 from resel.backends.jobs import JobInfo, JobState, Scheduler
 from resel.backends.transport import FileTooLarge
 from resel.backends.verified import digest, verified_argv

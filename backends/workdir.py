@@ -14,7 +14,7 @@ account. So before resel ships anything it makes sure that
 
 A parent folder that is merely group-writable (a group project folder) or a sticky shared one
 (/tmp, /scratch) is accepted: resel's own folders inside it are 0700, and the agent checks its
-pilot directory again on the compute node (resel/live/agent.py). docs/security.md has the threat
+pilot directory again on the compute node (resel/shipped/agent.py). docs/security.md has the threat
 model.
 """
 

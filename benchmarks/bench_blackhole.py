@@ -25,7 +25,7 @@ except ImportError:                     # install maps from probes/, models/, ba
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from resel.api import default_bag_path, default_sites_path  # noqa: E402
-from resel.backends.simulated.simulation import simulate  # noqa: E402
+from resel.sim.simulation import simulate  # noqa: E402
 from resel.blackhole import QuarantinePolicy  # noqa: E402
 from resel.config import load_bag, load_sites  # noqa: E402
 

@@ -12,7 +12,7 @@ three ways, and this script measures each in the pool, side by side, and prints 
    ``--sizes`` (10 KB … 100 MB), ``--repeat`` times each; plus the wrapper's atomic put (put
    to a temporary name, remove, link, remove) and a ``getdir``. Medians: seconds per call and
    MB/s. This is how the chirp wrapper moves a task's own inputs and outputs
-   (resel/live/chirp_sync.py).
+   (resel/shipped/chirp_sync.py).
 2. **per job, by HTCondor's file transfer**: one job per size whose ``transfer_input_files``
    names a file of that size and whose ``transfer_output_files`` brings one back — how a
    pilot gets the bag's shared inputs (``submit(..., inputs=...)``), and how a per-task job

@@ -52,7 +52,7 @@ def sixteen_sites():
 
 def one(strategy: str, tasks: int, seed: int) -> dict:
     import resel
-    from resel.backends.simulated.simulation import simulate
+    from resel.sim.simulation import simulate
 
     bag = resel.default_bag().resized(tasks)
     sites = sixteen_sites()

@@ -31,7 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from resel.api import default_bag_path, default_sites_path  # noqa: E402
-from resel.backends.simulated.simulation import simulate  # noqa: E402
+from resel.sim.simulation import simulate  # noqa: E402
 from resel.config import load_bag, load_sites  # noqa: E402
 from resel.models.lim import SiteRate  # noqa: E402
 from resel.models.runtime import EngineRates, quantile  # noqa: E402

@@ -27,7 +27,7 @@ try:                                    # an installed resel first (pip install 
 except ImportError:                     # install maps from probes/, models/, backends/
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from resel.backends.simulated.simulation import simulate  # noqa: E402
+from resel.sim.simulation import simulate  # noqa: E402
 from resel.config import load_bag, load_sites  # noqa: E402
 from resel.sim.oracle import oracle_bound  # noqa: E402
 

@@ -84,7 +84,7 @@ def _sites(set_name: str, rep: int, shift_days: float) -> list:
 def one_run(job: tuple) -> dict:
     """One strategy on one (set, size, seed): what the table needs (a pure function of ``job``)."""
     import resel
-    from resel.backends.simulated.simulation import simulate
+    from resel.sim.simulation import simulate
     from resel.metrics import run_costs
     set_name, size, seed, rep, shift_days, strategy, true_rates = job
     sites = _sites(set_name, rep, shift_days)

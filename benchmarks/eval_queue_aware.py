@@ -46,7 +46,7 @@ def shifted(sites: list, seconds: float) -> list:
 
 def run(sizes: list[int], repeat: int, seed: int, sets: list[str], quantile: float, shift_days: float) -> list[dict]:
     import resel
-    from resel.backends.simulated.simulation import simulate
+    from resel.sim.simulation import simulate
     from resel.sim.experiment import split_spec
 
     rows = []

@@ -318,20 +318,14 @@ def records_from_swf(path: str | os.PathLike[str], site: str, limit: int | None 
     return Imported(tuple(out), dict(skipped), name)
 
 
-def _db(store: Database | str | os.PathLike[str]) -> Database:
-    if isinstance(store, (str, os.PathLike)):
-        from resel.store import open_store
-        return open_store(store)
-    return store
-
-
-def records_from_store(store: Database | str | os.PathLike[str], site: str | None = None) -> list[WaitRecord]:
+def records_from_store(db: Database, site: str | None = None) -> list[WaitRecord]:
     """Waits of resel's own pilots that started (the ``live_pilots`` table), oldest first: from
     the submission to the start its agent stamped where it did (else the poll that saw it).
 
     A pilot without a batch job id is named ``run<R>.pilot<P>`` so it still has a unique key.
+    ``db`` is a store its caller opened (:func:`resel.store.open_store`): a model reads a store,
+    it does not open one.
     """
-    db = _db(store)
     if "live_pilots" not in db.table_names():
         return []
     columns = {r["name"] for r in db.query("select name from pragma_table_info('live_pilots')")}
@@ -364,9 +358,8 @@ WAIT_HISTORY_COLUMNS: dict[str, type] = {
     "submit": float, "start": float}
 
 
-def save_records(store: Database | str | os.PathLike[str], records: Iterable[WaitRecord]) -> int:
-    """Store records in ``wait_history``; returns how many were new (a re-import adds 0)."""
-    db = _db(store)
+def save_records(db: Database, records: Iterable[WaitRecord]) -> int:
+    """Store records in ``wait_history`` of an open store; returns how many were new (a re-import adds 0)."""
     if "wait_history" not in db.table_names():
         raise StoreError("the run store has no wait_history table; open it with resel.store.open_store")
     table = db["wait_history"]
@@ -378,9 +371,9 @@ def save_records(store: Database | str | os.PathLike[str], records: Iterable[Wai
     return table.count - before
 
 
-def load_history(store: Database | str | os.PathLike[str], site: str | None = None) -> WaitHistory:
-    """Imported waits (``wait_history``) and resel's own pilots (``live_pilots``), in one history."""
-    db = _db(store)
+def load_history(db: Database, site: str | None = None) -> WaitHistory:
+    """Imported waits (``wait_history``) and resel's own pilots (``live_pilots``) of an open
+    store, in one history."""
     history = WaitHistory()
     if "wait_history" in db.table_names():
         sql, args = "select * from wait_history", []

@@ -2,7 +2,7 @@
 (issue 16 item 5).
 
 Only what a user could see at that instant goes in: the queue snapshot the twin reads
-(:class:`resel.models.twin.QueueSnapshot` — running jobs with their limits and elapsed times,
+(:class:`resel.backends.jobs.QueueSnapshot` — running jobs with their limits and elapsed times,
 pending jobs with their limits), the twin's and the scheduler's estimates made from it, the
 job's own size and requested time, and the time of day. Nothing about the future (run times
 of the jobs ahead, later arrivals) can enter: that is what the clairvoyant reference of
@@ -19,7 +19,7 @@ import math
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from resel.models.twin import QueueSnapshot
+    from resel.backends.jobs import QueueSnapshot
 
 #: the names of :func:`snapshot_features`' values, in order
 FEATURES = (

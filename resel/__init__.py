@@ -28,8 +28,8 @@ _LAZY = {
     "default_sites": "resel.api",
     "default_sites_path": "resel.api",
     "queue_sites_path": "resel.api",
-    "SimResult": "resel.backends.simulated.simulation",
-    "simulate": "resel.backends.simulated.simulation",
+    "SimResult": "resel.sim.simulation",
+    "simulate": "resel.sim.simulation",
     "load_bag": "resel.config",
     "load_sites": "resel.config",
     "Engine": "resel.engine",
@@ -45,7 +45,7 @@ __all__ = sorted(_LAZY) + ["__version__"]
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; nothing is imported at run time
     from resel.api import default_bag, default_bag_path, default_sites, default_sites_path, queue_sites_path
-    from resel.backends.simulated.simulation import SimResult, simulate
+    from resel.sim.simulation import SimResult, simulate
     from resel.config import load_bag, load_sites
     from resel.engine import Engine
     from resel.errors import InputError, ReselError

@@ -57,7 +57,7 @@ class BagSubmitted(Event):
     pilot of :meth:`Engine.probe_shapes` wait?"; ``wait_menu`` (per site name, a list aligned
     with :meth:`Engine.probe_menu`) the same for each pilot size the queue-aware strategy may
     choose (None where a size has no estimate). Drivers ask the scheduler, the queue twin or
-    the wait history (:mod:`resel.live.plan`, :mod:`resel.backends.simulated.estimates`).
+    the wait history (:mod:`resel.live.plan`, :mod:`resel.sim.estimates`).
     """
 
     wait_estimates: dict[str, float] | None = None

@@ -28,20 +28,12 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from resel.errors import StoreError
 from resel.json_safe import clean
+from resel.store_common import MIGRATION_SET, MIGRATIONS, MIGRATIONS_TABLE, verify_unchanged
 from resel.trust import StoreIdentity, check_store_file, check_store_folders
 
 if TYPE_CHECKING:
     from sqlite_utils import Database
 
-#: the name of resel's migration set in the store's migrations table (sqlite-utils' ``Migrations``)
-MIGRATION_SET = "resel"
-#: the table in which sqlite-utils' ``Migrations`` records the migrations applied
-MIGRATIONS_TABLE = "_sqlite_migrations"
-#: every migration of this version, in order: those of :mod:`resel.store_migrations` (which
-#: refuses to load if the two differ), named here so a reader can tell an up-to-date store
-#: without importing sqlite-utils
-MIGRATIONS = ("m001_initial", "m002_live", "m003_pilot_hosts", "m004_profiles", "m005_site_probes",
-              "m006_model_fits", "m007_wait_history", "m008_live_notes", "m009_task_data")
 
 #: names kept readable here that live in the writing side, imported from it on first use
 _WRITING_SIDE = {"migrations": "migrations", "Store": "Store"}
@@ -200,22 +192,6 @@ def read_store(path: str | Path | None = None) -> StoreReader | Database:
 def _remember(db: Any, identity: StoreIdentity | None, target: Path) -> None:
     """Keep on the connection's object the file it opened, for :func:`verify_unchanged`."""
     db.resel_identity, db.resel_path = identity, target
-
-
-def verify_unchanged(db: Any) -> None:
-    """Raise unless the store's path still names the file this connection opened.
-
-    Called before each write transaction (:meth:`resel.store_migrations.Store.atomic`) and
-    before a live run's stored sites are acted on (:func:`resel.live.stored.load_live_run`): a
-    store moved away (or replaced) under a running command would take its writes with it, or
-    hand it someone else's sites. An in-memory store has nothing to compare.
-
-    Raises:
-        StoreError: the store was moved, deleted or replaced since it was opened.
-    """
-    identity = getattr(db, "resel_identity", None)
-    if identity is not None:
-        identity.verify(db.resel_path)
 
 
 def _applied_migrations(conn: sqlite3.Connection) -> set[str]:
@@ -453,7 +429,7 @@ KEPT_ELSEWHERE = frozenset({"TaskFinished", "PilotStarted"})
 
 
 def save_run(db: Database, result, *, experiment_id: int | None = None, events: bool = True) -> int:
-    """Write one simulated run (a :class:`~resel.backends.simulated.simulation.SimResult`) in one transaction.
+    """Write one simulated run (a :class:`~resel.sim.simulation.SimResult`) in one transaction.
 
     Its events are stored but those another table holds (:data:`KEPT_ELSEWHERE`).
 

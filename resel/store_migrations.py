@@ -6,7 +6,7 @@ imports this module only when a store is created, written or migrated, so the co
 only read a store (``resel runs``, ``resel status``) never load it. The names ``migrations``
 and ``Store`` stay readable from :mod:`resel.store`, which imports them from here on first use.
 
-A migration added here needs its name in :data:`resel.store.MIGRATIONS` too: that tuple is
+A migration added here needs its name in :data:`resel.store_common.MIGRATIONS` too: that tuple is
 how a reader knows, without this module, whether a store is up to date (importing this
 module with the two apart fails at once, naming what to add).
 """
@@ -18,7 +18,7 @@ from typing import Any, Iterator
 
 from sqlite_utils import Database, Migrations
 
-from resel.store import MIGRATION_SET, MIGRATIONS, MIGRATIONS_TABLE, verify_unchanged
+from resel.store_common import MIGRATION_SET, MIGRATIONS, MIGRATIONS_TABLE, verify_unchanged
 
 migrations = Migrations(MIGRATION_SET)
 
@@ -152,7 +152,7 @@ def m009_task_data(db: Database) -> None:
 
 
 if tuple(m.name for m in migrations._migrations) != MIGRATIONS or Migrations.migrations_table != MIGRATIONS_TABLE:
-    raise RuntimeError(f"resel.store.MIGRATIONS {MIGRATIONS} (table {MIGRATIONS_TABLE}) is not the migrations "
+    raise RuntimeError(f"resel.store_common.MIGRATIONS {MIGRATIONS} (table {MIGRATIONS_TABLE}) is not the migrations "
                        f"defined in resel/store_migrations.py {tuple(m.name for m in migrations._migrations)} "
                        f"(table {Migrations.migrations_table}): add the new migration's name to it")
 
@@ -161,7 +161,7 @@ class Store(Database):
     """The run store's connection: every top-level transaction takes the write lock up front.
 
     Each one first checks that the store's path still names the file opened
-    (:func:`resel.store.verify_unchanged`), so nothing is written into a store moved away.
+    (:func:`resel.store_common.verify_unchanged`), so nothing is written into a store moved away.
 
     ``BEGIN IMMEDIATE`` instead of sqlite-utils' deferred ``BEGIN``: a deferred transaction that
     reads and then writes cannot wait for another writer (SQLite answers ``database is

@@ -21,7 +21,7 @@ What it simplifies, on purpose:
   files of very different sizes — water boxes of three sizes — is priced at their mean);
   pricing each task by its own bytes, like a per-task T̂x, is another issue's work.
 * **Independent transfers.** Each task's files move at the site's full bandwidth whatever else
-  is moving (the simulator models them so too, :mod:`resel.backends.simulated.simulation`).
+  is moving (the simulator models them so too, :mod:`resel.sim.simulation`).
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ def url_file_name(url: str) -> str:
     """The name HTCondor's file transfer gives a URL input in the slot: the last part of the
     URL's path, without its query or fragment (seen in the testbed's HTCondor 23.9.6 pool:
     ``file:///tmp/a.dat?x=1`` arrives as ``a.dat``). ``""`` when the path names no file.
-    The chirp wrapper (:func:`resel.live.chirp_sync.url_file_name`) computes the same."""
+    The chirp wrapper (:func:`resel.shipped.chirp_sync.url_file_name`) computes the same."""
     path = url.split("#", 1)[0].split("?", 1)[0]
     if "://" in path:
         path = path.split("://", 1)[1]

@@ -1,4 +1,4 @@
-"""The pilot agent (resel/live/agent.py), run for real as a subprocess against a temporary PILOTDIR.
+"""The pilot agent (resel/shipped/agent.py), run for real as a subprocess against a temporary PILOTDIR.
 
 Every test talks to the agent only through the file protocol, as the coordinator does, and
 writes its files atomically (temporary name, then rename) as the coordinator does over SFTP.
@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from resel.live import agent as agent_module
+from resel.shipped import agent as agent_module
 
 REPO = Path(__file__).resolve().parent.parent
-AGENT = REPO / "resel" / "live" / "agent.py"
+AGENT = REPO / "resel" / "shipped" / "agent.py"
 FAST = ["--poll", "0.05", "--heartbeat", "0.2"]
 
 

@@ -17,13 +17,18 @@ import pytest
 BACKENDS = Path(__file__).resolve().parents[1] / "backends"
 #: the layout docs/architecture.md draws ("The backends folder"): subpackage → its modules
 SUBPACKAGES = {"slurm": {"cli", "rest", "pyslurm", "formats"}, "pbs": {"cli", "formats"},
-               "htcondor": {"client", "formats"}, "simulated": {"simulation", "queuesite", "estimates"}}
-#: the flat modules the subpackages replaced, and the batch policies that moved to the simulation
-#: side (resel/sim/policies.py, tests/test_sim_layout.py); none may come back as a shim
+               "htcondor": {"client", "formats"}}
+#: the flat modules the subpackages replaced, and the batch policies and the simulated sites that
+#: moved to the simulation side (resel/sim/, tests/test_sim_layout.py); none may come back as a shim
 FLAT = ("slurm", "slurm_formats", "slurm_pyslurm", "slurmrest", "pbs", "pbs_formats", "htcondor",
         "htcondor_formats", "simulated", "simqueue", "sim_estimates", "batch")
-#: what reading replies never needs: the transports, HTTP, the HTCondor bindings, the store, the CLI
-NOT_FOR_PARSERS = ("resel.backends.transport", "paramiko", "requests", "htcondor2", "sqlite_utils", "click", "rich")
+#: subpackages that moved out: a simulated site is the simulator, not a scheduler client
+#: (resel/sim/simulation.py, queuesite.py, estimates.py)
+MOVED_OUT = ("simulated",)
+#: what reading replies never needs: the transports, HTTP, the HTCondor bindings, the store, the CLI,
+#: the models and the simulator (the queue snapshot a parser builds is the job vocabulary's)
+NOT_FOR_PARSERS = ("resel.backends.transport", "paramiko", "requests", "htcondor2", "sqlite_utils", "click", "rich",
+                   "resel.models", "resel.sim")
 
 
 @pytest.mark.parametrize("name", sorted(SUBPACKAGES))
@@ -37,6 +42,7 @@ def test_each_subpackage_holds_its_modules_and_its_init_imports_nothing(name):
 
 def test_no_flat_module_is_left_behind():
     assert sorted(m for m in FLAT if (BACKENDS / f"{m}.py").exists()) == []
+    assert sorted(m for m in MOVED_OUT if (BACKENDS / m).exists()) == []
 
 
 @pytest.mark.parametrize("module", ["resel.backends.slurm.formats", "resel.backends.pbs.formats",
@@ -48,5 +54,5 @@ def test_a_scheduler_s_parsers_load_no_client(module):
     heavy = sorted(m for m in NOT_FOR_PARSERS if m in loaded or any(x.startswith(m + ".") for x in loaded))
     assert heavy == [], f"import {module} loads {heavy}"
     others = {f"resel.backends.{s}" for s in SUBPACKAGES} - {module.rsplit(".", 1)[0]}
-    # PBS's parsers build the twin's queue snapshot, which needs no other scheduler either
+    # PBS's parsers build the queue snapshot (backends/jobs.py), which needs no other scheduler either
     assert not others & loaded, sorted(others & loaded)

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import make_bag, make_site
-from resel.backends.simulated.simulation import simulate
+from resel.sim.simulation import simulate
 from resel.blackhole import QuarantinePolicy, SiteHealth, is_black_hole
 from resel.domain import Truth
 from resel.engine import Engine

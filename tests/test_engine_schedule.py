@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 import resel
-from resel.backends.simulated.simulation import simulate
+from resel.sim.simulation import simulate
 from resel.domain import Clock, PilotPolicy, QueueModel, Site, Truth, WaitModel
 from resel.models.distributions import Dist
 from resel.store import open_store, save_run
@@ -178,7 +178,7 @@ def test_the_free_slot_count_is_the_sum_over_sites_after_every_event(name):
     """The engine keeps a running count of free slots to skip its scans when none is free; after
     every event of a run it equals the sum of the sites' free slots (a missed update would make
     the engine skip a site that could take a task)."""
-    from resel.backends.simulated.simulation import Simulation
+    from resel.sim.simulation import Simulation
     sites, tasks, strategy, seed, walltime = CASES[name]
     sim = Simulation(resel.default_bag().resized(tasks), sites(), strategy, seed=seed, walltime=walltime)
     engine, steps = sim.engine, 0

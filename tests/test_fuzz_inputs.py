@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from resel.backends.simulated.simulation import simulate
+from resel.sim.simulation import simulate
 from resel.cli import cli
 from resel.config import load_bag, load_sites
 from resel.errors import InputError, ReselError

@@ -329,7 +329,7 @@ def test_reimporting_the_same_file_adds_nothing(tmp_path):
     assert save_records(db, got.records) == 0
     assert save_records(db, records_from_swf(HPC2N, "seth", limit=600).records) == 100
     assert db["wait_history"].count == 600
-    h = load_history(tmp_path / "r.db")
+    h = load_history(open_store(tmp_path / "r.db", write=False))
     assert len(h) == 600 and h.sites() == ["seth"]
     assert [r.submit for r in h.records("seth")] == sorted(r.submit for r in h.records("seth"))
 

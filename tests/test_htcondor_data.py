@@ -29,8 +29,8 @@ from resel.backends.pilotsite import PilotSite, url_inputs_note
 from resel.backends.transport import LocalTransport
 from resel.config import load_bag, load_sites
 from resel.errors import InputError, ReselError, SchedulerError
-from resel.live import agent as agent_module
-from resel.live import chirp_sync
+from resel.shipped import agent as agent_module
+from resel.shipped import chirp_sync
 from resel.live.staging import SiteData
 from resel.url_inputs import url_file_name, url_problem
 from test_htcondor_submit import AGENT_SHA, condor_words, pilot_script, replay, slot, wait_for  # noqa: F401

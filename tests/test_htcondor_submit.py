@@ -17,7 +17,7 @@ No HTCondor pool can run here, so three things stand in for one, none of them a 
   (tests/test_htcondor_live.py): ``getdir`` exits 1 after a listing too (23.9.6), or the
   listing's length modulo 256 (25.14.1), a failure of fetch/put/getdir exits 1 with
   ``chirp: couldn't ...`` on stderr, of remove/link 255 with ``\\tError: N (...)`` on stdout.
-  The REAL resel/live/chirp_sync.py runs the REAL resel/live/agent.py against it.
+  The REAL resel/shipped/chirp_sync.py runs the REAL resel/shipped/agent.py against it.
 """
 
 from __future__ import annotations
@@ -35,15 +35,15 @@ import htcondor2
 import pytest
 
 import htcondor_samples as S  # tests/ is on sys.path (rootdir conftest)
-from resel.live import agent as agent_module
-from resel.live import chirp_sync
+from resel.shipped import agent as agent_module
+from resel.shipped import chirp_sync
 from resel.backends.htcondor import client as hc
 from resel.backends.transport import LocalTransport
 from resel.backends.verified import VERIFY, digest, verified_argv
 from resel.errors import SchedulerError
 
 REPO = Path(__file__).resolve().parent.parent
-WRAPPER = REPO / "resel" / "live" / "chirp_sync.py"
+WRAPPER = REPO / "resel" / "shipped" / "chirp_sync.py"
 AGENT_SHA = digest(agent_module.source())
 WRAPPER_SHA = digest(chirp_sync.source())
 

@@ -22,7 +22,7 @@ from resel.cli.sites import SITES_COMMANDS
 THIRD_PARTY = ("numpy", "click", "rich", "sqlite_utils", "scipy", "matplotlib", "paramiko", "requests",
                "pandas", "dateutil", "pluggy", "cryptography", "htcondor2", "classad2", "yaml")
 #: resel modules that drag those in, or that a command has no business loading
-HEAVY_RESEL = ("resel.store", "resel.store_migrations", "resel.backends.simulated.simulation", "resel.live.coordinator",
+HEAVY_RESEL = ("resel.store", "resel.store_migrations", "resel.sim.simulation", "resel.live.coordinator",
                "resel.backends.transport", "resel.probes.profile", "resel.report.plots")
 
 
@@ -87,7 +87,7 @@ def test_runs_loads_the_store_but_not_the_rest(tmp_path):
     assert "no runs stored yet" in out
     assert "resel.store" in loaded
     assert not {"paramiko", "requests", "matplotlib"} & _top(loaded)
-    assert not {"resel.live.coordinator", "resel.backends.simulated.simulation", "resel.sim.experiment", "resel.sim.replay"} & loaded
+    assert not {"resel.live.coordinator", "resel.sim.simulation", "resel.sim.experiment", "resel.sim.replay"} & loaded
 
 
 def test_import_resel_store_loads_neither_sqlite_utils_nor_numpy():
@@ -110,7 +110,7 @@ def test_runs_and_status_of_a_store_load_neither_sqlite_utils_nor_the_coordinato
     assert ("run 4" in out or '"run_id": 4' in out) if argv[0] == "status" else "gromacs" in out, out
     assert not {"numpy", "sqlite_utils", "paramiko", "requests", "matplotlib", "cryptography"} & _top(loaded)
     assert not {"resel.store_migrations", "resel.live.coordinator", "resel.backends.transport",
-                "resel.backends.simulated.simulation", "resel.sim.experiment", "resel.sim.replay"} & loaded
+                "resel.sim.simulation", "resel.sim.experiment", "resel.sim.replay"} & loaded
     if "--json" in argv:
         assert "rich" not in _top(loaded)
 

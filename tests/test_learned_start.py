@@ -20,7 +20,7 @@ from resel.sim import wait_eval as we
 from resel.sim.policies import QJob, make_policy
 from resel.models import learned_start as ls
 from resel.models.start_features import FEATURES, snapshot_features
-from resel.models.twin import QueueSnapshot, SnapJob
+from resel.backends.jobs import QueueSnapshot, SnapJob
 from resel.sim.swf import Trace
 
 

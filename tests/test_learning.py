@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from conftest import make_bag, make_site
-from resel.backends.simulated.simulation import simulate
+from resel.sim.simulation import simulate
 from resel.domain import Truth, WaitModel
 from resel.engine import Engine
 from resel.events import (

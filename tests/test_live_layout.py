@@ -17,8 +17,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 LIVE = REPO / "resel" / "live"
 #: the map in docs/architecture.md
-MODULES = {"coordinator", "journal", "sites", "errors", "notes", "stored", "view", "agent", "chirp_sync", "plan",
-           "plan_explain", "site_limits", "site_probe", "staging"}
+MODULES = {"coordinator", "journal", "sites", "errors", "notes", "stored", "view", "plan", "site_limits", "site_probe",
+           "staging"}
+#: modules that left resel/live/ for a lower floor (tests/test_layers.py); none may come back
+MOVED_OUT = ("agent", "chirp_sync", "plan_explain")
+#: the programs shipped to the sites, in resel/shipped/ (standard library only; tests/test_layers.py)
+SHIPPED = REPO / "resel" / "shipped"
 #: the flat modules resel/live/ replaced; none may come back as a shim
 FLAT = ("live", "live_errors", "live_notes", "live_sites", "live_stored", "live_view", "agent", "chirp_sync",
         "plan", "plan_explain", "site_limits", "site_probe")
@@ -33,6 +37,9 @@ def test_the_live_folder_holds_its_modules_and_its_init_imports_nothing():
 
 def test_no_flat_module_is_left_behind():
     assert sorted(m for m in FLAT if (REPO / "resel" / f"{m}.py").exists()) == []
+    # moved out of resel/live/ (issue 27): the shipped programs to resel/shipped/, the plan's
+    # words to resel/planning_explain.py beside the plan's computation (resel/planning.py)
+    assert sorted(m for m in MOVED_OUT if (LIVE / f"{m}.py").exists()) == []
 
 
 def test_the_architecture_page_draws_the_folder_as_it_is():
@@ -48,7 +55,7 @@ def test_no_source_names_an_old_module():
     new places (the logger keeps its name "resel.live", which is not a module path)."""
     old = re.compile(r"\bresel[./](?:live_\w+|agent|chirp_sync|plan|plan_explain|site_limits|site_probe)\b"
                      r"|\bfrom resel import [^\n]*\b(?:live_\w+|agent|chirp_sync|plan|plan_explain|site_limits|"
-                     r"site_probe)\b|\bresel/live\.py\b|\bfrom resel\.live import (?!agent\b|chirp_sync\b|journal\b|notes\b)")
+                     r"site_probe)\b|\bresel/live\.py\b|\bfrom resel\.live import (?!journal\b|notes\b)")
     hits = []
     for folder in ("resel", "backends", "models", "probes", "tests", "benchmarks", "examples", "scripts", "docs"):
         for path in (REPO / folder).rglob("*"):
@@ -68,15 +75,17 @@ def test_pyproject_installs_the_live_package():
     assert '"resel.live"' in text
 
 
-def test_the_shipped_files_are_read_from_the_live_folder():
+def test_the_shipped_files_are_read_from_the_shipped_folder():
     """The pilot site ships the agent and the HTCondor client the chirp wrapper: their text (and
-    so the sha256 the pilot checks) is the file in resel/live/, read through the module."""
+    so the sha256 the pilot checks) is the file in resel/shipped/, read through the module."""
     code = ("import json, sys\nfrom resel.backends import pilotsite\nfrom resel.backends.htcondor import client\n"
             "print(json.dumps([pilotsite.agent_module.__file__, client.chirp_sync.__file__,"
             " pilotsite.agent_module.source() == open(pilotsite.agent_module.__file__).read(), sorted(sys.modules)]))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     agent, chirp, same, loaded = json.loads(proc.stdout.splitlines()[-1])
-    assert Path(agent).resolve() == LIVE / "agent.py" and Path(chirp).resolve() == LIVE / "chirp_sync.py"
+    assert Path(agent).resolve() == SHIPPED / "agent.py" and Path(chirp).resolve() == SHIPPED / "chirp_sync.py"
+    assert not (LIVE / "agent.py").exists() and not (LIVE / "chirp_sync.py").exists()
     assert same
-    # shipping the agent does not load the coordinator
+    # shipping the agent loads nothing of the live side, the coordinator least of all
+    assert [m for m in loaded if m.startswith("resel.live")] == []
     assert "resel.live.coordinator" not in loaded

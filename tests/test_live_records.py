@@ -403,7 +403,7 @@ def test_a_dispatch_refused_for_good_fails_the_task_with_its_reason(tmp_path, te
 # ---------------------------------------------------------------------- files the agent refused
 def test_files_the_agent_refused_are_shown_per_site(tmp_path, testbed):
     """A link planted in a running pilot's inbox (what another user or a careless script could
-    leave) is never run by the agent (resel/live/agent.py, docs/security.md); the coordinator reads
+    leave) is never run by the agent (resel/shipped/agent.py, docs/security.md); the coordinator reads
     the agent's count from its heartbeat and `resel status` shows it on that site — before, only
     rejected.json on the site knew."""
     sites, bag = write_inputs(tmp_path, sites_toml(testbed, clock_b=2.0), bag_toml(16, "sleep 2"))

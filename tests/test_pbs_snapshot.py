@@ -14,7 +14,8 @@ from datetime import UTC, datetime
 import pytest
 from resel.backends.pbs import formats as f
 from resel.backends.pbs.cli import PBSCLI
-from resel.models.twin import QueueSnapshot, twin_start
+from resel.backends.jobs import QueueSnapshot
+from resel.models.twin import twin_start
 from test_pbs_formats import Replay, pro_doc, recorded, torque
 
 from resel.errors import ModelError, SchedulerError, SchedulerReplyError

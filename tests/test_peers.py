@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import resel
-from resel.backends.simulated.simulation import simulate
+from resel.sim.simulation import simulate
 from resel.errors import ReselError
 from resel.metrics import run_costs
 from resel.sim.oracle import oracle_bound

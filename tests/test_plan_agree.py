@@ -2,7 +2,7 @@
 field by field, on every example sites file (issue 26 item 4).
 
 Each file is planned once, in a process of its own, by ``resel plan --explain --wide`` as a user types
-it; the document :func:`resel.live.plan.plan` returned for it is kept, and ``--json`` is then
+it; the document :func:`resel.planning.plan` returned for it is kept, and ``--json`` is then
 printed from that same document. The test reads the printed table and explanation back and
 holds every cell and every number of every sentence to the document's row for that site — the
 pilot the plan asks for (its cores, walltime, the three estimates of *that* pilot, the one
@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from resel.config import LIVE_KINDS, load_sites
-from resel.live.plan_explain import pilots_text, pilots_words
+from resel.planning_explain import pilots_text, pilots_words
 from resel.selection import predicted_ttc
 from resel.transfer import DataTimes
 
@@ -38,20 +38,22 @@ EXAMPLES = REPO / "examples"
 FILES = sorted(p.name for p in EXAMPLES.glob("sites-*.toml"))
 LIVE = {n for n in FILES if any(s.kind in LIVE_KINDS for s in load_sites(EXAMPLES / n))}
 
-#: the process that plans: ``resel plan --explain`` with plan() wrapped to keep its document,
-#: then ``resel plan --json`` printing that document (the CLI's own code paths both times)
+#: the process that plans: ``resel plan --explain`` with the plan's computation (live or
+#: simulated sites alike) wrapped to keep its document, then ``resel plan --json`` printing that
+#: document (the CLI's own code paths both times)
 DRIVER = r"""
 import copy, io, json, sys, contextlib
 import resel.live.plan as lp
+import resel.planning as planning
 from resel.cli import cli
 kept = {}
 def main(argv):
     cli.main(argv, prog_name="resel", standalone_mode=True)
-real = lp.plan
+real = planning.plan
 def keep(*a, **k):
     kept["doc"] = real(*a, **k)
     return copy.deepcopy(kept["doc"])
-lp.plan = keep
+planning.plan = keep
 args = sys.argv[1:]
 out = io.StringIO()
 with contextlib.redirect_stdout(out):
@@ -59,7 +61,7 @@ with contextlib.redirect_stdout(out):
         main(["plan", *args, "--explain", "--wide"])
     except SystemExit as e:
         assert not e.code, e.code
-lp.plan = lambda *a, **k: copy.deepcopy(kept["doc"])
+lp.plan = planning.plan = lambda *a, **k: copy.deepcopy(kept["doc"])
 js = io.StringIO()
 with contextlib.redirect_stdout(js):
     try:
@@ -152,7 +154,7 @@ def test_table_explain_and_json_agree(name, tmp_path, request):
     cols, table = _table(text, sites)
     why = _explained(text, sites)
     from resel.config import load_bag
-    from resel.live.plan_explain import plan_unit
+    from resel.planning_explain import plan_unit
     unit = plan_unit(doc["sites"])                 # the one unit of the table and the sentences
     f, _s = unit.cell, unit.say
     u = f" [{unit.name}]"
@@ -210,7 +212,8 @@ def test_a_pool_of_one_task_pilots_runs_side_by_side():
     one-core pilots are 1,024 slots — one wave, not 1,024 in a row (which the plan said before:
     "predicted TTC 2,776.20 h")."""
     from resel.config import load_bag
-    from resel.live.plan import SitePlan, plan
+    from resel.live.plan import plan
+    from resel.planning import SitePlan
     sites = [s for s in load_sites(EXAMPLES / "sites-traces.toml") if s.name == "osg"]
     bag = load_bag(EXAMPLES / "gromacs-bag.toml")
     row = SitePlan("osg", "simulated", 1, 172800.0, 0.0, total_cores=2000)

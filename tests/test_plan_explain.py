@@ -25,8 +25,9 @@ import math
 
 from resel.backends.limit_formats import Limits
 from resel.domain import Bag, Clock, PilotPolicy, Profile, Site
-from resel.live.plan import SitePlan, plan
-from resel.live.plan_explain import explain_site, quarantined
+from resel.live.plan import plan
+from resel.planning import SitePlan
+from resel.planning_explain import explain_site, quarantined
 from resel.live.site_limits import SiteLimits
 
 CLOCKS = {"a": 2.0, "b": 1.0, "c": 4.0, "d": 1.25, "e": 3.0}
@@ -136,7 +137,7 @@ def test_a_site_held_by_the_queue_strategy_is_not_called_a_target_of_the_sites_f
 
 
 def test_pilot_lists_in_words_and_in_the_table():
-    from resel.live.plan_explain import pilots_text, pilots_words
+    from resel.planning_explain import pilots_text, pilots_words
     assert pilots_text([1] * 1024) == "1,024 × 1" and pilots_words([1] * 1024) == "1,024 pilots of 1 core"
     assert pilots_text([240, 120, 120]) == "240, 2 × 120"
     assert pilots_words([240, 120, 120]) == "1 pilot of 240 cores and 2 pilots of 120 cores"

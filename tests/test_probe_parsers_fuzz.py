@@ -19,7 +19,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from resel.live import agent as agent_module
+from resel.shipped import agent as agent_module
 from resel.errors import InputError
 from resel.probes.cpu import ghz_in_model_name, parse_cpuinfo, parse_lscpu_json
 from resel.probes.fallback import (GromacsTiming, parse_callgrind_out, parse_callgrind_stderr,
@@ -187,7 +187,7 @@ def test_perf_csv_round_trip(rows):
     assert {e: (c.value, c.unit, c.status) for e, c in counters.items()} == expected
 
 
-# ---------------------------------------------------------------- agent's perf CSV (resel/live/agent.py)
+# ---------------------------------------------------------------- agent's perf CSV (resel/shipped/agent.py)
 
 
 def _agent_parse(raw: bytes) -> dict:

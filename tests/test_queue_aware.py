@@ -104,7 +104,7 @@ def test_queue_aware_beats_reselection_alone_on_the_default_sites(default_sites)
     re-selection finishes the bag sooner than the thesis's re-selection alone (random +
     re-selection), paired seeds. The full table is benchmarks/eval_queue_aware.py's."""
     from resel.api import default_bag
-    from resel.backends.simulated.simulation import simulate
+    from resel.sim.simulation import simulate
     bag = default_bag().resized(256)
     for seed in range(3):
         alone = simulate(bag, default_sites, "reselect", seed=seed, record=False).metrics.ttc_wkd
@@ -119,8 +119,8 @@ def test_simulated_start_estimates_from_three_sources():
     import math
 
     import resel
-    from resel.backends.simulated.estimates import drawn_history, start_estimates
-    from resel.backends.simulated.queuesite import QueueSite
+    from resel.sim.estimates import drawn_history, start_estimates
+    from resel.sim.queuesite import QueueSite
     from resel.models.twin import twin_start
     from resel.sim.core import Environment
 
@@ -144,7 +144,7 @@ def test_simulated_start_estimates_from_three_sources():
 
 
 def test_unknown_estimate_source_is_refused():
-    from resel.backends.simulated.estimates import start_estimates
+    from resel.sim.estimates import start_estimates
     with pytest.raises(ReselError, match="unknown wait estimate"):
         start_estimates("oracle", [], {}, {}, [])
 
@@ -191,7 +191,7 @@ def test_queue_aware_splits_the_bag_where_whole_machine_pilots_wait():
     sys.path.insert(0, str(REPO / "benchmarks"))
     import resel
     from eval_queue_aware import shifted
-    from resel.backends.simulated.simulation import simulate
+    from resel.sim.simulation import simulate
     base = resel.load_sites(REPO / "examples" / "sites-traces-hpc.toml")
     bag = resel.default_bag().resized(256)
     alone = queue = 0.0

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 import resel
-from resel.backends.simulated.simulation import simulate
+from resel.sim.simulation import simulate
 from resel.sim.experiment import run_experiment, split_spec
 
 REPO = Path(__file__).resolve().parent.parent

@@ -23,7 +23,7 @@ from resel.backends.htcondor import formats as hf
 from resel.backends.slurm import formats as fmt
 from resel.backends.slurm.rest import API_VERSIONS, SlurmREST, default_when_unflagged
 from resel.errors import SchedulerError
-from resel.live import chirp_sync
+from resel.shipped import chirp_sync
 
 from trixie_helpers import RELEASES
 

@@ -16,7 +16,7 @@ import pytest
 
 from conftest import make_bag
 from resel.backends.htcondor.formats import parse_slots
-from resel.backends.simulated.simulation import simulate
+from resel.sim.simulation import simulate
 from resel.engine import Engine
 from resel.errors import ModelError
 from resel.events import BagSubmitted, Decision, PilotStarted

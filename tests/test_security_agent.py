@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from resel.live import agent as agent_module
+from resel.shipped import agent as agent_module
 
 AGENT = Path(agent_module.__file__)
 NOBODY = 65534

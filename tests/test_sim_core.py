@@ -7,7 +7,7 @@ import math
 import pytest
 
 import resel
-from resel.backends.simulated.simulation import Simulation, simulate
+from resel.sim.simulation import Simulation, simulate
 from resel.sim.core import ARRIVE, JOB_END, SCHEDULE, STARTED, Environment
 from resel.sim.policies import QJob
 from resel.sim.queue import BatchQueue

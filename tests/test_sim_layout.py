@@ -21,13 +21,14 @@ SIM = REPO / "resel" / "sim"
 #: resel/sim/'s modules: the event core and queue, and what moved in from resel/ and backends/
 SIM_MODULES = {"core", "queue", "closed", "policies", "swf", "replay", "jobstats", "grid", "scenarios", "experiment",
                "oracle", "plan", "plan_check", "wait_eval", "finish_eval", "hit_eval", "start_eval", "runtime_eval",
-               "dask_access"}
+               "dask_access", "simulation", "queuesite", "estimates"}
 #: where each moved module used to be (repository path) -> its module in resel/sim/
 MOVED = {"resel/swf.py": "swf", "resel/replay.py": "replay", "resel/jobstats.py": "jobstats",
          "resel/grid.py": "grid", "resel/scenarios.py": "scenarios", "resel/experiment.py": "experiment",
          "resel/wait_eval.py": "wait_eval", "resel/finish_eval.py": "finish_eval",
          "resel/runtime_eval.py": "runtime_eval", "resel/sim_plan.py": "plan", "resel/oracle.py": "oracle",
-         "backends/batch.py": "policies"}
+         "backends/batch.py": "policies", "backends/simulated/simulation.py": "simulation",
+         "backends/simulated/queuesite.py": "queuesite", "backends/simulated/estimates.py": "estimates"}
 #: the pure core (docs/architecture.md, "Start-up"): it runs the same decisions live and simulated
 PURE_CORE = ("engine", "selection", "domain", "events", "states", "formalism", "metrics")
 

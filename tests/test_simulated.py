@@ -1,4 +1,4 @@
-"""Tests of the simulated backend (resel.backends.simulated.simulation): the engine driven end to end."""
+"""Tests of the simulated backend (resel.sim.simulation): the engine driven end to end."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import make_bag, make_site
-from resel.backends.simulated.simulation import simulate
+from resel.sim.simulation import simulate
 from resel.domain import WaitModel
 from resel.metrics import summarize
 from resel.models.distributions import Dist

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import resel
 from conftest import make_bag, make_site
-from resel.backends.simulated.simulation import simulate
+from resel.sim.simulation import simulate
 from resel.config import load_bag, load_sites
 from resel.domain import Bandwidth, DataSpec, PilotPolicy, Truth
 from resel.models.distributions import Dist
@@ -190,7 +190,7 @@ def test_with_data_every_task_is_delivered_once_and_the_books_balance(seed, size
     """Any strategy on the example: after every event the engine's free-slot count is the sum
     over sites; at the end every task is done with exactly one delivered attempt, delivered at
     or after its end, and no two attempts of a task overlap."""
-    from resel.backends.simulated.simulation import Simulation
+    from resel.sim.simulation import Simulation
     from resel.states import TaskState
     bag, sites = load_bag(EXAMPLE_BAG).resized(size), load_sites(EXAMPLE_SITES)
     sim = Simulation(bag, sites, strategy, seed=seed, walltime=walltime)

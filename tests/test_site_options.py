@@ -24,7 +24,7 @@ import htcondor2
 import pytest
 
 from test_pbs_formats import Replay  # tests/ is on sys.path (rootdir conftest)
-from resel.live import chirp_sync
+from resel.shipped import chirp_sync
 from resel.backends.htcondor import client as hc
 from resel.backends.pbs.cli import PBSCLI
 from resel.backends.pilotsite import PilotSite

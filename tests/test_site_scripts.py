@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHIPPED = [REPO / "resel" / "live" / "agent.py", REPO / "resel" / "live" / "chirp_sync.py"]
+SHIPPED = [REPO / "resel" / "shipped" / "agent.py", REPO / "resel" / "shipped" / "chirp_sync.py"]
 
 
 @pytest.mark.parametrize("script", SHIPPED, ids=lambda p: p.name)

@@ -14,12 +14,13 @@ import json
 from pathlib import Path
 
 import pytest
-from resel.backends.simulated.queuesite import QueueSite
+from resel.sim.queuesite import QueueSite
 from resel.backends.slurm import formats as f
 from resel.domain import Clock, QueueModel, Site
-from resel.models.twin import QueueSnapshot, SnapJob, twin_start
+from resel.backends.jobs import BATCH_POLICIES, QueueSnapshot, SnapJob
+from resel.models.twin import twin_start
 from resel.sim.core import Environment
-from resel.sim.policies import EASY, QJob
+from resel.sim.policies import EASY, POLICIES, QJob
 
 from resel.errors import ModelError
 
@@ -35,6 +36,12 @@ def snap(total: int, running=(), pending=(), policy: str = "easy", **kw) -> Queu
 
 
 # ---------------------------------------------------------------- hand-made snapshots
+
+
+def test_a_snapshot_names_the_policies_the_twin_runs():
+    """The snapshot (beside JobInfo, for the parsers) checks its policy against the names the
+    batch policies are made by."""
+    assert BATCH_POLICIES == tuple(POLICIES)
 
 
 def test_free_cores_start_at_once():
@@ -173,7 +180,7 @@ def exact_trace(tmp_path_factory) -> Path:
 def simulate(trace: Path, policy: str, at: float, cores: int, walltime: float, site_cores: int = 64):
     """Replay up to ``at``; snapshot; submit a pilot; continue with no arrivals until it starts.
 
-    The site is the simulator's own QueueSite on an event core, as backends/simulated/simulation.py runs it.
+    The site is the simulator's own QueueSite on an event core, as resel/sim/simulation.py runs it.
     """
     env = Environment()
     started: list[float] = []

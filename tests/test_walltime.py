@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import INSTRUCTIONS, make_bag, make_site
-from resel.backends.simulated.simulation import simulate
+from resel.sim.simulation import simulate
 from resel.domain import Clock, PilotPolicy, Site, Truth, WaitModel
 from resel.engine import Engine
 from resel.events import BagSubmitted, CancelPilot, DispatchTask, PilotStarted, SubmitPilot, TaskFinished

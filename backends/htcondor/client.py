@@ -15,7 +15,7 @@ No shared filesystem
 --------------------
 An OSG slot does not see the access point's disk, and HTCondor's file transfer moves files only
 when a job starts and ends. A pilot lives for hours and exchanges files all the time, so it runs
-the agent beside :mod:`resel.live.chirp_sync`, which mirrors the pilot directory through
+the agent beside :mod:`resel.shipped.chirp_sync`, which mirrors the pilot directory through
 ``condor_chirp`` (the job's I/O proxy to its shadow, ``+WantIOProxy = true``): the job's
 ``initialdir`` *is* the pilot directory, so the coordinator reads and writes it over its
 transport exactly as on a shared filesystem. docs/htcondor.md says why and what it costs.
@@ -52,19 +52,16 @@ import posixpath
 import shlex
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from resel.live import chirp_sync
+from resel.shipped import chirp_sync
 from resel.backends.htcondor import formats as fmt
 from resel.backends.limit_formats import CONDOR_KNOBS, Limits, condor_limits
 from resel.backends.verified import digest, parse_verified, verified_argv
-from resel.backends.jobs import Availability, JobInfo, JobState, batches
+from resel.backends.jobs import Availability, JobInfo, JobState, QueueSnapshot, SnapJob, batches
 from resel.errors import SchedulerError, SchedulerReplyError
 from resel.site_options import check_condor_lines, check_setup
 from resel.url_inputs import is_url, url_file_name, url_problem
-
-if TYPE_CHECKING:   # models imports backends: only for the annotations
-    from resel.models.twin import QueueSnapshot
 
 __all__ = ["HTCondorBindings", "HTCondorCLI", "pilot_description", "render_submit"]
 
@@ -303,7 +300,6 @@ def pool_snapshot(slots: Sequence[fmt.Slot], jobs: Iterable[JobInfo], negotiator
     (EASY here), ordered by QDate — not by the users' fair-share priorities it really uses.
     Jobs without a limit run as long as the longest known one (none known: the twin says it
     cannot simulate the pool)."""
-    from resel.models.twin import QueueSnapshot, SnapJob
     summary = fmt.summarize_pool(list(slots))
     running, pending, held, unknown_limit = [], [], 0, 0
     for job in sorted(jobs, key=lambda j: (j.submit or 0.0, j.job_id)):

@@ -41,7 +41,7 @@ from typing import Any
 
 from resel.backends.pbs import formats as fmt
 from resel.backends.limit_formats import Limits
-from resel.backends.jobs import Availability, JobInfo, Partition, batches
+from resel.backends.jobs import Availability, JobInfo, Partition, QueueSnapshot, batches
 from resel.backends.slurm.formats import (
     parse_cpuinfo,
     parse_lscpu_json,
@@ -49,7 +49,6 @@ from resel.backends.slurm.formats import (
     parse_utc_offset,
     parse_version,
 )
-from resel.models.twin import QueueSnapshot
 
 from resel.errors import SchedulerError, SchedulerReplyError
 from resel.site_options import check_qsub_options, torque_resources

@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from typing import Any
 
-from resel.backends.jobs import Availability, JobInfo, JobState, Partition, Pending, pbs_state
-from resel.models.twin import QueueSnapshot, SnapJob
+from resel.backends.jobs import (Availability, JobInfo, JobState, Partition, Pending, QueueSnapshot, SnapJob,
+                                 pbs_state)
 
 from resel.errors import SchedulerError, SchedulerReplyError
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from resel.backends.slurm import formats as fmt
 from resel.backends.limit_formats import Limits
-from resel.backends.jobs import batches
+from resel.backends.jobs import QueueSnapshot, SnapJob, batches
 from resel.backends.slurm.formats import (
     Availability,
     JobInfo,
@@ -35,7 +35,6 @@ from resel.backends.slurm.formats import (
     SchedulerError,
     SchedulerReplyError,
 )
-from resel.models.twin import QueueSnapshot, SnapJob
 from resel.site_options import check_sbatch_options
 
 __all__ = ["SchedulerError", "SchedulerReplyError", "SlurmCLI"]

@@ -51,6 +51,7 @@ from typing import Any
 import requests
 from resel.backends.slurm import formats as fmt
 from resel.backends.slurm.cli import QUEUE_STATES, check_job_ids, check_job_name, snapshot_of, walltime_minutes
+from resel.backends.jobs import QueueSnapshot
 from resel.backends.slurm.formats import (
     Availability,
     JobInfo,
@@ -59,7 +60,6 @@ from resel.backends.slurm.formats import (
     SchedulerError,
     SchedulerReplyError,
 )
-from resel.models.twin import QueueSnapshot
 
 from resel.errors import TransportError
 from resel.safe_text import terminal

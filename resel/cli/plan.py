@@ -136,21 +136,17 @@ def show_plan(bag, site_list, *, strategy: str, source: str, quantile: float, co
     from resel.cli.rates import runtime_for, store_if_exists
     from resel.limits import check_task_count
     from resel.models.conditioned import load_wait_errors
-    from resel.live.plan import plan
     check_task_count(bag.count, f"{bag.source}: bag.count")
     db = store_if_exists(db_path)
     runtime = runtime_for(bag, site_list, model=model, db=db, clock=clock, simulated=simulated, seed=seed)
     if simulated:
-        from resel.sim.plan import simulated_rows
-        src = "twin" if source == "auto" else source
-        rows, errors = simulated_rows(bag, site_list, strategy, quantile=quantile, confidence=confidence, seed=seed,
-                                      rates=runtime.engine_rates(bag.profile.instructions, risk=risk,
-                                                                 objective=objective), clock=clock)
-        doc = plan(bag, site_list, strategy=strategy, source=src, quantile=quantile, confidence=confidence,
-                   clock=clock, seed=seed, runtime=runtime, risk=risk, objective=objective, wait_errors=errors,
-                   rows=rows)
+        from resel.sim.plan import simulated_plan
+        doc = simulated_plan(bag, site_list, strategy=strategy, source="twin" if source == "auto" else source,
+                             quantile=quantile, confidence=confidence, clock=clock, seed=seed, runtime=runtime,
+                             risk=risk, objective=objective)
         why = None
     else:
+        from resel.live.plan import plan
         history, why = _load_history(db_path)
         doc = plan(bag, site_list, strategy=strategy, source=source, quantile=quantile, confidence=confidence,
                    clock=clock, seed=seed, history=history, runtime=runtime, risk=risk, objective=objective,
@@ -173,7 +169,7 @@ def show_plan(bag, site_list, *, strategy: str, source: str, quantile: float, co
 def _print_plan(doc: dict, bag, *, objective: str, risk: float | None, explain: bool, wide: bool) -> None:
     """The plan as a table of numbers in one time unit (named in the headers), its legend, the
     notes per site and, with ``explain``, why each site was chosen or left out."""
-    from resel.live.plan_explain import plan_unit
+    from resel.planning_explain import plan_unit
     rows = doc["sites"]
     unit = plan_unit(rows)
     f = unit.cell
@@ -282,8 +278,8 @@ def _site_notes(r: dict, explain: bool) -> list[str]:
 
 def _pilots(cores: list[int]) -> str:
     """``240`` or ``1,024 × 1`` (a pool's one-task pilots), in submission order of first size
-    (the words ``--explain`` uses for the same list: :func:`~resel.live.plan_explain.pilots_words`)."""
-    from resel.live.plan_explain import pilots_text
+    (the words ``--explain`` uses for the same list: :func:`~resel.planning_explain.pilots_words`)."""
+    from resel.planning_explain import pilots_text
     return pilots_text(cores)
 
 

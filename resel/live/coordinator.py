@@ -416,7 +416,8 @@ class Coordinator:
             probe = datas[site.name].probe() if site.name in datas else None
             if not (want_estimates and menu[i]):
                 return None, probe
-            from resel.live.plan import menu_waits, site_estimates
+            from resel.live.plan import site_estimates
+            from resel.planning import menu_waits
             opts = self.options
             row = site_estimates(ps.scheduler, site, menu[i], self.engine.tx[i], history,
                                  quantile=opts.quantile, confidence=opts.confidence)
@@ -839,7 +840,7 @@ class Coordinator:
 
     def _rejected(self, t: float, v: PilotView, beat: dict) -> None:
         """Files the agent refused to act on (not a regular file of its user: someone else's
-        inbox file, a planted link; resel/live/agent.py) are shown per site, never run: someone may
+        inbox file, a planted link; resel/shipped/agent.py) are shown per site, never run: someone may
         be trying to run code as you, or the work directory was open before."""
         count = beat.get("rejected")
         if not isinstance(count, int) or isinstance(count, bool) or count <= 0:

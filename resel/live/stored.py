@@ -36,7 +36,7 @@ class LiveOptions:
     site_timeout: float = 600.0
     #: a pilot the scheduler stops listing is taken as ended after this many polls
     missing_polls: int = 2
-    #: queue-aware strategy: which start estimate ranks the sites (resel.live.plan.SOURCES)
+    #: queue-aware strategy: which start estimate ranks the sites (resel.planning.SOURCES)
     estimate: str = "auto"
     quantile: float = 0.95
     confidence: float = 0.95
@@ -50,7 +50,7 @@ class LiveOptions:
     #: the engine's T̂x rates (:meth:`resel.models.runtime.EngineRates.to_json`), stored so a
     #: resumed run decides with the same numbers; None: LIM with ``clock``
     rates: dict | None = None
-    #: queue-aware split: minimise the P50 (point estimates) or the P90 finish (resel.live.plan.menu_waits)
+    #: queue-aware split: minimise the P50 (point estimates) or the P90 finish (resel.planning.menu_waits)
     objective: str = "p50"
     #: walltime rules (resel/walltime.py): limit, pack or off (runs stored before them replay with off)
     walltime: str = "limit"
@@ -89,7 +89,7 @@ def load_live_run(db: Database | StoreReader, run_id: int, *, to_run: bool = Fal
         ReselError: no such run, or it is a simulated one; with ``to_run``, a command of an
             older resel that cannot be carried over.
     """
-    from resel.store import verify_unchanged
+    from resel.store_common import verify_unchanged
     verify_unchanged(db)    # what the sites say is run as the user: the store must be the file checked
     rows = list(db.query("select * from runs where id = ?", [run_id]))
     if not rows:

@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
-from resel.backends.simulated.simulation import DataCost, SimResult, simulate
+from resel.sim.simulation import DataCost, SimResult, simulate
 from resel.domain import Bag, Site
 from resel.errors import ReselError
 from resel.metrics import ReselAudit, RunCosts, WorkloadMetrics, run_costs, summarize
@@ -159,7 +159,7 @@ def split_spec(spec: str, default_estimate: str = "scheduler") -> tuple[Strategy
     The ``@source`` suffix lets one experiment compare the same strategy fed by different
     start estimates (``scheduler``, ``twin``, ``history``); without it the default is used.
     """
-    from resel.backends.simulated.estimates import SOURCES
+    from resel.sim.estimates import SOURCES
     if spec.strip().lower() == ORACLE:
         return Strategy("model"), "scheduler", ORACLE   # (never run: its rows are bounds)
     base, _, source = spec.partition("@")

@@ -3,7 +3,7 @@
 The simulator's truth for a seed is fixed before any decision: site s's k-th pilot
 submission waits W_s[k] · nodes^e (drawn-wait sites) and runs every task in
 t_s[k] = instructions · κ_true / speed_s[k] (both streams seeded by the seed and the site's
-name, :class:`~resel.backends.simulated.simulation._SiteTruth`); a trace-driven site starts a pilot when
+name, :class:`~resel.sim.simulation.SiteTruth`); a trace-driven site starts a pilot when
 its schedule lets it, never before the cores held by the jobs already running when the bag
 arrives are free. The oracle knows all of it and asks: by time T, how many tasks could *any*
 schedule have finished? Per site, two counts, each an upper bound (the smaller is used):
@@ -20,7 +20,7 @@ schedule have finished? Per site, two counts, each an upper bound (the smaller i
   completions ≤ Σ_j ⌊(T − a_j) / t_min⌋ with t_min the fastest of the first M draws.
 
 A bag that moves data (``[bag.data]``, docs/data.md) adds its true transfer times, as the
-simulator moves them (:class:`~resel.backends.simulated.simulation._DataTruth`): on site s no
+simulator moves them (:class:`~resel.sim.simulation._DataTruth`): on site s no
 task starts before the shared inputs have crossed (S_s after the site's first pilot starts),
 each task holds its slot for its own inputs before it executes (t + I_s), and it is done O_s
 after it ends, when its outputs are home. So a site's counts are taken at T − O_s, with no
@@ -185,7 +185,7 @@ def site_capacity(site: Site, bag: Bag, seed: int, draws: int, running_ends: lis
     walltime)`` (trace-driven sites, the tightened bound): when a pilot of that shape submitted
     at the bag's arrival would start, the queue's own jobs ending at their true times.
     """
-    from resel.backends.simulated.simulation import _SiteTruth
+    from resel.sim.simulation import SiteTruth
     cpt = bag.cores_per_task
     cap_cores = min(site.pilot.max_cores or site.cores, site.cores)
     per_task = site.pilot.mode == "per-task"
@@ -193,7 +193,7 @@ def site_capacity(site: Site, bag: Bag, seed: int, draws: int, running_ends: lis
     if slots < 1:
         return None
     max_pilots = max(1, site.pilot.max_pilots)
-    truth = _SiteTruth(site, seed)
+    truth = SiteTruth(site, seed)
     m = max(1, draws)
     own = data.own_in if data is not None else 0.0
     txs = [bag.profile.instructions * truth.kappa / truth.draw_speed() + own for _ in range(m)]
@@ -255,7 +255,7 @@ def site_capacity(site: Site, bag: Bag, seed: int, draws: int, running_ends: lis
 def _running_at_arrival(sites: list[Site]) -> tuple[dict[int, list[tuple[float, int]]], dict[int, Any]]:
     """Per trace-driven site: (end, cores) of other users' jobs running when the bag arrives (0),
     and its batch policy then (what a probe pilot would queue behind)."""
-    from resel.backends.simulated.queuesite import warm_queues
+    from resel.sim.queuesite import warm_queues
     if not any(s.queue is not None for s in sites):
         return {}, {}
     _env, queues = warm_queues(sites)
@@ -348,7 +348,7 @@ def hindsight(bag: Bag, sites: list[Site], seed: int) -> Hindsight:
     """Each viable site's first possible start and its finish alone with the bag (see
     :class:`Hindsight`): drawn-wait sites from their first draws, trace-driven ones from the
     probes of the tightened bound (the queue's jobs ending at their true times)."""
-    from resel.backends.simulated.simulation import _SiteTruth
+    from resel.sim.simulation import SiteTruth
     from resel.selection import viable_sites
     from resel.sim.wait_eval import clairvoyant_wait
     n, cpt = bag.count, bag.cores_per_task
@@ -356,7 +356,7 @@ def hindsight(bag: Bag, sites: list[Site], seed: int) -> Hindsight:
     first, alone = {}, {}
     for i in viable_sites(bag, sites):
         site = sites[i]
-        truth = _SiteTruth(site, seed)
+        truth = SiteTruth(site, seed)
         per_task = site.pilot.mode == "per-task"
         cap = 1 if per_task else min(site.pilot.max_cores or site.cores, site.cores) // cpt
         if cap < 1:

@@ -1,7 +1,7 @@
 """``resel plan`` on simulated sites: the same table as for live ones, from the simulator.
 
 The three start estimates of each pilot size come from the simulator itself — a run of
-:func:`resel.backends.simulated.simulation.simulate` stopped when the bag arrives (virtual time 0), once
+:func:`resel.sim.simulation.simulate` stopped when the bag arrives (virtual time 0), once
 per source (``scheduler``, ``twin``, ``history``), reading the estimates it handed the engine
 from the recorded :class:`~resel.events.BagSubmitted` — so the plan shows exactly what a
 simulated run would decide with.
@@ -10,7 +10,7 @@ The spread of each wait:
 
 * a site with a drawn wait (a wait distribution, no queue) has no "now" to condition on: its
   waits are independent draws, so the past waits of pilots of the same shape
-  (:func:`resel.backends.simulated.estimates.drawn_history`, the history source's own sample) give
+  (:func:`resel.sim.estimates.drawn_history`, the history source's own sample) give
   the wait's percentiles directly;
 * a site whose queue replays a trace gets the conditioned predictor: probe pilots of each
   menu size injected into the same trace before the bag arrives
@@ -24,7 +24,7 @@ import math
 from typing import Any
 
 from resel.domain import Bag, Site
-from resel.live.plan import WAIT_PS, SitePlan
+from resel.planning import WAIT_PS, SitePlan
 
 #: probe instants per queue site when learning the estimates' errors before the bag arrives
 LEARN_POINTS = 120
@@ -40,9 +40,9 @@ def _bag_submitted(result: Any) -> Any:
 def simulated_rows(bag: Bag, sites: list[Site], strategy: str, *, quantile: float, confidence: float,
                    seed: int, rates: Any, clock: str = "base") -> tuple[list[SitePlan], dict[str, Any]]:
     """The plan's rows for simulated sites, and the wait-error models learned for queue sites
-    (per source, as :func:`resel.live.plan.plan` takes them)."""
-    from resel.backends.simulated.estimates import drawn_history
-    from resel.backends.simulated.simulation import simulate
+    (per source, as :func:`resel.planning.plan` takes them)."""
+    from resel.sim.estimates import drawn_history
+    from resel.sim.simulation import simulate
     from resel.engine import Engine
     from resel.models.finish import empirical
     from resel.selection import Strategy
@@ -89,6 +89,19 @@ def simulated_rows(bag: Bag, sites: list[Site], strategy: str, *, quantile: floa
     errors = learn_queue_errors(sites, menu if strat.asks_waits else
                                 {i: [(0, *shapes[i])] for i in range(len(sites))})
     return rows, errors
+
+
+def simulated_plan(bag: Bag, sites: list[Site], *, strategy: str, source: str, quantile: float, confidence: float,
+                   clock: str, seed: int, runtime: Any, risk: float | None = None,
+                   objective: str = "p50") -> dict[str, Any]:
+    """``resel plan`` on simulated sites: their rows (:func:`simulated_rows`, with the engine's
+    rates of ``runtime``) planned by :func:`resel.planning.plan`, as live sites' rows are."""
+    from resel.planning import plan
+    rows, errors = simulated_rows(bag, sites, strategy, quantile=quantile, confidence=confidence, seed=seed,
+                                  rates=runtime.engine_rates(bag.profile.instructions, risk=risk, objective=objective),
+                                  clock=clock)
+    return plan(bag, sites, strategy=strategy, source=source, quantile=quantile, confidence=confidence, clock=clock,
+                seed=seed, runtime=runtime, risk=risk, objective=objective, wait_errors=errors, rows=rows)
 
 
 def learn_queue_errors(sites: list[Site], menu: dict[int, list[tuple[int, int, float]]],

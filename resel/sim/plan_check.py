@@ -1,7 +1,7 @@
 """Does a plan add up? ``resel plan``'s predicted TTC against a simulation of the same plan on
 the same sites (issue 26 item 4).
 
-The plan (:func:`resel.live.plan.plan` over :func:`resel.sim.plan.simulated_rows`, what
+The plan (:func:`resel.sim.plan.simulated_plan`: :func:`resel.planning.plan` over the simulated rows, what
 ``resel plan`` shows for a file of simulated sites) predicts when the bag is done: a point
 (``predicted_ttc_s``: each origin's wait + its waves of T̂x) and a P50 (``finish_p50_s``: waits
 and run times drawn). The same bag is then simulated with the same strategy, the same start
@@ -100,13 +100,9 @@ class PlanCheck:
 def plan_doc(bag: Bag, sites: list[Site], strategy: str, runtime: Any, *, seed: int = 0, estimate: str = "twin",
              quantile: float = 0.95, confidence: float = 0.95, clock: str = "base") -> dict[str, Any]:
     """The plan ``resel plan`` makes for simulated sites, with the runtime model given."""
-    from resel.live.plan import plan
-    from resel.sim.plan import simulated_rows
-    rates = runtime.engine_rates(bag.profile.instructions)
-    rows, errors = simulated_rows(bag, sites, strategy, quantile=quantile, confidence=confidence, seed=seed,
-                                  rates=rates, clock=clock)
-    return plan(bag, sites, strategy=strategy, source=estimate, quantile=quantile, confidence=confidence,
-                clock=clock, seed=seed, runtime=runtime, wait_errors=errors, rows=rows)
+    from resel.sim.plan import simulated_plan
+    return simulated_plan(bag, sites, strategy=strategy, source=estimate, quantile=quantile, confidence=confidence,
+                          clock=clock, seed=seed, runtime=runtime)
 
 
 def check(bag: Bag, sites: list[Site], strategy: str, *, label: str = "", model: str = "calibrated",
@@ -115,7 +111,7 @@ def check(bag: Bag, sites: list[Site], strategy: str, *, label: str = "", model:
     """The plan of ``bag`` on ``sites`` (seed 0) and the same plan simulated with each of ``seeds``."""
     import time
 
-    from resel.backends.simulated.simulation import simulate
+    from resel.sim.simulation import simulate
     from resel.models.fitted import runtime_model
     runtime = (calibrated_runtime(bag, sites) if model == "calibrated"
                else runtime_model(bag, sites, model="lim", simulated_ads=True))

@@ -37,7 +37,7 @@ from resel.sim.queue import BatchQueue, ListFeed
 from resel.sim.swf import Job
 
 if TYPE_CHECKING:
-    from resel.models.twin import QueueSnapshot
+    from resel.backends.jobs import QueueSnapshot
 
 #: real waits shorter than this count as "started at once" for the tightness ratio
 MIN_WAIT = 60.0
@@ -338,8 +338,8 @@ def evaluate(jobs: Sequence[BgJob], policy: str, cores: int, times: Sequence[flo
 
 
 def snapshot_of(policy: Policy, now: float, site: str = "site") -> "QueueSnapshot":
-    """The queue as a live site would show it (:func:`resel.backends.simulated.queuesite.policy_snapshot`)."""
-    from resel.backends.simulated.queuesite import policy_snapshot
+    """The queue as a live site would show it (:func:`resel.sim.queuesite.policy_snapshot`)."""
+    from resel.sim.queuesite import policy_snapshot
 
     return policy_snapshot(policy, now, site)
 

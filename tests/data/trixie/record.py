@@ -113,7 +113,7 @@ queue {count}
 
 
 #: a job that runs condor_chirp's commands (HTCondor's I/O proxy, +WantIOProxy) and prints each
-#: one's exit status, stdout and stderr: what the chirp wrapper (resel/live/chirp_sync.py) reads
+#: one's exit status, stdout and stderr: what the chirp wrapper (resel/shipped/chirp_sync.py) reads
 CHIRP_SCRIPT = r"""#!/bin/sh
 C=/usr/libexec/condor/condor_chirp
 run() {

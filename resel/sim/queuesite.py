@@ -18,7 +18,7 @@ import os
 from typing import Any, Callable, Iterator
 
 from resel.domain import Site
-from resel.models.twin import QueueSnapshot, SnapJob
+from resel.backends.jobs import QueueSnapshot, SnapJob
 from resel.sim.core import Environment
 from resel.sim.policies import Conservative, Policy, QJob, run_and_estimate
 from resel.sim.queue import BatchQueue, ListFeed

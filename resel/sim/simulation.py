@@ -30,8 +30,8 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from resel.backends.simulated.estimates import menu_estimates, start_estimates
-from resel.backends.simulated.queuesite import warm_queues
+from resel.sim.estimates import menu_estimates, start_estimates
+from resel.sim.queuesite import warm_queues
 from resel.domain import Bag, Site, Truth
 from resel.engine import Engine
 from resel.events import (
@@ -47,8 +47,11 @@ from resel.states import TaskState
 from resel.transfer import MB, DataTimes, TransferModel
 
 
-class _SiteTruth:
-    """Seeded samplers for one site's waits and slot speeds."""
+class SiteTruth:
+    """Seeded samplers for one site's waits and slot speeds.
+
+    Public for the oracle (:mod:`resel.sim.oracle`), which draws the same streams from the same
+    seed to bound what any strategy could have done."""
 
     def __init__(self, site: Site, seed: int):
         truth = site.truth or Truth(site.kappa, Dist.fixed(1.0), Dist.fixed(site.clock.get("avg")))
@@ -208,7 +211,7 @@ def simulate(bag: Bag, sites: list[Site], strategy: Strategy | str = "model", *,
             benchmark turns it off.
         until: stop the virtual clock there (tasks not done by then stay unfinished).
         estimate: where the pilots' predicted starts given to the engine come from —
-            ``scheduler``, ``twin`` or ``history`` (:mod:`resel.backends.simulated.estimates`);
+            ``scheduler``, ``twin`` or ``history`` (:mod:`resel.sim.estimates`);
             ``quantile``/``confidence`` set the history bound.
         rates: the engine's T̂x rates (:class:`~resel.models.runtime.EngineRates` or a mapping
             site → SiteRate); default LIM with ``clock``.
@@ -254,7 +257,7 @@ class Simulation:
         self.data = _DataTruth(truth, self.sites, price_data) if truth is not None else None
         self.walltime_kills = 0
         self.kills_by_pilot: dict[int, int] = {}
-        self.truths = [_SiteTruth(s, seed) for s in self.sites]
+        self.truths = [SiteTruth(s, seed) for s in self.sites]
         self._index = {s.name: i for i, s in enumerate(self.sites)}
         self._instructions = bag.profile.instructions
         self.env = env = Environment()
@@ -456,7 +459,7 @@ class Simulation:
         self._handle(now, PilotEnded(time=now, pilot=pid, reason="walltime"))
 
 
-def audit_reselection(decisions: list[Decision], pilots: list[SimPilot], truths: list[_SiteTruth],
+def audit_reselection(decisions: list[Decision], pilots: list[SimPilot], truths: list[SiteTruth],
                       engine: Engine, instructions: float, data: _DataTruth | None = None) -> ReselAudit:
     """Judge each task's first re-selection against the oracle RESEL.
 

@@ -1,0 +1,358 @@
+"""The plan's computation, the same for live and simulated sites: which estimate ranks each
+site, the engine's first step on them, each share's and the whole plan's finish.
+
+``resel plan`` asks the live sites (:mod:`resel.live.plan`) or the simulator
+(:mod:`resel.sim.plan`) for each site's row — its three start estimates for every pilot size —
+and both hand the rows to :func:`plan` here, so a plan reads the same whichever sites it was
+made for. Pure: no I/O, no clock; the rows carry what was asked.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+from resel.domain import Bag, Site
+from resel.engine import Engine
+from resel.errors import ReselError
+from resel.events import BagSubmitted, Decision, SiteLost, SubmitPilot
+from resel.models.finish import constant, plan_finish, quantiles_of, share_samples, wait_law_from_quantiles
+from resel.models.lim import site_rates
+from resel.selection import Strategy, predicted_ttc
+
+#: wait quantiles kept per menu entry (the finish-time draws interpolate between them)
+WAIT_PS = (0.01, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99)
+
+SOURCES = ("auto", "history", "twin", "scheduler")
+
+
+@dataclass
+class SitePlan:
+    """One site's row of the plan. Seconds are from now; None = not known (``*_note`` says why)."""
+
+    site: str
+    kind: str
+    pilot_cores: int                        # cores of the pilot this row's numbers are about (:func:`shown_entry`)
+    walltime: float                         # that pilot's walltime
+    tx: float                               # T̂x of one task (LIM)
+    free_cores: int | None = None
+    total_cores: int | None = None
+    history_s: float | None = None
+    history_note: str | None = None
+    twin_s: float | None = None
+    twin_note: str | None = None
+    scheduler_s: float | None = None
+    scheduler_note: str | None = None
+    used: str | None = None                 # which estimate the plan ranks the site by
+    wait_s: float | None = None
+    ttc_s: float | None = None              # predicted TTC of the whole bag on this site alone (best size)
+    finish_s: float | None = None           # predicted end of the share the plan gives this site
+    error: str | None = None                # the site could not be reached at all
+    tasks: int = 0                          # tasks the engine assigns here first
+    pilots: list[int] = field(default_factory=list)   # cores of each pilot the engine would submit
+    slots: int = 0                          # task slots of those pilots together (a pool: one per pilot)
+    role: str = ""                          # "origin", "extra pilot" or ""
+    #: the sites file's ``reselect_target`` (the queue-aware strategy holds its extra sites whatever it says)
+    reselect_target: bool = False
+    #: one task's data time here in seconds, by part (None: the bag moves no data)
+    data: dict[str, float] | None = None
+    tx_interval: list[float] | None = None  # 90 % interval of one task's T_x (None: nothing measured)
+    tx_model: str = "lim"                   # "lim" or "fit"
+    tx_detail: str = ""                     # which fit, or LIM's formula; and where the spread comes from
+    finish_p50: float | None = None         # the share's finish time, median and 90th percentile
+    finish_p90: float | None = None
+    wait_p50: float | None = None           # the chosen pilot's wait percentiles (None: spread unknown)
+    wait_p90: float | None = None
+    wait_note: str | None = None
+    #: a pool's per-slot speeds from its ads: {"speeds", "weights", "what"} (None: not published)
+    slot_spread: dict[str, Any] | None = None
+    #: every pilot size weighed: {slots, cores, history_s, twin_s, scheduler_s, used, wait_s}
+    menu: list[dict[str, Any]] = field(default_factory=list)
+    #: the user's limits there and what they did to the pilots (:class:`~resel.live.site_limits.SiteLimits`)
+    limits: dict[str, Any] | None = None
+    #: why the site was chosen, given extra pilots or left out (:mod:`resel.planning_explain`)
+    explain: dict[str, Any] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+#: what asks the sites for their rows: (site, its pilot sizes (slots, cores, walltime) with the
+#: full pilot first, T̂x of one task) for every site -> one row per site, in the same order
+Probe = Callable[[list[tuple[Site, list[tuple[int, int, float]], float]]], list["SitePlan"]]
+
+
+def choose(row: Any, source: str) -> tuple[str | None, float | None]:
+    """The estimate to rank by (a :class:`SitePlan` or one of its ``menu`` entries): the one
+    asked for, or (``auto``) the first known of twin, history bound, scheduler."""
+    order = ("twin", "history", "scheduler") if source == "auto" else (source,)
+    for name in order:
+        value = row.get(f"{name}_s") if isinstance(row, dict) else getattr(row, f"{name}_s")
+        if value is not None:
+            return name, value
+    return None, None
+
+
+def check_options(strategy: str, source: str, objective: str) -> Strategy:
+    """The strategy parsed; an unknown estimate source or objective refused (before any site
+    is asked)."""
+    if source not in SOURCES:
+        raise ReselError(f"unknown estimate source {source!r}; one of {', '.join(SOURCES)}")
+    if objective not in ("p50", "p90"):
+        raise ReselError(f"unknown objective {objective!r}; p50 or p90")
+    return Strategy.parse(strategy)
+
+
+def plan(bag: Bag, sites: list[Site], *, strategy: str = "queue+reselect", source: str = "auto",
+         quantile: float = 0.95, confidence: float = 0.95, clock: str = "base", seed: int = 0,
+         runtime: Any = None, risk: float | None = None, objective: str = "p50", wait_errors: Any = None,
+         rows: list[SitePlan] | None = None, probe: Probe | None = None,
+         limits: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Choose estimates for every site's rows and run the engine's first step on them.
+
+    Args:
+        sites: the sites, already sized within the user's ``limits`` where there are any.
+        runtime: the :class:`~resel.models.runtime.RuntimeModel` the run would use (default:
+            LIM with ``clock``, no intervals).
+        risk: re-selection windows at this upper quantile of Ŵ (the engine's input, shown).
+        objective: ``p50`` or ``p90`` — what the queue-aware split minimises: the plan's
+            predicted finish with point waits and T̂x, or with each site's 90th-percentile wait
+            and run time.
+        wait_errors: per estimate source (``twin``, ``scheduler``, ``history``), a
+            :class:`~resel.models.conditioned.ConditionedWait` holding the sites' past errors of
+            that estimate; the spread of each wait comes from it.
+        rows: the sites' rows already made (simulated sites, :mod:`resel.sim.plan`); None asks
+            ``probe`` for them.
+        probe: given (site, pilot sizes, T̂x) for every site, their rows (the live sites asked,
+            :func:`resel.live.plan.plan`).
+        limits: per site, the user's limits found (``as_dict()`` and ``blocked``): shown on the
+            rows, and a site they leave no room on is given up, as the run does.
+
+    Returns a JSON-ready document: per site the three estimates with their notes, T̂x and its
+    interval, the predicted TTC, the engine's plan (tasks, pilots, role) and the share's P50/P90
+    finish; the plan's P50/P90 finish; nothing is submitted.
+    """
+    strat = check_options(strategy, source, objective)
+    if runtime is None:
+        from resel.models.runtime import RuntimeModel, SiteRuntime
+        lim = site_rates(sites, clock)
+        runtime = RuntimeModel({s.name: SiteRuntime(s.name, lim[s.name], "lim", f"LIM ({clock} clock)")
+                                for s in sites}, "lim")
+    instr = bag.profile.instructions
+    engine_rates = runtime.engine_rates(instr, risk=risk, objective=objective)
+    # priced with the bag's stated data, as the run's engine is: the same split, the same pilots
+    from resel.transfer import TransferModel
+    data = TransferModel.from_bag(bag, sites)
+    engine = Engine(bag, sites, strat, seed=seed, clock=clock, rates=engine_rates, data=data)
+    shapes = engine.probe_shapes()
+    menu = engine.probe_menu()
+    txs = list(engine.tx)
+
+    if rows is None:
+        if probe is None:
+            raise ReselError("a plan needs its sites' rows, or a probe that asks the sites for them")
+        rows = probe([(site, menu[i] if strat.asks_waits and menu[i] else [(0, *shapes[i])], txs[i])
+                      for i, site in enumerate(sites)])
+    for i, row in enumerate(rows):
+        srt = runtime.sites[row.site]
+        if srt.source == "lim" and not srt.ratios and row.slot_spread and len(set(row.slot_spread["speeds"])) > 1:
+            from dataclasses import replace as _replace
+            from resel.models.runtime import slot_ratios
+            sp = row.slot_spread
+            srt = runtime.sites[row.site] = _replace(
+                srt, ratios=slot_ratios(sp["speeds"], sp["weights"]), spread=f"{sp['what']} (n={len(sp['speeds'])} slots)")
+        if row.slot_spread:     # the JSON keeps what the ads said, not every slot
+            sp = row.slot_spread
+            row.slot_spread = {"what": sp["what"], "slots": len(sp["speeds"]),
+                               "speed_min": min(sp["speeds"]), "speed_max": max(sp["speeds"])}
+        row.tx = txs[i]
+        iv = srt.interval(instr, 0.9)
+        row.tx_interval = list(iv) if iv else None
+        row.tx_model = srt.source
+        row.tx_detail = srt.detail + (f"; interval from {srt.spread}" if srt.spread else "; no interval: nothing measured")
+        for entry in row.menu:
+            if entry.get("wait_quantiles"):      # given with the rows (a drawn-wait simulated site)
+                continue
+            used, w = choose(entry, source)
+            entry["wait_quantiles"], entry["wait_note"] = _wait_quantiles(wait_errors, used, row.site, entry, w,
+                                                                         walltime=row.walltime)
+    dts = {s.name: (data.times(s.name) if data is not None else None) for s in sites}
+    for i, row in enumerate(rows):
+        row.used, row.wait_s = choose(row, source)
+        row.reselect_target = sites[i].reselect_target
+        dt = dts.get(row.site)
+        row.data = None if dt is None else {"own_in_s": dt.own_in, "shared_in_s": dt.shared_in, "out_s": dt.out}
+        best = math.inf
+        for entry in row.menu:
+            entry["used"], entry["wait_s"] = choose(entry, source)
+            slots = entry["slots"] or max(1, shapes[i][0] // bag.cores_per_task)
+            alone = predicted_ttc(entry["wait_s"], row.tx, bag.count, slots, dt)
+            entry["bag_alone_s"] = None if alone == math.inf else alone
+            best = min(best, alone)
+        row.ttc_s = None if best == math.inf else best
+    # the engine ranks each site by its full pilot's estimate (menu[0]): taken before the rows
+    # are turned to the pilot each asks for
+    estimates = {r.site: r.wait_s for r in rows}
+
+    wait_menu = ({r.site: [planned_wait(e, objective) for e in r.menu] for r in rows if not r.error}
+                 if strat.asks_waits else None)
+    events: list[Any] = [BagSubmitted(time=0.0, wait_estimates=estimates, wait_menu=wait_menu)]
+    events += [SiteLost(time=0.0, site=r.site, reason=r.error) for r in rows if r.error]
+    for r in rows:
+        found = (limits or {}).get(r.site)
+        if found is not None:
+            r.limits = found.as_dict()
+            if found.blocked and not r.error:
+                events.append(SiteLost(time=0.0, site=r.site, reason=f"limits: {found.blocked}"))
+    problem = None
+    finishes: list[float | None] = []
+    actions: list[Any] = []
+    try:
+        for ev in events:
+            actions += engine.handle(ev)
+    except ReselError as exc:
+        problem = str(exc)
+    by_name = {r.site: r for r in rows}
+    walltimes: dict[str, float] = {}
+    if problem is None:
+        for t in engine.tasks:
+            by_name[engine.sites[t.origin].name].tasks += 1
+        for a in actions:
+            if isinstance(a, SubmitPilot):
+                by_name[a.site].pilots.append(a.cores)
+                walltimes.setdefault(a.site, a.walltime)
+        held = engine.reselection_targets
+        for r in rows:
+            r.role = "origin" if r.tasks else ("extra pilot" if r.site in held and r.pilots else "")
+    for r in rows:
+        _show_asked_pilot(r, bag.cores_per_task, walltimes.get(r.site))
+        if r.tasks and r.pilots:     # when this site's share would be done, as predicted
+            finish = predicted_ttc(r.wait_s, r.tx, r.tasks, r.slots, dts.get(r.site))
+            r.finish_s = None if finish == math.inf else finish
+    pools = {s.name for s in sites if s.pilot.mode == "per-task"}
+    shares = _finish_distributions(rows, runtime, bag, seed, dts, pools) if problem is None else {}
+    whole = plan_finish(shares) if shares and len(shares) == sum(1 for r in rows if r.tasks) else None
+    finishes = [r.finish_s for r in rows if r.tasks]
+    plan_ttc = max(finishes) if finishes and None not in finishes else None
+    from resel.planning_explain import explain
+    said = explain([r.as_dict() for r in rows], strategy=strat.name, plan_ttc=plan_ttc, engine=engine)
+    for r in rows:
+        r.explain = said[r.site]
+    return {
+        "bag": bag.name, "tasks": bag.count, "strategy": strat.name, "estimate": source,
+        "auto": None if engine.auto_choice is None else {"ran_as": engine.auto_choice[0], "why": engine.auto_choice[1]},
+        "quantile": quantile, "confidence": confidence, "clock": clock,
+        "model": {"asked": runtime.model, "used": runtime.used, "application": runtime.application,
+                  "summary": runtime.summary(), "notes": runtime.notes},
+        "objective": objective, "risk": risk,
+        "finish_p50_s": whole.p50 if whole else None, "finish_p90_s": whole.p90 if whole else None,
+        "predicted_ttc_s": plan_ttc,
+        "sites": [r.as_dict() for r in rows],
+        "moves": [a.kind for a in actions if isinstance(a, Decision) and a.kind == "site-lost"],
+        "problem": problem,
+        "submitted": False,
+    }
+
+
+def shown_entry(row: Any) -> dict[str, Any] | None:
+    """The menu entry (pilot size) a row's numbers are about: the size of the pilot(s) the plan
+    asks for there; for a site asked for none, the size that gives the bag alone its lowest
+    predicted TTC (what "bag alone" and a "too slow" verdict compare); None without a menu."""
+    get = row.get if isinstance(row, dict) else lambda k, d=None: getattr(row, k, d)
+    menu, pilots = get("menu") or [], get("pilots") or []
+    if pilots:
+        found = next((e for e in menu if e.get("cores") == pilots[0]), None)
+        if found is not None:
+            return found
+    known = [e for e in menu if e.get("bag_alone_s") is not None]
+    if known:
+        return min(known, key=lambda e: e["bag_alone_s"])     # ties: the larger pilot (menu order)
+    return menu[0] if menu else None
+
+
+def _show_asked_pilot(row: SitePlan, cores_per_task: int, walltime: float | None) -> None:
+    """Turn a row's pilot fields (cores, walltime, the three estimates, the one used, the wait)
+    to the pilot the plan asks for there (:func:`shown_entry`), so that the table, ``--explain``
+    and ``--json`` speak of one pilot; and count its task slots: a single-mode site's pilot
+    holds cores / cores_per_task of them, a pool's one-task pilots one each, side by side."""
+    entry = shown_entry(row)
+    if entry is not None:
+        row.pilot_cores = entry.get("cores") or row.pilot_cores
+        for name in ("history", "twin", "scheduler"):
+            setattr(row, f"{name}_s", entry.get(f"{name}_s"))
+            setattr(row, f"{name}_note", entry.get(f"{name}_note"))
+        row.used, row.wait_s = entry.get("used"), entry.get("wait_s")
+    if walltime is not None:
+        row.walltime = walltime
+    row.slots = sum(max(1, c // max(1, cores_per_task)) for c in row.pilots)
+
+
+def planned_wait(entry: dict, objective: str) -> float | None:
+    """What the queue-aware split weighs for one pilot size: its start estimate, or with the
+    ``p90`` objective its conditioned 90th percentile where the site has an error history."""
+    if objective == "p90" and entry.get("wait_quantiles"):
+        return entry["wait_quantiles"]["0.9"]
+    return entry.get("wait_s")
+
+
+def menu_waits(row: SitePlan, source: str, objective: str, wait_errors: Any) -> list[float | None]:
+    """The waits of every size of a probed row as the split weighs them (the live coordinator's
+    preflight uses this, so a run plans exactly as ``resel plan`` shows)."""
+    out = []
+    for entry in row.menu:
+        used, w = choose(entry, source)
+        entry["wait_s"] = w
+        if objective == "p90" and not entry.get("wait_quantiles"):
+            entry["wait_quantiles"], entry["wait_note"] = _wait_quantiles(wait_errors, used, row.site, entry, w,
+                                                                         walltime=row.walltime)
+        out.append(planned_wait(entry, objective))
+    return out
+
+
+def _wait_quantiles(wait_errors: Any, used: str | None, site: str, entry: dict, w: float | None, *,
+                    walltime: float) -> tuple[dict[str, float] | None, str | None]:
+    """The conditioned wait percentiles of one menu entry, or None with why."""
+    if w is None or not math.isfinite(w):
+        return None, None
+    model = (wait_errors or {}).get(used) if used else None
+    if model is None:
+        return None, (f"no error history of the {used} estimate on {site}: its spread is unknown"
+                      + ("" if used != "history" else " (the history bound is a bound, not a distribution)"))
+    q = model.predict(site, int(entry.get("cores") or 1), walltime, w, WAIT_PS)
+    if q is None:
+        return None, f"too few past errors of the {used} estimate on {site} (needs {model.min_errors})"
+    return ({f"{p:g}": v for p, v in q.quantiles},
+            f"{used} estimate corrected by {q.n} past errors ({q.level} level)")
+
+
+def _finish_distributions(rows: list[SitePlan], runtime: Any, bag: Bag, seed: int,
+                          data: dict[str, Any], pools: set[str]) -> dict[str, list[float]]:
+    """Each origin site's share finish draws (P50/P90 stored on the row); the dict feeds the
+    plan's own finish time. A share whose wait is unknown is left out (its row says so).
+
+    The share runs on the pilot(s) the row shows (:func:`shown_entry`), ``row.slots`` tasks at
+    a time; a pool's one-task pilots (``pools``) each wait on their own, so its waves end with
+    the latest of their waits and run times (:func:`~resel.models.finish.share_samples`)."""
+    import random as _random
+    shares: dict[str, list[float]] = {}
+    for r in rows:
+        if not (r.tasks and r.pilots):
+            continue
+        entry = shown_entry(r) or {}
+        w = r.wait_s
+        if w is None or not math.isfinite(w):
+            continue
+        wq = entry.get("wait_quantiles")
+        if wq:
+            law = wait_law_from_quantiles([(float(p), v) for p, v in wq.items()])
+            r.wait_p50, r.wait_p90 = wq["0.5"], wq["0.9"]
+        else:
+            law = constant(w)
+        r.wait_note = entry.get("wait_note")
+        draws = share_samples(law, r.tx, runtime.sites[r.site].ratios, r.tasks, r.slots,
+                              _random.Random(f"finish:{seed}:{r.site}"), data=data.get(r.site),
+                              own_waits=r.site in pools)
+        fq = quantiles_of(draws)
+        r.finish_p50, r.finish_p90 = fq.p50, fq.p90
+        shares[r.site] = draws
+    return shares
