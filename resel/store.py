@@ -4,7 +4,7 @@ Tables are named after the domain so users can query them with ``sqlite-utils`` 
 Datasette: ``experiments`` (one ``resel simulate`` call), ``runs`` (one bag × strategy × size ×
 seed), ``tasks`` (per-task T_q/T_x/TTC), ``pilots``, ``decisions`` (every engine choice with its
 inputs) and ``events`` (every event and action, in order: the journal, encoded by
-:mod:`resel.live.journal`; a simulated run's without the ones other tables hold,
+:mod:`resel.journal`; a simulated run's without the ones other tables hold,
 :data:`KEPT_ELSEWHERE`).
 
 This module imports the standard library only: the migrations and the sqlite-utils connection
@@ -437,7 +437,7 @@ def save_run(db: Database, result, *, experiment_id: int | None = None, events: 
     write lock, which other processes sharing the store wait for, is held only for the inserts
     (about 0.1 s for a 1,024-task run) — not for turning thousands of records into rows.
     """
-    from resel.live.journal import encode
+    from resel.journal import encode
     from resel.metrics import task_times
 
     m = result.metrics

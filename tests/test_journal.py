@@ -1,4 +1,4 @@
-"""The journal (resel/live/journal.py): every event and action kind survives its row, an action
+"""The journal (resel/journal.py): every event and action kind survives its row, an action
 is marked done by the row it was recorded as, and a simulated run's rows are what they were.
 
 The rows go through a real store (``open_store``, the migrations' ``events`` table), not a
@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 import resel
 from resel import events as events_module
 from resel.events import Action, Decision, DecisionKind, Event, SetTimer, SubmitPilot, TaskFinished, TimerFired
-from resel.live import journal
+from resel import journal
 from resel.store import open_store
 
 #: every concrete event and action in resel.events (the bases themselves carry nothing to store)

@@ -17,10 +17,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 LIVE = REPO / "resel" / "live"
 #: the map in docs/architecture.md
-MODULES = {"coordinator", "journal", "sites", "errors", "notes", "stored", "view", "plan", "site_limits", "site_probe",
+MODULES = {"coordinator", "sites", "errors", "notes", "stored", "view", "plan", "site_limits", "site_probe",
            "staging"}
 #: modules that left resel/live/ for a lower floor (tests/test_layers.py); none may come back
-MOVED_OUT = ("agent", "chirp_sync", "plan_explain")
+MOVED_OUT = ("agent", "chirp_sync", "plan_explain", "journal")
 #: the programs shipped to the sites, in resel/shipped/ (standard library only; tests/test_layers.py)
 SHIPPED = REPO / "resel" / "shipped"
 #: the flat modules resel/live/ replaced; none may come back as a shim

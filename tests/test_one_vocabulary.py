@@ -5,7 +5,7 @@ tests read the code with ``ast``:
   placeholders for none (``None``, ``(null)``) in a string: each backend turns its reasons into
   :class:`~resel.backends.jobs.Pending` in its own table, and the coordinator tests that
   (PSI/J keeps each scheduler's words inside its executor, shared/STYLE.md §9);
-* no module outside ``resel/live/journal.py`` reads the ``events`` table or parses its JSON:
+* no module outside ``resel/journal.py`` reads the ``events`` table or parses its JSON:
   every reader of stored events goes through the journal's decoding, as every writer does.
 
 Docstrings are prose, not code, and are not held to it. The modules are those installed as
@@ -23,7 +23,7 @@ from resel.backends.slurm.formats import SLURM_REASONS
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = ("resel", "backends", "models", "probes")
 SLURM = REPO / "backends" / "slurm"
-JOURNAL = REPO / "resel" / "live" / "journal.py"
+JOURNAL = REPO / "resel" / "journal.py"
 
 #: Slurm's words for "no reason", which its parsers read as None
 SLURM_PLACEHOLDERS = {"None", "(null)"}

@@ -329,7 +329,7 @@ def status_cmd(run_id: int | None, db: Path | None, as_json: bool) -> None:
       resel status
       resel status 7 --json
     """
-    from resel.live import journal
+    from resel import journal
     from resel.live.view import snapshot, stored_notes, table
     from resel.store import read_store
     store = read_store(db)

@@ -41,7 +41,7 @@ def quarantine_log(store, run_id: int) -> list[dict]:
     """Each quarantine of a stored run (docs/engine.md, black-hole sites): site, when, until,
     the counts that decided it, and when it was released (None: not before the run ended)."""
     from resel.events import SiteQuarantined, SiteReleased
-    from resel.live import journal
+    from resel import journal
     out: list[dict] = []
     for t, r in journal.read(store, run_id, SiteQuarantined, SiteReleased):
         if isinstance(r, SiteQuarantined):
@@ -83,7 +83,7 @@ def learned_log(store, run_id: int) -> tuple[dict | None, dict[str, list[dict]]]
     """What ``auto`` ran as (StrategyChosen) and, per site, every estimate of its rate a learning
     run recorded (RateLearned, oldest first): the report's "rates learned during the run"."""
     from resel.events import RateLearned, StrategyChosen
-    from resel.live import journal
+    from resel import journal
     chosen, rates = None, {}
     for t, r in journal.read(store, run_id, StrategyChosen, RateLearned):
         if isinstance(r, StrategyChosen):

@@ -42,7 +42,7 @@ from typing import Any, Callable
 
 from sqlite_utils import Database
 
-from resel.live import journal
+from resel import journal
 from resel.live import notes as live_notes
 from resel.backends.jobs import Pending
 from resel.backends.pilotsite import PilotFiles, PilotSite, job_phase, task_key, url_inputs_note
@@ -973,7 +973,7 @@ class Coordinator:
 
     def _record(self, time_: float, record: Event | Action, done: int | None) -> int:
         """Journal one event or action as the run's next row; its seq is the key it is marked
-        done by (:mod:`resel.live.journal`)."""
+        done by (:mod:`resel.journal`)."""
         seq = self.seq
         self.seq += 1
         journal.append(self.db, self.run_id, seq, time_, record, done)

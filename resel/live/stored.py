@@ -1,7 +1,7 @@
 """A live run as the store keeps it, read back: its options, bag and sites.
 
 ``resel status`` (another process) rebuilds a run's engine from these and the run's journal
-(:mod:`resel.live.journal`); the coordinator (:mod:`resel.live.coordinator`) stores and resumes
+(:mod:`resel.journal`); the coordinator (:mod:`resel.live.coordinator`) stores and resumes
 runs with them. Apart from the coordinator on purpose: this module loads the standard library
 and the pure core only, not the site clients (paramiko, requests) nor sqlite-utils, so showing
 a run's status does not pay for what driving one needs.

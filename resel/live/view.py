@@ -132,7 +132,7 @@ def site_notes(r: SiteRow) -> list[str]:
 
 def replayed_engine(db: Database | StoreReader, run_id: int) -> tuple[Engine, dict]:
     """A fresh engine fed the run's recorded events (read-only: touches no site)."""
-    from resel.live import journal
+    from resel import journal
     from resel.live.stored import load_live_run
 
     run, bag, sites, options = load_live_run(db, run_id)

@@ -35,7 +35,7 @@ from sqlite_utils import Database  # noqa: E402
 
 from resel.errors import ReselError
 from resel.events import CancelPilot, CancelTask, DispatchTask, PilotEnded, TaskFailed, TaskFinished
-from resel.live import journal
+from resel import journal
 from resel.outputs import create, private_dir, refuse_inputs
 from resel.json_safe import clean as json_clean  # noqa: E402
 from resel.store import get_run  # noqa: E402
