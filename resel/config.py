@@ -413,6 +413,17 @@ def load_bag(path: str | Path) -> Bag:
     if "count" in raw and int(raw["count"]) != len(tasks):
         raise reader.fail("bag.count", f"count = {raw['count']:,} but the task table has {len(tasks):,} rows",
                           "no count (the table's rows are the bag), or the number of rows")
+    templates = [raw["command"], *site_commands.values()]
+    if any("{size:" in t for t in templates):   # a format spec a row's size may not fit ({size:d}, 2.5)
+        from resel.command_template import fill
+        for i, task in enumerate(tasks):
+            for template in templates:
+                try:
+                    fill(template, i, raw["name"], (task.name, task.size, task.args))
+                except (ValueError, TypeError) as exc:
+                    raise InputError(task.source, task.where, f"task {task.name!r}: size {task.size:g} does not "
+                                     f"fit the command's {{size:…}} ({exc})",
+                                     "a whole size, or a format spec for any number (e.g. {size:g})") from None
     mean = sum(t.instructions for t in tasks) / len(tasks)
     return Bag(raw["name"], raw["command"], len(tasks), max(t.cores for t in tasks),
                Profile(mean, None, None, profile.baseline), raw.get("isa", "x86"), str(path),
