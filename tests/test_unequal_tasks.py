@@ -7,11 +7,14 @@ IPC × clock = κ · I / (IPC × clock)."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
+from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+import resel
 from conftest import make_site
 from resel.backends.simulated.simulation import simulate
 from resel.config import check_site_commands, load_bag
@@ -21,7 +24,7 @@ from resel.errors import InputError
 from resel.events import BagSubmitted, Decision, DispatchTask, PilotStarted, SubmitPilot, TaskFinished
 from resel.sim.oracle import oracle_bound
 
-GHZ = 1e9
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def bag_file(tmp_path, body: str, csv: str | None = None, head: str = "") -> str:
@@ -257,3 +260,40 @@ def test_size_format_spec_must_fit_every_row(tmp_path):
     assert err.value.where == "line 3" and "size 2.5" in err.value.problem
     (tmp_path / "tasks.csv").write_text("name,size\na,12\n")
     assert load_bag(path).command_for(0) == "run -n 000012"
+
+
+# ------------------------------------------------------------------ the oracle, on random tables
+STRATEGIES = ["model", "model+reselect", "queue+reselect", "auto", "race", "earliest", "failover", "rebroker"]
+
+
+def _check_bound(bag, sites, seed, strategies):
+    results = [simulate(bag, sites, s, seed=seed, record=False) for s in strategies]
+    counts: dict[str, int] = {}
+    for r in results:
+        mine: dict[str, int] = {}
+        for p in r.engine.pilots.values():
+            mine[sites[p.site].name] = mine.get(sites[p.site].name, 0) + 1
+        for k, v in mine.items():
+            counts[k] = max(counts.get(k, 1), v)
+    bound = oracle_bound(bag, sites, seed, counts).ttc
+    for s, r in zip(strategies, results):
+        assert r.metrics.done == bag.count
+        assert r.metrics.ttc_wkd >= bound - 1e-6 * bound, (s, seed, r.metrics.ttc_wkd, bound)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), order=st.sampled_from(["given", "largest"]),
+       sizes=st.lists(st.floats(0.0, 1e6), min_size=1, max_size=60))
+def test_no_strategy_beats_the_oracle_on_unequal_bags(seed, order, sizes):
+    """Random tables (sizes 0–10⁶ steps on an affine law) on the thesis sites, either order."""
+    bag = table_bag([(f"t{i}", 1e9 + 2e8 * n) for i, n in enumerate(sizes)], order=order)
+    _check_bound(bag, resel.default_sites(), seed, STRATEGIES)
+
+
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), sizes=st.lists(st.floats(1e4, 1e6), min_size=16, max_size=48))
+def test_no_strategy_beats_the_oracle_on_unequal_bags_on_trace_queues(seed, sizes):
+    """The same on queues replaying the HPC2N trace with a pool (the bound with the backlog)."""
+    sites = resel.load_sites(ROOT / "examples" / "sites-traces.toml")
+    bag = table_bag([(f"t{i}", 1e9 + 2e8 * n) for i, n in enumerate(sizes)], order="largest")
+    _check_bound(bag, sites, seed, ["model", "model+reselect", "queue+reselect", "auto", "earliest"])

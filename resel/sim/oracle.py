@@ -259,6 +259,8 @@ def site_capacity(site: Site, bag: Bag, seed: int, draws: int, running_ends: lis
             have = now_have
         if probe is not None:   # the queue's own backlog counted too: what a pilot really waits behind
             shortest = min(txs) - own    # no pilot that runs a task asks for less time than one task takes
+            if bag.weights is not None:  # (a task table: than its smallest task takes)
+                shortest *= min(bag.weights)
             per = 1 if per_task else slots
             starts = [(k, probe(k * cpt, shortest)) for k in probe_sizes(per)]
             probed = [(at, n * (max_pilots if not per_task else 1)) for at, n in probe_slots(starts)]
