@@ -12,6 +12,8 @@ log-uniform within each), ``uniform`` (log-uniform 10⁴–10⁶) or ``equal`` (
 the control: both orders are the same bag). The table lists the tasks in the order drawn
 (a user's table is in no particular order of size). Each row is run twice, the bag's ``order``
 being ``given`` (the table's) and ``largest`` (most instructions first), same sites and seeds.
+(A bag's default, ``auto``, is ``largest`` where no site is a per-task pool and ``given``
+where one is: what this measurement supports, docs/peers.md.)
 
 Per set, size, strategy and order: the median over seeds of TTC_wkd (h) and of TTC / oracle
 (the oracle's bound for the same bag and seed, each site allowed as many pilot submissions as

@@ -118,11 +118,11 @@ BAG_KEYS = {
                   'each with name, and size, cores, args, class as needed'),
     "classes": _Key(lambda v: isinstance(v, dict) and v != {} and all(isinstance(x, dict) for x in v.values()),
                     "tables [bag.classes.NAME] each with instructions (and per_size)"),
-    "order": _Key(lambda v: v in ORDERS, 'how tasks wait at a site: "given" (the table\'s order) or "largest" '
-                  '(most instructions first)'),
+    "order": _Key(lambda v: v in ORDERS, 'how tasks wait at a site: "auto" (the default: largest first unless a '
+                  'site is a per-task pool), "given" (the table\'s order) or "largest" (most instructions first)'),
 }
 #: the orders a bag's tasks may wait in at each site (docs/peers.md: largest-first measured)
-ORDERS = ("given", "largest")
+ORDERS = ("auto", "given", "largest")
 #: the most rows a task table may have (one TaskSpec each, a few hundred bytes)
 MAX_TASKS = 1_000_000
 #: the columns of a task table (a CSV file's header, or an inline [[bag.tasks]] table's keys)
@@ -427,7 +427,7 @@ def load_bag(path: str | Path) -> Bag:
     mean = sum(t.instructions for t in tasks) / len(tasks)
     return Bag(raw["name"], raw["command"], len(tasks), max(t.cores for t in tasks),
                Profile(mean, None, None, profile.baseline), raw.get("isa", "x86"), str(path),
-               int(raw.get("perf_every", 0)), tuple(site_commands.items()), data, tasks, raw.get("order", "given"))
+               int(raw.get("perf_every", 0)), tuple(site_commands.items()), data, tasks, raw.get("order", "auto"))
 
 
 def _classes(reader: _Reader, raw: dict[str, Any], prof: dict[str, Any]) -> dict[str, tuple[float, float]]:

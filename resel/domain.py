@@ -146,9 +146,10 @@ class Bag:
     data: DataSpec | None = None
     #: the task table (empty: ``count`` equal tasks, each ``profile.instructions``)
     tasks: tuple[TaskSpec, ...] = ()
-    #: the order tasks wait in at each site: ``given`` (the table's) or ``largest`` (most
-    #: instructions first, ties in the table's order); docs/peers.md has the measurement
-    order: str = "given"
+    #: the order tasks wait in at each site: ``given`` (the table's), ``largest`` (most
+    #: instructions first, ties in the table's order) or ``auto``: largest first unless a site
+    #: is a per-task pool (docs/peers.md has the measurement)
+    order: str = "auto"
 
     def resized(self, count: int) -> "Bag":
         """The same bag with another number of tasks (workload sizes of experiment 2). A table

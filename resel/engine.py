@@ -252,6 +252,10 @@ class Engine(PeerRules):
         #: largest task's
         self._w = bag.weights
         self._wmax = max(self._w) if self._w else 1.0
+        #: each site's waiting tasks largest first: ``order = "largest"``, or ``auto`` (the
+        #: default) where no site is a per-task pool — where it measurably helped (docs/peers.md)
+        self._largest_first = self._w is not None and (bag.order == "largest" or (
+            bag.order == "auto" and not any(s.pilot.mode == "per-task" for s in self.sites)))
         #: learning (strategy ``+learn``, ``auto``): the priors' worth and spread per site name, the
         #: beliefs made at submission (resel.learning), the agents' measured times not yet counted,
         #: per site a max-heap of its running attempts by start (the restart rule's candidates)
@@ -333,6 +337,12 @@ class Engine(PeerRules):
         if not self.finished:
             self._settle(event.time, out)
         return out
+
+    @property
+    def largest_first(self) -> bool:
+        """Whether each site's waiting tasks are ordered largest first (a task table's ``order``,
+        ``auto`` resolved against the sites)."""
+        return self._largest_first
 
     @property
     def remaining(self) -> int:
@@ -447,7 +457,7 @@ class Engine(PeerRules):
         self.started = True
         names = [s.name for s in self.sites]
         order = range(len(origins))
-        if self._w is not None and self.bag.order == "largest":   # most instructions first, ties by index
+        if self._largest_first:   # most instructions first, ties by index
             order = sorted(order, key=lambda tid: -self._w[tid])
         self.tasks.extend(TaskRecord(tid, origin) for tid, origin in enumerate(origins))
         for tid in order:
@@ -729,8 +739,16 @@ class Engine(PeerRules):
         for tid in list(book.prov):              # provisional elsewhere: r is gone, commit to r'
             task = self.tasks[tid]
             self._commit(task, ev.time, out)
+        self._reorder(best)
         self._waiting_changed = True
         self._dirty.add(best)
+
+    def _reorder(self, x: int) -> None:
+        """Largest first: site x's waiting tasks back in decreasing size after others joined them."""
+        if self._largest_first:
+            w = self._w
+            book = self._books[x]
+            book.waiting = deque(sorted(book.waiting, key=lambda tid: -w[tid]))
 
     # ------------------------------------------------------------------ walltime packing
     def _walltime_left(self, pilot: PilotRecord, t: float) -> float:
@@ -837,6 +855,7 @@ class Engine(PeerRules):
                                     target=self.sites[best].name, tx_r=self._txd(x, t), tx_r2=self._txd(best, t)))
         for tid in list(book.prov):                  # provisional elsewhere: r is out, keep r'
             self._commit(self.tasks[tid], t, out)
+        self._reorder(best)
         self._waiting_changed = True
         self._dirty.update((x, best))
         out.append(SetTimer(at=health.until, task=-1, attempt=health.quarantines, site=name))
@@ -868,6 +887,7 @@ class Engine(PeerRules):
                     out.append(Decision(time=t, kind=DecisionKind.QUARANTINE_RELEASE, task=tid, origin=self.sites[y].name,
                                         target=name, tx_r=self._txd(y, t), tx_r2=self._txd(x, t)))
             self._dirty.add(y)
+        self._reorder(x)
         self._waiting_changed = True
         self._dirty.add(x)
 

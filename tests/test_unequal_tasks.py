@@ -297,3 +297,30 @@ def test_no_strategy_beats_the_oracle_on_unequal_bags_on_trace_queues(seed, size
     sites = resel.load_sites(ROOT / "examples" / "sites-traces.toml")
     bag = table_bag([(f"t{i}", 1e9 + 2e8 * n) for i, n in enumerate(sizes)], order="largest")
     _check_bound(bag, sites, seed, ["model", "model+reselect", "queue+reselect", "auto", "earliest"])
+
+
+@pytest.mark.parametrize("order, expected", [("given", 0), ("largest", 1)])
+def test_reselection_takes_the_head_of_the_origins_queue(order, expected):
+    """The pool re-selects the head of the origin's waiting tasks: the table's first, or (largest
+    first) the largest; its window is that task's, w_i · (T̂x(pool) − T̂x(hpc)), by hand."""
+    hpc = make_site("hpc", 2.0)
+    pool = make_site("pool", 1.0, mode="per-task", target=True)
+    bag = table_bag([("mid", 2e9), ("big", 4e9), ("small", 1e9)], order=order)
+    eng = Engine(bag, [hpc, pool], "model+reselect")
+    acts = eng.handle(BagSubmitted(time=0.0))
+    assert {t.origin for t in eng.tasks} == {0}
+    pool_pilot = next(a.pilot for a in acts if isinstance(a, SubmitPilot) and a.site == "pool")
+    acts = eng.handle(PilotStarted(time=1.0, pilot=pool_pilot))
+    (d,) = [a for a in acts if isinstance(a, DispatchTask)]
+    assert d.task == expected
+    (moved,) = [a for a in acts if isinstance(a, Decision) and a.task == expected]
+    instr = bag.tasks[expected].instructions
+    assert moved.window == pytest.approx(instr / 1e9 - instr / 2e9)
+
+
+def test_order_auto_is_largest_first_unless_a_site_is_a_pool():
+    """The default order: largest first on batch sites only; the table's order with a pool."""
+    bag = table_bag([("a", 1e9), ("b", 2e9)], order="auto")
+    assert Engine(bag, [make_site("h", 2.0), make_site("i", 1.0)], "model").largest_first
+    assert not Engine(bag, [make_site("h", 2.0), make_site("p", 1.0, mode="per-task")], "model").largest_first
+    assert not Engine(Bag("e", "x", 2, 1, Profile(1e9)), [make_site("h", 2.0)], "model").largest_first

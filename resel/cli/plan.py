@@ -246,7 +246,8 @@ def _print_plan(doc: dict, bag, *, objective: str, risk: float | None, explain: 
                     f"({table['instructions_mean']:.3g} instructions); a task's is that times its instructions "
                     f"over the mean, from {table['instructions_min'] / table['instructions_mean']:.2f}× to "
                     f"{table['instructions_max'] / table['instructions_mean']:.2f}×; they wait "
-                    f"{'largest first' if table['order'] == 'largest' else 'in the table' + chr(39) + 's order'}",
+                    f"{'largest first' if table['order'] == 'largest' else 'in the table' + chr(39) + 's order'}"
+                    f"{' (order auto)' if table['order_asked'] == 'auto' else ''}",
                     markup=False, highlight=False)
     for n in notes:
         c.out.print(f"  {terminal(n)}", markup=False, highlight=False)

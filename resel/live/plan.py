@@ -388,7 +388,7 @@ def plan(bag: Bag, sites: list[Site], *, strategy: str = "queue+reselect", sourc
         "model": {"asked": runtime.model, "used": runtime.used, "application": runtime.application,
                   "summary": runtime.summary(), "notes": runtime.notes},
         "objective": objective, "risk": risk,
-        "table": _table_summary(bag),
+        "table": _table_summary(bag, engine.largest_first),
         "finish_p50_s": whole.p50 if whole else None, "finish_p90_s": whole.p90 if whole else None,
         "predicted_ttc_s": plan_ttc,
         "sites": [r.as_dict() for r in rows],
@@ -398,15 +398,17 @@ def plan(bag: Bag, sites: list[Site], *, strategy: str = "queue+reselect", sourc
     }
 
 
-def _table_summary(bag: Bag) -> dict[str, Any] | None:
+def _table_summary(bag: Bag, largest_first: bool) -> dict[str, Any] | None:
     """A bag with a task table: its tasks' instructions (mean — what each row's T̂x is of —,
     smallest, largest; a task's T̂x is its row's times its instructions over the mean), the
-    widest task's cores and the order they wait in. None for a bag of equal tasks."""
+    widest task's cores, the order asked for and the one they wait in (``auto`` resolved).
+    None for a bag of equal tasks."""
     if not bag.tasks:
         return None
     instr = [t.instructions for t in bag.tasks]
     return {"tasks": len(instr), "instructions_mean": bag.profile.instructions, "instructions_min": min(instr),
-            "instructions_max": max(instr), "cores_max": bag.cores_per_task, "order": bag.order}
+            "instructions_max": max(instr), "cores_max": bag.cores_per_task, "order_asked": bag.order,
+            "order": "largest" if largest_first else "given"}
 
 
 def shown_entry(row: Any) -> dict[str, Any] | None:

@@ -132,7 +132,7 @@ def bag_from_json(d: dict) -> Bag:
                tuple((str(site), today(str(cmd))) for site, cmd in d.get("site_commands") or ()),
                data_from_json(d.get("data")),
                tuple(TaskSpec(**{k: v for k, v in t.items() if k in TaskSpec.__dataclass_fields__})
-                     for t in d.get("tasks") or ()), d.get("order", "given"))
+                     for t in d.get("tasks") or ()), d.get("order", "auto"))
 
 
 def data_from_json(d: dict | None):
