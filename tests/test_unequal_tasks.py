@@ -324,3 +324,31 @@ def test_order_auto_is_largest_first_unless_a_site_is_a_pool():
     assert Engine(bag, [make_site("h", 2.0), make_site("i", 1.0)], "model").largest_first
     assert not Engine(bag, [make_site("h", 2.0), make_site("p", 1.0, mode="per-task")], "model").largest_first
     assert not Engine(Bag("e", "x", 2, 1, Profile(1e9)), [make_site("h", 2.0)], "model").largest_first
+
+
+def test_each_task_has_inputs_of_its_own(tmp_path):
+    """inputs = ["systems/{task}.tpr"]: each row's own file (what a live run stages for it)."""
+    from resel import task_data
+    (tmp_path / "systems").mkdir()
+    for name in ("lyso", "membrane"):
+        (tmp_path / "systems" / f"{name}.tpr").write_bytes(name.encode())
+    path = bag_file(tmp_path, 'tasks = "tasks.csv"\ninputs = ["systems/{task}.tpr"]\n' + PROFILE,
+                    "name,size\nlyso,10\nmembrane,20\n")
+    m = task_data.build(load_bag(path))
+    assert [[(f.name, f.size) for f in t] for t in m.tasks] == [[("lyso.tpr", 4)], [("membrane.tpr", 8)]]
+
+
+def test_simulate_runs_a_table_bag_at_its_own_size(tmp_path):
+    """`resel simulate BAG` of a table bag runs its rows (not 256 and 1,024 of them) unless --sizes
+    says otherwise; a row wider than every site is the usual one-line error."""
+    from click.testing import CliRunner
+    from resel.cli import cli
+    path = bag_file(tmp_path, 'tasks = "tasks.csv"\n' + PROFILE, "name,size\na,10\nb,2000\nc,0\n")
+    sites = str(resel.default_sites_path())
+    run = CliRunner().invoke(cli, ["simulate", path, "--sites", sites, "--strategies", "model", "--repeat", "1",
+                                   "--no-store", "--db", str(tmp_path / "r.db"), "--json"])
+    assert run.exit_code == 0, run.output
+    assert json.loads(run.output)["sizes"] == [3]
+    (tmp_path / "tasks.csv").write_text("name,cores\na,1\nwide,100000\n")
+    run = CliRunner().invoke(cli, ["simulate", path, "--sites", sites, "--no-store", "--db", str(tmp_path / "r.db")])
+    assert run.exit_code == 1 and "line 3" in run.output and "100000 cores" in run.output
