@@ -10,6 +10,14 @@ every other character alone:
 * ``{name}`` — the bag's name, shell-quoted when it holds anything but letters, digits and
   ``@%+=:,./-_`` (so a name can never inject shell syntax), optionally with a format spec.
 
+A bag with a task table (docs/configuration.md, "Bags of unequal tasks") has three more, from
+the task's row; in any other bag they are shell text like any brace:
+
+* ``{task}`` — the task's name, shell-quoted as ``{name}`` is;
+* ``{size}`` — its size, a whole number written without a decimal point (``{size:08.1f}``
+  takes a format spec);
+* ``{args}`` — its arguments, verbatim: shell words of the user's own, as the command is.
+
 To pass a placeholder through literally, double its braces: ``{{index}}`` becomes ``{index}``.
 The same holds for what looks like a misspelt placeholder (``{{Index}}`` → ``{Index}``); no other
 doubled brace is touched (``{{.Id}}`` stays ``{{.Id}}``).
@@ -30,10 +38,12 @@ import shlex
 import string
 
 PLACEHOLDERS = ("index", "name")
+#: the placeholders of a bag with a task table: a row's name, size and arguments as well
+ROW_PLACEHOLDERS = ("index", "name", "task", "size", "args")
 
 #: doubled braces first (an escape, or someone else's), then single ones
 _BRACES = re.compile(r"\{\{([^{}]*)\}\}|\{([^{}]*)\}")
-_PLACEHOLDER = re.compile(r"(index|name)(?::(.*))?", re.S)
+_PLACEHOLDER = re.compile(r"(index|name|task|size|args)(?::(.*))?", re.S)
 _WORD = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*")
 _NUMBER = re.compile(r"[0-9]+")
 #: the widest a placeholder's format may make it (``{index:06d}`` needs 6): ``{index:999999999}``
@@ -41,10 +51,15 @@ _NUMBER = re.compile(r"[0-9]+")
 MAX_WIDTH = 1000
 
 
-def _placeholder(inner: str) -> tuple[str, str] | None:
-    """``(which, spec)`` if ``inner`` (the text between braces) is one of resel's placeholders."""
+def _placeholder(inner: str, names: tuple[str, ...] = PLACEHOLDERS) -> tuple[str, str] | None:
+    """``(which, spec)`` if ``inner`` (the text between braces) is one of ``names``."""
     match = _PLACEHOLDER.fullmatch(inner)
-    return (match.group(1), match.group(2) or "") if match else None
+    return (match.group(1), match.group(2) or "") if match and match.group(1) in names else None
+
+
+def _number(size: float) -> int | float:
+    """A size as it is written: a whole number without its ``.0``."""
+    return int(size) if float(size).is_integer() else size
 
 
 def _too_wide(spec: str) -> bool:
@@ -53,50 +68,66 @@ def _too_wide(spec: str) -> bool:
     return any(len(n.lstrip("0")) > len(str(MAX_WIDTH)) or int(n) > MAX_WIDTH for n in _NUMBER.findall(spec))
 
 
-def _misspelt(inner: str) -> str | None:
+def _misspelt(inner: str, names: tuple[str, ...] = PLACEHOLDERS) -> str | None:
     """The placeholder ``inner`` is probably a misspelling of (``Index``, ``idx``, `` name ``)."""
     match = _WORD.fullmatch(inner)
-    if match is None or _placeholder(inner):
+    if match is None or _placeholder(inner, names):
         return None
-    close = difflib.get_close_matches(match.group(1).lower(), PLACEHOLDERS, n=1, cutoff=0.75)
+    close = difflib.get_close_matches(match.group(1).lower(), names, n=1, cutoff=0.75)
     return close[0] if close else None
 
 
-def fill(template: str, index: int, name: str) -> str:
-    """The command of task ``index`` of bag ``name``: placeholders filled, all else verbatim."""
+#: a task's row as the templates read it: (task name, size, arguments)
+Row = tuple[str, float, str]
+
+
+def fill(template: str, index: int, name: str, row: Row | None = None) -> str:
+    """The command of task ``index`` of bag ``name``: placeholders filled, all else verbatim.
+    ``row`` (a bag with a task table): the task's name, size and arguments, for ``{task}``,
+    ``{size}`` and ``{args}``."""
+    names = PLACEHOLDERS if row is None else ROW_PLACEHOLDERS
+
     def one(match: re.Match) -> str:
         doubled, single = match.group(1), match.group(2)
         if doubled is not None:     # {{index}} -> {index}; {{.Id}} stays
-            if _placeholder(doubled) or _misspelt(doubled):
+            if _placeholder(doubled, names) or _misspelt(doubled, names):
                 return "{" + doubled + "}"
             return match.group(0)
-        found = _placeholder(single)
+        found = _placeholder(single, names)
         if found is None:
             return match.group(0)
         which, spec = found
         if which == "index":
             return format(index, spec)
-        return shlex.quote(format(name, spec))
+        if which == "size":
+            return format(_number(row[1]), spec)
+        if which == "args":
+            return format(row[2], spec)
+        return shlex.quote(format(name if which == "name" else row[0], spec))
     return _BRACES.sub(one, template)
 
 
-def fill_path(template: str, index: int, name: str) -> str:
+def fill_path(template: str, index: int, name: str, row: Row | None = None) -> str:
     """A path pattern of task ``index`` (a bag's ``inputs``): the placeholders filled in as
-    :func:`fill` does, but the bag's name verbatim (a path is no shell word) and every filled-in
+    :func:`fill` does, but names verbatim (a path is no shell word) and every filled-in
     value escaped for :mod:`glob`, so a name holding ``*`` or ``[`` matches only itself."""
     import glob
+    names = PLACEHOLDERS if row is None else ROW_PLACEHOLDERS
 
     def one(match: re.Match) -> str:
         doubled, single = match.group(1), match.group(2)
         if doubled is not None:
-            if _placeholder(doubled) or _misspelt(doubled):
+            if _placeholder(doubled, names) or _misspelt(doubled, names):
                 return "{" + doubled + "}"
             return match.group(0)
-        found = _placeholder(single)
+        found = _placeholder(single, names)
         if found is None:
             return match.group(0)
         which, spec = found
-        return glob.escape(format(index if which == "index" else name, spec))
+        value = {"index": index, "name": name}.get(which)
+        if value is None:
+            value = row[0] if which == "task" else _number(row[1]) if which == "size" else row[2]
+        return glob.escape(format(value, spec))
     return _BRACES.sub(one, template)
 
 
@@ -141,7 +172,7 @@ def _kept(match: re.Match) -> str:
     return match.group(0)
 
 
-def problems(template: str) -> list[str]:
+def problems(template: str, table: bool = False) -> list[str]:
     """Why ``template`` cannot be what its author meant (empty: it is fine).
 
     * ``${index}``/``${name}``: ambiguous between a shell variable and resel's placeholder;
@@ -150,7 +181,11 @@ def problems(template: str) -> list[str]:
     * a format spec that does not fit (``{index:q}``);
     * ``{idx}``, ``{Index}``, ``{ name }``: a misspelt placeholder, which the shell would get
       unchanged.
+
+    ``table``: the bag has a task table, so ``{task}``, ``{size}`` and ``{args}`` are
+    placeholders too.
     """
+    names = ROW_PLACEHOLDERS if table else PLACEHOLDERS
     found: list[str] = []
     if "${{" in template:
         found.append("'${{' is the brace escape of older resel versions; resel now leaves shell braces "
@@ -161,7 +196,7 @@ def problems(template: str) -> list[str]:
             continue
         text = match.group(0)
         dollar = match.start() > 0 and template[match.start() - 1] == "$"
-        placeholder = _placeholder(single)
+        placeholder = _placeholder(single, names)
         if placeholder is not None:
             which, spec = placeholder
             if dollar:
@@ -172,15 +207,17 @@ def problems(template: str) -> list[str]:
                              "command that long")
             elif spec:
                 try:
-                    format(7 if which == "index" else "bag", spec)
+                    format(7 if which in ("index", "size") else "bag", spec)
                 except (ValueError, TypeError) as exc:
                     found.append(f"'{text}': format spec {spec!r} does not fit ({exc})")
             continue
-        close = None if dollar else _misspelt(single)
+        close = None if dollar else _misspelt(single, names)
         if close:
+            which = "{index} and {name}" if not table else "{index}, {name}, {task}, {size} and {args}"
             found.append(f"unknown placeholder '{text}': did you mean '{{{close}}}'? (resel fills in only "
-                         f"{{index}} and {{name}}; write '{{{text}}}' to pass '{text}' to the shell)")
+                         f"{which}; write '{{{text}}}' to pass '{text}' to the shell)")
     return found
 
 
-_WHAT = {"index": "task index", "name": "bag name"}
+_WHAT = {"index": "task index", "name": "bag name", "task": "task name", "size": "task size",
+         "args": "task arguments"}

@@ -8,6 +8,8 @@ section — so the error for an unknown key can list what *is* allowed.
 
 from __future__ import annotations
 
+import csv
+import io
 import math
 import re
 import tomllib
@@ -19,7 +21,7 @@ from resel import site_options
 from resel.command_template import problems as template_problems
 from resel.domain import (
     Access, Bag, Bandwidth, Clock, DataSpec, HTCondorOptions, InputSpec, OutputSpec, PBSOptions, PilotPolicy, Profile,
-    QueueModel, Site, SlurmOptions, TransportSpec, Truth, WaitModel,
+    QueueModel, Site, SlurmOptions, TaskSpec, TransportSpec, Truth, WaitModel,
 )
 from resel.errors import InputError
 from resel.url_inputs import is_url, url_file_name, url_problem
@@ -95,7 +97,8 @@ _TABLE = lambda: _Key(lambda v: isinstance(v, dict), "a table")  # noqa: E731
 BAG_KEYS = {
     "name": _LABEL,
     "command": _Key(_STR.check, _STR.expected, True),
-    "count": _Key(_num(True, True, False, high=MAX_COUNT), f"a whole number > 0 and <= {MAX_COUNT:,}", True),
+    "count": _Key(_num(True, True, False, high=MAX_COUNT),
+                  f"a whole number > 0 and <= {MAX_COUNT:,} (a bag with a task table: its number of rows)"),
     "cores_per_task": _Key(_num(True, True, False, high=MAX_CORES), f"a whole number > 0 and <= {MAX_CORES:,}"),
     "isa": _STR,
     "perf_every": _Key(_num(True, True, high=MAX_COUNT),
@@ -110,7 +113,22 @@ BAG_KEYS = {
                     'a list of globs relative to the task\'s folder: ["md.log", { glob = "*.xtc", optional = true }]'),
     "results": _Key(_STR.check, "a folder for the results (relative to where resel runs)"),
     "data": _Key(lambda v: isinstance(v, dict), "a table [bag.data] { input_mb, shared_mb, output_mb }"),
+    "tasks": _Key(lambda v: (isinstance(v, str) and v != "") or (isinstance(v, list) and v != []),
+                  'a CSV file beside the bag file (tasks = "tasks.csv") or [[bag.tasks]] tables, '
+                  'each with name, and size, cores, args, class as needed'),
+    "classes": _Key(lambda v: isinstance(v, dict) and v != {} and all(isinstance(x, dict) for x in v.values()),
+                    "tables [bag.classes.NAME] each with instructions (and per_size)"),
+    "order": _Key(lambda v: v in ORDERS, 'how tasks wait at a site: "auto" (the default: largest first unless a '
+                  'site is a per-task pool), "given" (the table\'s order) or "largest" (most instructions first)'),
 }
+#: the orders a bag's tasks may wait in at each site (docs/peers.md: largest-first measured)
+ORDERS = ("auto", "given", "largest")
+#: the most rows a task table may have (one TaskSpec each, a few hundred bytes)
+MAX_TASKS = 1_000_000
+#: the columns of a task table (a CSV file's header, or an inline [[bag.tasks]] table's keys)
+TASK_COLUMNS = ("name", "size", "cores", "args", "class")
+#: a task's size: atoms, MD steps; far beyond any, small enough to stay exact in a float
+MAX_SIZE = 1e15
 #: megabytes a task may move: far beyond any real task, small enough to stay exact in a float
 MAX_MB = 1e9
 DATA_KEYS = {
@@ -132,6 +150,9 @@ PROFILE_KEYS = {
     "instructions": _Key(_num(True, False, False, high=MAX_INSTRUCTIONS),
                          f"a number of instructions > 0 and <= {MAX_INSTRUCTIONS:g}", True),
     "cycles": _Key(_num(True, False, False, high=MAX_INSTRUCTIONS), f"a number of cycles > 0 and <= {MAX_INSTRUCTIONS:g}"),
+    "per_size": _Key(_num(True, high=MAX_INSTRUCTIONS),
+                     "instructions per unit of a task's size, >= 0 (a bag with a task table: I(size) = "
+                     "instructions + per_size * size, instructions then being the cost at size 0)"),
     "ipc": _Key(_num(True, False, False, high=MAX_FACTOR), f"instructions per cycle > 0 and <= {MAX_FACTOR:g}"),
     "baseline": _STR,
 }
@@ -366,15 +387,179 @@ def load_bag(path: str | Path) -> Bag:
     if extra:
         raise reader.fail(extra[0], f"unknown top-level key {extra[0]!r}", "only [bag]")
     raw = reader.check(reader.data["bag"], BAG_KEYS, "bag")
+    table = "tasks" in raw
+    if not table:
+        for key in ("count", "classes", "order"):
+            if key not in raw and key == "count":
+                raise reader.fail("bag", "missing required key 'count'", BAG_KEYS["count"].expected)
+            if key in raw and key != "count":
+                raise reader.fail(f"bag.{key}", f"'{key}' needs a task table",
+                                  'tasks = "tasks.csv" or [[bag.tasks]] (docs/configuration.md#bags-of-unequal-tasks)')
     site_commands = raw.get("site_commands", {})
     for key, command in [("bag.command", raw["command"]),
                          *((f"bag.site_commands.{site}", command) for site, command in site_commands.items())]:
-        _check_command(reader, key, command)
+        _check_command(reader, key, command, table)
     prof = reader.check(raw["profile"], PROFILE_KEYS, "bag.profile")
+    if "per_size" in prof and not table:
+        raise reader.fail("bag.profile.per_size", "a size law needs tasks with sizes",
+                          'a task table (tasks = "tasks.csv" or [[bag.tasks]]), or no per_size')
     profile = Profile(float(prof["instructions"]), prof.get("cycles"), prof.get("ipc"), prof.get("baseline"))
-    return Bag(raw["name"], raw["command"], int(raw["count"]), int(raw.get("cores_per_task", 1)),
-               profile, raw.get("isa", "x86"), str(path), int(raw.get("perf_every", 0)),
-               tuple(site_commands.items()), _data(reader, raw))
+    cores = int(raw.get("cores_per_task", 1))
+    data = _data(reader, raw)
+    if not table:
+        return Bag(raw["name"], raw["command"], int(raw["count"]), cores, profile, raw.get("isa", "x86"),
+                   str(path), int(raw.get("perf_every", 0)), tuple(site_commands.items()), data)
+    tasks = _tasks(reader, raw, prof, cores)
+    if "count" in raw and int(raw["count"]) != len(tasks):
+        raise reader.fail("bag.count", f"count = {raw['count']:,} but the task table has {len(tasks):,} rows",
+                          "no count (the table's rows are the bag), or the number of rows")
+    templates = [raw["command"], *site_commands.values()]
+    if any("{size:" in t for t in templates):   # a format spec a row's size may not fit ({size:d}, 2.5)
+        from resel.command_template import fill
+        for i, task in enumerate(tasks):
+            for template in templates:
+                try:
+                    fill(template, i, raw["name"], (task.name, task.size, task.args))
+                except (ValueError, TypeError) as exc:
+                    raise InputError(task.source, task.where, f"task {task.name!r}: size {task.size:g} does not "
+                                     f"fit the command's {{size:…}} ({exc})",
+                                     "a whole size, or a format spec for any number (e.g. {size:g})") from None
+    mean = sum(t.instructions for t in tasks) / len(tasks)
+    return Bag(raw["name"], raw["command"], len(tasks), max(t.cores for t in tasks),
+               Profile(mean, None, None, profile.baseline), raw.get("isa", "x86"), str(path),
+               int(raw.get("perf_every", 0)), tuple(site_commands.items()), data, tasks, raw.get("order", "auto"))
+
+
+def _classes(reader: _Reader, raw: dict[str, Any], prof: dict[str, Any]) -> dict[str, tuple[float, float]]:
+    """Each class's size law (I(0), instructions per unit of size): ``[bag.profile]`` is the
+    class of a row that names none (``""``), ``[bag.classes.NAME]`` the others."""
+    laws = {"": (float(prof["instructions"]), float(prof.get("per_size", 0.0)))}
+    for name, table in raw.get("classes", {}).items():
+        where = f"bag.classes.{name}"
+        if _CONTROL.search(name) or not name.strip():
+            raise reader.fail(where, f"bad class name {name!r}", "a name without control characters")
+        cls = reader.check(table, CLASS_KEYS, where)
+        laws[name] = (float(cls["instructions"]), float(cls.get("per_size", 0.0)))
+    return laws
+
+
+def _tasks(reader: _Reader, raw: dict[str, Any], prof: dict[str, Any], cores: int) -> tuple[TaskSpec, ...]:
+    """The bag's task table: ``tasks = "FILE.csv"`` (beside the bag file) or ``[[bag.tasks]]``.
+
+    Every row is checked as it is read; an error names the file and line of the row, the
+    column and the fix (a duplicate name also the row that had it first)."""
+    laws = _classes(reader, raw, prof)
+    spec = raw["tasks"]
+    if isinstance(spec, str):
+        rows = _csv_rows(reader, spec)
+    else:
+        rows = []
+        for i, entry in enumerate(spec):
+            where = f"bag.tasks[{i}]"
+            line = reader._line_of(where + ".name")
+            label = f"{where} (line {line})" if line else where
+            if not isinstance(entry, dict):
+                raise reader.fail(where, f"is {type(entry).__name__}", "a [[bag.tasks]] table with name = \"…\"")
+            rows.append((str(reader.path), label, entry))
+    if len(rows) > MAX_TASKS:
+        raise InputError(rows[0][0], None, f"{len(rows):,} tasks", f"at most {MAX_TASKS:,}")
+    seen: dict[str, str] = {}
+    out = []
+    for path, where, row in rows:
+        task = _task(path, where, row, laws, cores)
+        if task.name in seen:
+            raise InputError(path, where, f"task name {task.name!r} is already used by {seen[task.name]}",
+                             "a name of its own for each task (it names the task's folder and results)")
+        seen[task.name] = where
+        out.append(task)
+    return tuple(out)
+
+
+def _csv_rows(reader: _Reader, name: str) -> list[tuple[str, str, dict[str, Any]]]:
+    """The rows of a task table's CSV file, relative to the bag file: (file, ``line N``, row)."""
+    path = Path(name).expanduser()
+    if not path.is_absolute():
+        path = reader.path.parent / path
+    text = read_text(path, MAX_FILE_BYTES * 16, "a CSV task table")
+    records = csv.reader(io.StringIO(text, newline=""))
+    try:
+        header = next(records, None)
+    except csv.Error as exc:
+        raise InputError(str(path), "line 1", f"not CSV: {exc}", "a header row: name,size,cores,args,class") from None
+    if not header or not any(h.strip() for h in header):
+        raise InputError(str(path), "line 1", "no header row", "a first line naming the columns: name,size,cores,args,class")
+    columns = [h.strip().lower() for h in header]
+    for column in columns:
+        if column not in TASK_COLUMNS:
+            raise InputError(str(path), "line 1", f"unknown column {column!r}", f"columns among {', '.join(TASK_COLUMNS)}")
+    if "name" not in columns:
+        raise InputError(str(path), "line 1", "no 'name' column", "a header with name (and size, cores, args, class)")
+    if len(set(columns)) != len(columns):
+        raise InputError(str(path), "line 1", "a column named twice", "each column once")
+    rows = []
+    try:
+        for values in records:
+            line = records.line_num
+            if not values or not any(v.strip() for v in values):
+                continue   # a blank line
+            if len(values) != len(columns):
+                raise InputError(str(path), f"line {line}", f"{len(values)} fields for {len(columns)} columns "
+                                 f"({','.join(columns)})", "one field per column; quote a field holding a comma")
+            rows.append((str(path), f"line {line}", {c: v for c, v in zip(columns, values) if v.strip() != "" or c == "args"}))
+            if len(rows) > MAX_TASKS:
+                break
+    except csv.Error as exc:
+        raise InputError(str(path), f"line {records.line_num}", f"not CSV: {exc}", "one task per line") from None
+    if not rows:
+        raise InputError(str(path), None, "no task rows", "one line per task under the header")
+    return rows
+
+
+def _task(path: str, where: str, row: dict[str, Any], laws: dict[str, tuple[float, float]], cores: int) -> TaskSpec:
+    """One row of a task table, checked: a CSV row's fields are text, an inline one's TOML values."""
+    for key in row:
+        if key not in TASK_COLUMNS:
+            raise InputError(path, where, f"unknown key {key!r}", f"keys among {', '.join(TASK_COLUMNS)}")
+    name = row.get("name")
+    name = name.strip() if isinstance(name, str) else name
+    if not isinstance(name, str) or not name or _CONTROL.search(name):
+        raise InputError(path, where, "missing task name" if not name else f"bad task name {name!r}",
+                         "name: a non-empty name without control characters")
+    size = _field(path, where, name, "size", row.get("size", 0), False)
+    if not 0 <= size <= MAX_SIZE:
+        raise InputError(path, where, f"task {name!r}: size {size:g} is out of range", f"a size from 0 to {MAX_SIZE:g}")
+    ncores = _field(path, where, name, "cores", row.get("cores", cores), True)
+    if not 1 <= ncores <= MAX_CORES:
+        raise InputError(path, where, f"task {name!r}: cores {ncores:g} is out of range",
+                         f"a whole number of cores from 1 to {MAX_CORES:,}")
+    args = row.get("args", "")
+    if not isinstance(args, str) or _CONTROL.search(args.replace("\t", " ")):
+        raise InputError(path, where, f"task {name!r}: bad args {args!r}", "args: shell words on one line")
+    cls = row.get("class", "")
+    cls = cls.strip() if isinstance(cls, str) else cls
+    if cls not in laws:
+        known = ", ".join(repr(c) for c in laws if c) or "none: add [bag.classes.NAME]"
+        raise InputError(path, where, f"task {name!r}: unknown class {cls!r}", f"a class of the bag file ({known})")
+    setup, per_size = laws[cls]
+    return TaskSpec(name, setup + per_size * size, size, int(ncores), args, cls, path, where)
+
+
+def _field(path: str, where: str, name: str, column: str, value: Any, integer: bool) -> float:
+    """A number column of a row: a TOML number, or a CSV field that reads as one."""
+    if isinstance(value, str):
+        text = value.strip().replace("_", "")
+        try:
+            value = int(text) if integer else float(text)
+        except ValueError:
+            what = "a whole number" if integer else "a number"
+            raise InputError(path, where, f"task {name!r}: {column} {text!r} is not {what}",
+                             f"{column}: {what}, e.g. {'8' if integer else '50000'}") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and not isinstance(value, int)):
+        raise InputError(path, where, f"task {name!r}: bad {column} {value!r}",
+                         f"{column}: {'a whole number' if integer else 'a number'}")
+    if not math.isfinite(value):
+        raise InputError(path, where, f"task {name!r}: {column} {value!r} is not finite", f"{column}: a finite number")
+    return value
 
 
 def _data(reader: _Reader, raw: dict[str, Any]) -> DataSpec | None:
@@ -474,7 +659,7 @@ def relative_path_problem(path: str, *, glob: bool) -> str | None:
     return None
 
 
-def _check_command(reader: _Reader, key: str, command: str) -> None:
+def _check_command(reader: _Reader, key: str, command: str, table: bool = False) -> None:
     """A bag's command (or a site's): not blank, short enough to run (:data:`MAX_COMMAND_BYTES`),
     and a template that fills in as its author meant (resel/command_template.py)."""
     if not command.strip():
@@ -484,7 +669,7 @@ def _check_command(reader: _Reader, key: str, command: str) -> None:
         raise reader.fail(key, f"is {size:,} bytes long",
                           f"at most {MAX_COMMAND_BYTES:,} bytes: a task runs as `/bin/sh -c COMMAND`, one "
                           "argument, which Linux bounds; put a long command in a script and run that")
-    for problem in template_problems(command):
+    for problem in template_problems(command, table):
         raise reader.fail(key, problem, "a shell command; see docs/configuration.md#command")
 
 
@@ -500,6 +685,28 @@ def check_site_commands(bag: Bag, sites: list[Site]) -> None:
         if site not in names:
             raise InputError(bag.source, f"bag.site_commands.{site}", f"no site named {site!r} in the sites file",
                              f"one of {', '.join(sorted(names))}")
+    check_task_cores(bag, sites)
+
+
+def check_task_cores(bag: Bag, sites: list[Site]) -> None:
+    """Every task of a task table must fit some site of the sites file in use: a task of 8
+    cores on sites of at most 4 could never run (the table's row and the widest site named).
+
+    Raises:
+        InputError: naming the row (file and line), its cores and the widest site.
+    """
+    if not bag.tasks or not sites:
+        return
+    widest = max(sites, key=lambda s: min(s.pilot.max_cores or s.cores, s.cores))
+    most = min(widest.pilot.max_cores or widest.cores, widest.cores)
+    for task in bag.tasks:
+        if task.cores > most:
+            raise InputError(task.source or bag.source, task.where or None,
+                             f"task {task.name!r} asks for {task.cores} cores, more than any site gives "
+                             f"(the most: {widest.name}, {most})", f"cores <= {most}, or a site with more cores")
+
+
+CLASS_KEYS = {key: PROFILE_KEYS[key] for key in ("instructions", "per_size")}
 
 
 def load_sites(path: str | Path) -> list[Site]:

@@ -101,8 +101,32 @@ class DataSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class TaskSpec:
+    """One row of a bag's task table (docs/configuration.md, "Bags of unequal tasks"): its
+    name, its size (atoms, MD steps: what its class's size law reads), its cores, the shell
+    words ``{args}`` stands for, its class, and the instructions that class predicts for it."""
+
+    name: str
+    instructions: float
+    size: float = 0.0
+    cores: int = 1
+    args: str = ""
+    cls: str = ""
+    #: where the row was read, for errors: the file, and the row in it (``line 7``,
+    #: ``bag.tasks[6] (line 40)``)
+    source: str = ""
+    where: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Bag:
-    """A bag of ``count`` independent tasks sharing one command template and one profile."""
+    """A bag of ``count`` independent tasks sharing one command template and one profile, or
+    (``tasks``) a table of tasks each with its own size, cores, arguments and instructions.
+
+    A bag with a table keeps every bag-wide view true of the whole: ``profile.instructions`` is
+    the tasks' mean (so ``count`` × it is the bag's work), ``cores_per_task`` the widest task's
+    cores (a pilot's slot is that wide); :attr:`weights` scales each task's T̂x from the mean.
+    """
 
     name: str
     command: str
@@ -120,11 +144,39 @@ class Bag:
     #: the files each task reads and writes (``inputs``/``outputs``/``results``, docs/data.md);
     #: None: tasks find their inputs on the site and their outputs stay there
     data: DataSpec | None = None
+    #: the task table (empty: ``count`` equal tasks, each ``profile.instructions``)
+    tasks: tuple[TaskSpec, ...] = ()
+    #: the order tasks wait in at each site: ``given`` (the table's), ``largest`` (most
+    #: instructions first, ties in the table's order) or ``auto``: largest first unless a site
+    #: is a per-task pool (docs/peers.md has the measurement)
+    order: str = "auto"
 
     def resized(self, count: int) -> "Bag":
-        """The same bag with another number of tasks (workload sizes of experiment 2)."""
-        return Bag(self.name, self.command, count, self.cores_per_task, self.profile, self.isa, self.source,
-                   self.perf_every, self.site_commands, self.data)
+        """The same bag with another number of tasks (workload sizes of experiment 2). A table
+        bag keeps its first ``count`` rows, or repeats the table (``row.1``, ``row.2``, …) to
+        reach ``count``."""
+        tasks = self.tasks
+        if tasks and count != len(tasks):
+            n = len(tasks)
+            tasks = tuple(t if i < n else _renamed(t, f"{t.name}.{i // n}")
+                          for i, t in ((i, tasks[i % n]) for i in range(count)))
+        profile = self.profile if not tasks else Profile(
+            _mean(t.instructions for t in tasks), None, None, self.profile.baseline)
+        return Bag(self.name, self.command, count, self.cores_per_task, profile, self.isa, self.source,
+                   self.perf_every, self.site_commands, self.data, tasks, self.order)
+
+    @property
+    def weights(self) -> tuple[float, ...] | None:
+        """Each task's instructions over the bag's mean (``profile.instructions``): T̂x of
+        task i on a site is the site's T̂x times weight i. None for a bag of equal tasks."""
+        if not self.tasks:
+            return None
+        mean = self.profile.instructions
+        return tuple(t.instructions / mean for t in self.tasks)
+
+    def instructions_of(self, index: int) -> float:
+        """Task ``index``'s instructions: its row's, else the bag's profile."""
+        return self.tasks[index].instructions if self.tasks else self.profile.instructions
 
     def measured(self, index: int) -> bool:
         """Whether task ``index`` runs under the probe (``perf_every``)."""
@@ -133,7 +185,11 @@ class Bag:
     def command_for(self, index: int, site: str | None = None) -> str:
         """The shell command of task ``index`` (0-based) on ``site``: the site's own template if
         the bag has one (``[bag.site_commands]``), else ``command``. Only ``{index}`` and
-        ``{name}`` are filled in, every other brace is the shell's (:mod:`resel.command_template`)."""
+        ``{name}`` are filled in — and in a bag with a task table ``{task}``, ``{size}`` and
+        ``{args}`` (the row's) —, every other brace is the shell's (:mod:`resel.command_template`)."""
+        if self.tasks:
+            row = self.tasks[index]
+            return fill(self.template_for(site), index, self.name, row=(row.name, row.size, row.args))
         return fill(self.template_for(site), index, self.name)
 
     def template_for(self, site: str | None) -> str:
@@ -362,3 +418,13 @@ class Site:
     #: how fast task files move to and from the site (sites file ``bandwidth``, MB/s); None:
     #: unknown until measured (live: a short probe before the first transfer; docs/data.md)
     bandwidth: Bandwidth | None = None
+
+
+def _mean(values) -> float:
+    """The mean of ``values`` (a task table is never empty)."""
+    values = list(values)
+    return sum(values) / len(values)
+
+
+def _renamed(task: TaskSpec, name: str) -> TaskSpec:
+    return TaskSpec(name, task.instructions, task.size, task.cores, task.args, task.cls, task.source, task.where)

@@ -247,6 +247,15 @@ class Engine(PeerRules):
         #: T̂x,hi per site: the top of its runtime interval, what walltime packing plans with
         self.tx_hi = [max(self.tx[i], upper[s.name].tx(bag.profile.instructions)) if s.name in upper
                       else self.tx[i] for i, s in enumerate(self.sites)]
+        #: a bag with a task table: each task's T̂x is its site's (the tasks' mean) times its
+        #: weight (None: equal tasks, every figure the site's); walltime checks plan with the
+        #: largest task's
+        self._w = bag.weights
+        self._wmax = max(self._w) if self._w else 1.0
+        #: each site's waiting tasks largest first: ``order = "largest"``, or ``auto`` (the
+        #: default) where no site is a per-task pool — where it measurably helped (docs/peers.md)
+        self._largest_first = self._w is not None and (bag.order == "largest" or (
+            bag.order == "auto" and not any(s.pilot.mode == "per-task" for s in self.sites)))
         #: learning (strategy ``+learn``, ``auto``): the priors' worth and spread per site name, the
         #: beliefs made at submission (resel.learning), the agents' measured times not yet counted,
         #: per site a max-heap of its running attempts by start (the restart rule's candidates)
@@ -330,6 +339,12 @@ class Engine(PeerRules):
         return out
 
     @property
+    def largest_first(self) -> bool:
+        """Whether each site's waiting tasks are ordered largest first (a task table's ``order``,
+        ``auto`` resolved against the sites)."""
+        return self._largest_first
+
+    @property
     def remaining(self) -> int:
         """Tasks neither done nor failed."""
         return self._remaining
@@ -402,7 +417,7 @@ class Engine(PeerRules):
         viable = viable_sites(self.bag, self.sites)
         if self.walltime.guard:   # a site whose limit is below T̂x,hi can never finish a task
             # (with data: nor one whose first task, its inputs and the shared ones staged, does not fit)
-            need = [self.tx_hi[i] if self.data is None else self._slot_hi(i) + self._dt[i].shared_in
+            need = [self._slot_hi(i) if self.data is None else self._slot_hi(i) + self._dt[i].shared_in
                     for i in range(len(self.sites))]
             fit = [i for i in viable if fits(self.sites[i].pilot.walltime, need[i])]
             if viable and not fit:
@@ -441,12 +456,16 @@ class Engine(PeerRules):
                                                      waits, slots, self._dt if self.data is not None else None)
         self.started = True
         names = [s.name for s in self.sites]
-        for tid, origin in enumerate(origins):
-            self.tasks.append(TaskRecord(tid, origin))
+        order = range(len(origins))
+        if self._largest_first:   # most instructions first, ties by index
+            order = sorted(order, key=lambda tid: -self._w[tid])
+        self.tasks.extend(TaskRecord(tid, origin) for tid, origin in enumerate(origins))
+        for tid in order:
+            origin = origins[tid]
             self._books[origin].waiting.append(tid)
             if self.decisions:
                 out.append(Decision(time=ev.time, kind=DecisionKind.ASSIGN, task=tid, origin=names[origin],
-                                    target=names[origin], tx_r=self._txd(origin, ev.time)))
+                                    target=names[origin], tx_r=self._task_txd(origin, ev.time, tid)))
         self._remaining = self._waiting_total = len(origins)
         if self.strategy.reselect:
             self._plan_reselection(candidates, ev.time)
@@ -720,8 +739,16 @@ class Engine(PeerRules):
         for tid in list(book.prov):              # provisional elsewhere: r is gone, commit to r'
             task = self.tasks[tid]
             self._commit(task, ev.time, out)
+        self._reorder(best)
         self._waiting_changed = True
         self._dirty.add(best)
+
+    def _reorder(self, x: int) -> None:
+        """Largest first: site x's waiting tasks back in decreasing size after others joined them."""
+        if self._largest_first:
+            w = self._w
+            book = self._books[x]
+            book.waiting = deque(sorted(book.waiting, key=lambda tid: -w[tid]))
 
     # ------------------------------------------------------------------ walltime packing
     def _walltime_left(self, pilot: PilotRecord, t: float) -> float:
@@ -828,6 +855,7 @@ class Engine(PeerRules):
                                     target=self.sites[best].name, tx_r=self._txd(x, t), tx_r2=self._txd(best, t)))
         for tid in list(book.prov):                  # provisional elsewhere: r is out, keep r'
             self._commit(self.tasks[tid], t, out)
+        self._reorder(best)
         self._waiting_changed = True
         self._dirty.update((x, best))
         out.append(SetTimer(at=health.until, task=-1, attempt=health.quarantines, site=name))
@@ -859,6 +887,7 @@ class Engine(PeerRules):
                     out.append(Decision(time=t, kind=DecisionKind.QUARANTINE_RELEASE, task=tid, origin=self.sites[y].name,
                                         target=name, tx_r=self._txd(y, t), tx_r2=self._txd(x, t)))
             self._dirty.add(y)
+        self._reorder(x)
         self._waiting_changed = True
         self._dirty.add(x)
 
@@ -909,6 +938,32 @@ class Engine(PeerRules):
             return self.tx[x]
         return self.tx[x] + self._data_s(x, t)
 
+    def _task_txd(self, x: int, t: float, tid: int) -> float:
+        """T̂x'(x) of task ``tid``: its weight times the site's T̂x, plus D(x)."""
+        if self._w is None:
+            return self._txd(x, t)
+        tx = self.tx[x] * self._w[tid]
+        return tx if self.data is None else tx + self._data_s(x, t)
+
+    def _task_window(self, target: int, origin: int, t: float, tid: int) -> float:
+        """Ŵ(r', r) of task ``tid`` at t: the run-time part scaled by its weight, the data part
+        as it is (a task table's tasks share the bag's data sizes)."""
+        window = self._window(target, origin, t)
+        if self._w is None or self.strategy.base == "race":
+            return window
+        d = 0.0 if self.data is None else self._data_s(target, t) - self._data_s(origin, t)
+        return (window - d) * self._w[tid] + d
+
+    def _priced(self, task: TaskRecord, r: int, x: int, t: float) -> tuple[float, float, float]:
+        """(T̂x'(r), T̂x'(r'), Ŵ) of the task's window: as it was opened (a bag that moves data),
+        else as the rates say now."""
+        if task.priced is not None:
+            return task.priced
+        if self._w is None:
+            return self.tx[r], self.tx[x], self._window(x, r, t)
+        w = self._w[task.id]
+        return self.tx[r] * w, self.tx[x] * w, self._task_window(x, r, t, task.id)
+
     def _fastest(self, candidates: list[int], t: float) -> int:
         """The candidate of lowest T̂x' at t, ties to the first in site order."""
         return min(candidates, key=lambda i: (self._txd(i, t), i))
@@ -918,8 +973,8 @@ class Engine(PeerRules):
         is staged after the task is bound to the slot; its outputs travel after the slot is
         free. (The shared inputs, sent once per site, are added where x is cold.)"""
         if self.data is None:
-            return self.tx_hi[x]
-        return self.tx_hi[x] + self._dt[x].own_in
+            return self.tx_hi[x] if self._w is None else self.tx_hi[x] * self._wmax
+        return (self.tx_hi[x] if self._w is None else self.tx_hi[x] * self._wmax) + self._dt[x].own_in
 
     def _bound(self, x: int, t: float) -> None:
         """A task was bound to site x at t: if x was cold its shared inputs leave now."""
@@ -1013,6 +1068,8 @@ class Engine(PeerRules):
             if self.data is not None:   # less its inputs' trip, as priced (they held the slot first)
                 ready = self._ready[x]
                 seconds -= self._dt[x].own_in + (0.0 if ready is None else max(0.0, ready - rec.start))
+        if self._w is not None and self._w[task.id] > 0:   # in the tasks' mean, as the beliefs count
+            seconds /= self._w[task.id]
         if self.beliefs.observe(x, seconds):
             for y in range(len(self.sites)):   # a LIM site's evidence moves every LIM site's estimate
                 self._update_rate(y)
@@ -1057,8 +1114,8 @@ class Engine(PeerRules):
         :data:`MOVE_CONFIDENCE` (a move that LIM's figures favour by a few percent is a coin
         flip that costs the work done)."""
         r2 = task.site
-        left = self._txd(r2, t) - (t - task.attempts[-1].start)
-        here = self._txd(x, t)
+        left = self._task_txd(r2, t, task.id) - (t - task.attempts[-1].start)
+        here = self._task_txd(x, t, task.id)
         if not here < left:
             return False
         spread = math.sqrt(self.beliefs.var_diff(x, r2))
@@ -1101,6 +1158,15 @@ class Engine(PeerRules):
                 if task is None:
                     break
                 elapsed = t - task.attempts[-1].start
+                w = 1.0 if self._w is None else self._w[task.id]
+                if self._w is not None and w <= 0:
+                    break
+                if self._w is not None:   # in the tasks' mean, as the beliefs count
+                    if elapsed >= tx_r * w or self.beliefs.outlasts(r, elapsed / w, fast - extra) < MOVE_CONFIDENCE:
+                        break
+                    heapq.heappop(newest)
+                    self._restart(task, r, x, t, self.beliefs.left(r, elapsed / w) * w + extra, out)
+                    continue
                 if elapsed >= tx_r or self.beliefs.outlasts(r, elapsed, fast - extra) < MOVE_CONFIDENCE:
                     break
                 heapq.heappop(newest)
@@ -1121,7 +1187,7 @@ class Engine(PeerRules):
         if self.decisions:
             out.append(Decision(time=t, kind=DecisionKind.RESTART, task=task.id, origin=self.sites[r].name,
                                 target=self.sites[x].name, a_r=self._books[r].acquired_at, a_r2=opened,
-                                tx_r=left, tx_r2=self._txd(x, t), window=t - opened))
+                                tx_r=left, tx_r2=self._task_txd(x, t, task.id), window=t - opened))
 
     # ------------------------------------------------------------------ asking a queued task back
     def _recall(self, task: TaskRecord, t: float, out: list[Action], target: int = -1) -> None:
@@ -1352,7 +1418,7 @@ class Engine(PeerRules):
             self._mark_running(x, task, task.attempts[-1].start)
         if self.decisions:
             # the figures the window was opened with (with data they may have changed since)
-            tx_r, tx_r2, window = task.priced or (self.tx[r], self.tx[x], self._window(x, r, t))
+            tx_r, tx_r2, window = self._priced(task, r, x, t)
             out.append(Decision(time=t, kind=DecisionKind.WINDOW_COMMIT, task=task.id, origin=self.sites[r].name,
                                 target=self.sites[x].name, a_r=self._books[r].acquired_at,
                                 a_r2=task.opened, tx_r=tx_r, tx_r2=tx_r2, window=window))
@@ -1439,7 +1505,7 @@ class Engine(PeerRules):
             task.state = next_task_state(task.state, "move-back")   # PROVISIONAL -> WAITING
             self._dispatch(task, x, t, RUNNING, out)                # … -> RUNNING on r
             if self.decisions:
-                tx_r, tx_r2, window = task.priced or (self.tx[x], self.tx[r2], self._window(r2, x, t))
+                tx_r, tx_r2, window = self._priced(task, x, r2, t)
                 out.append(Decision(time=t, kind=DecisionKind.MOVE_BACK, task=tid, origin=self.sites[x].name,
                                     target=self.sites[x].name, a_r=book.acquired_at, a_r2=a_r2,
                                     tx_r=tx_r, tx_r2=tx_r2, window=window))
@@ -1478,6 +1544,10 @@ class Engine(PeerRules):
                     continue
                 self._waiting_total -= 1
                 self._waiting_changed = True
+                if self._w is not None:   # a task table: this task's own window and figures
+                    window = self._task_window(x, r, t, task.id)
+                    priced = None if self.data is None else (self._task_txd(r, t, task.id),
+                                                             self._task_txd(x, t, task.id), window)
                 # a_r' is when the task got its slot on r' (t): the window runs from there
                 if window <= 0:   # r' is no slower: move for good
                     self._dispatch(task, x, t, RUNNING, out)
@@ -1493,7 +1563,12 @@ class Engine(PeerRules):
                     out.append(SetTimer(at=task.deadline, task=task.id, attempt=task.attempt))
                     kind = DecisionKind.RESELECT_PROVISIONAL
                 if self.decisions:
-                    tx_r, tx_r2 = (self.tx[r], tx_x) if priced is None else priced[:2]
+                    if priced is not None:
+                        tx_r, tx_r2 = priced[:2]
+                    elif self._w is None:
+                        tx_r, tx_r2 = self.tx[r], tx_x
+                    else:
+                        tx_r, tx_r2 = self.tx[r] * self._w[task.id], tx_x * self._w[task.id]
                     out.append(Decision(time=t, kind=kind, task=task.id, origin=self.sites[r].name,
                                         target=name_x, a_r=origin.acquired_at, a_r2=t,
                                         tx_r=tx_r, tx_r2=tx_r2, window=window))

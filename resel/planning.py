@@ -214,6 +214,11 @@ def plan(bag: Bag, sites: list[Site], *, strategy: str = "queue+reselect", sourc
         problem = str(exc)
     by_name = {r.site: r for r in rows}
     walltimes: dict[str, float] = {}
+    heaviest: dict[str, float] = {}   # a task table: the largest weight bound to each site
+    if problem is None and bag.weights is not None:
+        for t in engine.tasks:
+            name = engine.sites[t.origin].name
+            heaviest[name] = max(heaviest.get(name, 0.0), bag.weights[t.id])
     if problem is None:
         for t in engine.tasks:
             by_name[engine.sites[t.origin].name].tasks += 1
@@ -228,9 +233,12 @@ def plan(bag: Bag, sites: list[Site], *, strategy: str = "queue+reselect", sourc
         _show_asked_pilot(r, bag.cores_per_task, walltimes.get(r.site))
         if r.tasks and r.pilots:     # when this site's share would be done, as predicted
             finish = predicted_ttc(r.wait_s, r.tx, r.tasks, r.slots, dts.get(r.site))
+            largest = heaviest.get(r.site)
+            if largest is not None and finish != math.inf:   # a task table: no sooner than its largest task there
+                finish = max(finish, predicted_ttc(r.wait_s, r.tx * largest, 1, 1, dts.get(r.site)))
             r.finish_s = None if finish == math.inf else finish
     pools = {s.name for s in sites if s.pilot.mode == "per-task"}
-    shares = _finish_distributions(rows, runtime, bag, seed, dts, pools) if problem is None else {}
+    shares = _finish_distributions(rows, runtime, bag, seed, dts, pools, heaviest) if problem is None else {}
     whole = plan_finish(shares) if shares and len(shares) == sum(1 for r in rows if r.tasks) else None
     finishes = [r.finish_s for r in rows if r.tasks]
     plan_ttc = max(finishes) if finishes and None not in finishes else None
@@ -245,6 +253,7 @@ def plan(bag: Bag, sites: list[Site], *, strategy: str = "queue+reselect", sourc
         "model": {"asked": runtime.model, "used": runtime.used, "application": runtime.application,
                   "summary": runtime.summary(), "notes": runtime.notes},
         "objective": objective, "risk": risk,
+        "table": _table_summary(bag, engine.largest_first),
         "finish_p50_s": whole.p50 if whole else None, "finish_p90_s": whole.p90 if whole else None,
         "predicted_ttc_s": plan_ttc,
         "sites": [r.as_dict() for r in rows],
@@ -252,6 +261,19 @@ def plan(bag: Bag, sites: list[Site], *, strategy: str = "queue+reselect", sourc
         "problem": problem,
         "submitted": False,
     }
+
+
+def _table_summary(bag: Bag, largest_first: bool) -> dict[str, Any] | None:
+    """A bag with a task table: its tasks' instructions (mean — what each row's T̂x is of —,
+    smallest, largest; a task's T̂x is its row's times its instructions over the mean), the
+    widest task's cores, the order asked for and the one they wait in (``auto`` resolved).
+    None for a bag of equal tasks."""
+    if not bag.tasks:
+        return None
+    instr = [t.instructions for t in bag.tasks]
+    return {"tasks": len(instr), "instructions_mean": bag.profile.instructions, "instructions_min": min(instr),
+            "instructions_max": max(instr), "cores_max": bag.cores_per_task, "order_asked": bag.order,
+            "order": "largest" if largest_first else "given"}
 
 
 def shown_entry(row: Any) -> dict[str, Any] | None:
@@ -326,13 +348,16 @@ def _wait_quantiles(wait_errors: Any, used: str | None, site: str, entry: dict, 
 
 
 def _finish_distributions(rows: list[SitePlan], runtime: Any, bag: Bag, seed: int,
-                          data: dict[str, Any], pools: set[str]) -> dict[str, list[float]]:
+                          data: dict[str, Any], pools: set[str],
+                          heaviest: dict[str, float] | None = None) -> dict[str, list[float]]:
     """Each origin site's share finish draws (P50/P90 stored on the row); the dict feeds the
     plan's own finish time. A share whose wait is unknown is left out (its row says so).
 
     The share runs on the pilot(s) the row shows (:func:`shown_entry`), ``row.slots`` tasks at
     a time; a pool's one-task pilots (``pools``) each wait on their own, so its waves end with
-    the latest of their waits and run times (:func:`~resel.models.finish.share_samples`)."""
+    the latest of their waits and run times (:func:`~resel.models.finish.share_samples`).
+    ``heaviest`` (a task table): per site the largest task's weight bound there; no draw ends
+    before its wait and that task's T̂x."""
     import random as _random
     shares: dict[str, list[float]] = {}
     for r in rows:
@@ -352,6 +377,10 @@ def _finish_distributions(rows: list[SitePlan], runtime: Any, bag: Bag, seed: in
         draws = share_samples(law, r.tx, runtime.sites[r.site].ratios, r.tasks, r.slots,
                               _random.Random(f"finish:{seed}:{r.site}"), data=data.get(r.site),
                               own_waits=r.site in pools)
+        largest = (heaviest or {}).get(r.site)
+        if largest is not None:
+            floor = predicted_ttc(w, r.tx * largest, 1, 1, data.get(r.site))
+            draws = [max(d, floor) for d in draws]
         fq = quantiles_of(draws)
         r.finish_p50, r.finish_p90 = fq.p50, fq.p90
         shares[r.site] = draws

@@ -134,7 +134,9 @@ def build(bag: Bag, *, progress: Callable[[int, int], None] | None = None, hashe
             if spec.is_url:      # fetched by the site, never here: only its name is taken in the folder
                 _take_name(bag, where, index, names, spec.file_name, j)
                 continue
-            pattern = fill_path(spec.pattern, index, bag.name)
+            row = bag.tasks[index] if bag.tasks else None
+            pattern = fill_path(spec.pattern, index, bag.name,
+                                None if row is None else (row.name, row.size, row.args))
             full = os.path.join(data.base, os.path.expanduser(pattern))
             paths = found.get(full)
             if paths is None:

@@ -236,6 +236,15 @@ def _print_plan(doc: dict, bag, *, objective: str, risk: float | None, explain: 
                   else f"{unit.say(p50)} (P50 = P90: no spread known)")
         c.out.print(f"  the plan is done by {spread}: the latest origin's share, wait and run-time spreads drawn "
                     "together (re-selection, which can only shorten it, left out)", markup=False)
+    table = doc.get("table")
+    if table:
+        c.out.print(f"  a table of {table['tasks']:,} unequal tasks: T̂x is of their mean "
+                    f"({table['instructions_mean']:.3g} instructions); a task's is that times its instructions "
+                    f"over the mean, from {table['instructions_min'] / table['instructions_mean']:.2f}× to "
+                    f"{table['instructions_max'] / table['instructions_mean']:.2f}×; they wait "
+                    f"{'largest first' if table['order'] == 'largest' else 'in the table' + chr(39) + 's order'}"
+                    f"{' (order auto)' if table['order_asked'] == 'auto' else ''}",
+                    markup=False, highlight=False)
     for n in notes:
         c.out.print(f"  {terminal(n)}", markup=False, highlight=False)
     if explain:

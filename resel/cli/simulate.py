@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
+from click.core import ParameterSource
 
 from resel.cli.common import SEED, Finite, Table, db_option, err, fail_cleanly, json_option, out, print_json
 from resel.cli.common import sites_option
@@ -66,7 +67,8 @@ def _csv_strategies(ctx: click.Context, param: click.Parameter, value: str) -> l
 @click.option("--confidence", type=Finite(0.5, 0.999), default=0.9, show_default=True,
               help="History estimate: confidence of the bound.")
 @click.option("--sizes", default="256,1024", show_default=True, callback=_csv_ints,
-              help="Workload sizes (tasks per bag) to simulate.")
+              help="Workload sizes (tasks per bag) to simulate; a bag with a task table: its own rows unless "
+                   "given (other sizes take its first rows, or repeat them).")
 @click.option("--shift", "shift_days", type=Finite(0, 3650), default=None,
               help="Days later in their traces that trace-driven queues meet each repetition's bag "
                    "(repetition i: i × DAYS). Default: 3 for the embedded queue sites, 0 with --sites.")
@@ -157,6 +159,8 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
     if shift_days is None:
         shift_days = 3.0 if sites_file is None else 0.0
     check_site_commands(bag, sites)
+    if bag.tasks and click.get_current_context().get_parameter_source("sizes") is ParameterSource.DEFAULT:
+        sizes = [bag.count]        # a task table is the bag the user means, not 256 and 1,024 of it
     if plot_dir is not None and no_store:
         raise ReselError("--plot draws from the stored runs: drop --no-store")
     check_task_count(max(sizes), "--sizes", hint="give smaller --sizes")
@@ -308,7 +312,9 @@ def _mean_std(s: dict, unit: Any) -> str:
 def _print_experiment(exp: Experiment, bag_file: Path | None, sites_file: Path | None) -> None:
     from resel.units import pick
     seeds = f"seed {exp.seed}" if exp.repeat == 1 else f"seeds {exp.seed}–{exp.seed + exp.repeat - 1}"
-    out.print(f"bag {m(exp.bag.name)} ({exp.bag.profile.instructions:.3g} instructions per task) on "
+    per = (f"{exp.bag.profile.instructions:.3g} instructions per task" if not exp.bag.tasks else
+           f"a table of unequal tasks, {exp.bag.profile.instructions:.3g} instructions on average")
+    out.print(f"bag {m(exp.bag.name)} ({per}) on "
               f"{m(', '.join(s.name for s in exp.sites))}\n{exp.repeat} run{'s' if exp.repeat > 1 else ''} per "
               f"strategy and size, {seeds}, LIM predicting with the {exp.clock} clock"
               + (f"; run i meets the queues i × {exp.shift / 86400:g} d later" if exp.shift else ""), highlight=False)

@@ -123,14 +123,16 @@ def bag_from_json(d: dict) -> Bag:
     with ``str.format`` and comes back in today's language where it can (unchanged where it
     cannot: :func:`load_live_run` refuses to run it)."""
     from resel.command_template import from_format
-    from resel.domain import Profile
+    from resel.domain import Profile, TaskSpec
 
     def today(command: str) -> str:
         return (from_format(command, d["name"]) or command) if LEGACY_ESCAPE in command else command
     return Bag(d["name"], today(d["command"]), d["count"], d["cores_per_task"], Profile(**d["profile"]),
                d.get("isa", "x86"), d.get("source", "<store>"), d.get("perf_every", 0),
                tuple((str(site), today(str(cmd))) for site, cmd in d.get("site_commands") or ()),
-               data_from_json(d.get("data")))
+               data_from_json(d.get("data")),
+               tuple(TaskSpec(**{k: v for k, v in t.items() if k in TaskSpec.__dataclass_fields__})
+                     for t in d.get("tasks") or ()), d.get("order", "auto"))
 
 
 def data_from_json(d: dict | None):

@@ -28,6 +28,13 @@ start before the site's earliest possible pilot start + S_s (the shared inputs a
 at the site's first binding, which is no earlier) and every task I_s longer; the walltime
 still counts from where the tasks start (a relaxation: it only adds completions).
 
+A bag with a task table (tasks of unequal instructions, docs/configuration.md) is bounded by
+work instead of counts: task i takes w_i times a mean task's T_x (w_i its instructions over the
+mean, Σ w_i = n), and by T the sites can have done at most the same sums without the floors —
+each slot's or pilot's time over a mean task's T_x, tasks split at will (:meth:`SiteCapacity.work`)
+— which must reach Σ w_i; and the largest task must have ended somewhere: T ≥ min over sites of
+its earliest slot + w_max × its fastest T_x. Both are necessary, so the bound stays a bound.
+
 The bound is the smallest T at which the sites together could have finished the bag's n
 tasks; a strategy's TTC is at least that T, because its schedule is one of those counted.
 What it relaxes (why it is not the exact optimum): walltimes in the per-slot count, other
@@ -77,6 +84,8 @@ class SiteCapacity:
     #: ``tx_min``'s T_x, since they hold its slot
     ready: float = -math.inf
     after: float = 0.0
+    #: the own inputs' trip inside ``tx_min`` (the same for every task, whatever its size)
+    own: float = 0.0
 
     def completions(self, T: float) -> int:
         """At most how many tasks this site finishes by T in any schedule."""
@@ -104,6 +113,43 @@ class SiteCapacity:
             if per_pilot >= per_slot:
                 return per_slot
         return min(per_slot, per_pilot)
+
+
+    def work(self, T: float) -> float:
+        """At most how much work this site does by T in any schedule, in mean tasks, tasks
+        split at will (:meth:`completions` without its floors: a bag of unequal tasks)."""
+        T -= self.after
+        ready = self.ready
+        per_slot = 0.0
+        for a, count in self.slot_times:
+            a = max(a, ready)
+            if a >= T:
+                break
+            per_slot += count * (T - a) / self.tx_min
+        if not self.draws:
+            return per_slot
+        per_pilot = 0.0
+        for w, tx in self.draws:
+            best = 0.0
+            for nodes, slots in self.sizes:
+                start = max(w * (nodes ** self.exponent if self.exponent else 1.0), ready)
+                if start >= T:
+                    if self.exponent >= 0:
+                        break
+                    continue
+                best = max(best, slots * min(T - start, self.walltime) / tx)
+            per_pilot += best
+            if per_pilot >= per_slot:
+                return per_slot
+        return min(per_slot, per_pilot)
+
+    def first_end(self, weight: float) -> float:
+        """The earliest a task of ``weight`` mean tasks can be done here: the first slot (or
+        pilot start) plus its run at the fastest T_x, plus its outputs' trip home."""
+        starts = [max(a, self.ready) for a, _ in self.slot_times]
+        starts += [max(w * (nodes ** self.exponent if self.exponent else 1.0), self.ready)
+                   for w, _ in self.draws for nodes, _ in self.sizes]
+        return (min(starts) if starts else math.inf) + weight * (self.tx_min - self.own) + self.own + self.after
 
 
 @dataclass(frozen=True)
@@ -213,6 +259,8 @@ def site_capacity(site: Site, bag: Bag, seed: int, draws: int, running_ends: lis
             have = now_have
         if probe is not None:   # the queue's own backlog counted too: what a pilot really waits behind
             shortest = min(txs) - own    # no pilot that runs a task asks for less time than one task takes
+            if bag.weights is not None:  # (a task table: than its smallest task takes)
+                shortest *= min(bag.weights)
             per = 1 if per_task else slots
             starts = [(k, probe(k * cpt, shortest)) for k in probe_sizes(per)]
             probed = [(at, n * (max_pilots if not per_task else 1)) for at, n in probe_slots(starts)]
@@ -221,7 +269,7 @@ def site_capacity(site: Site, bag: Bag, seed: int, draws: int, running_ends: lis
             times = _cap_steps(times, [(at, min(n, limit)) for at, n in probed])
         ready = min((a for a, _ in times), default=0.0) + data.shared_in if data is not None else -math.inf
         return SiteCapacity(site.name, slots, max_pilots, site.pilot.walltime, (), ((1, slots),), 0.0,
-                            tuple(times), tx_min, ready, after)
+                            tuple(times), tx_min, ready, after, own)
     waits = [max(0.0, truth.wait()) for _ in range(m)]
     per_node = truth.per_node if site.wait is not None else 1
     exponent = truth.exponent
@@ -249,7 +297,7 @@ def site_capacity(site: Site, bag: Bag, seed: int, draws: int, running_ends: lis
                     default=0.0)
         ready = min([first, *(a for a, _ in times)]) + data.shared_in
     return SiteCapacity(site.name, slots, max_pilots, site.pilot.walltime, tuple(zip(waits, txs)), tuple(sizes),
-                        exponent, tuple(times), tx_min, ready, after)
+                        exponent, tuple(times), tx_min, ready, after, own)
 
 
 def _running_at_arrival(sites: list[Site]) -> tuple[dict[int, list[tuple[float, int]]], dict[int, Any]]:
@@ -303,6 +351,14 @@ def oracle_bound(bag: Bag, sites: list[Site], seed: int, submissions: int | Mapp
             if done >= n:
                 return True
         return False
+
+    weights = bag.weights
+    if weights is not None:   # a task table: work, and the largest task's earliest end
+        total, largest = math.fsum(weights), max(weights)
+        floor = min(c.first_end(largest) for c in caps)
+
+        def enough(T: float) -> bool:   # noqa: F811 (the unequal bag's test)
+            return T >= floor and math.fsum(c.work(T) for c in caps) >= total * (1 - 1e-12)
 
     lo, hi = 0.0, 1.0
     while not enough(hi):

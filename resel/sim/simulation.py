@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass, field
+from typing import Callable
 
 from resel.sim.estimates import menu_estimates, start_estimates
 from resel.sim.queuesite import warm_queues
@@ -260,6 +261,8 @@ class Simulation:
         self.truths = [SiteTruth(s, seed) for s in self.sites]
         self._index = {s.name: i for i, s in enumerate(self.sites)}
         self._instructions = bag.profile.instructions
+        #: a task table's weights (a task's true T_x on a pilot is the pilot's times its weight)
+        self._weights = bag.weights
         self.env = env = Environment()
         self.pilots: list[SimPilot] = []
         self._live_attempt: dict[int, int] = {}
@@ -319,7 +322,8 @@ class Simulation:
         """Metrics, audit and record of the run so far."""
         names = [s.name for s in self.sites]
         metrics = workload_metrics(self.engine.tasks, names, self.bag.cores_per_task)
-        audit = (audit_reselection(self.decisions, self.pilots, self.truths, self.engine, self._instructions,
+        audit = (audit_reselection(self.decisions, self.pilots, self.truths, self.engine,
+                                   self._instructions if self._weights is None else self.bag.instructions_of,
                                    self.data)
                  if self.record else ReselAudit())
         return SimResult(self.bag, list(self.sites), self.strategy.name, self.seed, self.clock, metrics, audit,
@@ -346,10 +350,11 @@ class Simulation:
                 truth = self.truths[pilot.site]
                 # it executes once its inputs are there (a bag that moves data), else at once
                 begin = now if self.data is None else self.data.stage(act.task, pilot.site, now)
+                tx = pilot.tx if self._weights is None else pilot.tx * self._weights[act.task]
                 if truth.fail and truth.draws_failure():   # ends non-zero, at fail_after at most
-                    schedule(begin + min(truth.fail_after, pilot.tx), TASK_END, task_end, (act.task, act.attempt, True))
+                    schedule(begin + min(truth.fail_after, tx), TASK_END, task_end, (act.task, act.attempt, True))
                 else:
-                    schedule(begin + pilot.tx, TASK_END, task_end, (act.task, act.attempt))
+                    schedule(begin + tx, TASK_END, task_end, (act.task, act.attempt))
                 if record:
                     self.log.append((now, "DispatchTask", act))
                 continue
@@ -460,7 +465,8 @@ class Simulation:
 
 
 def audit_reselection(decisions: list[Decision], pilots: list[SimPilot], truths: list[SiteTruth],
-                      engine: Engine, instructions: float, data: _DataTruth | None = None) -> ReselAudit:
+                      engine: Engine, instructions: float | Callable[[int], float],
+                      data: _DataTruth | None = None) -> ReselAudit:
     """Judge each task's first re-selection against the oracle RESEL.
 
     The oracle knows what the engine could not: when the origin r would have been acquired
@@ -471,6 +477,8 @@ def audit_reselection(decisions: list[Decision], pilots: list[SimPilot], truths:
     With ``data`` (a bag that moves data) the true times are T_x' = T_x + D, D as the run's
     transfers make it for a task bound to r at a_r and to r' at a_r' — the quantity the
     engine's T̂x' predicts (the decision records carry T̂x'), so RESEL stays argmin(a + T_x').
+
+    ``instructions``: every task's, or (a task table) a function of the task's index.
     """
     audit = ReselAudit()
     site_index = {s.name: i for i, s in enumerate(engine.sites)}
@@ -492,8 +500,9 @@ def audit_reselection(decisions: list[Decision], pilots: list[SimPilot], truths:
         task = engine.tasks[d.task]
         attempt = next(a for a in task.attempts if a.site == r2 and a.start == d.time)
         alt_pilot = pilots[attempt.pilot]
-        tx_r = instructions * truths[r].kappa / origin_pilot.speed
-        tx_r2 = instructions * truths[r2].kappa / alt_pilot.speed
+        instr = instructions(d.task) if callable(instructions) else instructions
+        tx_r = instr * truths[r].kappa / origin_pilot.speed
+        tx_r2 = instr * truths[r2].kappa / alt_pilot.speed
         if data is not None:
             tx_r += data.seconds_at(r, origin_pilot.start)
             tx_r2 += data.seconds_at(r2, d.a_r2)
