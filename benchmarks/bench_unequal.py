@@ -75,7 +75,7 @@ per_size = {PER_STEP:g}
 def one(job: tuple) -> dict:
     """One (set, size, seed): every strategy in both orders, and the oracle."""
     from eval_peers import _sites
-    from resel.backends.simulated.simulation import simulate
+    from resel.sim.simulation import simulate
     from resel.config import load_bag
     from resel.sim.oracle import oracle_bound
     set_name, size, seed, rep, shift_days, strategies, mix = job

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import resel
 from conftest import make_site
-from resel.backends.simulated.simulation import simulate
+from resel.sim.simulation import simulate
 from resel.config import check_site_commands, load_bag
 from resel.domain import Bag, Profile, TaskSpec
 from resel.engine import Engine
