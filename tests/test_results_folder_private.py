@@ -148,3 +148,48 @@ def test_an_output_name_from_a_damaged_store_stays_inside(tmp_path):
     code, doc = _fetch(db, run_id)
     assert code == 1
     assert not (tmp_path / "escaped").exists() and not (results / "escaped").exists()
+
+
+def _data_bag(tmp_path: Path):
+    bag = tmp_path / "data-bag.toml"
+    bag.write_text('[bag]\nname="t"\ncommand="true"\ncount=2\noutputs=["out.txt"]\n[bag.profile]\ninstructions=1e9\n')
+    return load_bag(bag)
+
+
+def test_the_results_folder_of_run_is_made_private_and_a_shared_sticky_one_is_fine(tmp_path):
+    from resel.cli.live import _results_root
+    bag = _data_bag(tmp_path)
+    assert _results_root(bag, tmp_path / "mine") == str(tmp_path / "mine")
+    assert (os.stat(tmp_path / "mine").st_mode & 0o777) == 0o700
+    sticky = tmp_path / "sticky"
+    sticky.mkdir()
+    os.chmod(sticky, 0o1777)
+    assert _results_root(bag, sticky) == str(sticky)
+
+
+def test_a_results_folder_anyone_may_rename_in_is_refused(tmp_path):
+    from resel.cli.live import _results_root
+    from resel.errors import ReselError
+    open_ = tmp_path / "open"
+    open_.mkdir()
+    os.chmod(open_, 0o777)
+    with pytest.raises(ReselError, match="no sticky bit"):
+        _results_root(_data_bag(tmp_path), open_)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make files of another user")
+def test_another_users_results_folder_or_link_is_refused(tmp_path, monkeypatch):
+    from resel.cli.live import _results_root
+    from resel.errors import ReselError
+    bag = _data_bag(tmp_path)
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    os.chown(theirs, 65534, 65534)
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "mine")
+    os.lchown(link, 65534, 65534)
+    monkeypatch.setattr(os, "geteuid", lambda: 4242)     # root trusts everything: act as a user
+    with pytest.raises(ReselError, match="belongs to"):
+        _results_root(bag, theirs)
+    with pytest.raises(ReselError, match="symbolic link owned by"):
+        _results_root(bag, link)
