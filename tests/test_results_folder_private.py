@@ -193,3 +193,14 @@ def test_another_users_results_folder_or_link_is_refused(tmp_path, monkeypatch):
         _results_root(bag, theirs)
     with pytest.raises(ReselError, match="symbolic link owned by"):
         _results_root(bag, link)
+
+
+def test_a_results_folder_below_one_anyone_may_rename_in_is_refused(tmp_path):
+    from resel.cli.live import _results_root
+    from resel.errors import ReselError
+    open_ = tmp_path / "open"
+    open_.mkdir()
+    os.chmod(open_, 0o777)
+    with pytest.raises(ReselError, match="a folder above the results folder"):
+        _results_root(_data_bag(tmp_path), open_ / "sub")
+    assert not (open_ / "sub").exists()       # refused before anything is made in it

@@ -260,6 +260,16 @@ def _results_root(bag, given: Path | None) -> str | None:
             raise ReselError(f"the results folder {asked}: {prefix} is a symbolic link owned by {who(st.st_uid)}, "
                              "who can point it anywhere; give the real folder with --results DIR")
     root = asked.resolve()
+    for above in root.parents:            # as for a workdir: nobody may rename a folder on the way (checked
+                                          # before anything is made in it)
+        try:
+            st = os.stat(above)
+        except OSError:
+            continue                      # made below, 0700
+        if st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
+            raise ReselError(f"{above}, a folder above the results folder {root}, is writable by every user and has "
+                             f"no sticky bit (mode {stat.S_IMODE(st.st_mode):04o}): anyone could rename the results "
+                             "folder and put theirs in its place; give another with --results DIR")
     try:
         root.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as exc:
