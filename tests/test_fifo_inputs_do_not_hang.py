@@ -60,3 +60,12 @@ def test_a_pipe_with_a_writer_is_still_read():
         assert r.exit_code == 0, r.output
     finally:
         os.close(read)
+
+
+@pytest.mark.parametrize("name", ["", "a\nb", "\x1b[31m"])
+def test_history_import_refuses_a_site_name_no_sites_file_can_give(tmp_path, name):
+    """(issue 24's review) `--site ""` stored 29 waits under an empty name and exited 0."""
+    trace = tmp_path / "t.swf"
+    trace.write_text("; MaxProcs: 4\n1 0 5 100 1 -1 -1 1 200 -1 1 1 1 -1 1 -1 -1 -1\n")
+    r = CliRunner().invoke(cli, ["history", "import", "--site", name, "--swf", str(trace), "--db", str(tmp_path / "h.db")])
+    assert r.exit_code == 2 and "--site" in r.output
