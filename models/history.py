@@ -33,6 +33,7 @@ import json
 import math
 import os
 import re
+import stat
 import statistics
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
@@ -222,8 +223,12 @@ def records_from_sacct_file(path: str | os.PathLike[str], site: str, *, fields: 
         InputError: the file is missing, or is none of those, naming the file and the problem.
     """
     p = os.fspath(path)
+    from resel.config import open_nonblocking
     try:
-        text = Path(p).read_text(encoding="utf-8", errors="replace")
+        with open_nonblocking(p) as f:     # a FIFO no one writes to hung the command
+            if stat.S_ISCHR(os.fstat(f.fileno()).st_mode) or stat.S_ISBLK(os.fstat(f.fileno()).st_mode):
+                raise InputError(p, None, "is a device", "a file of saved sacct output")   # /dev/zero never ends
+            text = f.read().decode("utf-8", errors="replace")
     except FileNotFoundError:
         raise InputError(p, None, "file not found") from None
     except OSError as exc:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import os
 import re
 import tomllib
 from dataclasses import dataclass
@@ -345,6 +346,22 @@ class _Reader:
         return dist, extras
 
 
+def open_nonblocking(path: str | Path):
+    """``open(path, "rb")`` that does not wait for a writer: a FIFO nobody writes to opened the
+    plain way blocked the command for ever (the review's harness: `resel sites show --sites FIFO`
+    hung); opened ``O_NONBLOCK`` it reads as empty. A pipe with a writer (``<(…)``) is read as
+    before: blocking is turned back on once it is open."""
+    import fcntl
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+        fcntl.fcntl(fd, fcntl.F_SETFL, flags & ~os.O_NONBLOCK)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def read_text(path: Path, limit: int, what: str) -> str:
     """The UTF-8 text of ``path`` (a byte-order mark is dropped), at most ``limit`` bytes.
 
@@ -355,7 +372,7 @@ def read_text(path: Path, limit: int, what: str) -> str:
         InputError: missing, unreadable, too large, or not UTF-8.
     """
     try:
-        with open(path, "rb") as f:
+        with open_nonblocking(path) as f:
             raw = f.read(limit + 1)
     except FileNotFoundError:
         raise InputError(str(path), None, "file not found") from None

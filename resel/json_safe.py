@@ -14,11 +14,14 @@ from typing import Any
 
 def clean(value: Any) -> Any:
     """JSON-safe: NaN/inf become None, dataclasses become dicts, enum members their values
-    (sqlite_utils cannot type a column from an enum; a string enum's value is what it stores)."""
+    (sqlite_utils cannot type a column from an enum; a string enum's value is what it stores),
+    bytes (a blob in a damaged store) their UTF-8 text, undecodable bytes replaced."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, Enum):
         return value.value
+    if isinstance(value, (bytes, bytearray, memoryview)):   # a blob where a damaged store has text
+        return bytes(value).decode("utf-8", "replace")
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: clean(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, dict):

@@ -199,8 +199,8 @@ def create(path: str | os.PathLike[str], mode: str = "w", *, parents: bool = Fal
     ``parents``, missing folders are made (0700). ``option`` names it in errors (``--html``).
 
     Raises:
-        ReselError: ``path`` is a symbolic link, its folder a link of another user's, or the file
-            cannot be created.
+        ReselError: ``path`` is a symbolic link, a folder, a device, pipe or socket, its folder a
+            link of another user's, or the file cannot be created.
     """
     target = Path(path)
     try:
@@ -216,6 +216,10 @@ def create(path: str | os.PathLike[str], mode: str = "w", *, parents: bool = Fal
                          "remove it or give another path")
     if st is not None and stat.S_ISDIR(st.st_mode):
         raise ReselError(f"{option} {target} is a folder; give a file name")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        # the rename would replace it: /dev/full (or a FIFO another program reads) became a file
+        raise ReselError(f"{option} {target} is a device, pipe or socket, not a file: resel writes a new file and "
+                         "renames it over the target, which would replace it; give a file name")
     folder = target.parent
     if parents:
         private_dir(folder, option)

@@ -14,6 +14,7 @@ writer's connection answer the same ``query``), so ``resel runs`` stays fast to 
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -45,7 +46,10 @@ def moment(text: str, *, now: _dt.datetime | None = None) -> str:
     now = now or _dt.datetime.now(_dt.timezone.utc)
     age = _AGE.fullmatch(text)
     if age:
-        when = now - _dt.timedelta(seconds=float(age.group(1)) * _AGE_SECONDS[age.group(2).lower()])
+        try:
+            when = now - _dt.timedelta(seconds=float(age.group(1)) * _AGE_SECONDS[age.group(2).lower()])
+        except OverflowError:    # older than the calendar (99999999999w): before any run
+            when = _dt.datetime.min.replace(tzinfo=_dt.timezone.utc)
     else:
         try:
             when = _dt.datetime.fromisoformat(text.strip())
@@ -55,6 +59,10 @@ def moment(text: str, *, now: _dt.datetime | None = None) -> str:
         if when.tzinfo is None:
             when = when.replace(tzinfo=_dt.timezone.utc)
     return when.astimezone(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+#: the largest id SQLite can store (a signed 64-bit integer)
+MAX_ID = 2 ** 63 - 1
 
 
 def run_ids(text: str) -> list[int]:
@@ -69,9 +77,12 @@ def run_ids(text: str) -> list[int]:
         if not (low.isdigit() and (not dash or high.isdigit())) or (dash and int(high) < int(low)):
             raise ReselError(f"{text!r}: {part!r} is not a run id or a range of them",
                              hint="give run ids such as 3, 3,7 or 3-9 (`resel runs` lists them)")
-        ids += range(int(low), int(high) + 1) if dash else [int(low)]
-        if len(ids) > 1_000_000:
+        if max(int(low), int(high or 0)) > MAX_ID:
+            raise ReselError(f"{text!r}: {part!r} is beyond any run id (at most {MAX_ID:,})",
+                             hint="`resel runs` lists the stored runs and their ids")
+        if len(ids) + (int(high) - int(low) + 1 if dash else 1) > 1_000_000:   # before the list is made: 1-1e9
             raise ReselError(f"{text!r} names more than a million runs", hint="use --older-than or --experiment")
+        ids += range(int(low), int(high) + 1) if dash else [int(low)]
     return ids
 
 
@@ -94,8 +105,9 @@ def where(*, kind: str | None = None, experiment: int | None = None, since: str 
         params.append(before)
     if ids is not None:
         ids = sorted(set(ids))
-        clauses.append(f"id in ({', '.join('?' * len(ids))})" if ids else "0")
-        params += ids
+        # one parameter whatever the count (a million ids as as many `?` is more than SQLite takes)
+        clauses.append("id in (select value from json_each(?))")
+        params.append(json.dumps(ids))
     return (" and ".join(clauses) or "1"), params
 
 

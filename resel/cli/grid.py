@@ -86,6 +86,7 @@ def grid_cmd(traces: tuple[Path, ...], clusters: list[Cluster], dispatch: str, r
           --dry-run --first 2000
     """
     from resel.cli.common import err, out
+    from resel.errors import ReselError
     from resel.cli.common import fail_cleanly as _fail_cleanly, print_json as _print_json
 
     @_fail_cleanly
@@ -98,6 +99,10 @@ def grid_cmd(traces: tuple[Path, ...], clusters: list[Cluster], dispatch: str, r
 
         with err.status("simulating…"):
             base = Grid(clusters, dispatch, None, exact_walltimes=exact).run(jobs())
+            if not base.summary()["jobs"]:     # an empty trace is no grid (it printed nan and exited 0)
+                raise ReselError(f"{', '.join(str(t) for t in traces)}: no job to dispatch (the trace has none, or "
+                                 "none a cluster can run)", hint="give an SWF trace with jobs; `resel replay TRACE` "
+                                 "shows what one holds")
             result = None
             if reallocation is not None:
                 result = Grid(clusters, dispatch, reallocation, exact_walltimes=exact, dry_run=dry_run).run(jobs())

@@ -48,8 +48,19 @@ def history_group() -> None:
     """
 
 
+def _site_name(value: str) -> str:
+    """A site's name as a sites file accepts it: the waits of ``--site ""`` (or of a name with a
+    newline) were stored under a name no sites file can give, so no plan would ever use them."""
+    from resel.config import _CONTROL
+    if not value or _CONTROL.search(value):
+        raise click.BadParameter(f"{value!r}: give the site's name as in the sites file (not empty, no control "
+                                 "characters)")
+    return value
+
+
 @history_group.command("import", context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--site", required=True, help="Site name the waits belong to (as in the sites file).")
+@click.option("--site", required=True, callback=lambda _ctx, _param, value: _site_name(value),
+              help="Site name the waits belong to (as in the sites file).")
 @click.option("--sacct", "sacct_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Saved sacct output: `sacct --json`, `sacct -P` with its header line, or a recorded "
                    "command {command, stdout}. The kind is detected from the content.")

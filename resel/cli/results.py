@@ -33,6 +33,8 @@ class Missing:
     pilot: int
     outputs: list[dict]
     why: str
+    #: the store's record of the outputs cannot be read: nothing to fetch from, only to report
+    damaged: bool = False
 
 
 def _run_row(store, run_id: int) -> dict:
@@ -81,9 +83,16 @@ def check_outputs(store, run_id: int) -> tuple[list[dict], list[Missing]]:
             continue
         if key not in home and delivered:
             continue                     # another attempt of the task delivered
+        from resel.backends.pilotsite import _outputs_problem
         try:
             outputs = json.loads(a["outputs"])
-        except ValueError:
+            problem = _outputs_problem({"outputs": outputs})
+        except ValueError as exc:
+            outputs, problem = None, str(exc)
+        if problem or not isinstance(a["pilot"], int):     # a damaged store: said, never fetched from
+            missing.append(Missing(task, a["attempt"], a["site"], a["pilot"], [],
+                                   f"its stored outputs cannot be read ({problem or 'bad pilot number'}): the store "
+                                   "is damaged", damaged=True))
             continue
         missing.append(Missing(task, a["attempt"], a["site"], a["pilot"], outputs,
                                "damaged or missing at home" if key in bad else "never fetched"))
@@ -171,6 +180,9 @@ def fetch_cmd(run_id: int, db: Path | None, as_json: bool) -> None:
     opened: dict[str, SiteData] = {}
     done, failed = [], []
     for x in missing:
+        if x.damaged:
+            failed.append({"task": x.task, "attempt": x.attempt, "site": x.site, "error": x.why})
+            continue
         dest = os.path.join(run["results"], task_folder(x.task, bag.count))
         try:
             if x.site not in opened:

@@ -102,6 +102,11 @@ def replay_cmd(trace: Path, policy: str, cores: int | None, speed: float, kill: 
                 result = replay(source, policy, site_cores, speed=speed, kill=kill, on_scheduled=on_scheduled,
                                 taus=tau_values, first=first_n, statuses=keep, schedule=schedule,
                                 on_progress=progress if show else None, trace_name=str(trace))
+            if not result.summary()["jobs"]:    # nothing replayed is no summary (it printed dashes and exited 0)
+                filters = [f for f, on in (("--first", first_n), ("--status", statuses), ("--skip-bad", skip_bad)) if on]
+                left = f" left by {', '.join(filters)}" if filters else ""
+                raise ReselError(f"{trace}: no job to replay (the trace has none{left}, or none that can run on "
+                                 f"{site_cores:,} cores)", hint="give an SWF trace with jobs, or other filters")
             if schedule is not None:
                 write_schedule(source, sink, schedule, keep)
         except BaseException:

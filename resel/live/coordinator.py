@@ -57,7 +57,7 @@ from resel.events import (
 )
 from resel.live.errors import is_transient
 from resel.live.sites import Report, SiteWorker
-from resel.live.staging import OutputsNotDelivered, ResultsDiskFull, SiteData
+from resel.live.staging import OutputsNotDelivered, ResultsDiskFull, ResultsFolderRefused, SiteData
 from resel.states import AttemptOutcome, PilotState, TaskState
 from resel.task_data import Manifest, task_folder
 from resel.metrics import task_times, workload_metrics
@@ -219,7 +219,9 @@ class Coordinator:
             if manifest is not None:
                 db["task_inputs"].insert_all(manifest.rows(run_id), batch_size=1000)
         if run_results is not None:
-            os.makedirs(run_results, mode=0o700, exist_ok=True)
+            from resel.live.staging import private_folders
+            os.makedirs(results, mode=0o700, exist_ok=True)
+            private_folders(run_results, [])      # RESULTS/RUN: ours, 0700, not a link (docs/data.md)
         coord = cls(db, run_id, bag, sites, options, run_key, t0, open_site, clock=clock, manifest=manifest,
                     results=run_results)
         coord._lease(force=True)
@@ -1197,7 +1199,7 @@ class Coordinator:
         pilot, site, outputs = self._deliveries.get((task, attempt), (None, report.site, []))
         if report.error is not None:
             exc = report.error
-            if isinstance(exc, ResultsDiskFull):
+            if isinstance(exc, (ResultsDiskFull, ResultsFolderRefused)):
                 raise exc                       # the coordinator stops; nothing is lost (docs/data.md)
             if isinstance(exc, OutputsNotDelivered) or not is_transient(exc):
                 self._deliveries.pop((task, attempt), None)

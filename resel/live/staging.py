@@ -50,6 +50,12 @@ class OutputsNotDelivered(ReselError):
     other bytes than the agent recorded. The attempt counts as failed; the task runs again."""
 
 
+class ResultsFolderRefused(ReselError):
+    """A folder outputs would be written into is not private to the user: a symbolic link,
+    another user's folder, or one others may write. Another user could point it at a folder of
+    yours (and an output would replace a file there) or take the outputs; nothing is written."""
+
+
 class ResultsDiskFull(ReselError):
     """The results folder's disk is full (or over quota): fetching stops, nothing is lost —
     the outputs stay on the site until ``--resume`` finds room."""
@@ -163,9 +169,13 @@ class SiteData:
         got: list[Fetched] = []
         todo: list[tuple[int, dict, str]] = []
         for index, out in enumerate(outputs):
-            local = os.path.join(dest, *out["name"].split("/"))
+            parts = out["name"].split("/") if isinstance(out.get("name"), str) else []
+            if not parts or any(p in ("", ".", "..") or "\\" in p or "\0" in p for p in parts):
+                raise OutputsNotDelivered(f"output {out.get('name')!r} of {key}: not a relative path inside "
+                                          "the task's folder; refused")
+            local = os.path.join(dest, *parts)
             try:
-                os.makedirs(os.path.dirname(local), mode=0o700, exist_ok=True)
+                private_folders(os.path.dirname(dest), [os.path.basename(dest), *parts[:-1]])
             except OSError as e:
                 self._refuse_full(e, dest)
                 raise
@@ -231,6 +241,50 @@ class SiteData:
         outputs the wrapper pushed to the access point)."""
         for path in self.psite.task_files(self.run_key, pilot, task_key(task, attempt), count):
             self.psite.transport.remove_tree(path)
+
+
+def private_folders(base: str, parts: list[str]) -> str:
+    """``base/parts[0]/parts[1]/…``, each folder made 0700 where missing (and ``base``'s parents,
+    the results folder the user chose), and every one of
+    them, ``base`` included, refused unless it is a directory of this user (not a link) that
+    nobody else may write — so an output renamed into the last one lands where resel chose,
+    not where a link another user planted points (docs/data.md). Returns the last folder.
+
+    Raises:
+        ResultsFolderRefused: a folder is a link, not a directory, another user's, or writable
+            by others; OSError as ``mkdir`` raises it (a full disk: the caller says so).
+    """
+    from resel.trust import who, writers
+    me = os.geteuid()
+    os.makedirs(os.path.dirname(base) or ".", mode=0o700, exist_ok=True)
+    path = base
+    for part in [None, *parts]:
+        if part is not None:
+            path = os.path.join(path, part)
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            pass
+        st = os.lstat(path)
+        if stat.S_ISLNK(st.st_mode):
+            raise ResultsFolderRefused(
+                f"the results folder {path} is a symbolic link (to {os.readlink(path)}): resel does not write "
+                "outputs through links; nothing was written: remove the link (or choose another --results folder)")
+        if not stat.S_ISDIR(st.st_mode):
+            raise ResultsFolderRefused(f"the results folder {path} is not a directory; nothing was written: "
+                                       "remove it (or choose another --results folder)")
+        if st.st_uid != me:
+            raise ResultsFolderRefused(
+                f"the results folder {path} belongs to {who(st.st_uid)}, not to you: they could take or "
+                "replace the outputs; nothing was written: choose a --results folder of your own (resel makes "
+                "its folders 0700), or remove it if it is a leftover")
+        others = writers(st.st_mode)
+        if others:
+            raise ResultsFolderRefused(
+                f"the results folder {path} is writable by {others} (mode {stat.S_IMODE(st.st_mode):04o}): "
+                f"they could put a link in it and have an output replace a file of yours; run "
+                f"`chmod go-w {path}` (or choose another --results folder)")
+    return path
 
 
 def _drop_leftovers(path: str) -> None:

@@ -97,11 +97,21 @@ def load_live_run(db: Database | StoreReader, run_id: int, *, to_run: bool = Fal
     run = rows[0]
     if run["mode"] != "live":
         raise ReselError(f"run {run_id} is a {run['mode']} run, not a live one: use `resel report {run_id}`")
-    options = json.loads(run["options"])
-    options.setdefault("prefetch", 0)   # stored before hand-ahead existed: replay as it ran
-    options.setdefault("walltime", "off")      # stored before the walltime rules: replay as it ran
-    options.setdefault("quarantine", False)    # stored before the black-hole rule
-    bag = bag_from_json(json.loads(run["bag_spec"]))
+    what = "options"
+    try:
+        options = json.loads(run["options"])
+        options.setdefault("prefetch", 0)   # stored before hand-ahead existed: replay as it ran
+        options.setdefault("walltime", "off")      # stored before the walltime rules: replay as it ran
+        options.setdefault("quarantine", False)    # stored before the black-hole rule
+        what = "bag"
+        bag = bag_from_json(json.loads(run["bag_spec"]))
+        what = "sites"
+        sites = sites_from_json(json.loads(run["sites"]))
+        what = "options"
+        live_options = LiveOptions(**options)
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:    # a damaged store: said, never a traceback
+        raise ReselError(f"run {run_id}'s stored {what} cannot be read ({type(exc).__name__}: {exc}): the store is "
+                         "damaged", hint="`resel report RUN` shows what can still be read; nothing was acted on") from None
     if to_run:
         for command in (bag.command, *(cmd for _site, cmd in bag.site_commands)):
             if LEGACY_ESCAPE in command:
@@ -110,7 +120,7 @@ def load_live_run(db: Database | StoreReader, run_id: int, *, to_run: bool = Fal
                     "str.format ('{{' for a brace); it has no equivalent in today's language (docs/configuration.md"
                     f"#command), so its remaining tasks cannot run what its first ones ran: `resel cancel {run_id}`, "
                     "then run the bag again with the command written for this resel")
-    return run, bag, sites_from_json(json.loads(run["sites"])), LiveOptions(**options)
+    return run, bag, sites, live_options
 
 
 #: what only a command stored by a resel that filled commands with str.format holds (today's

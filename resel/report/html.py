@@ -333,6 +333,12 @@ def html_report(db: Database, run_id: int) -> str:
     parts.append("<h2>Decisions that moved tasks</h2>")
     predictions = figures.get("predictions", (None, {}))[1]
     parts.append(_decisions(db, run_id, predictions if "per_site" in predictions else None))
-    parts.append("<h2>Configuration</h2>" + _configuration(run))
+    try:
+        configuration = _configuration(run)
+    except (TypeError, AttributeError, ValueError, KeyError):   # a damaged store: its raw JSON, no tables
+        raw = {k: run.get(k) for k in ("bag_spec", "sites", "options") if run.get(k) is not None}
+        configuration = ("<p>The stored configuration cannot be read as a bag and sites (the store is "
+                         "damaged); as it is stored:</p><pre>" + _e(json.dumps(raw, indent=2, default=str)) + "</pre>")
+    parts.append("<h2>Configuration</h2>" + configuration)
     parts.append("</body></html>")
     return "\n".join(parts)

@@ -72,7 +72,10 @@ def load_run(db: Database, run_id: int) -> dict:
 
 def site_names(run: dict) -> list[str]:
     """The run's sites in configuration order (the lanes of the Gantt chart)."""
-    return [s["name"] for s in (run.get("sites") or [])]
+    sites = run.get("sites")
+    if not isinstance(sites, list):      # a damaged store: no lanes rather than a crash
+        return []
+    return [str(s["name"]) for s in sites if isinstance(s, dict) and s.get("name") is not None]
 
 
 def _is_live(run: dict) -> bool:

@@ -26,6 +26,7 @@ import itertools
 import math
 import os
 import re
+import stat
 from dataclasses import dataclass, field, replace
 from json import loads as _json_loads
 from typing import BinaryIO, Callable, Collection, Iterable, Iterator, Mapping, TextIO
@@ -405,6 +406,8 @@ def _open(path: str) -> BinaryIO:
     with its line).
     """
     try:
+        if stat.S_ISFIFO(os.stat(path).st_mode):     # opened twice below, which a pipe cannot be (and
+            raise InputError(path, None, "is a pipe", "an SWF trace file")   # one no one writes to hung)
         with open(path, "rb") as f:
             head = f.read(6)
         for magic, module in _COMPRESSED:
