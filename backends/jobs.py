@@ -188,7 +188,9 @@ class JobInfo:
 BATCH_POLICIES = ("fcfs", "easy", "easy-sjbf", "conservative")
 
 
-def _finite(value: float, what: str) -> float:
+def finite_number(value: float, what: str) -> float:
+    """``value`` as a float if it is a finite number (not a bool), else a ModelError naming ``what``:
+    a snapshot's or a twin's numbers come from scheduler replies and stores resel did not write."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ModelError(f"{what} must be a finite number, not {value!r}")
     return float(value)
@@ -215,12 +217,12 @@ class SnapJob:
     def __post_init__(self) -> None:
         if isinstance(self.cores, bool) or not isinstance(self.cores, int):
             raise ModelError(f"job {self.job_id!r}: cores must be a whole number, not {self.cores!r}")
-        if self.time_limit is not None and _finite(self.time_limit, f"job {self.job_id!r}: time limit") <= 0:
+        if self.time_limit is not None and finite_number(self.time_limit, f"job {self.job_id!r}: time limit") <= 0:
             raise ModelError(f"job {self.job_id!r}: time limit must be positive, not {self.time_limit!r}")
-        if _finite(self.elapsed, f"job {self.job_id!r}: elapsed") < 0:
+        if finite_number(self.elapsed, f"job {self.job_id!r}: elapsed") < 0:
             raise ModelError(f"job {self.job_id!r}: elapsed must not be negative, not {self.elapsed!r}")
         if self.reserved is not None:
-            _finite(self.reserved, f"job {self.job_id!r}: reserved start")
+            finite_number(self.reserved, f"job {self.job_id!r}: reserved start")
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,12 +250,12 @@ class QueueSnapshot:
     cycle_period: float | None = None
 
     def __post_init__(self) -> None:
-        _finite(self.taken_at, "snapshot time")
+        finite_number(self.taken_at, "snapshot time")
         if isinstance(self.total_cores, bool) or not isinstance(self.total_cores, int) or self.total_cores < 1:
             raise ModelError(f"site {self.site!r}: a snapshot needs at least one core, got {self.total_cores!r}")
         if self.policy not in BATCH_POLICIES:
             raise ModelError(f"site {self.site!r}: unknown policy {self.policy!r}; one of {', '.join(BATCH_POLICIES)}")
-        if self.default_limit is not None and _finite(self.default_limit, "default limit") <= 0:
+        if self.default_limit is not None and finite_number(self.default_limit, "default limit") <= 0:
             raise ModelError(f"site {self.site!r}: default limit must be positive, not {self.default_limit!r}")
         for job in (*self.running, *self.pending):
             if not isinstance(job, SnapJob):

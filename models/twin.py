@@ -20,19 +20,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from resel.backends.jobs import QueueSnapshot, SnapJob
+from resel.backends.jobs import QueueSnapshot, SnapJob, finite_number
 from resel.errors import ModelError, ReselError
 from resel.sim.core import Environment
 from resel.sim.policies import Conservative, QJob
 from resel.sim.queue import BatchQueue
 
 __all__ = ["TwinEstimate", "twin_start"]
-
-
-def _finite(value: float, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ModelError(f"{what} must be a finite number, not {value!r}")
-    return float(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,9 +61,9 @@ def twin_start(snapshot: QueueSnapshot, cores: int, walltime: float, *,
     """
     if isinstance(cores, bool) or not isinstance(cores, int) or cores < 1:
         raise ModelError(f"pilot cores must be a positive whole number, not {cores!r}")
-    if _finite(walltime, "pilot walltime") <= 0:
+    if finite_number(walltime, "pilot walltime") <= 0:
         raise ModelError(f"pilot walltime must be positive, not {walltime!r}")
-    if _finite(runtime_ratio, "runtime ratio") <= 0:
+    if finite_number(runtime_ratio, "runtime ratio") <= 0:
         raise ModelError(f"runtime ratio must be positive, not {runtime_ratio!r}")
     if cores > snapshot.total_cores:
         raise ModelError(f"a pilot of {cores} cores can never start on {snapshot.site}: "
