@@ -31,7 +31,7 @@ EXAMPLES = REPO / "examples"
 #: bound leaves room for the SIMD kernels another CPU gets); uncalibrated LIM over by 200–360 %
 #: depending on the host's IPC and clock (208–233 % at 2.445 GHz, 290–351 % at 2.596 GHz); I(n)
 #: linear with R² ≥ 0.9999 (0.9999998 at 10–30 steps); the κ transfer 7–13 % over quick runs here,
-#: 27.7 % in one run on the CI machine (another CPU: the two builds' IPCs differ more there).
+#: 16.6 % in a quiet run here and 27.7 % in one on the CI machine (2026-11-28; docs/experiment1.md).
 DOCUMENTED = {
     "calibrated_heldout_mape": ("calibrated 1–4 % on held-out nsteps", 6.0),
     "kappa": ("κ(gmx_d/gmx) = 1.61", (1.57, 1.66)),
