@@ -1344,6 +1344,19 @@ class Coordinator:
         t = self.now()
         for v, found in self._read_pilots("last-read", by_site, wait):
             self._file_events(t, v, found)                         # the rows; the events are moot
+        # an agent stopped with its pilot writes its running attempts' results (``lost``) as it
+        # exits, which may be after the read above: read again, briefly, while an attempt of the
+        # run has no outcome yet (an agent killed outright never writes one: its row stays open)
+        deadline = time.monotonic() + min(wait, 10.0)
+        while self._open_attempts() and time.monotonic() < deadline:
+            time.sleep(0.5)
+            for v, found in self._read_pilots("last-read", by_site, wait):
+                self._file_events(self.now(), v, found)
+
+    def _open_attempts(self) -> int:
+        """How many of the run's attempts the store holds without an outcome."""
+        return next(iter(self.db.query("select count(*) as n from attempts where run_id = ? and outcome is null",
+                                       [self.run_id])))["n"]
 
     def _read_pilots(self, kind: str, by_site: dict[str, list[PilotView]], wait: float, heartbeat: bool = False
                      ) -> list[tuple[PilotView, PilotFiles]]:
