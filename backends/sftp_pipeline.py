@@ -37,6 +37,7 @@ before and after. The caller holds the session alone while a batch runs.
 from __future__ import annotations
 
 import errno
+from abc import ABC, abstractmethod
 import functools
 import hashlib
 import posixpath
@@ -128,16 +129,17 @@ class _Reply:
         self.request.reply(kind, msg)
 
 
-class _Job:
-    """One file's transfer: gives the requests it may send now, hears their replies."""
+class _Job(ABC):
+    """One file's transfer: gives the requests it may send now, hears their replies (a put, a
+    get or a remove: each subclass says what its next request is)."""
 
     loop: _Loop
     finished = False
     queued = False
 
+    @abstractmethod
     def next_request(self) -> _Request | None:
         """The next request this file wants sent, or None while it waits for replies."""
-        raise NotImplementedError
 
     def abort(self) -> None:
         """Release what is held on this machine (the connection died under the batch)."""
