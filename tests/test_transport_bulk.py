@@ -19,6 +19,7 @@ import pytest
 
 from resel.backends import sftp_pipeline
 from resel.backends.files import ContentMismatch, Moved, NotRegularFile
+from site_folders import site_folder
 from resel.backends.transport import LocalTransport, SSHTransport
 from resel.errors import TransportError
 
@@ -29,17 +30,8 @@ SIZES = [0, 1, 1000, (255 << 10) - 1, 255 << 10, (255 << 10) + 1, (3 << 20) + 17
 @pytest.fixture(params=["local", "ssh"])
 def site(request, testbed, tmp_path):
     """(transport, a folder on the site it may write in)."""
-    if request.param == "local":
-        folder = tmp_path / "site"
-        folder.mkdir()
-        yield LocalTransport(), str(folder)
-        return
-    t = SSHTransport("tb-ssh", ssh_config=testbed.ssh_config)
-    work = f"{testbed.work_b}/test-bulk-{uuid.uuid4().hex[:8]}"
-    t.makedirs(work)
-    yield t, work
-    t.run(["rm", "-rf", "--", work])
-    t.close()
+    with site_folder(request.param, testbed, tmp_path, "bulk") as found:
+        yield found
 
 
 @pytest.fixture

@@ -14,23 +14,15 @@ from pathlib import Path
 import pytest
 
 from resel.backends.files import ContentMismatch, NotRegularFile, Sink, sha256_file
+from site_folders import site_folder
 from resel.backends.transport import LocalTransport, SSHTransport
 
 
 @pytest.fixture(params=["local", "ssh"])
 def site(request, testbed, tmp_path):
     """(transport, a folder on the site it may write in)."""
-    if request.param == "local":
-        folder = tmp_path / "site"
-        folder.mkdir()
-        yield LocalTransport(), str(folder)
-        return
-    t = SSHTransport("tb-ssh", ssh_config=testbed.ssh_config)
-    work = f"{testbed.work_b}/test-files-{uuid.uuid4().hex[:8]}"
-    t.makedirs(work)
-    yield t, work
-    t.run(["rm", "-rf", "--", work])
-    t.close()
+    with site_folder(request.param, testbed, tmp_path, "files") as found:
+        yield found
 
 
 def payload(tmp_path: Path, size: int, name: str = "in.bin") -> tuple[Path, str]:
