@@ -40,6 +40,15 @@ def _read(path: Path) -> str | None:
         return None
 
 
+def _field_key(name: str) -> str:
+    """An lscpu field name without the colons and blanks that trail it ("Model name:  " -> "Model name").
+
+    Every trailing colon goes, not just the last: a field that is itself ": " must not read back as
+    ":" — the key is the name, never part of lscpu's separator.
+    """
+    return re.sub(r"[\s:]+\Z", "", name).strip()
+
+
 def parse_lscpu_json(text: str) -> dict[str, str]:
     """``lscpu -J`` -> ``{field without colon: data}``.
 
@@ -61,7 +70,7 @@ def parse_lscpu_json(text: str) -> dict[str, str]:
                 continue
             name, data = e.get("field"), e.get("data")
             if isinstance(name, str) and data is not None:
-                out.setdefault(name.strip().rstrip(":").strip(), str(data).strip())
+                out.setdefault(_field_key(name), str(data).strip())
             walk(e.get("children"))
 
     walk(doc.get("lscpu") if isinstance(doc, dict) else None)
