@@ -16,6 +16,8 @@ from typing import Callable
 
 import pytest
 
+from hypothesis import settings as _hypothesis_settings
+
 from resel.config import load_bag, load_sites
 from resel.domain import Bag, Clock, PilotPolicy, Profile, Site
 
@@ -108,6 +110,14 @@ def repo() -> Path:
 # live session holds a lease, so it never pulls the daemons from under someone else's tests.
 
 import os  # noqa: E402
+
+# Property tests draw the same examples on every run of the test command ("gate"), so that CI
+# judges the commit and not the luck of the draw: a random find in CI (stop 31's lscpu field ': ')
+# failed a commit it said nothing about. To search for new counterexamples, run with
+# RESEL_HYPOTHESIS=explore (random draws, saved in .hypothesis/); keep what it finds as @example.
+_hypothesis_settings.register_profile("gate", derandomize=True, database=None)
+_hypothesis_settings.register_profile("explore", derandomize=False)
+_hypothesis_settings.load_profile(os.environ.get("RESEL_HYPOTHESIS", "gate"))
 import subprocess  # noqa: E402
 
 import testbed as _testbed  # noqa: E402  (tests/testbed.py; tests/ is on sys.path for conftest)
