@@ -95,6 +95,8 @@ SBATCH_RESERVED: dict[str, str] = {
                 "give its SLURM_CONF in access.env)",
     "cluster": "a site is one Slurm cluster, the one resel polls (another cluster is another site: "
                "give its SLURM_CONF in access.env)",
+    "hold": "a held pilot never starts until someone releases it, so the run would wait on it for ever "
+            "(to start pilots later, use --begin)",
     "help": _PRINTS, "usage": _PRINTS, "version": _PRINTS, "autocomplete": _PRINTS,
 }
 
@@ -117,6 +119,8 @@ QSUB_RESERVED: dict[str, str] = {
     "S": "the pilot script is resel's, run by /bin/sh",
     "b": "the batch script is the pilot's, which starts the agent",
     "pe": "resel sizes pilots (Slurm's Torque qsub makes -pe shm N --cpus-per-task)",
+    "h": "a held pilot never starts until someone releases it, so the run would wait on it for ever "
+         "(to start pilots later, use -a)",
 }
 #: the options of the qsub programs written in C, read with POSIX getopt (letters grouped, a
 #: value attached, -lmem=1gb, or the next word): PBS Pro/OpenPBS's and Torque's, as their
@@ -175,6 +179,8 @@ CONDOR_RESERVED: dict[str, str] = {
     **{k: "the pilot transfers only its own inputs (a tool daemon is transferred and run beside it)"
        for k in ("tool_daemon_cmd", "tooldaemoncmd")},
     "queue": "one submission is one pilot",
+    **{k: "a held pilot never starts until someone releases it, so the run would wait on it for ever "
+          "(to start pilots later, use deferral_time)" for k in ("hold",)},
 }
 _CONDOR_KEY = re.compile(r"(\+|(?i:my)\.)?[A-Za-z_][A-Za-z0-9_.]*\Z")
 
@@ -339,11 +345,11 @@ def check_sbatch_options(options: Sequence[str]) -> list[tuple[int, str]]:
             why = (f"{o.shown!r} groups short options, one of which (-{o.name}) is --{name}, which resel sets "
                    f"itself: {SBATCH_RESERVED[name]}")
         elif o.shown.startswith("--") and not o.shown[2:].split("=", 1)[0] == name:
-            why = f"{o.shown!r} abbreviates --{name}, which resel sets itself: {SBATCH_RESERVED[name]}"
+            why = f"{o.shown!r} abbreviates --{name}, which resel does not take: {SBATCH_RESERVED[name]}"
         elif o.shown.startswith("--"):
-            why = f"{o.shown!r} sets --{name}, which resel sets itself: {SBATCH_RESERVED[name]}"
+            why = f"{o.shown!r} sets --{name}, which resel does not take: {SBATCH_RESERVED[name]}"
         else:
-            why = f"{o.shown!r} is --{name}, which resel sets itself: {SBATCH_RESERVED[name]}"
+            why = f"{o.shown!r} is --{name}, which resel does not take: {SBATCH_RESERVED[name]}"
         problems.append((o.index, why))
     return _one_each(problems + reading.problems + reading.unknown)
 
@@ -431,7 +437,7 @@ def check_qsub_options(options: Sequence[str], torque: bool = False, dialect: st
             if o.name in QSUB_RESERVED:
                 why = (f"{o.shown!r} groups options, one of which is -{o.name}" if o.grouped
                        else f"{o.shown!r} sets -{o.name}")
-                reserved.append((o.index, f"{why}, which resel sets itself: {QSUB_RESERVED[o.name]}"))
+                reserved.append((o.index, f"{why}, which resel does not take: {QSUB_RESERVED[o.name]}"))
             elif o.name in _TORQUE_ONLY:
                 reserved.append((o.index, f"{o.shown!r}: {_TORQUE_ONLY[o.name]}"))
             elif o.name == "l":
@@ -482,7 +488,7 @@ def check_condor_lines(lines: Mapping[str, str]) -> list[tuple[str, str]]:
             continue
         bare = re.sub(r"^(\+|(?i:my)\.)", "", key).lower()
         if bare in CONDOR_RESERVED:
-            problems.append((key, f"{key!r} is set by resel: {CONDOR_RESERVED[bare]}"))
+            problems.append((key, f"{key!r} is one resel does not take: {CONDOR_RESERVED[bare]}"))
             continue
         if not isinstance(value, str) or value == "":
             problems.append((key, f"the value of {key!r} must be a non-empty string"))

@@ -112,7 +112,7 @@ def test_condor_lines_resel_writes_are_refused_whatever_their_case():
     for key in ("executable", "Arguments", "+JobBatchName", "MY.Iwd", "initialdir", "transfer_input_files",
                 "batch_name", "periodic_remove", "+ProjectName", "output", "request_cpus", "queue"):
         [(got, why)] = check_condor_lines({key: "x"})
-        assert got == key and "set by resel" in why
+        assert got == key and "resel does not take" in why
     [(_, why)] = check_condor_lines({"request_memory": "1GB\nexecutable = /bin/evil"})
     assert "newline" in why
     [(_, why)] = check_condor_lines({"request memory": "1GB"})
@@ -201,7 +201,7 @@ def test_backends_refuse_reserved_options_built_in_python():
         SlurmCLI(LocalTransport(), extra_sbatch=["--output=/tmp/x"])
     with pytest.raises(SchedulerError, match="-N"):
         PBSCLI(LocalTransport(), dialect="pro", extra_qsub=["-N", "x"])
-    with pytest.raises(SchedulerError, match="set by resel"):
+    with pytest.raises(SchedulerError, match="resel does not take"):
         hc.HTCondorCLI(LocalTransport(), extra_submit={"arguments": "x"})
     with pytest.raises(SchedulerError, match="own list item"):
         hc.HTCondorCLI(LocalTransport(), setup=["a\nb"])
@@ -311,7 +311,7 @@ def test_sbatch_values_that_look_like_words_pass(options):
 
 
 @pytest.mark.parametrize("options, dialect, reason", [
-    (["-hN", "x"], "auto", "one of which is -N"),
+    (["-VN", "x"], "auto", "one of which is -N"),
     (["/tmp/evil.sh"], "pro", "would take it as the batch script"),
     (["-pe", "shm", "4"], "torque", "--cpus-per-task"),
     (["-b", "y"], "torque", "the pilot's"),
@@ -344,3 +344,20 @@ def test_torque_resources_are_joined_into_resel_s_own():
     assert argv.count("-l") == 1
     assert argv[argv.index("-l") + 1] == "nodes=1:ppn=2,walltime=00:10:00,mem=4gb,vmem=8gb"
     assert argv[-2:] == ["-m", "n"]
+
+
+@pytest.mark.parametrize("check, options", [
+    (check_sbatch_options, ["--hold"]), (check_sbatch_options, ["-H"]), (check_sbatch_options, ["-QH"]),
+    (check_sbatch_options, ["--ho"]),
+    (check_qsub_options, ["-h"]), (check_qsub_options, ["-Vh"]),
+])
+def test_a_held_pilot_is_refused(check, options):
+    """A pilot submitted on hold never starts until someone releases it: the run would wait on it
+    for ever, so hold is refused with what to use instead (sbatch --begin, qsub -a)."""
+    [(index, why)] = check(options)
+    assert index == 0 and "held pilot never starts" in why
+
+
+def test_a_held_condor_pilot_is_refused():
+    [(key, why)] = check_condor_lines({"Hold": "True"})
+    assert key == "Hold" and "held pilot never starts" in why and "deferral_time" in why
