@@ -282,9 +282,10 @@ class _Reader:
         leaf = re.sub(r"\[\d+\]", "", key_path.split(".")[-1])
         lines = self.text.splitlines()
         first, last = 0, len(lines)
-        block = re.match(r"(\w+)\[(\d+)\]", key_path)
-        if block:   # search only inside the i-th [[name]] table
-            header = re.compile(rf"^\s*\[\[\s*{re.escape(block.group(1))}\s*\]\]")
+        block = re.match(r"([\w.]+)\[(\d+)\]", key_path)
+        if block:   # search only inside the i-th [[name]] table (a dotted name too: [[bag.tasks]])
+            dotted = r"\s*\.\s*".join(re.escape(part) for part in block.group(1).split("."))
+            header = re.compile(rf"^\s*\[\[\s*{dotted}\s*\]\]")
             starts = [n for n, line in enumerate(lines) if header.match(line)]
             index = int(block.group(2))
             if index < len(starts):

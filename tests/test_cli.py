@@ -408,6 +408,20 @@ def test_sites_show_table_and_avg_clock():
     assert run_json("sites", "show", "--clock", "avg", "--json")["clock"] == "avg"
 
 
+def test_sites_show_says_a_table_bags_instructions_are_the_mean(tmp_path):
+    """A task table's T̂x column is the mean task's: the title and --json say so, with the spread."""
+    bag = tmp_path / "bag.toml"
+    bag.write_text('[bag]\nname = "t"\ncommand = "sim {task}"\n[bag.profile]\ninstructions = 1e10\n'
+                   'per_size = 1e10\n[[bag.tasks]]\nname = "a"\nsize = 1\n[[bag.tasks]]\nname = "b"\nsize = 3\n')
+    doc = run_json("sites", "show", "--bag", str(bag), "--json")
+    # I(n) = 1e10 + 1e10 n: 2e10 and 4e10, mean 3e10
+    assert doc["instructions"] == pytest.approx(3e10)
+    assert doc["instructions_of"] == {"kind": "mean of the task table", "tasks": 2, "min": 2e10, "max": 4e10}
+    result = invoke("sites", "show", "--bag", str(bag))
+    assert result.exit_code == 0 and "the mean of 2 tasks, 2e+10–4e+10 each" in result.stdout
+    assert run_json("sites", "show", "--json")["instructions_of"] == {"kind": "every task"}
+
+
 def test_sites_show_custom_file(tmp_path):
     sites = tmp_path / "two.toml"
     sites.write_text(TWO_SITES, encoding="utf-8")

@@ -122,10 +122,18 @@ def test_bad_rows_name_file_line_and_fix(tmp_path, csv, where, words):
 
 def test_bad_inline_row_names_its_line(tmp_path):
     """An inline row's error names bag.tasks[i] and its line in the bag file."""
-    body = PROFILE + '\n[[bag.tasks]]\nname = "a"\n\n[[bag.tasks]]\nname = "b"\nsize = "x"\n'
+    body = PROFILE + '\n[[bag.tasks]]\nname = "a"\n\n[[ bag . tasks ]]\nname = "b"\nsize = "x"\n'
+    path = bag_file(tmp_path, body)
     with pytest.raises(InputError) as err:
-        load_bag(bag_file(tmp_path, body))
-    assert err.value.where.startswith("bag.tasks[1] (line ") and "size 'x'" in err.value.problem
+        load_bag(path)
+    # the row's line is the line of its own name (not the bag's `name =` at the top of the file)
+    line = Path(path).read_text().splitlines().index('name = "b"') + 1
+    assert err.value.where == f"bag.tasks[1] (line {line})" and "size 'x'" in err.value.problem
+    path = bag_file(tmp_path, PROFILE + '\n[[bag.tasks]]\nname = "a"\nbogus = 1\n')
+    with pytest.raises(InputError) as err:
+        load_bag(path)
+    line = Path(path).read_text().splitlines().index('name = "a"') + 1
+    assert err.value.where == f"bag.tasks[0] (line {line})" and "unknown key 'bogus'" in err.value.problem
 
 
 def test_count_must_match_and_table_keys_need_a_table(tmp_path):

@@ -51,9 +51,11 @@ def sites_show(sites_file: Path | None, bag_file: Path | None, clock: str, as_js
              "max_pilots": s.pilot.max_pilots, "reselect_target": s.reselect_target,
              "wait": _wait_text(s), "notes": s.notes} for s in site_list]
     if as_json:
-        print_json({"bag": bag.name, "clock": clock, "sites": rows})
+        print_json({"bag": bag.name, "clock": clock, "instructions": bag.profile.instructions,
+                    "instructions_of": _instructions_of(bag), "sites": rows})
         return
-    table = Table(title=f"T̂x = κ · {bag.profile.instructions:.3g} instructions / clock ({clock})", title_justify="left")
+    table = Table(title=f"T̂x = κ · {bag.profile.instructions:.3g} instructions{_table_note(bag)} / clock ({clock})",
+                  title_justify="left")
     from resel.units import pick
     unit = pick(r["tx_pred"] for r in rows)
     for col in ("site", "cores", "base GHz", "avg GHz", "κ", m(unit.header("T̂x")), "pilots", "target",
@@ -65,6 +67,22 @@ def sites_show(sites_file: Path | None, bag_file: Path | None, clock: str, as_js
                       unit.fmt(r["tx_pred"]), m(r["pilot_mode"]), "yes" if r["reselect_target"] else "no",
                       m(r["wait"] or "—"))
     out.print(table)
+
+
+def _instructions_of(bag) -> dict:
+    """What the instructions T̂x is shown for are: every task's, or a task table's mean (a table
+    bag's tasks each have their own T̂x; the column shows the mean task's, not any one task's)."""
+    if not bag.tasks:
+        return {"kind": "every task"}
+    each = [t.instructions for t in bag.tasks]
+    return {"kind": "mean of the task table", "tasks": len(each), "min": min(each), "max": max(each)}
+
+
+def _table_note(bag) -> str:
+    of = _instructions_of(bag)
+    if of["kind"] == "every task":
+        return ""
+    return f" (the mean of {of['tasks']:,} tasks, {of['min']:.3g}–{of['max']:.3g} each)"
 
 
 def _wait_text(site) -> str | None:
