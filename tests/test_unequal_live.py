@@ -102,7 +102,7 @@ def test_a_table_bag_runs_each_task_once_with_its_own_arguments_cores_and_size(t
     db_path = tmp_path / "resel.db"
     res = subprocess.run(RESEL + ["run", str(bag), "--sites", str(sites_path), "--db", str(db_path), "--poll", "0.3",
                                   "--results", str(tmp_path / "results"), "--json", "--no-progress"],
-                         cwd=REPO, capture_output=True, text=True, timeout=180)
+                         cwd=REPO, capture_output=True, text=True, timeout=420)   # behind other sessions' pilots
     assert res.returncode == 0, res.stderr
     db = open_store(db_path)
     run = list(db.query("select * from runs order by id desc limit 1"))[0]
@@ -131,7 +131,7 @@ def test_a_table_bag_runs_each_task_once_with_its_own_arguments_cores_and_size(t
         agent = json.loads((dirs[(site, f"p{pilot}")] / "agent.json").read_text())
         cores = list(db.query("select cores from live_pilots where run_id = ? and site = ? and pilot = ?",
                               [run_id, site, pilot]))[0]["cores"]
-        assert agent["pilot"] == pilot and cores // agent["slots"] >= width, (site, cores, agent)
+        assert str(agent["pilot"]) == str(pilot) and cores // agent["slots"] >= width, (site, cores, agent)
         pilots[(site, pilot)] = agent["slots"]
     for (site, pilot), slots in pilots.items():   # never more attempts at once than slots
         mine = sorted((a["start"], a["end"]) for a in done if a["site"] == site and a["pilot"] == pilot)
@@ -144,8 +144,12 @@ def test_a_table_bag_runs_each_task_once_with_its_own_arguments_cores_and_size(t
     assigned = list(db.query("select task, origin, tx_r from decisions where run_id = ? and kind = 'assign'", [run_id]))
     assert sorted(d["task"] for d in assigned) == list(range(count))
     one = {d["task"]: d for d in assigned}
+    fitted = 0
     for origin in {d["origin"] for d in assigned}:
         there = sorted((instructions(TABLE[d["task"]]), d["tx_r"]) for d in assigned if d["origin"] == origin)
+        if there[0][0] == there[-1][0]:
+            continue   # one size there: no line to draw
+        fitted += len(there)
         (i0, t0), (i1, t1) = there[0], there[-1]
         rate = (t1 - t0) / (i1 - i0)
         data = t0 - rate * i0
@@ -155,7 +159,7 @@ def test_a_table_bag_runs_each_task_once_with_its_own_arguments_cores_and_size(t
         if origin == one[3]["origin"] == one[0]["origin"]:   # f-d (size 7) against f-a (size 1), by the table:
             ratio = (one[3]["tx_r"] - data) / (one[0]["tx_r"] - data)   # (1e9 + 7 · 5e8) / (1e9 + 1 · 5e8) = 3
             assert ratio == pytest.approx(3.0, rel=1e-9, abs=0)
-    assert {t: row[0] for t, row in enumerate(TABLE)}[3] == "f-d"
+    assert fitted >= count - 1 and TABLE[3][0] == "f-d" and TABLE[0][0] == "f-a"
 
     # largest first: each site's agents received the tasks assigned there in falling instructions
     handed: dict[str, list[tuple[float, int]]] = {}
@@ -163,8 +167,11 @@ def test_a_table_bag_runs_each_task_once_with_its_own_arguments_cores_and_size(t
         for f in pdir.glob("started/*.json"):
             rec = json.loads(f.read_text())
             handed.setdefault(site, []).append((rec["time"], rec["task"]))
+    checked = 0
     for site, got in handed.items():
         own_tasks = [t for _, t in sorted(got) if one[t]["origin"] == site]
         weights = [instructions(TABLE[t]) for t in own_tasks]
         assert weights == sorted(weights, reverse=True), (site, own_tasks)
+        checked += len(own_tasks)
+    assert checked >= count // 2, handed   # most tasks ran where they were assigned
     assert our_jobs(testbed, run_key) == []
