@@ -14,10 +14,10 @@ Site sets: ``thesis`` (the embedded sites, drawn waits), ``hpc2n-3q`` (three Set
 replaying the real HPC2N trace, examples/sites-traces-hpc.toml), ``hpc2n+pool`` (the same
 with the opportunistic pool of examples/sites-traces.toml), ``wagap`` (MetaCentrum's two
 clusters replaying wagap-2013, examples/sites-traces-wagap.toml), ``wagap+pool`` and ``hetero``
-(issue 26's heterogeneous set: one site of each kind, with their own clocks, κ, schedulers and
-waits — HPC2N's seth-b, conservative backfilling at twice the trace's rate, 240 cores, 2.7 GHz;
-wagap's zewura, EASY, 1,600 cores, 2.4 GHz; the thesis's SuperMIC, waits drawn around 800 s,
-3.6 GHz; and the opportunistic pool, one-core slots in about a minute, κ 1.22). On the trace
+(issue 26's heterogeneous set, examples/sites-hetero.toml: one site of each kind, with their own
+clocks, κ, schedulers and waits — HPC2N's seth-b, conservative backfilling at twice the trace's
+rate; wagap's zewura under EASY; the thesis's Bridges, drawn waits growing with the pilot; and
+the opportunistic pool). On the trace
 sets repetition i arrives i × ``--shift-days`` later in the traces (other queue states).
 
 Per set, size and strategy: the median over seeds of TTC / oracle (paired), the mean wasted
@@ -57,9 +57,6 @@ DEFAULT = "auto"
 OURS = [DEFAULT, "queue+reselect", "model+reselect"]
 PEERS = ["race", "race:2", "earliest", "failover", "rebroker"]
 SITE_SETS = ("thesis", "hpc2n-3q", "hpc2n+pool", "wagap", "wagap+pool", "hetero")
-#: the heterogeneous set: (sites file in examples/ or "thesis", site) — one site of each kind
-HETERO = (("sites-traces-hpc.toml", "seth-b"), ("sites-traces-wagap.toml", "zewura"), ("thesis", "bridges"),
-          ("sites-traces.toml", "osg"))
 #: a strategy name's suffix (--versus-true): that strategy given the sites' true mean rates
 TRUE = " (true rates)"
 
@@ -72,10 +69,7 @@ def site_set(name: str) -> list:
     if name == "thesis":
         return resel.default_sites()
     if name == "hetero":
-        def one(file: str, site: str):
-            sites = resel.default_sites() if file == "thesis" else resel.load_sites(ex / file)
-            return next(s for s in sites if s.name == site)
-        return [one(f, s) for f, s in HETERO]
+        return resel.load_sites(ex / "sites-hetero.toml")
     if name.startswith("hpc2n"):
         base = resel.load_sites(ex / "sites-traces-hpc.toml")
     else:
