@@ -13,8 +13,12 @@ so it bounds every one of them — counting a trace queue's backlog (the tighten
 Site sets: ``thesis`` (the embedded sites, drawn waits), ``hpc2n-3q`` (three Seth queues
 replaying the real HPC2N trace, examples/sites-traces-hpc.toml), ``hpc2n+pool`` (the same
 with the opportunistic pool of examples/sites-traces.toml), ``wagap`` (MetaCentrum's two
-clusters replaying wagap-2013, examples/sites-traces-wagap.toml) and ``wagap+pool``. On the
-trace sets repetition i arrives i × ``--shift-days`` later in the traces (other queue states).
+clusters replaying wagap-2013, examples/sites-traces-wagap.toml), ``wagap+pool`` and ``hetero``
+(issue 26's heterogeneous set, examples/sites-hetero.toml: one site of each kind, with their own
+clocks, κ, schedulers and waits — HPC2N's seth-b, conservative backfilling at twice the trace's
+rate; wagap's zewura under EASY; the thesis's Bridges, drawn waits growing with the pilot; and
+the opportunistic pool). On the trace
+sets repetition i arrives i × ``--shift-days`` later in the traces (other queue states).
 
 Per set, size and strategy: the median over seeds of TTC / oracle (paired), the mean wasted
 core-hours (thrown attempts + idle started pilots), pilot submissions and cancellations.
@@ -52,7 +56,7 @@ except ImportError:                     # install maps from probes/, models/, ba
 DEFAULT = "auto"
 OURS = [DEFAULT, "queue+reselect", "model+reselect"]
 PEERS = ["race", "race:2", "earliest", "failover", "rebroker"]
-SITE_SETS = ("thesis", "hpc2n-3q", "hpc2n+pool", "wagap", "wagap+pool")
+SITE_SETS = ("thesis", "hpc2n-3q", "hpc2n+pool", "wagap", "wagap+pool", "hetero")
 #: a strategy name's suffix (--versus-true): that strategy given the sites' true mean rates
 TRUE = " (true rates)"
 
@@ -64,6 +68,8 @@ def site_set(name: str) -> list:
     pool = [s for s in resel.load_sites(ex / "sites-traces.toml") if s.queue is None]
     if name == "thesis":
         return resel.default_sites()
+    if name == "hetero":
+        return resel.load_sites(ex / "sites-hetero.toml")
     if name.startswith("hpc2n"):
         base = resel.load_sites(ex / "sites-traces-hpc.toml")
     else:
@@ -114,7 +120,8 @@ def one_oracle(job: tuple) -> dict:
     seen = hindsight(bag, sites, seed)
     return {"ttc": oracle_bound(bag, sites, seed, submissions).ttc,
             "loose": oracle_bound(bag, sites, seed, submissions, backlog=False).ttc,
-            "differ": seen.differ, "starts_first": seen.starts_first, "finishes_first": seen.finishes_first}
+            "differ": seen.differ, "reachable": seen.reachable, "starts_first": seen.starts_first,
+            "finishes_first": seen.finishes_first}
 
 
 def _map(fn, jobs: list, workers: int, executor=None) -> list:
@@ -166,11 +173,23 @@ def evaluate(sets: list[str], sizes: list[int], repeat: int, seed: int, shift_da
                 sub = [i for i in reps if found[(st, n, i)]["differ"] == differ]
                 if not sub:
                     continue
+                near = [i for i in sub if found[(st, n, i)]["reachable"]]
                 versus.append({"sites": st, "size": n, "differ": differ, "seeds": len(sub), "best_peer": best,
+                               "reachable_seeds": len(near),
+                               "auto_vs_best_peer_reachable": statistics.median(
+                                   by[(st, n, i, DEFAULT)]["ttc"] / by[(st, n, i, best)]["ttc"] for i in near)
+                               if near else None,
                                **{f"{name}_vs_best_peer": statistics.median(by[(st, n, i, name)]["ttc"]
                                                                             / by[(st, n, i, best)]["ttc"] for i in sub)
                                   for name in OURS}})
-    return {"rows": rows, "versus": versus, "sets": sets, "sizes": sizes, "repeat": repeat, "seed": seed,
+    goals = []   # issue 26's proposed goals, per set and size: paired medians over the seeds
+    if versus_true:
+        for st in sets:
+            for n in sizes:
+                goals.append({"sites": st, "size": n, "auto_vs_true": statistics.median(
+                    by[(st, n, i, DEFAULT)]["ttc"] / by[(st, n, i, "queue+reselect" + TRUE)]["ttc"]
+                    for i in range(repeat))})
+    return {"rows": rows, "versus": versus, "goals": goals, "sets": sets, "sizes": sizes, "repeat": repeat, "seed": seed,
             "shift_days": shift_days, "runs": len(jobs), "oracles": len(oracle_jobs)}
 
 
@@ -189,6 +208,17 @@ def table(doc: dict) -> str:
         out.append(f"| {v['sites']} | {v['size']} | {'yes' if v['differ'] else 'no'} | {v['seeds']} "
                    f"| {oracle[(v['sites'], v['size'])]:.2f} | {v['best_peer']} | "
                    + " | ".join(f"{v[name + '_vs_best_peer']:.2f}" for name in OURS) + " |")
+    if doc.get("goals"):
+        near = {(v["sites"], v["size"]): v for v in doc["versus"] if v["differ"]}
+        out += ["", "| sites | tasks | auto / queue+reselect given the true rates | seeds where the first to finish is "
+                "not the first to start but is reached first | auto / best peer on those seeds |",
+                "|---|---:|---:|---:|---:|"]
+        for g in doc["goals"]:
+            v = near.get((g["sites"], g["size"]))
+            seeds = f"{v['reachable_seeds']} of {v['seeds']}" if v else "0 of 0"
+            there = v["auto_vs_best_peer_reachable"] if v else None
+            out.append(f"| {g['sites']} | {g['size']} | {g['auto_vs_true']:.2f} | {seeds} | "
+                       + ("—" if there is None else f"{there:.2f}") + " |")
     return "\n".join(out)
 
 

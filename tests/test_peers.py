@@ -201,3 +201,22 @@ def test_hindsight_names_the_site_that_starts_first_and_the_one_that_finishes_fi
     seen = hindsight(resel.default_bag().resized(8), sites, 0)
     assert seen.starts_first == "quick" and seen.finishes_first == "fast" and seen.differ
     assert seen.finish_alone["fast"] == pytest.approx(1900.0) and seen.finish_alone["quick"] == pytest.approx(3000.0)
+    # fast's first task ends at 900 + 1,000 s, before quick's at 0 + 3,000 s: reachable first
+    assert seen.first_task == pytest.approx({"fast": 1900.0, "quick": 3000.0}) and seen.reachable
+    assert seen.soonest_task == seen.first_task     # one pilot size each: the soonest is the best
+
+
+def test_hindsight_says_when_the_site_that_finishes_first_cannot_be_reached_first():
+    """fast (8 cores) waits 2,500 s and runs a task in 1,000 s: 8 tasks end at 3,500 s; quick (2
+    cores) starts at once, 3,000 s a task, 4 waves: 12,000 s. fast finishes first, but its first
+    task ends at 3,500 s, after quick's at 3,000 s: not reachable first."""
+    from resel.domain import Clock, PilotPolicy, Site, Truth, WaitModel
+    from resel.models.distributions import Dist
+    from resel.sim.oracle import hindsight
+    mk = lambda name, cores, wait, tx: Site(name, "simulated", cores, Clock(2e13 / tx / 1e9),  # noqa: E731
+                                            pilot=PilotPolicy("single"), wait=WaitModel(Dist.fixed(wait)),
+                                            truth=Truth(1.0, Dist.fixed(1.0), Dist.fixed(2e13 / tx / 1e9)))
+    seen = hindsight(resel.default_bag().resized(8), [mk("fast", 8, 2500.0, 1000.0), mk("quick", 2, 0.0, 3000.0)], 0)
+    assert seen.finish_alone == pytest.approx({"fast": 3500.0, "quick": 12000.0})
+    assert seen.first_task == seen.soonest_task == pytest.approx({"fast": 3500.0, "quick": 3000.0})
+    assert (seen.finishes_first, seen.starts_first, seen.differ, seen.reachable) == ("fast", "quick", True, False)

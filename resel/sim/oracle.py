@@ -52,7 +52,7 @@ the runs it compares, so it bounds each of them).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from resel.domain import Bag, Site
@@ -384,6 +384,11 @@ class Hindsight:
 
     first_start: dict[str, float]
     finish_alone: dict[str, float]
+    #: per site, when a first task could end there on the pilot its finish alone uses (that
+    #: pilot's start plus one task; a pool: its first slot's) — how soon choosing it pays
+    first_task: dict[str, float] = field(default_factory=dict)
+    #: per site, when a first task could end there at the soonest (its first start plus a task)
+    soonest_task: dict[str, float] = field(default_factory=dict)
 
     @property
     def starts_first(self) -> str:
@@ -399,6 +404,17 @@ class Hindsight:
         beats starting first (docs/peers.md's 20 % goal applies)."""
         return self.finishes_first != self.starts_first
 
+    @property
+    def reachable(self) -> bool:
+        """The site that finishes first ends a first task, on the pilot that makes it finish
+        first, no later than the site that starts first can end one at the soonest: a strategy
+        that sees the queues could have got there first (issue 26's proposed scope of the
+        best-peer goal). True where both are the same site."""
+        best, first = self.finishes_first, self.starts_first
+        if best == first or not self.first_task:
+            return best == first
+        return self.first_task[best] <= self.soonest_task[first]
+
 
 def hindsight(bag: Bag, sites: list[Site], seed: int) -> Hindsight:
     """Each viable site's first possible start and its finish alone with the bag (see
@@ -409,7 +425,7 @@ def hindsight(bag: Bag, sites: list[Site], seed: int) -> Hindsight:
     from resel.sim.wait_eval import clairvoyant_wait
     n, cpt = bag.count, bag.cores_per_task
     _, policies = _running_at_arrival(sites)
-    first, alone = {}, {}
+    first, alone, task, soonest = {}, {}, {}, {}
     for i in viable_sites(bag, sites):
         site = sites[i]
         truth = SiteTruth(site, seed)
@@ -427,11 +443,12 @@ def hindsight(bag: Bag, sites: list[Site], seed: int) -> Hindsight:
             waves = math.ceil(n / m)
             first[site.name] = min(w for w, _ in pilots)
             alone[site.name] = max(w + waves * t for w, t in pilots)
+            task[site.name] = soonest[site.name] = min(w + t for w, t in pilots)
             continue
         w0 = max(0.0, truth.wait())        # the site's first submission's draw (drawn waits)
         tx = bag.profile.instructions * truth.kappa / truth.draw_speed()
         per_node = truth.per_node if site.wait is not None else 1
-        best, earliest = math.inf, math.inf
+        best, earliest, best_wait = math.inf, math.inf, math.inf
         for slots in probe_sizes(min(cap, n)):
             if i in policies:
                 w = clairvoyant_wait(policies[i], 0.0, slots * cpt, tx)
@@ -439,6 +456,8 @@ def hindsight(bag: Bag, sites: list[Site], seed: int) -> Hindsight:
                 nodes = max(1, math.ceil(slots * cpt / per_node))
                 w = w0 * (nodes ** truth.exponent if truth.exponent else 1.0)
             earliest = min(earliest, w)
-            best = min(best, w + math.ceil(n / slots) * tx)
+            if w + math.ceil(n / slots) * tx < best:
+                best, best_wait = w + math.ceil(n / slots) * tx, w
         first[site.name], alone[site.name] = earliest, best
-    return Hindsight(first, alone)
+        task[site.name], soonest[site.name] = best_wait + tx, earliest + tx
+    return Hindsight(first, alone, task, soonest)

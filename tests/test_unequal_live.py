@@ -1,0 +1,177 @@
+"""A bag of unequal tasks (a task table, docs/configuration.md "Bags of unequal tasks") run by
+``resel run`` on the real testbed: tba (local Slurm, 8 CPUs) and tbb (Slurm over the testbed's
+sshd, 4 CPUs).
+
+The table: 12 tasks of two classes — ``fine`` (the bag's profile, 1 core) and ``wide`` (a class
+of its own, 2 cores) — of different sizes, each with its own arguments and its own input file.
+Every task writes what it received (its name, size and arguments as the command filled them in,
+the sha256 of the input it found, the CPUs it may use) into an output that comes home. Every
+expected value is computed here from the table the test wrote; what happened is read from the
+agents' own files on the sites, the store and the results folder:
+
+- every task ran exactly once, with its own name, size, arguments and input;
+- a 2-core task ran in a slot of at least 2 cores (its pilot's cores over the agent's slots,
+  from agent.json) — and, since a pilot's slot is as wide as the widest task, so did every
+  1-core task (no pilot ran more attempts at once than its cores / 2);
+- each task's T̂x in its assignment decision is its site's rate times the task's own
+  instructions, I = instructions + per_size · size of its class (the ratios the table says);
+- ``order = "auto"`` (no per-task pool here): each site's agent received the tasks assigned
+  there largest first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from live_helpers import REPO, cancel_leftovers, done_results, our_jobs, sites_toml
+from resel import task_data
+from resel.store import open_store
+
+RESEL = [sys.executable, "-m", "resel.cli"]
+
+
+@pytest.fixture(autouse=True)
+def _no_pilot_left_behind(testbed, tmp_path):
+    yield
+    cancel_leftovers(testbed, tmp_path)
+
+
+#: the classes' laws: instructions at size 0, and per unit of size
+CLASSES = {"fine": (1e9, 5e8), "wide": (2e9, 1e9)}
+#: (name, size, cores, args, class): sizes all different, so the largest-first order is one order
+TABLE = [
+    ("f-a", 1, 1, "--mode=a", "fine"), ("f-b", 5, 1, "--mode=b -v", "fine"), ("f-c", 3, 1, "", "fine"),
+    ("f-d", 7, 1, "--mode=d", "fine"), ("f-e", 2, 1, "-x 1", "fine"), ("f-f", 6, 1, "--mode=f", "fine"),
+    ("f-g", 4, 1, "--mode=g", "fine"),
+    ("w-a", 1.5, 2, "--threads=2", "wide"), ("w-b", 3.5, 2, "--threads=2 -v", "wide"),
+    ("w-c", 2.5, 2, "", "wide"), ("w-d", 0.5, 2, "--threads=2 -q", "wide"), ("w-e", 4.5, 2, "--threads=2", "wide"),
+]
+#: seconds a task runs per instruction: its own input's first line says how long it sleeps, I / 2e9 —
+#: what LIM predicts on tba (clock 2.0) — so run times follow the table, as the rates learned say
+SECONDS_PER_INSTRUCTION = 1 / 2e9
+#: what each task writes: its fields as the command received them, its input's sha256, the CPUs
+#: it may use; then it runs (sleeps) as long as its input says
+COMMAND = ("printf 'task=%s\\nsize=%s\\nargs=%s\\n' {task} {size} '{args}' > got.txt; "
+           "echo \"input=$(sha256sum in.dat | cut -c1-64)\" >> got.txt; "
+           "echo \"cpus=$(nproc)\" >> got.txt; sleep \"$(head -n 1 in.dat)\"")
+
+
+def instructions(row: tuple) -> float:
+    base, per_size = CLASSES[row[4]]
+    return base + per_size * row[1]
+
+
+def write_bag(root: Path) -> tuple[Path, dict[str, bytes]]:
+    """The bag file, its tasks.csv and one input file per task (its run time on the first line,
+    then random bytes: each its own)."""
+    (root / "in").mkdir(parents=True, exist_ok=True)
+    own = {row[0]: f"{instructions(row) * SECONDS_PER_INSTRUCTION:.3f}\n".encode() + os.urandom(1000 + i)
+           for i, row in enumerate(TABLE)}
+    for name, data in own.items():
+        (root / "in" / f"{name}.dat").write_bytes(data)
+    lines = ["name,size,cores,args,class"]
+    for name, size, cores, args, cls in TABLE:
+        lines.append(f"{name},{size:g},{cores},{args},{'' if cls == 'fine' else cls}")
+    (root / "tasks.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    fine, wide = CLASSES["fine"], CLASSES["wide"]
+    bag = root / "bag.toml"
+    bag.write_text(f'[bag]\nname = "unequal"\ncommand = {json.dumps(COMMAND)}\ntasks = "tasks.csv"\n'
+                   'order = "auto"\ninputs = [{ path = "in/{task}.dat", as = "in.dat" }]\noutputs = ["got.txt"]\n\n'
+                   f'[bag.profile]\ninstructions = {fine[0]:g}\nper_size = {fine[1]:g}\n\n'
+                   f'[bag.classes.wide]\ninstructions = {wide[0]:g}\nper_size = {wide[1]:g}\n', encoding="utf-8")
+    return bag, own
+
+
+def pilot_dirs(tb, run_key: str) -> list[tuple[str, Path]]:
+    return [(site, p) for site, root in (("tba", tb.work_a), ("tbb", tb.work_b))
+            for p in sorted(Path(root, run_key).glob("p*")) if p.is_dir()]
+
+
+def test_a_table_bag_runs_each_task_once_with_its_own_arguments_cores_and_size(tmp_path, testbed):
+    bag, own = write_bag(tmp_path)
+    count = len(TABLE)
+    sites_path = tmp_path / "sites.toml"
+    sites_path.write_text(sites_toml(testbed), encoding="utf-8")
+    db_path = tmp_path / "resel.db"
+    res = subprocess.run(RESEL + ["run", str(bag), "--sites", str(sites_path), "--db", str(db_path), "--poll", "0.3",
+                                  "--results", str(tmp_path / "results"), "--json", "--no-progress"],
+                         cwd=REPO, capture_output=True, text=True, timeout=420)   # behind other sessions' pilots
+    assert res.returncode == 0, res.stderr
+    db = open_store(db_path)
+    run = list(db.query("select * from runs order by id desc limit 1"))[0]
+    run_id, run_key = run["id"], run["run_key"]
+    assert (run["status"], run["done"], run["failed"]) == ("done", count, 0)
+
+    # exactly once, by the agents' own files and by the store
+    assert done_results(testbed, run_key) == {i: 1 for i in range(count)}
+    attempts = list(db.query("select task, site, pilot, start, end, outcome from attempts where run_id = ?", [run_id]))
+    done = [a for a in attempts if a["outcome"] == "done"]
+    assert sorted(a["task"] for a in done) == list(range(count))
+
+    # each task's own name, size, arguments and input, as it wrote them (its output came home)
+    for i, (name, size, _cores, args, _cls) in enumerate(TABLE):
+        got = dict(line.split("=", 1) for line in
+                   (Path(run["results"]) / task_data.task_folder(i, count) / "got.txt").read_text().splitlines())
+        assert got["task"] == name and float(got["size"]) == size and got["args"] == args, (i, got)
+        assert got["input"] == hashlib.sha256(own[name]).hexdigest(), (i, got)
+        assert int(got["cpus"]) >= 1
+
+    # slots: a pilot's slot is as wide as the widest task (2 cores), 1-core tasks included
+    width = max(row[2] for row in TABLE)
+    pilots = {}
+    dirs = {(site, pdir.name): pdir for site, pdir in pilot_dirs(testbed, run_key)}
+    for site, pilot in {(a["site"], a["pilot"]) for a in done}:   # every pilot that ran a task
+        agent = json.loads((dirs[(site, f"p{pilot}")] / "agent.json").read_text())
+        cores = list(db.query("select cores from live_pilots where run_id = ? and site = ? and pilot = ?",
+                              [run_id, site, pilot]))[0]["cores"]
+        assert str(agent["pilot"]) == str(pilot) and cores // agent["slots"] >= width, (site, cores, agent)
+        pilots[(site, pilot)] = agent["slots"]
+    for (site, pilot), slots in pilots.items():   # never more attempts at once than slots
+        mine = sorted((a["start"], a["end"]) for a in done if a["site"] == site and a["pilot"] == pilot)
+        most = max((sum(s <= t < e for s, e in mine) for t, _ in mine), default=0)
+        assert most <= slots, (site, pilot, most, slots)
+
+    # per-task T̂x: each assignment's T̂x'(x) is its site's rate times the task's own instructions,
+    # plus the site's data time D(x), the same for every task there (docs/data.md): on a line
+    # over I. Drawn through the site's smallest and largest task, every other lies on it.
+    assigned = list(db.query("select task, origin, tx_r from decisions where run_id = ? and kind = 'assign'", [run_id]))
+    assert sorted(d["task"] for d in assigned) == list(range(count))
+    one = {d["task"]: d for d in assigned}
+    fitted = 0
+    for origin in {d["origin"] for d in assigned}:
+        there = sorted((instructions(TABLE[d["task"]]), d["tx_r"]) for d in assigned if d["origin"] == origin)
+        if there[0][0] == there[-1][0]:
+            continue   # one size there: no line to draw
+        fitted += len(there)
+        (i0, t0), (i1, t1) = there[0], there[-1]
+        rate = (t1 - t0) / (i1 - i0)
+        data = t0 - rate * i0
+        assert rate > 0 and data >= -1e-9 * t1, (origin, rate, data)
+        for i, t in there:
+            assert t == pytest.approx(rate * i + data, rel=1e-9, abs=0), (origin, i, t, rate, data)
+        if origin == one[3]["origin"] == one[0]["origin"]:   # f-d (size 7) against f-a (size 1), by the table:
+            ratio = (one[3]["tx_r"] - data) / (one[0]["tx_r"] - data)   # (1e9 + 7 · 5e8) / (1e9 + 1 · 5e8) = 3
+            assert ratio == pytest.approx(3.0, rel=1e-9, abs=0)
+    assert fitted >= count - 1 and TABLE[3][0] == "f-d" and TABLE[0][0] == "f-a"
+
+    # largest first: each site's agents received the tasks assigned there in falling instructions
+    handed: dict[str, list[tuple[float, int]]] = {}
+    for site, pdir in pilot_dirs(testbed, run_key):
+        for f in pdir.glob("started/*.json"):
+            rec = json.loads(f.read_text())
+            handed.setdefault(site, []).append((rec["time"], rec["task"]))
+    checked = 0
+    for site, got in handed.items():
+        own_tasks = [t for _, t in sorted(got) if one[t]["origin"] == site]
+        weights = [instructions(TABLE[t]) for t in own_tasks]
+        assert weights == sorted(weights, reverse=True), (site, own_tasks)
+        checked += len(own_tasks)
+    assert checked >= count // 2, handed   # most tasks ran where they were assigned
+    assert our_jobs(testbed, run_key) == []
