@@ -46,7 +46,7 @@ FLOORS: list[list[tuple[str, tuple[str, ...]]]] = [
     [("models and probes", ("resel.models.*", "resel.probes.*", "resel.formalism", "resel.learning", "resel.metrics",
                             "resel.transfer", "resel.walltime", "resel.blackhole"))],
     # the store with the engine: it saves a simulated run's results and events
-    [("engine and store", ("resel.engine", "resel.engine_peers", "resel.selection", "resel.planning",
+    [("engine and store", ("resel.engine", "resel.engine_*", "resel.selection", "resel.planning",
                            "resel.planning_explain", "resel.store", "resel.store_common", "resel.store_migrations",
                            "resel.store_prune", "resel.journal")),
      ("site clients", ("resel.backends.*",))],
