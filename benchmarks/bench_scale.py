@@ -4,9 +4,11 @@
     .venv/bin/python benchmarks/bench_scale.py --tasks 1000        # [--sites tba,tbb,tbc,pool] [--json]
     .venv/bin/python benchmarks/bench_scale.py --tasks 5000 --profile scale.prof   # + cProfile
     .venv/bin/python benchmarks/bench_scale.py --tasks 1000 --strace               # + fsync/exec counts
+    .venv/bin/python benchmarks/bench_scale.py --tasks 3000 --sites tba,tbb,tbc --strategy topk:3 --prefetch 4
 
-``resel run`` is started as a user starts it (its own process, ``--strategy topk:N`` over the
-chosen sites, ``--poll 0.5``) on a bag of ``--tasks`` tasks of ``true``. The sites are the
+``resel run`` is started as a user starts it (its own process, ``--strategy topk:N+reselect``
+over the chosen sites — with equal clocks ``topk:N`` alone leaves the pool, whose chirp pull
+runs ~1 task/s, an equal share — ``--poll 0.5``) on a bag of ``--tasks`` tasks of ``true``. The sites are the
 testbed's four, as the crash soak lays them out (benchmarks/soak_crash.py: tba Slurm 22.05
 local, tbb Slurm 22.05 over SSH, tbc Slurm 24.11 through slurmrestd, the HTCondor 23.9 pool),
 each in a work directory of its own. While it runs, this process measures from outside:
@@ -39,6 +41,9 @@ The counting inside the coordinator is done by this same file started as
 ``bench_scale.py --child OUT [PROFILE] -- run ...``: it wraps a few methods with counters
 (nothing in resel changes), optionally runs the command under cProfile (the main thread:
 the engine, the journal, the store; the site threads only wait on I/O), then runs the CLI.
+``--prefetch K`` is an experiment the CLI has no option for: the coordinator hands K tasks
+ahead per slot instead of 1 (set inside the child, on ``LiveOptions``), to test whether the
+depth of the hand-ahead is what limits throughput (docs/benchmarks.md: it is).
 The load average (1 min) is given at the start and the end and as the mean of samples.
 Nothing is left behind unless ``--keep``.
 """
@@ -131,6 +136,16 @@ def child(out: str, profile: str, argv: list[str]) -> None:
     import resel.cli.live as cli_live                       # it imported open_store by name
     if hasattr(cli_live, "open_store"):
         cli_live.open_store = open_store
+
+    prefetch = os.environ.get("BENCH_SCALE_PREFETCH")
+    if prefetch:                  # an experiment: hand more tasks ahead per slot than the CLI's 1
+        from resel.live import stored
+        original_init = stored.LiveOptions.__init__
+
+        def init(self, *a, **kw):
+            original_init(self, *a, **kw)
+            self.prefetch = int(prefetch)
+        stored.LiveOptions.__init__ = init
 
     began = time.monotonic()
 
@@ -232,11 +247,14 @@ def run_once(tb, args, root: Path) -> dict:
     if args.strace:
         cmd = ["strace", "-f", "-c", "-o", str(root / "strace.txt"), "-e",
                "trace=fsync,fdatasync,execve,rename,renameat,renameat2", *cmd]
+    env = dict(os.environ)
+    if args.prefetch is not None:
+        env["BENCH_SCALE_PREFETCH"] = str(args.prefetch)
     load0 = os.getloadavg()[0]
     t0 = time.monotonic()
     wall0 = time.time()
     with open(root / "run.out", "wb") as so, open(root / "run.err", "wb") as se:
-        proc = subprocess.Popen(cmd, cwd=HERE.parent, stdout=so, stderr=se)
+        proc = subprocess.Popen(cmd, cwd=HERE.parent, stdout=so, stderr=se, env=env)
     pid = python_pid(proc.pid) if args.strace else proc.pid
     sampler = Sampler(pid, db, args.status_every)
     sampler.start()
@@ -287,7 +305,7 @@ def run_once(tb, args, root: Path) -> dict:
     store_bytes = sum(p.stat().st_size for p in root.glob("scale.db*"))
     audit = audit_run(db, run["id"], {s.name: s.host_dir for s in sites})
     files = agent_files(sites, run["run_key"])
-    doc = {"tasks": args.tasks, "sites": args.sites, "poll": args.poll,
+    doc = {"tasks": args.tasks, "sites": args.sites, "poll": args.poll, "prefetch": args.prefetch,
            "strategy": args.strategy or f"topk:{len(sites)}+reselect", "status": run["status"], "done": run["done"],
            "elapsed": elapsed, "t0_to_first_dispatch": first_dispatch, "per_site": per_site, "latency": lags,
            "load_start": load0, "load_end": load1,
@@ -445,7 +463,8 @@ def print_table(doc: dict) -> None:
     c, sql = doc["counts"], doc["sql"]
     per = lambda v: fmt((v or 0) / n, ".2f")        # noqa: E731
     rows = [
-        ("bag", f"{n:,} x `true` on {', '.join(doc['sites'])}, {doc['strategy']}, --poll {doc['poll']:g}", ""),
+        ("bag", f"{n:,} x `true` on {', '.join(doc['sites'])}, {doc['strategy']}, --poll {doc['poll']:g}"
+                + (f", prefetch {doc['prefetch']}" if doc.get("prefetch") is not None else ""), ""),
         ("load average 1 min: start / mean / end", f"{doc['load_start']:.2f} / {fmt(doc['load_mean'])} / "
                                                     f"{doc['load_end']:.2f}", ""),
         ("coordinator launch -> exit (s)", fmt(doc["elapsed"], ".1f"), ""),
@@ -515,6 +534,8 @@ def main() -> None:
     ap.add_argument("--command", default="true", help="each task's command (default: true)")
     ap.add_argument("--poll", type=float, default=0.5, help="the coordinator's --poll (default 0.5)")
     ap.add_argument("--strategy", default=None, help="--strategy (default topk:N+reselect, N the sites)")
+    ap.add_argument("--prefetch", type=int, default=None,
+                    help="an experiment: tasks handed ahead per slot (the CLI's is 1; set inside the coordinator)")
     ap.add_argument("--window", type=float, default=10.0, help="seconds per throughput window (default 10)")
     ap.add_argument("--status-every", type=float, default=5.0, help="run `resel status` this often (default 5 s)")
     ap.add_argument("--profile", default=None, help="write the coordinator's cProfile (main thread) here")
