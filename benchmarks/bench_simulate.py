@@ -95,7 +95,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tasks", type=int, default=100_000)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--strategies", default="reselect,model+reselect,model")
+    ap.add_argument("--strategies", default="auto,reselect,model+reselect,model")
     ap.add_argument("--baseline", metavar="PYTHON", default=None,
                     help="also measure the resel installed for this interpreter, interleaved")
     ap.add_argument("--million", action="store_true", help="also 1,000,000 tasks with reselect (about a minute a run)")

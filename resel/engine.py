@@ -328,7 +328,7 @@ class Engine(PricingRules, LearningRules, HealthRules, WalltimeRules, PilotRules
         if book.acquired_at is None:
             book.acquired_at = ev.time
         if self.walltime.guard and math.isfinite(pilot.walltime):
-            heapq.heappush(self._expiries, (ev.time + pilot.walltime - self._slot_hi(pilot.site), pilot.id, ev.time))
+            self._track_deadline(pilot, ev.time)
         self._dirty.add(pilot.site)
         if self.strategy.peer:
             self._peer_started(pilot.site, ev.time, out)
@@ -473,8 +473,7 @@ class Engine(PricingRules, LearningRules, HealthRules, WalltimeRules, PilotRules
             self._resort = False
             if self.strategy.reselect:
                 self._rerank(t)
-        expiries = self._expiries
-        if (expiries and expiries[0][0] < t) or self._drained:
+        if self._next_due < t or self._drained:
             self._expire(t, out)
         books = self._books
         if self._free_total:   # most events leave no slot free, or one (the one just freed)

@@ -121,11 +121,7 @@ class LearningRules:
         self.tx_hi[x] = max(self.tx[x], self._prior_hi[x] * factor)
         self._resort = True
         if self.walltime.guard:
-            for pid in self._books[x].active:
-                pilot = self.pilots[pid]
-                if math.isfinite(pilot.walltime) and not pilot.draining:
-                    heapq.heappush(self._expiries, (pilot.started + pilot.walltime - self._slot_hi(x), pid,
-                                                    pilot.started))
+            self._refresh_due(x)
 
     def _fast_bound(self, x: int, t: float) -> float:
         """T̂x'(x) at the top of the 90 % credible interval of x's rate: what the restart rule

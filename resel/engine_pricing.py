@@ -157,11 +157,7 @@ class PricingRules:
         self._dt[x] = self.data.times(ev.site)
         self._resort = True
         if self.walltime.guard:   # a slower link drains the site's pilots sooner (_expire re-checks)
-            for pid in self._books[x].active:
-                pilot = self.pilots[pid]
-                if math.isfinite(pilot.walltime) and not pilot.draining:
-                    heapq.heappush(self._expiries, (pilot.started + pilot.walltime - self._slot_hi(x), pid,
-                                                    pilot.started))
+            self._refresh_due(x)
 
     @property
     def data_model(self):
@@ -184,3 +180,5 @@ class PricingRules:
         self.data = model if model.moves else None
         self._dt = [model.times(s.name) for s in self.sites] if self.data is not None else []
         self._resort = True
+        if self.walltime.guard:   # a task's hold may have grown (its inputs now priced): drains move
+            self._refresh_dues()

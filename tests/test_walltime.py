@@ -162,3 +162,27 @@ def test_the_old_behaviour_kills_tasks_at_walltime():
     for mode in ("limit", "pack"):
         on = simulate(bag, _sites(3125.0, slow=1.2), "model", rates=_rates(), walltime=mode)
         assert on.walltime_kills == 0 and on.engine.done_count == 24
+
+
+def test_drain_bookkeeping_grows_with_pilots_not_with_rate_updates(monkeypatch):
+    """Every learned rate moves a site's drain instant. The engine keeps one deadline per started
+    pilot and one due instant per site, so what it holds grows with the pilots started — not
+    with pilots × rate updates (one heap entry per pilot per update: 24 GB at 100,000 tasks of
+    the default strategy). A pool of one-task pilots with learning on is the worst case."""
+    import resel
+    from resel.engine_walltime import WalltimeRules
+    peak = {"held": 0, "refreshes": 0}
+    refresh = WalltimeRules._refresh_due
+
+    def counting(self, x):
+        refresh(self, x)
+        peak["refreshes"] += 1
+        peak["held"] = max(peak["held"], sum(len(heap) for heap in self._deadlines.values()))
+
+    monkeypatch.setattr(WalltimeRules, "_refresh_due", counting)
+    result = simulate(resel.default_bag().resized(1500), resel.default_sites(), "model+reselect+learn", seed=3,
+                      record=False, walltime="pack")
+    started = sum(1 for p in result.engine.pilots.values() if p.started is not None)
+    assert result.metrics.done == 1500 and result.engine.learned()
+    assert peak["refreshes"] > 2 * started     # rates moved far more often than pilots started …
+    assert 100 < peak["held"] <= started       # … and the deadlines held never outgrew the pilots
