@@ -80,7 +80,7 @@ class Actions:
         """What the site must do for an action (run on its thread), or None if nothing."""
         if isinstance(action, SubmitPilot):
             view = self.coord.pilots.setdefault(action.pilot, PilotView(action.pilot, action.site, action.cores,
-                                                                 action.walltime))
+                                                                        action.walltime))
             if view.state is PilotState.CANCELLED:
                 return None
             if self.coord.engine.pilots[action.pilot].state.final:   # withdrawn before we got to it
@@ -129,9 +129,11 @@ class Actions:
                 return sent
             return dispatch
         if isinstance(action, CancelTask):
-            return lambda: self.coord.site(action.site).cancel_task(self.coord.run_key, action.pilot, action.task, action.attempt)
+            return lambda: self.coord.site(action.site).cancel_task(self.coord.run_key, action.pilot, action.task,
+                                                                    action.attempt)
         if isinstance(action, WithdrawTask):
-            return lambda: self.coord.site(action.site).withdraw_task(self.coord.run_key, action.pilot, action.task, action.attempt)
+            return lambda: self.coord.site(action.site).withdraw_task(self.coord.run_key, action.pilot, action.task,
+                                                                      action.attempt)
         if isinstance(action, CancelPilot):
             view = self.coord.pilots.get(action.pilot)
             if view is None or view.state.final:
@@ -193,8 +195,8 @@ class Actions:
                 return []
             self.coord.consumed.add(("TaskFailed", action.task, action.attempt))
             self.coord.attempt_row(action.task, action.attempt, self.coord.pilots.get(action.pilot) or
-                              PilotView(action.pilot, action.site),
-                              {"outcome": "failed", "reason": f"dispatch failed: {why}"})
+                                   PilotView(action.pilot, action.site),
+                                   {"outcome": "failed", "reason": f"dispatch failed: {why}"})
             return [TaskFailed(time=self.coord.now(), task=action.task, attempt=action.attempt,
                                reason=f"dispatch failed: {why}")]
         return []   # a cancel that cannot be written: the stop at the end still ends everything
@@ -210,5 +212,6 @@ class Actions:
             view = self.coord.health.views.get(site) if site else None
             if view is not None:
                 view.failing_since = view.failing_since or t
-                if t - view.failing_since > self.coord.options.site_timeout and site not in self.coord.engine.lost_sites:
+                if t - view.failing_since > self.coord.options.site_timeout \
+                        and site not in self.coord.engine.lost_sites:
                     self.coord.feed([SiteLost(time=t, site=site, reason=view.error or "actions keep failing")])

@@ -141,7 +141,8 @@ class Coordinator:
         options.data = data_model(bag, sites, manifest)
         with db.atomic():
             run_id = db["runs"].insert({
-                "created": utc_now(), "mode": "live", "bag": bag.name, "strategy": Strategy.parse(options.strategy).name,
+                "created": utc_now(), "mode": "live", "bag": bag.name,
+                "strategy": Strategy.parse(options.strategy).name,
                 "size": bag.count, "seed": options.seed, "clock": options.clock, "status": "running", "t0": t0,
                 "options": to_json(options), "sites": to_json(sites), "bag_spec": to_json(bag),
                 "bag_file": bag_file, "sites_file": sites_file,
@@ -350,7 +351,7 @@ class Coordinator:
                 self.record(event.time, event, None)
                 actions = self.engine.handle(event)
                 seqs = [self.record(journal.row_time(a, event.time), a,
-                                     None if isinstance(a, RECORD_ONLY) or not execute else 0) for a in actions]
+                                    None if isinstance(a, RECORD_ONLY) or not execute else 0) for a in actions]
                 for seq, a in zip(seqs, actions):
                     if isinstance(a, Decision):
                         self.db["decisions"].insert({"run_id": self.run_id, "seq": seq, **json_clean(

@@ -92,8 +92,8 @@ class Ending:
 
     def open_attempts(self) -> int:
         """How many of the run's attempts the store holds without an outcome."""
-        return next(iter(self.coord.db.query("select count(*) as n from attempts where run_id = ? and outcome is null",
-                                       [self.coord.run_id])))["n"]
+        return next(iter(self.coord.db.query(
+            "select count(*) as n from attempts where run_id = ? and outcome is null", [self.coord.run_id])))["n"]
 
     def cancel_everything(self, wait: float = 30.0) -> list[str]:
         """Stop every pilot and task of the run (``resel cancel``); returns what could not be.
@@ -152,7 +152,7 @@ class Ending:
         with self.coord.db.atomic():
             self.coord.db["tasks"].delete_where("run_id = ?", [self.coord.run_id])
             self.coord.db["tasks"].insert_all(({"run_id": self.coord.run_id, **json_clean(dataclasses.asdict(tt))}
-                                         for tt in task_times(tasks, names)), batch_size=1000)
+                                               for tt in task_times(tasks, names)), batch_size=1000)
             self.coord.db["runs"].update(self.coord.run_id, {
                 "status": status, "ttc_wkd": m.ttc_wkd, "tx_wkd": m.tx_wkd, "tq_wkd": m.tq_wkd, "done": m.done,
                 "failed": m.failed, "reassigned": m.reassigned, "restarts": m.restarts,

@@ -58,10 +58,11 @@ class Findings:
             info, state, phase = None, "", "unknown"
             if jobs is not None:
                 info = jobs.get(v.job_id)
-                if info is not None and info.name and not f"resel-{self.coord.run_key}-p{v.pilot}".startswith(info.name):
+                if info is not None and info.name \
+                        and not f"resel-{self.coord.run_key}-p{v.pilot}".startswith(info.name):
                     # the job id was given to another job (a controller that lost its state reuses ids)
                     self.coord.health.note(v.site, f"reused:p{v.pilot}", "job-state", t,
-                               f"pilot {v.pilot}: job {v.job_id} is now someone else's job ({info.name})")
+                                           f"pilot {v.pilot}: job {v.job_id} is now someone else's job ({info.name})")
                     info = None
                 state = info.shown if info is not None else "MISSING"     # the scheduler's word
                 phase = job_phase(info.state) if info is not None else None      # None: missing
@@ -86,7 +87,7 @@ class Findings:
                 out.append(PilotRequeued(time=t, pilot=v.pilot, reason=f"job {v.job_id} {state}"))
                 self.coord.pilot_row(v, reason=f"requeued ({state})")
                 self.coord.health.note(v.site, f"requeue:p{v.pilot}", "requeue", t,
-                           f"pilot {v.pilot}: job {v.job_id} went back to the queue ({state})")
+                                       f"pilot {v.pilot}: job {v.job_id} went back to the queue ({state})")
                 log.warning("run %s: pilot %s (job %s on %s) went back to the queue (%s); its attempts are lost",
                             self.coord.run_id, v.pilot, v.job_id, v.site, state)
                 continue
@@ -165,7 +166,7 @@ class Findings:
         out: list[Event] = []
         if relaunched:
             self.coord.health.note(v.site, f"relaunch:p{v.pilot}:{inc}", "relaunch", t,
-                       f"pilot {v.pilot}: agent relaunched under job {v.job_id} at {t:.0f} s")
+                                   f"pilot {v.pilot}: agent relaunched under job {v.job_id} at {t:.0f} s")
             log.warning("run %s: pilot %s (job %s on %s) runs a new agent (incarnation %s): what the previous one "
                         "ran is lost", self.coord.run_id, v.pilot, v.job_id, v.site, inc)
             for (task, attempt), by in list(v.parked.items()):
@@ -214,8 +215,8 @@ class Findings:
                 "outputs": json.dumps(outputs) if outputs is not None else None})
             if rec.get("refused"):
                 self.coord.health.note(v.site, f"refused:{task_key(task, attempt)}", "refused-output", t,
-                           f"task {task} attempt {attempt}: refused to send "
-                           + ", ".join(f"{r['name']} ({r['why']})" for r in rec["refused"][:5]))
+                                       f"task {task} attempt {attempt}: refused to send "
+                                       + ", ".join(f"{r['name']} ({r['why']})" for r in rec["refused"][:5]))
             if outcome == "failed" and str(rec.get("reason") or "").startswith("input ") and self.coord.manifest:
                 # the site's copy was missing or wrong: send the task's inputs again next time
                 self.coord.task_data.site_data(v.site).forget(f.sha256 for f in self.coord.manifest.inputs(task))

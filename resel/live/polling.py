@@ -35,7 +35,7 @@ class Polling:
         self.next_read: dict[str, float] = {}
 
     def on_sites(self, kind: str, jobs: dict[str, Callable[[], Any]], timeout: float,
-                  workers: dict[str, SiteWorker] | None = None) -> dict[str, Report]:
+                 workers: dict[str, SiteWorker] | None = None) -> dict[str, Report]:
         """Run one job per site on the sites' workers (the scheduler's, unless ``workers``) and
         wait for them all, at most ``timeout`` seconds; a site that has not answered by then is
         absent from the answer."""
@@ -96,7 +96,8 @@ class Polling:
             # the scheduler (or the whole site) did not answer: nothing is concluded from
             # silence; the running pilots' files are read meanwhile on the other worker
             self.polling.discard(name)
-            return self.coord.health.not_answering(name, t, describe(report.error), f"no answer: {describe(report.error)}")
+            why = describe(report.error)
+            return self.coord.health.not_answering(name, t, why, f"no answer: {why}")
         if view.files_failing_since is None:
             if view.failing_since is not None:
                 log.warning("site %s answers again after %.0f s", name, t - view.failing_since)
@@ -117,7 +118,7 @@ class Polling:
         return {v.pilot: ps.collect(self.coord.run_key, v.pilot, v.seen, heartbeat=heartbeat) for v in views}
 
     def each_site(self, kind: str, job: Callable[[str], Any], timeout: float,
-                   names: list[str] | None = None) -> dict[str, Report]:
+                  names: list[str] | None = None) -> dict[str, Report]:
         names = [s.name for s in self.coord.sites] if names is None else names
         return self.on_sites(kind, {n: (lambda n=n: job(n)) for n in names}, timeout)
 
@@ -127,7 +128,7 @@ class Polling:
         under way there), bad records noted; a site that does not answer within ``wait``
         seconds is logged and left out."""
         answers = self.on_sites(kind, {name: (lambda name=name: self.read(name, by_site[name], heartbeat))
-                                        for name in by_site}, wait, self.coord.exchange)
+                                       for name in by_site}, wait, self.coord.exchange)
         out = []
         for name in by_site:
             report = answers.get(name)

@@ -47,7 +47,7 @@ def preflight(coord: Any) -> tuple[dict[str, str], dict[str, float], dict[str, l
         return menu_waits(row, opts.estimate, opts.objective, wait_errors), probe
 
     answers = coord.polls.on_sites("check", {s.name: (lambda i=i, s=s: check(i, s)) for i, s in enumerate(coord.sites)},
-                             coord.options.check_timeout)
+                                   coord.options.check_timeout)
     failures, estimates, waits = {}, {}, {}
     for site in coord.sites:
         report = answers.get(site.name)

@@ -93,8 +93,8 @@ def replay(coord: Any) -> None:
     for task in coord.engine.tasks:
         if task.state is TaskState.FETCHING:
             rows = list(coord.db.query("select pilot, site, outputs from attempts where run_id = ? and task = ? "
-                                      "and attempt = ?", [coord.run_id, task.id, task.attempt]))
+                                       "and attempt = ?", [coord.run_id, task.id, task.attempt]))
             if rows and rows[0]["outputs"]:
                 coord.task_data.deliveries[(task.id, task.attempt)] = (rows[0]["pilot"], rows[0]["site"],
-                                                             json.loads(rows[0]["outputs"]))
+                                                                       json.loads(rows[0]["outputs"]))
                 coord.task_data.fetch_retry.append((0.0, task.id, task.attempt))

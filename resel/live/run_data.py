@@ -98,9 +98,11 @@ class RunData:
         pilot, site, outputs = entry
         dest = os.path.join(self.coord.results, task_folder(task, self.coord.bag.count)) if self.coord.results else None
         if dest is None:
-            raise ReselError(f"run {self.coord.run_id} has outputs to fetch but no results folder (stored before task data?)")
+            raise ReselError(f"run {self.coord.run_id} has outputs to fetch but no results folder "
+                             "(stored before task data?)")
         data = self.site_data(site)
-        self.coord.exchange[site].submit("fetch", (task, attempt), lambda: data.fetch(pilot, task, attempt, outputs, dest))
+        self.coord.exchange[site].submit("fetch", (task, attempt),
+                                         lambda: data.fetch(pilot, task, attempt, outputs, dest))
 
     def fetched(self, report: Report, t: float) -> list[Event]:
         task, attempt = report.tag
@@ -125,7 +127,7 @@ class RunData:
         if not self.coord.options.keep_remote and pilot is not None:
             data = self.site_data(site)
             self.coord.exchange[site].submit("clean", (task, attempt),
-                                      lambda: data.clean(pilot, task, attempt, len(outputs)))
+                                             lambda: data.clean(pilot, task, attempt, len(outputs)))
         self.delivered_bytes.append(sum(f.size for f in report.result))
         return ([TaskDelivered(time=t, task=task, attempt=attempt)] + self.outputs_measured(t)
                 + self.measured(site, "out", [(f.size, f.seconds) for f in report.result if f.seconds > 0]))
@@ -164,7 +166,8 @@ class RunData:
             return []
         acc[2] = acc[0]
         log.info("run %s: %s moves %.1f MB/s %s (was priced at %.1f)", self.coord.run_id, site, mbps, way, now)
-        return [BandwidthMeasured(time=self.coord.now(), site=site, **({"inbound": mbps} if way == "in" else {"outbound": mbps}))]
+        return [BandwidthMeasured(time=self.coord.now(), site=site,
+                                  **({"inbound": mbps} if way == "in" else {"outbound": mbps}))]
 
     def retry(self, t: float) -> None:
         due = [(task, attempt) for at, task, attempt in self.fetch_retry if at <= t]

@@ -41,10 +41,11 @@ class SiteHealth:
             since = t - busy[1]
             view.failing_since = min(view.failing_since or since, since)
             view.error = f"not answering ({busy[0]} running for {busy[1]:.0f} s)"
-            live_notes.put(self.coord.db, self.coord.run_id, name, "unreachable", "unreachable", view.failing_since, view.error)
+            live_notes.put(self.coord.db, self.coord.run_id, name, "unreachable", "unreachable", view.failing_since,
+                           view.error)
             if t - view.failing_since > self.coord.options.site_timeout and name not in self.coord.engine.lost_sites:
-                events.append(SiteLost(time=t, site=name, reason=f"unreachable for {self.coord.options.site_timeout:g} s: "
-                                                                   f"{view.error}"))
+                events.append(SiteLost(time=t, site=name,
+                                       reason=f"unreachable for {self.coord.options.site_timeout:g} s: {view.error}"))
         return events
 
     def files_failed(self, name: str, t: float, exc: BaseException) -> list[Event]:
@@ -63,7 +64,8 @@ class SiteHealth:
         view.failing_since = view.failing_since or t
         live_notes.put(self.coord.db, self.coord.run_id, name, "unreachable", "unreachable", view.failing_since, words)
         if t - view.failing_since > self.coord.options.site_timeout and name not in self.coord.engine.lost_sites:
-            return [SiteLost(time=t, site=name, reason=f"unreachable for {self.coord.options.site_timeout:g} s: {error}")]
+            return [SiteLost(time=t, site=name,
+                             reason=f"unreachable for {self.coord.options.site_timeout:g} s: {error}")]
         return []
 
     def state_note(self, v: PilotView, state: str, phase: str, t: float) -> None:
@@ -72,10 +74,11 @@ class SiteHealth:
         if phase == "unknown":
             if v.unknown_state != state:
                 log.warning("run %s: pilot %s (job %s on %s) is in job state %s, which resel does not know; "
-                            "it is not taken as ended, and polled on", self.coord.run_id, v.pilot, v.job_id, v.site, state)
+                            "it is not taken as ended, and polled on", self.coord.run_id, v.pilot, v.job_id, v.site,
+                            state)
             v.unknown_state = state
             self.note(v.site, key, "job-state", t, f"pilot {v.pilot}: job {v.job_id} in state {state}, "
-                                                    "which resel does not know: still polled")
+                                                   "which resel does not know: still polled")
         elif v.unknown_state is not None:
             v.unknown_state = None
             self.views[v.site].notes.pop(key, None)
