@@ -40,7 +40,7 @@ class Findings:
         to the queue), i.e. its files must be read before the answer is acted on."""
         info = jobs.get(v.job_id)
         if info is not None and info.name and not f"resel-{self.coord.run_key}-p{v.pilot}".startswith(info.name):
-            info = None          # the id is someone else's job now (_site_events says so)
+            info = None          # the id is someone else's job now (site_events says so)
         phase = job_phase(info.state) if info is not None else None        # None: not in the reply
         if v.state is PilotState.ACTIVE:
             return phase in ("pending", "final", None)
