@@ -123,7 +123,7 @@ class Polling:
         return self.on_sites(kind, {n: (lambda n=n: job(n)) for n in names}, timeout)
 
     def read_pilots(self, kind: str, by_site: dict[str, list[PilotView]], wait: float, heartbeat: bool = False
-                     ) -> list[tuple[PilotView, PilotFiles]]:
+                    ) -> list[tuple[PilotView, PilotFiles]]:
         """These pilots' new records, read on their sites' file workers (after any read already
         under way there), bad records noted; a site that does not answer within ``wait``
         seconds is logged and left out."""
