@@ -97,7 +97,7 @@ def one_run(tb, tasks: int, seconds: float, poll: float, prefetch: int | None, w
     # whichever has a free slot takes the other's next waiting task (Ŵ = 0: moved for good)
     coord = start(workdir, sites_toml(tb, clock_b=2.0), bag_toml(tasks, f"sleep {seconds:g}"), **options)
     polls: dict[str, list[float]] = {"tba": [], "tbb": []}
-    if hasattr(coord, "_on_report"):                 # the per-site workers: time each poll
+    if hasattr(coord, "on_report"):                 # the per-site workers: time each poll
         time_polls(coord, polls)
     else:                                            # one poll of every site per step
         original_step = coord.step
@@ -153,14 +153,14 @@ def time_polls(coord, polls: dict[str, list[float]]) -> None:
     """Record the seconds of every successful poll each site's workers report, per site: the
     scheduler's half under the site's name, the pilots' files (a resel with a file worker per
     site) under ``SITE/files``."""
-    original = coord._on_report
+    original = coord.on_report
 
     def timed(report, t):
         if report.kind in ("poll", "read") and report.error is None:
             key = report.site if report.kind == "poll" else f"{report.site}/files"
             polls.setdefault(key, []).append(report.seconds)
         return original(report, t)
-    coord._on_report = timed
+    coord.on_report = timed
 
 
 def site_poll(polls: dict[str, list[float]], site: str) -> float:

@@ -155,8 +155,9 @@ def test_a_pending_pilot_that_ran_before_starts_again_only_with_a_new_agent():
     out its attempts again each time). A pilot that never ran starts with anything its agent
     writes (it ran and ended between two polls)."""
     from resel.backends.pilotsite import PilotFiles
-    from resel.live.coordinator import Coordinator, PilotView
-    runs = Coordinator._runs                       # reads only the view and the files
+    from resel.live.findings import Findings
+    from resel.live.pilot_views import PilotView
+    runs = Findings.runs                           # reads only the view and the files
     fresh = PilotView(0, "tba")
     assert runs(None, fresh, PilotFiles(agent={"incarnation": "a", "started": 1.0}))
     assert runs(None, fresh, PilotFiles(results=[{"task": 1}]))
@@ -187,20 +188,22 @@ def test_the_coordinators_pilots_speak_the_engines_states_and_store_the_old_word
 
 
 def test_a_job_missing_from_the_reply_is_no_phase_of_its_own():
-    """What a poll's answer means for a pilot's files (Coordinator._changes): a job missing
+    """What a poll's answer means for a pilot's files (Findings.changes): a job missing
     from the reply moves a running pilot on, as one back in the queue or over does."""
     from resel.backends.jobs import JobInfo, JobState
-    from resel.live.coordinator import Coordinator, PilotView
+    from resel.live.findings import Findings
+    from resel.live.pilot_views import PilotView
     from resel.states import PilotState
 
     class Run:
-        run_key = "r1-abcdef"
+        class coord:
+            run_key = "r1-abcdef"
 
     def job(state: JobState) -> dict:
         return {"9": JobInfo("9", "resel-r1-abcdef-p0", state, None, None, None, None, 1, None, None)}
     running = PilotView(0, "tba", job_id="9", state=PilotState.ACTIVE)
     pending = PilotView(0, "tba", job_id="9")
-    changes = Coordinator._changes
+    changes = Findings.changes
     assert changes(Run(), running, {}) and changes(Run(), running, job(JobState.PENDING))
     assert changes(Run(), running, job(JobState.DONE)) and not changes(Run(), running, job(JobState.RUNNING))
     assert changes(Run(), pending, {}) and changes(Run(), pending, job(JobState.RUNNING))

@@ -173,6 +173,6 @@ def test_the_coordinator_tests_the_class_not_the_word():
     tests/test_one_vocabulary.py holds every module outside backends/slurm to it)."""
     import inspect
 
-    from resel.live.coordinator import Coordinator
-    source = inspect.getsource(Coordinator._site_events)
+    from resel.live.findings import Findings
+    source = inspect.getsource(Findings.site_events)
     assert "Pending.NEVER" in source and "reason in" not in source

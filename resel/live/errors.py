@@ -52,3 +52,10 @@ def is_transient(exc: BaseException) -> bool:
     except ImportError:   # pragma: no cover - paramiko is a dependency
         pass
     return False
+
+
+def describe(exc: BaseException) -> str:
+    """An error as one short line for the log, a note or a stored reason (its first line when
+    long: a scheduler's whole reply stays out of the table)."""
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0] if len(text) > 300 else text
