@@ -134,10 +134,7 @@ def plan(bag: Bag, sites: list[Site], *, strategy: str = "queue+reselect", sourc
     """
     strat = check_options(strategy, source, objective)
     if runtime is None:
-        from resel.models.runtime import RuntimeModel, SiteRuntime
-        lim = site_rates(sites, clock)
-        runtime = RuntimeModel({s.name: SiteRuntime(s.name, lim[s.name], "lim", f"LIM ({clock} clock)")
-                                for s in sites}, "lim")
+        runtime = _lim_runtime(sites, clock)
     instr = bag.profile.instructions
     engine_rates = runtime.engine_rates(instr, risk=risk, objective=objective)
     # priced with the bag's stated data, as the run's engine is: the same split, the same pilots
@@ -168,12 +165,7 @@ def plan(bag: Bag, sites: list[Site], *, strategy: str = "queue+reselect", sourc
     pools = {s.name for s in sites if s.pilot.mode == "per-task"}
     shares = _finish_distributions(rows, runtime, bag, seed, dts, pools, heaviest) if problem is None else {}
     whole = plan_finish(shares) if shares and len(shares) == sum(1 for r in rows if r.tasks) else None
-    finishes: list[float | None] = [r.finish_s for r in rows if r.tasks]
-    plan_ttc = max(finishes) if finishes and None not in finishes else None
-    from resel.planning_explain import explain
-    said = explain([r.as_dict() for r in rows], strategy=strat.name, plan_ttc=plan_ttc, engine=engine)
-    for r in rows:
-        r.explain = said[r.site]
+    plan_ttc = _explained(rows, strat.name, engine)
     return {
         "bag": bag.name, "tasks": bag.count, "strategy": strat.name, "estimate": source,
         "auto": None if engine.auto_choice is None else {"ran_as": engine.auto_choice[0], "why": engine.auto_choice[1]},
@@ -189,6 +181,26 @@ def plan(bag: Bag, sites: list[Site], *, strategy: str = "queue+reselect", sourc
         "problem": problem,
         "submitted": False,
     }
+
+
+def _lim_runtime(sites: list[Site], clock: str) -> Any:
+    """The runtime model a plan uses when it is given none: LIM with ``clock``, no intervals."""
+    from resel.models.runtime import RuntimeModel, SiteRuntime
+    lim = site_rates(sites, clock)
+    return RuntimeModel({s.name: SiteRuntime(s.name, lim[s.name], "lim", f"LIM ({clock} clock)") for s in sites},
+                        "lim")
+
+
+def _explained(rows: list[SitePlan], strategy: str, engine: Engine) -> float | None:
+    """The plan's predicted TTC (its latest share's finish; None if one is unknown), and each row's
+    reason for its role (:func:`resel.planning_explain.explain`)."""
+    finishes: list[float | None] = [r.finish_s for r in rows if r.tasks]
+    plan_ttc = max(finishes) if finishes and None not in finishes else None
+    from resel.planning_explain import explain
+    said = explain([r.as_dict() for r in rows], strategy=strategy, plan_ttc=plan_ttc, engine=engine)
+    for r in rows:
+        r.explain = said[r.site]
+    return plan_ttc
 
 
 def _price_rows(rows: list[SitePlan], runtime: Any, instr: float, txs: list[float], source: str,
