@@ -32,8 +32,6 @@ KNOWN: dict[str, str] = {
         "(the comment above it says how that was measured)",
     "resel/sim/replay.py replay":
         "its per-job closures share the replay's counters; beside the measured kernel, not measured itself",
-    "resel/sim/replay.py _run_kernel":
-        "feeds the kernels a block at a time; beside the measured kernel, not measured itself",
     "resel/sim/policies.py Conservative._compress":
         "conservative backfilling's inner loop, inline as the kernels are; not measured itself",
     "resel/engine.py Engine.__init__": "being split (issue 27 item 4)",
