@@ -28,7 +28,7 @@ LIMIT = 80
 #: "path qualified.name" -> why it is longer for now; may only shrink
 KNOWN: dict[str, str] = {
     "resel/sim/closed.py easy":
-        "the EASY replay kernel, one loop for speed: split into helpers it ran 1.07-1.12x slower "
+        "the EASY replay kernel, one loop for speed: split into helpers it took 1.05-1.08x the CPU time "
         "(the comment above it says how that was measured)",
     "resel/sim/replay.py replay":
         "its per-job closures share the replay's counters; beside the measured kernel, not measured itself",

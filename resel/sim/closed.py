@@ -98,9 +98,10 @@ def fcfs(jobs: Iterable[tuple[float, int, float, int]], cores: int, wait: Append
 # One function on purpose (issue 27 item 4; tests/test_function_size.py lists it): split the
 # clean way in a copy -- the arrivals while nothing waits, an instant's ends, the head's starts,
 # the tracked expected ends and the backfill scan as five helpers, the same schedule job by job
-# -- this loop alone ran 1.07x slower on wagap-2013.swf and 1.12x on hpc2n.swf (median of the
-# paired ratios of 15 interleaved runs, CPU time, load average 5-6 on 2 cores, 2026-11-29); a
-# whole replay, reading the trace included, 0.98x and 1.05x (within that load's noise).
+# -- this loop alone took 1.08x the CPU time on hpc2n.swf and 1.05x on wagap-2013.swf, a whole
+# replay (reading included) 1.05x and 1.00x (medians of 31 paired runs, interleaved, the order
+# alternating; the same code against itself: 0.98-1.01x; load average 5-11 on 2 cores,
+# 2026-11-29; an earlier run of 15: the loop 1.12x and 1.07x).
 def easy(jobs: Iterable[tuple[float, int, float, float, int]], cores: int, wait: Append,
          run: Append, number: Append | None = None) -> tuple[float, float]:
     """EASY backfilling (FCFS order, :class:`~resel.sim.policies.EASY` with ``order="fcfs"``)

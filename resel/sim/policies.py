@@ -421,7 +421,7 @@ class Conservative(Policy):
 
     # Longer than 80 lines (tests/test_function_size.py lists it): conservative backfilling's
     # inner loop, its cases written inline as the replay kernels are (resel/sim/closed.py, above
-    # ``easy``: splitting that one cost 1.07-1.12x). Its own split is not measured yet.
+    # ``easy``: splitting that one cost 1.05-1.08x). Its own split is not measured yet.
     def _compress(self, now: float) -> None:
         """Move each queued job, in priority order, to the earliest slot no later than its own.
 

@@ -59,7 +59,7 @@ def to_qjob(job: Job, seq: int, speed: float, kill: bool) -> QJob | None:
 # Longer than 80 lines (tests/test_function_size.py lists it): its closures (``ended``,
 # ``arrivals``, ``flush``) run once per job and share the replay's counters as closure cells;
 # split into helpers they would pass them per job. Not measured yet: the measured split of the
-# kernel it feeds (resel/sim/closed.py, above ``easy``) cost 1.07-1.12x; that of the loop feeding
+# kernel it feeds (resel/sim/closed.py, above ``easy``) cost 1.05-1.08x; that of the loop feeding
 # it (``_run_kernel`` below) nothing measurable.
 def replay(jobs: Iterable[Job], policy: str, cores: int, *, speed: float = 1.0, kill: bool = False,
            taus: tuple[float, ...] = (10.0, 60.0), on_done: Callable[[Job], None] | None = None,
