@@ -134,10 +134,7 @@ def plan(bag: Bag, sites: list[Site], *, strategy: str = "queue+reselect", sourc
     """
     strat = check_options(strategy, source, objective)
     if runtime is None:
-        from resel.models.runtime import RuntimeModel, SiteRuntime
-        lim = site_rates(sites, clock)
-        runtime = RuntimeModel({s.name: SiteRuntime(s.name, lim[s.name], "lim", f"LIM ({clock} clock)")
-                                for s in sites}, "lim")
+        runtime = _lim_runtime(sites, clock)
     instr = bag.profile.instructions
     engine_rates = runtime.engine_rates(instr, risk=risk, objective=objective)
     # priced with the bag's stated data, as the run's engine is: the same split, the same pilots
@@ -153,6 +150,63 @@ def plan(bag: Bag, sites: list[Site], *, strategy: str = "queue+reselect", sourc
             raise ReselError("a plan needs its sites' rows, or a probe that asks the sites for them")
         rows = probe([(site, menu[i] if strat.asks_waits and menu[i] else [(0, *shapes[i])], txs[i])
                       for i, site in enumerate(sites)])
+    _price_rows(rows, runtime, instr, txs, source, wait_errors)
+    dts = {s.name: (data.times(s.name) if data is not None else None) for s in sites}
+    _bag_alone(rows, sites, shapes, bag, source, dts)
+    # the engine ranks each site by its full pilot's estimate (menu[0]): taken before the rows
+    # are turned to the pilot each asks for
+    estimates = {r.site: r.wait_s for r in rows}
+
+    wait_menu = ({r.site: [planned_wait(e, objective) for e in r.menu] for r in rows if not r.error}
+                 if strat.asks_waits else None)
+    problem, actions = _first_step(engine, rows, estimates, wait_menu, limits)
+    walltimes, heaviest = _engine_plan(engine, rows, actions, bag) if problem is None else ({}, {})
+    _share_finishes(rows, bag, walltimes, heaviest, dts)
+    pools = {s.name for s in sites if s.pilot.mode == "per-task"}
+    shares = _finish_distributions(rows, runtime, bag, seed, dts, pools, heaviest) if problem is None else {}
+    whole = plan_finish(shares) if shares and len(shares) == sum(1 for r in rows if r.tasks) else None
+    plan_ttc = _explained(rows, strat.name, engine)
+    return {
+        "bag": bag.name, "tasks": bag.count, "strategy": strat.name, "estimate": source,
+        "auto": None if engine.auto_choice is None else {"ran_as": engine.auto_choice[0], "why": engine.auto_choice[1]},
+        "quantile": quantile, "confidence": confidence, "clock": clock,
+        "model": {"asked": runtime.model, "used": runtime.used, "application": runtime.application,
+                  "summary": runtime.summary(), "notes": runtime.notes},
+        "objective": objective, "risk": risk,
+        "table": _table_summary(bag, engine.largest_first),
+        "finish_p50_s": whole.p50 if whole else None, "finish_p90_s": whole.p90 if whole else None,
+        "predicted_ttc_s": plan_ttc,
+        "sites": [r.as_dict() for r in rows],
+        "moves": [a.kind for a in actions if isinstance(a, Decision) and a.kind == "site-lost"],
+        "problem": problem,
+        "submitted": False,
+    }
+
+
+def _lim_runtime(sites: list[Site], clock: str) -> Any:
+    """The runtime model a plan uses when it is given none: LIM with ``clock``, no intervals."""
+    from resel.models.runtime import RuntimeModel, SiteRuntime
+    lim = site_rates(sites, clock)
+    return RuntimeModel({s.name: SiteRuntime(s.name, lim[s.name], "lim", f"LIM ({clock} clock)") for s in sites},
+                        "lim")
+
+
+def _explained(rows: list[SitePlan], strategy: str, engine: Engine) -> float | None:
+    """The plan's predicted TTC (its latest share's finish; None if one is unknown), and each row's
+    reason for its role (:func:`resel.planning_explain.explain`)."""
+    finishes: list[float | None] = [r.finish_s for r in rows if r.tasks]
+    plan_ttc = max(finishes) if finishes and None not in finishes else None
+    from resel.planning_explain import explain
+    said = explain([r.as_dict() for r in rows], strategy=strategy, plan_ttc=plan_ttc, engine=engine)
+    for r in rows:
+        r.explain = said[r.site]
+    return plan_ttc
+
+
+def _price_rows(rows: list[SitePlan], runtime: Any, instr: float, txs: list[float], source: str,
+                wait_errors: Any) -> None:
+    """Each row's T̂x with its interval and the model that gave it (an HTCondor pool's slots
+    of unequal speed give LIM an interval), and each pilot size's wait quantiles."""
     for i, row in enumerate(rows):
         srt = runtime.sites[row.site]
         if srt.source == "lim" and not srt.ratios and row.slot_spread and len(set(row.slot_spread["speeds"])) > 1:
@@ -176,7 +230,12 @@ def plan(bag: Bag, sites: list[Site], *, strategy: str = "queue+reselect", sourc
             used, w = choose(entry, source)
             entry["wait_quantiles"], entry["wait_note"] = _wait_quantiles(wait_errors, used, row.site, entry, w,
                                                                          walltime=row.walltime)
-    dts = {s.name: (data.times(s.name) if data is not None else None) for s in sites}
+
+
+def _bag_alone(rows: list[SitePlan], sites: list[Site], shapes: list[Any], bag: Bag, source: str,
+              dts: dict[str, Any]) -> None:
+    """Each row's chosen estimate and data times, and the TTC of the whole bag on that site alone
+    (per pilot size, and the best of them)."""
     for i, row in enumerate(rows):
         row.used, row.wait_s = choose(row, source)
         row.reselect_target = sites[i].reselect_target
@@ -190,12 +249,13 @@ def plan(bag: Bag, sites: list[Site], *, strategy: str = "queue+reselect", sourc
             entry["bag_alone_s"] = None if alone == math.inf else alone
             best = min(best, alone)
         row.ttc_s = None if best == math.inf else best
-    # the engine ranks each site by its full pilot's estimate (menu[0]): taken before the rows
-    # are turned to the pilot each asks for
-    estimates = {r.site: r.wait_s for r in rows}
 
-    wait_menu = ({r.site: [planned_wait(e, objective) for e in r.menu] for r in rows if not r.error}
-                 if strat.asks_waits else None)
+
+def _first_step(engine: Engine, rows: list[SitePlan], estimates: dict[str, Any], wait_menu: dict[str, Any] | None,
+                limits: dict[str, Any] | None) -> tuple[str | None, list[Any]]:
+    """The engine's first step on the rows: the bag submitted with every site's estimates, the
+    sites that failed or that the user's limits leave no room on lost. Returns the problem the
+    engine raised (None: none) and its actions."""
     events: list[Any] = [BagSubmitted(time=0.0, wait_estimates=estimates, wait_menu=wait_menu)]
     events += [SiteLost(time=0.0, site=r.site, reason=r.error) for r in rows if r.error]
     for r in rows:
@@ -205,30 +265,42 @@ def plan(bag: Bag, sites: list[Site], *, strategy: str = "queue+reselect", sourc
             if found.blocked and not r.error:
                 events.append(SiteLost(time=0.0, site=r.site, reason=f"limits: {found.blocked}"))
     problem = None
-    finishes: list[float | None] = []
     actions: list[Any] = []
     try:
         for ev in events:
             actions += engine.handle(ev)
     except ReselError as exc:
         problem = str(exc)
+    return problem, actions
+
+
+def _engine_plan(engine: Engine, rows: list[SitePlan], actions: list[Any],
+                 bag: Bag) -> tuple[dict[str, float], dict[str, float]]:
+    """What the engine's first step did, on the rows: tasks bound, pilots asked, each site's role.
+    Returns the walltime each site's first pilot asks, and with a task table the largest weight
+    bound to each site."""
     by_name = {r.site: r for r in rows}
     walltimes: dict[str, float] = {}
     heaviest: dict[str, float] = {}   # a task table: the largest weight bound to each site
-    if problem is None and bag.weights is not None:
+    if bag.weights is not None:
         for t in engine.tasks:
             name = engine.sites[t.origin].name
             heaviest[name] = max(heaviest.get(name, 0.0), bag.weights[t.id])
-    if problem is None:
-        for t in engine.tasks:
-            by_name[engine.sites[t.origin].name].tasks += 1
-        for a in actions:
-            if isinstance(a, SubmitPilot):
-                by_name[a.site].pilots.append(a.cores)
-                walltimes.setdefault(a.site, a.walltime)
-        held = engine.reselection_targets
-        for r in rows:
-            r.role = "origin" if r.tasks else ("extra pilot" if r.site in held and r.pilots else "")
+    for t in engine.tasks:
+        by_name[engine.sites[t.origin].name].tasks += 1
+    for a in actions:
+        if isinstance(a, SubmitPilot):
+            by_name[a.site].pilots.append(a.cores)
+            walltimes.setdefault(a.site, a.walltime)
+    held = engine.reselection_targets
+    for r in rows:
+        r.role = "origin" if r.tasks else ("extra pilot" if r.site in held and r.pilots else "")
+    return walltimes, heaviest
+
+
+def _share_finishes(rows: list[SitePlan], bag: Bag, walltimes: dict[str, float], heaviest: dict[str, float],
+                    dts: dict[str, Any]) -> None:
+    """The pilot each row asks for, and when its share of the bag would be done, as predicted."""
     for r in rows:
         _show_asked_pilot(r, bag.cores_per_task, walltimes.get(r.site))
         if r.tasks and r.pilots:     # when this site's share would be done, as predicted
@@ -237,30 +309,6 @@ def plan(bag: Bag, sites: list[Site], *, strategy: str = "queue+reselect", sourc
             if largest is not None and finish != math.inf:   # a task table: no sooner than its largest task there
                 finish = max(finish, predicted_ttc(r.wait_s, r.tx * largest, 1, 1, dts.get(r.site)))
             r.finish_s = None if finish == math.inf else finish
-    pools = {s.name for s in sites if s.pilot.mode == "per-task"}
-    shares = _finish_distributions(rows, runtime, bag, seed, dts, pools, heaviest) if problem is None else {}
-    whole = plan_finish(shares) if shares and len(shares) == sum(1 for r in rows if r.tasks) else None
-    finishes = [r.finish_s for r in rows if r.tasks]
-    plan_ttc = max(finishes) if finishes and None not in finishes else None
-    from resel.planning_explain import explain
-    said = explain([r.as_dict() for r in rows], strategy=strat.name, plan_ttc=plan_ttc, engine=engine)
-    for r in rows:
-        r.explain = said[r.site]
-    return {
-        "bag": bag.name, "tasks": bag.count, "strategy": strat.name, "estimate": source,
-        "auto": None if engine.auto_choice is None else {"ran_as": engine.auto_choice[0], "why": engine.auto_choice[1]},
-        "quantile": quantile, "confidence": confidence, "clock": clock,
-        "model": {"asked": runtime.model, "used": runtime.used, "application": runtime.application,
-                  "summary": runtime.summary(), "notes": runtime.notes},
-        "objective": objective, "risk": risk,
-        "table": _table_summary(bag, engine.largest_first),
-        "finish_p50_s": whole.p50 if whole else None, "finish_p90_s": whole.p90 if whole else None,
-        "predicted_ttc_s": plan_ttc,
-        "sites": [r.as_dict() for r in rows],
-        "moves": [a.kind for a in actions if isinstance(a, Decision) and a.kind == "site-lost"],
-        "problem": problem,
-        "submitted": False,
-    }
 
 
 def _table_summary(bag: Bag, largest_first: bool) -> dict[str, Any] | None:

@@ -794,42 +794,13 @@ def _seq_key(job_id: str) -> tuple[int, str]:
     return (int(head) if head.isdigit() else 0, job_id)
 
 
-def snapshot_of(part: Partition, records: Iterable[tuple[str, Mapping[str, Any]]], policy: str, now: float, *,
-                flavour: str = "pro", tz: tzinfo | None = None, server_time: float | None = None,
-                notes: Sequence[str] = (), scoped: bool = True,
-                command: str = "qstat -f") -> QueueSnapshot:
-    """The twin's view of one PBS queue from ``qstat -f`` job records (pure).
-
-    ``part`` is the queue (its CPUs and walltime maximum, from :func:`partitions`); with
-    ``scoped`` False every queue's jobs count (the whole cluster, when no queue is known).
-    ``flavour`` is ``"pro"``, ``"torque"`` or ``"slurm-torque"``; ``notes`` are prepended
-    (the policy's, from :func:`assumed_policy`).
-
-    * Running jobs (``R``): their CPUs (``Resource_List.ncpus``, else ``nodes=N:ppn=P``, else
-      ``procs``), ``Resource_List.walltime``, and elapsed time since their start (``stime``,
-      ``start_time``; the wrappers' ``mtime``) measured against ``server_time`` — the
-      reply's own ``timestamp`` where PBS Pro prints one, so no clock skew enters — else
-      ``now``; ``resources_used.walltime`` where the start is not printed.
-    * Pending jobs (``Q``) in priority order: the ``Priority`` attribute (higher first), then
-      ``qtime``, then the job number. PBS Pro's scheduler sorts by its own formula
-      (``job_sort_formula``, fairshare), which users cannot see: a note says so.
-    * Left out, each counted in a note: held (``H``), waiting (``W``), in transit (``T``),
-      exiting, suspended, array parents, jobs PBS Pro says can never run, and, under Slurm's
-      wrappers, queued jobs of priority 0 (Slurm's held jobs, which the wrappers print as Q).
-      Finished jobs (PBS Pro's history) are skipped silently.
-    * Jobs without a walltime get the queue's maximum (``default_limit``), with a note; a
-      note also says when the queue has none (the twin then refuses to simulate them).
-
-    A record without ``job_state`` or with unreadable values raises
-    :class:`SchedulerReplyError` naming ``command``.
-    """
-    if flavour not in ("pro", "torque", "slurm-torque"):
-        raise SchedulerError(f"PBS flavour {flavour!r} is not one of pro, torque, slurm-torque")
-    if part.total_cpus < 1:
-        raise SchedulerError(f"queue {part.name} has no CPUs (pbsnodes lists none it may use): "
-                             "there is no queue to simulate")
+def _read_jobs(part: Partition, records: Iterable[tuple[str, Mapping[str, Any]]], *, flavour: str,
+               tz: tzinfo | None, clock: float, scoped: bool, command: str
+               ) -> tuple[list[SnapJob], list[tuple[int, float, tuple[int, str], SnapJob]], dict[str, int], int, int]:
+    """:func:`snapshot_of`'s jobs: the running ones with their elapsed time at ``clock``, the
+    pending ones with their sort key (priority, submission, number), unsorted, what was left out
+    and why (counted), and how many pending jobs had no priority and running ones no elapsed time."""
     dialect = "pro" if flavour == "pro" else "torque"
-    clock = server_time if server_time is not None else now
     running: list[SnapJob] = []
     pending: list[tuple[int, float, tuple[int, str], SnapJob]] = []
     left_out: dict[str, int] = {}
@@ -882,6 +853,46 @@ def snapshot_of(part: Partition, records: Iterable[tuple[str, Mapping[str, Any]]
         job = SnapJob(info.cpus, info.time_limit, 0.0, jid, info.user)
         pending.append((-(priority or 0), info.submit if info.submit is not None else math.inf,
                         _seq_key(jid), job))
+    return running, pending, left_out, no_priority, no_elapsed
+
+
+def snapshot_of(part: Partition, records: Iterable[tuple[str, Mapping[str, Any]]], policy: str, now: float, *,
+                flavour: str = "pro", tz: tzinfo | None = None, server_time: float | None = None,
+                notes: Sequence[str] = (), scoped: bool = True,
+                command: str = "qstat -f") -> QueueSnapshot:
+    """The twin's view of one PBS queue from ``qstat -f`` job records (pure).
+
+    ``part`` is the queue (its CPUs and walltime maximum, from :func:`partitions`); with
+    ``scoped`` False every queue's jobs count (the whole cluster, when no queue is known).
+    ``flavour`` is ``"pro"``, ``"torque"`` or ``"slurm-torque"``; ``notes`` are prepended
+    (the policy's, from :func:`assumed_policy`).
+
+    * Running jobs (``R``): their CPUs (``Resource_List.ncpus``, else ``nodes=N:ppn=P``, else
+      ``procs``), ``Resource_List.walltime``, and elapsed time since their start (``stime``,
+      ``start_time``; the wrappers' ``mtime``) measured against ``server_time`` — the
+      reply's own ``timestamp`` where PBS Pro prints one, so no clock skew enters — else
+      ``now``; ``resources_used.walltime`` where the start is not printed.
+    * Pending jobs (``Q``) in priority order: the ``Priority`` attribute (higher first), then
+      ``qtime``, then the job number. PBS Pro's scheduler sorts by its own formula
+      (``job_sort_formula``, fairshare), which users cannot see: a note says so.
+    * Left out, each counted in a note: held (``H``), waiting (``W``), in transit (``T``),
+      exiting, suspended, array parents, jobs PBS Pro says can never run, and, under Slurm's
+      wrappers, queued jobs of priority 0 (Slurm's held jobs, which the wrappers print as Q).
+      Finished jobs (PBS Pro's history) are skipped silently.
+    * Jobs without a walltime get the queue's maximum (``default_limit``), with a note; a
+      note also says when the queue has none (the twin then refuses to simulate them).
+
+    A record without ``job_state`` or with unreadable values raises
+    :class:`SchedulerReplyError` naming ``command``.
+    """
+    if flavour not in ("pro", "torque", "slurm-torque"):
+        raise SchedulerError(f"PBS flavour {flavour!r} is not one of pro, torque, slurm-torque")
+    if part.total_cpus < 1:
+        raise SchedulerError(f"queue {part.name} has no CPUs (pbsnodes lists none it may use): "
+                             "there is no queue to simulate")
+    clock = server_time if server_time is not None else now
+    running, pending, left_out, no_priority, no_elapsed = _read_jobs(
+        part, records, flavour=flavour, tz=tz, clock=clock, scoped=scoped, command=command)
     pending.sort(key=lambda p: p[:3])
     out = list(notes)
     out += [f"{n} job(s) left out: {why}" for why, n in sorted(left_out.items())]

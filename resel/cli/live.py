@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -117,63 +117,103 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
       resel run bag.toml --sites my-sites.toml
       resel run --resume 7
     """
-    from rich.live import Live
-
     from resel.backends.connect import open_site
-    from resel.config import check_site_commands, load_bag
-    from resel.limits import check_task_count
-    from resel.live.coordinator import Coordinator, LiveOptions
+    from resel.live.coordinator import Coordinator
     from resel.live.view import table
-    from resel.selection import Strategy
     from resel.store import default_path, open_store
     store = open_store(db)
     if resume_id is not None:
         readable_run(store, resume_id)
         coord = Coordinator.resume(store, resume_id, open_site)
     else:
-        if bag_file is None or sites_file is None:
-            raise click.UsageError("give BAG_FILE and --sites FILE (or --resume RUN)")
-        bag = load_bag(bag_file)
-        if dry_run and _all_simulated(sites_file):   # planned from the simulator, as `resel plan` does
-            from resel.cli.plan import plan_simulated
-            plan_simulated(bag, sites_file, strategy=strategy, source=estimate, clock=clock, seed=seed,
-                           db_path=db, as_json=as_json, model=model, objective=objective, risk=risk)
+        coord = _start_run(store, bag_file, sites_file, results_dir, dry_run=dry_run, as_json=as_json, db=db,
+                           strategy=strategy, seed=seed, clock=clock, poll=poll, perf=perf, task_timeout=task_timeout,
+                           estimate=estimate, model=model, risk=risk, objective=objective, walltime=walltime,
+                           quarantine=quarantine, keep_remote=keep_remote)
+        if coord is None:       # a dry run: the plan was shown
             return
-        site_list = live_sites_from(sites_file, "resel run")
-        check_site_commands(bag, site_list)
-        check_task_count(bag.count, f"{bag_file}: bag.count")
-        Strategy.parse(strategy)
-        if clock == "probed":
-            from resel.live.site_probe import probed_sites
-            site_list, probed = probed_sites(store, site_list)
-            c.err.print(f"probed clocks: {m(probed or 'none stored; using the sites file')}", soft_wrap=True)
-            clock = "avg"
-        manifest = _manifest(bag, check_only=dry_run)
-        if dry_run:
-            from resel.cli.plan import show_plan
-            show_plan(bag, site_list, strategy=strategy, source=estimate, quantile=LiveOptions.quantile,
-                      confidence=LiveOptions.confidence, clock=clock, seed=seed, db_path=db, as_json=as_json,
-                      model=model, objective=objective, risk=risk)
-            return
-        site_list = _within_limits(c, bag, site_list)
-        _url_notes(c, bag, site_list)
-        from resel.cli.rates import runtime_for
-        runtime = runtime_for(bag, site_list, model=model, db=store, clock=clock)
-        rates = runtime.engine_rates(bag.profile.instructions, risk=risk, objective=objective)
-        c.err.print(rates.label, soft_wrap=True, markup=False)
-        options = LiveOptions(strategy=strategy, seed=seed, clock=clock, poll=poll, perf=perf,
-                              task_timeout=task_timeout, estimate=estimate, rates=rates.to_json(),
-                              objective=objective, walltime=walltime, quarantine=quarantine,
-                              keep_remote=keep_remote)
-        coord = Coordinator.start(store, bag, site_list, options, open_site,
-                                  bag_file=str(bag_file.resolve()), sites_file=str(sites_file.resolve()),
-                                  manifest=manifest, results=_results_root(bag, results_dir))
     c.err.print(f"run {coord.run_id}: {coord.bag.count} tasks on {m(', '.join(s.name for s in coord.sites))} "
                 f"(store {m(db or default_path())}; resume with `resel run --resume {coord.run_id}`)", soft_wrap=True)
     if coord.engine.auto_choice is not None:
         ran_as, why = coord.engine.auto_choice
         c.err.print(f"strategy auto runs as {m(ran_as)}: {m(why)}", soft_wrap=True)
-    show = sys.stderr.isatty() if progress is None else progress
+    _drive(coord, sys.stderr.isatty() if progress is None else progress, max_time)
+    snap = _snap(coord)
+    refitted = _refit(store, coord) if refit and coord.finished else None
+    doc = snap.as_dict()
+    if refitted is not None:
+        doc["refit"] = refitted
+    failed = (f"run {coord.run_id}: {snap.failed} task(s) failed" if snap.failed else None)
+    hint = f"`resel report {coord.run_id}` and the attempts table say why" if snap.failed else None
+    if as_json:
+        if failed:
+            fail_json(doc, failed, hint)
+        print_json(doc)
+        return
+    c.out.print(table(snap))
+    if failed:
+        c.err.print(f"Error: {failed}\nHint: {hint}", markup=False, soft_wrap=True)
+        sys.exit(1)
+
+
+def _start_run(store: Any, bag_file: Path | None, sites_file: Path | None, results_dir: Path | None, *,
+               dry_run: bool, as_json: bool, db: Path | None, strategy: str, seed: int, clock: str, poll: float,
+               perf: bool, task_timeout: float | None, estimate: str, model: str, risk: float | None,
+               objective: str, walltime: str, quarantine: bool, keep_remote: bool) -> Coordinator | None:
+    """A new run's coordinator, started: the bag and sites checked, the sites probed for their
+    clocks (``--clock probed``), the inputs hashed, the pilots sized within the user's limits and
+    the rates chosen. A dry run shows the plan instead (from the simulator where every site is
+    simulated) and returns None."""
+    from resel.backends.connect import open_site
+    from resel.config import check_site_commands, load_bag
+    from resel.limits import check_task_count
+    from resel.live.coordinator import Coordinator, LiveOptions
+    from resel.selection import Strategy
+    if bag_file is None or sites_file is None:
+        raise click.UsageError("give BAG_FILE and --sites FILE (or --resume RUN)")
+    bag = load_bag(bag_file)
+    if dry_run and _all_simulated(sites_file):   # planned from the simulator, as `resel plan` does
+        from resel.cli.plan import plan_simulated
+        plan_simulated(bag, sites_file, strategy=strategy, source=estimate, clock=clock, seed=seed,
+                       db_path=db, as_json=as_json, model=model, objective=objective, risk=risk)
+        return None
+    site_list = live_sites_from(sites_file, "resel run")
+    check_site_commands(bag, site_list)
+    check_task_count(bag.count, f"{bag_file}: bag.count")
+    Strategy.parse(strategy)
+    if clock == "probed":
+        from resel.live.site_probe import probed_sites
+        site_list, probed = probed_sites(store, site_list)
+        c.err.print(f"probed clocks: {m(probed or 'none stored; using the sites file')}", soft_wrap=True)
+        clock = "avg"
+    manifest = _manifest(bag, check_only=dry_run)
+    if dry_run:
+        from resel.cli.plan import show_plan
+        show_plan(bag, site_list, strategy=strategy, source=estimate, quantile=LiveOptions.quantile,
+                  confidence=LiveOptions.confidence, clock=clock, seed=seed, db_path=db, as_json=as_json,
+                  model=model, objective=objective, risk=risk)
+        return None
+    site_list = _within_limits(c, bag, site_list)
+    _url_notes(c, bag, site_list)
+    from resel.cli.rates import runtime_for
+    runtime = runtime_for(bag, site_list, model=model, db=store, clock=clock)
+    rates = runtime.engine_rates(bag.profile.instructions, risk=risk, objective=objective)
+    c.err.print(rates.label, soft_wrap=True, markup=False)
+    options = LiveOptions(strategy=strategy, seed=seed, clock=clock, poll=poll, perf=perf,
+                          task_timeout=task_timeout, estimate=estimate, rates=rates.to_json(),
+                          objective=objective, walltime=walltime, quarantine=quarantine,
+                          keep_remote=keep_remote)
+    return Coordinator.start(store, bag, site_list, options, open_site,
+                             bag_file=str(bag_file.resolve()), sites_file=str(sites_file.resolve()),
+                             manifest=manifest, results=_results_root(bag, results_dir))
+
+
+def _drive(coord: Coordinator, show: bool, max_time: float | None) -> None:
+    """Run the coordinator (a live table on stderr if ``show``) until the bag is done, ``max_time``
+    passes or it is stopped: SIGTERM stops it as Ctrl-C does, leaving the pilots running."""
+    from rich.live import Live
+
+    from resel.live.view import table
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
         if show:
@@ -190,22 +230,6 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
     if coord.cancelled:
         c.err.print(f"run {coord.run_id} is being cancelled (`resel cancel {coord.run_id}`); this coordinator "
                     "let go of it", soft_wrap=True)
-        sys.exit(1)
-    snap = _snap(coord)
-    refitted = _refit(store, coord) if refit and coord.finished else None
-    doc = snap.as_dict()
-    if refitted is not None:
-        doc["refit"] = refitted
-    failed = (f"run {coord.run_id}: {snap.failed} task(s) failed" if snap.failed else None)
-    hint = f"`resel report {coord.run_id}` and the attempts table say why" if snap.failed else None
-    if as_json:
-        if failed:
-            fail_json(doc, failed, hint)
-        print_json(doc)
-        return
-    c.out.print(table(snap))
-    if failed:
-        c.err.print(f"Error: {failed}\nHint: {hint}", markup=False, soft_wrap=True)
         sys.exit(1)
 
 

@@ -4,6 +4,7 @@ predicted TTC, and the pilots and tasks the engine would submit. Nothing is subm
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, Callable
 
 import click
 
@@ -177,7 +178,35 @@ def _print_plan(doc: dict, bag, *, objective: str, risk: float | None, explain: 
                 f"objective {objective}{'' if risk is None else f', risk {risk:g}'}; "
                 f"{doc['sites_kind']} sites); nothing submitted\n{m(doc['model']['summary'])}")
     t = Table()
-    u = f" [{unit.name}]"
+    columns = _plan_columns(unit.name, wide)
+    for col in columns:
+        # the role wraps rather than vanish in a terminal narrower than the table
+        t.add_column(m(col), justify="left" if col in ("site", "by", "model", "role") else "right",
+                     no_wrap=col != "role", overflow="fold")
+    notes = []
+    for r in rows:
+        t.add_row(*_plan_cells(r, f, wide))
+        notes += _site_notes(r, explain)
+    print_table(t, wide)
+    for line in PLAN_LEGEND + (WIDE_LEGEND if wide else ()):
+        c.out.print(f"  {line}", markup=False, highlight=False)
+    c.out.print(f"  times in {unit.words}.", markup=False, highlight=False)
+    _print_plan_summary(doc, unit)
+    for n in notes:
+        c.out.print(f"  {terminal(n)}", markup=False, highlight=False)
+    if explain:
+        c.out.print("  why:", markup=False)
+        for r in rows:
+            ex = r.get("explain") or {}
+            c.out.print(f"    {terminal(r['site'])}: {ex.get('verdict', '?')}", markup=False, highlight=False)
+            for line in ex.get("why", []):
+                c.out.print(f"      {terminal(line)}", markup=False, highlight=False)
+
+
+def _plan_columns(unit_name: str, wide: bool) -> list[str]:
+    """The plan table's headers, times in ``unit_name``; ``wide`` adds every estimate, the model,
+    T̂x's interval, the bag alone and the share's finish."""
+    u = f" [{unit_name}]"
     columns = ["site", "free/total"]
     if wide:
         columns += ["pilot [cores]", f"walltime{u}", f"history{u}", f"twin{u}", f"scheduler{u}"]
@@ -190,40 +219,39 @@ def _print_plan(doc: dict, bag, *, objective: str, risk: float | None, explain: 
     if wide:
         columns += [f"share done{u}"]
     columns += [f"P50{u}", f"P90{u}", "role"]
-    for col in columns:
-        # the role wraps rather than vanish in a terminal narrower than the table
-        t.add_column(m(col), justify="left" if col in ("site", "by", "model", "role") else "right",
-                     no_wrap=col != "role", overflow="fold")
-    notes = []
-    for r in rows:
-        cores = "—" if r["total_cores"] is None else f"{'?' if r['free_cores'] is None else r['free_cores']}/{r['total_cores']}"
-        # every number of the row is about the pilot the plan asks for there (resel.live.plan)
-        used = r["used"]
-        cells = [m(r["site"]), cores]
-        if wide:
-            cells += [str(r["pilot_cores"]), f(r["walltime"])]
-            cells += [f(r[f"{name}_s"]) + ("*" if used == name else "") for name in ("history", "twin", "scheduler")]
-        else:
-            cells += [f(r["wait_s"]) if used else "—", used or "—"]
-        cells += [f(r["tx"]) + ("" if wide or r["tx_model"] != "fit" else "*")]
-        if wide:
-            iv = r["tx_interval"]
-            cells += ["fit" if r["tx_model"] == "fit" else "LIM", f"{f(iv[0])}–{f(iv[1])}" if iv else "—", f(r["ttc_s"])]
-        cells += [f"{r['tasks']:,}", _pilots(r["pilots"])]
-        if wide:
-            cells += [f(r["finish_s"]) if r["tasks"] else "—"]
-        p50, p90 = r["finish_p50"], r["finish_p90"]
-        if not r["tasks"] or p50 is None:
-            cells += ["—", "—"]
-        else:
-            cells += [f(p50), f(p90) if f(p90) != f(p50) else "no spread"]
-        cells.append(m(r["role"] or ("unreachable" if r["error"] else "")))
-        t.add_row(*cells)
-        notes += _site_notes(r, explain)
-    print_table(t, wide)
-    for line in PLAN_LEGEND + (WIDE_LEGEND if wide else ()):
-        c.out.print(f"  {line}", markup=False, highlight=False)
-    c.out.print(f"  times in {unit.words}.", markup=False, highlight=False)
+    return columns
+
+
+def _plan_cells(r: dict, f: Callable[[float | None], str], wide: bool) -> list[str]:
+    """One site's row of the plan table (``f`` writes a time in the table's unit)."""
+    cores = "—" if r["total_cores"] is None else f"{'?' if r['free_cores'] is None else r['free_cores']}/{r['total_cores']}"
+    # every number of the row is about the pilot the plan asks for there (resel.live.plan)
+    used = r["used"]
+    cells = [m(r["site"]), cores]
+    if wide:
+        cells += [str(r["pilot_cores"]), f(r["walltime"])]
+        cells += [f(r[f"{name}_s"]) + ("*" if used == name else "") for name in ("history", "twin", "scheduler")]
+    else:
+        cells += [f(r["wait_s"]) if used else "—", used or "—"]
+    cells += [f(r["tx"]) + ("" if wide or r["tx_model"] != "fit" else "*")]
+    if wide:
+        iv = r["tx_interval"]
+        cells += ["fit" if r["tx_model"] == "fit" else "LIM", f"{f(iv[0])}–{f(iv[1])}" if iv else "—", f(r["ttc_s"])]
+    cells += [f"{r['tasks']:,}", _pilots(r["pilots"])]
+    if wide:
+        cells += [f(r["finish_s"]) if r["tasks"] else "—"]
+    p50, p90 = r["finish_p50"], r["finish_p90"]
+    if not r["tasks"] or p50 is None:
+        cells += ["—", "—"]
+    else:
+        cells += [f(p50), f(p90) if f(p90) != f(p50) else "no spread"]
+    cells.append(m(r["role"] or ("unreachable" if r["error"] else "")))
+    return cells
+
+
+def _print_plan_summary(doc: dict, unit: Any) -> None:
+    """The lines under the legend: what auto runs as, the predicted TTC, the P50/P90 finish, the
+    task table."""
     if doc.get("auto"):
         c.out.print(f"  strategy auto runs as {doc['auto']['ran_as']}: {terminal(doc['auto']['why'])}",
                     markup=False, highlight=False)
@@ -245,15 +273,6 @@ def _print_plan(doc: dict, bag, *, objective: str, risk: float | None, explain: 
                     f"{'largest first' if table['order'] == 'largest' else 'in the table' + chr(39) + 's order'}"
                     f"{' (order auto)' if table['order_asked'] == 'auto' else ''}",
                     markup=False, highlight=False)
-    for n in notes:
-        c.out.print(f"  {terminal(n)}", markup=False, highlight=False)
-    if explain:
-        c.out.print("  why:", markup=False)
-        for r in rows:
-            ex = r.get("explain") or {}
-            c.out.print(f"    {terminal(r['site'])}: {ex.get('verdict', '?')}", markup=False, highlight=False)
-            for line in ex.get("why", []):
-                c.out.print(f"      {terminal(line)}", markup=False, highlight=False)
 
 
 def _site_notes(r: dict, explain: bool) -> list[str]:

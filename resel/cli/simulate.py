@@ -139,21 +139,11 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
       resel simulate examples/gromacs-data-bag.toml --sites examples/sites-data.toml \\
           --strategies queue --sizes 256
     """
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from resel.api import default_bag_path, queue_sites_path
     from resel.cli.rates import runtime_for, store_if_exists
     from resel.config import check_site_commands, load_bag, load_sites
-    from resel.sim.experiment import run_experiment
-    from resel.limits import check_task_count
-    from resel.store import add_experiment, default_path, open_store, save_run
-    if dask_address is not None:       # refused before any work, the scheduler not even contacted
-        from resel.sim.dask_access import parse_target
-        if parse_target(dask_address, insecure=dask_insecure).kind == "tcp":
-            err.print(f"[yellow]--dask-insecure: the Dask scheduler at {m(dask_address)} authenticates nobody; "
-                      "anyone who can reach it can run code as you[/yellow]", soft_wrap=True)
-    elif dask_insecure:
-        raise ReselError("--dask-insecure goes with --dask tcp://HOST:PORT")
+    from resel.store import default_path, open_store
+    _check_dask(dask_address, dask_insecure)       # refused before any work, the scheduler not even contacted
     bag = load_bag(bag_file or default_bag_path())
     sites = load_sites(sites_file or queue_sites_path())
     if shift_days is None:
@@ -161,32 +151,68 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
     check_site_commands(bag, sites)
     if bag.tasks and click.get_current_context().get_parameter_source("sizes") is ParameterSource.DEFAULT:
         sizes = [bag.count]        # a task table is the bag the user means, not 256 and 1,024 of it
-    if plot_dir is not None and no_store:
-        raise ReselError("--plot draws from the stored runs: drop --no-store")
-    check_task_count(max(sizes), "--sizes", hint="give smaller --sizes")
-    protect = [("the run store", db or default_path()), ("the bag file", bag_file), ("the sites file", sites_file)]
-    if plot_dir is not None:    # before any work: everything drawing the figure needs, checked now
-        from resel.cli.report_plots import ready_to_draw
-        ready_to_draw(plot_dir, None, protect, names=["workload_by_size"])
+    protect = _checked_outputs(plot_dir, no_store, sizes, [("the run store", db or default_path()),
+                                                           ("the bag file", bag_file), ("the sites file", sites_file)])
     store = None if no_store else open_store(db)
-    from resel.transfer import TransferModel
-    moves = TransferModel.from_bag(bag, sites) is not None
-    if data_blind and not moves:
-        raise ReselError("--data-blind: the bag moves no data to be blind to; give it [bag.data] sizes "
-                         "(input_mb, shared_mb, output_mb), e.g. examples/gromacs-data-bag.toml")
+    moves = _moves_data(bag, sites, data_blind)
     runtime = runtime_for(bag, sites, model=model, db=store if store is not None else store_if_exists(db),
                           clock=clock, simulated=True, seed=seed)
     rates = runtime.engine_rates(bag.profile.instructions, risk=risk, objective=objective)
-    params = {"bag": str(bag_file or "embedded"), "sites": str(sites_file or "embedded"),
-              "strategies": strategies, "sizes": sizes, "repeat": repeat, "seed": seed, "clock": clock,
-              "shift_days": shift_days,
-              "estimate": estimate, "quantile": quantile, "confidence": confidence,
-              "model": model, "model_used": runtime.summary(), "risk": risk, "objective": objective,
-              "walltime": walltime, "data": ("blind" if data_blind else "priced") if moves else None}
-    # the experiment's row is written with its first run: a sweep that fails before one (a Dask
-    # cluster out of reach, a worker without resel) leaves no empty experiment in the store
-    exp_ids: list[int] = []
+    params = {"bag": str(bag_file or "embedded"), "sites": str(sites_file or "embedded"), "strategies": strategies,
+              "sizes": sizes, "repeat": repeat, "seed": seed, "clock": clock, "shift_days": shift_days,
+              "estimate": estimate, "quantile": quantile, "confidence": confidence, "model": model,
+              "model_used": runtime.summary(), "risk": risk, "objective": objective, "walltime": walltime,
+              "data": ("blind" if data_blind else "priced") if moves else None}
     total = len([s for s in strategies if s != "oracle"]) * len(sizes) * repeat
+    exp, exp_id = _run_stored(store, params, total, dask_address, dask_insecure, workers,
+                              bag=bag, sites=sites, strategies=strategies, sizes=sizes, repeat=repeat, seed=seed,
+                              clock=clock, estimate=estimate, quantile=quantile, confidence=confidence,
+                              rates=rates, walltime=walltime, price_data=not data_blind, shift=shift_days * 86400)
+    stored_in = None if store is None else db or default_path()
+    if as_json:
+        doc = _json_doc(exp, runtime, bag, sites, model=model, risk=risk, objective=objective, walltime=walltime,
+                        shift_days=shift_days, data_blind=data_blind, moves=moves)
+        doc["db"], doc["stored"] = None if stored_in is None else str(stored_in), stored_in is not None
+        if plot_dir is not None:
+            from resel.cli.report_plots import write_experiment
+            doc["figures"] = write_experiment(store, exp_id, plot_dir, as_json=True, protect=protect)
+        print_json(doc)
+        return
+    _print_experiment(exp, bag_file, sites_file)
+    for line in _verdict(exp):
+        out.print(line)
+    _print_notes(runtime, risk, objective, _data_summary(bag, sites, data_blind) if moves else None, data_blind,
+                 exp_id, stored_in)
+    if plot_dir is not None:
+        from resel.cli.report_plots import write_experiment
+        write_experiment(store, exp_id, plot_dir, protect=protect)
+
+
+def _check_dask(dask_address: str | None, dask_insecure: bool) -> None:
+    """A ``tcp://`` Dask scheduler is said to authenticate nobody; ``--dask-insecure`` without one is
+    refused."""
+    if dask_address is not None:
+        from resel.sim.dask_access import parse_target
+        if parse_target(dask_address, insecure=dask_insecure).kind == "tcp":
+            err.print(f"[yellow]--dask-insecure: the Dask scheduler at {m(dask_address)} authenticates nobody; "
+                      "anyone who can reach it can run code as you[/yellow]", soft_wrap=True)
+    elif dask_insecure:
+        raise ReselError("--dask-insecure goes with --dask tcp://HOST:PORT")
+
+
+def _run_stored(store: Any, params: dict, total: int, dask_address: str | None, dask_insecure: bool,
+                workers: int | None, **experiment: Any) -> tuple[Experiment, int | None]:
+    """:func:`~resel.sim.experiment.run_experiment` with a progress bar (on a terminal), locally or
+    on Dask, each run stored as it ends (``store`` None: none). Returns the experiment and its id
+    in the store.
+
+    The experiment's row is written with its first run: a sweep that fails before one (a Dask
+    cluster out of reach, a worker without resel) leaves no empty experiment in the store."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from resel.sim.experiment import dask_executor, local_cores, run_experiment
+    from resel.store import add_experiment, save_run
+    exp_ids: list[int] = []
     with Progress(TextColumn("[bold]simulating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err, transient=True, disable=not err.is_terminal) as progress:
         bar = progress.add_task("runs", total=total)
@@ -199,51 +225,72 @@ def simulate(bag_file: Path | None, sites_file: Path | None, strategies: list[st
                 exp_ids.append(add_experiment(store, params))
             return save_run(store, result, experiment_id=exp_ids[0])
 
-        from resel.sim.experiment import dask_executor, local_cores
         with dask_executor(dask_address, insecure=dask_insecure,
                            default_workers=workers or local_cores()) as executor:
-            exp = run_experiment(bag, sites, strategies, sizes, repeat=repeat, seed=seed, clock=clock,
-                                 estimate=estimate, quantile=quantile, confidence=confidence, on_run=on_run,
-                                 rates=rates, workers=workers or local_cores(), executor=executor,
-                                 walltime=walltime, price_data=not data_blind, shift=shift_days * 86400)
+            exp = run_experiment(on_run=on_run, workers=workers or local_cores(), executor=executor, **experiment)
     exp_id = exp_ids[0] if exp_ids else None
     exp.experiment_id = exp_id
-    if as_json:
-        doc = exp.as_dict()
-        doc["model"] = {"asked": model, "used": runtime.used, "summary": runtime.summary(),
-                        "application": runtime.application, "notes": runtime.notes,
-                        "sites": {s: r.as_dict(bag.profile.instructions) for s, r in runtime.sites.items()}}
-        doc["risk"], doc["objective"], doc["walltime"] = risk, objective, walltime
-        doc["shift_days"] = shift_days
-        doc["sooner"] = _sooner(exp)
-        doc["data"] = _data_summary(bag, sites, data_blind) if moves else None
-        doc["db"] = str(db or default_path()) if store is not None else None
-        doc["stored"] = store is not None
-        if plot_dir is not None:
-            from resel.cli.report_plots import write_experiment
-            doc["figures"] = write_experiment(store, exp_id, plot_dir, as_json=True, protect=protect)
-        print_json(doc)
-        return
-    _print_experiment(exp, bag_file, sites_file)
-    for line in _verdict(exp):
-        out.print(line)
+    return exp, exp_id
+
+
+def _json_doc(exp: Experiment, runtime: Any, bag: Any, sites: list, *, model: str, risk: float | None,
+              objective: str, walltime: str, shift_days: float, data_blind: bool, moves: bool) -> dict:
+    """The experiment as ``--json`` prints it, with the model used, the options that shaped it, how
+    much sooner resel finished and the data moved (the store's part is added by the caller)."""
+    doc = exp.as_dict()
+    doc["model"] = {"asked": model, "used": runtime.used, "summary": runtime.summary(),
+                    "application": runtime.application, "notes": runtime.notes,
+                    "sites": {s: r.as_dict(bag.profile.instructions) for s, r in runtime.sites.items()}}
+    doc["risk"], doc["objective"], doc["walltime"] = risk, objective, walltime
+    doc["shift_days"] = shift_days
+    doc["sooner"] = _sooner(exp)
+    doc["data"] = _data_summary(bag, sites, data_blind) if moves else None
+    return doc
+
+
+def _checked_outputs(plot_dir: Path | None, no_store: bool, sizes: list[int],
+                     protect: list[tuple[str, Path | None]]) -> list[tuple[str, Path | None]]:
+    """Before any work: ``--plot`` needs the store, the sizes are within resel's limits, and
+    everything drawing the figure needs is checked (``protect``: the files it must not overwrite,
+    returned)."""
+    from resel.limits import check_task_count
+    if plot_dir is not None and no_store:
+        raise ReselError("--plot draws from the stored runs: drop --no-store")
+    check_task_count(max(sizes), "--sizes", hint="give smaller --sizes")
+    if plot_dir is not None:
+        from resel.cli.report_plots import ready_to_draw
+        ready_to_draw(plot_dir, None, protect, names=["workload_by_size"])
+    return protect
+
+
+def _moves_data(bag: Any, sites: list, data_blind: bool) -> bool:
+    """Whether the bag moves data (it has [bag.data] sizes); ``--data-blind`` without any is refused."""
+    from resel.transfer import TransferModel
+    moves = TransferModel.from_bag(bag, sites) is not None
+    if data_blind and not moves:
+        raise ReselError("--data-blind: the bag moves no data to be blind to; give it [bag.data] sizes "
+                         "(input_mb, shared_mb, output_mb), e.g. examples/gromacs-data-bag.toml")
+    return moves
+
+
+def _print_notes(runtime: Any, risk: float | None, objective: str, data: dict | None, data_blind: bool,
+                 exp_id: int | None, stored_in: Path | None) -> None:
+    """The dim lines under the table: the T̂x model and its notes, the data each task moved, and
+    where the runs were stored (``stored_in`` None: not stored)."""
     out.print(f"[dim]{m(runtime.summary())}" + (f"; re-selection windows at risk {risk:g}" if risk is not None else "")
               + ("; queue-aware split on P90" if objective == "p90" else "") + "[/dim]")
     for note in runtime.notes:
         out.print(f"[dim]{m(note)}[/dim]")
-    if moves:
-        d = _data_summary(bag, sites, data_blind)
+    if data is not None:
+        d = data
         how = "the engine was blind to it (--data-blind)" if data_blind else "priced in every choice of site"
         out.print(f"[dim]data per task: {d['input_mb']:g} MB own inputs, {d['shared_mb']:g} MB shared (once per "
                   f"site), {d['output_mb']:g} MB outputs; {how}[/dim]")
-    if store is not None:
-        out.print(f"[dim]stored as experiment {exp_id} in {m(db or default_path())}: "
+    if stored_in is not None:
+        out.print(f"[dim]stored as experiment {exp_id} in {m(stored_in)}: "
                   f"`resel runs --experiment {exp_id}`, `resel report RUN`; `resel prune` removes old runs[/dim]")
     else:
         out.print("[dim]not stored (--no-store): these runs cannot be listed or reported later[/dim]")
-    if plot_dir is not None:
-        from resel.cli.report_plots import write_experiment
-        write_experiment(store, exp_id, plot_dir, protect=protect)
 
 
 def _sooner(exp: Experiment) -> dict | None:

@@ -309,6 +309,17 @@ def report(run_id: int, db: Path | None, n_decisions: int, plot_dir: Path | None
                      "quarantines": quarantines, "auto": chosen, "learned": learned,
                      **emit(store, run_id, plot_dir, html_file, as_json=True, protect=protect)})
         return
+    _print_run_header(store, run, run_id)
+    _print_where_tasks_ran(per_site, quarantines)
+    _print_learned(chosen, learned)
+    _print_decisions(run["audit"] or {}, kinds, picked, n_decisions)
+    if plot_dir is not None or html_file is not None:
+        from resel.cli.report_plots import emit
+        emit(store, run_id, plot_dir, html_file, as_json=False, protect=protect)
+
+
+def _print_run_header(store: Any, run: dict, run_id: int) -> None:
+    """The run's first lines: what ran, and its workload times (or why there are none yet)."""
     from resel.units import pick, span
     out.print(f"[bold]run {run['id']}[/bold]  bag {m(run['bag'])}  strategy {m(run['strategy'])}  size {m(run['size'])}  "
               f"seed {m(run['seed'])}  LIM clock {m(run['clock'])}"
@@ -325,6 +336,11 @@ def report(run_id: int, db: Path | None, n_decisions: int, plot_dir: Path | None
                   f"T_x,wkd {unit.cell(run['tx_wkd'])} {unit.name}   done {run['done']}  failed {run['failed']}  "
                   f"moved {run['reassigned']}  restarts {run['restarts']}  core time wasted "
                   f"{span(run['wasted_core_s'] or 0)}", highlight=False)
+
+
+def _print_where_tasks_ran(per_site: list[dict], quarantines: list[dict]) -> None:
+    """Where the tasks ran, per site and the site they were first assigned to; the black holes."""
+    from resel.units import pick, span
     unit = pick(v for r in per_site for v in (r["tq"], r["tx"], r["ttc"]))
     table = Table(title="where tasks ran")
     for col in ("ran on", "assigned to", "tasks", m(unit.header("mean T_q")), m(unit.header("mean T_x")),
@@ -338,8 +354,11 @@ def report(run_id: int, db: Path | None, n_decisions: int, plot_dir: Path | None
         until = f"until {span(q['until'])}" if q["until"] is not None else "not released"
         released = f", released at {span(q['released'])}" if q["released"] is not None else ""
         out.print(f"quarantined {m(q['site'])} at {span(q['time'])} ({until}{released}): black hole — {m(q['reason'])}")
-    _print_learned(chosen, learned)
-    audit = run["audit"] or {}
+
+
+def _print_decisions(audit: dict, kinds: dict[str, int], picked: list[dict], n_decisions: int) -> None:
+    """The decisions by kind, the re-selection audit, and the first ``n_decisions`` with their inputs."""
+    from resel.units import pick, span
     out.print("decisions: " + m(", ".join(f"{k} {v}" for k, v in sorted(kinds.items())) or "none"))
     if audit.get("decisions"):
         cases = ", ".join(f"case {c}: {n}" for c, n in sorted((audit["by_case"] or {}).items()))
@@ -360,9 +379,6 @@ def report(run_id: int, db: Path | None, n_decisions: int, plot_dir: Path | None
         out.print(t)
     elif n_decisions == 0 and sum(n for k, n in kinds.items() if k != "assign"):
         out.print("[dim]--decisions N lists the first N with their inputs; --html FILE groups them by site pair[/dim]")
-    if plot_dir is not None or html_file is not None:
-        from resel.cli.report_plots import emit
-        emit(store, run_id, plot_dir, html_file, as_json=False, protect=protect)
 
 
 def _s(value: Any) -> str:

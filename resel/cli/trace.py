@@ -6,6 +6,7 @@ import contextlib
 import math
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -55,15 +56,10 @@ def replay_cmd(trace: Path, policy: str, cores: int | None, speed: float, kill: 
     from resel.cli.common import err
     from resel.cli.common import fail_cleanly as _fail_cleanly, print_json as _print_json
     from resel.sim.replay import replay
-    from resel.sim.swf import Header, read_swf, write_schedule, write_swf
+    from resel.sim.swf import read_swf, write_schedule
     from resel.sim.swf import site_cores as site_cores_of
 
-    try:
-        tau_values = tuple(float(t) for t in taus.split(",") if t.strip())
-    except ValueError:
-        raise click.BadParameter(f"{taus!r}: give seconds separated by commas, e.g. 10,60", param_hint="--tau") from None
-    if not tau_values or any(not 0 < t < float("inf") for t in tau_values):
-        raise click.BadParameter("give one or more thresholds > 0, e.g. 10,60", param_hint="--tau")
+    tau_values = _taus(taus)
 
     @_fail_cleanly
     def run() -> None:
@@ -73,26 +69,14 @@ def replay_cmd(trace: Path, policy: str, cores: int | None, speed: float, kill: 
         if not site_cores:
             raise ReselError(f"{trace}: the header gives no MaxProcs and there is no {trace.name}.machines "
                              "beside it", hint="say how many cores the site has with --cores N")
-        keep = None
-        if statuses:
-            try:
-                keep = {int(s) for s in statuses.split(",") if s.strip()}
-            except ValueError:
-                raise click.BadParameter(f"{statuses!r}: give status codes such as 1 or 0,1", param_hint="--status") from None
+        keep = _statuses(statuses)
         sink = _open_output(output, trace) if output else None
         schedule: list | None = None
         try:
             on_scheduled = None
             if sink is not None:
-                header = Header(fields=dict(source.header.fields), comments=list(source.header.comments))
-                header.comments.append(f"; Note: simulated schedule by resel replay --policy {policy} "
-                                       f"--cores {site_cores} --speed {speed:g}{' --kill' if kill else ''}; "
-                                       "field 3 = simulated wait, field 4 = simulated run")
-                write_swf(sink, [], header)
-                if skip_bad:     # the lines skipped are known only to the reader: written as it reads them
-                    on_scheduled = _schedule_writer(sink)
-                else:            # each job's (wait, run) by position, then the trace's lines copied with them
-                    schedule = []
+                on_scheduled, schedule = _start_output(sink, source.header, f"--policy {policy} --cores {site_cores} "
+                                                       f"--speed {speed:g}{' --kill' if kill else ''}", skip_bad)
             # a spinner on a terminal only: elsewhere rich is not even imported (start-up)
             show = sys.stderr.isatty()
             with err.status("replaying…") if show else contextlib.nullcontext() as status:
@@ -127,6 +111,43 @@ def replay_cmd(trace: Path, policy: str, cores: int | None, speed: float, kill: 
                                 f"{skipped_lines[0][0]}: {skipped_lines[0][1]}"), err=True)
 
     run()
+
+
+def _taus(taus: str) -> tuple[float, ...]:
+    """``--tau``'s bounded-slowdown thresholds: seconds > 0, comma-separated."""
+    try:
+        tau_values = tuple(float(t) for t in taus.split(",") if t.strip())
+    except ValueError:
+        raise click.BadParameter(f"{taus!r}: give seconds separated by commas, e.g. 10,60", param_hint="--tau") from None
+    if not tau_values or any(not 0 < t < float("inf") for t in tau_values):
+        raise click.BadParameter("give one or more thresholds > 0, e.g. 10,60", param_hint="--tau")
+    return tau_values
+
+
+def _statuses(statuses: str | None) -> set[int] | None:
+    """``--status``'s SWF status codes (None: every job)."""
+    if not statuses:
+        return None
+    try:
+        return {int(s) for s in statuses.split(",") if s.strip()}
+    except ValueError:
+        raise click.BadParameter(f"{statuses!r}: give status codes such as 1 or 0,1", param_hint="--status") from None
+
+
+def _start_output(sink: Any, trace_header: Any, options: str, skip_bad: bool) -> tuple[Any, list | None]:
+    """Write the ``--output`` schedule's header (the trace's, noting how it was simulated: ``options``)
+    and say how its jobs will follow: with ``skip_bad``, a writer the replay hands each job to as
+    it reads it (the lines skipped are known only to the reader); else a list the replay fills with
+    each job's (wait, run) by position, the trace's lines copied with them afterwards. Returns
+    ``(on_scheduled, schedule)``, one of them None."""
+    from resel.sim.swf import Header, write_swf
+    header = Header(fields=dict(trace_header.fields), comments=list(trace_header.comments))
+    header.comments.append(f"; Note: simulated schedule by resel replay {options}; "
+                           "field 3 = simulated wait, field 4 = simulated run")
+    write_swf(sink, [], header)
+    if skip_bad:
+        return _schedule_writer(sink), None
+    return None, []
 
 
 def _schedule_writer(sink):

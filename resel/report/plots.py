@@ -252,30 +252,11 @@ def slot_counts(pils: Sequence[dict], segs: Sequence[dict], end: float) -> dict:
 
 
 @plain_text
-def gantt(db: Database, run_id: int) -> tuple[Figure, dict]:
-    """One lane per site, one row per pilot in it: queue wait and lifetime bars, task attempts
-    as segments coloured by outcome, re-selection moves (▲) and restarts (✕) marked.
-
-    A site with more than :data:`MAX_PILOT_ROWS` pilots (a pool of single-core pilots, one per
-    task) is one band instead: how many slots were queued, running and busy over time, so a
-    1,024-task run fits a screen. A pilot wider than :data:`MAX_ROW_SLOTS` slots keeps its row
-    that high and draws its slots thinner.
-
-    ``data['segments']`` has one entry per attempt, so tasks + restarts (+ lost attempts) of the
-    run; ``data['moves']`` the engine's move decisions; ``data['restarts']`` the cancelled
-    attempts; ``data['bands']`` the slot counts of each banded site (:func:`slot_counts`).
-    """
-    run = load_run(db, run_id)
-    lanes = site_names(run)
-    segs = attempts(db, run)
-    pils = pilots(db, run)
-    moves = [{"time": d["time"], "kind": d["kind"], "task": d["task"], "origin": d["origin"], "target": d["target"]}
-             for d in decisions(db, run_id) if d["kind"] in MOVE_KINDS]
-    end = _run_end(run, [a["end"] for a in segs] + [p["end"] for p in pils] + [a["start"] for a in segs])
-    for s in {a["site"] for a in segs} | {p["site"] for p in pils}:
-        if s not in lanes:      # a site seen in records but not in the configuration: still draw it
-            lanes.append(s)
-
+def _gantt_layout(lanes: list[str], segs: list[dict], pils: list[dict],
+                  end: float) -> tuple[float, dict, dict, dict]:
+    """Where each lane, pilot row and band of the Gantt chart goes, top down. Returns the height
+    used, each pilot's row ``(y, slots high, pitch, slot of each attempt by id)``, each site's
+    lane ``(top, bottom)`` and each banded site's slot counts (with its ``top``)."""
     # layout: each pilot a row of its slots (at most MAX_ROW_SLOTS high), or the whole site one
     # band of slot counts when it has too many pilots for rows; sites separated by a gap
     by_pilot: dict[int, list[dict]] = {}
@@ -302,16 +283,11 @@ def gantt(db: Database, run_id: int) -> tuple[Figure, dict]:
             y += 0.7            # an empty lane still gets a row, so every site is visible
         lane_span[site] = (top, y)
         y += 0.6
-    # attempts on pilots with no record (nor a band for their site)
-    orphans = [a for a in segs if a["pilot"] not in rows and a["site"] not in bands]
+    return y, rows, lane_span, bands
 
-    # a live test run lasts seconds, a thesis-size bag days: pick the unit that reads
-    tu = pick([end])
-    unit, uname = tu.seconds, tu.name
-    fig = Figure(figsize=(12, max(4.0, 1.0 + y * 0.35)), layout="constrained")
-    ax = fig.add_subplot()
-    for site, band in bands.items():
-        _draw_band(ax, band, unit, end)
+
+def _draw_pilots(ax: Any, pils: list[dict], rows: dict, unit: float, end: float) -> None:
+    """Each pilot with a row: its queue wait (hatched) and its lifetime."""
     for p in pils:
         if p["pilot"] not in rows:
             continue
@@ -325,6 +301,12 @@ def gantt(db: Database, run_id: int) -> tuple[Figure, dict]:
             pend = p["end"] if p["end"] is not None else end
             ax.broken_barh([(p["start"] / unit, max(0.0, pend - p["start"]) / unit)], (y0, h), facecolors="#cfe2f3",
                            edgecolor="#6f8faf", linewidth=0.5)
+
+
+def _draw_attempts(ax: Any, segs: list[dict], rows: dict, bands: dict, lane_span: dict, unit: float,
+                   end: float) -> list[dict]:
+    """Each task attempt: a segment in its pilot's slot coloured by outcome (or, on a banded site,
+    counted in the band), a restart marked ✕. Returns the attempts with the height drawn at."""
     seg_rows = []
     for a in segs:
         stop = a["end"] if a["end"] is not None else end
@@ -345,6 +327,46 @@ def gantt(db: Database, run_id: int) -> tuple[Figure, dict]:
         if a["outcome"] == "cancelled":
             ax.plot([stop / unit], [ys + pitch * 0.4], marker="x", color="black", markersize=6)
         seg_rows.append({**a, "y": ys})
+    return seg_rows
+
+
+def gantt(db: Database, run_id: int) -> tuple[Figure, dict]:
+    """One lane per site, one row per pilot in it: queue wait and lifetime bars, task attempts
+    as segments coloured by outcome, re-selection moves (▲) and restarts (✕) marked.
+
+    A site with more than :data:`MAX_PILOT_ROWS` pilots (a pool of single-core pilots, one per
+    task) is one band instead: how many slots were queued, running and busy over time, so a
+    1,024-task run fits a screen. A pilot wider than :data:`MAX_ROW_SLOTS` slots keeps its row
+    that high and draws its slots thinner.
+
+    ``data['segments']`` has one entry per attempt, so tasks + restarts (+ lost attempts) of the
+    run; ``data['moves']`` the engine's move decisions; ``data['restarts']`` the cancelled
+    attempts; ``data['bands']`` the slot counts of each banded site (:func:`slot_counts`).
+    """
+    run = load_run(db, run_id)
+    lanes = site_names(run)
+    segs = attempts(db, run)
+    pils = pilots(db, run)
+    moves = [{"time": d["time"], "kind": d["kind"], "task": d["task"], "origin": d["origin"], "target": d["target"]}
+             for d in decisions(db, run_id) if d["kind"] in MOVE_KINDS]
+    end = _run_end(run, [a["end"] for a in segs] + [p["end"] for p in pils] + [a["start"] for a in segs])
+    for s in {a["site"] for a in segs} | {p["site"] for p in pils}:
+        if s not in lanes:      # a site seen in records but not in the configuration: still draw it
+            lanes.append(s)
+
+    y, rows, lane_span, bands = _gantt_layout(lanes, segs, pils, end)
+    # attempts on pilots with no record (nor a band for their site)
+    orphans = [a for a in segs if a["pilot"] not in rows and a["site"] not in bands]
+
+    # a live test run lasts seconds, a thesis-size bag days: pick the unit that reads
+    tu = pick([end])
+    unit, uname = tu.seconds, tu.name
+    fig = Figure(figsize=(12, max(4.0, 1.0 + y * 0.35)), layout="constrained")
+    ax = fig.add_subplot()
+    for site, band in bands.items():
+        _draw_band(ax, band, unit, end)
+    _draw_pilots(ax, pils, rows, unit, end)
+    seg_rows = _draw_attempts(ax, segs, rows, bands, lane_span, unit, end)
     for m in moves:
         span = lane_span.get(m["target"]) or lane_span.get(m["origin"])
         if span:
@@ -529,38 +551,9 @@ def window_bound(w: float, w_hat: float) -> tuple[str, float]:
 
 
 @plain_text
-def predictions(db: Database, run_id: int) -> tuple[Figure, dict]:
-    """Predicted vs measured T_x per site (Figs 4.4–4.5), and Ŵ vs W per re-selection.
-
-    The prediction is LIM's T̂_x recorded with the decisions; the measurement is the mean ±
-    sample std of T_x of the tasks that finished there. W per decision is measured as the
-    difference of the two sites' mean T_x (the oracle's per-slot truth is not stored).
-
-    Raises:
-        ReselError: the run recorded no predictions.
-    """
-    run = load_run(db, run_id)
-    decs = decisions(db, run_id)
-    predicted: dict[str, float] = {}
-    for d in decs:
-        if d["tx_r"] is not None:
-            predicted.setdefault(d["origin"], d["tx_r"])
-        if d["tx_r2"] is not None and d["target"]:
-            predicted.setdefault(d["target"], d["tx_r2"])
-    if not predicted:
-        raise ReselError(f"run {run_id} recorded no T_x predictions (no decision carries one), "
-                         "so there is nothing to compare")
-    measured_raw: dict[str, list[float]] = {}
-    for t in finished_tasks(db, run):
-        measured_raw.setdefault(t["site"], []).append(t["tx"])
-    names = [s for s in site_names(run) if s in predicted or s in measured_raw]
-    names += [s for s in list(predicted) + list(measured_raw) if s not in names]
-    per_site = []
-    for s in names:
-        m = summarize(measured_raw.get(s, []))
-        per_site.append({"site": s, "predicted": predicted.get(s), "measured_mean": None if not m["n"] else m["mean"],
-                         "measured_std": None if not m["n"] else m["std"], "n": m["n"]})
-    means = {p["site"]: p["measured_mean"] for p in per_site}
+def _measured_windows(decs: list[dict], means: dict[str, float | None]) -> list[dict]:
+    """Each re-selection decision's predicted window Ŵ and the W measured as the difference of the
+    two sites' mean T_x (``means``), with the case and penalty bound where both are known."""
     windows = []
     for d in decs:
         if not d["kind"].startswith("reselect"):
@@ -574,9 +567,11 @@ def predictions(db: Database, run_id: int) -> tuple[Figure, dict]:
         if w is not None and w_hat is not None:
             row["case"], row["bound"] = window_bound(w, w_hat)
         windows.append(row)
+    return windows
 
-    fig = Figure(figsize=(14, 5.2), layout="constrained")
-    ax1, ax2 = fig.subplots(1, 2)
+
+def _draw_tx_bars(ax1: Any, per_site: list[dict]) -> None:
+    """Predicted T̂_x beside the measured mean ± sample std, per site."""
     xs = list(range(len(per_site)))
     unit = pick(v for p in per_site for v in (p["predicted"], (p["measured_mean"] or 0) + (p["measured_std"] or 0)))
     ax1.bar([x - 0.2 for x in xs], [unit.of(p["predicted"] or 0) for p in per_site], width=0.4,
@@ -593,6 +588,11 @@ def predictions(db: Database, run_id: int) -> tuple[Figure, dict]:
     ax1.set_title("predicted vs measured T_x per site")
     ax1.legend()
     ax1.grid(axis="y", alpha=0.3)
+
+
+def _draw_windows(ax2: Any, windows: list[dict]) -> None:
+    """Ŵ against W, one point per distinct pair per case (its area: how many decisions), with the
+    lines the cases of eqs. 3.7–3.10 are read against."""
     pts = [r for r in windows if r["w"] is not None and r["w_hat"] is not None]
     wunit = pick(v for r in pts for v in (r["w"], r["w_hat"]))
     if pts:
@@ -629,6 +629,45 @@ def predictions(db: Database, run_id: int) -> tuple[Figure, dict]:
     ax2.set_ylabel(wunit.header("predicted window Ŵ"))
     ax2.set_title("re-selection windows: Ŵ vs W")
     ax2.grid(alpha=0.3)
+
+
+def predictions(db: Database, run_id: int) -> tuple[Figure, dict]:
+    """Predicted vs measured T_x per site (Figs 4.4–4.5), and Ŵ vs W per re-selection.
+
+    The prediction is LIM's T̂_x recorded with the decisions; the measurement is the mean ±
+    sample std of T_x of the tasks that finished there. W per decision is measured as the
+    difference of the two sites' mean T_x (the oracle's per-slot truth is not stored).
+
+    Raises:
+        ReselError: the run recorded no predictions.
+    """
+    run = load_run(db, run_id)
+    decs = decisions(db, run_id)
+    predicted: dict[str, float] = {}
+    for d in decs:
+        if d["tx_r"] is not None:
+            predicted.setdefault(d["origin"], d["tx_r"])
+        if d["tx_r2"] is not None and d["target"]:
+            predicted.setdefault(d["target"], d["tx_r2"])
+    if not predicted:
+        raise ReselError(f"run {run_id} recorded no T_x predictions (no decision carries one), "
+                         "so there is nothing to compare")
+    measured_raw: dict[str, list[float]] = {}
+    for t in finished_tasks(db, run):
+        measured_raw.setdefault(t["site"], []).append(t["tx"])
+    names = [s for s in site_names(run) if s in predicted or s in measured_raw]
+    names += [s for s in list(predicted) + list(measured_raw) if s not in names]
+    per_site = []
+    for s in names:
+        m = summarize(measured_raw.get(s, []))
+        per_site.append({"site": s, "predicted": predicted.get(s), "measured_mean": None if not m["n"] else m["mean"],
+                         "measured_std": None if not m["n"] else m["std"], "n": m["n"]})
+    windows = _measured_windows(decs, {p["site"]: p["measured_mean"] for p in per_site})
+
+    fig = Figure(figsize=(14, 5.2), layout="constrained")
+    ax1, ax2 = fig.subplots(1, 2)
+    _draw_tx_bars(ax1, per_site)
+    _draw_windows(ax2, windows)
     fig.suptitle(f"run {run_id}: predictions against measurements")
     return fig, {"run_id": run_id, "per_site": per_site, "windows": windows}
 

@@ -56,6 +56,11 @@ def to_qjob(job: Job, seq: int, speed: float, kill: bool) -> QJob | None:
     return q
 
 
+# Longer than 80 lines (tests/test_function_size.py lists it): its closures (``ended``,
+# ``arrivals``, ``flush``) run once per job and share the replay's counters as closure cells;
+# split into helpers they would pass them per job. Not measured yet: the measured split of the
+# kernel it feeds (resel/sim/closed.py, above ``easy``) cost 1.05-1.08x; that of the loop feeding
+# it (``_run_kernel`` below) nothing measurable.
 def replay(jobs: Iterable[Job], policy: str, cores: int, *, speed: float = 1.0, kill: bool = False,
            taus: tuple[float, ...] = (10.0, 60.0), on_done: Callable[[Job], None] | None = None,
            on_scheduled: Callable[[Job, float, float], None] | None = None,
@@ -208,14 +213,17 @@ def _only_status(jobs: Iterable[Job], statuses: Collection[int]) -> Iterator[Job
     return only_status(jobs, statuses)
 
 
+# Split into _prepared, _until_first and _kernel_rows (issue 27 item 4) at no measured cost: a
+# whole replay of wagap-2013.swf and hpc2n.swf under fcfs and easy took 0.99-1.01x the time of
+# the one-function version (median of 31 paired runs, interleaved, CPU time, load average 4-5
+# on 2 cores, 2026-11-29), where the same code against itself gave 1.00-1.03x.
 def _run_kernel(blocks: Iterable[Columns], policy: str, cores: int, speed: float, kill: bool, stats: JobStats,
                 trace_name: str, on_progress: Callable[[int], None] | None,
                 first: int | None, starts: dict | None = None,
                 schedule: list | None = None) -> tuple[int, int, int, int, float]:
     """:func:`replay` of a trace's columns (:meth:`Trace.replay_columns`) by the policy's kernel
     (:data:`resel.sim.closed.KERNELS`): the jobs a block at a time made into the kernel's
-    tuples — checked for order, unusable ones counted and dropped, run and estimate scaled
-    and capped as ``arrivals`` does, by list operations — then one loop over all of them.
+    tuples (:func:`_prepared`), then one loop over all of them.
 
     Fills ``stats.wait``, ``run``, ``area`` and ``last_end``; returns the jobs read, the
     unknown and too-large ones skipped, the jobs killed at their request and the first
@@ -223,13 +231,10 @@ def _run_kernel(blocks: Iterable[Columns], policy: str, cores: int, speed: float
     (the schedule, for :func:`kernel_schedule`; it keeps every job's id and submit time);
     ``schedule``, each job read's ``(wait, run)`` by its position (None: not replayed).
     """
-    kept_ids: list = []
-    kept_submits: list[float] = []
-    positions: list[int] = []            # with ``schedule``: each replayed job's position among those read
+    kept: tuple[list, list[float]] | None = ([], []) if starts is not None else None   # ids, submit times
+    positions: list[int] | None = [] if schedule is not None else None   # each replayed job's among those read
     counts = [0, 0, 0, 0, 0]              # read, unknown run or size, larger than the site, killed, replayed
-    reach = [0, 0]                        # the largest submit time seen, the sum of the runs
     low = [math.inf]                      # the first submit replayed
-    fcfs = policy == "fcfs"
     # the kernel reports each job's wait and run into lists, moved into the statistics' arrays
     # a block at a time (so they hold at most a block's jobs and the jobs running then):
     # array('d').append converts each number through a parsed format, ~100 ns, against ~25 ns
@@ -243,112 +248,131 @@ def _run_kernel(blocks: Iterable[Columns], policy: str, cores: int, speed: float
         waits.clear()
         ran.clear()
 
-    def until_first() -> Iterator[Columns]:
-        """The blocks, none read once the first ``first`` jobs are in (so that --first bounds
-        what is read of the file, whatever follows them)."""
-        for block in blocks:
-            yield block
-            if first is not None and counts[0] >= first:
-                return
-
-    def prepared() -> Iterator[Iterable[tuple]]:
-        last = -math.inf
-        for submits, runs, sizes, req_times, ids in until_first():
-            moved()
-            if first is not None and counts[0] + len(submits) > first:
-                keep = max(0, first - counts[0])
-                submits, runs, sizes, req_times, ids = (c[:keep] for c in (submits, runs, sizes, req_times, ids))
-            if not submits:
-                return
-            if submits[0] < last or submits != sorted(submits):
-                for submit, job_id in zip(submits, ids):
-                    if submit < last:
-                        raise unsorted_error(trace_name, job_id, submit, last)
-                    last = submit
-            last = submits[-1]
-            before = counts[0]
-            counts[0] += len(submits)
-            if on_progress is not None:
-                for done in range(before // 1000 + 1, counts[0] // 1000 + 1):
-                    on_progress(done * 1000)
-            read = range(before, counts[0])
-            if not (min(runs) >= 0 and min(sizes) > 0 and max(sizes) <= cores):    # as to_qjob
-                usable = [run is not None and run >= 0 and size > 0 for run, size in zip(runs, sizes)]
-                counts[1] += usable.count(False)
-                fits = [ok and size <= cores for ok, size in zip(usable, sizes)]
-                counts[2] += fits.count(False) - usable.count(False)
-                submits, runs, sizes, req_times, ids = (list(itertools.compress(c, fits))
-                                                        for c in (submits, runs, sizes, req_times, ids))
-                read = itertools.compress(read, fits)
-                if not submits:
-                    continue
-            if schedule is not None:
-                positions.extend(read)
-            low[0] = min(low[0], submits[0])
-            numbers = range(counts[4], counts[4] + len(submits))
-            counts[4] += len(submits)
-            if starts is not None:
-                kept_ids.extend(ids)
-                kept_submits.extend(map(float, submits))
-            # Numbers as they were read, not floats, while every time the schedule can reach
-            # (the latest submit, plus every run so far, plus the longest request) is below
-            # 2**52: each sum and difference of the kernel is then exact either way, so the
-            # schedule and the statistics are the same numbers (the int-to-float conversion of
-            # up to two values a job is ~5 % of an FCFS replay). Beyond, floats as before.
-            reach[0] = max(reach[0], abs(submits[0]), abs(submits[-1]))
-            reach[1] += sum(runs)
-            exact = speed == 1 and reach[0] + reach[1] < _EXACT
-            # run_and_estimate, column by column: the request (else the run), both / speed; a
-            # run past its request is cut to it (kill) or raises it (FCFS reads no estimate)
-            if fcfs and not kill:
-                if exact:
-                    yield zip(submits, sizes, runs, numbers)
-                else:
-                    yield zip(map(float, submits), sizes, map(float, runs) if speed == 1 else
-                              [run / speed for run in runs], numbers)
-                continue
-            if exact:
-                if kill:
-                    estimates = [req if req > 0 else run for req, run in zip(req_times, runs)]
-                else:       # the request raised to the run at once: max(request or run, run), which
-                    # is max(request, run) as runs are >= 0 (checked above), written out (the
-                    # request on a tie, as max keeps the first): map(max, ...) calls max with a
-                    # tuple of arguments per job, three times as long
-                    estimates = [req if req >= run else run for req, run in zip(req_times, runs)]
-                exact = reach[0] + reach[1] + max(estimates) < _EXACT
-            if exact:
-                starts_at, lengths = submits, runs
-            else:
-                starts_at = list(map(float, submits))
-                lengths = list(map(float, runs)) if speed == 1 else [run / speed for run in runs]
-                estimates = [(req if req > 0 else run) / speed for req, run in zip(req_times, runs)]
-                if not kill:
-                    estimates = [length if length > e else e for e, length in zip(estimates, lengths)]
-            if kill:        # a run past its request is cut to it (min(run, estimate), written out)
-                over = list(map(operator.gt, lengths, estimates))
-                if any(over):
-                    counts[3] += over.count(True)
-                    lengths = [e if e < length else length for length, e in zip(lengths, estimates)]
-            yield (zip(starts_at, sizes, lengths, numbers) if fcfs
-                   else zip(starts_at, sizes, estimates, lengths, numbers))
-
     kernel = closed.KERNELS[policy]
     order: list[int] | None = [] if starts is not None or schedule is not None else None
+    rows = _prepared(blocks, cores, speed, kill, policy == "fcfs", first, trace_name, on_progress, counts, low,
+                     moved, positions, kept)
     try:
         with collector_paused():
-            area, last_end = kernel(itertools.chain.from_iterable(prepared()), cores, waits.append,
+            area, last_end = kernel(itertools.chain.from_iterable(rows), cores, waits.append,
                                     ran.append, None if order is None else order.append)
     finally:
         moved()
     stats.area, stats.last_end = float(area), float(last_end)      # (as the float path gives them)
-    if starts is not None and order is not None:
+    if kept is not None and order is not None:
+        kept_ids, kept_submits = kept
         for number, waited in zip(order, stats.wait):
             starts[kept_ids[number]] = kept_submits[number] + waited
-    if schedule is not None and order is not None:
+    if positions is not None and order is not None:
         schedule[:] = [None] * counts[0]
         for number, waited, ran_for in zip(order, stats.wait, stats.run):
             schedule[positions[number]] = (waited, ran_for)
     return counts[0], counts[1], counts[2], counts[3], float(low[0])
+
+
+def _prepared(blocks: Iterable[Columns], cores: int, speed: float, kill: bool, fcfs: bool, first: int | None,
+              trace_name: str, on_progress: Callable[[int], None] | None, counts: list[int], low: list[float],
+              moved: Callable[[], None], positions: list[int] | None,
+              kept: tuple[list, list[float]] | None) -> Iterator[Iterable[tuple]]:
+    """The kernel's tuples, a block of the trace's columns at a time: checked for order (the
+    first ``first`` jobs only), unusable ones counted and dropped, run and estimate scaled and
+    capped as ``arrivals`` does, by list operations. Counts into ``counts`` (read, unknown,
+    too large, killed, replayed) and the first submit into ``low``; ``moved`` is called before
+    each block; ``positions`` and ``kept`` (ids, submits), if given, receive each replayed job's."""
+    last = -math.inf
+    reach = [0, 0]                        # the largest submit time seen, the sum of the runs
+    for submits, runs, sizes, req_times, ids in _until_first(blocks, first, counts):
+        moved()
+        if first is not None and counts[0] + len(submits) > first:
+            keep = max(0, first - counts[0])
+            submits, runs, sizes, req_times, ids = (c[:keep] for c in (submits, runs, sizes, req_times, ids))
+        if not submits:
+            return
+        if submits[0] < last or submits != sorted(submits):
+            for submit, job_id in zip(submits, ids):
+                if submit < last:
+                    raise unsorted_error(trace_name, job_id, submit, last)
+                last = submit
+        last = submits[-1]
+        before = counts[0]
+        counts[0] += len(submits)
+        if on_progress is not None:
+            for done in range(before // 1000 + 1, counts[0] // 1000 + 1):
+                on_progress(done * 1000)
+        read: Iterable[int] = range(before, counts[0])
+        if not (min(runs) >= 0 and min(sizes) > 0 and max(sizes) <= cores):    # as to_qjob
+            usable = [run is not None and run >= 0 and size > 0 for run, size in zip(runs, sizes)]
+            counts[1] += usable.count(False)
+            fits = [ok and size <= cores for ok, size in zip(usable, sizes)]
+            counts[2] += fits.count(False) - usable.count(False)
+            submits, runs, sizes, req_times, ids = (list(itertools.compress(c, fits))
+                                                    for c in (submits, runs, sizes, req_times, ids))
+            read = itertools.compress(read, fits)
+            if not submits:
+                continue
+        if positions is not None:
+            positions.extend(read)
+        low[0] = min(low[0], submits[0])
+        numbers = range(counts[4], counts[4] + len(submits))
+        counts[4] += len(submits)
+        if kept is not None:
+            kept[0].extend(ids)
+            kept[1].extend(map(float, submits))
+        yield _kernel_rows(submits, runs, sizes, req_times, numbers, speed, kill, fcfs, reach, counts)
+
+
+def _until_first(blocks: Iterable[Columns], first: int | None, counts: list[int]) -> Iterator[Columns]:
+    """The blocks, none read once the first ``first`` jobs are in (so that --first bounds what is
+    read of the file, whatever follows them)."""
+    for block in blocks:
+        yield block
+        if first is not None and counts[0] >= first:
+            return
+
+
+def _kernel_rows(submits: list, runs: list, sizes: list, req_times: list, numbers: range, speed: float,
+                 kill: bool, fcfs: bool, reach: list, counts: list[int]) -> Iterable[tuple]:
+    """One block's jobs as the kernel's tuples: ``(submit, size, run, number)`` for FCFS,
+    ``(submit, size, estimate, run, number)`` for EASY (``reach``: the largest submit and the sum
+    of the runs so far, updated; ``counts[3]``: the jobs killed at their request)."""
+    # Numbers as they were read, not floats, while every time the schedule can reach
+    # (the latest submit, plus every run so far, plus the longest request) is below
+    # 2**52: each sum and difference of the kernel is then exact either way, so the
+    # schedule and the statistics are the same numbers (the int-to-float conversion of
+    # up to two values a job is ~5 % of an FCFS replay). Beyond, floats as before.
+    reach[0] = max(reach[0], abs(submits[0]), abs(submits[-1]))
+    reach[1] += sum(runs)
+    exact = speed == 1 and reach[0] + reach[1] < _EXACT
+    # run_and_estimate, column by column: the request (else the run), both / speed; a
+    # run past its request is cut to it (kill) or raises it (FCFS reads no estimate)
+    if fcfs and not kill:
+        if exact:
+            return zip(submits, sizes, runs, numbers)
+        return zip(map(float, submits), sizes, map(float, runs) if speed == 1 else
+                   [run / speed for run in runs], numbers)
+    if exact:
+        if kill:
+            estimates = [req if req > 0 else run for req, run in zip(req_times, runs)]
+        else:       # the request raised to the run at once: max(request or run, run), which
+            # is max(request, run) as runs are >= 0 (checked above), written out (the
+            # request on a tie, as max keeps the first): map(max, ...) calls max with a
+            # tuple of arguments per job, three times as long
+            estimates = [req if req >= run else run for req, run in zip(req_times, runs)]
+        exact = reach[0] + reach[1] + max(estimates) < _EXACT
+    if exact:
+        starts_at, lengths = submits, runs
+    else:
+        starts_at = list(map(float, submits))
+        lengths = list(map(float, runs)) if speed == 1 else [run / speed for run in runs]
+        estimates = [(req if req > 0 else run) / speed for req, run in zip(req_times, runs)]
+        if not kill:
+            estimates = [length if length > e else e for e, length in zip(estimates, lengths)]
+    if kill:        # a run past its request is cut to it (min(run, estimate), written out)
+        over = list(map(operator.gt, lengths, estimates))
+        if any(over):
+            counts[3] += over.count(True)
+            lengths = [e if e < length else length for length, e in zip(lengths, estimates)]
+    return zip(starts_at, sizes, lengths, numbers) if fcfs else zip(starts_at, sizes, estimates, lengths, numbers)
 
 
 #: below this, sums and differences of whole numbers are as exact in floats as in ints
