@@ -83,7 +83,7 @@ def child(out: str, profile: str, argv: list[str]) -> None:
     faulthandler.register(signal.SIGUSR1, all_threads=True)    # `kill -USR1 PID`: every thread's stack
 
     from resel.backends import pilotsite, transport
-    from resel.live import sites as live_sites
+    import resel.live.sites as live_sites
 
     lock = threading.Lock()
     counts: collections.Counter = collections.Counter()
@@ -144,7 +144,7 @@ def child(out: str, profile: str, argv: list[str]) -> None:
 
     prefetch = os.environ.get("BENCH_SCALE_PREFETCH")
     if prefetch:                  # an experiment: hand more tasks ahead per slot than the CLI's 1
-        from resel.live import stored
+        import resel.live.stored as stored
         original_init = stored.LiveOptions.__init__
 
         def init(self, *a, **kw):

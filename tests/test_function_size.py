@@ -35,8 +35,6 @@ KNOWN: dict[str, str] = {
     "resel/sim/policies.py Conservative._compress":
         "conservative backfilling's inner loop, inline as the kernels are: its walk split out cost "
         "about 1.05x on wagap-2013.swf, within noise but in both runs (the comment above it)",
-    "resel/engine.py Engine.__init__": "being split (issue 27 item 4)",
-    "resel/live/coordinator.py Coordinator._site_events": "being split (issue 27 item 4)",
 }
 
 
