@@ -28,7 +28,6 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import htcondor2
@@ -36,6 +35,7 @@ import pytest
 
 import htcondor_samples as S  # tests/ is on sys.path (rootdir conftest)
 from recorded import RecordedCollector
+from waiting import wait_until
 from resel.shipped import agent as agent_module
 from resel.shipped import chirp_sync
 from resel.backends.htcondor import client as hc
@@ -50,13 +50,7 @@ WRAPPER_SHA = digest(chirp_sync.source())
 
 
 def wait_for(predicate, timeout: float = 20.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+    return wait_until(predicate, timeout, what)
 
 
 def pilot_script(agent: str, pdir: str, pilot: int = 3, slots: int = 1, walltime: float = 900) -> str:

@@ -17,13 +17,13 @@ import os
 import posixpath
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import htcondor2
 import pytest
 
 from recorded import Recorded  # tests/ is on sys.path (rootdir conftest)
+from waiting import poll
 from resel.shipped import chirp_sync
 from resel.backends.htcondor import client as hc
 from resel.backends.pbs.cli import PBSCLI
@@ -239,9 +239,7 @@ def test_pbs_pilot_gets_options_and_its_setup_reaches_the_task(tmp_path):
     proc = subprocess.Popen(["/bin/sh", "-c", body], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         result = Path(pdir, "results", "t0-a0.json")
-        deadline = time.monotonic() + 30
-        while not result.exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
+        poll(result.exists, 30, every=0.1)
         assert result.exists(), proc.stdout.read1(4096) if proc.poll() is not None else "no result"
         Path(pdir, "stop").write_text("stop\n")
         proc.wait(timeout=30)
