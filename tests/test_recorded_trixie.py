@@ -210,7 +210,8 @@ def test_rest_wrong_token_reply_511_says_to_renew_the_token(rec):
 
 def test_rest_v0038_is_served_by_neither(rec):
     assert rec.state["v0.0.38_status"] == 404
-    r = SlurmREST("http://127.0.0.1:6821", "reselap", "t", api_version="v0.0.38", session=_slurmrestd(rec, _served(rec.release.rest)))
+    r = SlurmREST("http://127.0.0.1:6821", "reselap", "t", api_version="v0.0.38",
+                  session=_slurmrestd(rec, _served(rec.release.rest)))
     with pytest.raises(SchedulerError, match="not found") as err:
         r.version()
     assert "may not serve API v0.0.38" in err.value.hint
