@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Callable
 
@@ -15,6 +14,7 @@ from resel.backends.connect import open_site
 from resel.config import load_bag, load_sites
 from resel.live.coordinator import Coordinator, LiveOptions
 from resel.store import open_store
+from waiting import poll, wait_until
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -85,13 +85,9 @@ def fill(tb, cluster: str, cores: int, seconds: int) -> str:
     """Submit a job of another user holding ``cores`` for ``seconds``; wait until it runs."""
     job = slurm(tb, cluster, "sbatch", "--parsable", "-J", "filler", "-n", str(cores), "-t", "5",
                 "-o", "/dev/null", "--wrap", f"sleep {seconds}").stdout.strip().split(";")[0]
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        state = slurm(tb, cluster, "squeue", "-h", "-j", job, "-o", "%T").stdout.strip()
-        if state == "RUNNING":
-            return job
-        time.sleep(0.3)
-    raise AssertionError(f"filler job {job} did not start on cluster {cluster}")
+    wait_until(lambda: slurm(tb, cluster, "squeue", "-h", "-j", job, "-o", "%T").stdout.strip() == "RUNNING", 30,
+               f"filler job {job} to start on cluster {cluster}", every=0.3)
+    return job
 
 
 def our_jobs(tb, run_key: str) -> list[str]:
@@ -148,13 +144,9 @@ def cancel_leftovers(tb, root: Path | None = None) -> list[str]:
 
 
 def wait_for(check, timeout: float = 15.0, every: float = 0.3):
-    """Poll until ``check()`` returns something truthy; that value, or the last one."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(every)
+    """Poll until ``check()`` returns something truthy; that value, or the last one (the
+    caller asserts on it)."""
+    return poll(check, timeout, every)
 
 
 # ---------------------------------------------------------------------- faults made with real parts
@@ -210,6 +202,17 @@ class Forwarder:
         self.resume()
         self.proc.kill()
         self.proc.wait()
+
+
+def queued_ports() -> set[int]:
+    """Local ports of this machine's established IPv4 TCP connections (/proc/net/tcp): a
+    connection to a stalled Forwarder is established by the kernel and waits there, unanswered."""
+    ports = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if fields[3] == "01":                          # TCP_ESTABLISHED
+            ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
 
 
 def forwarded_tbb(tb, fwd: Forwarder, tmp_path: Path) -> dict:

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from resel.shipped import agent as agent_module
+from waiting import wait_until  # tests/ is on sys.path (rootdir conftest)
 
 REPO = Path(__file__).resolve().parent.parent
 AGENT = REPO / "resel" / "shipped" / "agent.py"
@@ -41,13 +42,7 @@ def pid_alive(pid: int) -> bool:
 
 
 def wait_for(predicate, timeout: float = 10.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+    return wait_until(predicate, timeout, what, every=0.02)
 
 
 class Pilot:
@@ -86,6 +81,15 @@ class Pilot:
 
     def cancel(self, key: str):
         write_atomic(self.dir / "cancel" / key, "")
+
+    def went_round(self, timeout: float = 5.0):
+        """Wait until the agent has gone once through its whole loop (cancels, inbox, claims)
+        after this call: two heartbeats written since, so the pass that wrote the second one
+        began after the first (FAST: one at least every 0.2 s)."""
+        since = time.time()
+        first = wait_for(lambda: (t := self.read("heartbeat.json")["time"]) > since and t, timeout,
+                         "a heartbeat written after now")
+        wait_for(lambda: self.read("heartbeat.json")["time"] > first, timeout, "a second heartbeat after now")
 
     def stop(self, content: str = ""):
         write_atomic(self.dir / "stop", content)
@@ -243,7 +247,7 @@ def test_cancel_running_kills_the_process_group(pilot):
     done = p.submit(2, "echo fine")
     assert p.result(done)["outcome"] == "done"
     p.cancel(done)
-    time.sleep(0.3)
+    p.went_round()                                  # the cancel was read
     assert p.read("results", f"{done}.json")["outcome"] == "done"
     assert (p.dir / "results" / f"{key}.json").read_text() == before
     assert p.proc.poll() is None
@@ -302,7 +306,7 @@ def test_withdraw_takes_back_only_what_has_not_started(pilot):
     running = p.submit(1, "sleep 1; echo ran")
     p.started(running)
     queued = p.submit(2, "echo should-not-run")
-    time.sleep(0.2)
+    p.went_round()                                  # queued was seen in the inbox, and left there
     for key in (running, queued, "t3-a0"):
         write_atomic(p.dir / "cancel" / key, "withdraw\n")
     r = p.result(queued, timeout=3)
@@ -319,7 +323,7 @@ def test_cancel_inboxed_and_not_yet_submitted(pilot):
     blocker = p.submit(1, "sleep 30")
     p.started(blocker)
     queued = p.submit(2, "echo should-not-run")
-    time.sleep(0.2)
+    p.went_round()                                  # queued was seen in the inbox, and left there
     assert (p.dir / "inbox" / f"{queued}.json").exists()
     p.cancel(queued)
     r = p.result(queued, timeout=3)
@@ -362,9 +366,10 @@ def test_walltime_drain_and_end(pilot):
 
 def test_sigterm_loses_running_tasks(pilot):
     p = pilot(slots=2)
-    a, b = p.submit(1, "sleep 30"), p.submit(2, "trap '' TERM; sleep 30")
+    trapped = p.dir / "b-trapped"
+    a, b = p.submit(1, "sleep 30"), p.submit(2, f"trap '' TERM; : > {trapped}; sleep 30")
     p.started(a), p.started(b)
-    time.sleep(0.1)
+    wait_for(trapped.exists, 5, "b's shell to ignore SIGTERM")
     p.proc.send_signal(signal.SIGTERM)
     assert p.wait_exit(8) == 0
     for key in (a, b):
@@ -496,9 +501,8 @@ def test_malformed_inbox_files(pilot):
     assert "command" in p.result("t6-a0")["reason"]
     assert "does not match" in p.result("t7-a1")["reason"]
     assert p.result("weird")["task"] is None
-    time.sleep(0.2)
-    assert (inbox / "t11-a0.json.part").exists()  # temporary files are left alone
     assert p.result(p.submit(12, "echo still alive"))["stdout_tail"] == "still alive\n"
+    assert (inbox / "t11-a0.json.part").exists()  # temporary files are left alone (listed since)
     assert p.proc.poll() is None
 
 
@@ -587,8 +591,7 @@ def test_a_freed_slot_takes_the_next_inbox_file_without_waiting_for_the_poll(tmp
     p = Pilot(tmp_path, slots=1)
     p.args = [w for w in p.args if w not in FAST] + ["--poll", "5", "--heartbeat", "5"]
     p.submit(1, "sleep 0.5")
-    time.sleep(0.02)
-    p.submit(2, "true")
+    p.submit(2, "true")                             # no older than t1, and after it by name: claimed second
     try:
         p.start()
         first, second = p.result("t1-a0", 15), p.result("t2-a0", 15)

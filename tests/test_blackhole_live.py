@@ -87,12 +87,12 @@ def test_a_quarantine_survives_a_coordinator_killed_and_resumed(tmp_path, testbe
     timer queue at the recorded time — and finishes the bag on tba without a second quarantine."""
     import os
     import signal
-    import time
 
     from live_helpers import write_inputs
     from resel.backends.connect import open_site
     from resel.live.coordinator import Coordinator
     from resel.store import open_store
+    from waiting import wait_until
 
     sites, bag = write_inputs(tmp_path, sites_toml(testbed, clock_b=2.0), bag_toml(16, "sleep 1; " + COMMAND))
     db_path = tmp_path / "resel.db"
@@ -100,11 +100,8 @@ def test_a_quarantine_survives_a_coordinator_killed_and_resumed(tmp_path, testbe
                              str(db_path), "--poll", "0.3", "--strategy", "topk:2", "--no-progress"],
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     db = open_store(db_path)
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        if db["events"].exists() and list(db.query("select 1 from events where kind = 'SiteQuarantined'")):
-            break
-        time.sleep(0.1)
+    wait_until(lambda: db["events"].exists() and list(db.query("select 1 from events where kind = 'SiteQuarantined'")),
+               120, "a SiteQuarantined event")
     assert proc.poll() is None, proc.communicate()
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()

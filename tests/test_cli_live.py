@@ -10,6 +10,7 @@ import time
 import pytest
 
 from live_helpers import cancel_leftovers, REPO, bag_toml, our_jobs, sites_toml, write_inputs
+from waiting import poll
 from resel.store import open_store
 
 @pytest.fixture(autouse=True)
@@ -73,15 +74,11 @@ def test_status_and_cancel_leave_nothing_on_any_site(tmp_path, testbed):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         store = open_store(db)
-        deadline = time.time() + 60
-        snap = None
-        while time.time() < deadline:
+        def status():
             res = resel("status", "--db", db, "--json")
-            if res.returncode == 0:
-                snap = json.loads(res.stdout)
-                if sum(s["running"] for s in snap["sites"]) >= 12:
-                    break
-            time.sleep(0.5)
+            return json.loads(res.stdout) if res.returncode == 0 else None
+        busy = poll(lambda: (s := status()) and sum(x["running"] for x in s["sites"]) >= 12 and s, 60, every=0.5)
+        snap = busy or status()
         assert snap and sum(s["running"] for s in snap["sites"]) == 12, snap   # 8 + 4 cores busy
         assert snap["status"] == "running" and snap["total"] == 30
         assert {p["site"] for p in snap["pilots"]} == {"tba", "tbb"}

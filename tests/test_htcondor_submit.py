@@ -28,13 +28,14 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import htcondor2
 import pytest
 
 import htcondor_samples as S  # tests/ is on sys.path (rootdir conftest)
+from recorded import RecordedCollector
+from waiting import wait_until
 from resel.shipped import agent as agent_module
 from resel.shipped import chirp_sync
 from resel.backends.htcondor import client as hc
@@ -49,13 +50,7 @@ WRAPPER_SHA = digest(chirp_sync.source())
 
 
 def wait_for(predicate, timeout: float = 20.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+    return wait_until(predicate, timeout, what)
 
 
 def pilot_script(agent: str, pdir: str, pilot: int = 3, slots: int = 1, walltime: float = 900) -> str:
@@ -308,23 +303,16 @@ def test_cli_missing_tools_say_so(tmp_path):
 # ---------------------------------------------------------------------------- bindings
 
 
-class RecordedCollector:
-    """Answers Collector.query with the REAL recorded ads (parsed by classad2): a stand-in for
-    the collector daemon, not for resel code."""
-
-    def __init__(self):
-        self.calls = []
-
-    def query(self, ad_type, constraint=None, projection=None, statistics=None):
-        import classad2
-        self.calls.append((ad_type, projection))
-        if ad_type == htcondor2.AdTypes.Startd:
-            return list(classad2.parseAds(S.real_long_text()))
-        return [classad2.ClassAd(ad) for ad in S.CONSTRUCTED_SCHEDDS]
+def recorded_collector() -> RecordedCollector:
+    """The collector daemon answering with the REAL recorded startd ads (parsed by classad2)
+    and the CONSTRUCTED schedd ads: a stand-in for the daemon, not for resel code."""
+    import classad2
+    return RecordedCollector({htcondor2.AdTypes.Startd: lambda: list(classad2.parseAds(S.real_long_text())),
+                              htcondor2.AdTypes.Schedd: lambda: [classad2.ClassAd(ad) for ad in S.CONSTRUCTED_SCHEDDS]})
 
 
 def test_bindings_backend_reads_the_recorded_pool():
-    collector = RecordedCollector()
+    collector = recorded_collector()
     b = hc.HTCondorBindings(collector=collector, project="OSG-Staff")
     av = b.availability()
     assert (av.free_cores, av.total_cores, av.pending_jobs) == (18, 24, 15400)

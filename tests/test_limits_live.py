@@ -27,6 +27,7 @@ from click.testing import CliRunner
 
 from live_helpers import (bag_toml, cancel_leftovers, fill, run_keys_under, sites_toml, slurm, start, wait_for,
                           write_inputs)
+from recorded import Recorded, Reply
 from trixie_helpers import trixie  # noqa: F401 - the fixture
 from resel.backends.connect import open_site
 from resel.config import load_sites
@@ -239,7 +240,7 @@ def test_a_job_that_left_the_queue_is_polled_through_sacct(testbed):
     Slurm forgets an ended job after MinJobAge (60 s on the testbed); rather than wait, squeue's
     real reply for a forgotten job ("Invalid job id specified", as recorded from this Slurm) is
     played back, and sacct is the real one."""
-    from resel.backends.transport import Completed, SSHTransport
+    from resel.backends.transport import SSHTransport
     tr = SSHTransport("tb-ssh", ssh_config=testbed.ssh_config)
     try:
         cli = _user_cli(testbed, tr)
@@ -251,17 +252,7 @@ def test_a_job_that_left_the_queue_is_polled_through_sacct(testbed):
         assert rec and rec.native == "FAILED" and rec.partition == "debug" and cli.accounting_enabled is True
         gone = "slurm_load_jobs error: Invalid job id specified\n"
 
-        class Forgotten:
-            """The real transport, except that squeue has forgotten every job."""
-            calls: list[list[str]] = []
-
-            def run(self, argv, **kw):
-                self.calls.append(list(argv))
-                if argv[0] == "squeue":
-                    return Completed(tuple(argv), 1, "", gone)
-                return tr.run(argv, **kw)
-
-        fake = Forgotten()
+        fake = Recorded({"squeue": Reply("", gone, 1)}, inner=tr)    # squeue has forgotten every job
         polled = _user_cli(testbed, fake).jobs([jid])
         got = polled[jid]
         assert (got.native, got.state.final, got.name, got.user, got.time_limit) == ("FAILED", True, "sacct-probe",

@@ -14,11 +14,11 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 
 from live_helpers import cancel_leftovers, REPO, bag_toml, done_results, fill, our_jobs, sites_toml, slurm, start, write_inputs
+from waiting import wait_until
 from resel.store import open_store
 
 @pytest.fixture(autouse=True)
@@ -86,12 +86,8 @@ def test_kill_coordinator_and_resume(tmp_path, testbed):
                                      "--strategy", "topk:2+reselect", "--no-progress"],
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     db = open_store(db_path)
-    deadline = time.time() + 90
-    while time.time() < deadline:
-        n = list(db.query("select count(*) as n from events where kind = 'TaskFinished'"))[0]["n"]
-        if n >= 4:
-            break
-        time.sleep(0.2)
+    wait_until(lambda: list(db.query("select count(*) as n from events where kind = 'TaskFinished'"))[0]["n"] >= 4,
+               90, "4 TaskFinished events", every=0.2)
     assert proc.poll() is None, proc.communicate()
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()

@@ -20,9 +20,10 @@ import pytest
 
 from live_helpers import (
     REPO, Forwarder, agents_results, bag_toml, cancel_leftovers, done_results, forwarded_tbb, kill_ctld, our_jobs,
-    restart_ctld, sites_toml, slurm, start, wait_for, write_inputs,
+    queued_ports, restart_ctld, sites_toml, slurm, start, wait_for, write_inputs,
 )
 from resel.live import notes as live_notes
+from waiting import poll, wait_until  # tests/ is on sys.path (rootdir conftest)
 from resel.live.view import replayed_engine, snapshot
 from resel.states import PilotState
 from resel.store import open_store
@@ -70,7 +71,8 @@ def test_a_run_killed_while_its_sites_are_first_checked_is_finished_by_resume(tm
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         db = open_store(db_path)
         assert wait_for(lambda: list(db.query("select id from runs")), timeout=60, every=0.05)
-        time.sleep(1.0)                                   # tba answered; tbb's check hangs
+        # tbb's check hangs: its SSH connection waits, unanswered, at the stalled forwarder
+        wait_until(lambda: fwd.port in queued_ports(), 60, "tbb's check to connect to the stalled forwarder")
         run_id = list(db.query("select id from runs"))[0]["id"]
         assert kinds(db, run_id) == [] and proc.poll() is None
         os.kill(proc.pid, signal.SIGKILL)
@@ -144,7 +146,7 @@ def test_slurmctld_killed_and_restarted_mid_run(tmp_path, testbed):
 
     def crash():
         kill_ctld(testbed, "a")
-        time.sleep(15)
+        time.sleep(15)                  # kept: the fault itself, slurmctld down for 15 s
         restart_ctld("a")
 
     worker = threading.Thread(target=crash)
@@ -252,14 +254,13 @@ def _release(tb, job: str, timeout: float = 60.0) -> None:
     again 0.3 s after its requeue, slurmd answered "Job already killed, do not launch batch
     job", slurmctld killed it as non-startable and purged it a minute later (seen in fresh
     roots: 3 of 7 full runs)."""
-    time.sleep(2.0)
-    deadline = time.monotonic() + timeout
-    while True:
+    time.sleep(2.0)          # kept: time that must pass (whole seconds, above), not a wait for an event
+
+    def released() -> bool:
         slurm(tb, "a", "scontrol", "update", f"JobId={job}", "StartTime=now", check=False)
-        time.sleep(1.0)
         state = slurm(tb, "a", "squeue", "-h", "-j", job, "-o", "%T %r", check=False).stdout.split()
-        if not state or state[0] != "PENDING" or "BeginTime" not in state[1:] or time.monotonic() > deadline:
-            return
+        return not state or state[0] != "PENDING" or "BeginTime" not in state[1:]
+    poll(released, timeout, every=1.0)      # sent again each second; past the deadline Slurm's own 2 minutes do it
 
 
 def test_scontrol_requeue_of_a_running_pilot_is_seen_and_its_tasks_rerun(tmp_path, testbed):

@@ -30,10 +30,10 @@ import pytest
 from resel.backends.htcondor.client import pilot_description, render_submit
 from resel.backends.pbs import cli as pbs_cli
 from resel.backends.slurm.cli import SlurmCLI
-from resel.backends.transport import Completed, LocalTransport
 from resel.site_options import (
     SBATCH_LONG, SBATCH_OPTSTRING, check_condor_lines, check_qsub_options, check_sbatch_options,
 )
+from recorded import Recorded
 from trixie_helpers import ap, trixie  # noqa: F401 - the fixture
 
 #: options one Slurm version has and the other not (from the two tables, tests below check them)
@@ -148,17 +148,12 @@ SBATCH_CASES = [
 def captured_sbatch(options: list[str], tmp_path: Path) -> tuple[list[str], str]:
     """The argv and stdin ``SlurmCLI.submit`` runs, for a pilot with these extra options (the
     options set after the constructor, so that those it refuses can be shown to sbatch too)."""
-    cli = SlurmCLI(LocalTransport())
+    sbatch = Recorded({"sbatch": "123\n"})
+    cli = SlurmCLI(sbatch)
     cli.extra_sbatch = tuple(options)
-    seen: list = []
-
-    def run(argv, *, idempotent, input=None, time_format="%s"):
-        seen.append((list(argv), input))
-        return Completed(list(argv), 0, "123\n", "")
-    cli._run = run
     cli.submit("#!/bin/sh\ntrue\n", name="resel-r1-p7", cores=2, walltime=600, workdir=str(tmp_path),
                output=str(tmp_path / "pilot.out"))
-    return seen[0]
+    return sbatch.calls[0], sbatch.inputs[0]
 
 
 def sbatch_keeps_resel_s_options(done: subprocess.CompletedProcess, workdir: str) -> bool:
@@ -244,17 +239,12 @@ def last_values(line: list[str]) -> dict[str, str]:
 def captured_qsub(options: list[str], tmp_path: Path, monkeypatch) -> list[str]:
     """The argv ``PBSCLI.submit`` (Torque dialect) runs; options it refuses are put through too
     (its checks patched out), so that the wrapper can show what they would do."""
-    cli = pbs_cli.PBSCLI(LocalTransport(), dialect="torque")
+    qsub = Recorded({"qsub": "123.vm\n"})
+    cli = pbs_cli.PBSCLI(qsub, dialect="torque")
     cli.extra_qsub = tuple(options)
     monkeypatch.setattr(pbs_cli, "check_qsub_options", lambda *a, **k: [])
-    seen: list = []
-
-    def run(argv, *, idempotent, input=None):
-        seen.append(list(argv))
-        return Completed(list(argv), 0, "123.vm\n", "")
-    cli._run = run
     cli.submit("#!/bin/sh\ntrue\n", name="resel-r1-p7", cores=2, walltime=600, workdir=str(tmp_path))
-    return seen[0]
+    return qsub.calls[0]
 
 
 @pytest.mark.parametrize("options, accepted, kept", QSUB_CASES, ids=[" ".join(c[0]) for c in QSUB_CASES])

@@ -18,7 +18,7 @@ import pytest
 from resel.backends.jobs import Pending
 from resel.backends.pbs import formats as f
 from resel.backends.pbs.cli import PBSCLI, check_job_ids, check_job_name, with_workdir
-from resel.backends.transport import Completed
+from recorded import Recorded, Reply  # tests/ is on sys.path (rootdir conftest)
 
 from resel.errors import ReselError, SchedulerError, SchedulerReplyError
 
@@ -108,14 +108,14 @@ def test_openpbs_history_json_fed_to_pbscli_jobs_and_estimates():
         """CONSTRUCTED from the recording: what ``qstat -f -F json -x ID…`` prints for these."""
         return json.dumps({**doc, "Jobs": {k: v for k, v in doc["Jobs"].items() if k in ids}})
     by_id = ("qstat", "-f", "-F", "json", "-x")
-    tr = Replay({by_id: rec["stdout"], ("date", "+%z"): "+0000\n",
-                 by_id + ("1004.pbs", "1006", "77"): (only("1004.pbs", "1006.pbs"), "qstat: Unknown Job Id 77.pbs\n"),
-                 by_id + ("1006",): only("1006.pbs"), by_id + ("1006.pbs",): only("1006.pbs")},
-                codes={by_id + ("1004.pbs", "1006", "77"): 153})
+    tr = Recorded({by_id: rec["stdout"], ("date", "+%z"): "+0000\n",
+                   by_id + ("1004.pbs", "1006", "77"): Reply(only("1004.pbs", "1006.pbs"),
+                                                             "qstat: Unknown Job Id 77.pbs\n", 153),
+                   by_id + ("1006",): only("1006.pbs"), by_id + ("1006.pbs",): only("1006.pbs")})
     cli = PBSCLI(tr, dialect="pro")
     assert set(cli.jobs(name_prefix="hello")) == {"1004.pbs", "1005.pbs"}
     assert set(cli.jobs(["1006", "1004.pbs", "77"])) == {"1006", "1004.pbs"}     # by number, keyed as asked
-    assert [c[0][5:] for c in tr.calls[-1:]] == [["1004.pbs", "1006", "77"]]     # our ids only, not everyone's
+    assert [c[5:] for c in tr.calls[-1:]] == [["1004.pbs", "1006", "77"]]     # our ids only, not everyone's
     assert cli.jobs(["1006"])["1006"].job_id == "1006"
     assert cli.jobs(user="firesrv").keys() == {"1006.pbs"}
     assert cli.start_estimates(["1006.pbs"]) == {"1006.pbs": None}
@@ -378,41 +378,17 @@ def test_empty_listings():
 # ---------------------------------------------------------------------------- PBSCLI command building
 
 
-class Replay:
-    """A transport answering argv tuples from a table (missing ones: exit 1), recording calls."""
-
-    def __init__(self, answers: dict, codes: dict | None = None):
-        self.answers, self.codes = answers, codes or {}
-        self.calls: list[tuple[list[str], str | None]] = []
-        self.files: dict[str, bytes] = {}
-
-    def run(self, argv, *, env=None, input=None, timeout=None, idempotent=False):
-        self.calls.append((list(argv), input))
-        key = tuple(argv)
-        if key in self.answers:
-            out = self.answers[key]
-            stdout, stderr = out if isinstance(out, tuple) else (out, "")
-            return Completed(key, self.codes.get(key, 0), stdout, stderr)
-        return Completed(key, 1, "", f"unexpected {argv}")
-
-    def write_file(self, path, data, *, mode=None):
-        self.files[path] = data
-
-    def remove(self, path):
-        self.files.pop(path, None)
-
-
 def test_pro_submit_argv_stdin_and_refusal():
     qsub = ("qsub", "-N", "resel-r1-abcdef-p0", "-l", "select=1:ncpus=4", "-l", "walltime=00:15:00",
             "-q", "workq", "-A", "proj1", "-r", "n", "-o", "/w/p0/pilot.out", "-j", "oe")
-    tr = Replay({qsub: "1.pbs\n"})
+    tr = Recorded({qsub: "1.pbs\n"})
     cli = PBSCLI(tr, queue="workq", account="proj1", dialect="pro")
     jid = cli.submit("#!/bin/sh\nexec agent\n", name="resel-r1-abcdef-p0", cores=4, walltime=900,
                      workdir="/w/p0", output="pilot.out")
     assert jid == "1.pbs"
-    (argv, stdin), = tr.calls
+    (argv,), (stdin,) = tr.calls, tr.inputs
     assert tuple(argv) == qsub and stdin == "#!/bin/sh\ncd /w/p0 || exit 1\nexec agent\n"
-    tr2 = Replay({qsub: ("", "qsub: Job exceeds queue resource limits\n")}, codes={qsub: 188})
+    tr2 = Recorded({qsub: Reply("", "qsub: Job exceeds queue resource limits\n", 188)})
     with pytest.raises(SchedulerError) as info:
         PBSCLI(tr2, queue="workq", account="proj1", dialect="pro").submit(
             "x", name="resel-r1-abcdef-p0", cores=4, walltime=900, workdir="/w/p0", output="/w/p0/pilot.out")
@@ -429,7 +405,7 @@ def test_pro_submit_argv_stdin_and_refusal():
 
 
 def test_pro_availability_from_recorded_replies():
-    tr = Replay({
+    tr = Recorded({
         ("qstat", "--version"): "pbs_version = 23.06.06\n",
         ("qstat", "-Q", "-f", "-F", "json"): recorded("ssh_qstat_partitions_command.json")["stdout"],
         ("pbsnodes", "-a", "-F", "json"): recorded("ssh_pbsnodes_command.json")["stdout"],
@@ -440,7 +416,7 @@ def test_pro_availability_from_recorded_replies():
     assert (cli.dialect, cli.scheduler, av.scheduler, av.version) == ("pro", "pbs", "pbs", "23.06.06")
     assert (av.free_cores, av.total_cores, av.running_jobs, av.pending_jobs) == (1, 1, 0, 0)
     assert av.partitions[0].default and av.partitions[0].name == "workq"
-    assert sum(c[0][:2] == ["qstat", "--version"] for c in tr.calls) == 1       # detected once
+    assert sum(c[:2] == ["qstat", "--version"] for c in tr.calls) == 1       # detected once
     with pytest.raises(SchedulerError, match="queue nosuch not found; the site has: workq"):
         PBSCLI(tr, queue="nosuch", dialect="pro").availability()
 
@@ -449,8 +425,7 @@ def test_torque_submit_writes_a_script_file_and_cancel_tolerates_gone_jobs():
     path = "/w/p0/.resel-r1-abcdef-p0.qsub.sh"
     qsub = ("qsub", "-N", "resel-r1-abcdef-p0", "-l", "nodes=1:ppn=2,walltime=00:01:01", "-r", "n", "-o", "/w/p0/pilot.out",
             "-j", "oe", path)
-    tr = Replay({qsub: "42.head\n", ("qdel", "42.head"): ("", "qdel: Unknown Job Id 42.head\n")},
-                codes={("qdel", "42.head"): 153})
+    tr = Recorded({qsub: "42.head\n", ("qdel", "42.head"): Reply("", "qdel: Unknown Job Id 42.head\n", 153)})
     cli = PBSCLI(tr, dialect="torque")
     seen = {}
     tr.write_file = lambda p, data, mode=None: seen.update({p: (data, mode)})
@@ -460,17 +435,15 @@ def test_torque_submit_writes_a_script_file_and_cancel_tolerates_gone_jobs():
     cli.cancel(["42.head"])                                           # already gone: fine
     with pytest.raises(SchedulerError, match="may hold only"):
         cli.submit("x", name="n", cores=1, walltime=60, workdir="/w/a b")
-    bad = Replay({("qdel", "5"): ("qdel: Kill job error on job id 5: Access/permission denied\n", "")},
-                 codes={("qdel", "5"): 1})
+    bad = Recorded({("qdel", "5"): Reply("qdel: Kill job error on job id 5: Access/permission denied\n", "", 1)})
     with pytest.raises(SchedulerError, match="permission denied"):
         PBSCLI(bad, dialect="torque").cancel(["5"])
 
 
 def test_torque_empty_job_list_is_exit_153():
-    tr = Replay({("qstat", "-f"): ""}, codes={("qstat", "-f"): 153})
+    tr = Recorded({("qstat", "-f"): Reply("", "", 153)})
     assert PBSCLI(tr, dialect="torque").jobs() == {}
-    tr = Replay({("qstat", "-f"): ("", "qstat: cannot connect to server head (errno=111)\n")},
-                codes={("qstat", "-f"): 111})
+    tr = Recorded({("qstat", "-f"): Reply("", "qstat: cannot connect to server head (errno=111)\n", 111)})
     with pytest.raises(SchedulerError) as info:
         PBSCLI(tr, dialect="torque").jobs()
     assert "cannot connect" in str(info.value) and "did not answer" in info.value.hint

@@ -25,6 +25,7 @@ from resel.backends.slurm.rest import API_VERSIONS, SlurmREST, default_when_unfl
 from resel.errors import SchedulerError
 from resel.shipped import chirp_sync
 
+from recorded import RecordedSession, Response
 from trixie_helpers import RELEASES
 
 DATA = Path(__file__).parent / "data"
@@ -160,37 +161,11 @@ def test_default_partition_rule_corners():
     assert default_when_unflagged({}, {"partitions": []}) == ({}, None)
 
 
-class _Reply:
-    def __init__(self, text: str, status: int):
-        self.text, self.status_code, self.headers = text, status, {}
-
-    def close(self):
-        pass
-
-    def json(self):
-        return json.loads(self.text)
-
-
-class _Replay:
-    """slurmrestd as recorded: path → (file, status); what is not recorded is a 404 text."""
-
-    def __init__(self, rec: Recording, served: dict[str, tuple[str, int]]):
-        self.slurm, self.served, self.headers, self.asked = rec.slurm, served, {}, []
-        self.missing = (rec.slurm / "rest_v0.0.38_ping_404.txt").read_text()
-
-    def _answer(self, url: str) -> _Reply:
-        path = url.split("/slurm/", 1)[1]
-        self.asked.append(path)
-        if path in self.served:
-            name, status = self.served[path]
-            return _Reply((self.slurm / name).read_text(), status)
-        return _Reply(self.missing, 404)
-
-    def get(self, url, timeout=None):
-        return self._answer(url)
-
-    def request(self, method, url, json=None, timeout=None, headers=None, allow_redirects=True):
-        return self._answer(url)
+def _slurmrestd(rec: Recording, served: dict[str, tuple[str, int]]) -> RecordedSession:
+    """slurmrestd as recorded: path → (file, status); what is not recorded is its real 404 text."""
+    return RecordedSession({path: Response((rec.slurm / name).read_text(), status)
+                            for path, (name, status) in served.items()},
+                           default=Response((rec.slurm / "rest_v0.0.38_ping_404.txt").read_text(), 404))
 
 
 def _served(versions, **override) -> dict[str, tuple[str, int]]:
@@ -203,19 +178,19 @@ def test_rest_auto_takes_the_newest_version_served(rec):
     """"auto" probes /ping from the newest API version resel reads down to the first served."""
     served = rec.release.rest
     newest, oldest = served[-1], served[0]
-    session = _Replay(rec, _served(served))
+    session = _slurmrestd(rec, _served(served))
     r = SlurmREST("http://127.0.0.1:6821", "reselap", "t", api_version="auto", session=session)
     assert r.version() == rec.state["slurm"] and r.api_version == newest
     probes = [f"{v}/ping" for v in API_VERSIONS[:API_VERSIONS.index(newest) + 1]]
     assert session.asked == probes + [f"{newest}/ping"]             # the probes, then the real call
-    session = _Replay(rec, _served((oldest,)))
+    session = _slurmrestd(rec, _served((oldest,)))
     r = SlurmREST("http://127.0.0.1:6821", "reselap", "t", api_version="auto", session=session)
     av = r.availability()
     probes = [f"{v}/ping" for v in API_VERSIONS[:API_VERSIONS.index(oldest) + 1]]
     assert r.api_version == oldest and session.asked[:len(probes)] == probes
     assert (av.total_cores, av.free_cores, av.running_jobs, av.pending_jobs) == (4, 0, 1, 1)
     assert [(p.name, p.default) for p in av.partitions] == [("debug", True)]
-    nothing = SlurmREST("http://127.0.0.1:6821", "reselap", "t", api_version="auto", session=_Replay(rec, {}))
+    nothing = SlurmREST("http://127.0.0.1:6821", "reselap", "t", api_version="auto", session=_slurmrestd(rec, {}))
     with pytest.raises(SchedulerError, match="serves none of the API versions resel reads"):
         nothing.version()
 
@@ -224,7 +199,7 @@ def test_rest_wrong_token_reply_511_says_to_renew_the_token(rec):
     """24.11 and 26.05 answer a JWT slurmctld refuses with HTTP 511 and an empty errors list."""
     assert rec.state["wrong_token_status"] == 511
     newest = rec.release.rest[-1]
-    session = _Replay(rec, _served(rec.release.rest, **{
+    session = _slurmrestd(rec, _served(rec.release.rest, **{
         f"{newest}/partitions": (f"rest_{newest}_partitions_wrong_token.json", 511)}))
     r = SlurmREST("http://127.0.0.1:6821", "reselap", "wrong", api_version=newest, session=session)
     with pytest.raises(SchedulerError) as err:
@@ -235,7 +210,8 @@ def test_rest_wrong_token_reply_511_says_to_renew_the_token(rec):
 
 def test_rest_v0038_is_served_by_neither(rec):
     assert rec.state["v0.0.38_status"] == 404
-    r = SlurmREST("http://127.0.0.1:6821", "reselap", "t", api_version="v0.0.38", session=_Replay(rec, _served(rec.release.rest)))
+    r = SlurmREST("http://127.0.0.1:6821", "reselap", "t", api_version="v0.0.38",
+                  session=_slurmrestd(rec, _served(rec.release.rest)))
     with pytest.raises(SchedulerError, match="not found") as err:
         r.version()
     assert "may not serve API v0.0.38" in err.value.hint

@@ -41,7 +41,7 @@ from resel.backends.pbs.cli import PBSCLI
 from resel.backends.pilotsite import job_phase
 from resel.backends.slurm.cli import SlurmCLI
 from resel.backends.slurm.rest import SlurmREST
-from resel.backends.transport import Completed
+from recorded import Recorded, RecordedSchedd, RecordedSession, Reply, Response  # tests/ is on sys.path
 
 HERE = Path(__file__).resolve().parent
 TRIXIE = HERE / "data" / "trixie"
@@ -49,18 +49,6 @@ TORQUE = HERE / "data" / "torque"
 SHARED = HERE.parent.parent / "shared" / "data" / "formats"
 STATE = json.loads((TRIXIE / "STATE.json").read_text())
 GONE = "4242"          # an id no scheduler here knows any more (Slurm, PBS); 4242.0 for HTCondor
-
-
-class Replay:
-    """A transport answering argv from a function of it, recording every call (no shell)."""
-
-    def __init__(self, answer):
-        self.answer, self.calls = answer, []
-
-    def run(self, argv, *, env=None, input=None, timeout=None, idempotent=False):
-        self.calls.append(list(argv))
-        rc, out, err = self.answer(list(argv))
-        return Completed(tuple(argv), rc, out, err)
 
 
 # ---------------------------------------------------------------------------- the clients
@@ -79,54 +67,28 @@ def slurm_cli(word: str | None = None):
                          f"{j.end or 0:.0f}", f"{(j.time_limit or 60) / 60:.0f}", j.reason or "None", j.user or "",
                          j.partition or ""])
 
-    def answer(argv):
-        if argv[0] == "squeue":
-            asked = next(a for a in argv if a.startswith("--jobs=")).split("=", 1)[1].split(",")
-            rows = [line(jobs[i], word if (word and i == run) else jobs[i].native) for i in asked if i in jobs]
-            return 0, "".join(r + "\n" for r in rows), ""
-        if argv[0] == "sacct":
-            return 1, "", "sacct: error: Slurm accounting storage is disabled\n"
-        return 1, "", f"unexpected {argv}"
-    tr = Replay(answer)
+    def squeue(argv):
+        asked = next(a for a in argv if a.startswith("--jobs=")).split("=", 1)[1].split(",")
+        rows = [line(jobs[i], word if (word and i == run) else jobs[i].native) for i in asked if i in jobs]
+        return "".join(r + "\n" for r in rows)
+    tr = Recorded({"squeue": squeue, "sacct": Reply("", "sacct: error: Slurm accounting storage is disabled\n", 1)})
     return SlurmCLI(tr), tr, {run: slurm_state(jobs[run].native), pend: slurm_state(jobs[pend].native)}, GONE
 
 
-class RestSession:
+def rest_session(word: str | None = None) -> RecordedSession:
     """slurmrestd 24.11 as recorded: ``GET /job/{id}`` answers the recorded job (16), the
     testbed's 24.11 "Invalid job id specified" (404, error 2017) for any other id."""
-
-    def __init__(self, word: str | None = None):
-        self.asked, self.headers = [], {}
-        doc = json.loads((SHARED / "slurm" / "slurmrestd_slurm_get_job.json").read_text())
-        if word:
-            doc["jobs"][0]["job_state"] = [word]      # CONSTRUCTED: a state 24.11 never says
-        self.job = json.dumps(doc)
-        self.gone = json.dumps({"meta": doc["meta"], "jobs": [], "warnings": [], "errors": [
-            {"description": "Unable to query JobId=4242", "error_number": 2017,
-             "error": "Invalid job id specified", "source": "_handle_job_get"}]})
-
-    def request(self, method, url, json=None, timeout=None, headers=None, allow_redirects=True):
-        path = url.split("/slurm/", 1)[1]
-        self.asked.append(path)
-        return _Reply(self.job, 200) if path.endswith("/job/16") else _Reply(self.gone, 404)
-
-    def get(self, url, timeout=None):
-        return self.request("GET", url)
-
-
-class _Reply:
-    def __init__(self, text: str, status: int):
-        self.text, self.status_code, self.headers = text, status, {}
-
-    def json(self):
-        return json.loads(self.text)
-
-    def close(self):
-        pass
+    doc = json.loads((SHARED / "slurm" / "slurmrestd_slurm_get_job.json").read_text())
+    if word:
+        doc["jobs"][0]["job_state"] = [word]      # CONSTRUCTED: a state 24.11 never says
+    gone = {"meta": doc["meta"], "jobs": [], "warnings": [], "errors": [
+        {"description": "Unable to query JobId=4242", "error_number": 2017,
+         "error": "Invalid job id specified", "source": "_handle_job_get"}]}
+    return RecordedSession({"v0.0.40/job/16": Response.of(doc)}, default=Response.of(gone, 404))
 
 
 def slurm_rest(word: str | None = None):
-    session = RestSession(word)
+    session = rest_session(word)
     rest = SlurmREST("http://127.0.0.1:6821", "fireuser", "t", api_version="v0.0.40", session=session)
     return rest, session, {"16": slurm_state(word or "RUNNING")}, GONE
 
@@ -141,16 +103,14 @@ def pbs_pro(word: str | None = None):
     letter = doc["Jobs"]["1.pbs"]["job_state"]
     status = doc["Jobs"]["1.pbs"].get("Exit_status")
 
-    def answer(argv):
-        if argv[:5] == ["qstat", "-f", "-F", "json", "-x"]:
-            ids = argv[5:]
-            gone = [i for i in ids if i not in ("1", "1.pbs")]
-            out = json.dumps({**doc, "Jobs": doc["Jobs"] if len(gone) < len(ids) else {}})
-            return (153 if gone else 0), out, "".join(f"qstat: Unknown Job Id {i}.pbs\n" for i in gone)
-        if argv == ["date", "+%z"]:
-            return 0, "+0000\n", ""
-        return 1, "", f"unexpected {argv}"
-    tr = Replay(answer)
+    def qstat(argv):
+        if argv[:5] != ["qstat", "-f", "-F", "json", "-x"]:
+            return None
+        ids = argv[5:]
+        gone = [i for i in ids if i not in ("1", "1.pbs")]
+        out = json.dumps({**doc, "Jobs": doc["Jobs"] if len(gone) < len(ids) else {}})
+        return Reply(out, "".join(f"qstat: Unknown Job Id {i}.pbs\n" for i in gone), 153 if gone else 0)
+    tr = Recorded({"qstat": qstat, ("date", "+%z"): "+0000\n"})
     return PBSCLI(tr, dialect="pro"), tr, {"1.pbs": pbs_state(letter, status, "pro")}, GONE
 
 
@@ -163,14 +123,12 @@ def torque(word: str | None = None):
     if word:
         blocks["1420"] = blocks["1420"].replace("job_state = R", f"job_state = {word}")
 
-    def answer(argv):
-        if argv[:2] == ["qstat", "-f"]:
-            found = [blocks[i] for i in argv[2:] if i in blocks]
-            return (0 if found else 153), "\n\n".join(found) + ("\n" if found else ""), ""
-        if argv == ["date", "+%z"]:
-            return 0, "+0000\n", ""
-        return 1, "", f"unexpected {argv}"
-    tr = Replay(answer)
+    def qstat(argv):
+        if argv[:2] != ["qstat", "-f"]:
+            return None
+        found = [blocks[i] for i in argv[2:] if i in blocks]
+        return Reply("\n\n".join(found) + ("\n" if found else ""), "", 0 if found else 153)
+    tr = Recorded({"qstat": qstat, ("date", "+%z"): "+0000\n"})
     letters = {"1420": "R", "1422": "Q", "1417": "C"}
     return PBSCLI(tr, dialect="torque"), tr, {j: pbs_state(c, None, "torque") for j, c in letters.items()}, GONE
 
@@ -200,38 +158,8 @@ def htcondor_cli(word: int | None = None):
         ids = [a for a in argv if a[:1].isdigit() and "." in a]
         return json.dumps([ad for ad in ads if f"{ad['ClusterId']}.{ad['ProcId']}" in ids])
 
-    def answer(argv):
-        if argv[0] == "condor_q":
-            return 0, pick(queue, argv), ""
-        if argv[0] == "condor_history":
-            return 0, pick(history, argv), ""
-        return 1, "", f"unexpected {argv}"
-    tr = Replay(answer)
+    tr = Recorded({"condor_q": lambda argv: pick(queue, argv), "condor_history": lambda argv: pick(history, argv)})
     return HTCondorCLI(tr), tr, _condor_expected(word), "4242.0"
-
-
-class RecordedSchedd:
-    """htcondor2's Schedd answering query/history with the recorded ads (parsed by classad2)
-    that the constraint selects (evaluated by classad2): a stand-in for the daemon only."""
-
-    def __init__(self, queue, history):
-        import classad2
-        self.queue = [classad2.ClassAd(ad) for ad in queue]
-        self.history_ads = [classad2.ClassAd(ad) for ad in history]
-        self.calls = []
-
-    def _select(self, ads, constraint):
-        import classad2
-        expr = classad2.ExprTree(constraint)
-        return [ad for ad in ads if expr.eval(ad) is True]
-
-    def query(self, constraint="true", projection=None, **kw):
-        self.calls.append(("query", constraint))
-        return self._select(self.queue, constraint)
-
-    def history(self, constraint, projection=None, match=-1, **kw):
-        self.calls.append(("history", constraint))
-        return self._select(self.history_ads, constraint)[:match if match > 0 else None]
 
 
 def htcondor_bindings(word: int | None = None):

@@ -11,12 +11,12 @@ import os
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from resel.shipped import agent as agent_module
+from waiting import wait_until  # tests/ is on sys.path (rootdir conftest)
 
 AGENT = Path(agent_module.__file__)
 NOBODY = 65534
@@ -26,13 +26,7 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to chown f
 
 
 def wait_for(predicate, timeout=15.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+    return wait_until(predicate, timeout, what, every=0.02)
 
 
 def task(path: Path, task_no: int, command: str, owner: int | None = None) -> None:
@@ -177,8 +171,8 @@ def test_planted_links_truncate_nothing(tmp_path):
     doc = {"task": 1, "attempt": 0, "command": "echo out; echo err >&2", "perf": True}
     (pdir / "inbox" / "t1-a0.json").write_text(json.dumps(doc))
     proc = start(pdir)
-    wait_for((pdir / "results" / "t1-a0.json").is_file, what="the result")
-    time.sleep(0.3)
+    # the planted link is a file too (is_file follows it): the agent's result replaces it
+    wait_for(lambda: not (pdir / "results" / "t1-a0.json").is_symlink(), what="the result, in place of the link")
     stop(proc, pdir)
     for rel, name in planted.items():
         assert (victims / name).read_text() == f"precious {name}\n", rel

@@ -17,13 +17,13 @@ import os
 import posixpath
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import htcondor2
 import pytest
 
-from test_pbs_formats import Replay  # tests/ is on sys.path (rootdir conftest)
+from recorded import Recorded  # tests/ is on sys.path (rootdir conftest)
+from waiting import poll
 from resel.shipped import chirp_sync
 from resel.backends.htcondor import client as hc
 from resel.backends.pbs.cli import PBSCLI
@@ -225,10 +225,10 @@ def test_pbs_pilot_gets_options_and_its_setup_reaches_the_task(tmp_path):
     pdir = posixpath.join(workdir, run_key, "p0")
     qsub = ("qsub", "-N", f"resel-{run_key}-p0", "-l", "select=1:ncpus=1", "-l", "walltime=00:02:00",
             "-r", "n", "-l", "mem=2gb", "-m", "n", "-o", f"{pdir}/pilot.out", "-j", "oe")
-    replay = Replay({qsub: "7.pbs\n"})
+    replay = Recorded({qsub: "7.pbs\n"})
     ps = PilotSite(site, LocalTransport(), PBSCLI(replay, dialect="pro", extra_qsub=site.access.scheduler.qsub_options))
     assert ps.submit_pilot(run_key, pilot, 1, 120) == "7.pbs"
-    [(argv, body)] = replay.calls
+    [argv], [body] = replay.calls, replay.inputs
     assert tuple(argv) == qsub
     lines = body.splitlines()
     cd = next(i for i, line in enumerate(lines) if line.startswith("cd "))
@@ -239,9 +239,7 @@ def test_pbs_pilot_gets_options_and_its_setup_reaches_the_task(tmp_path):
     proc = subprocess.Popen(["/bin/sh", "-c", body], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         result = Path(pdir, "results", "t0-a0.json")
-        deadline = time.monotonic() + 30
-        while not result.exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
+        poll(result.exists, 30, every=0.1)
         assert result.exists(), proc.stdout.read1(4096) if proc.poll() is not None else "no result"
         Path(pdir, "stop").write_text("stop\n")
         proc.wait(timeout=30)

@@ -11,16 +11,16 @@ from __future__ import annotations
 import getpass
 import time
 import uuid
-from dataclasses import dataclass
 
 import pytest
 from resel.backends.slurm.cli import SlurmCLI
 from resel.backends.slurm.formats import SchedulerError
 from resel.backends.slurm.pyslurm import PySlurmUnavailable, SlurmPySlurm
 from resel.backends.slurm.rest import SlurmREST
-from resel.backends.transport import Completed, LocalTransport, SSHTransport
+from resel.backends.transport import LocalTransport, SSHTransport
 
 from live_helpers import wait_for
+from recorded import Recorded, Reply
 from resel.errors import TransportError
 
 SLEEP = "#!/bin/bash\nsleep {s}\n"
@@ -44,23 +44,17 @@ def running(cli: SlurmCLI, jid: str):
     return wait_for(lambda: (j := cli.jobs([jid]).get(jid)) and j.native == "RUNNING" and j)
 
 
-@dataclass
-class Recording:
-    """A transport that records argv, and can rewrite or answer commands (for the fallbacks)."""
+class Rewritten:
+    """The real transport, with some words of every argv replaced (an option Slurm refuses)."""
 
-    inner: object
-    rewrite: dict | None = None
-    answer: dict | None = None
-
-    def __post_init__(self):
-        self.calls: list[list[str]] = []
+    def __init__(self, inner, words: dict[str, str]):
+        self.inner, self.words = inner, words
 
     def run(self, argv, **kw):
-        argv = [self.rewrite.get(w, w) if self.rewrite else w for w in argv]
-        self.calls.append(argv)
-        if self.answer and argv[0] in self.answer:
-            return self.answer[argv[0]](argv)
-        return self.inner.run(argv, **kw)
+        return self.inner.run([self.words.get(w, w) for w in argv], **kw)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
 
 
 def test_availability_on_both_clusters(testbed):
@@ -100,7 +94,7 @@ def test_submit_list_cancel_and_no_accounting(testbed):
         av = cli.availability()
         assert av.free_cores <= 6 and av.running_jobs >= 1
         # the testbed keeps no accounting: {} and remembered, sacct is not asked again
-        rec = Recording(LocalTransport())
+        rec = Recorded({}, inner=LocalTransport())
         quiet = SlurmCLI(rec, env={"SLURM_CONF": testbed.slurm_conf_a})
         assert quiet.accounting([jid]) == {} and quiet.accounting_enabled is False
         assert quiet.accounting([jid]) == {}
@@ -160,7 +154,7 @@ def test_out_of_quota_reply_through_submit(testbed):
     real: tests/test_limits_live.py.)"""
     said = ("sbatch: error: QOSMaxSubmitJobPerUserLimit\nsbatch: error: Batch job submission failed: "
             "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)\n")
-    rec = Recording(LocalTransport(), answer={"sbatch": lambda argv: Completed(tuple(argv), 1, "", said)})
+    rec = Recorded({"sbatch": Reply("", said, 1)}, inner=LocalTransport())
     cli = SlurmCLI(rec, env={"SLURM_CONF": testbed.slurm_conf_a}, partition="debug", account="acct", qos="normal")
     with pytest.raises(SchedulerError) as err:
         cli.submit(SLEEP.format(s=1), name="resel-x", cores=3, walltime=61, workdir=testbed.work_a)
@@ -173,7 +167,7 @@ def test_out_of_quota_reply_through_submit(testbed):
 def test_text_fallback_when_json_is_refused(testbed):
     """Real refusals: '--json' is rewritten to an option Slurm does not know, so sinfo and
     squeue answer "unrecognized option" and the backend switches to text, once."""
-    rec = Recording(LocalTransport(), rewrite={"--json": "--jsonx"})
+    rec = Recorded({}, inner=Rewritten(LocalTransport(), {"--json": "--jsonx"}))
     cli = SlurmCLI(rec, env={"SLURM_CONF": testbed.slurm_conf_a})
     jid = None
     try:
@@ -185,9 +179,9 @@ def test_text_fallback_when_json_is_refused(testbed):
             "debug": (True, 14400.0), "short": (False, 600.0)}
         job = wait_for(lambda: cli.jobs([jid]).get(jid))
         assert job.cpus == 1 and job.time_limit == 60 and job.submit
-        refusals = sum("--jsonx" in c for c in rec.calls)
+        refusals = sum("--json" in c for c in rec.calls)          # each sent as --jsonx
         cli.availability()
-        assert sum("--jsonx" in c for c in rec.calls) == refusals    # remembered
+        assert sum("--json" in c for c in rec.calls) == refusals     # remembered
         # and a site forced to text from the start gives the same picture as JSON
         forced = cli_a(testbed, use_json=False).availability()
         js = cli_a(testbed).availability()

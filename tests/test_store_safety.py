@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,7 @@ import pytest
 from resel import store as store_module
 from resel.errors import StoreError
 from resel.store import open_store
+from waiting import wait_until  # tests/ is on sys.path (rootdir conftest)
 
 RESEL = [sys.executable, "-m", "resel.cli"]
 TINY = "; MaxProcs: 4\n1 0 5 10 1 -1 -1 1 100 -1 1 1 1 1 1 1 -1 -1\n"
@@ -42,18 +44,29 @@ def finish(proc: subprocess.Popen, timeout: float = 600) -> tuple[int, str, str]
     return proc.returncode, out, err
 
 
+def stored_events(db: Path) -> int:
+    """How many events the store holds (0 before it, or its events table, exists); read only."""
+    if not db.exists():
+        return 0
+    try:
+        with closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)) as c:
+            return c.execute("select count(*) from events").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
 def test_sixteen_simulates_and_a_slow_writer_on_one_new_store_all_finish(tmp_path):
     db = tmp_path / "shared" / "resel.db"
     procs = [resel("simulate", "--db", db, "--sizes", "8,16", "--repeat", "2", "--seed", i,
                    "--strategies", "random,reselect", "--json") for i in range(16)]
     # a writer that holds the write lock for 3 s while they start (as a long transaction would)
-    time.sleep(1.0)
+    wait_until(db.exists, 120, "the first simulate to create the store")
     holder = subprocess.run([sys.executable, "-c", (
         "import sys, time; from resel.store import open_store\n"
         "db = open_store(sys.argv[1])\n"
         "with db.atomic():\n"
         "    db['experiments'].insert({'created': 'holder', 'params': '{}'})\n"
-        "    time.sleep(3)\n"), str(db)], capture_output=True, text=True, timeout=300)
+        "    time.sleep(3)\n"), str(db)], capture_output=True, text=True, timeout=300)   # kept: the 3 s held
     assert holder.returncode == 0, holder.stderr
     results = [finish(p) for p in procs]
     for code, out, err in results:
@@ -77,7 +90,7 @@ def test_a_simulate_beside_a_live_run_on_the_testbed(tmp_path, testbed):
     db = tmp_path / "resel.db"
     live = resel("run", bag, "--sites", sites, "--db", db, "--poll", "0.3", "--strategy", "model",
                  "--no-progress", "--max-time", "240", "--json")
-    time.sleep(3)
+    wait_until(lambda: stored_events(db), 120, "the live run's first events in the store")
     sims = [resel("simulate", "--db", db, "--sizes", "16", "--repeat", "2", "--seed", i,
                   "--strategies", "model,earliest,race", "--json") for i in range(6)]   # 3 stored runs each
     for p in sims:

@@ -31,6 +31,7 @@ from resel.backends.transport import (
 )
 
 from resel.errors import ReselError
+from waiting import wait_until  # tests/ is on sys.path (rootdir conftest)
 
 HOSTILE = [
     "$(touch {marker})",
@@ -203,10 +204,9 @@ def test_timeout_raises_and_stops_the_command(any_transport):
     with pytest.raises(TransportError, match=r"within 0\.5 s"):
         transport.run(["sleep", seconds], timeout=0.5)
     assert time.monotonic() - start < 3
-    deadline = time.monotonic() + 5                  # the kill is delivered asynchronously
-    while transport.run(["pgrep", "-f", f"[s]leep {seconds}"]).stdout != "" and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert transport.run(["pgrep", "-f", f"[s]leep {seconds}"]).stdout == ""  # killed
+    # the kill is delivered asynchronously
+    wait_until(lambda: transport.run(["pgrep", "-f", f"[s]leep {seconds}"]).stdout == "", 5,
+               f"`sleep {seconds}` to be killed", every=0.1)
 
 
 def test_file_operations(any_transport):
@@ -360,6 +360,7 @@ def test_threads_ride_through_drops(ssh, remote_dir):
     """Each drop is noticed by every thread, and one new connection serves them all."""
     errors: list[BaseException] = []
     stop = threading.Event()
+    rounds = [0] * 6                                   # each thread's finished rounds
 
     def work(n: int) -> None:
         i = 0
@@ -372,18 +373,23 @@ def test_threads_ride_through_drops(ssh, remote_dir):
                 errors.append(e)
                 return
             i += 1
+            rounds[n] = i
+
+    def every_thread_went_round(what: str) -> None:
+        """Wait until each thread has finished a round more (or failed: reported below)."""
+        before = list(rounds)
+        wait_until(lambda: errors or all(r > b for r, b in zip(rounds, before)), 20, f"every thread to {what}",
+                   every=0.01)
 
     threads = [threading.Thread(target=work, args=(n,)) for n in range(6)]
     for t in threads:
         t.start()
     try:
         for drops in range(1, 4):
-            time.sleep(0.2)
+            every_thread_went_round("work on the connection before the drop")
             ssh.drop()
-            deadline = time.monotonic() + 5
-            while ssh.connections_opened < 1 + drops and time.monotonic() < deadline:
-                time.sleep(0.01)
-        time.sleep(0.2)
+            wait_until(lambda: ssh.connections_opened >= 1 + drops, 5, f"connection {1 + drops}", every=0.01)
+        every_thread_went_round("work on the last connection")
     finally:
         stop.set()
         for t in threads:
@@ -472,10 +478,7 @@ def _drop_during(ssh: SSHTransport, argv: list[str], started: str, **kwargs) -> 
     ssh.run(["true"])
     thread = threading.Thread(target=call)
     thread.start()
-    deadline = time.monotonic() + 20
-    while ssh.run(["test", "-e", started]).returncode != 0:
-        assert time.monotonic() < deadline, f"{argv} never started"
-        time.sleep(0.05)
+    wait_until(lambda: ssh.run(["test", "-e", started]).returncode == 0, 20, f"{argv} to start")
     ssh.drop()
     thread.join(timeout=10)
     return result[0]

@@ -24,6 +24,8 @@ from resel.sim.policies import EASY, POLICIES, QJob
 
 from resel.errors import ModelError
 
+from recorded import Recorded  # tests/ is on sys.path (rootdir conftest)
+
 TRACE = Path(__file__).resolve().parents[2] / "shared" / "data" / "swf" / "hpc2n.swf"
 FORMATS = Path(__file__).resolve().parents[2] / "shared" / "data" / "formats" / "slurm"
 
@@ -289,20 +291,6 @@ def test_pending_jobs_that_fit_now_start_at_once_and_negative_times_work():
 # ---------------------------------------------------------------- a Slurm queue read
 
 
-class Canned:
-    """A transport answering Slurm's text commands from canned replies (text mode)."""
-
-    def __init__(self, replies: dict[str, str]):
-        self.replies = replies
-
-    def run(self, argv, **kw):
-        from resel.backends.transport import Completed
-        out = self.replies.get(argv[0])
-        if out is None:
-            return Completed(tuple(argv), 1, "", f"{argv[0]}: not canned")
-        return Completed(tuple(argv), 0, out, "")
-
-
 def test_queue_snapshot_reads_orders_and_leaves_out(monkeypatch):
     from resel.backends.slurm import cli as slurm_mod
     from resel.backends.slurm.cli import SlurmCLI
@@ -316,7 +304,7 @@ def test_queue_snapshot_reads_orders_and_leaves_out(monkeypatch):
         "6|f|RUNNING|2|900|950|1010|1:00|None|u4|short|10",
         "7|g|COMPLETING|1|900|950|990|1:00|None|u4|debug|10",
     ]) + "\n"
-    cli = SlurmCLI(Canned({
+    cli = SlurmCLI(Recorded({
         "sinfo": "debug* up 4:00:00 1 8/0/0/8\nshort up 10:00 1 8/0/0/8\n",
         "squeue": squeue,
         "scontrol": "SchedulerType           = sched/backfill\n",
@@ -336,7 +324,7 @@ def test_queue_snapshot_reads_orders_and_leaves_out(monkeypatch):
     # 3 (2 cores, 4 h) starts now in the 2 free cores; 2 (8 cores) is planned after it, at
     # t+4 h; the pilot fits when 1 ends (t+10 s) and is done long before: backfilled
     assert (est.start, est.ahead, est.overtook, est.released_by) == (1010, ("3",), ("2",), "1")
-    cli = SlurmCLI(Canned({"sinfo": "debug* up 4:00:00 1 8/0/0/8\n", "squeue": squeue,
+    cli = SlurmCLI(Recorded({"sinfo": "debug* up 4:00:00 1 8/0/0/8\n", "squeue": squeue,
                            "scontrol": "SchedulerType = sched/gang\n"}), use_json=False)
     with pytest.raises(f.SchedulerError, match="SchedulerType is sched/gang"):
         cli.queue_snapshot()

@@ -19,6 +19,7 @@ from resel.backends.slurm.rest import SlurmREST
 from resel.models.twin import twin_start
 
 from live_helpers import REPO, fill, sites_toml, slurm, wait_for, write_inputs
+from recorded import RecordedSession, Response
 from test_slurm_live import cli_a, idle, rest
 
 NAME = "resel-twinrest"
@@ -111,40 +112,24 @@ def test_plan_through_a_rest_site_uses_the_twin(tmp_path, clean):
 # ---------------------------------------------------------------- without the testbed: the policy's note
 
 
-class _Reply:
-    def __init__(self, doc, status=200):
-        self.doc, self.status_code, self.text = doc, status, json.dumps(doc)
-
-    def json(self):
-        return self.doc
-
-
-class _Site:
-    """A requests.Session stand-in serving canned v0.0.38 replies by path."""
-
-    def __init__(self, diag):
-        self.headers: dict = {}
-        self.asked: list[str] = []
-        self.replies = {
-            "partitions": {"partitions": [{"name": "debug", "flags": ["default"], "max_time_limit": 60,
-                                           "state": "UP", "total_cpus": 4, "total_nodes": 1}]},
-            "nodes": {"nodes": [{"name": "n1", "cpus": 4, "alloc_cpus": 2, "idle_cpus": 2, "state": "mixed",
-                                 "partitions": ["debug"]}]},
-            "jobs": {"jobs": [{"job_id": 7, "name": "x", "job_state": "RUNNING", "cpus": 2, "time_limit": 10,
-                               "start_time": 1000, "partition": "debug", "user_name": "u", "priority": 5},
-                              {"job_id": 6, "name": "y", "job_state": "CANCELLED", "cpus": 0, "time_limit": 10,
-                               "partition": "debug", "user_name": "u"}]},
-            "diag": diag,
-        }
-
-    def request(self, method, url, json=None, timeout=None, headers=None, allow_redirects=True):
-        path = url.rsplit("/", 1)[1]
-        self.asked.append(path)
-        return self.replies[path] if isinstance(self.replies[path], _Reply) else _Reply(self.replies[path])
+#: canned v0.0.38 replies by path (CONSTRUCTED in slurmrestd's layout)
+REPLIES = {
+    "partitions": {"partitions": [{"name": "debug", "flags": ["default"], "max_time_limit": 60,
+                                   "state": "UP", "total_cpus": 4, "total_nodes": 1}]},
+    "nodes": {"nodes": [{"name": "n1", "cpus": 4, "alloc_cpus": 2, "idle_cpus": 2, "state": "mixed",
+                         "partitions": ["debug"]}]},
+    "jobs": {"jobs": [{"job_id": 7, "name": "x", "job_state": "RUNNING", "cpus": 2, "time_limit": 10,
+                       "start_time": 1000, "partition": "debug", "user_name": "u", "priority": 5},
+                      {"job_id": 6, "name": "y", "job_state": "CANCELLED", "cpus": 0, "time_limit": 10,
+                       "partition": "debug", "user_name": "u"}]},
+}
 
 
 def _rest(diag, **kw):
-    session = _Site(diag)
+    """``diag``: /diag's document (read when asked, so a test may change it), or its Response."""
+    replies = {path: Response.of(doc) for path, doc in REPLIES.items()}
+    replies["diag"] = diag if isinstance(diag, Response) else (lambda path: Response.of(diag))
+    session = RecordedSession(replies, key=lambda url: url.rsplit("/", 1)[1])
     return SlurmREST("https://site:6820", "u", "token", session=session, **kw), session
 
 
@@ -158,12 +143,12 @@ def test_rest_policy_is_assumed_and_said_to_be_without_backfill_evidence():
     assert len(snap.notes) == 1                    # the finished job 6 is not the queue's, not even a note
     assert snap.notes[-1].startswith("policy assumed conservative") and "/diag shows no backfill" in snap.notes[-1]
     # backfill seen once is remembered: /diag is not asked again
-    session.replies["diag"]["statistics"]["bf_cycle_counter"] = 3
+    idle["statistics"]["bf_cycle_counter"] = 3
     assert r.queue_snapshot().notes[-1].startswith("policy conservative: ")
     r.queue_snapshot()
     assert session.asked.count("diag") == 2
 
-    denied = _Reply({"errors": [{"error": "Access denied", "error_number": 1}]}, status=403)
+    denied = Response.of({"errors": [{"error": "Access denied", "error_number": 1}]}, status=403)
     r, _ = _rest(denied)
     note = r.queue_snapshot().notes[-1]
     assert note.startswith("policy assumed conservative") and "/diag could not be read" in note

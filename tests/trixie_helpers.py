@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from live_helpers import _inline
+from waiting import poll
 
 
 @dataclass(frozen=True)
@@ -206,12 +207,8 @@ def remove_leftovers(tb, before: set[str]) -> None:
 
 
 def wait_for(check, timeout: float = 30.0, every: float = 0.5):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(every)
+    """``check()``'s first truthy value, or its last one (the caller asserts on it)."""
+    return poll(check, timeout, every)
 
 
 def idle_pool(tb, cli, timeout: float = 180.0):
