@@ -208,3 +208,49 @@ def test_a_job_missing_from_the_reply_is_no_phase_of_its_own():
     assert changes(Run(), running, job(JobState.DONE)) and not changes(Run(), running, job(JobState.RUNNING))
     assert changes(Run(), pending, {}) and changes(Run(), pending, job(JobState.RUNNING))
     assert not changes(Run(), pending, job(JobState.HELD))
+
+
+def test_a_withdrawal_is_done_only_in_the_transaction_that_records_its_event(tmp_path):
+    """A WithdrawTask answered "withdrawn" (its inbox file renamed away) yields a TaskWithdrawn.
+    Marked done at once, a kill before that event was recorded lost it for good: resumed, the
+    engine waited for ever on an attempt no agent would run. The action is now done only in the
+    transaction that records the event, so a kill in between leaves it undone — redone on
+    resume, where the site answers "withdrawn" again (its marker file is there)."""
+    from conftest import make_bag, make_site
+    from resel import journal
+    from resel.events import TaskWithdrawn, WithdrawTask
+    from resel.live.coordinator import Coordinator
+    from resel.live.sites import Report
+
+    db = open_store(tmp_path / "s.db")
+    run = _live_row(db, {"strategy": "model"})
+    sites = [make_site("hpc", 2.0), make_site("pool", 1.0, mode="per_task", target=True)]
+    coord = Coordinator(db, run, make_bag(4), sites, LiveOptions(), "r1-abcdef", 0.0,
+                        lambda site: pytest.fail("no site is opened here"), clock=lambda: 7.0)
+
+    def done(seq: int) -> int:
+        return next(r["done"] for r in journal.rows(db, run) if r["seq"] == seq)
+
+    action = WithdrawTask(task=2, attempt=1, pilot=0, site="pool")
+    seq = coord.record(5.0, action, 0)
+    events = coord.acts.acted(seq, action, Report("pool", "act", (seq, action), result="withdrawn"))
+    assert events == [TaskWithdrawn(time=7.0, task=2, attempt=1)]
+    assert done(seq) == 0                     # killed here: undone, so resume asks the site again
+    coord.engine.handle = lambda event: []     # the engine's answer is not what is tested here
+    coord.feed(events)
+    assert done(seq) == 1                     # done with its event, in one transaction
+    kinds = [r["kind"] for r in journal.rows(db, run)]
+    assert kinds == ["WithdrawTask", "TaskWithdrawn"]
+
+    # an answer that yields no event is done at once; one whose event is never fed (the run
+    # finished) is done when the last actions are collected
+    other = WithdrawTask(task=3, attempt=1, pilot=0, site="pool")
+    seq2 = coord.record(6.0, other, 0)
+    assert coord.acts.acted(seq2, other, Report("pool", "act", (seq2, other), result="asked")) == []
+    assert done(seq2) == 1
+    last = WithdrawTask(task=1, attempt=1, pilot=0, site="pool")
+    seq3 = coord.record(6.5, last, 0)
+    coord.acts.acted(seq3, last, Report("pool", "act", (seq3, last), result="withdrawn"))
+    assert done(seq3) == 0
+    coord.acts.mark_left()
+    assert done(seq3) == 1

@@ -32,6 +32,11 @@ class Actions:
         #: the :class:`~resel.live.coordinator.Coordinator` that owns it
         self.coord = coord
         self.undone: list[tuple[int, Action, float]] = []      # (seq, action, not before) to retry
+        #: (event, seq): an action whose outcome is an event is marked done in the transaction
+        #: that records the event (:meth:`marks_for`), so a crash between the two leaves the
+        #: action undone — redone on resume, where it answers the same (a withdrawal finds its
+        #: marker) — never done with its event lost (an attempt the engine would wait on for ever)
+        self.done_with: list[tuple[Event, int]] = []
 
     def finish(self, wait: float = 10.0) -> None:
         """The bag is done: let the last actions (the pilots' cancels) reach their sites and
@@ -48,6 +53,7 @@ class Actions:
         for report in self.coord.take_reports():
             if report.kind == "act":
                 self.acted(*report.tag, report)
+        self.mark_left()
 
     def execute(self, seq: int, action: Action) -> None:
         """Carry out one recorded action: at once if it needs no site, else on its site's thread."""
@@ -159,7 +165,9 @@ class Actions:
                 and ("TaskWithdrawn", action.task, action.attempt) not in self.coord.consumed:
             # the inbox file was renamed away before the agent claimed it: it can never start
             self.coord.consumed.add(("TaskWithdrawn", action.task, action.attempt))
-            events.append(TaskWithdrawn(time=self.coord.now(), task=action.task, attempt=action.attempt))
+            withdrawn = TaskWithdrawn(time=self.coord.now(), task=action.task, attempt=action.attempt)
+            events.append(withdrawn)
+            self.done_with.append((withdrawn, seq))
         if isinstance(action, SubmitPilot):
             view = self.coord.pilots[action.pilot]
             self.coord.pilot_row(view, submitted=self.coord.now())
@@ -168,8 +176,24 @@ class Actions:
             if not view.state.final:
                 view.state = PilotState.CANCELLED
             self.coord.pilot_row(view, ended=self.coord.now(), reason=report.result)
-        self.coord.mark(seq)
+        if not any(s == seq for _, s in self.done_with):
+            self.coord.mark(seq)
         return events
+
+    def marks_for(self, event: Event) -> list[int]:
+        """The actions to mark done with ``event`` (taken: each is marked once)."""
+        if not self.done_with:
+            return []
+        seqs = [seq for e, seq in self.done_with if e is event]
+        if seqs:
+            self.done_with = [(e, seq) for e, seq in self.done_with if e is not event]
+        return seqs
+
+    def mark_left(self) -> None:
+        """The run is over and the events above will not be fed: their actions are done."""
+        for _, seq in self.done_with:
+            self.coord.mark(seq)
+        self.done_with = []
 
     def failed(self, seq: int, action: Action, exc: BaseException) -> list[Event]:
         """A transient failure is retried next poll; any other is acted on now: a refused

@@ -349,6 +349,8 @@ class Coordinator:
         for event in events:
             with self.db.atomic():
                 self.record(event.time, event, None)
+                for seq in self.acts.marks_for(event):
+                    self.mark(seq)
                 actions = self.engine.handle(event)
                 seqs = [self.record(journal.row_time(a, event.time), a,
                                     None if isinstance(a, RECORD_ONLY) or not execute else 0) for a in actions]
