@@ -30,8 +30,6 @@ KNOWN: dict[str, str] = {
     "resel/sim/closed.py easy":
         "the EASY replay kernel, one loop for speed: split into helpers it took 1.05-1.08x the CPU time "
         "(the comment above it says how that was measured)",
-    "resel/sim/replay.py replay":
-        "its per-job closures share the replay's counters; beside the measured kernel, not measured itself",
     "resel/sim/policies.py Conservative._compress":
         "conservative backfilling's inner loop, inline as the kernels are: its walk split out cost "
         "about 1.05x on wagap-2013.swf, within noise but in both runs (the comment above it)",
