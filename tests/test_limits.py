@@ -192,11 +192,11 @@ def test_slurm_cli_reads_association_then_its_default_qos():
     """SlurmCLI.limits over a transport replaying the captures: the association of user
     ichatnun names QOS pre0001 (its Def QOS), which is asked next; here the QOS capture's
     proj0102 row is what `show qos where name=pre0001` answers (its columns, renamed)."""
-    from test_pbs_formats import Replay
+    from recorded import Recorded
     from resel.backends.slurm.cli import SlurmCLI
     qos_rows = text("sacctmgr_qos_thaisc.txt").splitlines()
     qos_reply = qos_rows[0] + "\n" + next(r for r in qos_rows if "|proj0102|" in r).replace("|proj0102|", "|pre0001|") + "\n"
-    tr = Replay({("id", "-un"): "ichatnun\n",
+    tr = Recorded({("id", "-un"): "ichatnun\n",
                  ("sacctmgr", "-P", "show", "assoc", "where", "user=ichatnun"): text("sacctmgr_assoc_thaisc.txt"),
                  ("sacctmgr", "-P", "show", "qos", "where", "name=pre0001"): qos_reply})
     lim, notes = SlurmCLI(tr).limits()
@@ -205,25 +205,24 @@ def test_slurm_cli_reads_association_then_its_default_qos():
 
 
 def test_slurm_cli_without_slurmdbd_gives_unknown_limits_with_the_reason():
-    from test_pbs_formats import Replay
+    from recorded import Recorded, Reply
     from resel.backends.slurm.cli import SlurmCLI
     said = text("sacctmgr_assoc_no_dbd_tba.stderr")
-    tr = Replay({("id", "-un"): "root\n", ("sacctmgr", "-P", "show", "assoc", "where", "user=root"): ("", said)},
-                codes={("sacctmgr", "-P", "show", "assoc", "where", "user=root"): 1})
+    tr = Recorded({("id", "-un"): "root\n", ("sacctmgr", "-P", "show", "assoc", "where", "user=root"): Reply("", said, 1)})
     lim, notes = SlurmCLI(tr).limits()
     assert lim.empty and notes == ["no association limits: `sacctmgr -P show assoc where user=root` said: "
                                    "You are not running a supported accounting_storage plugin"]
 
 
 def test_pbs_cli_reads_its_queue_text_torque_and_json_pro():
-    from test_pbs_formats import Replay
+    from recorded import Recorded
     from resel.backends.pbs.cli import PBSCLI
-    tr = Replay({("id", "-un"): "user123\n", ("qstat", "-Q", "-f"): text("qstat_Q_f_metacentrum.txt")})
+    tr = Recorded({("id", "-un"): "user123\n", ("qstat", "-Q", "-f"): text("qstat_Q_f_metacentrum.txt")})
     lim, notes = PBSCLI(tr, queue="gpu_long", dialect="torque").limits()
     assert notes == [] and (lim.max_submit, lim.max_cores, lim.max_walltime) == (2000, 200, 336 * 3600.0)
     lim, notes = PBSCLI(tr, queue="nosuch", dialect="torque").limits()
     assert lim.empty and "nosuch" in notes[0]
     rec = json.loads((SHARED / "pbs" / "ssh_qstat_partitions_command.json").read_text())
-    tr = Replay({("id", "-un"): "firesrv\n", ("qstat", "-Q", "-f", "-F", "json"): rec["stdout"]})
+    tr = Recorded({("id", "-un"): "firesrv\n", ("qstat", "-Q", "-f", "-F", "json"): rec["stdout"]})
     lim, notes = PBSCLI(tr, queue="workq", dialect="pro").limits()
     assert lim.empty and notes == []

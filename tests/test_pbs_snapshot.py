@@ -16,7 +16,8 @@ from resel.backends.pbs import formats as f
 from resel.backends.pbs.cli import PBSCLI
 from resel.backends.jobs import QueueSnapshot
 from resel.models.twin import twin_start
-from test_pbs_formats import Replay, pro_doc, recorded, torque
+from recorded import Recorded, Reply  # tests/ is on sys.path (rootdir conftest)
+from test_pbs_formats import pro_doc, recorded, torque
 
 from resel.errors import ModelError, SchedulerError, SchedulerReplyError
 
@@ -65,7 +66,7 @@ def test_recorded_openpbs_snapshot_and_twin():
 
 
 def test_pbscli_queue_snapshot_from_recorded_replies(monkeypatch):
-    tr = Replay({
+    tr = Recorded({
         ("qstat", "-Q", "-f", "-F", "json"): recorded("ssh_qstat_partitions_command.json")["stdout"],
         ("pbsnodes", "-a", "-F", "json"): recorded("ssh_pbsnodes_command.json")["stdout"],
         ("qstat", "-B", "-f", "-F", "json"): json.dumps({"Server": {"pbs": {"default_queue": "workq"}}}),
@@ -79,7 +80,7 @@ def test_pbscli_queue_snapshot_from_recorded_replies(monkeypatch):
     assert (snap.site, snap.policy, snap.total_cores, snap.taken_at) == ("workq", "easy", 1, STAMP + 10)
     assert [(j.job_id, j.cores, j.time_limit, j.elapsed) for j in snap.running] == [("1006.pbs", 1, 300.0, 21.0)]
     assert any("policy assumed" in n for n in snap.notes)
-    asked = [tuple(c[0]) for c in tr.calls]
+    asked = [tuple(c) for c in tr.calls]
     assert ("qstat", "-f", "-F", "json") in asked and ("qstat", "-f", "-F", "json", "-x") not in asked
     # a configured queue the server does not have is an error, not an empty queue
     with pytest.raises(SchedulerError, match="queue nosuch not found; the site has: workq"):
@@ -260,8 +261,8 @@ def test_assumed_policies():
 
 def test_pbscli_wrapper_snapshot_asks_slurm_for_the_policy(monkeypatch):
     text = torque("qstat_f_running_pending.txt")
-    tr = Replay({
-        ("qstat", "--version"): ("", torque("qstat_version.stderr")),
+    tr = Recorded({
+        ("qstat", "--version"): Reply("", torque("qstat_version.stderr"), 1),
         ("sinfo", "--version"): "slurm 22.05.8\n",
         ("scontrol", "show", "config"): "SchedulerType           = sched/backfill\n",
         ("qstat", "-Q", "-f"): torque("qstat_Q_f.txt"),
@@ -269,17 +270,17 @@ def test_pbscli_wrapper_snapshot_asks_slurm_for_the_policy(monkeypatch):
         ("pbsnodes", "-a"): torque("pbsnodes_a_mixed.txt"),
         ("qstat", "-f"): text,
         ("date", "+%z"): "+0000\n",
-    }, codes={("qstat", "--version"): 1})
+    })
     monkeypatch.setattr("resel.backends.pbs.cli.time.time",
                         lambda: datetime(2026, 11, 26, 1, 2, 28, tzinfo=UTC).timestamp())
     cli = PBSCLI(tr, queue="debug", dialect="torque")            # told torque: the wrapper is found
     snap = cli.queue_snapshot()
     assert cli.flavour == "slurm-torque" and snap.policy == "conservative"
     assert [j.job_id for j in snap.running] == ["1420", "1421"] and snap.total_cores == 8
-    assert sum(c[0] == ["qstat", "-f"] for c in tr.calls) == 1     # the mixed node's use from the same reply
-    assert sum(c[0] == ["scontrol", "show", "config"] for c in tr.calls) == 1
+    assert sum(c == ["qstat", "-f"] for c in tr.calls) == 1     # the mixed node's use from the same reply
+    assert sum(c == ["scontrol", "show", "config"] for c in tr.calls) == 1
     cli.queue_snapshot()
-    assert sum(c[0] == ["scontrol", "show", "config"] for c in tr.calls) == 1     # asked once
+    assert sum(c == ["scontrol", "show", "config"] for c in tr.calls) == 1     # asked once
     # no queue configured, none named default (the wrappers have no qstat -B): the whole cluster
     whole = PBSCLI(tr, dialect="auto").queue_snapshot()
     assert whole.site == "(all queues)" and [j.job_id for j in whole.pending] == ["1422"]
@@ -287,10 +288,9 @@ def test_pbscli_wrapper_snapshot_asks_slurm_for_the_policy(monkeypatch):
 
 
 def test_torque_empty_queue_is_an_empty_snapshot():
-    tr = Replay({("qstat", "-Q", "-f"): "Queue: batch\n    resources_max.walltime = 01:00:00\n"
+    tr = Recorded({("qstat", "-Q", "-f"): "Queue: batch\n    resources_max.walltime = 01:00:00\n"
                                         "    state_count = Queued:0 Running:0\n    enabled = True\n    started = True\n",
-                 ("qstat", "-f"): "", ("pbsnodes", "-a"): "n1\n    state = free\n    np = 4\n"},
-                codes={("qstat", "-f"): 153})
+                 ("qstat", "-f"): Reply("", "", 153), ("pbsnodes", "-a"): "n1\n    state = free\n    np = 4\n"})
     cli = PBSCLI(tr, queue="batch", dialect="torque")
     cli.flavour, cli._version = "torque", "6.1.2"                 # a real Torque: no detection
     snap = cli.queue_snapshot()
@@ -325,7 +325,7 @@ def test_malformed_replies_raise_reply_errors():
     with pytest.raises(SchedulerReplyError, match="not an object"):
         f.job_records_json({"pbs_version": "23.06.06", "Jobs": {"1.pbs": 5}})
     assert f.job_records_json({"timestamp": 1, "pbs_version": "23.06.06"}) == []       # nothing queued
-    tr = Replay({("qstat", "-Q", "-f", "-F", "json"): recorded("ssh_qstat_partitions_command.json")["stdout"],
+    tr = Recorded({("qstat", "-Q", "-f", "-F", "json"): recorded("ssh_qstat_partitions_command.json")["stdout"],
                  ("qstat", "-f", "-F", "json"): "{not json"})
     with pytest.raises(SchedulerReplyError, match="qstat -f -F json: unexpected reply: not JSON"):
         PBSCLI(tr, dialect="pro").queue_snapshot()
