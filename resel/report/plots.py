@@ -251,7 +251,6 @@ def slot_counts(pils: Sequence[dict], segs: Sequence[dict], end: float) -> dict:
     return out
 
 
-@plain_text
 def _gantt_layout(lanes: list[str], segs: list[dict], pils: list[dict],
                   end: float) -> tuple[float, dict, dict, dict]:
     """Where each lane, pilot row and band of the Gantt chart goes, top down. Returns the height
@@ -330,6 +329,7 @@ def _draw_attempts(ax: Any, segs: list[dict], rows: dict, bands: dict, lane_span
     return seg_rows
 
 
+@plain_text
 def gantt(db: Database, run_id: int) -> tuple[Figure, dict]:
     """One lane per site, one row per pilot in it: queue wait and lifetime bars, task attempts
     as segments coloured by outcome, re-selection moves (▲) and restarts (✕) marked.
@@ -550,7 +550,6 @@ def window_bound(w: float, w_hat: float) -> tuple[str, float]:
     return "2c", abs(w_hat - w)
 
 
-@plain_text
 def _measured_windows(decs: list[dict], means: dict[str, float | None]) -> list[dict]:
     """Each re-selection decision's predicted window Ŵ and the W measured as the difference of the
     two sites' mean T_x (``means``), with the case and penalty bound where both are known."""
@@ -631,6 +630,7 @@ def _draw_windows(ax2: Any, windows: list[dict]) -> None:
     ax2.grid(alpha=0.3)
 
 
+@plain_text
 def predictions(db: Database, run_id: int) -> tuple[Figure, dict]:
     """Predicted vs measured T_x per site (Figs 4.4–4.5), and Ŵ vs W per re-selection.
 
