@@ -10,19 +10,34 @@ its limit and leaves the held job out, saying so; the policy is Slurm's own, ask
 
 from __future__ import annotations
 
+import os
+import subprocess
+
 from live_helpers import wait_for
 from resel.models.twin import twin_start
 from test_pbs_live import SLEEP, cli_a, idle, tag, wd  # noqa: F401  (wd: a fixture)
 
 
+def _held_job(testbed, wd: str) -> str:
+    """A 1-core job submitted on hold with the wrappers' own qsub — it stands for another user's:
+    resel refuses -h for its own pilots (a held pilot never starts)."""
+    script = os.path.join(wd, "held.sh")
+    with open(script, "w") as f:
+        f.write(SLEEP.format(s=1))
+    proc = subprocess.run(["qsub", "-h", "-q", "debug", "-l", "nodes=1:ppn=1,walltime=00:01:00", "-N", tag(), script],
+                          env={**os.environ, "SLURM_CONF": testbed.slurm_conf_a}, cwd=wd, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip(), proc
+    return proc.stdout.strip()
+
+
 def test_snapshot_lists_a_running_filler_with_its_limit(testbed, wd):  # noqa: F811
     cli = cli_a(testbed, queue="debug")                     # dialect="auto": the wrappers are found
-    held_cli = cli_a(testbed, queue="debug", extra_qsub=("-h",))
     filler = held = None
     try:
         idle(cli, 3)
         filler = cli.submit(SLEEP.format(s=20), name=tag(), cores=3, walltime=60, workdir=wd)
-        held = held_cli.submit(SLEEP.format(s=1), name=tag(), cores=1, walltime=60, workdir=wd)
+        held = _held_job(testbed, wd)
         assert wait_for(lambda: (j := cli.jobs([filler]).get(filler)) and j.state == "running",
                         timeout=15, every=0.5), cli.jobs([filler])
         snap = cli.queue_snapshot()
