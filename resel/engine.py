@@ -51,7 +51,6 @@ strategies); the records are in engine_books.py.
 
 from __future__ import annotations
 
-import heapq
 import math
 import random
 from itertools import chain

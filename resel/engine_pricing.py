@@ -21,7 +21,6 @@ Pure rules over the engine's state, as the rest of it; a mixin of
 from __future__ import annotations
 
 import dataclasses
-import heapq
 import math
 
 from resel.domain import Bag
@@ -156,7 +155,7 @@ class PricingRules:
         self._model = self.data
         self._dt[x] = self.data.times(ev.site)
         self._resort = True
-        if self.walltime.guard:   # a slower link drains the site's pilots sooner (_expire re-checks)
+        if self.walltime.guard:   # a slower link drains the site's pilots sooner: its due instant moves
             self._refresh_due(x)
 
     @property

@@ -98,8 +98,8 @@ class WalltimeRules:
 
     def _expire(self, t: float, out: list[Action]) -> None:
         """Drain every pilot that can no longer finish a task (remaining walltime below
-        T̂x,hi, i.e. t > start + walltime − T̂x,hi: a heap of those instants, so an event pays
-        nothing until one passes): its free slots leave the books, the slots that free later
+        T̂x,hi, i.e. t > start + walltime − T̂x,hi: each site's first such instant is kept, so an
+        event pays nothing until one passes): its free slots leave the books, the slots that free later
         stay out, and it is released once idle."""
         while self._next_due < t:
             # the site whose first pilot is due soonest (ties: the lower pilot id, as one heap of
