@@ -2,7 +2,7 @@
 
 Never skipped: GROMACS is a test dependency of this project (the test script installs it with
 ``apt-get install gromacs``); a machine without it fails here with that instruction.
-Takes ~65 s on two idle cores (three timed runs per size), ~2.5 min on a loaded one.
+Takes ~2 min on two idle cores (five timed runs per size), ~3.5 min on a loaded one.
 
 The assertions are the figures docs/experiment1.md and the README state, with the margin one
 quick measurement on a shared two-core machine needs (:data:`DOCUMENTED`); the README's
@@ -118,7 +118,7 @@ def _cpu_quiet(seconds: float = 1.0) -> bool:
 def test_reproduce_experiment1_quick():
     tools()
     poll(_cpu_quiet, timeout=180, every=0.5)   # not a failure if it stays busy: the bound then says so
-    proc = subprocess.run([sys.executable, str(EXAMPLES / "reproduce_experiment1.py"), "--quick", "--repeat", "3", "--json"],
+    proc = subprocess.run([sys.executable, str(EXAMPLES / "reproduce_experiment1.py"), "--quick", "--repeat", "5", "--json"],
                           check=False, capture_output=True, text=True, timeout=600, cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-2000:]
     res = json.loads(proc.stdout)
@@ -127,11 +127,21 @@ def test_reproduce_experiment1_quick():
     assert gmx["fit"]["points"] >= 3 and gmx["fit"]["r2"] >= DOCUMENTED["r2"][1]   # instructions linear in nsteps
     lo, hi = DOCUMENTED["kappa"][1]
     assert lo <= res["kappa"]["gmx_d/gmx"] <= hi                          # double precision does 1.63× per step
-    assert res["kappa"]["transfer_mape_gmx_rate_for_gmx_d"] <= DOCUMENTED["transfer_mape"][1]
+    gap = {name: {r["nsteps"]: r["floor_gap_pct"] for r in cfg["timed"]} for name, cfg in (("gmx", gmx), ("gmx_d", gmx_d))}
+    assert all(g is not None and g >= 0 for by_n in gap.values() for g in by_n.values()), gap
+    # the transfer predicts every gmx_d size from gmx's rate at 1000 steps: its floors' uncertainty adds
+    transfer_bound = DOCUMENTED["transfer_mape"][1] + gap["gmx"][1000] + max(gap["gmx_d"].values())
+    assert res["kappa"]["transfer_mape_gmx_rate_for_gmx_d"] <= transfer_bound, (res["kappa"], gap)
     for name, cfg in (("gmx", gmx), ("gmx_d", gmx_d)):
         assert cfg["calibrated"]["heldout_nsteps"] == [2000] and cfg["calibrated"]["fit_nsteps"] == [1000]
+        # T̂x(2000) = I(2000) × T_x(1000) / I(1000): each T_x is the fastest of five repeats, which may
+        # itself sit above the program's floor by about as much as the two fastest disagree. The
+        # bound is the model's (6 %) plus that uncertainty at both sizes, so a noisy host widens it
+        # by what the run itself measured and a wrong model (no setup term, a miscounted I(n), a
+        # unit slip: errors of 10^1–10^2 %) fails wherever the repeats agree.
         mape = cfg["calibrated"]["heldout_mape"]
-        assert math.isfinite(mape) and mape <= DOCUMENTED["calibrated_heldout_mape"][1], (name, mape)
+        bound = DOCUMENTED["calibrated_heldout_mape"][1] + gap[name][1000] + gap[name][2000]
+        assert math.isfinite(mape) and mape <= bound, (name, mape, gap[name])
         lo, hi = DOCUMENTED["uncalibrated_mape"][1]
         assert lo <= cfg["uncalibrated_mape"] <= hi, (name, cfg["uncalibrated_mape"])
         # LIM over-predicts, as in the thesis: every timed size, not only on average
