@@ -279,3 +279,15 @@ def test_a_withdrawal_is_done_only_in_the_transaction_that_records_its_event(tmp
     assert done(seq3) == 0
     coord.acts.mark_left()
     assert done(seq3) == 1
+
+
+@pytest.mark.parametrize("value", ["deep", "-1", "2.5", "1001"])
+def test_resel_run_refuses_a_prefetch_that_is_no_depth_as_a_usage_error(tmp_path, value):
+    """Checked as the command line is read: exit status 2, nothing stored or submitted."""
+    import subprocess
+    import sys
+    result = subprocess.run([sys.executable, "-m", "resel.cli", "run", "bag.toml", "--sites", "sites.toml", "--db",
+                             str(tmp_path / "s.db"), "--prefetch", value, "--json"],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "--prefetch" in json.loads(result.stdout)["error"], result
+    assert not (tmp_path / "s.db").exists()

@@ -45,6 +45,15 @@ def readable_run(store, run_id: int):
                          "the store is damaged, or the run was written by another resel version") from None
 
 
+def _prefetch_value(ctx: click.Context, param: click.Parameter, value: str) -> int | str:
+    """``--prefetch``, checked as the command line is read (a usage error, exit status 2)."""
+    from resel.live.stored import parse_prefetch
+    try:
+        return parse_prefetch(value)
+    except ReselError:
+        raise click.BadParameter(f"{value!r}: give auto or a whole number of tasks per slot from 0 to 1000") from None
+
+
 @click.command("run")
 @click.argument("bag_file", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--sites", "sites_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -61,7 +70,7 @@ def readable_run(store, run_id: int):
                    "`resel sites probe` of each site (falls back to the sites file).")
 @click.option("--poll", default=2.0, show_default=True, type=Finite(0.05, 3600),
               help="Seconds between two polls of every site.")
-@click.option("--prefetch", default="auto", show_default=True, metavar="K|auto",
+@click.option("--prefetch", default="auto", show_default=True, metavar="K|auto", callback=_prefetch_value,
               help="Tasks handed ahead per pilot slot, so the agent refills a freed slot at once instead "
                    "of a poll later (0: none). auto: as many as the site's measured task time needs to keep a "
                    "slot busy until the next refill (--poll + the agent's 0.5-s look at its inbox), 1 until "
@@ -97,7 +106,7 @@ def readable_run(store, run_id: int):
               help="Print the final status as one JSON document (an error too: {\"error\", \"hint\"}).")
 @fail_cleanly
 def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed: int, clock: str, poll: float,
-            prefetch: str, perf: bool,
+            prefetch: int | str, perf: bool,
             task_timeout: float | None, resume_id: int | None, dry_run: bool, estimate: str, max_time: float | None,
             progress: bool | None, model: str, risk: float | None, objective: str, walltime: str,
             quarantine: bool, results_dir: Path | None, keep_remote: bool, refit: bool, db: Path | None,
@@ -164,7 +173,7 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
 
 def _start_run(store: Any, bag_file: Path | None, sites_file: Path | None, results_dir: Path | None, *,
                dry_run: bool, as_json: bool, db: Path | None, strategy: str, seed: int, clock: str, poll: float,
-               prefetch: str, perf: bool, task_timeout: float | None, estimate: str, model: str, risk: float | None,
+               prefetch: int | str, perf: bool, task_timeout: float | None, estimate: str, model: str, risk: float | None,
                objective: str, walltime: str, quarantine: bool, keep_remote: bool) -> Coordinator | None:
     """A new run's coordinator, started: the bag and sites checked, the sites probed for their
     clocks (``--clock probed``), the inputs hashed, the pilots sized within the user's limits and
@@ -174,11 +183,9 @@ def _start_run(store: Any, bag_file: Path | None, sites_file: Path | None, resul
     from resel.config import check_site_commands, load_bag
     from resel.limits import check_task_count
     from resel.live.coordinator import Coordinator, LiveOptions
-    from resel.live.stored import parse_prefetch
     from resel.selection import Strategy
     if bag_file is None or sites_file is None:
         raise click.UsageError("give BAG_FILE and --sites FILE (or --resume RUN)")
-    hand_ahead = parse_prefetch(prefetch)
     bag = load_bag(bag_file)
     if dry_run and _all_simulated(sites_file):   # planned from the simulator, as `resel plan` does
         from resel.cli.plan import plan_simulated
@@ -207,7 +214,7 @@ def _start_run(store: Any, bag_file: Path | None, sites_file: Path | None, resul
     runtime = runtime_for(bag, site_list, model=model, db=store, clock=clock)
     rates = runtime.engine_rates(bag.profile.instructions, risk=risk, objective=objective)
     c.err.print(rates.label, soft_wrap=True, markup=False)
-    options = LiveOptions(strategy=strategy, seed=seed, clock=clock, poll=poll, prefetch=hand_ahead, perf=perf,
+    options = LiveOptions(strategy=strategy, seed=seed, clock=clock, poll=poll, prefetch=prefetch, perf=perf,
                           task_timeout=task_timeout, estimate=estimate, rates=rates.to_json(),
                           objective=objective, walltime=walltime, quarantine=quarantine,
                           keep_remote=keep_remote)
