@@ -136,7 +136,8 @@ class Engine(PricingRules, LearningRules, HealthRules, WalltimeRules, PilotRules
 
     def __init__(self, bag: Bag, sites: list[Site], strategy: Strategy | str = "model", *,
                  seed: int = 0, clock: str = "base", max_attempts: int = 3, max_losses: int = 5,
-                 prefetch: int = 0, prefetch_cycle: float | None = None, rates: Mapping[str, SiteRate] | EngineRates | None = None,
+                 prefetch: int = 0, prefetch_cycle: float | None = None,
+                 rates: Mapping[str, SiteRate] | EngineRates | None = None,
                  quarantine: QuarantinePolicy | None = None, walltime: WalltimePolicy | str = "limit",
                  decisions: bool = True, data: TransferModel | None = None):
         self.bag = bag
@@ -527,8 +528,10 @@ class Engine(PricingRules, LearningRules, HealthRules, WalltimeRules, PilotRules
             for x, book in enumerate(self._books):
                 if book.waiting and (book.active or book.pending):
                     self._hand_ahead(x, t, out)
+            # then a drained target's depth takes re-selected tasks (after the origins' own pilots
+            # took theirs); an origin it took from is sized at the next event (left in _dirty)
             health = self.health
-            for x in self._targets:   # then a drained target's depth takes re-selected tasks
+            for x in self._targets:
                 book = books[x]
                 if not book.waiting and book.active and health[x].until is None:
                     self._hand_ahead_reselected(x, t, out)

@@ -173,8 +173,9 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
 
 def _start_run(store: Any, bag_file: Path | None, sites_file: Path | None, results_dir: Path | None, *,
                dry_run: bool, as_json: bool, db: Path | None, strategy: str, seed: int, clock: str, poll: float,
-               prefetch: int | str, perf: bool, task_timeout: float | None, estimate: str, model: str, risk: float | None,
-               objective: str, walltime: str, quarantine: bool, keep_remote: bool) -> Coordinator | None:
+               prefetch: int | str, perf: bool, task_timeout: float | None, estimate: str, model: str,
+               risk: float | None, objective: str, walltime: str, quarantine: bool,
+               keep_remote: bool) -> Coordinator | None:
     """A new run's coordinator, started: the bag and sites checked, the sites probed for their
     clocks (``--clock probed``), the inputs hashed, the pilots sized within the user's limits and
     the rates chosen. A dry run shows the plan instead (from the simulator where every site is
