@@ -1,7 +1,8 @@
 """Hand-ahead (``prefetch`` > 0, the live coordinator): tasks queued on a pilot before a slot frees.
 
 Since a slot freed on r goes to r's own waiting tasks first anyway, the engine hands each
-pilot of r the next of those tasks before a slot frees (state QUEUED), so the agent starts one
+pilot of r the next of those tasks (up to "the depth" per slot, below) before a slot frees
+(state QUEUED), so the agent starts one
 the instant a slot frees instead of a poll later. A queued task still counts as waiting for
 every decision: re-selection may take it back, and a pilot withdrawn or ended gives its queued
 tasks back. Live, the engine hears of an agent's start a poll late, so taking a queued task
