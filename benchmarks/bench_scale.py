@@ -42,9 +42,10 @@ The counting inside the coordinator is done by this same file started as
 ``bench_scale.py --child OUT [PROFILE] -- run ...``: it wraps a few methods with counters
 (nothing in resel changes), optionally runs the command under cProfile (the main thread:
 the engine, the journal, the store; the site threads only wait on I/O), then runs the CLI.
-``--prefetch K`` is an experiment the CLI has no option for: the coordinator hands K tasks
-ahead per slot instead of 1 (set inside the child, on ``LiveOptions``), to test whether the
-depth of the hand-ahead is what limits throughput (docs/benchmarks.md: it is).
+``--prefetch K|auto`` is passed to ``resel run --prefetch`` (default: the CLI's, ``auto``, the
+depth the measured task time needs; issue 29 §2). Before the CLI had the option this harness
+set it inside the child, to test whether the depth of the hand-ahead is what limits throughput
+(docs/benchmarks.md: it is).
 The load average (1 min) is given at the start and the end and as the mean of samples.
 Nothing is left behind unless ``--keep``.
 """
@@ -142,16 +143,6 @@ def child(out: str, profile: str, argv: list[str]) -> None:
     if hasattr(cli_live, "open_store"):
         cli_live.open_store = open_store
 
-    prefetch = os.environ.get("BENCH_SCALE_PREFETCH")
-    if prefetch:                  # an experiment: hand more tasks ahead per slot than the CLI's 1
-        import resel.live.stored as stored
-        original_init = stored.LiveOptions.__init__
-
-        def init(self, *a, **kw):
-            original_init(self, *a, **kw)
-            self.prefetch = int(prefetch)
-        stored.LiveOptions.__init__ = init
-
     began = time.monotonic()
 
     def dump() -> None:
@@ -248,13 +239,13 @@ def run_once(tb, args, root: Path) -> dict:
     out = root / "child.json"
     argv = ["run", str(root / "bag.toml"), "--sites", str(root / "sites.toml"), "--db", str(db),
             "--strategy", args.strategy or f"topk:{len(sites)}+reselect", "--poll", f"{args.poll:g}", "--json", "--no-progress"]
+    if args.prefetch is not None:
+        argv += ["--prefetch", args.prefetch]
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(out), args.profile or "", "--", *argv]
     if args.strace:
         cmd = ["strace", "-f", "-c", "-o", str(root / "strace.txt"), "-e",
                "trace=fsync,fdatasync,execve,rename,renameat,renameat2", *cmd]
     env = dict(os.environ)
-    if args.prefetch is not None:
-        env["BENCH_SCALE_PREFETCH"] = str(args.prefetch)
     load0 = os.getloadavg()[0]
     t0 = time.monotonic()
     wall0 = time.time()
@@ -544,8 +535,8 @@ def main() -> None:
     ap.add_argument("--command", default="true", help="each task's command (default: true)")
     ap.add_argument("--poll", type=float, default=0.5, help="the coordinator's --poll (default 0.5)")
     ap.add_argument("--strategy", default=None, help="--strategy (default topk:N+reselect, N the sites)")
-    ap.add_argument("--prefetch", type=int, default=None,
-                    help="an experiment: tasks handed ahead per slot (the CLI's is 1; set inside the coordinator)")
+    ap.add_argument("--prefetch", default=None,
+                    help="resel run --prefetch: K tasks handed ahead per slot, or auto (default: the CLI's, auto)")
     ap.add_argument("--window", type=float, default=10.0, help="seconds per throughput window (default 10)")
     ap.add_argument("--status-every", type=float, default=5.0, help="run `resel status` this often (default 5 s)")
     ap.add_argument("--profile", default=None, help="write the coordinator's cProfile (main thread) here")

@@ -30,7 +30,10 @@ submission order.
 waiting tasks before a slot frees (state QUEUED), so the agent starts one the instant a slot
 frees; a queued task still counts as waiting for every decision, and taking it back is a
 request the agent's claim may refuse (resel/engine_hand_ahead.py). Only the start is early;
-the choice is the engine's (``_hand_ahead``, below).
+the choice is the engine's (``_hand_ahead``, below). A busy acquired target that has no waiting
+task of its own is handed other sites' waiting tasks the same way when the window rule moves
+them for good (Ŵ ≤ 0: it finishes them no later; ``_hand_ahead_reselected``); a task it would
+only run provisionally (Ŵ > 0) still waits for a free slot, where its window opens.
 
 **Learning** (strategy ``+learn``, ``auto``: :mod:`resel.learning`): each site's T̂x is
 updated from the tasks that finish there, the run's rates as the prior; windows, the order of
@@ -110,7 +113,12 @@ class Engine(PricingRules, LearningRules, HealthRules, WalltimeRules, PilotRules
         max_attempts: failures (non-zero exit) after which a task is given up as failed.
         max_losses: pilot losses (walltime, node failure) after which a task is given up.
         prefetch: per slot of a pilot, how many of its site's waiting tasks it is handed ahead of
-            a free slot (0: none, the simulator; the live coordinator uses 1).
+            a free slot (0: none, the simulator; the live coordinator: ``resel run --prefetch``).
+        prefetch_cycle: seconds a freed slot waits for work the driver sends (the coordinator's
+            poll plus the agent's look at its inbox). Given, ``prefetch`` is a cap and each site's
+            depth follows its measured T_x: ⌈cycle / T_x⌉ per slot — enough to keep a slot busy
+            for one cycle — between 1 (while nothing is measured there) and ``prefetch``
+            (resel/engine_hand_ahead.py). None: ``prefetch`` per slot, fixed.
         quarantine: the black-hole rule's numbers (:mod:`resel.blackhole`); default on.
         walltime: walltime packing (:mod:`resel.walltime`): a :class:`WalltimePolicy` or its
             mode: ``limit`` (default: the dispatch guard, pilots ask for the limit), ``pack``
@@ -128,7 +136,8 @@ class Engine(PricingRules, LearningRules, HealthRules, WalltimeRules, PilotRules
 
     def __init__(self, bag: Bag, sites: list[Site], strategy: Strategy | str = "model", *,
                  seed: int = 0, clock: str = "base", max_attempts: int = 3, max_losses: int = 5,
-                 prefetch: int = 0, rates: Mapping[str, SiteRate] | EngineRates | None = None,
+                 prefetch: int = 0, prefetch_cycle: float | None = None,
+                 rates: Mapping[str, SiteRate] | EngineRates | None = None,
                  quarantine: QuarantinePolicy | None = None, walltime: WalltimePolicy | str = "limit",
                  decisions: bool = True, data: TransferModel | None = None):
         self.bag = bag
@@ -146,7 +155,7 @@ class Engine(PricingRules, LearningRules, HealthRules, WalltimeRules, PilotRules
         self._init_learning(given)
         #: what ``auto`` ran as and why (None for another strategy), set at submission
         self.auto_choice: tuple[str, str] | None = None
-        self._init_hand_ahead()
+        self._init_hand_ahead(prefetch_cycle)
         self._init_walltime(walltime)
         self._init_health(quarantine)
         self._viable: list[int] = []
@@ -399,6 +408,8 @@ class Engine(PricingRules, LearningRules, HealthRules, WalltimeRules, PilotRules
         """Close the running attempt and give its slot back."""
         rec = task.attempts[-1]
         rec.end, rec.outcome = time, outcome
+        if self._cycle is not None and outcome is AttemptOutcome.DONE:
+            self._ran(task.site, time - rec.start)
         pilot = self.pilots[task.pilot]
         del pilot.tasks[task.id]
         if pilot.state is PilotState.ACTIVE:
@@ -517,6 +528,13 @@ class Engine(PricingRules, LearningRules, HealthRules, WalltimeRules, PilotRules
             for x, book in enumerate(self._books):
                 if book.waiting and (book.active or book.pending):
                     self._hand_ahead(x, t, out)
+            # then a drained target's depth takes re-selected tasks (after the origins' own pilots
+            # took theirs); an origin it took from is sized at the next event (left in _dirty)
+            health = self.health
+            for x in self._targets:
+                book = books[x]
+                if not book.waiting and book.active and health[x].until is None:
+                    self._hand_ahead_reselected(x, t, out)
 
     def _fill_home(self, x: int, t: float, out: list[Action]) -> None:
         book = self._books[x]
@@ -554,12 +572,51 @@ class Engine(PricingRules, LearningRules, HealthRules, WalltimeRules, PilotRules
             pilot = self.pilots[pid]
             if pilot.state is PilotState.ACTIVE and (pilot.free or pilot.draining):
                 continue   # a free slot takes a task at once (_fill_home), it needs no queue
-            room = self.prefetch * pilot.slots - len(pilot.queued)
+            room = self._depth(x) * pilot.slots - len(pilot.queued)
             while room > 0 and book.waiting and self._can_queue(pilot, t):
                 self._queue(self.tasks[book.waiting.popleft()], pilot, t, out)
                 room -= 1
             if not book.waiting:
                 return
+
+    def _hand_ahead_reselected(self, x: int, t: float, out: list[Action]) -> None:
+        """Queue other sites' waiting tasks on x's busy acquired pilots, up to x's depth, where a
+        free slot of x would move them for good (Ŵ(x, r) ≤ 0, the window rule of
+        :meth:`_fill_reselect`): x has no waiting task of its own left, and without this a site
+        past its own share got one task per free slot per cycle whatever the depth (issue 29 §2).
+        A task x would run only provisionally (Ŵ > 0) is not handed ahead: its window opens when
+        it gets a slot, so it waits for a free one. Only waiting tasks are taken, never another
+        pilot's queued ones (those are asked back only for a free slot, as before)."""
+        book = self._books[x]
+        depth = self._depth(x)
+        race = self.strategy.base == "race"
+        for pid in list(book.active):
+            pilot = self.pilots[pid]
+            if pilot.free or pilot.draining:
+                continue   # a free slot takes its task at once (_fill_reselect); a draining one takes none
+            room = depth * pilot.slots - len(pilot.queued)
+            for r in book.origins:
+                if room <= 0:
+                    break
+                origin = self._books[r]
+                while room > 0 and origin.waiting and self._can_queue(pilot, t):
+                    tid = origin.waiting[0]
+                    window = self._window(x, r, t) if self._w is None else self._task_window(x, r, t, tid)
+                    if window > 0:
+                        break   # provisional on x: only a free slot opens its window
+                    origin.waiting.popleft()
+                    task = self.tasks[tid]
+                    self._queue(task, pilot, t, out)
+                    task.origin = x   # moved for good, as a free slot's Ŵ ≤ 0 move
+                    self._dirty.add(r)
+                    self._waiting_changed = True
+                    room -= 1
+                    if self.decisions:
+                        out.append(Decision(
+                            time=t, kind=DecisionKind.RACE_WIN if race else DecisionKind.RESELECT_COMMIT,
+                            task=tid, origin=self.sites[r].name, target=self.sites[x].name,
+                            a_r=origin.acquired_at, a_r2=t, tx_r=self._task_txd(r, t, tid),
+                            tx_r2=self._task_txd(x, t, tid), window=window))
 
     def _fill_reselect(self, x: int, t: float, out: list[Action]) -> None:
         book = self._books[x]

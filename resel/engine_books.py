@@ -93,7 +93,7 @@ class SiteBook:
 
     __slots__ = ("waiting", "queued", "prov", "pending", "active", "free_pilots", "free", "reserved",
                  "pending_slots", "acquired_at", "cap_slots", "origins", "spec", "cap_saved", "draining",
-                 "per_task", "max_pilots", "recalled", "incoming")
+                 "per_task", "max_pilots", "recalled", "incoming", "ran_n", "ran_s")
 
     def __init__(self, cap_slots: int, per_task: bool = False, max_pilots: int = 1):
         self.per_task = per_task             # the site's pilot.mode is "per-task" (a pool)
@@ -115,4 +115,6 @@ class SiteBook:
         self.draining = 0              # active pilots draining (not counted against max_pilots)
         self.recalled = 0              # its queued tasks asked back (WithdrawTask), not answered yet
         self.incoming = 0              # tasks asked back for this target's free slots, not answered yet
+        self.ran_n = 0                 # tasks done here, and the seconds they ran as the engine saw them:
+        self.ran_s = 0.0               # the measured T_x that sizes the hand-ahead depth (prefetch_cycle)
 

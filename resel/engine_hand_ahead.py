@@ -1,19 +1,35 @@
 """Hand-ahead (``prefetch`` > 0, the live coordinator): tasks queued on a pilot before a slot frees.
 
 Since a slot freed on r goes to r's own waiting tasks first anyway, the engine hands each
-pilot of r the next of those tasks before a slot frees (state QUEUED), so the agent starts one
+pilot of r the next of those tasks (up to "the depth" per slot, below) before a slot frees
+(state QUEUED), so the agent starts one
 the instant a slot frees instead of a poll later. A queued task still counts as waiting for
 every decision: re-selection may take it back, and a pilot withdrawn or ended gives its queued
 tasks back. Live, the engine hears of an agent's start a poll late, so taking a queued task
 back is a *request* (:class:`~resel.events.WithdrawTask`, state RECALLED) that the agent's
 claim may refuse: the driver answers that it was withdrawn (the task waits again) or started
 (it stays). Only the start is early: which tasks a pilot is handed is the core's choice
-(``Engine._hand_ahead``, resel/engine.py), the tasks its next free slots would take anyway.
+(``Engine._hand_ahead``, resel/engine.py), the tasks its next free slots would take anyway —
+its site's own, then, once those are gone, the ones re-selection would move to it for good
+(``Engine._hand_ahead_reselected``).
+
+**The depth** (tasks handed ahead per slot). A freed slot is refilled by the agent from its
+inbox; the inbox is refilled a cycle later (the coordinator reads the result, decides, writes,
+and the agent looks at its inbox again). A slot that runs tasks of T_x seconds stays busy over
+that cycle only if it holds ⌈cycle / T_x⌉ of them — one task per slot is the limit for short
+tasks (docs/benchmarks.md, issue 29 §2: 1.3–1.6 tasks/s per slot at one, 2.4–2.7× that at four).
+So with ``prefetch_cycle`` the depth is ⌈cycle / T_x⌉ with T_x the site's measured mean (the
+seconds between the engine seeing a task start and end there), at least 1, at most
+``prefetch``: 1 while nothing is measured (a handed-ahead task binds the task to the pilot
+early, so no deeper than a measurement supports), the cap for tasks shorter than cycle/cap.
+The walltime guard (``_can_queue``) caps it further on a pilot that could not finish them.
 
 Pure rules over the engine's state; a mixin of :class:`~resel.engine.Engine`.
 """
 
 from __future__ import annotations
+
+import math
 
 from resel.engine_books import QUEUED, RECALLED, Attempt, PilotRecord, SiteBook, TaskRecord
 from resel.events import Action, CancelTask, DispatchTask, TaskWithdrawn, WithdrawTask
@@ -23,9 +39,28 @@ from resel.states import AttemptOutcome, PilotState, next_task_state
 class HandAheadRules:
     """The engine's queue of tasks handed ahead to pilots (a mixin of :class:`~resel.engine.Engine`)."""
 
-    def _init_hand_ahead(self) -> None:
+    def _init_hand_ahead(self, cycle: float | None = None) -> None:
         #: tasks asked back from an agent (WithdrawTask) → the target whose free slot wanted them (−1: none)
         self._recalls: dict[int, int] = {}
+        #: the driver's refill cycle (s): the depth follows the measured T_x; None: ``prefetch`` fixed
+        self._cycle = None if cycle is None else max(0.0, float(cycle))
+
+    def _depth(self, x: int) -> int:
+        """Tasks handed ahead per slot of site x's pilots (the module's "The depth")."""
+        if self._cycle is None or self.prefetch <= 1:
+            return self.prefetch
+        book = self._books[x]
+        if not book.ran_n:
+            return 1                      # nothing measured here yet
+        if book.ran_s <= 0.0:
+            return self.prefetch          # tasks that ended as they started, as far as we saw
+        return max(1, min(self.prefetch, math.ceil(self._cycle * book.ran_n / book.ran_s)))
+
+    def _ran(self, x: int, seconds: float) -> None:
+        """A task done on x ran ``seconds`` (as the engine saw its start and end): the depth's T_x."""
+        book = self._books[x]
+        book.ran_n += 1
+        book.ran_s += max(0.0, seconds)
 
     def _queue(self, task: TaskRecord, pilot: PilotRecord, t: float, out: list[Action]) -> None:
         """Hand a waiting task to a pilot ahead of a free slot (WAITING -> QUEUED)."""

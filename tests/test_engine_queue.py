@@ -16,7 +16,8 @@ import pytest
 from conftest import make_bag, make_site
 from resel.engine import Engine
 from resel.events import (
-    BagCancelled, BagDone, BagSubmitted, CancelPilot, CancelTask, DispatchTask, PilotEnded, PilotRequeued,
+    BagCancelled, BagDone, BagSubmitted, CancelPilot, CancelTask, Decision, DecisionKind, DispatchTask, PilotEnded,
+    PilotRequeued,
     PilotStarted, SetTimer, SubmitPilot, TaskFailed, TaskFinished, TaskLost, TaskStarted, TaskWithdrawn, TimerFired,
     WithdrawTask,
 )
@@ -226,16 +227,31 @@ def test_bag_cancelled_stops_everything_and_ignores_later_reports():
     assert engine.handle(TaskFinished(time=4.0, task=2, attempt=1)) == []
 
 
+#: the random runs' setups: the live default before issue 29 §2 (1 per slot, model+reselect onto
+#: a slower pool: provisional moves only); a measured depth up to 4; and two equal targets under
+#: topk:2+reselect, where a drained busy site is handed the other's tasks (moved for good)
+SETUPS = {
+    "prefetch-1": (lambda: [make_site("hpc", 2.0, cores=4), make_site("pool", 1.5, mode="per-task", target=True,
+                                                                      cores=3)], "model+reselect", 1, None),
+    "depth-4": (lambda: [make_site("hpc", 2.0, cores=4), make_site("pool", 1.5, mode="per-task", target=True,
+                                                                   cores=3)], "model+reselect", 4, 2.0),
+    "reselected-ahead": (lambda: [make_site("a", 2.0, cores=4, target=True), make_site("b", 2.0, cores=2, target=True),
+                                  make_site("pool", 2.0, mode="per-task", target=True, cores=3)],
+                         "topk:3+reselect", 4, 2.0),
+}
+
+
+@pytest.mark.parametrize("setup", list(SETUPS))
 @pytest.mark.parametrize("lag", [0.0, 0.8])
 @pytest.mark.parametrize("seed", range(12))
-def test_random_runs_with_the_agents_rules_finish_every_task_exactly_once(seed, lag):
-    """Two sites with re-selection, prefetch 1, random task lengths, pilot requeues and agent
+def test_random_runs_with_the_agents_rules_finish_every_task_exactly_once(seed, lag, setup):
+    """Sites with re-selection, hand-ahead (SETUPS), random task lengths, pilot requeues and agent
     relaunches; an agent model that follows docs/agent.md. Books checked after every event.
     With ``lag`` the engine hears of a claim up to that many seconds late (a poll's period), so
     it asks back tasks their agents have started — none may run twice or be killed for it."""
     rng = random.Random(seed)
-    sites = [make_site("hpc", 2.0, cores=4), make_site("pool", 1.5, mode="per-task", target=True, cores=3)]
-    engine = Engine(make_bag(30), sites, "model+reselect", prefetch=1)
+    make_sites, strategy, prefetch, cycle = SETUPS[setup]
+    engine = Engine(make_bag(30), make_sites(), strategy, prefetch=prefetch, prefetch_cycle=cycle)
     heap: list = []
     seq = 0
 
@@ -379,3 +395,106 @@ def test_a_target_keeps_its_pilot_for_the_tasks_it_asked_back():
     assert sorted((d.task, d.site) for d in of(moved, DispatchTask)) == sorted((w.task, "b") for w in asked)
     assert all(engine.tasks[w.task].state is TaskState.PROVISIONAL for w in asked)
     check_books(engine)
+
+
+def _two_targets(clock_a: float, **engine_kw) -> tuple[Engine, int]:
+    """a (2 slots) and b (2 slots, its pilot still pending), both targets, ``topk:2+reselect``
+    over 12 tasks at depth 2: a's pilot starts and runs its first two tasks, so its own share is
+    all running or handed ahead (2 per slot) — nothing of its own waits."""
+    a = make_site("a", clock_a, cores=2, target=True)
+    b = make_site("b", 2.0, cores=2, target=True)
+    engine = Engine(make_bag(12), [a, b], "topk:2+reselect", prefetch=2, **engine_kw)
+    engine.handle(BagSubmitted(time=0.0))
+    pa = next(p.id for p in engine.pilots.values() if p.site == 0)
+    engine.handle(PilotStarted(time=1.0, pilot=pa))
+    for tid in list(engine.pilots[pa].queued)[:2]:
+        engine.handle(TaskStarted(time=1.1, task=tid, attempt=1))
+    assert not engine._books[0].waiting and engine._books[1].waiting
+    check_books(engine)
+    return engine, pa
+
+
+def test_a_drained_busy_target_is_handed_other_sites_tasks_it_moves_for_good():
+    """Issue 29 §2: a site past its own share got one re-selected task per free slot per cycle
+    whatever the depth. With equal clocks Ŵ(a, b) = T̂x(a) − T̂x(b) = 0: a free slot of a would
+    move b's next waiting task for good, so a's depth takes it ahead of a slot as well."""
+    engine, pa = _two_targets(2.0)
+    waiting_b = list(engine._books[1].waiting)
+    first_running = [t for t in engine.pilots[pa].tasks]
+    engine.handle(TaskFinished(time=3.0, task=first_running[0], attempt=1))   # its slot: the next queued one
+    started = next(iter(engine.pilots[pa].queued))
+    out = engine.handle(TaskStarted(time=3.01, task=started, attempt=1))     # room for one more
+    assert [(d.task, d.attempt, d.pilot, d.site) for d in of(out, DispatchTask)] == [(waiting_b[0], 1, pa, "a")]
+    task = engine.tasks[waiting_b[0]]
+    assert (task.state, task.origin) == (TaskState.QUEUED, 0)               # a's for good, not provisional
+    assert [(d.kind, d.origin, d.target, d.window) for d in out if isinstance(d, Decision)] == [
+        (DecisionKind.RESELECT_COMMIT, "b", "a", 0.0)]
+    assert of(out, SetTimer) == []                                           # no window to close
+    check_books(engine)
+
+
+def test_a_task_a_target_would_run_only_provisionally_is_not_handed_ahead():
+    """a slower than b: Ŵ(a, b) > 0, a free slot of a would run b's task provisionally, its window
+    opening when it gets the slot — so none is handed ahead of a slot."""
+    engine, pa = _two_targets(1.0)
+    engine.handle(TaskFinished(time=30.0, task=next(iter(engine.pilots[pa].tasks)), attempt=1))
+    out = engine.handle(TaskStarted(time=30.01, task=next(iter(engine.pilots[pa].queued)), attempt=1))
+    assert of(out, DispatchTask) == [] and all(engine.tasks[t].origin == 1 for t in engine._books[1].waiting)
+    check_books(engine)
+
+
+def test_without_the_change_a_drained_target_takes_nothing_ahead_when_prefetch_is_zero():
+    """The simulator (prefetch 0) hands nothing ahead, re-selected or not: its numbers stay."""
+    a = make_site("a", 2.0, cores=2, target=True)
+    b = make_site("b", 2.0, cores=2, target=True)
+    engine = Engine(make_bag(12), [a, b], "topk:2+reselect")
+    out = engine.handle(BagSubmitted(time=0.0))
+    out += engine.handle(PilotStarted(time=1.0, pilot=0))
+    out += engine.handle(TaskFinished(time=3.0, task=0, attempt=1))
+    assert all(t.state is not TaskState.QUEUED for t in engine.tasks)
+
+
+@pytest.mark.parametrize("tx, depth", [(None, 1), (0.25, 4), (0.0, 6), (0.4, 3), (3.0, 1)])
+def test_the_depth_is_the_refill_cycle_over_the_measured_tx_between_one_and_the_cap(tx, depth):
+    """prefetch_cycle 1.0, cap 6, one pilot of 2 slots: before a task is done, 1 per slot; after
+    one done in T_x seconds, ⌈1.0 / T_x⌉ per slot (a slot busy for one cycle), capped at 6,
+    the cap for a task seen to end as it started."""
+    engine = Engine(make_bag(40), [make_site("a", 2.0, cores=2)], "model", prefetch=6, prefetch_cycle=1.0)
+    engine.handle(BagSubmitted(time=0.0))
+    pilot = engine.pilots[0]
+    assert len(pilot.queued) == 2                                            # nothing measured: 1 per slot
+    engine.handle(PilotStarted(time=1.0, pilot=0))
+    for tid in (0, 1):
+        engine.handle(TaskStarted(time=1.0, task=tid, attempt=1))
+    assert list(pilot.queued) == [2, 3]
+    if tx is not None:
+        engine.handle(TaskFinished(time=1.0 + tx, task=0, attempt=1))
+    engine.handle(TaskStarted(time=1.5, task=2, attempt=1))                  # the agent took the next
+    assert len(pilot.queued) == depth * pilot.slots
+    check_books(engine)
+
+
+def test_a_fixed_prefetch_without_a_cycle_is_that_depth_from_the_start():
+    engine = Engine(make_bag(40), [make_site("a", 2.0, cores=2)], "model", prefetch=4)
+    engine.handle(BagSubmitted(time=0.0))
+    assert len(engine.pilots[0].queued) == 8
+
+
+def test_the_reselected_setup_does_hand_re_selected_tasks_ahead():
+    """The random runs' "reselected-ahead" setup exercises what it is there for: some task is
+    handed ahead to a pilot of a site that was not its origin (its decision says so)."""
+    make_sites, strategy, prefetch, cycle = SETUPS["reselected-ahead"]
+    engine = Engine(make_bag(30), make_sites(), strategy, prefetch=prefetch, prefetch_cycle=cycle)
+    engine.handle(BagSubmitted(time=0.0))
+    pa = next(p.id for p in engine.pilots.values() if p.site == 0)
+    engine.handle(PilotStarted(time=1.0, pilot=pa))
+    out = []
+    t = 1.0
+    while engine._books[0].waiting or len(engine.pilots[pa].queued) == 4:   # a drains its own share
+        tid = next(iter(engine.pilots[pa].queued))
+        out += engine.handle(TaskStarted(time=t, task=tid, attempt=1))
+        t += 0.1
+        out += engine.handle(TaskFinished(time=t, task=tid, attempt=1))
+    commits = [d for d in out if isinstance(d, Decision) and d.kind is DecisionKind.RESELECT_COMMIT]
+    assert commits and all(engine.tasks[d.task].pilot == pa for d in commits if engine.tasks[d.task].state
+                           is TaskState.QUEUED)

@@ -16,7 +16,7 @@ from resel.backends.pilotsite import check_result, check_started, job_phase
 from resel.backends.jobs import JobState, htcondor_state, pbs_state, slurm_state
 from resel.backends.slurm.formats import STATE_CODES
 from resel.errors import ReselError
-from resel.live.stored import LiveOptions, load_live_run
+from resel.live.stored import LiveOptions, load_live_run, parse_prefetch
 from resel.store import open_store, to_json
 
 
@@ -112,7 +112,32 @@ def test_a_run_stored_before_hand_ahead_replays_without_it(tmp_path):
     new = _live_row(db, {"strategy": "model", "poll": 1.0, "prefetch": 1})
     assert load_live_run(db, old)[3].prefetch == 0
     assert load_live_run(db, new)[3].prefetch == 1
-    assert LiveOptions().prefetch == 1
+    # one stored as 1 (before issue 29 §2) replays at a fixed 1 per slot, not the measured depth
+    assert load_live_run(db, new)[3].engine_options()["prefetch"] == 1
+    assert load_live_run(db, new)[3].engine_options()["prefetch_cycle"] is None
+    assert LiveOptions().prefetch == "auto"
+
+
+def test_the_auto_hand_ahead_is_the_cap_with_the_refill_cycle_of_the_poll_and_the_agent():
+    """``--prefetch auto`` (the default): the engine gets the cap (16) and the cycle a freed slot
+    waits for its refill — a coordinator poll plus the agent's 0.5-s look at its inbox; a number
+    is that fixed depth, stored as given so a resumed run and ``resel status`` replay it."""
+    auto = LiveOptions(poll=0.5).engine_options()
+    assert (auto["prefetch"], auto["prefetch_cycle"]) == (16, 1.0)
+    assert (LiveOptions(poll=2.0).engine_options()["prefetch_cycle"]) == 2.5
+    fixed = LiveOptions(prefetch=4).engine_options()
+    assert (fixed["prefetch"], fixed["prefetch_cycle"]) == (4, None)
+    assert [parse_prefetch(v) for v in ("auto", "AUTO", "0", "4", 16)] == ["auto", "auto", 0, 4, 16]
+    for bad in ("-1", "1.5", "deep", "1001"):
+        with pytest.raises(ReselError, match="--prefetch"):
+            parse_prefetch(bad)
+
+
+def test_a_run_stored_with_auto_hand_ahead_replays_it(tmp_path):
+    db = open_store(tmp_path / "s.db")
+    run = _live_row(db, {"strategy": "model", "poll": 0.5, "prefetch": "auto"})
+    options = load_live_run(db, run)[3]
+    assert (options.engine_options()["prefetch"], options.engine_options()["prefetch_cycle"]) == (16, 1.0)
 
 
 def test_the_lease_is_held_released_stale_or_dead(tmp_path):
@@ -254,3 +279,15 @@ def test_a_withdrawal_is_done_only_in_the_transaction_that_records_its_event(tmp
     assert done(seq3) == 0
     coord.acts.mark_left()
     assert done(seq3) == 1
+
+
+@pytest.mark.parametrize("value", ["deep", "-1", "2.5", "1001"])
+def test_resel_run_refuses_a_prefetch_that_is_no_depth_as_a_usage_error(tmp_path, value):
+    """Checked as the command line is read: exit status 2, nothing stored or submitted."""
+    import subprocess
+    import sys
+    result = subprocess.run([sys.executable, "-m", "resel.cli", "run", "bag.toml", "--sites", "sites.toml", "--db",
+                             str(tmp_path / "s.db"), "--prefetch", value, "--json"],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "--prefetch" in json.loads(result.stdout)["error"], result
+    assert not (tmp_path / "s.db").exists()

@@ -45,6 +45,15 @@ def readable_run(store, run_id: int):
                          "the store is damaged, or the run was written by another resel version") from None
 
 
+def _prefetch_value(ctx: click.Context, param: click.Parameter, value: str) -> int | str:
+    """``--prefetch``, checked as the command line is read (a usage error, exit status 2)."""
+    from resel.live.stored import parse_prefetch
+    try:
+        return parse_prefetch(value)
+    except ReselError:
+        raise click.BadParameter(f"{value!r}: give auto or a whole number of tasks per slot from 0 to 1000") from None
+
+
 @click.command("run")
 @click.argument("bag_file", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--sites", "sites_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -61,6 +70,11 @@ def readable_run(store, run_id: int):
                    "`resel sites probe` of each site (falls back to the sites file).")
 @click.option("--poll", default=2.0, show_default=True, type=Finite(0.05, 3600),
               help="Seconds between two polls of every site.")
+@click.option("--prefetch", default="auto", show_default=True, metavar="K|auto", callback=_prefetch_value,
+              help="Tasks handed ahead per pilot slot, so the agent refills a freed slot at once instead "
+                   "of a poll later (0: none). auto: as many as the site's measured task time needs to keep a "
+                   "slot busy until the next refill (--poll + the agent's 0.5-s look at its inbox), 1 until "
+                   "a task has finished there, at most 16.")
 @click.option("--perf", is_flag=True, help="Run every task under `perf stat` and store its counters.")
 @click.option("--task-timeout", type=Finite(1, 1e9), default=None, help="Kill an attempt after this many seconds.")
 @click.option("--resume", "resume_id", type=RUN_ID, default=None, help="Carry on run RUN after a crash (no BAG needed).")
@@ -92,7 +106,7 @@ def readable_run(store, run_id: int):
               help="Print the final status as one JSON document (an error too: {\"error\", \"hint\"}).")
 @fail_cleanly
 def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed: int, clock: str, poll: float,
-            perf: bool,
+            prefetch: int | str, perf: bool,
             task_timeout: float | None, resume_id: int | None, dry_run: bool, estimate: str, max_time: float | None,
             progress: bool | None, model: str, risk: float | None, objective: str, walltime: str,
             quarantine: bool, results_dir: Path | None, keep_remote: bool, refit: bool, db: Path | None,
@@ -127,7 +141,8 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
         coord = Coordinator.resume(store, resume_id, open_site)
     else:
         coord = _start_run(store, bag_file, sites_file, results_dir, dry_run=dry_run, as_json=as_json, db=db,
-                           strategy=strategy, seed=seed, clock=clock, poll=poll, perf=perf, task_timeout=task_timeout,
+                           strategy=strategy, seed=seed, clock=clock, poll=poll, prefetch=prefetch, perf=perf,
+                           task_timeout=task_timeout,
                            estimate=estimate, model=model, risk=risk, objective=objective, walltime=walltime,
                            quarantine=quarantine, keep_remote=keep_remote)
         if coord is None:       # a dry run: the plan was shown
@@ -158,8 +173,9 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
 
 def _start_run(store: Any, bag_file: Path | None, sites_file: Path | None, results_dir: Path | None, *,
                dry_run: bool, as_json: bool, db: Path | None, strategy: str, seed: int, clock: str, poll: float,
-               perf: bool, task_timeout: float | None, estimate: str, model: str, risk: float | None,
-               objective: str, walltime: str, quarantine: bool, keep_remote: bool) -> Coordinator | None:
+               prefetch: int | str, perf: bool, task_timeout: float | None, estimate: str, model: str,
+               risk: float | None, objective: str, walltime: str, quarantine: bool,
+               keep_remote: bool) -> Coordinator | None:
     """A new run's coordinator, started: the bag and sites checked, the sites probed for their
     clocks (``--clock probed``), the inputs hashed, the pilots sized within the user's limits and
     the rates chosen. A dry run shows the plan instead (from the simulator where every site is
@@ -199,7 +215,7 @@ def _start_run(store: Any, bag_file: Path | None, sites_file: Path | None, resul
     runtime = runtime_for(bag, site_list, model=model, db=store, clock=clock)
     rates = runtime.engine_rates(bag.profile.instructions, risk=risk, objective=objective)
     c.err.print(rates.label, soft_wrap=True, markup=False)
-    options = LiveOptions(strategy=strategy, seed=seed, clock=clock, poll=poll, perf=perf,
+    options = LiveOptions(strategy=strategy, seed=seed, clock=clock, poll=poll, prefetch=prefetch, perf=perf,
                           task_timeout=task_timeout, estimate=estimate, rates=rates.to_json(),
                           objective=objective, walltime=walltime, quarantine=quarantine,
                           keep_remote=keep_remote)

@@ -41,8 +41,10 @@ class LiveOptions:
     quantile: float = 0.95
     confidence: float = 0.95
     #: tasks handed ahead per pilot slot, so a freed slot is refilled by the agent at once
-    #: (0: none; runs stored before this option replay with 0)
-    prefetch: int = 1
+    #: (0: none; runs stored before this option replay with 0; stored as 1 before issue 29 §2).
+    #: "auto" (``resel run --prefetch``'s default): as deep as the site's measured T_x needs to
+    #: keep a slot busy for one refill cycle, 1 until measured, at most PREFETCH_CAP
+    prefetch: int | str = "auto"
     #: a site whose command has not answered for this long is shown as not answering
     slow_after: float = 10.0
     #: seconds the first check of the sites may take; a site silent that long is given up
@@ -63,11 +65,22 @@ class LiveOptions:
     #: None: no data priced. Later measurements are journaled BandwidthMeasured events.
     data: dict | None = None
 
+    def hand_ahead(self) -> tuple[int, float | None]:
+        """The engine's ``prefetch`` and ``prefetch_cycle`` (resel/engine_hand_ahead.py, "The depth").
+
+        "auto": the cap, and the refill cycle — a result waits up to one coordinator poll to be
+        read, the task written for its slot up to one look of the agent at its inbox."""
+        if self.prefetch == "auto":
+            return PREFETCH_CAP, self.poll + AGENT_POLL
+        return int(self.prefetch), None
+
     def engine_options(self) -> dict:
         """The engine's keyword arguments these options set (the coordinator and status alike)."""
         from resel.blackhole import QuarantinePolicy
         from resel.transfer import TransferModel
-        return {"seed": self.seed, "clock": self.clock, "prefetch": self.prefetch, "rates": self.engine_rates(),
+        prefetch, cycle = self.hand_ahead()
+        return {"seed": self.seed, "clock": self.clock, "prefetch": prefetch, "prefetch_cycle": cycle,
+                "rates": self.engine_rates(),
                 "walltime": self.walltime, "quarantine": QuarantinePolicy(enabled=self.quarantine),
                 "data": TransferModel.from_json(self.data) if self.data else None}
 
@@ -75,6 +88,33 @@ class LiveOptions:
         """The stored rates as the engine takes them (None: LIM)."""
         from resel.models.runtime import EngineRates
         return EngineRates.from_json(self.rates) if self.rates else None
+
+
+#: the deepest "auto" hand-ahead, tasks per slot: on the testbed 16 gave ~95 tasks/s of ~0-s
+#: tasks against ~25 at 1, and stopped scaling there (4–4.5× where the pipeline said 8.5×: the
+#: reads of 4× the records became the limit; docs/benchmarks.md, issue 29 §2)
+PREFETCH_CAP = 16
+#: the agent's look at its inbox (resel/shipped/agent.py ``--poll``'s default, which the
+#: coordinator does not change): a new inbox file does not wake it
+AGENT_POLL = 0.5
+
+
+def parse_prefetch(value: object) -> int | str:
+    """``--prefetch``'s value: "auto" or a whole number of tasks per slot, 0 to 1,000.
+
+    Raises:
+        ReselError: anything else.
+    """
+    text = str(value).strip().lower()
+    if text == "auto":
+        return "auto"
+    try:
+        k = int(text)
+    except ValueError:
+        k = -1
+    if not 0 <= k <= 1000:
+        raise ReselError(f"--prefetch {value!r}: give auto or a whole number of tasks per slot from 0 to 1000")
+    return k
 
 
 def load_live_run(db: Database | StoreReader, run_id: int, *, to_run: bool = False
