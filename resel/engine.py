@@ -158,6 +158,9 @@ class Engine(PricingRules, LearningRules, HealthRules, WalltimeRules, PilotRules
         self._init_packing(bag)   # (after prefetch: a bag of several widths hands nothing ahead)
         self._books = [SiteBook(self._cap_units(s), s.pilot.mode == "per-task", s.pilot.max_pilots)
                        for s in self.sites]
+        if self._u is not None:   # several widths: queues that keep their units' sum
+            for book in self._books:
+                book.waiting = self._new_waiting()
         self._next_pilot = 0
         self._dirty: set[int] = set()
         self._waiting_changed = False

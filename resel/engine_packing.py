@@ -27,6 +27,57 @@ from collections import deque
 from resel.domain import Bag, Site
 
 
+class UnitQueue(deque):
+    """A site's waiting tasks (a deque) that also keeps the sum of their units, so sizing a
+    site's pilots reads it in O(1) instead of summing a queue of thousands at every event
+    (measured: 10,000 tasks took 5× the CPU of one width before). Every deque mutation the
+    engine uses keeps ``units`` true."""
+
+    def __init__(self, iterable=(), units: tuple[int, ...] = ()):
+        super().__init__(iterable)
+        self.per = units
+        self.units = sum(units[t] for t in self)
+
+    def append(self, tid: int) -> None:
+        super().append(tid)
+        self.units += self.per[tid]
+
+    def appendleft(self, tid: int) -> None:
+        super().appendleft(tid)
+        self.units += self.per[tid]
+
+    def pop(self) -> int:
+        tid = super().pop()
+        self.units -= self.per[tid]
+        return tid
+
+    def popleft(self) -> int:
+        tid = super().popleft()
+        self.units -= self.per[tid]
+        return tid
+
+    def remove(self, tid: int) -> None:
+        super().remove(tid)
+        self.units -= self.per[tid]
+
+    def __delitem__(self, i: int) -> None:
+        tid = self[i]
+        super().__delitem__(i)
+        self.units -= self.per[tid]
+
+    def clear(self) -> None:
+        super().clear()
+        self.units = 0
+
+    def extend(self, tids) -> None:
+        for tid in tids:
+            self.append(tid)
+
+    def extendleft(self, tids) -> None:
+        for tid in tids:
+            self.appendleft(tid)
+
+
 def core_unit(bag: Bag) -> tuple[int, tuple[int, ...] | None]:
     """The cores one unit of a pilot holds, and each task's units (None: a bag of one width,
     whose unit is ``cores_per_task`` and whose every task takes one)."""
@@ -45,6 +96,18 @@ class PackingRules:
         self._unit, self._u = core_unit(bag)
         if self._u is not None:
             self.prefetch = 0   # (module docstring: the agent starts what the engine placed)
+
+    def _new_waiting(self, tids=()) -> deque[int]:
+        """A site's waiting queue holding ``tids``: a :class:`UnitQueue` for a bag of several
+        widths (its units summed as it changes), else a plain deque as before."""
+        return deque(tids) if self._u is None else UnitQueue(tids, self._u)
+
+    def _waiting_units(self, x: int, spec: bool) -> int:
+        """The units of the tasks waiting at site x (``spec``: at every site), on x."""
+        books = self._books
+        if self._u is None or books[x].per_task:
+            return sum(len(b.waiting) for b in books) if spec else len(books[x].waiting)
+        return sum(b.waiting.units for b in books) if spec else books[x].waiting.units
 
     def _cap_units(self, site: Site) -> int:
         """The units a pilot of ``site`` may hold: its cores over the unit — none if the

@@ -112,8 +112,7 @@ class PilotRules:
         book = self._books[x]
         # a queued task whose slot already freed (reserved) needs nothing more
         if self._u is not None and not book.per_task:   # several widths: count units, not tasks
-            waiting = [tid for b in self._books for tid in b.waiting] if book.spec else book.waiting
-            need = self._units_of(x, waiting) + self._units_of(x, book.prov)
+            need = self._waiting_units(x, book.spec) + self._units_of(x, book.prov)
         elif book.spec:   # every other candidate site is an origin of this target
             need = self._waiting_total - book.reserved + len(book.prov)
         else:

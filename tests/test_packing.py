@@ -22,7 +22,7 @@ import resel
 from conftest import make_site
 from resel.domain import Bag, Profile, TaskSpec
 from resel.engine import Engine
-from resel.engine_packing import core_unit
+from resel.engine_packing import UnitQueue, core_unit
 from resel.events import BagSubmitted, DispatchTask, PilotStarted, SubmitPilot, TaskFinished
 from resel.sim.simulation import simulate
 
@@ -135,3 +135,22 @@ def test_cores_held_never_exceed_the_pilots_and_every_task_runs(seed, strategy, 
     assert res.metrics.done == len(specs)
     for peak, cores in peak_cores(res, bag):
         assert peak <= cores
+
+
+@settings(max_examples=50, deadline=None)
+@given(ops=st.lists(st.tuples(st.sampled_from(["append", "appendleft", "pop", "popleft", "del", "remove"]),
+                              st.integers(0, 9)), max_size=60))
+def test_a_waiting_queue_keeps_its_units_sum(ops):
+    """Whatever the engine does to a site's queue, ``units`` is the sum of its tasks' units."""
+    per = (1, 2, 4, 1, 3, 2, 8, 1, 1, 5)
+    q = UnitQueue([6, 1], per)
+    for op, tid in ops:
+        if op in ("append", "appendleft"):
+            getattr(q, op)(tid)
+        elif op in ("pop", "popleft") and q:
+            getattr(q, op)()
+        elif op == "del" and q:
+            del q[tid % len(q)]
+        elif op == "remove" and tid in q:
+            q.remove(tid)
+        assert q.units == sum(per[t] for t in q)
