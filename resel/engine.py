@@ -126,13 +126,16 @@ class Engine(PricingRules, LearningRules, HealthRules, WalltimeRules, PilotRules
             data time on the site (docs/engine.md, "Selection sees the data"), and
             :class:`~resel.events.BandwidthMeasured` updates a site's figure. None (or a model
             that moves no byte): D = 0 everywhere, every decision exactly as without data.
+        pack: a bag of tasks of several widths packs them into a pilot's cores (default;
+            resel/engine_packing.py). False: every slot as wide as the widest task, as before
+            packing existed (live runs stored then replay so). A bag of one width: no effect.
     """
 
     def __init__(self, bag: Bag, sites: list[Site], strategy: Strategy | str = "model", *,
                  seed: int = 0, clock: str = "base", max_attempts: int = 3, max_losses: int = 5,
                  prefetch: int = 0, rates: Mapping[str, SiteRate] | EngineRates | None = None,
                  quarantine: QuarantinePolicy | None = None, walltime: WalltimePolicy | str = "limit",
-                 decisions: bool = True, data: TransferModel | None = None):
+                 decisions: bool = True, data: TransferModel | None = None, pack: bool = True):
         self.bag = bag
         self.decisions = decisions
         self.prefetch = max(0, int(prefetch))
@@ -155,7 +158,7 @@ class Engine(PricingRules, LearningRules, HealthRules, WalltimeRules, PilotRules
         self._rng = random.Random(seed)
         self.tasks: list[TaskRecord] = []
         self.pilots: dict[int, PilotRecord] = {}
-        self._init_packing(bag)   # (after prefetch: a bag of several widths hands nothing ahead)
+        self._init_packing(bag, pack)   # (after prefetch: a bag of several widths hands nothing ahead)
         self._books = [SiteBook(self._cap_units(s), s.pilot.mode == "per-task", s.pilot.max_pilots)
                        for s in self.sites]
         if self._u is not None:   # several widths: queues that keep their units' sum

@@ -91,9 +91,10 @@ def core_unit(bag: Bag) -> tuple[int, tuple[int, ...] | None]:
 class PackingRules:
     """Placing tasks where their cores fit (a mixin of :class:`~resel.engine.Engine`)."""
 
-    def _init_packing(self, bag: Bag) -> None:
-        #: cores per unit of a ``single`` site's pilot, and each task's units (None: one width)
-        self._unit, self._u = core_unit(bag)
+    def _init_packing(self, bag: Bag, pack: bool = True) -> None:
+        #: cores per unit of a ``single`` site's pilot, and each task's units (None: one width,
+        #: or ``pack`` off: a live run stored before packing replays with slots of the widest)
+        self._unit, self._u = core_unit(bag) if pack else (bag.cores_per_task, None)
         if self._u is not None:
             self.prefetch = 0   # (module docstring: the agent starts what the engine placed)
 

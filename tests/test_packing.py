@@ -94,6 +94,16 @@ def test_engine_driven_by_hand_agrees():
     assert eng.finished and eng.done_count == 5
 
 
+def test_pack_off_is_one_width_per_slot_as_before():
+    """``pack=False`` (a live run stored before packing): 8 // 4 = 2 slots of 4 cores — the
+    pilot asked for is 8 cores, and its start dispatches a and b only."""
+    eng = Engine(case_bag(), [make_site("s", 1.0, cores=8)], "model", pack=False)
+    (sub,) = [a for a in eng.handle(BagSubmitted(time=0.0)) if isinstance(a, SubmitPilot)]
+    assert sub.cores == 8 and eng.slot_cores(0) == 4 and eng.inbox_slots("s", 0) is None
+    got = [a.task for a in eng.handle(PilotStarted(time=0.0, pilot=sub.pilot)) if isinstance(a, DispatchTask)]
+    assert got == [0, 1]
+
+
 def test_a_narrow_task_behind_a_wide_one_takes_the_cores_it_cannot():
     """6 cores, widths 4, 4, 2 (4 s, 4 s, 1 s): the second 4 does not fit beside the first,
     the 2 behind it does — it runs 0–1 — and the second 4 runs 4–8."""
