@@ -125,7 +125,8 @@ class Bag:
 
     A bag with a table keeps every bag-wide view true of the whole: ``profile.instructions`` is
     the tasks' mean (so ``count`` × it is the bag's work), ``cores_per_task`` the widest task's
-    cores (a pilot's slot is that wide); :attr:`weights` scales each task's T̂x from the mean.
+    cores (a pilot must hold that many; tasks of several widths share a pilot's cores,
+    resel/engine_packing.py); :attr:`weights` scales each task's T̂x from the mean.
     """
 
     name: str
