@@ -167,6 +167,13 @@ class Bag:
                    self.perf_every, self.site_commands, self.data, tasks, self.order)
 
     @property
+    def task_cores(self) -> tuple[int, ...] | None:
+        """Each task's cores, for a table of several widths (None: every task is
+        ``cores_per_task`` wide) — what an attempt of each holds."""
+        widths = tuple(t.cores for t in self.tasks)
+        return widths if len(set(widths)) > 1 else None
+
+    @property
     def weights(self) -> tuple[float, ...] | None:
         """Each task's instructions over the bag's mean (``profile.instructions``): T̂x of
         task i on a site is the site's T̂x times weight i. None for a bag of equal tasks."""

@@ -194,3 +194,33 @@ def test_no_packed_run_beats_the_oracle(seed, cap, rows):
     bound = oracle_bound(bag, sites, seed, counts).ttc
     for r in runs:
         assert r.metrics.ttc_wkd >= bound - 1e-6 * bound
+
+
+def test_a_packed_runs_costs_count_each_task_by_its_cores():
+    """The hand case: one 8-core pilot held 0–4 s (32 core-s); its tasks used 2·4 + 1 + 2 +
+    4·3 + 2·1 = 25 core-s: 7 core-s idle. Nothing failed: nothing thrown away."""
+    from resel.metrics import run_costs
+    res = simulate(case_bag(), [make_site("s", 1.0, cores=8)], "model", seed=0)
+    costs = run_costs(res.engine, 4)
+    (pilot,) = res.engine.pilots.values()
+    assert (pilot.started, pilot.ended) == (0.0, 4.0)
+    assert costs.idle_core_h * 3600 == pytest.approx(7.0) and costs.thrown_core_h == 0.0
+    assert res.metrics.wasted_core_s == 0.0
+
+
+def test_a_lost_attempt_wastes_its_own_cores():
+    """A 4-core task's attempt lost after 2 s wastes 8 core-s; a 1-core one's, 2 (not the
+    widest task's 4 each)."""
+    from resel.domain import Bag as _Bag
+    from resel.metrics import workload_metrics
+    from resel.engine_books import Attempt, TaskRecord
+    from resel.states import AttemptOutcome
+    bag = _Bag("w", "run", 2, 4, Profile(1e9), tasks=(TaskSpec("wide", 1e9, cores=4), TaskSpec("narrow", 1e9, cores=1)))
+    tasks = []
+    for tid in (0, 1):
+        t = TaskRecord(tid, 0)
+        t.attempts = [Attempt(0, 0, 0.0, 2.0, AttemptOutcome.LOST), Attempt(0, 0, 2.0, 3.0, AttemptOutcome.DONE)]
+        tasks.append(t)
+    assert bag.task_cores == (4, 1)
+    assert workload_metrics(tasks, ["s"], bag.task_cores).wasted_core_s == 2.0 * 4 + 2.0 * 1
+    assert workload_metrics(tasks, ["s"], 4).wasted_core_s == 16.0   # one width: as before
