@@ -548,24 +548,15 @@ class Engine(PricingRules, LearningRules, HealthRules, WalltimeRules, PilotRules
                     self._hand_ahead(x, t, out)
 
     def _fill_home(self, x: int, t: float, out: list[Action]) -> None:
+        if self._u is not None:   # several widths: each task where its cores fit (engine_packing)
+            self._fill_home_packed(x, t, out)
+            return
         book = self._books[x]
-        if self._u is None:
-            while book.free and book.waiting:
-                self._dispatch(self.tasks[book.waiting.popleft()], x, t, RUNNING, out)
-                self._waiting_total -= 1
-                self._waiting_changed = True
-        else:   # several widths: each task where its cores fit, in order (one that fits nowhere waits)
-            while book.free and book.waiting:
-                tid = self._take_fitting(x, book.waiting)
-                if tid is None:
-                    break
-                self._dispatch(self.tasks[tid], x, t, RUNNING, out)
-                self._waiting_total -= 1
-                self._waiting_changed = True
-        for tid in list(book.prov) if self._u is not None else ():   # moved back where they fit
-            if book.free and self._fits(x, tid) and tid in book.prov:
-                self._move_back(x, self.tasks[tid], t, out)
-        while self._u is None and book.free and book.prov:   # each pass removes the task from book.prov
+        while book.free and book.waiting:
+            self._dispatch(self.tasks[book.waiting.popleft()], x, t, RUNNING, out)
+            self._waiting_total -= 1
+            self._waiting_changed = True
+        while book.free and book.prov:   # each pass removes the task from book.prov
             tid = next(iter(book.prov))
             self._move_back(x, self.tasks[tid], t, out)
 

@@ -25,6 +25,8 @@ import math
 from collections import deque
 
 from resel.domain import Bag, Site
+from resel.engine_books import RUNNING
+from resel.events import Action
 
 
 class UnitQueue(deque):
@@ -173,6 +175,22 @@ class PackingRules:
                 del queue[i]
                 return tid
         return None
+
+    def _fill_home_packed(self, x: int, t: float, out: list[Action]) -> None:
+        """``Engine._fill_home`` for a bag of several widths: site x's waiting tasks, in order,
+        each where its units fit (one that fits nowhere waits, and one behind it may go); then
+        its tasks running provisionally elsewhere, moved back (or committed) where they fit."""
+        book = self._books[x]
+        while book.free and book.waiting:
+            tid = self._take_fitting(x, book.waiting)
+            if tid is None:
+                break
+            self._dispatch(self.tasks[tid], x, t, RUNNING, out)
+            self._waiting_total -= 1
+            self._waiting_changed = True
+        for tid in list(book.prov):
+            if book.free and tid in book.prov and self._fits(x, tid):
+                self._move_back(x, self.tasks[tid], t, out)
 
     def _fits(self, x: int, tid: int) -> bool:
         """Whether task ``tid`` fits the free units of one pilot of site x now."""
