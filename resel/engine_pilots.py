@@ -143,9 +143,9 @@ class PilotRules:
                     self._submit(x, 1, t, out, tasks=1)
         elif count < book.max_pilots:
             size = need - have
-            if self._u is not None:   # several widths: a pilot the widest waiting task fits
-                waiting = [tid for b in self._books for tid in b.waiting] if book.spec else book.waiting
-                size = max(size, max((self.task_slots(x, tid) for tid in waiting), default=1))
+            if self._u is not None:   # several widths: a pilot the widest task that needs it fits
+                waiting = [tid for b in self._books for tid in b.waiting] if book.spec else list(book.waiting)
+                size = max(size, max((self.task_slots(x, tid) for tid in waiting + list(book.prov)), default=1))
             self._submit(x, min(size, book.cap_slots), t, out, tasks=need - have)
 
     def _withdraw_surplus(self, book: SiteBook, surplus: int, t: float, out: list[Action]) -> None:
