@@ -2,7 +2,7 @@
 replaying the journal (issue 29 §2, "What limits it" item 4).
 
     .venv/bin/python benchmarks/bench_status.py                     # 100,000 tasks, 5 timings each
-    .venv/bin/python benchmarks/bench_status.py --tasks 2000 --repeat 5 --before /tmp/resel-main
+    .venv/bin/python benchmarks/bench_status.py --tasks 2000 --at 0.5 --before /tmp/resel-main
 
 The run is stored by the real coordinator (:class:`resel.live.coordinator.Coordinator`: its
 ``feed`` records each event, its actions and the summary in one transaction) with its sites
@@ -10,10 +10,12 @@ answered on paper (:class:`PaperRun`: pilots start after a drawn wait, each slot
 tasks, handed-ahead ones from its inbox, for a drawn time; timers fire; no cluster, no
 thread). Storing it is not what is measured: the store is written with ``synchronous = off``
 and a transaction per 2,000 events around the coordinator's own (SQLite savepoints), which
-changes neither the rows nor their order. Then ``resel status --db STORE`` is run as a user types it
-(its own process, whole) on that store (the summary) and on a copy without the summary row
-(the replay: what every resel before the summary did), and, with ``--before DIR``, by the
-resel at DIR (``PYTHONPATH``) on the store itself; the median and range of ``--repeat`` runs of each.
+changes neither the rows nor their order. Then, at each fraction of the bag done (``--at``),
+``resel status --db STORE`` is run as a user types it (its own process, whole, its bytecode
+cached: one untimed run first) on that store (the summary) and on a copy without the summary row
+(the replay: what every resel before the summary did), and, with ``--before DIR``, by the resel
+at DIR (``PYTHONPATH``) on the store itself; the median and range of ``--repeat`` runs of each.
+The tables each prints must be the same, or the script fails.
 
 tests/test_status_summary.py stores its runs with :class:`PaperRun` too.
 """
@@ -227,9 +229,9 @@ class PaperRun:
 def status(db: Path, *args: str, pythonpath: str | None = None) -> tuple[float, subprocess.CompletedProcess]:
     """`resel status` as a user types it: its own process, timed whole."""
     env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)      # an installed resel's bytecode is cached
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
-        env["PYTHONDONTWRITEBYTECODE"] = "1"
     t = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "resel.cli", "status", "--db", str(db), *args], env=env,
                           capture_output=True, text=True, cwd=pythonpath or REPO)
@@ -248,9 +250,11 @@ def without_summary(db: Path, copy: Path) -> Path:
     return copy
 
 
-def build(path: Path, tasks: int, seed: int = 1, stop_at: float = 0.5) -> tuple[int, dict]:
-    """Store a paper run of ``tasks`` tasks over four sites, stopped mid-run once ``stop_at`` of
-    the bag is done (1.0: to the end). Returns the run and what storing it measured."""
+def build(path: Path, tasks: int, at: tuple[float, ...] = (0.5, 1.0), seed: int = 1):
+    """Store a paper run of ``tasks`` tasks over four sites laid out as bench_scale.py's (8 + 4 +
+    4 slots and a pool of four one-core pilots, ``topk:4+reselect``), yielding (run, what storing
+    it measured) each time the fraction ``at`` of the bag is done (1.0: the run done), with
+    everything so far committed."""
     from resel.store import open_store
     db = open_store(path)
     db.conn.execute("pragma synchronous = off")
@@ -261,25 +265,25 @@ def build(path: Path, tasks: int, seed: int = 1, stop_at: float = 0.5) -> tuple[
     t = time.perf_counter()
     with db.atomic():
         run.start()
-    batch = 2000
-    while not run.done and run.coord.engine.done_count < stop_at * tasks:
-        with db.atomic():
-            target = run.events + batch
-            while not run.done and run.events < target and run.coord.engine.done_count < stop_at * tasks:
-                if not run.step():
-                    break
-    if run.done:
-        run.finish()
-    seconds = time.perf_counter() - t
-    rows = next(iter(db.query("select count(*) as n from events where run_id = ?", [run.run_id])))["n"]
-    db.conn.execute("pragma wal_checkpoint(truncate)")
+    for fraction in at:
+        while not run.done and run.coord.engine.done_count < fraction * tasks:
+            with db.atomic():
+                target = run.events + 2000
+                while not run.done and run.events < target and run.coord.engine.done_count < fraction * tasks:
+                    if not run.step():
+                        break
+        if run.done and run.coord.db["runs"].get(run.run_id)["status"] != "done":
+            run.finish()
+        db.conn.execute("pragma wal_checkpoint(truncate)")
+        rows = next(iter(db.query("select count(*) as n from events where run_id = ?", [run.run_id])))["n"]
+        yield run.run_id, {"events": run.events, "rows": rows, "seconds": time.perf_counter() - t,
+                           "done": run.coord.engine.done_count, "fraction": fraction}
     db.close()
-    return run.run_id, {"events": run.events, "rows": rows, "seconds": seconds,
-                        "done": run.coord.engine.done_count}
 
 
 def timings(db: Path, repeat: int, pythonpath: str | None = None) -> tuple[list[float], str]:
     out, text = [], ""
+    status(db, pythonpath=pythonpath)       # once untimed: the bytecode cached, the store's pages read
     for _ in range(repeat):
         seconds, done = status(db, pythonpath=pythonpath)
         if done.returncode != 0:
@@ -293,39 +297,44 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tasks", type=int, default=100_000)
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--stop-at", type=float, default=0.5, help="fraction of the bag done when storing stops")
+    ap.add_argument("--at", default="0.5,1.0", help="fractions of the bag done at which status is timed")
     ap.add_argument("--before", default=None, help="a checkout of an older resel, timed on the same store")
-    ap.add_argument("--keep", default=None, help="keep the store here")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="resel-status-"))
-    store = Path(args.keep) if args.keep else folder / "run.db"
-    run_id, built = build(store, args.tasks, stop_at=args.stop_at)
-    replay_copy = without_summary(store, folder / "replay.db")
-    rows = {}
-    rows["summary (this resel)"], shown = timings(store, args.repeat)
-    rows["replay (this resel, summary row removed)"], shown_replay = timings(replay_copy, args.repeat)
-    if shown != shown_replay:
-        raise SystemExit("the summary and the replay print different tables:\n" + shown + "\n" + shown_replay)
-    if args.before:
-        rows[f"before ({args.before}, same store)"], shown_before = timings(store, args.repeat, args.before)
-        if shown_before != shown:
-            print("note: the older resel prints another table (its own columns?)", file=sys.stderr)
-    load = os.getloadavg()
-    result = {"tasks": args.tasks, "run": run_id, **built, "store_mb": round(store.stat().st_size / 1e6, 1),
-              "load": [round(x, 2) for x in load],
-              "timings": {k: [round(s, 3) for s in v] for k, v in rows.items()}}
+    store = folder / "run.db"
+    results = []
+    for run_id, built in build(store, args.tasks, tuple(float(x) for x in args.at.split(","))):
+        replay_copy = without_summary(store, folder / "replay.db")
+        rows = {}
+        rows["summary"], shown = timings(store, args.repeat)
+        rows["replay (summary row removed)"], shown_replay = timings(replay_copy, args.repeat)
+        if shown != shown_replay:
+            raise SystemExit("the summary and the replay print different tables:\n" + shown + "\n" + shown_replay)
+        if args.before:
+            rows["before (older resel, same store)"], shown_before = timings(store, args.repeat, args.before)
+            if shown_before != shown:
+                raise SystemExit("the older resel prints another table:\n" + shown_before)
+        replay_copy.unlink()
+        results.append({**built, "run": run_id, "store_mb": round(store.stat().st_size / 1e6, 1),
+                        "load": [round(x, 2) for x in os.getloadavg()], "shown": shown,
+                        "timings": {k: [round(s, 3) for s in v] for k, v in rows.items()}})
+    shutil.rmtree(folder, ignore_errors=True)
     if args.json:
-        print(json.dumps(result, indent=1))
+        print(json.dumps({"tasks": args.tasks, "repeat": args.repeat, "results": results}, indent=1))
         return
-    print(f"run of {args.tasks:,} tasks stored mid-run: {built['done']:,} done, {built['rows']:,} journal rows, "
-          f"{result['store_mb']} MB, stored in {built['seconds']:.0f} s; load average {load[0]:.2f}")
-    print(shown)
-    print(f"| `resel status` (whole process, {args.repeat} runs) | median (s) | min (s) | max (s) |")
-    print("|---|---|---|---|")
-    for name, secs in rows.items():
-        print(f"| {name} | {statistics.median(secs):.3f} | {min(secs):.3f} | {max(secs):.3f} |")
-    shutil.rmtree(folder, ignore_errors=True) if not args.keep else None
+    for r in results:
+        print(f"{r['done']:,} of {args.tasks:,} tasks done: {r['rows']:,} journal rows, {r['store_mb']} MB "
+              f"(stored in {r['seconds']:.0f} s so far); load average {r['load'][0]:.2f}")
+        print(r["shown"])
+    names = list(results[0]["timings"])
+    print(f"| `resel status`, whole process: median (min–max) of {args.repeat}, s | "
+          + " | ".join(f"{r['done']:,} done, {r['rows']:,} rows" for r in results) + " |")
+    print("|---|" + "---|" * len(results))
+    for name in names:
+        cells = [r["timings"][name] for r in results]
+        print(f"| {name} | " + " | ".join(f"{statistics.median(c):.3f} ({min(c):.3f}–{max(c):.3f})" for c in cells)
+              + " |")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from resel.engine import Engine
 from resel.engine_books import PilotRecord, TaskRecord
 from resel.errors import IllegalTransition
 from resel.live.notes import SiteNotes
@@ -22,6 +21,8 @@ from resel.states import AttemptOutcome, PilotState, TaskState
 
 if TYPE_CHECKING:
     from rich.table import Table
+
+    from resel.engine import Engine
     from sqlite_utils import Database
 
     from resel.store import StoreReader
@@ -177,6 +178,7 @@ def site_notes(r: SiteRow) -> list[str]:
 def replayed_engine(db: Database | StoreReader, run_id: int) -> tuple[Engine, dict]:
     """A fresh engine fed the run's recorded events (read-only: touches no site)."""
     from resel import journal
+    from resel.engine import Engine    # here: status from a stored summary builds no engine
     from resel.live.stored import load_live_run
 
     run, bag, sites, options = load_live_run(db, run_id)
