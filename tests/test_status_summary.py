@@ -21,8 +21,8 @@ from bench_status import PaperRun, paper_site  # noqa: E402
 import resel.live.summary as summary  # noqa: E402
 from resel.live.coordinator import Coordinator  # noqa: E402
 from resel.live.resume import replay  # noqa: E402
-from resel.live.view import COLUMNS, snapshot  # noqa: E402
-from resel.states import TaskState  # noqa: E402
+from resel.live.view import COLUMNS  # noqa: E402
+from resel.states import AttemptOutcome, PilotState, TaskState  # noqa: E402
 from resel.store import open_store  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -43,12 +43,32 @@ def _run(db, tasks: int = 240, **kw) -> PaperRun:
 
 
 def _recount(engine) -> dict:
-    """The counts by definition: every task and pilot of the engine counted from scratch (the
-    live display's snapshot)."""
-    snap = snapshot(engine, 0, "running", 0.0)
-    return {"total": snap.total, "done": snap.done, "failed": snap.failed,
-            "sites": [{"site": r.site, **{c: getattr(r, c) for c in COLUMNS}, "lost": r.lost,
-                       "quarantined": r.quarantined, "quarantined_until": r.quarantined_until} for r in snap.sites]}
+    """The counts by their definition (docs/live.md's `resel status`), every task and pilot of
+    the engine counted from scratch: pilots pending and running per site; tasks queued (waiting
+    or handed ahead, or asked back) on their origin, running (or provisional, in a window) where
+    they run, done where their finished attempt ran, failed on their origin."""
+    names = [s.name for s in engine.sites]
+    rows = {n: dict.fromkeys(COLUMNS, 0) for n in names}
+    for p in engine.pilots.values():
+        if p.state is PilotState.PENDING:
+            rows[names[p.site]]["pilots_pending"] += 1
+        elif p.state is PilotState.ACTIVE:
+            rows[names[p.site]]["pilots_running"] += 1
+    for t in engine.tasks:
+        if t.state in (TaskState.WAITING, TaskState.QUEUED, TaskState.RECALLED):
+            rows[names[t.origin]]["queued"] += 1
+        elif t.state in (TaskState.RUNNING, TaskState.PROVISIONAL):
+            rows[names[t.site]]["running"] += 1
+        elif t.state is TaskState.DONE:
+            rows[names[[a for a in t.attempts if a.outcome is AttemptOutcome.DONE][-1].site]]["done"] += 1
+        elif t.state is TaskState.FAILED:
+            rows[names[t.origin]]["failed"] += 1
+    quarantined = engine.quarantined
+    return {"total": len(engine.tasks), "done": sum(t.state is TaskState.DONE for t in engine.tasks),
+            "failed": sum(t.state is TaskState.FAILED for t in engine.tasks),
+            "sites": [{"site": n, **rows[n], "lost": engine.lost_sites.get(n),
+                       "quarantined": quarantined[n].reason if n in quarantined else None,
+                       "quarantined_until": quarantined[n].until if n in quarantined else None} for n in names]}
 
 
 @pytest.mark.parametrize("seed, strategy", [(3, "topk:3+reselect"), (5, "auto"), (8, "model+reselect")])
