@@ -10,7 +10,8 @@ Every writer and reader shares this one encoding, so what one writes the others 
 same way: the live coordinator (it records an event and its actions before acting, marks each
 action done, and replays the journal on ``--resume``), the store's writer of simulated runs
 (:func:`resel.store.save_run`, in bulk), ``resel status`` (:mod:`resel.live.view`, which
-replays the events without the coordinator; the time of a run's last record) and the report and
+replays the events without the coordinator; the time of a run's last record; the last row a
+stored summary must cover, :mod:`resel.live.summary`) and the report and
 its figures (:func:`read`: the records of some kinds, rebuilt). No other module reads the
 ``events`` table or parses its JSON (tests/test_one_vocabulary.py holds them to it).
 
@@ -174,6 +175,21 @@ def count(db: Any, run_id: int) -> int:
 def last_time(db: Any, run_id: int) -> float | None:
     """The time of the run's last record (None for a run that recorded nothing)."""
     return next(iter(db.query("select max(time) as t from events where run_id = ?", [run_id])))["t"]
+
+
+def last_seq(db: Any, run_id: int) -> int | None:
+    """The ``seq`` of the run's last row (None for a run that recorded nothing): what a stored
+    summary must cover to be shown instead of a replay (:mod:`resel.live.summary`)."""
+    return next(iter(db.query("select max(seq) as s from events where run_id = ?", [run_id])))["s"]
+
+
+def rows_after(db: Any, run_id: int, seq: int) -> tuple[int | None, float | None]:
+    """The last ``seq`` and the latest time of the run's rows after row ``seq`` (None, None if
+    there are none): what the coordinator's summary takes in at each transaction, reading only
+    the rows that transaction wrote."""
+    row = next(iter(db.query("select max(seq) as s, max(time) as t from events where run_id = ? and seq > ?",
+                             [run_id, seq])))
+    return row["s"], row["t"]
 
 
 def append(db: Database, run_id: int, seq: int, time: float, record: Event | Action, done: int | None) -> None:

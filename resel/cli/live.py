@@ -403,7 +403,9 @@ def status_cmd(run_id: int | None, db: Path | None, as_json: bool) -> None:
       resel status 7 --json
     """
     from resel import journal
-    from resel.live.view import snapshot, stored_notes, table
+    from resel.live.summary import read as read_summary
+    from resel.live.stored import load_live_run
+    from resel.live.view import snapshot, stored_notes, summary_snapshot, table
     from resel.store import read_store
     store = read_store(db)
     if run_id is None:
@@ -412,11 +414,20 @@ def status_cmd(run_id: int | None, db: Path | None, as_json: bool) -> None:
             raise ReselError("no live run in the store yet", hint="start one with `resel run BAG --sites FILE`; "
                              "`resel runs` lists the simulated ones")
         run_id = rows[0]["id"]
-    engine, run = readable_run(store, run_id)
-    last = journal.last_time(store, run_id) or 0.0
+    # the counts the coordinator stored with the journal's last row; else (a run stored before
+    # them, or carried on by a resel that keeps none) the journal replayed (issue 29 §2)
+    counts = read_summary(store, run_id)
+    if counts is None:
+        engine, run = readable_run(store, run_id)
+        last = journal.last_time(store, run_id) or 0.0
+    else:
+        run = load_live_run(store, run_id)[0]     # the same checks (and errors) as a replay's
+        last = counts["last_time"] or 0.0
     elapsed = (run["ttc_wkd"] if run["status"] == "done" and run["ttc_wkd"] is not None
                else max(last, time.time() - run["t0"] if run["status"] == "running" else last))
-    snap = snapshot(engine, run_id, run["status"], elapsed, notes=stored_notes(store, run_id))
+    notes = stored_notes(store, run_id)
+    snap = (snapshot(engine, run_id, run["status"], elapsed, notes=notes) if counts is None
+            else summary_snapshot(counts, run_id, run["status"], elapsed, notes=notes))
     if as_json:
         doc = snap.as_dict()
         doc["pilots"] = list(store.query("select pilot, site, job_id, cores, state, reason from live_pilots "

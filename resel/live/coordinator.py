@@ -61,6 +61,7 @@ from resel.live.run_data import RunData, data_model
 from resel.live.site_health import SiteHealth
 from resel.live.sites import Report, SiteWorker
 from resel.live.stored import LiveOptions, load_live_run
+from resel.live.summary import Summary
 from resel.selection import Strategy
 from resel.store import to_json, utc_now
 from resel.task_data import Manifest
@@ -119,6 +120,8 @@ class Coordinator:
         self.task_data = RunData(self)          # task data: caches, deliveries, measured transfers
         self.acts = Actions(self)               # recorded actions carried out on the sites' threads
         self.ending = Ending(self)              # cleanup, the last read, cancelling, the results
+        #: the counts `resel status` shows, stored in each transaction that records an event
+        self.summary = Summary()
 
     @property
     def views(self) -> dict[str, SiteView]:
@@ -360,6 +363,7 @@ class Coordinator:
                             dataclasses.asdict(a))}, replace=True)
                     elif not execute:
                         journal.mark(self.db, self.run_id, seq, done=True, error="run cancelled")
+                self.summary.save(self.db, self.run_id, self.engine)   # what status shows, with its rows
             if execute:
                 todo += [(seq, a) for seq, a in zip(seqs, actions) if not isinstance(a, RECORD_ONLY)]
             if isinstance(event, TaskFetching) and execute:

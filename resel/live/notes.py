@@ -3,7 +3,9 @@ so ``resel status`` in another process shows it too: a site not answering and si
 pilot in a job state resel does not know, an agent relaunched under the same job, a record
 refused by the protocol check, files an agent refused to act on (another user's or a
 link: docs/security.md), the reason the scheduler gives for keeping a pilot pending — and the coordinator's lease on the run, which ``resel cancel``
-reads to wait until a running coordinator has let go.
+reads to wait until a running coordinator has let go. The same table holds the counts ``resel
+status`` shows (kind "summary", site "" as the lease's: :mod:`resel.live.summary`); neither is a
+note, so :func:`read` leaves both out.
 """
 
 from __future__ import annotations
@@ -53,8 +55,8 @@ def read(db: Database | StoreReader, run_id: int) -> dict[str, SiteNotes]:
     out: dict[str, SiteNotes] = {}
     if "live_notes" not in db.table_names():
         return out
-    for row in db.query("select * from live_notes where run_id = ? and kind != 'lease' order by first, key",
-                        [run_id]):
+    for row in db.query("select * from live_notes where run_id = ? and kind not in ('lease', 'summary') "
+                        "order by first, key", [run_id]):
         notes = out.setdefault(row["site"], SiteNotes())
         if row["kind"] == "unreachable":
             notes.not_answering_since, notes.not_answering = row["first"], row["detail"]

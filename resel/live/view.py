@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from resel.engine import Engine
+from resel.engine_books import PilotRecord, TaskRecord
 from resel.errors import IllegalTransition
 from resel.live.notes import SiteNotes
 from resel.live.notes import read as read_notes
@@ -21,6 +21,8 @@ from resel.states import AttemptOutcome, PilotState, TaskState
 
 if TYPE_CHECKING:
     from rich.table import Table
+
+    from resel.engine import Engine
     from sqlite_utils import Database
 
     from resel.store import StoreReader
@@ -67,6 +69,67 @@ def snapshot(engine: Engine, run_id: int, status: str, elapsed: float,
     rows = {n: SiteRow(n, error=(errors or {}).get(n), lost=engine.lost_sites.get(n)) for n in names}
     for name, health in engine.quarantined.items():
         rows[name].quarantined, rows[name].quarantined_until = health.reason, health.until
+    _add_notes(rows, notes)
+    for pilot in engine.pilots.values():
+        cell = pilot_cell(pilot)
+        if cell is not None:
+            _count(rows[names[cell[1]]], cell[0])
+    for task in engine.tasks:
+        cell = task_cell(task)
+        if cell is not None:
+            _count(rows[names[cell[1]]], cell[0])
+    return Snapshot(run_id, status, elapsed, len(engine.tasks), engine.done_count, engine.failed_count,
+                    list(rows.values()))
+
+
+def summary_snapshot(summary: dict[str, Any], run_id: int, status: str, elapsed: float,
+                     notes: dict[str, SiteNotes] | None = None) -> Snapshot:
+    """The same snapshot from the counts the coordinator stored (:mod:`resel.live.summary`):
+    what ``resel status`` shows of a run without replaying its journal."""
+    rows = {s["site"]: SiteRow(s["site"], lost=s["lost"], quarantined=s["quarantined"],
+                               quarantined_until=s["quarantined_until"]) for s in summary["sites"]}
+    _add_notes(rows, notes)
+    for s in summary["sites"]:
+        for column in COLUMNS:
+            setattr(rows[s["site"]], column, s[column])
+    return Snapshot(run_id, status, elapsed, summary["total"], summary["done"], summary["failed"],
+                    list(rows.values()))
+
+
+#: the counted columns of a site's row, each a cell of :func:`task_cell` or :func:`pilot_cell`
+COLUMNS = ("pilots_pending", "pilots_running", "queued", "running", "done", "failed")
+
+
+def task_cell(task: TaskRecord) -> tuple[str, int] | None:
+    """Where a task is counted: ("queued", its origin) while waiting or handed ahead,
+    ("running", its site), ("done", the site of its finished attempt), ("failed", its origin);
+    None otherwise (its outputs on their way home, or cancelled)."""
+    state = task.state
+    if state is TaskState.WAITING or state is TaskState.QUEUED or state is TaskState.RECALLED:
+        return "queued", task.origin
+    if state is TaskState.RUNNING or state is TaskState.PROVISIONAL:
+        return "running", task.site
+    if state is TaskState.DONE:
+        return "done", next(a for a in reversed(task.attempts) if a.outcome == AttemptOutcome.DONE).site
+    if state is TaskState.FAILED:
+        return "failed", task.origin
+    return None
+
+
+def pilot_cell(pilot: PilotRecord) -> tuple[str, int] | None:
+    """Where a pilot is counted: pending or running on its site; None once it ended."""
+    if pilot.state is PilotState.PENDING:
+        return "pilots_pending", pilot.site
+    if pilot.state is PilotState.ACTIVE:
+        return "pilots_running", pilot.site
+    return None
+
+
+def _count(row: SiteRow, column: str) -> None:
+    setattr(row, column, getattr(row, column) + 1)
+
+
+def _add_notes(rows: dict[str, SiteRow], notes: dict[str, SiteNotes] | None) -> None:
     for name, found in (notes or {}).items():
         if name in rows:
             row = rows[name]
@@ -74,24 +137,6 @@ def snapshot(engine: Engine, run_id: int, status: str, elapsed: float,
                                                                    list(found.lines))
             if found.not_answering and not row.error:
                 row.error = found.not_answering
-    for pilot in engine.pilots.values():
-        row = rows[names[pilot.site]]
-        if pilot.state is PilotState.PENDING:
-            row.pilots_pending += 1
-        elif pilot.state is PilotState.ACTIVE:
-            row.pilots_running += 1
-    for task in engine.tasks:
-        if task.state in (TaskState.WAITING, TaskState.QUEUED, TaskState.RECALLED):
-            rows[names[task.origin]].queued += 1
-        elif task.state in (TaskState.RUNNING, TaskState.PROVISIONAL):
-            rows[names[task.site]].running += 1
-        elif task.state is TaskState.DONE:
-            final = next(a for a in reversed(task.attempts) if a.outcome == AttemptOutcome.DONE)
-            rows[names[final.site]].done += 1
-        elif task.state is TaskState.FAILED:
-            rows[names[task.origin]].failed += 1
-    return Snapshot(run_id, status, elapsed, len(engine.tasks), engine.done_count, engine.failed_count,
-                    list(rows.values()))
 
 
 def table(snap: Snapshot) -> Table:
@@ -133,6 +178,7 @@ def site_notes(r: SiteRow) -> list[str]:
 def replayed_engine(db: Database | StoreReader, run_id: int) -> tuple[Engine, dict]:
     """A fresh engine fed the run's recorded events (read-only: touches no site)."""
     from resel import journal
+    from resel.engine import Engine    # here: status from a stored summary builds no engine
     from resel.live.stored import load_live_run
 
     run, bag, sites, options = load_live_run(db, run_id)
