@@ -23,8 +23,10 @@ from typing import Any, Iterable
 
 from resel.errors import ReselError
 
-#: every table that holds rows of a run, by ``run_id`` (the migrations' m001, m002, m008)
-RUN_TABLES = ("tasks", "pilots", "decisions", "events", "attempts", "live_pilots", "live_notes")
+#: every table that holds rows of a run, by ``run_id`` (the migrations' m001, m002, m008, m009;
+#: tests/test_first_hour.py checks the list against every ``run_id`` column a new store has)
+RUN_TABLES = ("tasks", "pilots", "decisions", "events", "attempts", "live_pilots", "live_notes",
+              "task_inputs", "site_files", "task_outputs")
 #: a live run in one of these states is over; in any other it may still be resumed or cancelled
 FINISHED = ("done", "cancelled")
 #: kinds of run, as ``--kind`` names them, and the ``mode`` column's values

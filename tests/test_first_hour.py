@@ -161,6 +161,29 @@ def test_a_live_run_not_finished_is_never_pruned(tmp_path):
         assert n == 0, table
 
 
+def test_prune_removes_every_table_of_a_run(tmp_path):
+    """Every table a new store has with a ``run_id`` column loses the pruned run's rows — the list
+    is read from the schema here, not from the pruning code (the task-data tables of m009 were
+    once left behind: a live run's inputs, cache and outputs outliving their run)."""
+    import resel as api
+    from resel.store import open_store, save_run
+    db = tmp_path / "r.db"
+    store = open_store(db)
+    run = save_run(store, api.simulate(api.default_bag().resized(4), api.default_sites(), "model", seed=1))
+    tables = [t for (t,) in store.execute("select name from sqlite_master where type = 'table'").fetchall()
+              if "run_id" in {c[1] for c in store.execute(f"pragma table_info([{t}])").fetchall()}]
+    assert {"task_inputs", "site_files", "task_outputs", "attempts", "live_notes"} <= set(tables), tables
+    for table in tables:                    # a row of the run in each, whatever it holds
+        if not store.execute(f"select count(*) from [{table}] where run_id = ?", [run]).fetchone()[0]:
+            store.execute(f"insert into [{table}] (run_id) values (?)", [run])
+    store.conn.commit()
+    store.conn.close()
+    assert resel(tmp_path, "prune", "--run", str(run), "--db", db).returncode == 0
+    reader = open_store(db, write=False)
+    left = {t: reader.execute(f"select count(*) from [{t}] where run_id = ?", [run]).fetchone()[0] for t in tables}
+    assert not any(left.values()), left
+
+
 # ------------------------------------------------------------------------- --plot, checked before the work
 def test_plot_is_checked_before_any_work(tmp_path):
     """`--plot` into a path under a file fails at once, before a run is simulated or stored;
