@@ -114,7 +114,7 @@ class Coordinator:
         self.exchange = {s.name: SiteWorker(s.name, self.reports, role="files") for s in sites}
         self._last_lease = 0.0
         #: the recorded actions of the turn under way, carried out when it commits (:meth:`turn`)
-        self._turn: list[tuple[int, Action | Event]] | None = None
+        self._turn: list[tuple[int, Any]] | None = None
         #: the concerns it owns, each in a module of its own (docs/architecture.md)
         self.health = SiteHealth(self)          # each site's view and the notes about it
         self.findings = Findings(self)          # what a poll and the agents' files mean
@@ -394,14 +394,24 @@ class Coordinator:
                     self._turn.append((-1, event))
                 self._turn += [(seq, a) for seq, a in zip(seqs, actions) if not isinstance(a, RECORD_ONLY)]
 
-    def _carry_out(self, todo: list[tuple[int, Action | Event]]) -> None:
-        """What a committed turn recorded: outputs to fetch first (as each event was fed), then
-        the actions in order."""
-        for _seq, event in todo:
-            if isinstance(event, TaskFetching):
-                self.task_data.fetch(event.task, event.attempt)
+    def after_commit(self, job: Callable[[], None]) -> None:
+        """Run ``job`` (site work that needs what this turn records, e.g. removing a site's copy
+        of outputs recorded home) once the turn has committed; at once outside a turn."""
+        if self._turn is None:
+            job()
+        else:
+            self._turn.append((-1, job))
+
+    def _carry_out(self, todo: list[tuple[int, Any]]) -> None:
+        """What a committed turn recorded: outputs to fetch and the site work that waited for
+        the commit first (in order), then the actions in order."""
+        for _seq, item in todo:
+            if isinstance(item, TaskFetching):
+                self.task_data.fetch(item.task, item.attempt)
+            elif not isinstance(item, Action):
+                item()
         for seq, action in todo:
-            if not isinstance(action, TaskFetching):
+            if isinstance(action, Action):
                 self.acts.execute(seq, action)
 
 
