@@ -129,8 +129,13 @@ def child(out: str, profile: str, argv: list[str]) -> None:
         db = original_open(*a, **kw)
         conn = getattr(db, "conn", None)
         if conn is not None:
+            changes = [conn.total_changes]
+
             def trace(statement: str) -> None:
                 word = statement.lstrip().split(None, 1)[0].upper() if statement.strip() else ""
+                if word == "COMMIT" and conn.total_changes != changes[0]:   # one that wrote: a WAL fdatasync
+                    changes[0] = conn.total_changes
+                    sql["COMMIT writing"] += 1
                 if word == "INSERT" or word == "REPLACE" or word == "UPDATE":
                     table = statement.split("INTO", 1)[-1].split()[0] if "INTO" in statement.upper() else "?"
                     sql[f"{word} {table.strip(chr(34)).strip('[]')}"] += 1
@@ -523,11 +528,13 @@ def print_table(doc: dict) -> None:
         ("per task: journal rows / store statements written / commits",
          f"{per(sum(doc['journal_rows'].values()))} / "
          f"{per(sum(v for k, v in sql.items() if k.split()[0] in ('INSERT', 'UPDATE', 'REPLACE') and ' ' in k))}"
-         f" / {per(sql.get('COMMIT'))}", ""),
+         f" / {per(sql.get('COMMIT'))}" + (f" ({per(sql.get('COMMIT writing'))} that wrote)"
+                                            if "COMMIT writing" in sql else ""), ""),
         ("main thread busy in the loop's turns (less their waits): ms per task / turns",
          f"{fmt(1000 * (doc['turns']['step_s'] - doc['turns']['wait_s']) / n, '.2f')} / {doc['turns']['steps']}"
          if doc.get("turns") else "—", ""),
-        ("commits per turn", fmt((sql.get("COMMIT") or 0) / doc["turns"]["steps"]) if doc.get("turns") else "—", ""),
+        ("commits per turn (that wrote)", f"{fmt((sql.get('COMMIT') or 0) / doc['turns']['steps'])} "
+         f"({fmt((sql.get('COMMIT writing') or 0) / doc['turns']['steps'])})" if doc.get("turns") else "—", ""),
         ("exactly once: lost / results lost / twice at once / duplicates",
          "{lost} / {results_lost} / {concurrent} / {duplicates}".format(**doc["exactly_once"]), "0 / 0 / 0 / -"),
     ]

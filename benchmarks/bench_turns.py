@@ -65,6 +65,7 @@ def one_run(tasks: int, slots: int, folder: Path, rows_to: str | None = None) ->
             original(seq, action)
     coord.acts.execute = execute
     turn = getattr(coord, "turn", None) or contextlib.nullcontext
+    mark = getattr(coord, "mark_soon", None) or coord.mark        # as Actions.acted marks an answer
     commits = [0]
     db.conn.set_trace_callback(lambda sql: commits.__setitem__(0, commits[0] + (sql[:6].upper() == "COMMIT")))
 
@@ -80,7 +81,7 @@ def one_run(tasks: int, slots: int, folder: Path, rows_to: str | None = None) ->
         with turn():
             events = []
             for seq, action in answered:     # Actions.acted: its done mark, and what it means
-                coord.mark(seq)
+                mark(seq)
                 if isinstance(action, SubmitPilot):
                     view = coord.pilots.setdefault(action.pilot, PilotView(action.pilot, action.site, action.cores,
                                                                            action.walltime))

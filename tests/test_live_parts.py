@@ -242,11 +242,16 @@ def test_a_withdrawal_is_done_only_in_the_transaction_that_records_its_event(tmp
     kinds = [r["kind"] for r in journal.rows(db, run)]
     assert kinds == ["WithdrawTask", "TaskWithdrawn"]
 
-    # an answer that yields no event is done at once; one whose event is never fed (the run
+    # an answer that yields no event is done with the next turn that writes anything (a turn of
+    # marks alone would cost a commit of its own); one whose event is never fed (the run
     # finished) is done when the last actions are collected
     other = WithdrawTask(task=3, attempt=1, pilot=0, site="pool")
     seq2 = coord.record(6.0, other, 0)
-    assert coord.acts.acted(seq2, other, Report("pool", "act", (seq2, other), result="asked")) == []
+    with coord.turn():
+        assert coord.acts.acted(seq2, other, Report("pool", "act", (seq2, other), result="asked")) == []
+    assert done(seq2) == 0                    # a turn that wrote nothing else (within a poll period)
+    with coord.turn():
+        coord.feed([TaskWithdrawn(time=7.5, task=0, attempt=1)])
     assert done(seq2) == 1
     last = WithdrawTask(task=1, attempt=1, pilot=0, site="pool")
     seq3 = coord.record(6.5, last, 0)
@@ -372,3 +377,34 @@ def test_a_turn_is_one_commit_and_its_actions_run_once_they_are_durable(tmp_path
     assert [(r["task"], r["start"], r["end"], r["outcome"]) for r in db.query("select * from attempts order by task")] \
         == [(t, 2.0 + t, 3.0 + t, "done") for t in range(3)]
     assert [r["done"] for r in journal.rows(db, run) if r["seq"] in answered] == [1, 1, 1]
+
+
+def test_answered_actions_are_marked_with_the_next_turn_that_writes_or_within_a_poll_period(tmp_path):
+    """A turn that would write only done marks writes nothing (no commit that syncs the WAL):
+    the marks wait for a turn that writes anyway, at most a poll period, and are written when
+    the run stops. Unmarked, an action is redone on resume — which every action allows."""
+    from conftest import make_bag, make_site
+    from resel import journal
+    from resel.events import DispatchTask
+    from resel.live.coordinator import Coordinator
+    db = open_store(tmp_path / "s.db")
+    run = _live_row(db, {"strategy": "model"})
+    coord = Coordinator(db, run, make_bag(4), [make_site("hpc", 2.0)], LiveOptions(poll=0.3), "r1-abcdef", 0.0,
+                        lambda site: pytest.fail("no site is opened here"), clock=lambda: 7.0)
+    seqs = [coord.record(1.0, DispatchTask(task=t, attempt=1, pilot=0, site="hpc"), 0) for t in range(3)]
+
+    def done() -> list:
+        return [r["done"] for r in journal.rows(db, run)]
+    changes = db.conn.total_changes
+    with coord.turn():
+        coord.mark_soon(seqs[0])
+    assert db.conn.total_changes == changes and done() == [0, 0, 0]
+    time.sleep(0.35)                          # the thing tested: a poll period passes
+    with coord.turn():
+        coord.mark_soon(seqs[1])
+    assert done() == [1, 1, 0]
+    with coord.turn():
+        coord.mark_soon(seqs[2])
+    assert done() == [1, 1, 0]
+    coord.flush_marks()                       # the run stops
+    assert done() == [1, 1, 1]

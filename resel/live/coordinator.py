@@ -115,6 +115,9 @@ class Coordinator:
         self._last_lease = 0.0
         #: the recorded actions of the turn under way, carried out when it commits (:meth:`turn`)
         self._turn: list[tuple[int, Any]] | None = None
+        #: answered actions whose done marks wait for a turn that writes anyway (:meth:`mark_soon`)
+        self._marks_due: list[int] = []
+        self._marks_since = 0.0
         #: the concerns it owns, each in a module of its own (docs/architecture.md)
         self.health = SiteHealth(self)          # each site's view and the notes about it
         self.findings = Findings(self)          # what a poll and the agents' files mean
@@ -257,6 +260,11 @@ class Coordinator:
             self.ending.write_results("done")
             self.lease(force=True, state="released")
         finally:
+            try:
+                if not self.db.conn.in_transaction:
+                    self.flush_marks()
+            except Exception as exc:   # noqa: BLE001 - stopping anyway: unmarked actions are redone on resume
+                log.warning("run %s: could not mark the last answered actions done: %s", self.run_id, exc)
             self._stop_workers()
 
 
@@ -360,7 +368,11 @@ class Coordinator:
         self._turn = []
         try:
             with self.db.atomic():
+                changes = self.db.conn.total_changes
                 yield
+                if self._marks_due and (self.db.conn.total_changes != changes
+                                        or time.monotonic() - self._marks_since >= self.options.poll):
+                    self._flush_marks()
             todo = self._turn
         finally:
             self._turn = None
@@ -427,6 +439,26 @@ class Coordinator:
     def mark(self, seq: int, error: str | None = None, *, done: bool | None = None) -> None:
         journal.mark(self.db, self.run_id, seq, done=(error is None) if done is None else done, error=error)
 
+
+    def mark_soon(self, seq: int) -> None:
+        """Mark an answered action done in the next turn that writes anything else, or within a
+        poll period: a turn that only marks would cost a commit (an ``fdatasync``) of its own,
+        and an action left undone by a crash is redone on resume, which every action allows
+        (a pilot found again by its job name, an inbox file rewritten alike)."""
+        if not self._marks_due:
+            self._marks_since = time.monotonic()
+        self._marks_due.append(seq)
+
+    def _flush_marks(self) -> None:
+        for seq in self._marks_due:
+            self.mark(seq)
+        self._marks_due = []
+
+    def flush_marks(self) -> None:
+        """The marks still waiting (:meth:`mark_soon`), written now: the run stops here."""
+        if self._marks_due:
+            with self.db.atomic():
+                self._flush_marks()
 
     def pilot_row(self, view: PilotView, **cols: Any) -> None:
         row = {"run_id": self.run_id, "pilot": view.pilot, "site": view.site, "job_id": view.job_id,
