@@ -130,8 +130,13 @@ def child(out: str, profile: str, argv: list[str]) -> None:
         db = original_open(*a, **kw)
         conn = getattr(db, "conn", None)
         if conn is not None:
+            changes = [conn.total_changes]
+
             def trace(statement: str) -> None:
                 word = statement.lstrip().split(None, 1)[0].upper() if statement.strip() else ""
+                if word == "COMMIT" and conn.total_changes != changes[0]:   # one that wrote: a WAL fdatasync
+                    changes[0] = conn.total_changes
+                    sql["COMMIT writing"] += 1
                 if word == "INSERT" or word == "REPLACE" or word == "UPDATE":
                     table = statement.split("INTO", 1)[-1].split()[0] if "INTO" in statement.upper() else "?"
                     sql[f"{word} {table.strip(chr(34)).strip('[]')}"] += 1
@@ -142,6 +147,29 @@ def child(out: str, profile: str, argv: list[str]) -> None:
     import resel.cli.live as cli_live                       # it imported open_store by name
     if hasattr(cli_live, "open_store"):
         cli_live.open_store = open_store
+
+    # the main thread's busy time: each turn of the loop (Coordinator.step) less its wait for
+    # the sites' reports (_wait) — the engine, the store and its commits' fdatasyncs, the polls
+    # started; what bounds the coordinator's rate whatever the sites do
+    import resel.live.coordinator as live_coord
+    turns = {"steps": 0, "step_s": 0.0, "wait_s": 0.0}
+    original_step, original_wait = live_coord.Coordinator.step, live_coord.Coordinator._wait
+
+    def step(self, *a, **kw):
+        began = time.perf_counter()
+        try:
+            return original_step(self, *a, **kw)
+        finally:
+            turns["steps"] += 1
+            turns["step_s"] += time.perf_counter() - began
+
+    def wait(self, *a, **kw):
+        began = time.perf_counter()
+        try:
+            return original_wait(self, *a, **kw)
+        finally:
+            turns["wait_s"] += time.perf_counter() - began
+    live_coord.Coordinator.step, live_coord.Coordinator._wait = step, wait
 
     began = time.monotonic()
 
@@ -155,7 +183,8 @@ def child(out: str, profile: str, argv: list[str]) -> None:
                     (int(fields[11]) + int(fields[12])) / TICK
             except (OSError, IndexError, ValueError):
                 continue
-        doc = {"counts": dict(counts), "sql": dict(sql), "jobs": jobs, "began": began, "thread_cpu": cpu}
+        doc = {"counts": dict(counts), "sql": dict(sql), "jobs": jobs, "began": began, "thread_cpu": cpu,
+               "turns": turns}
         Path(out).write_text(json.dumps(doc))
 
     from resel.cli import main
@@ -317,7 +346,7 @@ def run_once(tb, args, root: Path) -> dict:
            "peak_rss_mb": (sampler.hwm_kb or usage.ru_maxrss) / 1024,
            "store_bytes": store_bytes, "store_bytes_per_task": store_bytes / args.tasks, "wal_bytes_at_exit": wal_bytes,
            "store_tables": tables, "store_table_bytes": per_table, "journal_rows": kinds,
-           "counts": inside["counts"], "sql": inside["sql"],
+           "counts": inside["counts"], "sql": inside["sql"], "turns": inside.get("turns"),
            **poll_figures(inside["jobs"], inside["began"]),
            **status_figures(sampler.status),
            "agent_files": files,
@@ -490,7 +519,13 @@ def print_table(doc: dict) -> None:
         ("per task: journal rows / store statements written / commits",
          f"{per(sum(doc['journal_rows'].values()))} / "
          f"{per(sum(v for k, v in sql.items() if k.split()[0] in ('INSERT', 'UPDATE', 'REPLACE') and ' ' in k))}"
-         f" / {per(sql.get('COMMIT'))}", ""),
+         f" / {per(sql.get('COMMIT'))}" + (f" ({per(sql.get('COMMIT writing'))} that wrote)"
+                                            if "COMMIT writing" in sql else ""), ""),
+        ("main thread busy in the loop's turns (less their waits): ms per task / turns",
+         f"{fmt(1000 * (doc['turns']['step_s'] - doc['turns']['wait_s']) / n, '.2f')} / {doc['turns']['steps']}"
+         if doc.get("turns") else "—", ""),
+        ("commits per turn (that wrote)", f"{fmt((sql.get('COMMIT') or 0) / doc['turns']['steps'])} "
+         f"({fmt((sql.get('COMMIT writing') or 0) / doc['turns']['steps'])})" if doc.get("turns") else "—", ""),
         ("exactly once: lost / results lost / twice at once / duplicates",
          "{lost} / {results_lost} / {concurrent} / {duplicates}".format(**doc["exactly_once"]), "0 / 0 / 0 / -"),
     ]

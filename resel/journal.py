@@ -37,6 +37,7 @@ from resel.events import (
     SubmitPilot, TaskDelivered, TaskFailed, TaskFetching, TaskFinished, TaskLost, TaskMeasured, TaskStarted,
     TaskUndelivered, TaskWithdrawn, TimerFired, WithdrawTask, RateLearned, StrategyChosen,
 )
+from resel import store_rows
 from resel.json_safe import clean
 
 if TYPE_CHECKING:
@@ -195,12 +196,17 @@ def rows_after(db: Any, run_id: int, seq: int) -> tuple[int | None, float | None
 def append(db: Database, run_id: int, seq: int, time: float, record: Event | Action, done: int | None) -> None:
     """Record one event or action as row ``seq`` of the run (``done``: None for an event or a
     record-only action, 0 for an action still to carry out, 1 for one that needs nothing)."""
-    db["events"].insert({"run_id": run_id, "seq": seq, "time": time, "kind": type(record).__name__,
-                         "data": encode(record), "done": done})
+    store_rows.run(db, _APPEND, (run_id, seq, time, type(record).__name__, encode(record), done))
 
 
 def mark(db: Database, run_id: int, seq: int, *, done: bool, error: str | None = None) -> None:
     """Mark the action recorded as row ``seq`` done (or not yet, to be retried), with why it
     failed if it did. By the row's key, so only that row changes even if another holds the
     same action."""
-    db["events"].update((run_id, seq), {"done": 1 if done else 0, "error": error})
+    if not store_rows.run(db, _MARK, (1 if done else 0, error, run_id, seq)):
+        raise LookupError(f"run {run_id} has no journal row {seq} to mark")
+
+
+#: the journal's two writes, prepared once (no per-row introspection of the table: issue 29 §2)
+_APPEND = store_rows.insert_sql("events", ("run_id", "seq", "time", "kind", "data", "done"))
+_MARK = 'UPDATE "events" SET "done" = ?, "error" = ? WHERE "run_id" = ? AND "seq" = ?'

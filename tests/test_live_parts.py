@@ -277,11 +277,16 @@ def test_a_withdrawal_is_done_only_in_the_transaction_that_records_its_event(tmp
     kinds = [r["kind"] for r in journal.rows(db, run)]
     assert kinds == ["WithdrawTask", "TaskWithdrawn"]
 
-    # an answer that yields no event is done at once; one whose event is never fed (the run
+    # an answer that yields no event is done with the next turn that writes anything (a turn of
+    # marks alone would cost a commit of its own); one whose event is never fed (the run
     # finished) is done when the last actions are collected
     other = WithdrawTask(task=3, attempt=1, pilot=0, site="pool")
     seq2 = coord.record(6.0, other, 0)
-    assert coord.acts.acted(seq2, other, Report("pool", "act", (seq2, other), result="asked")) == []
+    with coord.turn():
+        assert coord.acts.acted(seq2, other, Report("pool", "act", (seq2, other), result="asked")) == []
+    assert done(seq2) == 0                    # a turn that wrote nothing else (within a poll period)
+    with coord.turn():
+        coord.feed([TaskWithdrawn(time=7.5, task=0, attempt=1)])
     assert done(seq2) == 1
     last = WithdrawTask(task=1, attempt=1, pilot=0, site="pool")
     seq3 = coord.record(6.5, last, 0)
@@ -301,3 +306,152 @@ def test_resel_run_refuses_a_prefetch_that_is_no_depth_as_a_usage_error(tmp_path
                             cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "--prefetch" in json.loads(result.stdout)["error"], result
     assert not (tmp_path / "s.db").exists()
+
+
+_TURN_CHILD = r"""
+import os, sys
+sys.path.insert(0, sys.argv[4])
+from conftest import make_bag, make_site
+from resel.events import DispatchTask, TaskStarted
+from resel.live.coordinator import Coordinator
+from resel.live.pilot_views import PilotView
+from resel.live.stored import LiveOptions
+from resel.store import open_store
+
+path, run, kill = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+db = open_store(path)
+coord = Coordinator(db, run, make_bag(4), [make_site("hpc", 2.0)], LiveOptions(), "r1-abcdef", 0.0,
+                    lambda site: None, clock=lambda: 7.0)
+sent = DispatchTask(task=1, attempt=1, pilot=0, site="hpc")
+seq = coord.record(1.0, sent, 0)                     # recorded in a turn before: committed on its own
+nxt = DispatchTask(task=2, attempt=1, pilot=0, site="hpc")
+
+def handle(event):
+    if kill == "recording":                          # the turn's rows written, its commit not yet
+        os._exit(9)
+    return [nxt]
+
+def execute(seq, action):
+    os._exit(9)                                      # after the commit, before the site is asked
+coord.engine.handle = handle
+coord.acts.execute = execute
+with coord.turn():                                   # as Coordinator.step: what the sites reported, then fed
+    coord.attempt_row(1, 1, PilotView(0, "hpc"), {"start": 6.5, "host": "n1"})   # the agent's started record
+    coord.mark(seq)                                  # the site answered the dispatch
+    coord.feed([TaskStarted(time=7.0, task=1, attempt=1)])
+os._exit(0)
+"""
+
+
+@pytest.mark.parametrize("kill", ["recording", "acting"])
+def test_a_coordinator_killed_within_a_turn_resumes_from_before_it_or_after_it_whole(tmp_path, kill):
+    """A turn of the loop writes what the sites reported (the ``attempts`` row of a started
+    record, the done mark of an answered dispatch) and the events fed with their actions in one
+    transaction, and carries the actions out only after it commits (issue 29 §2). Killed
+    (``os._exit``, no clean-up) while it records: none of the turn is in the store — the answered
+    dispatch is still undone (redone on resume: idempotent), the started record not consumed (read
+    again from the agent's file). Killed after the commit, before acting: all of it is, and the
+    new action is undone, so resume carries it out. Never a part of a turn."""
+    from resel import journal
+    from resel.live.coordinator import Coordinator
+    from resel.live.resume import replay
+    from conftest import make_bag, make_site
+    path = tmp_path / "s.db"
+    db = open_store(path)
+    run = _live_row(db, {"strategy": "model"})
+    db.conn.close()
+    child = subprocess.run([sys.executable, "-c", _TURN_CHILD, str(path), str(run), kill,
+                            os.path.dirname(__file__)], capture_output=True, text=True, timeout=120)
+    assert child.returncode == 9, child.stderr
+
+    db = open_store(path)
+    rows = [(r["seq"], r["kind"], r["done"]) for r in journal.rows(db, run)]
+    attempts = [(r["task"], r["attempt"], r["start"], r["host"]) for r in db.query("select * from attempts")]
+    coord = Coordinator(db, run, make_bag(4), [make_site("hpc", 2.0)], LiveOptions(), "r1-abcdef", 0.0,
+                        lambda site: pytest.fail("no site is opened here"), clock=lambda: 8.0)
+    coord.engine.handle = lambda event: []           # the engine's answer is not what is tested here
+    replay(coord)
+    undone = [(seq, type(a).__name__, a.task) for seq, a, _at in coord.acts.undone]
+    if kill == "recording":
+        assert rows == [(0, "DispatchTask", 0)] and attempts == []
+        assert undone == [(0, "DispatchTask", 1)] and coord.consumed == set()
+    else:
+        assert rows == [(0, "DispatchTask", 1), (1, "TaskStarted", None), (2, "DispatchTask", 0)]
+        assert attempts == [(1, 1, 6.5, "n1")]
+        assert undone == [(2, "DispatchTask", 2)] and coord.consumed == {("TaskStarted", 1, 1)}
+    assert coord.seq == len(rows)
+
+
+def test_a_turn_is_one_commit_and_its_actions_run_once_they_are_durable(tmp_path):
+    """However many reports and events a turn takes, it commits once (one WAL fdatasync), and
+    each action it recorded is carried out only when another connection can read its row."""
+    import sqlite3
+    from conftest import make_bag, make_site
+    from resel import journal
+    from resel.events import DispatchTask, SetTimer, TaskFinished, TaskStarted
+    from resel.live.coordinator import Coordinator
+    from resel.live.pilot_views import PilotView
+    path = tmp_path / "s.db"
+    db = open_store(path)
+    run = _live_row(db, {"strategy": "model"})
+    coord = Coordinator(db, run, make_bag(4), [make_site("hpc", 2.0)], LiveOptions(), "r1-abcdef", 0.0,
+                        lambda site: pytest.fail("no site is opened here"), clock=lambda: 7.0)
+    answered = [coord.record(1.0, DispatchTask(task=t, attempt=1, pilot=0, site="hpc"), 0) for t in range(3)]
+    coord.engine.handle = lambda event: [DispatchTask(task=event.task + 1, attempt=1, pilot=0, site="hpc"),
+                                         SetTimer(at=9.0, task=event.task, attempt=1, site="hpc")]
+    seen = []
+
+    def execute(seq, action):
+        with sqlite3.connect(path) as other:
+            seen.append((seq, other.execute("select kind from events where run_id = ? and seq = ?",
+                                            (run, seq)).fetchone()))
+    coord.acts.execute = execute
+    commits = []
+    db.conn.set_trace_callback(lambda sql: commits.append(sql) if sql.split()[0].upper() == "COMMIT" else None)
+    with coord.turn():
+        for t, seq in enumerate(answered):
+            coord.mark(seq)
+            coord.attempt_row(t, 1, PilotView(0, "hpc"), {"start": 2.0 + t})
+            coord.attempt_row(t, 1, PilotView(0, "hpc"), {"end": 3.0 + t, "outcome": "done"})
+        coord.feed([TaskStarted(time=7.0, task=0, attempt=1), TaskFinished(time=7.0, task=0, attempt=1)])
+        coord.feed([TaskStarted(time=7.0, task=1, attempt=1)])
+        assert seen == []                                # nothing acted on inside the turn
+    db.conn.set_trace_callback(None)
+    assert len(commits) == 1
+    # rows 0-2 the answered dispatches; each event a row, then its two actions': 3 [4 5] 6 [7 8] 9 [10 11]
+    assert seen == [(4, ("DispatchTask",)), (5, ("SetTimer",)), (7, ("DispatchTask",)), (8, ("SetTimer",)),
+                    (10, ("DispatchTask",)), (11, ("SetTimer",))]
+    assert [(r["task"], r["start"], r["end"], r["outcome"]) for r in db.query("select * from attempts order by task")] \
+        == [(t, 2.0 + t, 3.0 + t, "done") for t in range(3)]
+    assert [r["done"] for r in journal.rows(db, run) if r["seq"] in answered] == [1, 1, 1]
+
+
+def test_answered_actions_are_marked_with_the_next_turn_that_writes_or_within_a_poll_period(tmp_path):
+    """A turn that would write only done marks writes nothing (no commit that syncs the WAL):
+    the marks wait for a turn that writes anyway, at most a poll period, and are written when
+    the run stops. Unmarked, an action is redone on resume — which every action allows."""
+    from conftest import make_bag, make_site
+    from resel import journal
+    from resel.events import DispatchTask
+    from resel.live.coordinator import Coordinator
+    db = open_store(tmp_path / "s.db")
+    run = _live_row(db, {"strategy": "model"})
+    coord = Coordinator(db, run, make_bag(4), [make_site("hpc", 2.0)], LiveOptions(poll=0.3), "r1-abcdef", 0.0,
+                        lambda site: pytest.fail("no site is opened here"), clock=lambda: 7.0)
+    seqs = [coord.record(1.0, DispatchTask(task=t, attempt=1, pilot=0, site="hpc"), 0) for t in range(3)]
+
+    def done() -> list:
+        return [r["done"] for r in journal.rows(db, run)]
+    changes = db.conn.total_changes
+    with coord.turn():
+        coord.mark_soon(seqs[0])
+    assert db.conn.total_changes == changes and done() == [0, 0, 0]
+    time.sleep(0.35)                          # the thing tested: a poll period passes
+    with coord.turn():
+        coord.mark_soon(seqs[1])
+    assert done() == [1, 1, 0]
+    with coord.turn():
+        coord.mark_soon(seqs[2])
+    assert done() == [1, 1, 0]
+    coord.flush_marks()                       # the run stops
+    assert done() == [1, 1, 1]

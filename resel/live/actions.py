@@ -179,7 +179,7 @@ class Actions:
                 view.state = PilotState.CANCELLED
             self.coord.pilot_row(view, ended=self.coord.now(), reason=report.result)
         if not any(s == seq for _, s in self.done_with):
-            self.coord.mark(seq)
+            self.coord.mark_soon(seq)       # with the turn's other rows (redone if a crash loses it)
         return events
 
     def marks_for(self, event: Event) -> list[int]:
@@ -196,6 +196,7 @@ class Actions:
         for _, seq in self.done_with:
             self.coord.mark(seq)
         self.done_with = []
+        self.coord.flush_marks()
 
     def failed(self, seq: int, action: Action, exc: BaseException) -> list[Event]:
         """A transient failure is retried next poll; any other is acted on now: a refused

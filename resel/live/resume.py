@@ -35,11 +35,13 @@ def catch_up(coord: Any) -> None:
         if v.state is PilotState.ACTIVE and v.job_id:
             by_site.setdefault(v.site, []).append(v)
     t = coord.now()
+    read = list(coord.polls.read_pilots("catch-up", by_site, coord.options.slow_after, heartbeat=True))
     events: list[Event] = []
-    for v, found in coord.polls.read_pilots("catch-up", by_site, coord.options.slow_after, heartbeat=True):
-        events += coord.findings.site_events(t, ([v], None, {v.pilot: found}))
-    first = [e for e in events if isinstance(e, (PilotStarted, TaskStarted))]
-    coord.feed(first + [e for e in events if not isinstance(e, (PilotStarted, TaskStarted))])
+    with coord.turn():      # what was read and what it means, in one transaction (no site waited on in it)
+        for v, found in read:
+            events += coord.findings.site_events(t, ([v], None, {v.pilot: found}))
+        first = [e for e in events if isinstance(e, (PilotStarted, TaskStarted))]
+        coord.feed(first + [e for e in events if not isinstance(e, (PilotStarted, TaskStarted))])
 
 
 def replay(coord: Any) -> None:

@@ -126,8 +126,9 @@ class RunData:
         self.deliveries.pop((task, attempt), None)
         if not self.coord.options.keep_remote and pilot is not None:
             data = self.site_data(site)
-            self.coord.exchange[site].submit("clean", (task, attempt),
-                                             lambda: data.clean(pilot, task, attempt, len(outputs)))
+            # the site's copy goes only once the turn that records the outputs home has committed
+            self.coord.after_commit(lambda: self.coord.exchange[site].submit(
+                "clean", (task, attempt), lambda: data.clean(pilot, task, attempt, len(outputs))))
         self.delivered_bytes.append(sum(f.size for f in report.result))
         return ([TaskDelivered(time=t, task=task, attempt=attempt)] + self.outputs_measured(t)
                 + self.measured(site, "out", [(f.size, f.seconds) for f in report.result if f.seconds > 0]))
