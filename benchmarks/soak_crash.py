@@ -168,7 +168,8 @@ class Soak:
         n = len(list(self.logs.iterdir())) // 2
         if run_id is None:
             argv = ["run", str(self.root / "bag.toml"), "--sites", str(self.root / "sites.toml"),
-                    "--strategy", self.args.strategy or f"topk:{len(self.sites)}", "--poll", f"{self.args.poll:g}"]
+                    "--strategy", self.args.strategy or f"topk:{len(self.sites)}", "--poll", f"{self.args.poll:g}",
+                    "--prefetch", self.args.prefetch]
         else:
             argv = ["run", "--resume", str(run_id)]
         out = open(self.logs / f"{n:05d}.out", "wb")
@@ -461,7 +462,7 @@ def summary(t: Tally, seconds: float, args) -> dict:
 def print_table(doc: dict, args) -> None:
     print(f"\ncrash soak: seed {doc['seed']}, points {doc['first']}-{doc['first'] + doc['crashes'] - 1}, "
           f"bags of {args.tasks} x sleep {args.seconds:g} s on {', '.join(args.sites)}, --poll {args.poll:g}, "
-          f"--strategy {args.strategy or f'topk:{len(args.sites)}'}\n")
+          f"--strategy {args.strategy or f'topk:{len(args.sites)}'}, --prefetch {args.prefetch}\n")
     kinds = ", ".join(f"{k} {n}" for k, n in doc["by_kind"].items())
     rows = [("crashes", f"{doc['crashes']} ({kinds}; {doc['instead_of_nothing']} with nothing to hit killed the "
                         f"coordinator instead; {doc['startup_restarts']} before the run was stored)", ""),
@@ -497,6 +498,9 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=1.0, help="each stand-in task sleeps this long (default 1)")
     ap.add_argument("--poll", type=float, default=0.5, help="the coordinator's --poll (default 0.5)")
     ap.add_argument("--strategy", default=None, help="the runs' --strategy (default topk:N, N the sites)")
+    ap.add_argument("--prefetch", default="auto",
+                    help="the runs' --prefetch, tasks handed ahead per slot: K or auto (default auto, as resel run's); "
+                         "a fixed 16 fills every inbox deep from the first dispatch, even with 1-s tasks")
     ap.add_argument("--keep", action="store_true", help="keep the store, logs and work directories")
     ap.add_argument("--keep-going", action="store_true",
                     help="after a bag that fails its checks, go on with the next (all failures reported at the end)")
@@ -540,7 +544,9 @@ def main() -> None:
         went = " ".join(p.words() for p in last[2]) or "none yet"
         print(f"SOAK FAILED: seed {args.seed}, bag {soak.tally.bags + 1} (run {last[0]}), its crash points: {went}\n"
               f"{failed}\nreplay: benchmarks/soak_crash.py --seed {args.seed} --first {last[2][0].n if last[2] else 1}"
-              f" --sites {','.join(args.sites)} --tasks {args.tasks}\nstore, logs and work directories kept in {root}",
+              f" --sites {','.join(args.sites)} --tasks {args.tasks} --seconds {args.seconds:g}"
+              f"{f' --strategy {args.strategy}' if args.strategy else ''} --prefetch {args.prefetch}\n"
+              f"store, logs and work directories kept in {root}",
               file=sys.stderr)
     elif not args.keep:
         shutil.rmtree(root, ignore_errors=True)
