@@ -216,17 +216,22 @@ class PilotSite:
     # ------------------------------------------------------------------ tasks
     def dispatch(self, run_key: str, pilot: int, task: int, attempt: int, command: str,
                  env: dict[str, str] | None = None, perf: bool = False, timeout: float | None = None,
-                 inputs: list[dict] | None = None, outputs: list[dict] | None = None) -> None:
+                 inputs: list[dict] | None = None, outputs: list[dict] | None = None,
+                 slots: int | None = None) -> None:
         """Put a task attempt in the pilot's inbox (an atomic write: idempotent on resume).
 
         ``inputs`` (name, sha256, size: already in the run's cache) and ``outputs`` (glob,
-        optional) are the task's data, protocol 3 (docs/data.md); left out when it has none."""
+        optional) are the task's data, protocol 3 (docs/data.md); left out when it has none.
+        ``slots``: how many of the agent's slots the attempt takes (protocol 5: a bag of
+        several widths, whose pilots count slots in cores); left out for a bag of one width."""
         spec = {"task": int(task), "attempt": int(attempt), "command": command, "env": dict(env or {}),
                 "perf": bool(perf), "timeout": timeout}
         if inputs:
             spec["inputs"] = inputs
         if outputs:
             spec["outputs"] = outputs
+        if slots is not None:
+            spec["slots"] = int(slots)
         path = posixpath.join(self.pilot_dir(run_key, pilot), "inbox", task_key(task, attempt) + ".json")
         self.transport.write_file(path, json.dumps(spec).encode())
 

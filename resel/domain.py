@@ -125,7 +125,8 @@ class Bag:
 
     A bag with a table keeps every bag-wide view true of the whole: ``profile.instructions`` is
     the tasks' mean (so ``count`` × it is the bag's work), ``cores_per_task`` the widest task's
-    cores (a pilot's slot is that wide); :attr:`weights` scales each task's T̂x from the mean.
+    cores (a pilot must hold that many; tasks of several widths share a pilot's cores,
+    resel/engine_packing.py); :attr:`weights` scales each task's T̂x from the mean.
     """
 
     name: str
@@ -164,6 +165,13 @@ class Bag:
             _mean(t.instructions for t in tasks), None, None, self.profile.baseline)
         return Bag(self.name, self.command, count, self.cores_per_task, profile, self.isa, self.source,
                    self.perf_every, self.site_commands, self.data, tasks, self.order)
+
+    @property
+    def task_cores(self) -> tuple[int, ...] | None:
+        """Each task's cores, for a table of several widths (None: every task is
+        ``cores_per_task`` wide) — what an attempt of each holds."""
+        widths = tuple(t.cores for t in self.tasks)
+        return widths if len(set(widths)) > 1 else None
 
     @property
     def weights(self) -> tuple[float, ...] | None:

@@ -68,6 +68,7 @@ from resel.engine_hand_ahead import HandAheadRules
 from resel.engine_health import HealthRules
 from resel.engine_learning import MOVE_CONFIDENCE, MOVE_Z, LearningRules  # noqa: F401 - exported as before
 from resel.engine_outcomes import OutcomeRules
+from resel.engine_packing import PackingRules
 from resel.engine_peers import PeerRules
 from resel.engine_pilots import MENU_SIZES, WALLTIME_REASONS, PilotRules  # noqa: F401 - exported as before
 from resel.engine_pricing import PricingRules
@@ -88,6 +89,7 @@ from resel.walltime import WalltimePolicy
 
 
 class Engine(PricingRules, LearningRules, HealthRules, WalltimeRules, PilotRules, HandAheadRules, OutcomeRules,
+             PackingRules,
              PeerRules):
     """Selection, late binding and re-selection for one bag over a list of sites.
 
@@ -132,6 +134,9 @@ class Engine(PricingRules, LearningRules, HealthRules, WalltimeRules, PilotRules
             data time on the site (docs/engine.md, "Selection sees the data"), and
             :class:`~resel.events.BandwidthMeasured` updates a site's figure. None (or a model
             that moves no byte): D = 0 everywhere, every decision exactly as without data.
+        pack: a bag of tasks of several widths packs them into a pilot's cores (default;
+            resel/engine_packing.py). False: every slot as wide as the widest task, as before
+            packing existed (live runs stored then replay so). A bag of one width: no effect.
     """
 
     def __init__(self, bag: Bag, sites: list[Site], strategy: Strategy | str = "model", *,
@@ -139,7 +144,7 @@ class Engine(PricingRules, LearningRules, HealthRules, WalltimeRules, PilotRules
                  prefetch: int = 0, prefetch_cycle: float | None = None,
                  rates: Mapping[str, SiteRate] | EngineRates | None = None,
                  quarantine: QuarantinePolicy | None = None, walltime: WalltimePolicy | str = "limit",
-                 decisions: bool = True, data: TransferModel | None = None):
+                 decisions: bool = True, data: TransferModel | None = None, pack: bool = True):
         self.bag = bag
         self.decisions = decisions
         self.prefetch = max(0, int(prefetch))
@@ -162,9 +167,12 @@ class Engine(PricingRules, LearningRules, HealthRules, WalltimeRules, PilotRules
         self._rng = random.Random(seed)
         self.tasks: list[TaskRecord] = []
         self.pilots: dict[int, PilotRecord] = {}
-        self._books = [SiteBook(max(0, min(s.pilot.max_cores or s.cores, s.cores) // bag.cores_per_task),
-                                s.pilot.mode == "per-task", s.pilot.max_pilots)
+        self._init_packing(bag, pack)   # (after prefetch: a bag of several widths hands nothing ahead)
+        self._books = [SiteBook(self._cap_units(s), s.pilot.mode == "per-task", s.pilot.max_pilots)
                        for s in self.sites]
+        if self._u is not None:   # several widths: queues that keep their units' sum
+            for book in self._books:
+                book.waiting = self._new_waiting()
         self._next_pilot = 0
         self._dirty: set[int] = set()
         self._waiting_changed = False
@@ -413,7 +421,10 @@ class Engine(PricingRules, LearningRules, HealthRules, WalltimeRules, PilotRules
         pilot = self.pilots[task.pilot]
         del pilot.tasks[task.id]
         if pilot.state is PilotState.ACTIVE:
-            self._free_slot(pilot)
+            if self._u is None:
+                self._free_slot(pilot)
+            else:
+                self._free_units(pilot, self.task_slots(pilot.site, task.id))
         task.pilot = task.site = -1
 
     def _free_slot(self, pilot: PilotRecord) -> None:
@@ -434,13 +445,31 @@ class Engine(PricingRules, LearningRules, HealthRules, WalltimeRules, PilotRules
             book.free_pilots[pilot.id] = None
         self._dirty.add(pilot.site)
 
+    def _free_units(self, pilot: PilotRecord, units: int) -> None:
+        """A task of ``units`` ended on an active pilot of a bag of several widths (no
+        hand-ahead there: nothing is reserved or owed)."""
+        book = self._books[pilot.site]
+        if pilot.draining:
+            if not pilot.tasks and not pilot.queued:
+                self._drained[pilot.id] = None
+        else:
+            pilot.free += units
+            book.free += units
+            self._free_total += units
+            book.free_pilots[pilot.id] = None
+        self._dirty.add(pilot.site)
+
     def _dispatch(self, task: TaskRecord, x: int, t: float, state: TaskState, out: list[Action]) -> PilotRecord:
         book = self._books[x]
-        pid = next(iter(book.free_pilots))
+        if self._u is None:
+            pid, units = next(iter(book.free_pilots)), 1
+        else:   # a pool of cores: the first pilot where the task's fit (the caller checked one does)
+            units = self.task_slots(x, task.id)
+            pid = self._pilot_for(x, units)
         pilot = self.pilots[pid]
-        pilot.free -= 1
-        book.free -= 1
-        self._free_total -= 1
+        pilot.free -= units
+        book.free -= units
+        self._free_total -= units
         if pilot.free == 0:
             del book.free_pilots[pid]
         pilot.tasks[task.id] = None
@@ -537,6 +566,9 @@ class Engine(PricingRules, LearningRules, HealthRules, WalltimeRules, PilotRules
                     self._hand_ahead_reselected(x, t, out)
 
     def _fill_home(self, x: int, t: float, out: list[Action]) -> None:
+        if self._u is not None:   # several widths: each task where its cores fit (engine_packing)
+            self._fill_home_packed(x, t, out)
+            return
         book = self._books[x]
         while book.free and book.waiting:
             self._dispatch(self.tasks[book.waiting.popleft()], x, t, RUNNING, out)
@@ -544,25 +576,31 @@ class Engine(PricingRules, LearningRules, HealthRules, WalltimeRules, PilotRules
             self._waiting_changed = True
         while book.free and book.prov:   # each pass removes the task from book.prov
             tid = next(iter(book.prov))
-            task = self.tasks[tid]
-            if t >= task.deadline or (self._learn and not self._moves_back(x, task, t)):
-                self._commit(task, t, out)   # the window closed at this very instant: keep r' (learning:
-                continue                     # the rule with today's rates says r' still finishes sooner)
-            # r acquired while s still runs on r' inside the window: restart s on r
-            old_pilot = self.pilots[task.pilot]
-            out.append(CancelTask(task=tid, attempt=task.attempt, pilot=old_pilot.id,
-                                  site=self.sites[task.site].name))
-            a_r2 = task.opened
-            r2 = task.site
-            self._end_attempt(task, t, AttemptOutcome.CANCELLED)
-            del book.prov[tid]
-            task.state = next_task_state(task.state, "move-back")   # PROVISIONAL -> WAITING
-            self._dispatch(task, x, t, RUNNING, out)                # … -> RUNNING on r
-            if self.decisions:
-                tx_r, tx_r2, window = self._priced(task, x, r2, t)
-                out.append(Decision(time=t, kind=DecisionKind.MOVE_BACK, task=tid, origin=self.sites[x].name,
-                                    target=self.sites[x].name, a_r=book.acquired_at, a_r2=a_r2,
-                                    tx_r=tx_r, tx_r2=tx_r2, window=window))
+            self._move_back(x, self.tasks[tid], t, out)
+
+    def _move_back(self, x: int, task: TaskRecord, t: float, out: list[Action]) -> None:
+        """Site x (the task's origin r) has a free slot while the task runs provisionally on
+        r': commit it there if its window closed, else restart it on r."""
+        book = self._books[x]
+        tid = task.id
+        if t >= task.deadline or (self._learn and not self._moves_back(x, task, t)):
+            self._commit(task, t, out)   # the window closed at this very instant: keep r' (learning:
+            return                       # the rule with today's rates says r' still finishes sooner)
+        # r acquired while s still runs on r' inside the window: restart s on r
+        old_pilot = self.pilots[task.pilot]
+        out.append(CancelTask(task=tid, attempt=task.attempt, pilot=old_pilot.id,
+                              site=self.sites[task.site].name))
+        a_r2 = task.opened
+        r2 = task.site
+        self._end_attempt(task, t, AttemptOutcome.CANCELLED)
+        del book.prov[tid]
+        task.state = next_task_state(task.state, "move-back")   # PROVISIONAL -> WAITING
+        self._dispatch(task, x, t, RUNNING, out)                # … -> RUNNING on r
+        if self.decisions:
+            tx_r, tx_r2, window = self._priced(task, x, r2, t)
+            out.append(Decision(time=t, kind=DecisionKind.MOVE_BACK, task=tid, origin=self.sites[x].name,
+                                target=self.sites[x].name, a_r=book.acquired_at, a_r2=a_r2,
+                                tx_r=tx_r, tx_r2=tx_r2, window=window))
 
     def _hand_ahead(self, x: int, t: float, out: list[Action]) -> None:
         """Queue r's next waiting tasks on its busy or pending pilots, ``prefetch`` per slot:
@@ -629,7 +667,12 @@ class Engine(PricingRules, LearningRules, HealthRules, WalltimeRules, PilotRules
             # T̂x'(r), T̂x'(r') as this window prices them (T̂x without data)
             priced = None if self.data is None else (self._txd(r, t), self._txd(x, t), window)
             while book.free > book.incoming and (origin.waiting or origin.queued):
-                if origin.waiting:
+                if origin.waiting and self._u is not None:   # several widths: the first that fits x
+                    tid = self._take_fitting(x, origin.waiting)
+                    if tid is None:
+                        break
+                    task = self.tasks[tid]
+                elif origin.waiting:
                     task = self.tasks[origin.waiting.popleft()]
                 else:   # handed ahead to a pilot of r and not started as far as we know: its agent
                     # may have claimed it since the last poll, so it is asked back, not taken

@@ -13,7 +13,6 @@ Pure rules over the engine's state; a mixin of :class:`~resel.engine.Engine`.
 
 from __future__ import annotations
 
-from collections import deque
 
 from resel.blackhole import QuarantinePolicy, SiteHealth, describe, is_black_hole
 from resel.events import Action, Decision, DecisionKind, SetTimer, SiteLost, SiteQuarantined, SiteReleased
@@ -112,7 +111,7 @@ class HealthRules:
             if not back:
                 continue
             keep = set(back)
-            other.waiting = deque(tid for tid in other.waiting if tid not in keep)
+            other.waiting = self._new_waiting(tid for tid in other.waiting if tid not in keep)
             for tid in back:
                 self.tasks[tid].origin, self.tasks[tid].moved_from = x, -1
                 book.waiting.append(tid)
@@ -171,4 +170,4 @@ class HealthRules:
         if self._largest_first:
             w = self._w
             book = self._books[x]
-            book.waiting = deque(sorted(book.waiting, key=lambda tid: -w[tid]))
+            book.waiting = self._new_waiting(sorted(book.waiting, key=lambda tid: -w[tid]))

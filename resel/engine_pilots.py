@@ -34,11 +34,11 @@ class PilotRules:
         site one task's cores. Drivers ask each site how long such a pilot would wait.
         """
         out = {}
-        cpt = self.bag.cores_per_task
         for i, (site, book) in enumerate(zip(self.sites, self._books)):
-            slots = 1 if site.pilot.mode == "per-task" else max(1, min(self.bag.count, book.cap_slots))
-            tasks = 1 if site.pilot.mode == "per-task" else self.bag.count
-            out[i] = (slots * cpt, self._pilot_walltime(i, tasks, slots))
+            units = self._units_of(i, range(self.bag.count))   # (the bag's tasks: one unit each for one width)
+            slots = 1 if site.pilot.mode == "per-task" else max(1, min(units, book.cap_slots))
+            tasks = 1 if site.pilot.mode == "per-task" else units
+            out[i] = (slots * self.slot_cores(i), self._pilot_walltime(i, tasks, slots))
         return out
 
     def probe_menu(self) -> dict[int, list[tuple[int, int, float]]]:
@@ -56,9 +56,12 @@ class PilotRules:
             elif site.pilot.mode == "per-task":
                 out[i] = [(max(1, min(book.cap_slots, site.pilot.max_pilots)), cpt, self._pilot_walltime(i, 1, 1))]
             else:
-                slots, sizes = max(1, min(self.bag.count, book.cap_slots)), []
-                while slots >= 1 and len(sizes) < MENU_SIZES:
-                    sizes.append((slots, slots * cpt, self._pilot_walltime(i, self.bag.count, slots)))
+                # (several widths: units of slot_cores, none smaller than the widest task)
+                unit, units = self.slot_cores(i), self._units_of(i, range(self.bag.count))
+                least = max(1, cpt // unit)
+                slots, sizes = max(least, min(units, book.cap_slots)), []
+                while slots >= least and len(sizes) < MENU_SIZES:
+                    sizes.append((slots, slots * unit, self._pilot_walltime(i, units, slots)))
                     slots //= 2
                 out[i] = sizes
         return out
@@ -108,7 +111,9 @@ class PilotRules:
         """Ask for the slots the site's tasks still need; withdraw what nobody needs."""
         book = self._books[x]
         # a queued task whose slot already freed (reserved) needs nothing more
-        if book.spec:   # every other candidate site is an origin of this target
+        if self._u is not None and not book.per_task:   # several widths: count units, not tasks
+            need = self._waiting_units(x, book.spec) + self._units_of(x, book.prov)
+        elif book.spec:   # every other candidate site is an origin of this target
             need = self._waiting_total - book.reserved + len(book.prov)
         else:
             # (+ incoming: tasks asked back for its free slots, on their way — its pilot stays)
@@ -137,7 +142,11 @@ class PilotRules:
                 for _ in range(min(need - have, book.max_pilots - count)):
                     self._submit(x, 1, t, out, tasks=1)
         elif count < book.max_pilots:
-            self._submit(x, min(need - have, book.cap_slots), t, out, tasks=need - have)
+            size = need - have
+            if self._u is not None:   # several widths: a pilot the widest task that needs it fits
+                waiting = [tid for b in self._books for tid in b.waiting] if book.spec else list(book.waiting)
+                size = max(size, max((self.task_slots(x, tid) for tid in waiting + list(book.prov)), default=1))
+            self._submit(x, min(size, book.cap_slots), t, out, tasks=need - have)
 
     def _withdraw_surplus(self, book: SiteBook, surplus: int, t: float, out: list[Action]) -> None:
         """Cancel pending pilots, newest first, then idle active ones, that fit in ``surplus``
@@ -167,7 +176,7 @@ class PilotRules:
         book.pending[pid] = None
         book.pending_slots += slots
         site = self.sites[x]
-        out.append(SubmitPilot(pilot=pid, site=site.name, cores=slots * self.bag.cores_per_task,
+        out.append(SubmitPilot(pilot=pid, site=site.name, cores=slots * self.slot_cores(x),
                                walltime=walltime))
 
     def _withdraw(self, pilot: PilotRecord) -> None:

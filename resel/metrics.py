@@ -94,8 +94,12 @@ def task_times(tasks, site_names: list[str]) -> list[TaskTimes]:
     return out
 
 
-def workload_metrics(tasks, site_names: list[str], cores_per_task: int = 1) -> WorkloadMetrics:
-    """TTC_wkd, T_x,wkd and T_q,wkd of a finished run (see the module docstring)."""
+def workload_metrics(tasks, site_names: list[str], cores_per_task: int | tuple[int, ...] = 1) -> WorkloadMetrics:
+    """TTC_wkd, T_x,wkd and T_q,wkd of a finished run (see the module docstring).
+
+    ``cores_per_task``: every task's cores, or each task's (by id: a table of several widths,
+    :attr:`resel.domain.Bag.task_cores`) — what a lost attempt wasted."""
+    widths = cores_per_task if isinstance(cores_per_task, tuple) else None
     intervals, ends, per_site = [], [], {}
     done = failed = reassigned = restarts = 0
     wasted = 0.0
@@ -114,7 +118,7 @@ def workload_metrics(tasks, site_names: list[str], cores_per_task: int = 1) -> W
                 if a.site != task.first_origin:
                     reassigned += 1
             else:
-                wasted += (end - start) * cores_per_task
+                wasted += (end - start) * (cores_per_task if widths is None else widths[task.id])
                 restarts += a.outcome == AttemptOutcome.CANCELLED
         done += task.state is TaskState.DONE     # (an Enum's .value is a Python-level property)
         failed += task.state is TaskState.FAILED
@@ -232,7 +236,12 @@ class RunCosts:
 
 def run_costs(engine, cores_per_task: int = 1) -> RunCosts:
     """Pilot submissions, cancellations and wasted core-hours of a finished (or stopped) run,
-    from the engine's pilot and task records."""
+    from the engine's pilot and task records.
+
+    A pilot's slots are counted as the engine counts them: for a bag of several widths packed
+    into its cores (resel/engine_packing.py) a slot is ``engine.slot_cores`` cores and a task
+    takes ``engine.task_slots`` of them; otherwise one ``cores_per_task``-wide slot each."""
+    packed = getattr(engine, "_u", None) is not None
     busy: dict[int, float] = {}
     thrown = 0.0
     end = 0.0
@@ -242,9 +251,10 @@ def run_costs(engine, cores_per_task: int = 1) -> RunCosts:
             if stop is None or start is None:
                 continue
             end = max(end, stop)
-            busy[a.pilot] = busy.get(a.pilot, 0.0) + (stop - start)
+            units = engine.task_slots(a.site, task.id) if packed else 1
+            busy[a.pilot] = busy.get(a.pilot, 0.0) + (stop - start) * units
             if a.outcome != AttemptOutcome.DONE:
-                thrown += (stop - start) * cores_per_task
+                thrown += (stop - start) * (units * engine.slot_cores(a.site) if packed else cores_per_task)
     cancellations = 0
     idle = 0.0
     for pilot in engine.pilots.values():
@@ -255,5 +265,5 @@ def run_costs(engine, cores_per_task: int = 1) -> RunCosts:
             held = pilot.slots * max(0.0, ended - pilot.started)
             spare = held - busy.get(pilot.id, 0.0)
             if spare > 1e-9 * max(1.0, held):      # not the rounding of a pilot kept busy to its end
-                idle += spare * cores_per_task
+                idle += spare * (engine.slot_cores(pilot.site) if packed else cores_per_task)
     return RunCosts(len(engine.pilots), cancellations, thrown / 3600.0, idle / 3600.0)

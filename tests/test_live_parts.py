@@ -140,6 +140,16 @@ def test_a_run_stored_with_auto_hand_ahead_replays_it(tmp_path):
     assert (options.engine_options()["prefetch"], options.engine_options()["prefetch_cycle"]) == (16, 1.0)
 
 
+def test_a_run_stored_before_packing_replays_with_slots_of_the_widest_task(tmp_path):
+    """Options without "pack" mean none: a bag of several widths stored then is rebuilt with
+    every slot as wide as its widest task, the engine it ran on."""
+    db = open_store(tmp_path / "s.db")
+    old = _live_row(db, {"strategy": "model", "poll": 1.0})
+    new = _live_row(db, {"strategy": "model", "poll": 1.0, "pack": True})
+    assert load_live_run(db, old)[3].pack is False and load_live_run(db, new)[3].pack is True
+    assert LiveOptions().pack is True and LiveOptions().engine_options()["pack"] is True
+
+
 def test_the_lease_is_held_released_stale_or_dead(tmp_path):
     db = open_store(tmp_path / "s.db")
     run = _live_row(db, {})

@@ -109,7 +109,7 @@ class Actions:
                         sent = data.stage(shared)
                         inputs = tuple(data.cache_path(f.sha256) for f in shared) + urls
                     view.job_id = ps.submit_pilot(self.coord.run_key, action.pilot, action.cores, action.walltime,
-                                                  self.coord.bag.cores_per_task, inputs=inputs)
+                                                  self.coord.engine.pilot_slot_cores(action.site), inputs=inputs)
                 return sent
             return submit
         if isinstance(action, DispatchTask):
@@ -122,6 +122,7 @@ class Actions:
             files = self.coord.manifest.inputs(action.task) if self.coord.manifest is not None else ()
             data = self.coord.task_data.site_data(action.site) if files else None
             outputs = self.coord.output_specs
+            slots = self.coord.engine.inbox_slots(action.site, action.task)   # (several widths: its cores' share)
 
             def dispatch() -> list:
                 # the task's inputs go to the site now that it is bound there (docs/data.md)
@@ -131,7 +132,8 @@ class Actions:
                     self.coord.run_key, action.pilot, action.task, action.attempt, command, env=env, perf=perf,
                     timeout=self.coord.options.task_timeout,
                     inputs=[{"name": f.name, "sha256": f.sha256, "size": f.size} for f in files]
-                    + ps.url_inbox_inputs(self.coord.bag.data.urls if self.coord.bag.data else ()), outputs=outputs)
+                    + ps.url_inbox_inputs(self.coord.bag.data.urls if self.coord.bag.data else ()), outputs=outputs,
+                    slots=slots)
                 return sent
             return dispatch
         if isinstance(action, CancelTask):

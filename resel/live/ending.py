@@ -148,7 +148,7 @@ class Ending:
         """Per-task T_q/T_x/TTC (from the agents' clocks where known) and the run's summary."""
         tasks = measured_tasks(self.coord.engine, self.coord.db, self.coord.run_id, self.coord.t0)
         names = [s.name for s in self.coord.sites]
-        m = workload_metrics(tasks, names, self.coord.bag.cores_per_task)
+        m = workload_metrics(tasks, names, self.coord.bag.task_cores or self.coord.bag.cores_per_task)
         with self.coord.db.atomic():
             self.coord.db["tasks"].delete_where("run_id = ?", [self.coord.run_id])
             self.coord.db["tasks"].insert_all(({"run_id": self.coord.run_id, **json_clean(dataclasses.asdict(tt))}

@@ -64,6 +64,9 @@ class LiveOptions:
     #: sizes, the sites' bandwidths as the sites file states them or the probe measured them);
     #: None: no data priced. Later measurements are journaled BandwidthMeasured events.
     data: dict | None = None
+    #: tasks of several widths packed into a pilot's cores (resel/engine_packing.py); runs
+    #: stored before packing replay without it (slots as wide as the widest task)
+    pack: bool = True
 
     def hand_ahead(self) -> tuple[int, float | None]:
         """The engine's ``prefetch`` and ``prefetch_cycle`` (resel/engine_hand_ahead.py, "The depth").
@@ -82,7 +85,7 @@ class LiveOptions:
         return {"seed": self.seed, "clock": self.clock, "prefetch": prefetch, "prefetch_cycle": cycle,
                 "rates": self.engine_rates(),
                 "walltime": self.walltime, "quarantine": QuarantinePolicy(enabled=self.quarantine),
-                "data": TransferModel.from_json(self.data) if self.data else None}
+                "data": TransferModel.from_json(self.data) if self.data else None, "pack": self.pack}
 
     def engine_rates(self):
         """The stored rates as the engine takes them (None: LIM)."""
@@ -143,6 +146,7 @@ def load_live_run(db: Database | StoreReader, run_id: int, *, to_run: bool = Fal
         options.setdefault("prefetch", 0)   # stored before hand-ahead existed: replay as it ran
         options.setdefault("walltime", "off")      # stored before the walltime rules: replay as it ran
         options.setdefault("quarantine", False)    # stored before the black-hole rule
+        options.setdefault("pack", False)          # stored before packing: slots of the widest task
         what = "bag"
         bag = bag_from_json(json.loads(run["bag_spec"]))
         what = "sites"

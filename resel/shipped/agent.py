@@ -28,15 +28,19 @@ All times are epoch seconds (floats).
   "previous" (the incarnation it replaced, or null), "restart_count" ($SLURM_RESTART_COUNT,
   $PBS_RUN_COUNT or null), "protocol"}.
 * Heartbeat every --heartbeat s (and on every state change): ``heartbeat.json`` =
-  {"time", "state": "running" | "draining" | "stopping", "running": [keys], "free": slots - running,
+  {"time", "state": "running" | "draining" | "stopping", "running": [keys], "free": slots - taken,
   "incarnation", "started", "pid"}. The coordinator reads it every poll: a new incarnation means
   the agent was relaunched.
 * Superseded: an agent that finds another incarnation in ``agent.json`` stops at once (exit
   reason "superseded"): it kills its attempts and writes no result the newer agent wrote.
 * Inbox: the coordinator writes ``inbox/{key}.json`` = {"task": int, "attempt": int,
-  "command": str, "env": {str: str}, "perf": bool, "timeout": float or null}. The agent takes
-  files in order of (mtime, name), at most --slots running at once; it claims one by renaming it
-  to ``claimed/{key}.json`` (a file gone meanwhile is skipped). Names not ending in ``.json``
+  "command": str, "env": {str: str}, "perf": bool, "timeout": float or null, "slots": int
+  (protocol 5, optional, default 1: how many of the pilot's --slots the attempt takes — a task
+  of several cores in a pilot counted in cores)}. The agent takes files in order of (mtime,
+  name) while their slots fit: at most --slots taken at once; a file whose slots do not fit
+  what is free waits, and a later one that fits is taken first (a file asking more than --slots
+  fails: "bad task file"). It claims one by renaming it to ``claimed/{key}.json`` (a file gone
+  meanwhile is skipped). Names not ending in ``.json``
   (and dot-files) are ignored: they are temporary files.
 * Running: the command runs as ``/bin/sh -c COMMAND`` (the command is one argument, never
   interpolated) in ``tasks/{key}/``, stdout to ``tasks/{key}/stdout``, stderr to
@@ -132,7 +136,7 @@ import sys
 import time
 import traceback
 
-PROTOCOL_VERSION = 4
+PROTOCOL_VERSION = 5
 
 SUBDIRS = ("inbox", "claimed", "started", "results", "cancel", "tasks")
 KEY_RE = re.compile(r"^t(\d+)-a(\d+)$")
@@ -523,6 +527,15 @@ def validate_task(doc, stem):
     return task, attempt, command, env, perf, timeout
 
 
+def task_slots(doc):
+    """The inbox document's ``slots`` (protocol 5: the pilot slots an attempt takes), checked;
+    1 when left out."""
+    slots = doc.get("slots", 1) if isinstance(doc, dict) else 1
+    if not isinstance(slots, int) or isinstance(slots, bool) or slots < 1:
+        raise BadTask("'slots' must be a positive integer, not %r" % (slots,))
+    return slots
+
+
 def validate_data(doc):
     """The inbox document's ``inputs`` and ``outputs`` (protocol 3, docs/data.md), checked;
     returns (inputs, outputs) as lists of dicts (empty when absent)."""
@@ -725,6 +738,7 @@ class Attempt(object):
         self.kill_deadline = None         # monotonic SIGKILL time once terminated
         self.hard_killed = False
         self.hold_until = None            # monotonic: an outside kill waits for the agent's signal
+        self.slots = 1                    # the pilot slots it takes (protocol 5)
 
 
 class Agent(object):
@@ -925,7 +939,7 @@ class Agent(object):
     def heartbeat(self):
         write_json_atomic(self.path("heartbeat.json"), {
             "time": time.time(), "state": self.state, "running": sorted(self.running),
-            "free": max(0, self.slots - len(self.running)), "rejected": len(self.rejected),
+            "free": max(0, self.slots - self.taken()), "rejected": len(self.rejected),
             "incarnation": self.incarnation, "started": self.started, "pid": os.getpid(),
         })
         self.last_heartbeat = time.monotonic()
@@ -1115,17 +1129,36 @@ class Agent(object):
         return sorted((st.st_mtime, name) for name, st in
                       self.own_entries("inbox", lambda n: n.endswith(".json") and not n.startswith(".")))
 
+    def taken(self):
+        """The slots the running attempts take (each its ``slots``: 1 unless it asked more)."""
+        return sum(a.slots for a in self.running.values())
+
+    def peek_slots(self, name):
+        """The slots an inbox file asks for, read before claiming it (protocol 5); 1 when it
+        cannot be read or says nothing (claiming it then reports what is wrong), and --slots
+        when it asks more than the pilot has (claimed, it fails as a bad task file)."""
+        try:
+            slots = task_slots(json.loads(read_own(self.path("inbox", name), limit=1 << 20).decode("utf-8")))
+        except Exception:
+            return 1
+        return min(slots, self.slots)
+
     def claim(self, entries):
-        """Claim inbox files into free slots, oldest first. A task with an attempt still running
+        """Claim inbox files into free slots, oldest first; one whose slots do not fit what is
+        free waits while a later one that fits is taken. A task with an attempt still running
         here (or still dying: cancelled, its group not yet gone) waits in the inbox: this agent
         never runs two attempts of one task at once, whatever the coordinator asked (a pilot it
         took for requeued is handed the attempt it just cancelled again, as the next one)."""
         busy = {a.task for a in self.running.values()} | {task for _pgid, _deadline, task in self.lingering}
+        free = self.slots - self.taken()
         for _mtime, name in entries:
-            if len(self.running) >= self.slots:
+            if free <= 0:
                 break
             m = KEY_RE.match(name[:-len(".json")])
             if m and int(m.group(1)) in busy:
+                continue
+            width = self.peek_slots(name) if self.slots > 1 else 1
+            if width > free:
                 continue
             src, dst = self.path("inbox", name), self.path("claimed", name)
             try:
@@ -1135,6 +1168,7 @@ class Agent(object):
                     self.log("cannot claim %s: %s" % (name, e))
                 continue
             self.safely("starting " + name, self.start_claimed, name, dst)
+            free = self.slots - self.taken()
 
     def start_claimed(self, name, path):
         stem = name[:-len(".json")]
@@ -1151,6 +1185,9 @@ class Agent(object):
                 raise BadTask("not valid JSON: %s" % e)
             task, attempt, command, env, perf, timeout = validate_task(doc, stem)
             data = validate_data(doc)
+            slots = task_slots(doc)
+            if slots > self.slots:
+                raise BadTask("'slots' %d is more than this pilot's %d" % (slots, self.slots))
         except BadTask as e:
             self.bad_task(stem, m, str(e))
             return
@@ -1163,6 +1200,8 @@ class Agent(object):
             self.result(task, attempt, "cancelled", "withdrawn" if self.cancel_kind(key) == "withdraw" else "cancelled")
             return
         self.launch(key, task, attempt, command, env, perf, timeout, data)
+        if key in self.running:
+            self.running[key].slots = slots
 
     def bad_task(self, stem, m, reason):
         reason = "bad task file: " + reason

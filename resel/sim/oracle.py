@@ -232,7 +232,10 @@ def site_capacity(site: Site, bag: Bag, seed: int, draws: int, running_ends: lis
     at the bag's arrival would start, the queue's own jobs ending at their true times.
     """
     from resel.sim.simulation import SiteTruth
-    cpt = bag.cores_per_task
+    # a bag of several widths is packed into a pilot's cores (resel/engine_packing.py): as a
+    # bound, every task is taken as narrow as the narrowest (a relaxation: no packing runs more
+    # at once); a bag of one width: its cores_per_task, as before
+    cpt = min(t.cores for t in bag.tasks) if bag.tasks else bag.cores_per_task
     cap_cores = min(site.pilot.max_cores or site.cores, site.cores)
     per_task = site.pilot.mode == "per-task"
     slots = 1 if per_task else cap_cores // cpt

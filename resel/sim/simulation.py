@@ -321,7 +321,7 @@ class Simulation:
     def result(self) -> SimResult:
         """Metrics, audit and record of the run so far."""
         names = [s.name for s in self.sites]
-        metrics = workload_metrics(self.engine.tasks, names, self.bag.cores_per_task)
+        metrics = workload_metrics(self.engine.tasks, names, self.bag.task_cores or self.bag.cores_per_task)
         audit = (audit_reselection(self.decisions, self.pilots, self.truths, self.engine,
                                    self._instructions if self._weights is None else self.bag.instructions_of,
                                    self.data)
