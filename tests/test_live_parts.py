@@ -341,3 +341,18 @@ def test_a_start_read_in_the_same_turn_as_another_pilots_end_counts_first(tmp_pa
     assert again == [], "task 1 runs on pilot 1: handed to pilot 0 as well, it ran twice"
     assert not [d for k, d in rows if k == "CancelPilot" and d["pilot"] == 1]
     assert coord.engine.tasks[1].state.value == "running" and coord.engine.tasks[1].pilot == 1
+
+
+def test_a_turns_starts_go_first_but_never_across_a_pilot_back_in_the_queue():
+    """The order starts_first keeps: starts before ends, each in its own order — except that a
+    pilot's requeue stays before a start read after it (the pilot started again: seen before
+    its requeue, the engine would take the new start for the old run and the requeue would
+    leave it pending while its agent runs)."""
+    from resel.events import PilotRequeued, PilotStarted, TaskFinished, TaskStarted
+    from resel.live.findings import starts_first
+    a_done, b_up, b_run = (TaskFinished(time=1.0, task=0, attempt=1), PilotStarted(time=1.0, pilot=1),
+                           TaskStarted(time=1.0, task=1, attempt=1))
+    assert starts_first([a_done, b_up, b_run]) == [b_up, b_run, a_done]
+    back, again = PilotRequeued(time=1.0, pilot=1, reason="job 7 PENDING"), PilotStarted(time=1.0, pilot=1)
+    assert starts_first([a_done, back, again, b_run]) == [a_done, back, again, b_run]
+    assert starts_first([a_done, b_run, back, again]) == [b_run, a_done, back, again]

@@ -37,11 +37,22 @@ def starts_first(events: list[Event]) -> list[Event]:
     done and pilot B started with the task handed ahead to it, A's end came first: B, still
     pending as far as the engine knew, was surplus and withdrawn, and the task it had in fact
     started was handed to A's free slot — run twice (the crash soak with 16 tasks handed ahead
-    per slot, issue 29). The resumed coordinator's catch-up orders its first read the same way."""
-    first = [e for e in events if isinstance(e, (PilotStarted, TaskStarted))]
-    if not first:
-        return events
-    return first + [e for e in events if not isinstance(e, (PilotStarted, TaskStarted))]
+    per slot, issue 29). The resumed coordinator's catch-up orders its first read the same way.
+
+    A pilot back in the queue (PilotRequeued) is a wall no start moves across: a later report of
+    the same turn may show it started again, which must follow its requeue."""
+    out: list[Event] = []
+    first: list[Event] = []
+    rest: list[Event] = []
+    for e in events:
+        if isinstance(e, PilotRequeued):
+            out += first + rest + [e]
+            first, rest = [], []
+        elif isinstance(e, (PilotStarted, TaskStarted)):
+            first.append(e)
+        else:
+            rest.append(e)
+    return out + first + rest
 
 
 class Findings:
