@@ -12,8 +12,11 @@ end stamps) run one after the other on the testbed's sites — tba (Slurm 22.05,
 23.9 pool (over SSH, tasks through condor_chirp) — spread over all of them (``topk:N``; equal
 clocks). Each bag is started with ``resel run`` as a user would, in a process of its own.
 ``--strategy topk:4+reselect`` adds re-selection, which moves tasks handed ahead to a busy
-pilot: the move cancels the attempt there and dispatches it elsewhere at once, and an agent that
-started it before the cancel arrived runs it at the same time (no crash needed; docs/benchmarks.md).
+pilot: it asks each back (a withdrawal its agent refuses once it started) and dispatches it
+elsewhere once given back; and it hands other sites' tasks ahead to a drained busy site.
+``--prefetch K|auto`` is the runs' hand-ahead depth per slot (``resel run``'s, default auto): with
+1-s tasks auto stays at 1-2, so ``--seconds 0.05`` (auto reaches its cap, 16) or ``--prefetch 16``
+fills every inbox deep (docs/benchmarks.md, "Deep hand-ahead").
 
 The crash points are drawn from ``--seed``, one after the other (the same seed gives the same
 sequence): a fault's kind (the coordinator 86 %, an agent, a pilot job, a slurmctld, the schedd
