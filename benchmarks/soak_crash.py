@@ -12,8 +12,11 @@ end stamps) run one after the other on the testbed's sites — tba (Slurm 22.05,
 23.9 pool (over SSH, tasks through condor_chirp) — spread over all of them (``topk:N``; equal
 clocks). Each bag is started with ``resel run`` as a user would, in a process of its own.
 ``--strategy topk:4+reselect`` adds re-selection, which moves tasks handed ahead to a busy
-pilot: the move cancels the attempt there and dispatches it elsewhere at once, and an agent that
-started it before the cancel arrived runs it at the same time (no crash needed; docs/benchmarks.md).
+pilot: it asks each back (a withdrawal its agent refuses once it started) and dispatches it
+elsewhere once given back; and it hands other sites' tasks ahead to a drained busy site.
+``--prefetch K|auto`` is the runs' hand-ahead depth per slot (``resel run``'s, default auto): with
+1-s tasks auto stays at 1-2, so ``--seconds 0.05`` (auto reaches its cap, 16) or ``--prefetch 16``
+fills every inbox deep (docs/benchmarks.md, "Deep hand-ahead").
 
 The crash points are drawn from ``--seed``, one after the other (the same seed gives the same
 sequence): a fault's kind (the coordinator 86 %, an agent, a pilot job, a slurmctld, the schedd
@@ -168,7 +171,8 @@ class Soak:
         n = len(list(self.logs.iterdir())) // 2
         if run_id is None:
             argv = ["run", str(self.root / "bag.toml"), "--sites", str(self.root / "sites.toml"),
-                    "--strategy", self.args.strategy or f"topk:{len(self.sites)}", "--poll", f"{self.args.poll:g}"]
+                    "--strategy", self.args.strategy or f"topk:{len(self.sites)}", "--poll", f"{self.args.poll:g}",
+                    "--prefetch", self.args.prefetch]
         else:
             argv = ["run", "--resume", str(run_id)]
         out = open(self.logs / f"{n:05d}.out", "wb")
@@ -461,7 +465,7 @@ def summary(t: Tally, seconds: float, args) -> dict:
 def print_table(doc: dict, args) -> None:
     print(f"\ncrash soak: seed {doc['seed']}, points {doc['first']}-{doc['first'] + doc['crashes'] - 1}, "
           f"bags of {args.tasks} x sleep {args.seconds:g} s on {', '.join(args.sites)}, --poll {args.poll:g}, "
-          f"--strategy {args.strategy or f'topk:{len(args.sites)}'}\n")
+          f"--strategy {args.strategy or f'topk:{len(args.sites)}'}, --prefetch {args.prefetch}\n")
     kinds = ", ".join(f"{k} {n}" for k, n in doc["by_kind"].items())
     rows = [("crashes", f"{doc['crashes']} ({kinds}; {doc['instead_of_nothing']} with nothing to hit killed the "
                         f"coordinator instead; {doc['startup_restarts']} before the run was stored)", ""),
@@ -497,6 +501,9 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=1.0, help="each stand-in task sleeps this long (default 1)")
     ap.add_argument("--poll", type=float, default=0.5, help="the coordinator's --poll (default 0.5)")
     ap.add_argument("--strategy", default=None, help="the runs' --strategy (default topk:N, N the sites)")
+    ap.add_argument("--prefetch", default="auto",
+                    help="the runs' --prefetch, tasks handed ahead per slot: K or auto (default auto, as resel run's); "
+                         "a fixed 16 fills every inbox deep from the first dispatch, even with 1-s tasks")
     ap.add_argument("--keep", action="store_true", help="keep the store, logs and work directories")
     ap.add_argument("--keep-going", action="store_true",
                     help="after a bag that fails its checks, go on with the next (all failures reported at the end)")
@@ -540,7 +547,9 @@ def main() -> None:
         went = " ".join(p.words() for p in last[2]) or "none yet"
         print(f"SOAK FAILED: seed {args.seed}, bag {soak.tally.bags + 1} (run {last[0]}), its crash points: {went}\n"
               f"{failed}\nreplay: benchmarks/soak_crash.py --seed {args.seed} --first {last[2][0].n if last[2] else 1}"
-              f" --sites {','.join(args.sites)} --tasks {args.tasks}\nstore, logs and work directories kept in {root}",
+              f" --sites {','.join(args.sites)} --tasks {args.tasks} --seconds {args.seconds:g}"
+              f"{f' --strategy {args.strategy}' if args.strategy else ''} --prefetch {args.prefetch}\n"
+              f"store, logs and work directories kept in {root}",
               file=sys.stderr)
     elif not args.keep:
         shutil.rmtree(root, ignore_errors=True)

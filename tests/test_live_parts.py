@@ -455,3 +455,58 @@ def test_answered_actions_are_marked_with_the_next_turn_that_writes_or_within_a_
     assert done() == [1, 1, 0]
     coord.flush_marks()                       # the run stops
     assert done() == [1, 1, 1]
+
+
+def test_a_start_read_in_the_same_turn_as_another_pilots_end_counts_first(tmp_path):
+    """Found by the crash soak at 16 tasks per slot (issue 29): one read of a pool showed pilot 0's
+    task done and pilot 1 started, running the task handed ahead to it. Fed pilot by pilot, the
+    end came first: pilot 1, pending as far as the engine knew, was surplus and withdrawn, and
+    its task — already running — was handed to pilot 0's free slot, so it ran twice. The rule:
+    a task a read shows started is running before anything in the same turn decides about it,
+    so it is neither dispatched again nor its pilot withdrawn."""
+    from conftest import make_bag, make_site
+    from resel import journal
+    from resel.events import BagSubmitted, PilotStarted, TaskFinished, TaskStarted
+    from resel.live.coordinator import Coordinator
+
+    db = open_store(tmp_path / "s.db")
+    run = _live_row(db, {"strategy": "model"})
+    pool = make_site("pool", 1.0, mode="per-task", target=True, max_pilots=2)
+    coord = Coordinator(db, run, make_bag(2), [pool], LiveOptions(strategy="model", prefetch=1), "r1-abcdef", 0.0,
+                        lambda site: pytest.fail("no site is opened here"), clock=lambda: 5.0)
+    feed = coord.feed
+    coord.feed = lambda events, execute=True: feed(events, execute=False)   # no site work here
+    coord.feed([BagSubmitted(time=0.0)])
+    dispatched = [json.loads(r["data"]) for r in journal.rows(db, run) if r["kind"] == "DispatchTask"]
+    assert [(d["task"], d["pilot"]) for d in dispatched] == [(0, 0), (1, 1)]   # one each, both pending
+
+    # one turn's read, as the findings give it: pilot by pilot
+    read = [PilotStarted(time=5.0, pilot=0), TaskStarted(time=5.0, task=0, attempt=1),
+            TaskFinished(time=5.0, task=0, attempt=1),
+            PilotStarted(time=5.0, pilot=1), TaskStarted(time=5.0, task=1, attempt=1)]
+    coord.take_reports = lambda: [object()]
+    coord.on_report = lambda report, t: list(read)
+    coord.health.watch = lambda t: []
+    coord.lease = lambda **kw: None
+    coord.acts.retry = coord.task_data.retry = coord.polls.start = lambda t: None
+    coord.step()
+    rows = [(r["kind"], json.loads(r["data"])) for r in journal.rows(db, run)]
+    again = [d for k, d in rows if k == "DispatchTask" and d["task"] == 1 and d["attempt"] > 1]
+    assert again == [], "task 1 runs on pilot 1: handed to pilot 0 as well, it ran twice"
+    assert not [d for k, d in rows if k == "CancelPilot" and d["pilot"] == 1]
+    assert coord.engine.tasks[1].state.value == "running" and coord.engine.tasks[1].pilot == 1
+
+
+def test_a_turns_starts_go_first_but_never_across_a_pilot_back_in_the_queue():
+    """The order starts_first keeps: starts before ends, each in its own order — except that a
+    pilot's requeue stays before a start read after it (the pilot started again: seen before
+    its requeue, the engine would take the new start for the old run and the requeue would
+    leave it pending while its agent runs)."""
+    from resel.events import PilotRequeued, PilotStarted, TaskFinished, TaskStarted
+    from resel.live.findings import starts_first
+    a_done, b_up, b_run = (TaskFinished(time=1.0, task=0, attempt=1), PilotStarted(time=1.0, pilot=1),
+                           TaskStarted(time=1.0, task=1, attempt=1))
+    assert starts_first([a_done, b_up, b_run]) == [b_up, b_run, a_done]
+    back, again = PilotRequeued(time=1.0, pilot=1, reason="job 7 PENDING"), PilotStarted(time=1.0, pilot=1)
+    assert starts_first([a_done, back, again, b_run]) == [a_done, back, again, b_run]
+    assert starts_first([a_done, b_run, back, again]) == [b_run, a_done, back, again]

@@ -53,7 +53,7 @@ from resel.live import notes as live_notes
 from resel.live.actions import Actions
 from resel.live.ending import Ending
 from resel.live.errors import describe
-from resel.live.findings import Findings
+from resel.live.findings import Findings, starts_first
 from resel.live.pilot_views import STORED_STATES, PilotView, SiteView, stored_view  # noqa: F401 - imported from here
 from resel.live.polling import Polling
 from resel.live.preflight import preflight
@@ -293,7 +293,7 @@ class Coordinator:
             while self.timers and self.timers[0][0] <= t:
                 _at, task, attempt, site = heapq.heappop(self.timers)
                 events.append(TimerFired(time=t, task=task, attempt=attempt, site=site or None))
-            self.feed(events)
+            self.feed(starts_first(events))   # a start read in this turn counts before any end
         self.acts.retry(t)
         self.task_data.retry(t)
         self.polls.start(t)

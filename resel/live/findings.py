@@ -28,6 +28,33 @@ log = logging.getLogger("resel.live")
 LOST_WITH_AGENT = ("agent restarted", "superseded", "evicted")
 
 
+def starts_first(events: list[Event]) -> list[Event]:
+    """One turn's findings in the order the engine must hear them: every pilot's start and every
+    attempt's start before anything else, each group in its own order (a pilot's start still
+    before its attempts', an attempt's start before its end).
+
+    Why: the engine decides at each event. Fed pilot by pilot, a read that shows pilot A's task
+    done and pilot B started with the task handed ahead to it, A's end came first: B, still
+    pending as far as the engine knew, was surplus and withdrawn, and the task it had in fact
+    started was handed to A's free slot — run twice (the crash soak with 16 tasks handed ahead
+    per slot, issue 29). The resumed coordinator's catch-up orders its first read the same way.
+
+    A pilot back in the queue (PilotRequeued) is a wall no start moves across: a later report of
+    the same turn may show it started again, which must follow its requeue."""
+    out: list[Event] = []
+    first: list[Event] = []
+    rest: list[Event] = []
+    for e in events:
+        if isinstance(e, PilotRequeued):
+            out += first + rest + [e]
+            first, rest = [], []
+        elif isinstance(e, (PilotStarted, TaskStarted)):
+            first.append(e)
+        else:
+            rest.append(e)
+    return out + first + rest
+
+
 class Findings:
     """Turns a site's poll (its jobs' states, its agents' files) into events, each once."""
 

@@ -13,9 +13,10 @@ from resel import journal
 from resel.backends.pilotsite import task_key
 from resel.errors import IllegalTransition
 from resel.events import (
-    BagDone, Event, PilotStarted, SetTimer, SubmitPilot, TaskFailed, TaskFetching, TaskFinished, TaskLost,
+    BagDone, Event, SetTimer, SubmitPilot, TaskFailed, TaskFetching, TaskFinished, TaskLost,
     TaskStarted, TimerFired, TaskMeasured, TaskWithdrawn,
 )
+from resel.live.findings import starts_first
 from resel.live.pilot_views import PilotView, stored_view
 from resel.states import PilotState, TaskState
 
@@ -40,8 +41,7 @@ def catch_up(coord: Any) -> None:
     with coord.turn():      # what was read and what it means, in one transaction (no site waited on in it)
         for v, found in read:
             events += coord.findings.site_events(t, ([v], None, {v.pilot: found}))
-        first = [e for e in events if isinstance(e, (PilotStarted, TaskStarted))]
-        coord.feed(first + [e for e in events if not isinstance(e, (PilotStarted, TaskStarted))])
+        coord.feed(starts_first(events))
 
 
 def replay(coord: Any) -> None:
