@@ -16,7 +16,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
-from bench_status import PaperRun, paper_site  # noqa: E402
+from bench_status import PaperRun, paper_site, without_summary  # noqa: E402
 
 import resel.live.summary as summary  # noqa: E402
 from resel.live.coordinator import Coordinator  # noqa: E402
@@ -118,13 +118,7 @@ def _same_as_the_replay(tmp_path: Path, db_path: Path, run_id: int) -> str:
             return (dict(r) for r in reader.execute(sql, params))
     assert summary.read(R(), run_id) is not None, "status would not use the summary"
     reader.close()
-    copy = tmp_path / "replayed.db"
-    conn = sqlite3.connect(copy)
-    with sqlite3.connect(db_path) as source:     # the store with its write-ahead log
-        source.backup(conn)
-    conn.execute("delete from live_notes where site = '' and key = 'summary'")
-    conn.commit()
-    conn.close()
+    copy = without_summary(db_path, tmp_path / "replayed.db")
     human, as_json = _status(db_path), _status(db_path, "--json")
     assert human == _status(copy) and as_json == _status(copy, "--json")
     return human
