@@ -16,9 +16,9 @@ import pytest
 from conftest import make_bag, make_site
 from resel.engine import Engine
 from resel.events import (
-    BagCancelled, BagDone, BagSubmitted, CancelPilot, CancelTask, Decision, DecisionKind, DispatchTask, PilotEnded,
+    BagCancelled, BagDone, BagSubmitted, CancelPilot, CancelTask, Decision, DecisionKind, DispatchTask,
     PilotRequeued,
-    PilotStarted, SetTimer, SubmitPilot, TaskFailed, TaskFinished, TaskLost, TaskStarted, TaskWithdrawn, TimerFired,
+    PilotStarted, SetTimer, SubmitPilot, TaskFinished, TaskLost, TaskStarted, TaskWithdrawn, TimerFired,
     WithdrawTask,
 )
 from resel.states import PilotState, TaskState
