@@ -427,6 +427,14 @@ class Site:
     #: unknown until measured (live: a short probe before the first transfer; docs/data.md)
     bandwidth: Bandwidth | None = None
 
+    @property
+    def agent_reads_a_copy(self) -> bool:
+        """An HTCondor pool's agent works on a copy of its inbox (no shared filesystem:
+        resel/shipped/chirp_sync.py), so a task handed ahead to it comes back only by its
+        agent's answer — which a pilot that never starts never gives (backends/pilotsite.py
+        ``withdraw_task``). Elsewhere the coordinator takes an unclaimed inbox file back itself."""
+        return self.kind == "htcondor"
+
 
 def _mean(values) -> float:
     """The mean of ``values`` (a task table is never empty)."""

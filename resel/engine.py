@@ -555,6 +555,8 @@ class Engine(PricingRules, LearningRules, HealthRules, WalltimeRules, PilotRules
                     self._fill_home(x, t, out)
         if self.prefetch:   # after sizing: a pilot just asked for gets its first wave at once
             for x, book in enumerate(self._books):
+                if book.free > book.incoming and not book.waiting and book.pending:
+                    self._recall_from_pending(x, t, out)
                 if book.waiting and (book.active or book.pending):
                     self._hand_ahead(x, t, out)
             # then a drained target's depth takes re-selected tasks (after the origins' own pilots
@@ -606,7 +608,9 @@ class Engine(PricingRules, LearningRules, HealthRules, WalltimeRules, PilotRules
         """Queue r's next waiting tasks on its busy or pending pilots, ``prefetch`` per slot:
         the tasks their next free slots would take anyway (r's own waiting ones come first)."""
         book = self._books[x]
-        for pid in chain(list(book.active), list(book.pending)):
+        # a pool's pending pilot gets none: only its agent could give one back (agent_reads_a_copy)
+        pending = [] if self.sites[x].agent_reads_a_copy else list(book.pending)
+        for pid in chain(list(book.active), pending):
             pilot = self.pilots[pid]
             if pilot.state is PilotState.ACTIVE and (pilot.free or pilot.draining):
                 continue   # a free slot takes a task at once (_fill_home), it needs no queue

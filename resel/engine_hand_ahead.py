@@ -138,6 +138,24 @@ class HandAheadRules:
             self._books[task.origin].waiting.appendleft(tid)
             self._waiting_changed = True
 
+    def _recall_from_pending(self, x: int, t: float, out: list[Action]) -> None:
+        """Site x has a free slot and nothing waiting while tasks sit handed ahead to its pilots
+        that have not started: the free slot asks them back (newest pilot first, the end of its
+        queue first), one per free slot not already promised one. Without a prefetch those
+        tasks would have waited in x's queue and this slot would have taken them; with it they
+        waited on a pilot that may never start — the crash soak's bag stalled so, for 300 s,
+        beside two idle pool slots (seed 5, bag 22: the pool matched no more jobs)."""
+        book = self._books[x]
+        room = book.free - book.incoming
+        for pid in reversed(list(book.pending)):
+            for tid in reversed(list(self.pilots[pid].queued)):
+                if room <= 0:
+                    return
+                task = self.tasks[tid]
+                if task.state is QUEUED:   # (a RECALLED one is asked back already)
+                    self._recall(task, t, out, x)
+                    room -= 1
+
     def _recall(self, task: TaskRecord, t: float, out: list[Action], target: int = -1) -> None:
         """Ask a handed-ahead task back (QUEUED -> RECALLED): its agent may have claimed it since
         the driver last looked, so the driver takes it only if it is unclaimed and answers

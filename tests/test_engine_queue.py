@@ -498,3 +498,93 @@ def test_the_reselected_setup_does_hand_re_selected_tasks_ahead():
     commits = [d for d in out if isinstance(d, Decision) and d.kind is DecisionKind.RESELECT_COMMIT]
     assert commits and all(engine.tasks[d.task].pilot == pa for d in commits if engine.tasks[d.task].state
                            is TaskState.QUEUED)
+
+
+def _drive(engine: Engine, started: set[int], horizon: float = 200.0) -> dict[int, int]:
+    """Run the bag with agents that follow docs/agent.md on the pilots in ``started`` (the
+    others stay pending for ever: an HTCondor pool that matches no more of our jobs). A
+    WithdrawTask of a file no agent claimed is answered ``withdrawn``. Returns runs per task."""
+    heap: list = []
+    seq = 0
+    inbox: dict[int, list] = {}
+    running: dict[int, tuple | None] = {}
+    runs: dict[int, int] = {}
+
+    def push(t, *item):
+        nonlocal seq
+        seq += 1
+        heapq.heappush(heap, (t, seq, *item))
+
+    def act(actions, now):
+        for a in actions:
+            if isinstance(a, SubmitPilot):
+                inbox[a.pilot], running[a.pilot] = [], None
+                if a.pilot in started:
+                    push(now + 1.0, "start", a.pilot)
+            elif isinstance(a, DispatchTask):
+                inbox[a.pilot].append((a.task, a.attempt))
+                push(now, "claim", a.pilot)
+            elif isinstance(a, WithdrawTask) and (a.task, a.attempt) in inbox[a.pilot]:
+                inbox[a.pilot].remove((a.task, a.attempt))
+                push(now + 0.1, "withdrawn", (a.task, a.attempt))
+
+    def feed(event):
+        act(engine.handle(event), event.time)
+        check_books(engine)
+
+    feed(BagSubmitted(time=0.0))
+    while heap and not engine.finished and heap[0][0] < horizon:
+        now, _, kind, what = heapq.heappop(heap)
+        if kind == "start":
+            feed(PilotStarted(time=now, pilot=what))
+            push(now, "claim", what)
+        elif kind == "claim" and engine.pilots[what].state is PilotState.ACTIVE and running[what] is None \
+                and inbox[what]:
+            key = inbox[what].pop(0)
+            running[what] = key
+            feed(TaskStarted(time=now, task=key[0], attempt=key[1]))
+            push(now + 2.0, "end", what)
+        elif kind == "end":
+            key, running[what] = running[what], None
+            runs[key[0]] = runs.get(key[0], 0) + 1
+            feed(TaskFinished(time=now, task=key[0], attempt=key[1]))
+            push(now, "claim", what)
+        elif kind == "withdrawn":
+            feed(TaskWithdrawn(time=now, task=what[0], attempt=what[1]))
+    return runs
+
+
+def test_a_free_slot_asks_back_what_waits_on_its_sites_pilot_that_never_starts():
+    """Found by the crash soak (seed 5, bag 22): 32 tasks handed ahead to two pool pilots that
+    never started (the pool matched no more jobs), while the site's two running pilots sat idle
+    for 300 s. Without a prefetch those tasks would have waited in the site's queue and the free
+    slots taken them; so the free slot asks them back and runs them. Expected from the
+    definition: pilot 0 (started at 1 s) runs its 4 queued tasks to 9 s; its free slot asks
+    back the end of pilot 1's queue (task 5), answered 0.1 s later, run 9.1-11.1; then pilot 1,
+    with one task left and one slot free beside it, is surplus and withdrawn, its task given
+    back in that decision (the engine's rule since the soak's first stall): 11.1-13.1."""
+    site = make_site("hpc", 2.0, mode="per-task", max_pilots=2, cores=2)
+    engine = Engine(make_bag(6), [site], "model", prefetch=4)
+    runs = _drive(engine, started={0})
+    assert engine.finished and engine.done_count == 6
+    assert runs == {i: 1 for i in range(6)}
+    assert {engine.tasks[i].attempts[-1].pilot for i in range(6)} == {0}
+    assert [(t.attempts[-1].start, t.attempts[-1].end) for t in engine.tasks[4:]] == \
+        [pytest.approx((11.1, 13.1)), pytest.approx((9.1, 11.1))]
+
+
+def test_a_pools_pending_pilot_is_handed_nothing_ahead():
+    """An HTCondor pool's agent reads a copy of its inbox: a task handed ahead to a pilot that
+    has not started could come back only by its agent's answer (Site.agent_reads_a_copy). So
+    its pending pilots get none; a started one gets its depth (here 4 per slot)."""
+    from dataclasses import replace
+    pool = replace(make_site("pool", 2.0, mode="per-task", max_pilots=2, cores=2), kind="htcondor")
+    engine = Engine(make_bag(6), [pool], "model", prefetch=4)
+    out = engine.handle(BagSubmitted(time=0.0))
+    assert len(of(out, SubmitPilot)) == 2 and of(out, DispatchTask) == []
+    out = engine.handle(PilotStarted(time=1.0, pilot=0))
+    assert [(a.task, a.pilot) for a in of(out, DispatchTask)] == [(0, 0), (1, 0), (2, 0), (3, 0), (4, 0)]
+    # (one to the free slot, four ahead of it) and still nothing for the pending pilot 1
+    assert all(a.pilot == 0 for a in of(out, DispatchTask))
+    runs = _drive(Engine(make_bag(6), [pool], "model", prefetch=4), started={0})
+    assert runs == {i: 1 for i in range(6)}
