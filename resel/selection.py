@@ -330,6 +330,20 @@ def slowest_of(k: int, spread: float) -> float:
     return math.exp(spread * NormalDist().inv_cdf((k - 0.375) / (k + 0.25)))
 
 
+def _most_by(start: float, k: int, tx: float, spread: float, horizon: float, most: int) -> int:
+    """The most tasks j ≤ ``most`` that k independent slots starting at ``start`` end by
+    ``horizon``: start + ⌈j / k⌉ · T̂x · :func:`slowest_of` (min(j, k)) ≤ horizon (it grows with
+    j, so bisection finds the largest)."""
+    lo, hi = 0, max(0, most)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if start + math.ceil(mid / k) * tx * slowest_of(min(mid, k), spread) <= horizon + 1e-9:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
 def _capacity(options: list[tuple[int, float | None]], tx: float, horizon: float,
               spread: float = 0.0, most: int = 0) -> tuple[int, int]:
     """Most tasks a site finishes by ``horizon`` with one of its pilot sizes, and that size.
@@ -343,13 +357,9 @@ def _capacity(options: list[tuple[int, float | None]], tx: float, horizon: float
         if w is None or not math.isfinite(w) or k < 1:
             continue
         if spread > 0:
-            fits = lambda j: max(0.0, w) + math.ceil(j / k) * tx * slowest_of(min(j, k), spread) <= horizon + 1e-9
-            lo, hi = 0, max(0, most)
-            while lo < hi:                       # the largest j that fits (fitting is monotone in j)
-                mid = (lo + hi + 1) // 2
-                lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
-            if lo > best:
-                best, best_k = lo, k
+            j = _most_by(max(0.0, w), k, tx, spread, horizon, most)
+            if j > best:
+                best, best_k = j, k
             continue
         waves = math.floor((horizon - max(0.0, w)) / tx + 1e-9) if tx > 0 else 0
         if waves > 0 and k * waves > best:
