@@ -67,7 +67,8 @@ class PricingRules:
 
     def _window(self, target: int, origin: int, t: float) -> float:
         """Ŵ(r', r) at t: T̂x'(r') − T̂x'(r), or the given window of the pair (an upper quantile,
-        --risk) plus D(r') − D(r) (data times are priced as points: they have no interval).
+        --risk) plus D(r') − D(r) (data times are priced as points: they have no interval). A
+        learning run prices a pool r' at its slowest slot (:meth:`_pool_slowest`).
         A race has no windows: whichever kept site frees a slot takes the task for good."""
         if self.strategy.base == "race":
             return 0.0

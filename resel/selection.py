@@ -15,6 +15,9 @@ and by ``+learn`` to learn each site's rate from the tasks that finish there dur
 Slurm, PBS and HTCondor site whose queue the driver could read), else ``model+reselect+learn``.
 The engine resolves it when the bag is submitted, from the estimates the driver passes in
 :class:`~resel.events.BagSubmitted`, and says which it used and why (``Engine.auto_choice``).
+A learning run's split (:func:`queue_split` with ``spread``) prices a pool's one wave of j tasks
+at its slowest of j slots (:func:`slowest_of`) and leaves out a site whose share the others
+finish by the same horizon (docs/engine.md, "A pool's wave ends with its slowest slot").
 
 The *peer* strategies are what a user would do without resel (issue 17, docs/peers.md); they
 take no ``+reselect``: ``race[:K]`` (the bag's pilot on every site, the first K to start keep
