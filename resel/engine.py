@@ -274,6 +274,8 @@ class Engine(PricingRules, LearningRules, HealthRules, WalltimeRules, PilotRules
             slots = [menu[i][0][0] if menu[i] else 0 for i in range(len(self.sites))]
             origins, candidates = initial_assignment(self.strategy, self.bag, viable, self.rates, self._rng,
                                                      waits, slots, self._dt if self.data is not None else None)
+        if self.learning:   # the pools the split gave a share (their windows price a typical slot)
+            self._shared = frozenset(origins)
         self.started = True
         names = [s.name for s in self.sites]
         order = range(len(origins))

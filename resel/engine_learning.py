@@ -48,6 +48,8 @@ class LearningRules:
         self.beliefs: RateBeliefs | None = None
         self._measured: dict[tuple[int, int], float] = {}
         self._running: list[tuple[list, list]] = []   # per site: (max-heap, min-heap) of (±start, task, attempt)
+        #: the sites the queue-aware split gave tasks (a learning run's pool pricing, _pool_slowest)
+        self._shared: frozenset[int] = frozenset()
 
     @property
     def learning(self) -> bool:
@@ -89,12 +91,15 @@ class LearningRules:
                 if s.pilot.mode == "per-task"}
 
     def _pool_slowest(self, x: int) -> float:
-        """How much longer than T̂x the bag's one wave on pool x takes, its slowest of as many
-        slots as the bag has tasks (at most the pool's pilots), with the ln-spread its beliefs
-        give one task (:meth:`_pool_spread`); 1 for a site whose pilots are not one task each.
-        The windows from a pool and the move-back rule price the pool so, as the split does."""
+        """How much longer than T̂x the bag's wave on pool x would take if the pool took the
+        tasks of the others: its slowest of as many slots as the bag has tasks (at most the
+        pool's pilots), with the ln-spread its beliefs give one task (:meth:`_pool_spread`).
+        The windows from a pool and the move-back rule price the pool so where the split left
+        it without a share: any task it takes then starts a wave the split chose not to run.
+        1 for a pool the split gave a share — its wave's end is already set by that share, and
+        one task more moves it little — and for a site whose pilots are not one task each."""
         site = self.sites[x]
-        if site.pilot.mode != "per-task" or self.beliefs is None:
+        if site.pilot.mode != "per-task" or self.beliefs is None or x in self._shared:
             return 1.0
         k = min(len(self.tasks), max(1, site.pilot.max_pilots))
         return slowest_of(k, math.sqrt(self.beliefs.sites[x].noise))
