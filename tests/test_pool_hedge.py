@@ -73,3 +73,34 @@ def test_auto_on_the_heterogeneous_set_keeps_a_one_wave_bag_off_the_unmeasured_p
     assert ran == {"bridges"} and res.metrics.ttc_wkd / 3600 == pytest.approx(1.04, abs=0.01)
     plain = simulate(resel.default_bag().resized(16), sites, "queue+reselect", seed=0, record=False)
     assert {sites[t.attempts[-1].site].name for t in plain.engine.tasks} == {"osg"}   # no learning: as before
+
+
+def _engine(tasks: int, hpc_start: float):
+    """auto on a 64-core batch site and a pool, both T̂x 5 s (the same clock), the pool's slots
+    in 0.5 s; the batch site's pilots of every size start at ``hpc_start``."""
+    from conftest import make_site
+    from resel.engine import Engine
+    from resel.events import BagSubmitted
+    sites = [make_site("hpc", 2.0), make_site("pool", 2.0, mode="per-task", max_pilots=64)]
+    engine = Engine(make_bag(tasks), sites, "auto")
+    menu = engine.probe_menu()
+    waits = {"hpc": [hpc_start] * len(menu[0]), "pool": [0.5]}
+    engine.handle(BagSubmitted(time=0.0, wait_menu=waits, wait_estimates={"hpc": hpc_start, "pool": 0.5}))
+    return engine
+
+
+def test_a_pool_the_split_left_out_is_priced_at_its_slowest_slot_in_its_windows():
+    """16 tasks: the pool's 16 end at 0.5 + 5 · 1.556 = 8.28 s, the batch pilot's at 6 s; the
+    pool's one task by 6 s (5.5 s) saves no wave and is left out. Its window toward the batch
+    site is then T̂x · slowest_of(16) − T̂x = 5 · 0.556 = 2.78 s, not 0 (equal rates)."""
+    engine = _engine(16, 1.0)
+    assert {t.first_origin for t in engine.tasks} == {0}
+    assert engine._window(1, 0, 0.0) == pytest.approx(5.0 * (math.exp(0.25 * 1.7688) - 1.0), rel=1e-3)
+
+
+def test_a_pool_the_split_gave_a_share_keeps_per_task_windows():
+    """80 tasks: the batch pilot runs 64 by 6 s and the rest only by 11 s; the pool's 16 end at
+    8.28 s, so the split gives it 16 and its window toward the batch site is T̂x − T̂x = 0."""
+    engine = _engine(80, 1.0)
+    assert sum(t.first_origin == 1 for t in engine.tasks) == 16
+    assert engine._window(1, 0, 0.0) == 0.0
