@@ -266,13 +266,16 @@ class Engine(PricingRules, LearningRules, HealthRules, WalltimeRules, PilotRules
                 split_tx = [tx + d.own_in for tx, d in zip(split_tx, self._dt)]
                 options = [[(k, None if w is None else max(0.0, w) + d.shared_in + d.out) for k, w in opts]
                            for opts, d in zip(options, self._dt)]
-            origins, candidates, caps = queue_split(self.strategy, self.bag, viable, split_tx, options)
+            origins, candidates, caps = queue_split(self.strategy, self.bag, viable, split_tx, options,
+                                                    self._pool_spread() if self.learning else None)
             for x, cap in caps.items():          # the pilot size the split chose for x
                 self._books[x].cap_slots = min(self._books[x].cap_slots, cap)
         else:   # tasks each site runs at once: its full pilot's slots, or a pool's one-slot pilots
             slots = [menu[i][0][0] if menu[i] else 0 for i in range(len(self.sites))]
             origins, candidates = initial_assignment(self.strategy, self.bag, viable, self.rates, self._rng,
                                                      waits, slots, self._dt if self.data is not None else None)
+        if self.learning:   # the pools the split gave a share (their windows price a typical slot)
+            self._shared = frozenset(origins)
         self.started = True
         names = [s.name for s in self.sites]
         order = range(len(origins))

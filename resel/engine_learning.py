@@ -22,6 +22,7 @@ from resel.errors import IllegalTransition
 from resel.events import Action, CancelTask, Decision, DecisionKind, RateLearned, TaskMeasured
 from resel.learning import DEFAULT_SPREAD, RateBeliefs
 from resel.models.runtime import EngineRates
+from resel.selection import slowest_of
 from resel.states import AttemptOutcome, next_task_state
 
 #: learning strategies: how likely a move of a started attempt must be to pay before its work is
@@ -47,6 +48,8 @@ class LearningRules:
         self.beliefs: RateBeliefs | None = None
         self._measured: dict[tuple[int, int], float] = {}
         self._running: list[tuple[list, list]] = []   # per site: (max-heap, min-heap) of (±start, task, attempt)
+        #: the sites the queue-aware split gave tasks (a learning run's pool pricing, _pool_slowest)
+        self._shared: frozenset[int] = frozenset()
 
     @property
     def learning(self) -> bool:
@@ -76,6 +79,30 @@ class LearningRules:
         self._prior_split = list(self._split_tx)
         self._prior_hi = list(self.tx_hi)
         self._running = [([], []) for _ in self.sites]
+
+    def _pool_spread(self) -> dict[int, float]:
+        """Per pool (a site whose tasks each get a pilot, so a slot, of their own), the ln-spread
+        its beliefs give one task's rate — the prior's s₀ before any task, what its tasks
+        measured after: the queue-aware split prices a pool's one wave of j tasks at the slowest
+        of j slots (:func:`resel.selection.slowest_of`). A batch pilot's tasks share its node
+        and are priced at T̂x, as before (docs/engine.md, "A pool's wave ends with its slowest
+        slot")."""
+        return {i: math.sqrt(self.beliefs.sites[i].noise) for i, s in enumerate(self.sites)
+                if s.pilot.mode == "per-task"}
+
+    def _pool_slowest(self, x: int) -> float:
+        """How much longer than T̂x the bag's wave on pool x would take if the pool took the
+        tasks of the others: its slowest of as many slots as the bag has tasks (at most the
+        pool's pilots), with the ln-spread its beliefs give one task (:meth:`_pool_spread`).
+        The windows from a pool and the move-back rule price the pool so where the split left
+        it without a share: any task it takes then starts a wave the split chose not to run.
+        1 for a pool the split gave a share — its wave's end is already set by that share, and
+        one task more moves it little — and for a site whose pilots are not one task each."""
+        site = self.sites[x]
+        if site.pilot.mode != "per-task" or self.beliefs is None or x in self._shared:
+            return 1.0
+        k = min(len(self.tasks), max(1, site.pilot.max_pilots))
+        return slowest_of(k, math.sqrt(self.beliefs.sites[x].noise))
 
     def _on_task_measured(self, ev: TaskMeasured, out: list[Action]) -> None:
         """The agent's own clock for an attempt about to be reported done: kept for the learning
@@ -139,7 +166,9 @@ class LearningRules:
         :data:`MOVE_CONFIDENCE` (a move that LIM's figures favour by a few percent is a coin
         flip that costs the work done)."""
         r2 = task.site
-        left = self._task_txd(r2, t, task.id) - (t - task.attempts[-1].start)
+        slow = self._pool_slowest(r2)    # a pool: what the bag's wave there takes, its slowest slot
+        own = self.tx[r2] * (1.0 if self._w is None else self._w[task.id])
+        left = self._task_txd(r2, t, task.id) + own * (slow - 1.0) - (t - task.attempts[-1].start)
         here = self._task_txd(x, t, task.id)
         if not here < left:
             return False

@@ -67,7 +67,8 @@ class PricingRules:
 
     def _window(self, target: int, origin: int, t: float) -> float:
         """Ŵ(r', r) at t: T̂x'(r') − T̂x'(r), or the given window of the pair (an upper quantile,
-        --risk) plus D(r') − D(r) (data times are priced as points: they have no interval).
+        --risk) plus D(r') − D(r) (data times are priced as points: they have no interval). A
+        learning run prices a pool r' at its slowest slot (:meth:`_pool_slowest`).
         A race has no windows: whichever kept site frees a slot takes the task for good."""
         if self.strategy.base == "race":
             return 0.0
@@ -76,9 +77,10 @@ class PricingRules:
             w = self._windows.get((self.sites[target].name, self.sites[origin].name))
             if w is not None:
                 return w if self.data is None else w + (self._data_s(target, t) - self._data_s(origin, t))
+        slow = self._pool_slowest(target) if self._learn else 1.0   # a pool priced at its slowest slot
         if self.data is None:
-            return self.tx[target] - self.tx[origin]
-        return self._txd(target, t) - self._txd(origin, t)
+            return self.tx[target] * slow - self.tx[origin]
+        return self._txd(target, t) + self.tx[target] * (slow - 1.0) - self._txd(origin, t)
 
     def _data_s(self, x: int, t: float) -> float:
         """D(x) at t: a task's own inputs to x and its outputs home, plus the shared inputs

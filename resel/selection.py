@@ -15,6 +15,9 @@ and by ``+learn`` to learn each site's rate from the tasks that finish there dur
 Slurm, PBS and HTCondor site whose queue the driver could read), else ``model+reselect+learn``.
 The engine resolves it when the bag is submitted, from the estimates the driver passes in
 :class:`~resel.events.BagSubmitted`, and says which it used and why (``Engine.auto_choice``).
+A learning run's split (:func:`queue_split` with ``spread``) prices a pool's one wave of j tasks
+at its slowest of j slots (:func:`slowest_of`) and leaves out a site whose share the others
+finish by the same horizon (docs/engine.md, "A pool's wave ends with its slowest slot").
 
 The *peer* strategies are what a user would do without resel (issue 17, docs/peers.md); they
 take no ``+reselect``: ``race[:K]`` (the bag's pilot on every site, the first K to start keep
@@ -39,6 +42,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
+from statistics import NormalDist
 
 from resel.domain import Bag, Site
 from resel.errors import ReselError
@@ -319,14 +323,46 @@ def panda_assignment(n: int, viable: list[int], rates: list[SiteRate], instructi
     return out
 
 
-def _capacity(options: list[tuple[int, float | None]], tx: float, horizon: float) -> tuple[int, int]:
+def slowest_of(k: int, spread: float) -> float:
+    """The expected slowest of k tasks on k independent slots, over one slot's typical time:
+    exp(σ · z_k), σ the ln-spread of a slot's rate and z_k the expected largest of k standard
+    normals (Blom's approximation, Φ⁻¹((k − 0.375) / (k + 0.25)): 0 for one slot, 1.77 for
+    16, 2.87 for 256). A pool's one wave ends with its slowest slot, not its typical one."""
+    if k <= 1 or spread <= 0:
+        return 1.0
+    return math.exp(spread * NormalDist().inv_cdf((k - 0.375) / (k + 0.25)))
+
+
+def _most_by(start: float, k: int, tx: float, spread: float, horizon: float, most: int) -> int:
+    """The most tasks j ≤ ``most`` that k independent slots starting at ``start`` end by
+    ``horizon``: start + ⌈j / k⌉ · T̂x · :func:`slowest_of` (min(j, k)) ≤ horizon (it grows with
+    j, so bisection finds the largest)."""
+    lo, hi = 0, max(0, most)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if start + math.ceil(mid / k) * tx * slowest_of(min(mid, k), spread) <= horizon + 1e-9:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _capacity(options: list[tuple[int, float | None]], tx: float, horizon: float,
+              spread: float = 0.0, most: int = 0) -> tuple[int, int]:
     """Most tasks a site finishes by ``horizon`` with one of its pilot sizes, and that size.
 
-    A pilot of k slots starting at w runs ⌊(horizon − w) / T̂x⌋ waves of k tasks.
+    A pilot of k slots starting at w runs ⌊(horizon − w) / T̂x⌋ waves of k tasks. With a
+    ``spread`` (a pool's independent slots, :func:`queue_split`), j tasks end by
+    w + ⌈j / k⌉ · T̂x · :func:`slowest_of` (min(j, k)): the most j ≤ ``most`` that fit.
     """
     best, best_k = 0, 0
     for k, w in options:
         if w is None or not math.isfinite(w) or k < 1:
+            continue
+        if spread > 0:
+            j = _most_by(max(0.0, w), k, tx, spread, horizon, most)
+            if j > best:
+                best, best_k = j, k
             continue
         waves = math.floor((horizon - max(0.0, w)) / tx + 1e-9) if tx > 0 else 0
         if waves > 0 and k * waves > best:
@@ -334,8 +370,30 @@ def _capacity(options: list[tuple[int, float | None]], tx: float, horizon: float
     return best, best_k
 
 
+def _fewest_sites(caps: dict[int, tuple[int, int]], order: list[int], n: int) -> dict[int, tuple[int, int]]:
+    """The split's capacities at its horizon without the sites it does not need: while the other
+    sites can finish the whole bag by the same horizon, the site that would take the smallest
+    share (ties: the later in ``order``) is dropped. Each site's rate is uncertain until its tasks
+    measure it, and the bag ends with the slowest of the sites it uses: a share that saves no
+    wave elsewhere adds that site's uncertainty to the finish and buys nothing (docs/engine.md,
+    "A pool's wave ends with its slowest slot")."""
+    caps = dict(caps)
+    while True:
+        shares, left = {}, n
+        for i in order:
+            shares[i] = min(caps[i][0], left)
+            left -= shares[i]
+        used = [i for i in order if shares[i] > 0]
+        drop = [i for i in used if sum(caps[j][0] for j in used if j != i) >= n]
+        if len(used) < 2 or not drop:
+            return caps
+        worst = min(drop, key=lambda i: (shares[i], -order.index(i)))
+        caps[worst] = (0, caps[worst][1])
+
+
 def queue_split(strategy: Strategy, bag: Bag, viable: list[int], tx: list[float],
-                options: list[list[tuple[int, float | None]]]) -> tuple[list[int], list[int], dict[int, int]]:
+                options: list[list[tuple[int, float | None]]],
+                spread: dict[int, float] | None = None) -> tuple[list[int], list[int], dict[int, int]]:
     """The queue-aware plan with pilot sizes: split the bag over sites so the predicted
     makespan — each site's pilot start + its waves of T̂x — is smallest.
 
@@ -344,6 +402,12 @@ def queue_split(strategy: Strategy, bag: Bag, viable: list[int], tx: list[float]
     backfills at once, so the plan weighs every size. The smallest horizon T at which the
     sites together finish the bag is found by bisection (capacity grows with T); tasks then go
     to the sites in order of their earliest possible finish, each up to its capacity at T.
+
+    ``spread`` (a learning run, :meth:`resel.engine.Engine._pool_spread`): per site index whose
+    tasks each meet a slot of their own (a pool's one-task pilots), the ln-spread of a slot's
+    rate; j tasks of one wave there are priced at the slowest of j slots, not the typical one
+    (:func:`slowest_of`); and a site whose share the others finish by the same horizon is left
+    out (:func:`_fewest_sites`). None: every task at T̂x, every site that fits, as before.
 
     Returns each task's origin, the sites holding pilots (those with tasks, then the
     ``strategy.extra`` next best by their own single-site TTC, with ``+reselect``), and the
@@ -358,9 +422,13 @@ def queue_split(strategy: Strategy, bag: Bag, viable: list[int], tx: list[float]
         raise ReselError("the queue-aware strategy needs a start estimate from at least one site; "
                          "none of the viable sites' queues could be read")
 
+    hedge = spread is not None
+    spread = spread or {}
+
     def solo(i: int) -> tuple[float, int]:
         """Site i alone: its best (TTC, slots) over its pilot sizes."""
-        return min(((predicted_ttc(w, tx[i], n, k), k) for k, w in options[i]
+        s = spread.get(i, 0.0)
+        return min(((predicted_ttc(w, tx[i] * slowest_of(min(n, k), s), n, k), k) for k, w in options[i]
                     if w is not None and math.isfinite(w) and k >= 1), default=(math.inf, 0))
 
     ranking = sorted(known, key=lambda i: (solo(i)[0], i))
@@ -370,13 +438,15 @@ def queue_split(strategy: Strategy, bag: Bag, viable: list[int], tx: list[float]
         if hi - lo <= 1e-6 * max(1.0, hi):
             break
         mid = (lo + hi) / 2
-        if sum(_capacity(options[i], tx[i], mid)[0] for i in known) >= n:
+        if sum(_capacity(options[i], tx[i], mid, spread.get(i, 0.0), n)[0] for i in known) >= n:
             hi = mid
         else:
             lo = mid
-    caps = {i: _capacity(options[i], tx[i], hi) for i in known}
+    caps = {i: _capacity(options[i], tx[i], hi, spread.get(i, 0.0), n) for i in known}
     order = sorted(known, key=lambda i: (min((max(0.0, w) + tx[i] for k, w in options[i]
                                               if w is not None and math.isfinite(w)), default=math.inf), i))
+    if hedge:
+        caps = _fewest_sites(caps, order, n)
     origins: list[int] = []
     sizes: dict[int, int] = {}
     for i in order:
