@@ -260,7 +260,11 @@ def _check_is_resel_store(real: Path, target: Path | None = None) -> set[str]:
     ``real`` is read; ``target`` (the path as the user gave it) names it in the errors.
 
     Read through ``immutable=1``: no lock, no journal or WAL recovery, no -shm file, so
-    another application's database is only read.
+    another application's database is only read — unless a -wal file holds pages: then the
+    file alone may be half of a checkpoint that a killed writer left (pages copied from the WAL
+    in page order, the WAL kept to finish it), which only the two together read right (the
+    crash soak, seed 5, point 808: "database disk image is malformed" on a resume). Then it is
+    read ``mode=ro`` through the WAL, which changes no byte of the database file either.
     """
     target = real if target is None else target
     with open(real, "rb") as f:
@@ -270,7 +274,11 @@ def _check_is_resel_store(real: Path, target: Path | None = None) -> set[str]:
     if head != _SQLITE_MAGIC:
         raise StoreError(f"{target} is not a resel run store (not an SQLite database); resel leaves it "
                          "untouched — give the run store with --db or $RESEL_DB")
-    conn = sqlite3.connect(_uri(real, "mode=ro&immutable=1"), uri=True)
+    wal = Path(f"{real}-wal")
+    if wal.exists() and wal.stat().st_size > 0:
+        conn = sqlite3.connect(_uri(real, "mode=ro"), uri=True, timeout=BUSY_TIMEOUT_S)
+    else:
+        conn = sqlite3.connect(_uri(real, "mode=ro&immutable=1"), uri=True)
     try:
         tables = {r[0] for r in conn.execute("select name from sqlite_master where type = 'table'")}
         if not tables:

@@ -182,7 +182,10 @@ def test_a_store_whose_writer_is_still_open_is_read_by_sqlite3_alone(tmp_path):
     path = tmp_path / "live.db"
     writer = open_store(path)
     add_experiment(writer, {"note": "beside"})
-    assert store._check_is_resel_store(path) == set()         # the file alone: nothing there yet
+    alone = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+    assert alone.execute("select count(*) from sqlite_master").fetchone() == (0,)   # the file alone: nothing yet
+    alone.close()
+    assert "m001_initial" in store._check_is_resel_store(path)   # read through its WAL: a store
     reader = read_store(path)
     assert isinstance(reader, StoreReader)
     assert [r["params"] for r in reader.query("select params from experiments")] == ['{"note": "beside"}']
