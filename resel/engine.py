@@ -266,13 +266,17 @@ class Engine(PricingRules, LearningRules, HealthRules, WalltimeRules, PilotRules
                 split_tx = [tx + d.own_in for tx, d in zip(split_tx, self._dt)]
                 options = [[(k, None if w is None else max(0.0, w) + d.shared_in + d.out) for k, w in opts]
                            for opts, d in zip(options, self._dt)]
-            origins, candidates, caps = queue_split(self.strategy, self.bag, viable, split_tx, options)
+            # (several widths: the menu's slots are units of cores; each task counts its own)
+            units = None if self._u is None else [None if b.per_task else self._u for b in self._books]
+            origins, candidates, caps = queue_split(self.strategy, self.bag, viable, split_tx, options, units,
+                                                    None if units is None else self._w)
             for x, cap in caps.items():          # the pilot size the split chose for x
                 self._books[x].cap_slots = min(self._books[x].cap_slots, cap)
         else:   # tasks each site runs at once: its full pilot's slots, or a pool's one-slot pilots
             slots = [menu[i][0][0] if menu[i] else 0 for i in range(len(self.sites))]
+            need = None if self._u is None else [self._units_of(i, range(self.bag.count)) for i in range(len(self.sites))]
             origins, candidates = initial_assignment(self.strategy, self.bag, viable, self.rates, self._rng,
-                                                     waits, slots, self._dt if self.data is not None else None)
+                                                     waits, slots, self._dt if self.data is not None else None, need)
         self.started = True
         names = [s.name for s in self.sites]
         order = range(len(origins))
