@@ -25,8 +25,11 @@ import pytest
 from conftest import make_site
 from resel.domain import Bag, Profile, TaskSpec
 from resel.engine import Engine
-from resel.engine_packing import core_unit
+from resel.engine_packing import core_unit, packed_run
 from resel.events import BagSubmitted, SubmitPilot
+from resel.planning import SitePlan, plan
+from resel.sim.oracle import hindsight
+from test_packing import case_bag
 from resel.selection import Strategy, queue_ranking, queue_split
 
 #: 100 s at 1 GHz (IPC 1, κ 1)
@@ -94,3 +97,59 @@ def test_the_engine_splits_a_mixed_bag_by_cores():
     acts = eng.handle(BagSubmitted(time=0.0, wait_menu={"a": [0.0, 0.0, 0.0], "b": [100.0, 100.0, 100.0]}))
     assert [t.origin for t in eng.tasks] == [0] * 8 + [1] * 8
     assert sorted((a.site, a.cores) for a in acts if isinstance(a, SubmitPilot)) == [("a", 16), ("b", 8)]
+
+
+# ------------------------------------------------------------------ the packing, counted ahead
+def test_packed_run_is_the_hand_cases():
+    """tests/test_packing.py's cases by hand: 8 units, tasks of 2, 1, 1, 4, 2 units and 4, 1, 2,
+    3, 1 s → 4 s; 6 units, 4, 4, 2 units and 4, 4, 1 s → 8 s (the 2 beside the first 4, the
+    second 4 after it); one width: ⌈5 / 2⌉ = 3 waves of 1 s."""
+    assert packed_run([2, 1, 1, 4, 2], [4.0, 1.0, 2.0, 3.0, 1.0], [8]) == pytest.approx(4.0)
+    assert packed_run([4, 4, 2], [4.0, 4.0, 1.0], [6]) == pytest.approx(8.0)
+    assert packed_run([1] * 5, [1.0] * 5, [2]) == pytest.approx(3.0)
+    # two pilots of 4: a (2) and b, c (1 each) in the first, d (4) in the second, e (2) after b, c
+    assert packed_run([2, 1, 1, 4, 2], [4.0, 1.0, 2.0, 3.0, 1.0], [4, 4]) == pytest.approx(4.0)
+    with pytest.raises(ValueError):
+        packed_run([4], [1.0], [2])
+
+
+def hand_probe(items):
+    """The rows of sites that start every pilot at once (the scheduler's estimate 0)."""
+    rows = []
+    for site, sizes, tx in items:
+        row = SitePlan(site=site.name, kind="simulated", pilot_cores=sizes[0][1], walltime=sizes[0][2], tx=tx,
+                       scheduler_s=0.0)
+        row.menu = [{"slots": k, "cores": c, "scheduler_s": 0.0} for k, c, _ in sizes]
+        rows.append(row)
+    return rows
+
+
+def test_the_plan_packs_the_hand_case():
+    """The hand case planned on its 8-core site: one 8-core pilot, packed: done at 4 s (the
+    simulated run's TTC, tests/test_packing.py), not 3 waves of the mean 2.2 s on 2 slots of 4
+    cores (6.6 s). Its 8 slots are the agent's (1 core each); the bag alone is ⌈10 / 8⌉ waves
+    of the mean: 4.4 s."""
+    doc = plan(case_bag(), [make_site("s", 1.0, cores=8)], strategy="model", probe=hand_probe)
+    (row,) = doc["sites"]
+    assert row["pilots"] == [8] and row["slots"] == 8
+    assert row["packed"] == {"unit_cores": 1, "units": 10, "pilot_units": 8, "run_s": pytest.approx(4.0), "waves": 2}
+    assert row["finish_s"] == pytest.approx(4.0) and doc["predicted_ttc_s"] == pytest.approx(4.0)
+    assert doc["finish_p50_s"] == pytest.approx(4.0)        # no spread: every draw is the point
+    assert row["ttc_s"] == pytest.approx(4.4)
+    assert "packed by cores" in row["explain"]["why"][0] and row["explain"]["numbers"]["waves"] == 2
+
+
+def test_a_plan_of_one_width_is_unchanged():
+    """The hand case at one width (every task 4 cores): 2 slots, ⌈5 / 2⌉ = 3 waves of 2.2 s,
+    no sooner than its largest task (4 s): 6.6 s, no packing."""
+    doc = plan(case_bag([4] * 5), [make_site("s", 1.0, cores=8)], strategy="model", probe=hand_probe)
+    (row,) = doc["sites"]
+    assert row["packed"] is None and row["slots"] == 2 and row["finish_s"] == pytest.approx(6.6)
+
+
+def test_hindsight_packs_a_bag_of_several_widths():
+    """The hand case alone on its 8-core site: packed, 4 s (before: 3 waves of the mean on 2
+    slots of the widest, 6.6 s); at one width still 6.6 s."""
+    site = make_site("s", 1.0, cores=8)
+    assert hindsight(case_bag(), [site], 0).finish_alone == {"s": pytest.approx(4.0)}
+    assert hindsight(case_bag([4] * 5), [site], 0).finish_alone == {"s": pytest.approx(6.6)}

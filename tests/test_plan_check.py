@@ -44,6 +44,22 @@ def test_the_plan_agrees_with_its_simulation(name):
     assert abs(got.ratio - 1.0) <= TOLERANCE, got.as_dict()
 
 
+@pytest.mark.parametrize("name", FILES)
+def test_the_plan_of_a_bag_of_several_widths_agrees_with_its_simulation(name):
+    """benchmarks/bench_packing.py's table bag (GROMACS-style runs 1, 2 or 4 cores wide, sizes
+    over two decades, largest first; there is no table bag among the examples): the plan packs
+    each share into its pilots' cores as the engine does (resel/planning.py ``packed_share``),
+    and the queue-aware split counts each task's cores. Before, the plan's waves were those of
+    one width per slot: on sites-traces-wagap.toml it said 1.83× the simulated median, on
+    sites-traces-hpc.toml 1.15×."""
+    import bench_packing
+    sites = load_sites(REPO / "examples" / name)
+    bag = bench_packing.mixed_bag(256, 0)
+    got = check(bag, sites, bench.default_strategy(), label=name, seeds=range(5))
+    assert got.plan_p50_s is not None
+    assert abs(got.ratio - 1.0) <= TOLERANCE, got.as_dict()
+
+
 def test_calibrated_rates_are_the_truths_median_slot():
     """A site whose slots all run alike gets exactly its truth's speed and no spread; a pool
     the median of its drawn slots, with the spread of median / speed around 1."""
