@@ -17,8 +17,13 @@ The plan and the oracle's hindsight count such a bag the same way: :func:`packed
 packing of one site's tasks into its pilots, run time by run time, which their waves of one
 width per slot over-counted.
 
-Hand-ahead (``prefetch``) is off for such a bag: a task queued in an agent's inbox would need
-the agent to know which freed cores it waits for; the agent starts a task the engine placed.
+Hand-ahead (``prefetch``) is off for such a bag: the engine's books of queued tasks are kept
+slot for slot (a freed slot reserved for a queued task, or owed to one the agent started
+first), which holds only because any queued task fits any freed slot. With widths the units a
+task frees fit none, one or several queued tasks, the agent picks which (protocol 5: oldest
+that fits) and the engine hears it a poll later; meanwhile it would place a task into units
+the agent gave a queued one (that task then waits in the inbox while the engine thinks it
+runs) or hold units for a wide task the agent does not start (docs/engine.md, item 7).
 
 Pure rules over the engine's state; a mixin of :class:`~resel.engine.Engine`.
 """

@@ -428,7 +428,7 @@ def _held(strategy: Strategy, order: list[int], ranking: list[int], sizes: dict[
 #: horizon found — among plans within 2 % of the best predicted TTC, the one that leans on the
 #: fastest sites (taken first) and leaves less to the slow, noisy ones. Measured on the
 #: packing benchmark (thesis sites, 64-core pilots, LIM, 5 seeds: ``auto`` at 64 tasks took
-#: 12.4 h without it, 6.95 h with it, as before the split counted cores; docs/peers.md)
+#: 12.4 h without it, 6.95 h with it, as before the split counted cores; docs/benchmarks.md, "Issue 26 item 3")
 LEAN = 1.02
 
 
@@ -443,7 +443,7 @@ def _packed_split(strategy: Strategy, n: int, known: list[int], tx: list[float],
     as long as its largest (its first) — so a wave's length is that task's T̂x (ω · T̂x), and a
     site finishes by the horizon T the waves that end by T. Spread by the mean instead (tasks in
     the table's order, waves of the mean T̂x), the largest tasks landed on a slow pool at random
-    and held the whole bag: measured, the median TTC of 8 bags doubled (docs/peers.md).
+    and held the whole bag: measured, the median TTC of 8 bags doubled (docs/queue-aware.md).
     Bisection on T as for one width.
     """
     seq = sorted(range(n), key=lambda t: -weights[t])          # largest first, ties by index

@@ -7,7 +7,8 @@ trace sites by design, and no plan can agree with a run it mis-predicts the task
 is measured beside this in benchmarks/eval_plan_check.py). What is checked is the plan's own
 arithmetic — the pilot sizes, the slots they give (a pool's one-task pilots side by side), the
 waves, the waits and their spread, the data, each wave's slowest task — at 256 tasks, the plan
-at seed 0 against the median of 5 seeds' runs. The full table (64–1,024 tasks, 10 seeds, LIM
+at seed 0 against the median of 5 seeds' runs; and a table bag of 1-, 2- and 4-core tasks
+(benchmarks/bench_packing.py's), packed. The full table (64–1,024 tasks, 10 seeds, LIM
 beside): benchmarks/eval_plan_check.py.
 """
 
