@@ -99,6 +99,15 @@ def test_the_engine_splits_a_mixed_bag_by_cores():
     assert sorted((a.site, a.cores) for a in acts if isinstance(a, SubmitPilot)) == [("a", 16), ("b", 8)]
 
 
+def test_a_run_stored_before_replays_the_split_that_took_units_for_tasks():
+    """``split_cores=False`` (a live run stored before the split counted cores): a's 16 units
+    taken for 16 tasks — the whole bag on a, as that run split it."""
+    sites = [make_site("a", 1.0, cores=16), make_site("b", 1.0, cores=16)]
+    eng = Engine(split_bag(), sites, "queue", split_cores=False)
+    eng.handle(BagSubmitted(time=0.0, wait_menu={"a": [0.0, 0.0, 0.0], "b": [100.0, 100.0, 100.0]}))
+    assert [t.origin for t in eng.tasks] == [0] * 16
+
+
 # ------------------------------------------------------------------ the packing, counted ahead
 def test_packed_run_is_the_hand_cases():
     """tests/test_packing.py's cases by hand: 8 units, tasks of 2, 1, 1, 4, 2 units and 4, 1, 2,
