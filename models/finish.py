@@ -72,7 +72,7 @@ POOL_DRAWS = 16384
 
 def share_samples(wait: WaitLaw, tx: float, ratios: Sequence[float], tasks: int, slots: int,
                   rng: random.Random, samples: int = SAMPLES, *, data: Any = None,
-                  own_waits: bool = False) -> list[float]:
+                  own_waits: bool = False, waves: Sequence[int] | None = None) -> list[float]:
     """Draws of one site's share finish time F (see the module docstring).
 
     ``data`` (a :class:`~resel.transfer.DataTimes`) adds the share's data times as
@@ -82,15 +82,20 @@ def share_samples(wait: WaitLaw, tx: float, ratios: Sequence[float], tasks: int,
     ``own_waits``: the slots are a pool's one-task pilots, each waiting on its own (a wave of m
     of them ends with the latest of m draws of W + ρ·T̂x, drawn as the quantile at U^(1/m) of
     :data:`POOL_DRAWS` such sums); otherwise one pilot's wait precedes all its waves.
+
+    ``waves``: the tasks of each wave, given (a pilot packing tasks of several widths,
+    :func:`resel.planning.packed_share`: its waves' worth of ``tx`` each); None: ⌈tasks /
+    slots⌉ waves of ``slots`` tasks.
     """
     if tasks <= 0:
         return [0.0] * samples
-    slots = max(1, min(slots, tasks))
-    waves = []
-    left = tasks
-    while left > 0:
-        waves.append(min(slots, left))
-        left -= waves[-1]
+    if waves is None:
+        slots = max(1, min(slots, tasks))
+        waves = []
+        left = tasks
+        while left > 0:
+            waves.append(min(slots, left))
+            left -= waves[-1]
     own_in, before, after = (0.0, 0.0, 0.0) if data is None else (data.own_in, data.shared_in, data.out)
     s = sorted(ratios)
     out = []

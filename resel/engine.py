@@ -137,6 +137,9 @@ class Engine(PricingRules, LearningRules, HealthRules, WalltimeRules, PilotRules
         pack: a bag of tasks of several widths packs them into a pilot's cores (default;
             resel/engine_packing.py). False: every slot as wide as the widest task, as before
             packing existed (live runs stored then replay so). A bag of one width: no effect.
+        split_cores: with ``pack``, the queue-aware split counts each task's cores and run time
+            (default; resel/selection.py ``_packed_split``). False: each unit of a pilot's menu
+            counted as a task of the mean, as before (live runs stored then replay so).
     """
 
     def __init__(self, bag: Bag, sites: list[Site], strategy: Strategy | str = "model", *,
@@ -144,7 +147,8 @@ class Engine(PricingRules, LearningRules, HealthRules, WalltimeRules, PilotRules
                  prefetch: int = 0, prefetch_cycle: float | None = None,
                  rates: Mapping[str, SiteRate] | EngineRates | None = None,
                  quarantine: QuarantinePolicy | None = None, walltime: WalltimePolicy | str = "limit",
-                 decisions: bool = True, data: TransferModel | None = None, pack: bool = True):
+                 decisions: bool = True, data: TransferModel | None = None, pack: bool = True,
+                 split_cores: bool = True):
         self.bag = bag
         self.decisions = decisions
         self.prefetch = max(0, int(prefetch))
@@ -168,6 +172,7 @@ class Engine(PricingRules, LearningRules, HealthRules, WalltimeRules, PilotRules
         self.tasks: list[TaskRecord] = []
         self.pilots: dict[int, PilotRecord] = {}
         self._init_packing(bag, pack)   # (after prefetch: a bag of several widths hands nothing ahead)
+        self._split_cores = split_cores
         self._books = [SiteBook(self._cap_units(s), s.pilot.mode == "per-task", s.pilot.max_pilots)
                        for s in self.sites]
         if self._u is not None:   # several widths: queues that keep their units' sum
@@ -266,14 +271,20 @@ class Engine(PricingRules, LearningRules, HealthRules, WalltimeRules, PilotRules
                 split_tx = [tx + d.own_in for tx, d in zip(split_tx, self._dt)]
                 options = [[(k, None if w is None else max(0.0, w) + d.shared_in + d.out) for k, w in opts]
                            for opts, d in zip(options, self._dt)]
-            origins, candidates, caps = queue_split(self.strategy, self.bag, viable, split_tx, options,
-                                                    self._pool_spread() if self.learning else None)
+            # (several widths: the menu's slots are units of cores; each task counts its own)
+            units = None if self._u is None or not self._split_cores else [
+                None if b.per_task else self._u for b in self._books]
+            origins, candidates, caps = queue_split(self.strategy, self.bag, viable, split_tx, options, units,
+                                                    None if units is None else self._w,
+                                                    spread=self._pool_spread() if self.learning else None)
             for x, cap in caps.items():          # the pilot size the split chose for x
                 self._books[x].cap_slots = min(self._books[x].cap_slots, cap)
         else:   # tasks each site runs at once: its full pilot's slots, or a pool's one-slot pilots
             slots = [menu[i][0][0] if menu[i] else 0 for i in range(len(self.sites))]
+            need = None if self._u is None or not self._split_cores else [
+                self._units_of(i, range(self.bag.count)) for i in range(len(self.sites))]
             origins, candidates = initial_assignment(self.strategy, self.bag, viable, self.rates, self._rng,
-                                                     waits, slots, self._dt if self.data is not None else None)
+                                                     waits, slots, self._dt if self.data is not None else None, need)
         if self.learning:   # the pools the split gave a share (their windows price a typical slot)
             self._shared = frozenset(origins)
         self.started = True

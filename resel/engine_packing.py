@@ -13,16 +13,27 @@ never comes here: ``_u`` is None and every rule of the engine runs as before, sl
 its runs and the numbers published from them do not move. A ``per-task`` pool keeps one task
 per pilot, each pilot as wide as the widest task (its unit is ``cores_per_task``).
 
-Hand-ahead (``prefetch``) is off for such a bag: a task queued in an agent's inbox would need
-the agent to know which freed cores it waits for; the agent starts a task the engine placed.
+The plan and the oracle's hindsight count such a bag the same way: :func:`packed_run` is this
+packing of one site's tasks into its pilots, run time by run time, which their waves of one
+width per slot over-counted.
+
+Hand-ahead (``prefetch``) is off for such a bag: the engine's books of queued tasks are kept
+slot for slot (a freed slot reserved for a queued task, or owed to one the agent started
+first), which holds only because any queued task fits any freed slot. With widths the units a
+task frees fit none, one or several queued tasks, the agent picks which (protocol 5: oldest
+that fits) and the engine hears it a poll later; meanwhile it would place a task into units
+the agent gave a queued one (that task then waits in the inbox while the engine thinks it
+runs) or hold units for a wide task the agent does not start (docs/engine.md, item 7).
 
 Pure rules over the engine's state; a mixin of :class:`~resel.engine.Engine`.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import deque
+from typing import Sequence
 
 from resel.domain import Bag, Site
 from resel.engine_books import RUNNING
@@ -88,6 +99,58 @@ def core_unit(bag: Bag) -> tuple[int, tuple[int, ...] | None]:
         return bag.cores_per_task, None
     unit = math.gcd(*widths)
     return unit, tuple(t.cores // unit for t in bag.tasks)
+
+
+def packed_run(units: Sequence[int], times: Sequence[float], pools: Sequence[int]) -> float:
+    """When tasks of ``units`` and run ``times`` each, waiting in this order, are all done in
+    pilots of ``pools`` units that start together at 0 — packed as the engine packs them: after
+    each task's end (and at 0) the first waiting task whose units a pilot has free takes them
+    in the first such pilot, again until none fits; one that fits nowhere waits and a narrower
+    one behind it goes (:meth:`PackingRules._fill_home_packed`). Ends at one instant are taken
+    one by one, in the order their tasks started, as the engine hears them.
+
+    The hand case of tests/test_packing.py (8 units; 2, 1, 1, 4 and 2 units of 4, 1, 2, 3 and
+    1 s) gives 4 s. O(n log n) for a few widths: the waiting tasks are kept by width.
+
+    Raises:
+        ValueError: a task wider than every pool (it would wait for ever).
+    """
+    waiting: dict[int, deque[int]] = {}
+    for i, u in enumerate(units):
+        waiting.setdefault(u, deque()).append(i)
+    widths = sorted(waiting)
+    free = list(pools)
+    ends: list[tuple[float, int, int, int]] = []   # (end, started as, pilot, units)
+    started = 0
+
+    def fill(now: float) -> None:
+        nonlocal started
+        while True:
+            room = max(free, default=0)
+            best = None
+            for w in widths:          # the first waiting task (lowest index) of a width that fits
+                if w > room:
+                    break
+                q = waiting[w]
+                if q and (best is None or q[0] < waiting[best][0]):
+                    best = w
+            if best is None:
+                return
+            i = waiting[best].popleft()
+            p = next(k for k, f in enumerate(free) if f >= best)
+            free[p] -= best
+            heapq.heappush(ends, (now + times[i], started, p, best))
+            started += 1
+
+    now = 0.0
+    fill(now)
+    while ends:
+        now, _, p, u = heapq.heappop(ends)
+        free[p] += u
+        fill(now)
+    if any(waiting[w] for w in widths):
+        raise ValueError(f"a task of {max(w for w in widths if waiting[w])} units fits no pilot of {list(pools)}")
+    return now
 
 
 class PackingRules:

@@ -73,6 +73,9 @@ class SitePlan:
     limits: dict[str, Any] | None = None
     #: why the site was chosen, given extra pilots or left out (:mod:`resel.planning_explain`)
     explain: dict[str, Any] | None = None
+    #: a bag of several widths on a ``single`` site: its share packed into the pilots' cores as
+    #: the engine packs them (:func:`packed_share`): {unit_cores, units, pilot_units, run_s, waves}
+    packed: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -152,7 +155,7 @@ def plan(bag: Bag, sites: list[Site], *, strategy: str = "queue+reselect", sourc
                       for i, site in enumerate(sites)])
     _price_rows(rows, runtime, instr, txs, source, wait_errors)
     dts = {s.name: (data.times(s.name) if data is not None else None) for s in sites}
-    _bag_alone(rows, sites, shapes, bag, source, dts)
+    _bag_alone(rows, sites, shapes, bag, source, dts, engine)
     # the engine ranks each site by its full pilot's estimate (menu[0]): taken before the rows
     # are turned to the pilot each asks for
     estimates = {r.site: r.wait_s for r in rows}
@@ -161,7 +164,7 @@ def plan(bag: Bag, sites: list[Site], *, strategy: str = "queue+reselect", sourc
                  if strat.asks_waits else None)
     problem, actions = _first_step(engine, rows, estimates, wait_menu, limits)
     walltimes, heaviest = _engine_plan(engine, rows, actions, bag) if problem is None else ({}, {})
-    _share_finishes(rows, bag, walltimes, heaviest, dts)
+    _share_finishes(rows, bag, walltimes, heaviest, dts, engine)
     pools = {s.name for s in sites if s.pilot.mode == "per-task"}
     shares = _finish_distributions(rows, runtime, bag, seed, dts, pools, heaviest) if problem is None else {}
     whole = plan_finish(shares) if shares and len(shares) == sum(1 for r in rows if r.tasks) else None
@@ -233,10 +236,15 @@ def _price_rows(rows: list[SitePlan], runtime: Any, instr: float, txs: list[floa
 
 
 def _bag_alone(rows: list[SitePlan], sites: list[Site], shapes: list[Any], bag: Bag, source: str,
-              dts: dict[str, Any]) -> None:
+              dts: dict[str, Any], engine: Engine) -> None:
     """Each row's chosen estimate and data times, and the TTC of the whole bag on that site alone
-    (per pilot size, and the best of them)."""
+    (per pilot size, and the best of them). A bag of several widths on a ``single`` site: the
+    menu's slots are units of cores, and the bag takes the units of all its tasks there — as
+    many waves as the cores allow, as the queue-aware split counts it."""
+    mixed = bag.task_cores is not None
     for i, row in enumerate(rows):
+        # (a bag of one width: one slot per task, as before)
+        need = sum(engine.task_slots(i, t) for t in range(bag.count)) if mixed else bag.count
         row.used, row.wait_s = choose(row, source)
         row.reselect_target = sites[i].reselect_target
         dt = dts.get(row.site)
@@ -244,8 +252,8 @@ def _bag_alone(rows: list[SitePlan], sites: list[Site], shapes: list[Any], bag: 
         best = math.inf
         for entry in row.menu:
             entry["used"], entry["wait_s"] = choose(entry, source)
-            slots = entry["slots"] or max(1, shapes[i][0] // bag.cores_per_task)
-            alone = predicted_ttc(entry["wait_s"], row.tx, bag.count, slots, dt)
+            slots = entry["slots"] or max(1, shapes[i][0] // (engine.slot_cores(i) if mixed else bag.cores_per_task))
+            alone = predicted_ttc(entry["wait_s"], row.tx, need, slots, dt)
             entry["bag_alone_s"] = None if alone == math.inf else alone
             best = min(best, alone)
         row.ttc_s = None if best == math.inf else best
@@ -299,16 +307,39 @@ def _engine_plan(engine: Engine, rows: list[SitePlan], actions: list[Any],
 
 
 def _share_finishes(rows: list[SitePlan], bag: Bag, walltimes: dict[str, float], heaviest: dict[str, float],
-                    dts: dict[str, Any]) -> None:
+                    dts: dict[str, Any], engine: Engine) -> None:
     """The pilot each row asks for, and when its share of the bag would be done, as predicted."""
-    for r in rows:
-        _show_asked_pilot(r, bag.cores_per_task, walltimes.get(r.site))
+    for i, r in enumerate(rows):
+        packing = bag.task_cores is not None and engine.sites[i].pilot.mode != "per-task"
+        if r.tasks and r.pilots and packing:
+            r.packed = packed_share(engine, i, r.tx, r.pilots)
+        _show_asked_pilot(r, engine.slot_cores(i) if packing else bag.cores_per_task, walltimes.get(r.site))
         if r.tasks and r.pilots:     # when this site's share would be done, as predicted
-            finish = predicted_ttc(r.wait_s, r.tx, r.tasks, r.slots, dts.get(r.site))
+            finish = predicted_ttc(r.wait_s, r.tx, r.tasks, r.slots, dts.get(r.site)) if r.packed is None else \
+                predicted_ttc(r.wait_s, r.packed["run_s"] / r.packed["waves"], r.packed["waves"], 1, dts.get(r.site))
             largest = heaviest.get(r.site)
             if largest is not None and finish != math.inf:   # a task table: no sooner than its largest task there
                 finish = max(finish, predicted_ttc(r.wait_s, r.tx * largest, 1, 1, dts.get(r.site)))
             r.finish_s = None if finish == math.inf else finish
+
+
+def packed_share(engine: Engine, x: int, tx: float, pilots: list[int]) -> dict[str, Any]:
+    """Site x's share of a bag of several widths packed into ``pilots`` (their cores), each task
+    its own T̂x (``tx`` × its weight), waiting in the engine's order (largest first where it
+    orders so), as :func:`~resel.engine_packing.packed_run` packs them. ``waves`` is the fewest
+    waves the cores allow (⌈units / pilot units⌉): the share's finish counts its data and its
+    slots' spread per wave as a bag of one width does, over ``run_s`` / ``waves`` each."""
+    from resel.engine_packing import packed_run
+    unit = engine.slot_cores(x)
+    tids = [t.id for t in engine.tasks if t.origin == x]
+    weights = engine.bag.weights or (1.0,) * engine.bag.count
+    if engine.largest_first:
+        tids.sort(key=lambda tid: -weights[tid])          # (stable: ties by index, as the engine)
+    units = [engine.task_slots(x, tid) for tid in tids]
+    pools = [c // unit for c in pilots]
+    run = packed_run(units, [tx * weights[tid] for tid in tids], pools)
+    return {"unit_cores": unit, "units": sum(units), "pilot_units": sum(pools), "run_s": run,
+            "waves": max(1, min(len(tids), -(-sum(units) // max(1, sum(pools)))))}
 
 
 def _table_summary(bag: Bag, largest_first: bool) -> dict[str, Any] | None:
@@ -327,11 +358,17 @@ def _table_summary(bag: Bag, largest_first: bool) -> dict[str, Any] | None:
 def shown_entry(row: Any) -> dict[str, Any] | None:
     """The menu entry (pilot size) a row's numbers are about: the size of the pilot(s) the plan
     asks for there; for a site asked for none, the size that gives the bag alone its lowest
-    predicted TTC (what "bag alone" and a "too slow" verdict compare); None without a menu."""
+    predicted TTC (what "bag alone" and a "too slow" verdict compare); None without a menu.
+
+    A packed share (``packed``: several widths) asks for a pilot of its tasks' cores, which the
+    menu seldom lists: its size is the smallest listed that holds it (whose start estimate is
+    that of a pilot of its shape), not the one the bag alone would pick."""
     get = row.get if isinstance(row, dict) else lambda k, d=None: getattr(row, k, d)
     menu, pilots = get("menu") or [], get("pilots") or []
     if pilots:
         found = next((e for e in menu if e.get("cores") == pilots[0]), None)
+        if found is None and get("packed") is not None:
+            found = min((e for e in menu if (e.get("cores") or 0) >= pilots[0]), key=lambda e: e["cores"], default=None)
         if found is not None:
             return found
     known = [e for e in menu if e.get("bag_alone_s") is not None]
@@ -344,7 +381,8 @@ def _show_asked_pilot(row: SitePlan, cores_per_task: int, walltime: float | None
     """Turn a row's pilot fields (cores, walltime, the three estimates, the one used, the wait)
     to the pilot the plan asks for there (:func:`shown_entry`), so that the table, ``--explain``
     and ``--json`` speak of one pilot; and count its task slots: a single-mode site's pilot
-    holds cores / cores_per_task of them, a pool's one-task pilots one each, side by side."""
+    holds cores / cores_per_task of them (a bag of several widths: cores / the unit it packs
+    them in, what its agent is told), a pool's one-task pilots one each, side by side."""
     entry = shown_entry(row)
     if entry is not None:
         row.pilot_cores = entry.get("cores") or row.pilot_cores
@@ -422,9 +460,13 @@ def _finish_distributions(rows: list[SitePlan], runtime: Any, bag: Bag, seed: in
         else:
             law = constant(w)
         r.wait_note = entry.get("wait_note")
-        draws = share_samples(law, r.tx, runtime.sites[r.site].ratios, r.tasks, r.slots,
+        tx, waves = r.tx, None
+        if r.packed is not None:      # several widths packed: its waves' worth, tasks spread over them
+            k = r.packed["waves"]
+            tx, waves = r.packed["run_s"] / k, [r.tasks // k + (j < r.tasks % k) for j in range(k)]
+        draws = share_samples(law, tx, runtime.sites[r.site].ratios, r.tasks, r.slots,
                               _random.Random(f"finish:{seed}:{r.site}"), data=data.get(r.site),
-                              own_waits=r.site in pools)
+                              own_waits=r.site in pools, waves=waves)
         largest = (heaviest or {}).get(r.site)
         if largest is not None:
             floor = predicted_ttc(w, r.tx * largest, 1, 1, data.get(r.site))

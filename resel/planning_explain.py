@@ -145,6 +145,16 @@ def explain_site(row: Mapping[str, Any], *, strategy: str, plan_ttc: float | Non
         why.append(f"warning: {walltime}: its tasks would be killed at the walltime")
     elif too_long:
         return out("rejected: walltime", walltime)
+    packed = row.get("packed")
+    if row["tasks"] and packed:       # several widths packed into the pilots' cores
+        numbers["finish_s"], numbers["waves"], numbers["run_s"] = row["finish_s"], packed["waves"], packed["run_s"]
+        width = f"{packed['unit_cores']}-core"
+        return out("chosen", f"chosen by {strategy}: {row['tasks']:,} task(s) of several widths on "
+                             f"{pilots_words(row['pilots'])}, packed by cores ({packed['units']:,} {width} units "
+                             f"into {packed['pilot_units']:,}); wait {_s(numbers['wait_s'])} "
+                             f"({row['used'] or 'no estimate'}) + {_s(packed['run_s'])} of tasks packed, "
+                             f"each its own T̂x ({packed['waves']:,} wave(s)' worth){_data_text(row, _s)}; "
+                             f"its share done at {_s(row['finish_s'])}")
     if row["tasks"]:
         slots = row.get("slots") or 0
         waves = -(-row["tasks"] // slots) if slots else None

@@ -39,10 +39,13 @@ wave's outputs once after it. The peers rank as their users do, by T̂x alone.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 import random
 from dataclasses import dataclass
 from statistics import NormalDist
+from typing import Callable, Sequence
 
 from resel.domain import Bag, Site
 from resel.errors import ReselError
@@ -242,11 +245,16 @@ def predicted_ttc(wait: float | None, tx: float, tasks: int, slots: int, data: D
 
 
 def queue_ranking(bag: Bag, viable: list[int], rates: list[SiteRate], waits: list[float | None],
-                  slots: list[int] | None = None, data: list[DataTimes] | None = None) -> list[tuple[int, float]]:
-    """Viable sites by predicted TTC, best first, with their TTC (ties: site order)."""
+                  slots: list[int] | None = None, data: list[DataTimes] | None = None,
+                  need: list[int] | None = None) -> list[tuple[int, float]]:
+    """Viable sites by predicted TTC, best first, with their TTC (ties: site order).
+
+    ``need`` (a bag of several widths): per site, the slots (units) the whole bag takes there
+    — each task counted by its cores, not as one slot — which ``slots`` are counted in."""
     n = bag.count
     caps = slots if slots is not None else [n] * len(waits)
-    scored = [(i, predicted_ttc(waits[i], rates[i].tx(bag.profile.instructions), n, max(1, min(n, caps[i])),
+    scored = [(i, predicted_ttc(waits[i], rates[i].tx(bag.profile.instructions), n if need is None else need[i],
+                                max(1, min(n if need is None else need[i], caps[i])),
                                 None if data is None else data[i]))
               for i in viable]
     return sorted(scored, key=lambda it: (it[1], it[0]))
@@ -255,7 +263,8 @@ def queue_ranking(bag: Bag, viable: list[int], rates: list[SiteRate], waits: lis
 def initial_assignment(strategy: Strategy, bag: Bag, viable: list[int], rates: list[SiteRate],
                        rng: random.Random, waits: list[float | None] | None = None,
                        slots: list[int] | None = None,
-                       data: list[DataTimes] | None = None) -> tuple[list[int], list[int]]:
+                       data: list[DataTimes] | None = None,
+                       need: list[int] | None = None) -> tuple[list[int], list[int]]:
     """Each task's origin site index, and the candidate sites re-selection may move it to.
 
     Args:
@@ -264,6 +273,8 @@ def initial_assignment(strategy: Strategy, bag: Bag, viable: list[int], rates: l
         slots: per site, how many tasks its pilots run at once (the queue-aware TTC's waves).
         data: per site, a task's data times (:mod:`resel.transfer`): ``model``, ``topk`` and
             ``queue`` then rank by T̂x' (module docstring); None: by T̂x.
+        need: a bag of several widths: per site, the slots (units) all its tasks take there,
+            ``slots`` being counted in the same units (None: one slot per task).
 
     Raises:
         ReselError: no site can run the bag, or ``queue`` was asked for without any estimate.
@@ -296,7 +307,7 @@ def initial_assignment(strategy: Strategy, bag: Bag, viable: list[int], rates: l
         if waits is None or all(waits[i] is None for i in viable):
             raise ReselError("the queue-aware strategy needs a start estimate from at least one site; "
                              "none of the viable sites' queues could be read")
-        ranking = [i for i, ttc in queue_ranking(bag, viable, rates, waits, slots, data) if ttc < math.inf]
+        ranking = [i for i, ttc in queue_ranking(bag, viable, rates, waits, slots, data, need) if ttc < math.inf]
         held = ranking[:1 + (strategy.extra if strategy.reselect else 0)]
         return [held[0]] * n, held
     best_k = ranked(viable, rates, bag.profile.instructions, strategy.k, data)
@@ -392,7 +403,8 @@ def _fewest_sites(caps: dict[int, tuple[int, int]], order: list[int], n: int) ->
 
 
 def queue_split(strategy: Strategy, bag: Bag, viable: list[int], tx: list[float],
-                options: list[list[tuple[int, float | None]]],
+                options: list[list[tuple[int, float | None]]], units: Sequence[Sequence[int] | None] | None = None,
+                weights: Sequence[float] | None = None,
                 spread: dict[int, float] | None = None) -> tuple[list[int], list[int], dict[int, int]]:
     """The queue-aware plan with pilot sizes: split the bag over sites so the predicted
     makespan — each site's pilot start + its waves of T̂x — is smallest.
@@ -409,6 +421,10 @@ def queue_split(strategy: Strategy, bag: Bag, viable: list[int], tx: list[float]
     (:func:`slowest_of`); and a site whose share the others finish by the same horizon is left
     out (:func:`_fewest_sites`). None: every task at T̂x, every site that fits, as before.
 
+    A bag of several widths (``units``: per site, each task's slots there, None for one each;
+    ``weights``: each task's T̂x over the mean) is split by :func:`_packed_split` instead
+    (``spread`` is not applied there).
+
     Returns each task's origin, the sites holding pilots (those with tasks, then the
     ``strategy.extra`` next best by their own single-site TTC, with ``+reselect``), and the
     pilot size (slots) chosen per site.
@@ -421,6 +437,8 @@ def queue_split(strategy: Strategy, bag: Bag, viable: list[int], tx: list[float]
     if not known:
         raise ReselError("the queue-aware strategy needs a start estimate from at least one site; "
                          "none of the viable sites' queues could be read")
+    if units is not None and weights is not None:
+        return _packed_split(strategy, n, known, tx, options, units, weights)
 
     hedge = spread is not None
     spread = spread or {}
@@ -458,6 +476,14 @@ def queue_split(strategy: Strategy, bag: Bag, viable: list[int], tx: list[float]
         best = ranking[0]
         origins += [best] * (n - len(origins))
         sizes.setdefault(best, min(n, solo(best)[1]))
+    return origins, _held(strategy, order, ranking, sizes, solo), sizes
+
+
+def _held(strategy: Strategy, order: list[int], ranking: list[int], sizes: dict[int, int],
+          solo: Callable[[int], tuple[float, int]]) -> list[int]:
+    """The sites holding pilots: those given tasks (in ``order``), then with ``+reselect`` the
+    ``strategy.extra`` next best by their own single-site TTC (their pilot size added to
+    ``sizes``)."""
     held = [i for i in order if i in sizes]
     if strategy.reselect:
         for i in ranking:
@@ -466,4 +492,84 @@ def queue_split(strategy: Strategy, bag: Bag, viable: list[int], tx: list[float]
             if i not in sizes:
                 held.append(i)
                 sizes[i] = solo(i)[1]
-    return origins, held, sizes
+    return held
+
+
+#: a bag of several widths: the split's sites take their tasks at this much past the best
+#: horizon found — among plans within 2 % of the best predicted TTC, the one that leans on the
+#: fastest sites (taken first) and leaves less to the slow, noisy ones. Measured on the
+#: packing benchmark (thesis sites, 64-core pilots, LIM, 5 seeds: ``auto`` at 64 tasks took
+#: 12.4 h without it, 6.95 h with it, as before the split counted cores; docs/benchmarks.md, "Issue 26 item 3")
+LEAN = 1.02
+
+
+def _packed_split(strategy: Strategy, n: int, known: list[int], tx: list[float],
+                  options: list[list[tuple[int, float | None]]], units: Sequence[Sequence[int] | None],
+                  weights: Sequence[float]) -> tuple[list[int], list[int], dict[int, int]]:
+    """:func:`queue_split` for a bag of several widths (a table: tasks of unequal T̂x too), each
+    task counted by its own cores and run time — not a pilot's units as tasks of the mean.
+
+    The tasks are taken largest first, and the sites fastest first (by T̂x); a pilot of k units
+    starting at w runs them in waves: each wave the next tasks whose units sum to at most k,
+    as long as its largest (its first) — so a wave's length is that task's T̂x (ω · T̂x), and a
+    site finishes by the horizon T the waves that end by T. Spread by the mean instead (tasks in
+    the table's order, waves of the mean T̂x), the largest tasks landed on a slow pool at random
+    and held the whole bag: measured, the median TTC of 8 bags doubled (docs/queue-aware.md).
+    Bisection on T as for one width.
+    """
+    seq = sorted(range(n), key=lambda t: -weights[t])          # largest first, ties by index
+    per = {i: units[i] for i in known}
+    sums: dict[int, list[int]] = {}                             # per units tuple: running units, in seq
+    for p in per.values():
+        if id(p) not in sums:
+            sums[id(p)] = list(itertools.accumulate((1 if p is None else p[t] for t in seq), initial=0))
+    starts = {i: [(k, max(0.0, w)) for k, w in options[i] if w is not None and math.isfinite(w) and k >= 1]
+              for i in known}
+
+    def waves(i: int, k: int, w: float, at: int, horizon: float) -> tuple[int, float]:
+        """From task ``at`` of seq, where the waves of a k-unit pilot of site i starting at w
+        that end by ``horizon`` stop, and when the last of them ends."""
+        run, end = sums[id(per[i])], w
+        while at < n and end + tx[i] * weights[seq[at]] <= horizon:
+            end += tx[i] * weights[seq[at]]
+            at = max(at + 1, min(n, bisect.bisect_right(run, run[at] + k) - 1))
+        return at, end
+
+    def solo(i: int) -> tuple[float, int]:
+        """Site i alone: its best (TTC, slots) over its pilot sizes."""
+        return min(((waves(i, k, w, 0, math.inf)[1], k) for k, w in starts[i]), default=(math.inf, 0))
+
+    def reach(i: int, at: int, horizon: float) -> tuple[int, int]:
+        """Where the tasks site i finishes by ``horizon`` end, from task ``at`` of seq, and the
+        pilot size (the most tasks; ties: the larger, listed first)."""
+        return max(((waves(i, k, w, at, horizon)[0], k) for k, w in starts[i]), key=lambda e: e[0],
+                   default=(at, 0))
+
+    order = sorted(known, key=lambda i: (tx[i], i))
+    ranking = sorted(known, key=lambda i: (solo(i)[0], i))
+    lo = min(w + tx[i] * weights[seq[0]] for i in known for _, w in starts[i])
+    hi = solo(ranking[0])[0]
+    for _ in range(60):                   # bisection on the horizon; capacity is monotone in it
+        if hi - lo <= 1e-6 * max(1.0, hi):
+            break
+        mid = (lo + hi) / 2
+        at = 0
+        for i in order:
+            at = reach(i, at, mid)[0]
+        lo, hi = (lo, mid) if at >= n else (mid, hi)
+    placed: list[int] = []
+    sizes: dict[int, int] = {}
+    for i in order:
+        at = len(placed)
+        end, k = reach(i, at, hi * LEAN)
+        if end > at:                      # a pilot no larger than the units of the tasks it takes
+            placed += [i] * (end - at)
+            sizes[i] = min(k, sums[id(per[i])][end] - sums[id(per[i])][at])
+    if len(placed) < n:                   # numerical slack: the rest to the best single site
+        best = ranking[0]
+        placed += [best] * (n - len(placed))
+        sizes.setdefault(best, solo(best)[1])
+    origins = [0] * n
+    for j, t in enumerate(seq):
+        origins[t] = placed[j]
+    return origins, _held(strategy, order, ranking, sizes, solo), sizes

@@ -150,6 +150,16 @@ def test_a_run_stored_before_packing_replays_with_slots_of_the_widest_task(tmp_p
     assert LiveOptions().pack is True and LiveOptions().engine_options()["pack"] is True
 
 
+def test_a_run_stored_before_the_split_counted_cores_replays_as_it_split(tmp_path):
+    """Options without "split_cores": a mixed bag's queue-aware split counted each unit of the
+    menu as a task then, and a resumed run must make the same first step."""
+    db = open_store(tmp_path / "s.db")
+    old = _live_row(db, {"strategy": "queue", "poll": 1.0, "pack": True})
+    new = _live_row(db, {"strategy": "queue", "poll": 1.0, "pack": True, "split_cores": True})
+    assert load_live_run(db, old)[3].split_cores is False and load_live_run(db, new)[3].split_cores is True
+    assert LiveOptions().engine_options()["split_cores"] is True
+
+
 def test_the_lease_is_held_released_stale_or_dead(tmp_path):
     db = open_store(tmp_path / "s.db")
     run = _live_row(db, {})

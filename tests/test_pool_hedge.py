@@ -45,7 +45,7 @@ def test_with_spread_a_small_bag_goes_to_the_one_batch_pilot():
     batch pilot alone finishes all 16 by then: the pool's share buys nothing and is left out;
     the pool still holds pilots, as the extra site."""
     origins, held, sizes = queue_split(Strategy.parse("queue:1+reselect"), make_bag(16), [0, 1],
-                                       [1000.0, 1000.0], [POOL, BATCH], {0: 0.25})
+                                       [1000.0, 1000.0], [POOL, BATCH], spread={0: 0.25})
     assert origins == [1] * 16 and sizes[1] == 16 and held == [1, 0]
 
 
@@ -56,7 +56,7 @@ def test_with_spread_both_sites_are_kept_where_both_are_needed():
     The smallest horizon holding 20 is the pool's 4th task's, ≈ 1360 s: 16 + 4, and
     neither site alone finishes the bag by then."""
     origins, _, _ = queue_split(Strategy.parse("queue:1+reselect"), make_bag(20), [0, 1],
-                                [1000.0, 1000.0], [POOL, BATCH], {0: 0.25})
+                                [1000.0, 1000.0], [POOL, BATCH], spread={0: 0.25})
     assert origins.count(0) == 4 and origins.count(1) == 16
 
 

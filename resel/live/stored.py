@@ -67,6 +67,9 @@ class LiveOptions:
     #: tasks of several widths packed into a pilot's cores (resel/engine_packing.py); runs
     #: stored before packing replay without it (slots as wide as the widest task)
     pack: bool = True
+    #: the queue-aware split counts a mixed bag's cores (resel/selection.py ``_packed_split``);
+    #: runs stored before it replay with each unit of the menu counted as a task
+    split_cores: bool = True
 
     def hand_ahead(self) -> tuple[int, float | None]:
         """The engine's ``prefetch`` and ``prefetch_cycle`` (resel/engine_hand_ahead.py, "The depth").
@@ -85,7 +88,8 @@ class LiveOptions:
         return {"seed": self.seed, "clock": self.clock, "prefetch": prefetch, "prefetch_cycle": cycle,
                 "rates": self.engine_rates(),
                 "walltime": self.walltime, "quarantine": QuarantinePolicy(enabled=self.quarantine),
-                "data": TransferModel.from_json(self.data) if self.data else None, "pack": self.pack}
+                "data": TransferModel.from_json(self.data) if self.data else None, "pack": self.pack,
+                "split_cores": self.split_cores}
 
     def engine_rates(self):
         """The stored rates as the engine takes them (None: LIM)."""
@@ -147,6 +151,7 @@ def load_live_run(db: Database | StoreReader, run_id: int, *, to_run: bool = Fal
         options.setdefault("walltime", "off")      # stored before the walltime rules: replay as it ran
         options.setdefault("quarantine", False)    # stored before the black-hole rule
         options.setdefault("pack", False)          # stored before packing: slots of the widest task
+        options.setdefault("split_cores", False)   # stored before the split counted a mixed bag's cores
         what = "bag"
         bag = bag_from_json(json.loads(run["bag_spec"]))
         what = "sites"

@@ -419,6 +419,53 @@ class Hindsight:
         return self.first_task[best] <= self.soonest_task[first]
 
 
+class _Packing:
+    """A bag of several widths on a ``single`` site, in hindsight: its pilot sizes in units of
+    the widths' gcd (none narrower than the widest task), the whole bag packed into each as
+    the engine packs it (resel/engine_packing.py: largest first where the engine orders so,
+    each task its own run time) — where one width per slot (every slot the widest) counted
+    the bag's waves too many. ``units`` is None for a bag of one width."""
+
+    def __init__(self, bag: Bag, sites: list[Site]):
+        from resel.engine_packing import core_unit
+        self.bag = bag
+        self.unit, self.units = core_unit(bag)
+        weights = bag.weights or (1.0,) * bag.count
+        order = range(bag.count)
+        # (the engine's rule: largest first if asked, or ``auto`` where no site is a pool)
+        if bag.order == "largest" or (bag.order == "auto" and not any(s.pilot.mode == "per-task" for s in sites)):
+            order = sorted(order, key=lambda tid: -weights[tid])
+        self.order = list(order)
+        self.weights = weights
+
+    def alone(self, site: Site, truth: Any, policy: Any) -> tuple[float, float, float, float]:
+        """The site's (first start, finish alone, first task's end on that pilot, soonest
+        task's end), as :func:`hindsight` has them for a bag of one width."""
+        from resel.engine_packing import packed_run
+        from resel.sim.wait_eval import clairvoyant_wait
+        cores = min(site.pilot.max_cores or site.cores, site.cores)
+        least = self.bag.cores_per_task // self.unit             # the widest task's units
+        w0 = max(0.0, truth.wait())
+        tx = self.bag.profile.instructions * truth.kappa / truth.draw_speed()
+        per_node = truth.per_node if site.wait is not None else 1
+        units = [self.units[t] for t in self.order]
+        times = [tx * self.weights[t] for t in self.order]
+        best, earliest, best_wait = math.inf, math.inf, math.inf
+        for slots in probe_sizes(min(cores // self.unit, sum(self.units))):
+            if slots < least:
+                continue
+            if policy is not None:
+                w = clairvoyant_wait(policy, 0.0, slots * self.unit, tx)
+            else:
+                nodes = max(1, math.ceil(slots * self.unit / per_node))
+                w = w0 * (nodes ** truth.exponent if truth.exponent else 1.0)
+            earliest = min(earliest, w)
+            finish = w + packed_run(units, times, [slots])
+            if finish < best:
+                best, best_wait = finish, w
+        return earliest, best, best_wait + tx, earliest + tx
+
+
 def hindsight(bag: Bag, sites: list[Site], seed: int) -> Hindsight:
     """Each viable site's first possible start and its finish alone with the bag (see
     :class:`Hindsight`): drawn-wait sites from their first draws, trace-driven ones from the
@@ -429,12 +476,17 @@ def hindsight(bag: Bag, sites: list[Site], seed: int) -> Hindsight:
     n, cpt = bag.count, bag.cores_per_task
     _, policies = _running_at_arrival(sites)
     first, alone, task, soonest = {}, {}, {}, {}
+    packing = _Packing(bag, sites)
     for i in viable_sites(bag, sites):
         site = sites[i]
         truth = SiteTruth(site, seed)
         per_task = site.pilot.mode == "per-task"
         cap = 1 if per_task else min(site.pilot.max_cores or site.cores, site.cores) // cpt
         if cap < 1:
+            continue
+        if not per_task and packing.units is not None:   # several widths: packed into the pilot's cores
+            first[site.name], alone[site.name], task[site.name], soonest[site.name] = \
+                packing.alone(site, truth, policies.get(i))
             continue
         if per_task:          # one-task pilots, each its own wait and slot
             m = min(n, max(1, site.pilot.max_pilots))
