@@ -149,11 +149,11 @@ class Actions:
             return self._stop(action)
         return None
 
-    def _stop(self, action: CancelPilot) -> Callable[[], tuple[str, dict]] | None:
+    def _stop(self, action: CancelPilot) -> Callable[[], tuple[str | None, dict]] | None:
         """A pilot's stop, and the take-back of the tasks the engine handed ahead to it and gave
         back (:mod:`resel.live.takeback`): its answer is the reason stored with the pilot and
         how each was taken back. A pilot already stopped only has them taken back (a resumed
-        coordinator whose CancelPilot was left undone for them)."""
+        coordinator whose CancelPilot was left undone for them): no reason, its row stays."""
         view = self.coord.pilots.get(action.pilot)
         if view is None:
             return None
@@ -164,15 +164,16 @@ class Actions:
         if stopped and not keys:
             return None
 
-        def stop() -> tuple[str, dict]:
+        def stop() -> tuple[str | None, dict]:
             if view.job_id is None:   # never submitted (or the submission failed): nothing ran
                 return "cancelled before submission", {key: "withdrawn" for key in keys}
             ps = self.coord.site(action.site)
             if not stopped:
                 ps.stop_pilot(self.coord.run_key, action.pilot, view.job_id)
             # after the stop (its agent claims no more): each inbox file renamed away, or claimed
-            return "cancelled", {(task, attempt): ps.withdraw_task(self.coord.run_key, action.pilot, task, attempt)
-                                 for task, attempt in keys}
+            return None if stopped else "cancelled", {
+                (task, attempt): ps.withdraw_task(self.coord.run_key, action.pilot, task, attempt)
+                for task, attempt in keys}
         return stop
 
     def acted(self, seq: int, action: Action, report: Report) -> list[Event]:
@@ -198,6 +199,7 @@ class Actions:
             reason, answers = report.result
             if not view.state.final:
                 view.state = PilotState.CANCELLED
+            if reason is not None:
                 self.coord.pilot_row(view, ended=self.coord.now(), reason=reason)
             if not self.coord.takebacks.answered(action.pilot, seq, answers):
                 return events               # marked done once its tasks' attempts are settled
