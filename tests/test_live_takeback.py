@@ -247,3 +247,60 @@ def test_a_coordinator_killed_while_it_waits_takes_the_task_back_again_on_resume
     cancel = [r for r in journal.rows(again.db, again.run_id) if r["kind"] == "CancelPilot"
               and json.loads(r["data"])["pilot"] == 1]
     assert [r["done"] for r in cancel] == [1]
+
+
+@pytest.mark.parametrize("way", ["result read", "job over", "job missing", "site lost", "site_timeout"])
+def test_a_claimed_task_is_sent_on_once_its_end_or_its_pilots_end_is_known_and_not_before(tmp_path, way):
+    """Each way a held task's next attempt is let go (resel/live/takeback.py), on the
+    coordinator's own books — no site: the withdrawn pilot's result for the attempt read; its
+    job final, or missing from the scheduler's answer for ``missing_polls`` polls; its site
+    given up; or ``site_timeout`` passed with none of those. A poll that shows the job still
+    listed, with nothing read, lets nothing go; the CancelPilot is marked done with the release."""
+    from conftest import make_bag, make_site
+    from resel import journal
+    from resel.backends.pilotsite import PilotFiles
+    from resel.events import CancelPilot, DispatchTask, PilotStarted, TaskFinished, TaskStarted
+    from resel.live.pilot_views import PilotView
+    db = open_store(tmp_path / "s.db")
+    options = LiveOptions(strategy="model", prefetch=1, site_timeout=100.0, missing_polls=2)
+    run = db["runs"].insert({"mode": "live", "bag": "b", "status": "running", "t0": 0.0, "run_key": "r1-abcdef",
+                             "options": to_json(options), "sites": "[]", "bag_spec": "{}"}).last_pk
+    now = [5.0]
+    pool = make_site("pool", 1.0, mode="per-task", target=True, max_pilots=2)
+    coord = Coordinator(db, run, make_bag(2), [pool], options, "r1-abcdef", 0.0,
+                        lambda site: pytest.fail("no site is opened here"), clock=lambda: now[0])
+    coord.feed([BagSubmitted(time=0.0), PilotStarted(time=1.0, pilot=0), TaskStarted(time=1.1, task=0, attempt=1),
+                TaskFinished(time=5.0, task=0, attempt=1)], execute=False)
+    rows = [(r["seq"], journal.decode(r["kind"], r["time"], r["data"])) for r in journal.rows(db, run)]
+    again = DispatchTask(task=1, attempt=2, pilot=0, site="pool")          # the engine's give-back at once
+    cancel_seq = next(seq for seq, a in rows if a == CancelPilot(pilot=1, site="pool"))
+    again_seq = next(seq for seq, a in rows if a == again)
+    view = coord.pilots[1] = PilotView(1, "pool", job_id="101", state=PilotState.CANCELLED)
+    sent = []
+    coord.acts.execute = lambda seq, action: sent.append((seq, action))
+    assert coord.takebacks.take(1, view) == [(1, 1)]
+    assert not coord.takebacks.answered(1, cancel_seq, {(1, 1): "asked"})     # claimed
+    coord.takebacks.park(again_seq, again)
+    listed = {"101": JobInfo("101", "resel-r1-abcdef-p1", JobState.RUNNING, None, None, None, 600.0, 1, None, None)}
+    coord.takebacks.seen(now[0], view, listed, PilotFiles())                           # still runs, nothing read
+    assert [v.pilot for v in coord.takebacks.watched_views()] == [1] and sent == []
+
+    if way == "result read":
+        ended = {"task": 1, "attempt": 1, "outcome": "cancelled", "reason": "stopped", "start": 2.0, "end": 6.0}
+        coord.takebacks.seen(now[0], view, listed, PilotFiles(results=[ended]))
+    elif way == "job over":
+        coord.takebacks.seen(now[0], view, {"101": JobInfo("101", "resel-r1-abcdef-p1", JobState.CANCELLED, None,
+                                                           None, None, 600.0, 1, None, None)}, None)
+    elif way == "job missing":
+        coord.takebacks.seen(now[0], view, {}, None)
+        assert sent == [], "one poll without the job is not its end"
+        coord.takebacks.seen(now[0], view, {}, None)
+    elif way == "site lost":
+        coord.engine.lost_sites["pool"] = "unreachable"
+    else:
+        now[0] += 99.0
+        assert coord.takebacks.watched_views() and sent == []
+        now[0] += 2.0
+    coord.takebacks.watched_views()
+    assert sent == [(again_seq, again)] and not coord.takebacks.holds(1)
+    assert coord.takebacks.watched_views() == [] and coord._marks_due == [cancel_seq]
