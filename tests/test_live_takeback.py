@@ -14,7 +14,6 @@ its agent runs (its answer lags), and a cancel that reaches the node only when t
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
