@@ -248,23 +248,19 @@ def test_a_coordinator_killed_while_it_waits_takes_the_task_back_again_on_resume
     assert [r["done"] for r in cancel] == [1]
 
 
-@pytest.mark.parametrize("way", ["result read", "job over", "job missing", "site lost", "site_timeout"])
-def test_a_claimed_task_is_sent_on_once_its_end_or_its_pilots_end_is_known_and_not_before(tmp_path, way):
-    """Each way a held task's next attempt is let go (resel/live/takeback.py), on the
-    coordinator's own books — no site: the withdrawn pilot's result for the attempt read; its
-    job final, or missing from the scheduler's answer for ``missing_polls`` polls; its site
-    given up; or ``site_timeout`` passed with none of those. A poll that shows the job still
-    listed, with nothing read, lets nothing go; the CancelPilot is marked done with the release."""
+def _held(tmp_path: Path, now: list[float]):
+    """The pinned engine test's pool on the coordinator's own books (no site): task 1, handed
+    ahead to pilot 1, given back when pilot 1 is withdrawn, its take-back answered "claimed",
+    and its next attempt's dispatch (to pilot 0's free slot) parked. ``sent`` collects what
+    a release carries out; the coordinator's own ``execute`` is returned too."""
     from conftest import make_bag, make_site
     from resel import journal
-    from resel.backends.pilotsite import PilotFiles
     from resel.events import CancelPilot, DispatchTask, PilotStarted, TaskFinished, TaskStarted
     from resel.live.pilot_views import PilotView
     db = open_store(tmp_path / "s.db")
     options = LiveOptions(strategy="model", prefetch=1, site_timeout=100.0, missing_polls=2)
     run = db["runs"].insert({"mode": "live", "bag": "b", "status": "running", "t0": 0.0, "run_key": "r1-abcdef",
                              "options": to_json(options), "sites": "[]", "bag_spec": "{}"}).last_pk
-    now = [5.0]
     pool = make_site("pool", 1.0, mode="per-task", target=True, max_pilots=2)
     coord = Coordinator(db, run, make_bag(2), [pool], options, "r1-abcdef", 0.0,
                         lambda site: pytest.fail("no site is opened here"), clock=lambda: now[0])
@@ -274,12 +270,28 @@ def test_a_claimed_task_is_sent_on_once_its_end_or_its_pilots_end_is_known_and_n
     again = DispatchTask(task=1, attempt=2, pilot=0, site="pool")          # the engine's give-back at once
     cancel_seq = next(seq for seq, a in rows if a == CancelPilot(pilot=1, site="pool"))
     again_seq = next(seq for seq, a in rows if a == again)
+    for seq in (cancel_seq, again_seq):
+        journal.mark(db, run, seq, done=False)                            # undone, as when recorded to run
     view = coord.pilots[1] = PilotView(1, "pool", job_id="101", state=PilotState.CANCELLED)
-    sent = []
-    coord.acts.execute = lambda seq, action: sent.append((seq, action))
     assert coord.takebacks.take(1, view) == [(1, 1)]
     assert not coord.takebacks.answered(1, cancel_seq, {(1, 1): "asked"})     # claimed
-    coord.takebacks.park(again_seq, again)
+    real = coord.acts.execute
+    real(again_seq, again)                                                # held: parked, nothing sent
+    sent = []
+    coord.acts.execute = lambda seq, action: sent.append((seq, action))   # what a release carries out
+    return coord, view, cancel_seq, (again_seq, again), sent, real
+
+
+@pytest.mark.parametrize("way", ["result read", "job over", "job missing", "site lost", "site_timeout"])
+def test_a_claimed_task_is_sent_on_once_its_end_or_its_pilots_end_is_known_and_not_before(tmp_path, way):
+    """Each way a held task's next attempt is let go (resel/live/takeback.py), on the
+    coordinator's own books — no site: the withdrawn pilot's result for the attempt read; its
+    job final, or missing from the scheduler's answer for ``missing_polls`` polls; its site
+    given up; or ``site_timeout`` passed with none of those. A poll that shows the job still
+    listed, with nothing read, lets nothing go; the CancelPilot is marked done with the release."""
+    from resel.backends.pilotsite import PilotFiles
+    now = [5.0]
+    coord, view, cancel_seq, (again_seq, again), sent, _execute = _held(tmp_path, now)
     listed = {"101": JobInfo("101", "resel-r1-abcdef-p1", JobState.RUNNING, None, None, None, 600.0, 1, None, None)}
     coord.takebacks.seen(now[0], view, listed, PilotFiles())                           # still runs, nothing read
     assert [v.pilot for v in coord.takebacks.watched_views()] == [1] and sent == []
@@ -303,3 +315,26 @@ def test_a_claimed_task_is_sent_on_once_its_end_or_its_pilots_end_is_known_and_n
     coord.takebacks.watched_views()
     assert sent == [(again_seq, again)] and not coord.takebacks.holds(1)
     assert coord.takebacks.watched_views() == [] and coord._marks_due == [cancel_seq]
+
+
+def test_a_parked_attempt_asked_back_is_withdrawn_at_once(tmp_path):
+    """Re-selection (or a quarantine) may ask back a task whose dispatch is parked: it was never
+    sent, so it is withdrawn for sure — answered at once (TaskWithdrawn, recorded with its
+    WithdrawTask marked done, the parked dispatch marked done and never sent), not left for an
+    agent that will never see it."""
+    from resel import journal
+    from resel.events import TaskWithdrawn, WithdrawTask
+    from resel.backends.pilotsite import PilotFiles
+    now = [5.0]
+    coord, view, cancel_seq, (again_seq, again), sent, execute = _held(tmp_path, now)
+    back = WithdrawTask(task=1, attempt=2, pilot=0, site="pool")
+    back_seq = coord.record(now[0], back, 0)
+    execute(back_seq, back)
+    rows = {r["seq"]: (r["kind"], r["done"]) for r in journal.rows(coord.db, coord.run_id)}
+    assert rows[back_seq] == ("WithdrawTask", 1) and rows[again_seq] == ("DispatchTask", 1)
+    withdrawn = [journal.decode(r["kind"], r["time"], r["data"]) for r in journal.rows(coord.db, coord.run_id)
+                 if r["kind"] == "TaskWithdrawn"]
+    assert withdrawn == [TaskWithdrawn(time=now[0], task=1, attempt=2)]
+    ended = {"task": 1, "attempt": 1, "outcome": "cancelled", "reason": "stopped", "start": 2.0, "end": 6.0}
+    coord.takebacks.seen(now[0], view, None, PilotFiles(results=[ended]))
+    assert sent == [] and not coord.takebacks.holds(1), "the withdrawn attempt is never sent"

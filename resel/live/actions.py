@@ -68,6 +68,15 @@ class Actions:
         if isinstance(action, DispatchTask) and self.coord.takebacks.holds(action.task):
             self.coord.takebacks.park(seq, action)   # an attempt may still run on a withdrawn pilot
             return
+        if isinstance(action, WithdrawTask) and self.coord.takebacks.holds(action.task):
+            never_sent = self.coord.takebacks.unpark(action.task, action.attempt)
+            if never_sent:   # asked back while parked: withdrawn for sure, at once (no agent will answer)
+                with self.coord.turn():
+                    for parked in never_sent:
+                        self.coord.mark(parked)
+                    self.coord.feed(self.acted(seq, action, Report(action.site, "act", (seq, action),
+                                                                   result="withdrawn")))
+                return
         try:
             job = self.prepare(action)
         except Exception as exc:   # noqa: BLE001 - e.g. a command template that cannot be filled

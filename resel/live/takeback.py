@@ -20,6 +20,9 @@ sent):
   agent's files, or the pilot's job over as its scheduler says, or its site given up. The
   withdrawn pilot's job and files are polled meanwhile; then the dispatches go.
 
+A parked attempt the engine asks back meanwhile (``WithdrawTask``: re-selection, a quarantine)
+was never sent: it is answered withdrawn at once, and never sent.
+
 Its ``CancelPilot`` is marked done only once all of them are settled, so a coordinator killed
 meanwhile takes them back again on resume (the engine replays the same ``given_back``) and
 waits as before. The engine is not told: for it the task left the pilot at once; only the
@@ -112,6 +115,17 @@ class TakeBacks:
     def park(self, seq: int, action: DispatchTask) -> None:
         """A dispatch of a held task waits (its row stays undone until it is carried out)."""
         self.parked.setdefault(action.task, []).append((seq, action))
+
+    def unpark(self, task: int, attempt: int) -> list[int]:
+        """Drop the parked dispatches of this attempt (the engine asks it back: never sent, it
+        can never run); their seqs, to be marked done."""
+        waiting = self.parked.get(task)
+        if not waiting:
+            return []
+        gone = [seq for seq, a in waiting if a.attempt == attempt]
+        if gone:
+            self.parked[task] = [(seq, a) for seq, a in waiting if a.attempt != attempt]
+        return gone
 
     # ------------------------------------------------------------------ the withdrawn pilots
     def watched(self, pilot: int) -> bool:
