@@ -69,10 +69,13 @@ class PilotRecord:
     in the agent's inbox. ``free`` slots take a task now; ``reserved`` slots have freed but the
     agent is starting a queued task in them; ``debt`` counts queued tasks the agent started
     before the engine heard that a slot freed (paid back by the next slot that frees).
+    ``given_back`` are the (task, attempt) handed ahead to it that its withdrawal gave back
+    unstarted as far as the engine knew: live, its agent may have claimed one meanwhile, so the
+    driver takes their inbox files back before it sends those tasks anywhere else.
     """
 
     __slots__ = ("id", "site", "slots", "free", "state", "submitted", "started", "ended", "tasks",
-                 "queued", "reserved", "debt", "walltime", "draining", "done")
+                 "queued", "reserved", "debt", "walltime", "draining", "done", "given_back")
 
     def __init__(self, pid: int, site: int, slots: int, submitted: float, walltime: float = math.inf):
         self.id, self.site, self.slots, self.free = pid, site, slots, slots
@@ -86,6 +89,7 @@ class PilotRecord:
         self.queued: dict[int, None] = {}
         self.reserved = 0
         self.debt = 0
+        self.given_back: tuple[tuple[int, int], ...] = ()
 
 
 class SiteBook:

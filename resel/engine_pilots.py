@@ -198,6 +198,12 @@ class PilotRules:
             self._drained.pop(pilot.id, None)
 
     def _cancel_pilot(self, pilot: PilotRecord, t: float, out: list[Action]) -> None:
+        """Withdraw a pilot; its handed-ahead tasks wait again at once (a later event may never
+        come to place them). Live, its agent may have claimed one since the driver last read:
+        ``given_back`` names them, and the driver takes their inbox files back before it sends
+        them elsewhere (docs/live.md, "Withdrawn with its tasks")."""
+        if pilot.queued:
+            pilot.given_back = tuple((tid, self.tasks[tid].attempt) for tid in pilot.queued)
         self._give_back_queued(pilot, t)   # the stop file tells its agent; no cancel per task
         self._withdraw(pilot)
         pilot.state = next_pilot_state(pilot.state, "cancel")

@@ -38,6 +38,7 @@ from resel.events import (
     TaskUndelivered, TaskWithdrawn, TimerFired, WithdrawTask, RateLearned, StrategyChosen,
 )
 from resel import store_rows
+from resel.errors import StoreError
 from resel.json_safe import clean
 
 if TYPE_CHECKING:
@@ -202,9 +203,22 @@ def append(db: Database, run_id: int, seq: int, time: float, record: Event | Act
 def mark(db: Database, run_id: int, seq: int, *, done: bool, error: str | None = None) -> None:
     """Mark the action recorded as row ``seq`` done (or not yet, to be retried), with why it
     failed if it did. By the row's key, so only that row changes even if another holds the
-    same action."""
+    same action.
+
+    The coordinator marks only rows it recorded, each committed before it acts (a turn that
+    fails rolls back with the turn; a resumed one marks the rows it replayed), so a missing row
+    means the store changed under it — its rows removed, or the file replaced by an older
+    copy. That is said as a :class:`~resel.errors.StoreError` (one line from the command, the
+    pilots left running), never a traceback.
+
+    Raises:
+        StoreError: the run has no row ``seq``.
+    """
     if not store_rows.run(db, _MARK, (1 if done else 0, error, run_id, seq)):
-        raise LookupError(f"run {run_id} has no journal row {seq} to mark")
+        raise StoreError(f"run {run_id} has no journal row {seq} to mark done: the store changed while its "
+                         "coordinator ran (its rows removed, or the file replaced by an older copy); its pilots "
+                         f"keep running — `resel run --resume {run_id}` goes on from what the store holds, "
+                         f"`resel cancel {run_id}` stops them")
 
 
 #: the journal's two writes, prepared once (no per-row introspection of the table: issue 29 §2)

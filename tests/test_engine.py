@@ -608,6 +608,22 @@ def test_a_task_given_back_by_a_withdrawn_pilot_takes_a_free_slot_at_once():
     assert engine.tasks[1].state.value == "running"
 
 
+def test_a_withdrawn_pilot_names_the_handed_ahead_attempts_it_gave_back():
+    """The give-back stays at once (above); the withdrawn pilot keeps which attempts it gave
+    back, so a live driver can take their inbox files back before it sends those tasks
+    elsewhere — its agent may have claimed one unseen (resel/live/takeback.py). A pilot that
+    held nothing handed ahead names none."""
+    pool = make_site("pool", 1.0, mode="per-task", target=True, max_pilots=2)
+    engine = Engine(make_bag(2), [pool], "model", prefetch=1)
+    engine.handle(BagSubmitted(time=0.0))
+    engine.handle(PilotStarted(time=1.0, pilot=0))
+    engine.handle(TaskStarted(time=1.1, task=0, attempt=1))
+    engine.handle(TaskFinished(time=5.0, task=0, attempt=1))
+    assert engine.pilots[1].state.final and engine.pilots[1].given_back == ((1, 1),)
+    last = engine.handle(TaskFinished(time=6.0, task=1, attempt=2))
+    assert [a.pilot for a in last if isinstance(a, CancelPilot)] == [0] and engine.pilots[0].given_back == ()
+
+
 def test_a_pilot_back_in_the_queue_whose_old_agent_still_runs_tasks_is_not_withdrawn():
     """A restarted controller lists a running pilot as pending (PilotRequeued): its attempts
     are lost and handed to it again, and its old agent, still alive, starts them. With nothing

@@ -125,6 +125,20 @@ def test_an_action_is_marked_done_by_its_row_even_when_another_row_holds_the_sam
     assert state == {(1, 0): (0, None), (1, 1): (1, None), (2, 0): (0, "connection lost"), (2, 1): (0, None)}
 
 
+def test_marking_a_row_the_store_does_not_hold_is_said_as_a_store_error(db):
+    """No path of the coordinator marks a row it did not record and commit first; a missing row
+    means the store changed under it, said in one line (a ReselError: the command shows its
+    message, never a traceback) naming the run, the row and the way on."""
+    from resel.errors import ReselError, StoreError
+    journal.append(db, 1, 0, 5.0, SetTimer(at=60.0, task=3, attempt=1, site="tba"), 0)
+    with pytest.raises(StoreError, match=r"run 1 has no journal row 1 to mark done: the store changed") as raised:
+        journal.mark(db, 1, 1, done=True)
+    assert isinstance(raised.value, ReselError) and "resel run --resume 1" in str(raised.value)
+    with pytest.raises(StoreError):
+        journal.mark(db, 2, 0, done=True)          # the row is run 1's
+    assert [r["done"] for r in journal.rows(db, 1)] == [0]
+
+
 def test_rows_that_are_not_records_are_refused_with_why(db):
     with pytest.raises(journal.BadRecord) as bad:
         journal.decode("TaskFinished", 1.0, "{not json")

@@ -65,6 +65,18 @@ class Actions:
             self.coord.finished = True
             self.coord.mark(seq)
             return
+        if isinstance(action, DispatchTask) and self.coord.takebacks.holds(action.task):
+            self.coord.takebacks.park(seq, action)   # an attempt may still run on a withdrawn pilot
+            return
+        if isinstance(action, WithdrawTask) and self.coord.takebacks.holds(action.task):
+            never_sent = self.coord.takebacks.unpark(action.task, action.attempt)
+            if never_sent:   # asked back while parked: withdrawn for sure, at once (no agent will answer)
+                with self.coord.turn():
+                    for parked in never_sent:
+                        self.coord.mark(parked)
+                    self.coord.feed(self.acted(seq, action, Report(action.site, "act", (seq, action),
+                                                                   result="withdrawn")))
+                return
         try:
             job = self.prepare(action)
         except Exception as exc:   # noqa: BLE001 - e.g. a command template that cannot be filled
@@ -143,17 +155,35 @@ class Actions:
             return lambda: self.coord.site(action.site).withdraw_task(self.coord.run_key, action.pilot, action.task,
                                                                       action.attempt)
         if isinstance(action, CancelPilot):
-            view = self.coord.pilots.get(action.pilot)
-            if view is None or view.state.final:
-                return None
-
-            def stop() -> str:
-                if view.job_id is None:   # never submitted (or the submission failed)
-                    return "cancelled before submission"
-                self.coord.site(action.site).stop_pilot(self.coord.run_key, action.pilot, view.job_id)
-                return "cancelled"
-            return stop
+            return self._stop(action)
         return None
+
+    def _stop(self, action: CancelPilot) -> Callable[[], tuple[str | None, dict]] | None:
+        """A pilot's stop, and the take-back of the tasks the engine handed ahead to it and gave
+        back (:mod:`resel.live.takeback`): its answer is the reason stored with the pilot and
+        how each was taken back. A pilot already stopped only has them taken back (a resumed
+        coordinator whose CancelPilot was left undone for them): no reason, its row stays."""
+        view = self.coord.pilots.get(action.pilot)
+        if view is None:
+            return None
+        stopped = view.state.final
+        if stopped and self.coord.takebacks.watched(action.pilot):
+            return None               # stopped already (a repeated CancelPilot): its take-back is under way
+        keys = self.coord.takebacks.take(action.pilot, view)
+        if stopped and not keys:
+            return None
+
+        def stop() -> tuple[str | None, dict]:
+            if view.job_id is None:   # never submitted (or the submission failed): nothing ran
+                return "cancelled before submission", {key: "withdrawn" for key in keys}
+            ps = self.coord.site(action.site)
+            if not stopped:
+                ps.stop_pilot(self.coord.run_key, action.pilot, view.job_id)
+            # after the stop (its agent claims no more): each inbox file renamed away, or claimed
+            return None if stopped else "cancelled", {
+                (task, attempt): ps.withdraw_task(self.coord.run_key, action.pilot, task, attempt)
+                for task, attempt in keys}
+        return stop
 
     def acted(self, seq: int, action: Action, report: Report) -> list[Event]:
         """An action's site work is over: record it done, or decide what its failure means."""
@@ -175,9 +205,13 @@ class Actions:
             self.coord.pilot_row(view, submitted=self.coord.now())
         elif isinstance(action, CancelPilot):
             view = self.coord.pilots[action.pilot]
+            reason, answers = report.result
             if not view.state.final:
                 view.state = PilotState.CANCELLED
-            self.coord.pilot_row(view, ended=self.coord.now(), reason=report.result)
+            if reason is not None:
+                self.coord.pilot_row(view, ended=self.coord.now(), reason=reason)
+            if not self.coord.takebacks.answered(action.pilot, seq, answers):
+                return events               # marked done once its tasks' attempts are settled
         if not any(s == seq for _, s in self.done_with):
             self.coord.mark_soon(seq)       # with the turn's other rows (redone if a crash loses it)
         return events
@@ -226,6 +260,8 @@ class Actions:
                                    {"outcome": "failed", "reason": f"dispatch failed: {why}"})
             return [TaskFailed(time=self.coord.now(), task=action.task, attempt=action.attempt,
                                reason=f"dispatch failed: {why}")]
+        if isinstance(action, CancelPilot):      # how its tasks were taken back is not known: their ends
+            self.coord.takebacks.answered(action.pilot, None, None)    # (or the job's) are waited for
         return []   # a cancel that cannot be written: the stop at the end still ends everything
 
     def retry(self, t: float) -> None:

@@ -63,6 +63,7 @@ from resel.live.site_health import SiteHealth
 from resel.live.sites import Report, SiteWorker
 from resel.live.stored import LiveOptions, load_live_run
 from resel.live.summary import Summary
+from resel.live.takeback import TakeBacks
 from resel.selection import Strategy
 from resel.store import to_json, utc_now
 from resel.task_data import Manifest
@@ -79,7 +80,8 @@ class Coordinator:
     It records, then acts, and owns one object per concern beside it: :attr:`health`
     (:mod:`resel.live.site_health`), :attr:`findings` (:mod:`resel.live.findings`),
     :attr:`polls` (:mod:`resel.live.polling`), :attr:`task_data` (:mod:`resel.live.run_data`),
-    :attr:`acts` (:mod:`resel.live.actions`) and :attr:`ending` (:mod:`resel.live.ending`);
+    :attr:`acts` (:mod:`resel.live.actions`), :attr:`ending` (:mod:`resel.live.ending`) and
+    :attr:`takebacks` (:mod:`resel.live.takeback`);
     each holds its state and reaches the run's through the coordinator. Everything but the
     site jobs runs on the thread that calls :meth:`run` (or :meth:`step`)."""
 
@@ -126,6 +128,7 @@ class Coordinator:
         self.task_data = RunData(self)          # task data: caches, deliveries, measured transfers
         self.acts = Actions(self)               # recorded actions carried out on the sites' threads
         self.ending = Ending(self)              # cleanup, the last read, cancelling, the results
+        self.takebacks = TakeBacks(self)        # a withdrawn pilot's handed-ahead tasks, taken back first
         #: the counts `resel status` shows, stored in each transaction that records an event
         self.summary = Summary()
 

@@ -80,6 +80,8 @@ class Findings:
         views, jobs, files = result
         out: list[Event] = []
         for v in sorted(views, key=lambda v: v.pilot):
+            if self.coord.takebacks.watched(v.pilot):    # withdrawn while its agent may run a task
+                self.coord.takebacks.seen(t, v, jobs, files.get(v.pilot))
             if v.state.final:
                 continue             # ended or cancelled while the poll ran
             info, state, phase = None, "", "unknown"

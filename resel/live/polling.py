@@ -62,6 +62,9 @@ class Polling:
         for view in self.coord.pilots.values():
             if not view.state.final and view.job_id:
                 by_site.setdefault(view.site, []).append(view)
+        for view in self.coord.takebacks.watched_views():   # withdrawn, until an attempt's end is read
+            if view.state.final:
+                by_site.setdefault(view.site, []).append(view)
         for gone in (set(self.next_poll) | set(self.next_read)) - set(by_site):   # no pilot left: not due
             self.next_poll.pop(gone, None)
             self.next_read.pop(gone, None)
@@ -75,9 +78,11 @@ class Polling:
             # ran (it may have started meanwhile); otherwise — and for one back in the queue,
             # whose old agent may still be finishing attempts that the engine has taken for
             # lost — the scheduler's answer says when to look, and the read at the end of the
-            # bag takes what is left
+            # bag takes what is left; a withdrawn pilot whose agent may still run a task given
+            # back is read every poll until that task's end is read (resel/live/takeback.py)
             quiet = self.coord.health.views[name].failing_since is not None
             readable = [v for v in views if v.state is PilotState.ACTIVE
+                        or (v.state.final and self.coord.takebacks.watched(v.pilot))
                         or (quiet and v.agent_started is None and v.incarnation is None)]
             if not readable:
                 self.next_read.pop(name, None)       # nothing to read: not due (the loop sleeps)
