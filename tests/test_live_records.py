@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_files import run_records
 from htcondor_samples import CONSTRUCTED_SCHEDDS, CONSTRUCTED_VERSION, as_json, constructed_status_json
 from live_helpers import (
     REPO, bag_toml, cancel_leftovers, done_results, opener_with, our_jobs, sites_toml, start, wait_for, write_inputs,
@@ -332,8 +333,7 @@ def test_an_unknown_htcondor_jobstatus_is_never_taken_as_the_end(tmp_path):
     assert not ended or ended[0] > events.index("BagDone"), events
     assert any("in state JobStatus 8 (unknown)" in line for line in seen), seen
     counts: dict[int, int] = {}
-    for res in Path(work, coord.run_key).glob("p*/results/*.json"):
-        rec = json.loads(res.read_text())
+    for rec in run_records(Path(work, coord.run_key)):
         if rec["outcome"] == "done":
             counts[rec["task"]] = counts.get(rec["task"], 0) + 1
     assert counts == {i: 1 for i in range(6)}
