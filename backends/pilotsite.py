@@ -399,7 +399,9 @@ class PilotSite:
         for i, record in enumerate(records):
             why = "not a JSON object" if not isinstance(record, dict) else check(record, _own_key(record))
             if why:
-                found.bad.append((f"{tag} record {i + 1}", why))
+                named = record.get("file") if isinstance(record, dict) else None   # a bad inbox file's
+                found.bad.append((f"{tag} record {i + 1}" + (f" ({named[:80]})" if isinstance(named, str) else ""),
+                                  why))
             else:
                 bucket.append(record)
 

@@ -512,7 +512,8 @@ def test_malformed_inbox_files(pilot):
     # a bad file whose name is no key: a result without one (the coordinator refuses it as a
     # bad record), in a wave as any other
     weird = wait_for(lambda: [r for r in records(p.dir / "results") if r["task"] is None], 10, "weird's result")
-    assert [(r["attempt"], r["outcome"], r["reason"][:15]) for r in weird] == [(None, "failed", "bad task file: ")]
+    assert [(r["attempt"], r["outcome"], r["reason"][:15], r["file"]) for r in weird] == \
+        [(None, "failed", "bad task file: ", "weird.json")]
     assert p.result(p.submit(12, "echo still alive"))["stdout_tail"] == "still alive\n"
     assert (inbox / "t11-a0.json.part").exists()  # temporary files are left alone (listed since)
     assert p.proc.poll() is None

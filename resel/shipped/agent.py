@@ -74,7 +74,8 @@ All times are epoch seconds (floats).
   at once on one directory — the older not yet superseded — may each write one; the
   coordinator takes the first it reads.) outcome is "done" (exit 0), "failed" (nonzero exit: reason "exit code N" or
   "signal N"; timeout: reason "timeout"; unusable task file: reason "bad task file: ...";
-  could not start: reason "start failed: ..."), "cancelled" (reason "cancelled" or "stopped")
+  could not start: reason "start failed: ..."; an inbox file whose name is no key gets a result
+  with task and attempt null and its name as "file"), "cancelled" (reason "cancelled" or "stopped")
   or "lost" (reason "walltime", "terminated", "agent restarted" or "superseded"). An attempt
   that never started has
   start == end == the time the agent gave up on it, exit_code and signal null.
@@ -1016,6 +1017,8 @@ class Agent(object):
             doc["outputs"] = outputs
         if refused:
             doc["refused"] = refused
+        if name is not None:       # a bad inbox file whose name is no key: the result says which
+            doc["file"] = name + ".json"
         key = name if name is not None else task_key(task, attempt)
         if key in self.finished:
             self.log("result %s: %s%s not written: a result was there first" % (key, outcome, " (%s)" % reason if reason else ""))
