@@ -16,7 +16,6 @@ digests are hashlib's over the bytes the test wrote.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import posixpath
 import uuid
