@@ -357,3 +357,52 @@ def test_wave_names():
                  "../x-1.json"):
         assert parse_wave_name(name) is None, name
     assert re.fullmatch(agent_module.WAVE_RE, "0123abcd-7") and not agent_module.KEY_RE.match("0123abcd-7")
+
+
+# ---------------------------------------------------------------------------- the coordinator
+
+
+def test_a_resumed_coordinator_turns_only_what_its_journal_lacks_into_events(tmp_path):
+    """The coordinator's own read (Polling.read, then Findings.file_events) on a pilot of
+    protocol 6 after a resume: its fresh view's cursor reads every wave again, and of the two
+    attempts in them only the one the journal does not hold yet becomes events (the consumed
+    set, as a replay leaves it, holds the other's start, measure and end). A second read: nothing."""
+    from conftest import make_bag
+    from resel.events import TaskFinished, TaskStarted
+    from resel.live.coordinator import Coordinator
+    from resel.live.pilot_views import PilotView
+    from resel.live.stored import LiveOptions
+    from resel.states import PilotState
+    from resel.store import open_store, to_json
+
+    ps = site(tmp_path)
+    pdir = Path(ps.pilot_dir(RUN_KEY, 0))
+    for sub in ("started", "results"):
+        (pdir / sub).mkdir(parents=True)
+    inc = "0abc"
+    (pdir / "agent.json").write_text(json.dumps({"protocol": 6, "incarnation": inc, "started": 1.0}))
+    (pdir / "heartbeat.json").write_text(json.dumps({"time": 5.0, "incarnation": inc, "started": 1.0,
+                                                     "protocol": 6}))
+    (pdir / "started" / f"{inc}-1.json").write_text(json.dumps(
+        [{"task": t, "attempt": 1, "time": 2.0 + t, "host": "n1"} for t in (0, 1)]))
+    (pdir / "results" / f"{inc}-1.json").write_text(json.dumps(
+        [{"task": t, "attempt": 1, "outcome": "done", "start": 2.0 + t, "end": 4.0 + t, "exit_code": 0}
+         for t in (0, 1)]))
+    db = open_store(tmp_path / "s.db")
+    run = db["runs"].insert({"mode": "live", "bag": "b", "status": "running", "t0": 0.0, "run_key": RUN_KEY,
+                             "options": json.dumps({"strategy": "model"}), "sites": "[]",
+                             "bag_spec": to_json({"name": "b", "command": "true", "count": 1, "cores_per_task": 1,
+                                                  "profile": {"instructions": 1e9}})}).last_pk
+    coord = Coordinator(db, run, make_bag(4), [ps.site], LiveOptions(), RUN_KEY, 0.0, lambda s: ps,
+                        clock=lambda: 7.0)
+    coord.findings.foreign = lambda task, attempt: None   # the engine's tasks are not what is tested here
+    coord.consumed |= {(kind, 0, 1) for kind in ("TaskStarted", "TaskMeasured", "TaskFinished")}   # replayed
+    view = coord.pilots.setdefault(0, PilotView(0, ps.name, 4, 900.0, "1", PilotState.ACTIVE))
+    found = coord.polls.read(ps.name, [view])[0]
+    assert keys(found.results) == ["t0-a1", "t1-a1"]     # every wave read again
+    events = coord.findings.file_events(7.0, view, found)
+    assert {(type(e).__name__, e.task) for e in events} == {("TaskStarted", 1), ("TaskFinished", 1)} | (
+        {("TaskMeasured", 1)} if coord.engine.learning else set())
+    assert TaskStarted(time=7.0, task=1, attempt=1) in events and TaskFinished(time=7.0, task=1, attempt=1) in events
+    again = coord.polls.read(ps.name, [view])[0]
+    assert again.started == again.results == [] and coord.findings.file_events(8.0, view, again) == []
