@@ -34,6 +34,7 @@ from resel.shipped import agent as agent_module
 from resel.backends.jobs import JobInfo, JobState, Scheduler
 from resel.backends.transport import FileTooLarge
 from resel.backends.verified import digest, verified_argv
+from resel.backends.waves import FOLDERS, WaveCursor, parse_wave_name, wave_name
 from resel.backends.workdir import prepare_workdir
 from resel.config import relative_path_problem
 from resel.domain import InputSpec, Site
@@ -46,6 +47,9 @@ _RUN_KEY = re.compile(r"r\d+-[0-9a-f]{6}")
 #: the longest agent record read (started/results/agent/heartbeat/rejected JSON are a few
 #: hundred bytes to a few KB): a longer file is a bad record, never read into memory
 RECORD_LIMIT = 1 << 20
+#: the longest wave read (protocol 6: the agent cuts a wave at about 1 MiB, so a wave is at most
+#: one record of RECORD_LIMIT over that)
+WAVE_LIMIT = 2 * RECORD_LIMIT
 
 
 def job_phase(state: JobState) -> str:
@@ -305,8 +309,17 @@ class PilotSite:
             return "asked"      # claimed (or never written): the agent's records say which
         return "withdrawn"
 
-    def collect(self, run_key: str, pilot: int, seen: set[str], *, heartbeat: bool = False) -> PilotFiles:
-        """New ``started/`` and ``results/`` records of a pilot; ``seen`` holds names read before.
+    def collect(self, run_key: str, pilot: int, seen: set[str], *, heartbeat: bool = False,
+                cursor: WaveCursor | None = None) -> PilotFiles:
+        """New start and result records of a pilot; ``seen`` holds names read before.
+
+        An agent of protocol 6 or later writes its records in waves (one file per turn of its
+        loop, :mod:`~resel.backends.waves`): with a ``cursor``, on a site that shares its files,
+        they are read wave after wave until one is missing — no listing, a read costs what is
+        new. Otherwise (an older agent, an HTCondor pool whose wrapper pushes files in its own
+        order and writes its own per-key ``evicted`` results, or a caller without a cursor)
+        ``started/`` and ``results/`` are listed and every file not in ``seen`` is read, per-key
+        record or wave alike.
 
         Every record is checked (:func:`check_started`, :func:`check_result`): one that breaks
         the protocol (not JSON, wrong types, a name that is not its key, a stray README.json)
@@ -316,10 +329,85 @@ class PilotSite:
         there, so it is someone else's doing (docs/security.md).
         With ``heartbeat``, ``heartbeat.json`` is read too (every poll: it tells a relaunched
         agent from its predecessor); ``agent.json`` is read once, or again after ``seen``
-        forgets it.
+        forgets it. Both are read before the records, so the records are at least as new.
         """
         pdir = self.pilot_dir(run_key, pilot)
         found = PilotFiles()
+        if "agent.json" not in seen:
+            doc = self._read_json(posixpath.join(pdir, "agent.json"))
+            if isinstance(doc, dict):
+                found.agent = doc
+                seen.add("agent.json")
+        if heartbeat:
+            doc = self._read_json(posixpath.join(pdir, "heartbeat.json"))
+            if isinstance(doc, dict) and check_heartbeat(doc) is None:
+                found.heartbeat = doc
+        if cursor is not None and self.shares_files:
+            unknown = cursor.hear(found.agent, found.heartbeat)
+            if cursor.waves:
+                if unknown:
+                    for sub in FOLDERS:     # once per new incarnation: the earlier ones' waves
+                        try:
+                            cursor.learn(self.transport.entries(posixpath.join(pdir, sub)))
+                        except FileNotFoundError:
+                            pass
+                self._read_waves(pdir, int(pilot), cursor, found)
+                return found
+        self._list_records(pdir, int(pilot), seen, found)
+        return found
+
+    def _read_waves(self, pdir: str, pilot: int, cursor: WaveCursor, found: PilotFiles) -> None:
+        """Every wave the cursor has not read yet, in order, to the first missing one of each
+        folder and incarnation: a stat (the owner check, which also finds the end) and a read
+        per wave, one stat per folder and incarnation that has nothing new."""
+        fresh: set[str] = set()
+        for sub, inc, n in cursor.due():
+            while True:
+                name = wave_name(inc, n)
+                path = posixpath.join(pdir, sub, name)
+                try:
+                    owner = self.transport.stat(path)
+                except FileNotFoundError:
+                    break
+                fresh.add(inc)
+                cursor.took(sub, inc)
+                n += 1
+                if owner.uid != self.transport.uid() or not stat.S_ISREG(owner.mode):
+                    found.bad.append((f"p{pilot}/{sub}/{name}", f"not a regular file of yours (owner uid {owner.uid}"
+                                      f"{', a link' if owner.is_link else ''}): not read"))
+                    continue
+                try:
+                    raw = self.transport.read_file(path, limit=WAVE_LIMIT)
+                except FileNotFoundError:
+                    continue
+                except FileTooLarge:
+                    raw = None
+                self._take_wave(raw, f"p{pilot}/{sub}/{name}", sub, found)
+        cursor.read_done(fresh)
+
+    def _take_wave(self, raw: bytes | None, tag: str, sub: str, found: PilotFiles) -> None:
+        """A wave's records, each checked as its own per-key file was (its key is its task and
+        attempt), into ``found``; what breaks the protocol into ``found.bad``."""
+        if raw is None:
+            found.bad.append((tag, f"longer than {WAVE_LIMIT:,} bytes"))
+            return
+        records, why = _load_wave(raw)
+        if why:
+            found.bad.append((tag, why))
+            return
+        check, bucket = (check_started, found.started) if sub == "started" else (check_result, found.results)
+        for i, record in enumerate(records):
+            why = "not a JSON object" if not isinstance(record, dict) else check(record, _own_key(record))
+            if why:
+                named = record.get("file") if isinstance(record, dict) else None   # a bad inbox file's
+                found.bad.append((f"{tag} record {i + 1}" + (f" ({named[:80]})" if isinstance(named, str) else ""),
+                                  why))
+            else:
+                bucket.append(record)
+
+    def _list_records(self, pdir: str, pilot: int, seen: set[str], found: PilotFiles) -> None:
+        """Every file of ``started/`` and ``results/`` not in ``seen``: per-key records (agent
+        protocol 5 and earlier, the HTCondor wrapper's ``evicted`` results) and waves."""
         checks = {"started": check_started, "results": check_result}
         for sub, bucket in (("started", found.started), ("results", found.results)):
             try:
@@ -333,33 +421,28 @@ class PilotSite:
                 owner = entries[name]
                 if owner.uid != self.transport.uid() or not stat.S_ISREG(owner.mode):
                     seen.add(tag)
-                    found.bad.append((f"p{int(pilot)}/{tag}", f"not a regular file of yours (owner uid {owner.uid}"
+                    found.bad.append((f"p{pilot}/{tag}", f"not a regular file of yours (owner uid {owner.uid}"
                                       f"{', a link' if owner.is_link else ''}): not read"))
                     continue
+                wave = parse_wave_name(name) is not None
                 try:
-                    raw = self.transport.read_file(posixpath.join(pdir, sub, name), limit=RECORD_LIMIT)
+                    raw = self.transport.read_file(posixpath.join(pdir, sub, name),
+                                                   limit=WAVE_LIMIT if wave else RECORD_LIMIT)
                 except FileNotFoundError:
                     continue
                 except FileTooLarge:
                     raw = None
                 seen.add(tag)
+                if wave:
+                    self._take_wave(raw, f"p{pilot}/{tag}", sub, found)
+                    continue
                 record, why = (None, f"longer than {RECORD_LIMIT:,} bytes") if raw is None else _load_record(raw)
                 if record is not None:
                     why = checks[sub](record, name[:-len(".json")])
                 if why:
-                    found.bad.append((f"p{int(pilot)}/{tag}", why))
+                    found.bad.append((f"p{pilot}/{tag}", why))
                 else:
                     bucket.append(record)
-        if "agent.json" not in seen:
-            doc = self._read_json(posixpath.join(pdir, "agent.json"))
-            if isinstance(doc, dict):
-                found.agent = doc
-                seen.add("agent.json")
-        if heartbeat:
-            doc = self._read_json(posixpath.join(pdir, "heartbeat.json"))
-            if isinstance(doc, dict) and check_heartbeat(doc) is None:
-                found.heartbeat = doc
-        return found
 
     def rejected(self, run_key: str, pilot: int) -> dict | None:
         """The agent's record of files in its directory it refused to act on (another user's
@@ -402,6 +485,25 @@ def _load_record(raw: bytes) -> tuple[dict | None, str | None]:
     if not isinstance(doc, dict):
         return None, f"not a JSON object but {type(doc).__name__}"
     return doc, None
+
+
+def _load_wave(raw: bytes) -> tuple[list, str | None]:
+    try:
+        doc = json.loads(raw)
+    except ValueError as exc:          # includes UnicodeDecodeError
+        return [], f"not JSON: {exc}"
+    except RecursionError:
+        return [], "not JSON: nested too deep"
+    if not isinstance(doc, list):
+        return [], f"a wave must be a JSON list, not {type(doc).__name__}"
+    return doc, None
+
+
+def _own_key(rec: dict) -> str:
+    """The key a wave's record names (its task and attempt), for the checks that compare a
+    per-key file's name with its record; "" when they are not counts (the check says why)."""
+    task, attempt = rec.get("task"), rec.get("attempt")
+    return task_key(task, attempt) if _is_count(task) and _is_count(attempt) else ""
 
 
 def _is_count(value: Any) -> bool:

@@ -31,7 +31,8 @@ each in a work directory of its own. While it runs, this process measures from o
   site's. Also the wait of a read behind the jobs queued on the same worker (the dispatches),
   and the period between two reads of one site as the coordinator achieves it;
 * **``resel status``** wall time, run every ``--status-every`` seconds during the run;
-* **per task**: inbox files written, result and started files read, directory listings,
+* **per task**: inbox files written, agent files read (waves since agent protocol 6, else one
+  per record), stats (a wave's owner check), directory listings,
   scheduler polls, journal rows, store commits (each a write-ahead-log fsync in SQLite's WAL
   mode at its default synchronous=FULL), with ``--strace`` the fsync/fdatasync and execve
   system calls themselves;
@@ -446,7 +447,9 @@ def status_figures(samples: list[tuple[float, float, int]]) -> dict:
 
 
 def agent_files(sites, run_key: str) -> dict:
-    """Files the agents left per kind (inbox, claimed, started, results, task folders)."""
+    """Files the agents left per kind (inbox, claimed, started, results, task folders), and the
+    records in started/ and results/ (since agent protocol 6 a file there is a wave of records)."""
+    from resel.shipped.agent import folder_records
     out: dict[str, int] = {}
     for s in sites:
         for pdir in Path(s.host_dir, run_key).glob("p*"):
@@ -454,6 +457,8 @@ def agent_files(sites, run_key: str) -> dict:
                 d = pdir / sub
                 if d.is_dir():
                     out[sub] = out.get(sub, 0) + sum(1 for _ in d.iterdir())
+                if sub in ("started", "results"):
+                    out[f"{sub}_records"] = out.get(f"{sub}_records", 0) + len(folder_records(str(d), own_only=False))
     return out
 
 
@@ -511,8 +516,10 @@ def print_table(doc: dict) -> None:
         ("`resel status` p50 / max (s), samples", f"{fmt(doc['status_p50'], '.2f')} / {fmt(doc['status_max'], '.2f')}"
                                                   f", {doc['status_samples']} ({doc['status_failed']} failed)", "<= 1"),
         ("per task: inbox files written (dispatch)", per(c.get("site.dispatch")), ""),
-        ("per task: agent records read (read_file)",
+        ("per task: agent files read (read_file: waves or per-key records, heartbeats)",
          per(c.get("LocalTransport.read_file", 0) + c.get("SSHTransport.read_file", 0)), ""),
+        ("per task: stats (a wave's owner check; one per folder finds the end)",
+         per(c.get("LocalTransport.stat", 0) + c.get("SSHTransport.stat", 0)), ""),
         ("per task: directory listings (entries)",
          per(c.get("LocalTransport.entries", 0) + c.get("SSHTransport.entries", 0)), ""),
         ("per task: scheduler polls", per(c.get("site.pilot_jobs")), ""),

@@ -21,11 +21,12 @@ All sites run on this machine, so every stamp is read on one clock.
 
 from __future__ import annotations
 
-import json
 import math
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from resel.shipped.agent import folder_records
 
 
 @dataclass
@@ -70,14 +71,6 @@ def _stamps(text: str) -> tuple[float | None, float | None]:
     return start, end
 
 
-def _load(path: Path) -> dict | None:
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return doc if isinstance(doc, dict) else None
-
-
 def agent_records(site_dirs: dict[str, Path], run_key: str) -> dict[tuple[int, int], dict]:
     """Every attempt the agents saw, by (task, attempt): site, pilot, started record, result,
     the task's own stamps."""
@@ -86,12 +79,16 @@ def agent_records(site_dirs: dict[str, Path], run_key: str) -> dict[tuple[int, i
         for pdir in sorted(root.joinpath(run_key).glob("p*")):
             pilot = int(pdir.name[1:])
             for sub in ("started", "results"):
-                for f in pdir.joinpath(sub).glob("t*-a*.json"):
-                    rec = _load(f)
-                    if rec is None or not isinstance(rec.get("task"), int) or not isinstance(rec.get("attempt"), int):
+                # per-key files (agent protocol 5 and earlier) and waves (6) alike; a key two
+                # agents alive at once both wrote (protocol 6 allows it: the coordinator takes
+                # the first it reads) keeps all its results, the audit takes the stored one
+                for _name, rec in folder_records(str(pdir / sub), own_only=False):
+                    if not isinstance(rec, dict) or not isinstance(rec.get("task"), int) \
+                            or not isinstance(rec.get("attempt"), int):
                         continue
                     entry = out.setdefault((rec["task"], rec["attempt"]), {"site": site, "pilot": pilot})
-                    entry[sub] = rec
+                    entry.setdefault(sub, rec)
+                    entry.setdefault(f"all_{sub}", []).append(rec)
             for stamp in pdir.joinpath("tasks").glob("t*-a*/stamp"):
                 task, attempt = (int(x[1:]) for x in stamp.parent.name.split("-"))
                 try:
@@ -125,12 +122,15 @@ def audit_run(db_path: Path, run_id: int, site_dirs: dict[str, Path]) -> Audit:
     intervals: dict[int, list[Interval]] = {}
     for (task, attempt), rec in sorted(records.items()):
         result, started = rec.get("results"), rec.get("started")
+        row = stored.get((task, attempt))
+        if row is not None:     # of two results of one key, the one the coordinator stored
+            result = next((r for r in rec.get("all_results", []) if r.get("outcome") == row["outcome"]), result)
         stamp_start, stamp_end = rec.get("stamp", (None, None))
         if result is not None:
             audit.results_read += 1
             if stamp_start is None:
                 stamp_start, stamp_end = _stamps(result.get("stdout_tail") or "")
-            if result.get("outcome") == "done":
+            if any(r.get("outcome") == "done" for r in rec.get("all_results", [result])):   # once per key
                 done_by_task[task] = done_by_task.get(task, 0) + 1
             if result.get("outcome") in ("done", "failed"):
                 row = stored.get((task, attempt))

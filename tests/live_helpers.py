@@ -14,6 +14,7 @@ from resel.backends.connect import open_site
 from resel.config import load_bag, load_sites
 from resel.live.coordinator import Coordinator, LiveOptions
 from resel.store import open_store
+from agent_files import run_records
 from waiting import poll, wait_until
 
 REPO = Path(__file__).resolve().parents[1]
@@ -272,11 +273,5 @@ def agents_results(tb, run_key: str, work_b: str | None = None) -> list[dict]:
     """Every result file the agents of a run wrote, on both sites."""
     out = []
     for root in (tb.work_a, work_b or tb.work_b):
-        for res in Path(root, run_key).glob("p*/results/*.json"):
-            try:
-                rec = json.loads(res.read_text())
-            except ValueError:
-                continue
-            if isinstance(rec, dict):
-                out.append(rec)
+        out.extend(run_records(Path(root, run_key)))     # waves and per-key files alike
     return out

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from resel.shipped import agent as agent_module
+from agent_files import keyed, records
 from waiting import wait_until  # tests/ is on sys.path (rootdir conftest)
 
 REPO = Path(__file__).resolve().parent.parent
@@ -67,17 +68,25 @@ class Pilot:
         return f"t{task}-a{attempt}"
 
     def read(self, *parts):
+        if len(parts) == 2 and parts[0] in ("started", "results"):    # a record: in a wave (protocol 6)
+            return self.record(parts[0], parts[1].removesuffix(".json"))
         return json.loads(self.dir.joinpath(*parts).read_text())
 
+    def record(self, sub: str, key: str) -> dict | None:
+        """The one record of ``key`` in ``sub`` (started/ or results/), None if there is none;
+        a key written twice fails the test: a record is written once."""
+        found = keyed(self.dir / sub).get(key, [])
+        assert len(found) <= 1, f"{sub}: {key} written {len(found)} times: {found}"
+        return found[0] if found else None
+
+    def has(self, sub: str, key: str) -> bool:
+        return self.record(sub, key) is not None
+
     def result(self, key: str, timeout: float = 10.0):
-        path = self.dir / "results" / f"{key}.json"
-        wait_for(path.exists, timeout, f"result {key}")
-        return json.loads(path.read_text())
+        return wait_for(lambda: self.record("results", key), timeout, f"result {key}")
 
     def started(self, key: str, timeout: float = 10.0):
-        path = self.dir / "started" / f"{key}.json"
-        wait_for(path.exists, timeout, f"start of {key}")
-        return json.loads(path.read_text())
+        return wait_for(lambda: self.record("started", key), timeout, f"start of {key}")
 
     def cancel(self, key: str):
         write_atomic(self.dir / "cancel" / key, "")
@@ -243,13 +252,13 @@ def test_cancel_running_kills_the_process_group(pilot):
     assert r["signal"] == signal.SIGTERM and r["exit_code"] is None
     wait_for(lambda: not pid_alive(child), 3, "the grandchild to die")
     # a later cancel of a finished attempt changes nothing
-    before = (p.dir / "results" / f"{key}.json").read_text()
+    before = p.read("results", f"{key}.json")
     done = p.submit(2, "echo fine")
     assert p.result(done)["outcome"] == "done"
     p.cancel(done)
     p.went_round()                                  # the cancel was read
     assert p.read("results", f"{done}.json")["outcome"] == "done"
-    assert (p.dir / "results" / f"{key}.json").read_text() == before
+    assert p.read("results", f"{key}.json") == before
     assert p.proc.poll() is None
 
 
@@ -315,7 +324,7 @@ def test_withdraw_takes_back_only_what_has_not_started(pilot):
     assert done["outcome"] == "done" and done["end"] - done["start"] >= 0.9     # refused: it ran to its end
     late = p.submit(3, "echo should-not-run")
     assert (p.result(late)["outcome"], p.result(late)["reason"]) == ("cancelled", "withdrawn")
-    assert not (p.dir / "started" / f"{queued}.json").exists() and not (p.dir / "started" / f"{late}.json").exists()
+    assert not p.has("started", queued) and not p.has("started", late)
 
 
 def test_cancel_inboxed_and_not_yet_submitted(pilot):
@@ -335,8 +344,8 @@ def test_cancel_inboxed_and_not_yet_submitted(pilot):
     assert p.result(blocker)["outcome"] == "cancelled"
     late = p.submit(3, "echo should-not-run")
     assert p.result(late)["outcome"] == "cancelled"
-    assert not (p.dir / "started" / f"{queued}.json").exists()
-    assert not (p.dir / "started" / f"{late}.json").exists()
+    assert not p.has("started", queued)
+    assert not p.has("started", late)
 
 
 def test_timeout(pilot):
@@ -359,7 +368,7 @@ def test_walltime_drain_and_end(pilot):
     r = p.read("results", f"{running}.json")
     assert r["outcome"] == "lost" and r["reason"] == "walltime"
     assert (p.dir / "inbox" / f"{late}.json").exists()
-    assert not (p.dir / "results" / f"{late}.json").exists()
+    assert not p.has("results", late)
     assert p.read("exit.json")["reason"] == "walltime"
     assert p.read("heartbeat.json")["state"] == "stopping"
 
@@ -500,7 +509,11 @@ def test_malformed_inbox_files(pilot):
     assert p.result("t5-a0")["task"] == 5
     assert "command" in p.result("t6-a0")["reason"]
     assert "does not match" in p.result("t7-a1")["reason"]
-    assert p.result("weird")["task"] is None
+    # a bad file whose name is no key: a result without one (the coordinator refuses it as a
+    # bad record), in a wave as any other
+    weird = wait_for(lambda: [r for r in records(p.dir / "results") if r["task"] is None], 10, "weird's result")
+    assert [(r["attempt"], r["outcome"], r["reason"][:15], r["file"]) for r in weird] == \
+        [(None, "failed", "bad task file: ", "weird.json")]
     assert p.result(p.submit(12, "echo still alive"))["stdout_tail"] == "still alive\n"
     assert (inbox / "t11-a0.json.part").exists()  # temporary files are left alone (listed since)
     assert p.proc.poll() is None
@@ -514,7 +527,7 @@ def test_idle_exit(pilot):
 
 
 def test_source_and_protocol_version():
-    assert agent_module.PROTOCOL_VERSION == 5
+    assert agent_module.PROTOCOL_VERSION == 6
     text = agent_module.source()
     assert text == AGENT.read_text(encoding="utf-8")
     assert "def source()" in text and 'if __name__ == "__main__":' in text
@@ -542,7 +555,7 @@ def test_relaunched_agent_reports_what_its_predecessor_took_and_runs_the_inbox(t
     first.proc.wait()
     for key in (a, b):
         _kill_group_of(first, key)
-    assert not (first.dir / "results" / f"{a}.json").exists()
+    assert not first.has("results", a)
     waiting = first.submit(3, "echo third")               # arrives while no agent runs
     second = Pilot(tmp_path, slots=2, directory=first.dir)
     try:
@@ -598,12 +611,3 @@ def test_a_freed_slot_takes_the_next_inbox_file_without_waiting_for_the_poll(tmp
         assert second["start"] - first["end"] < 2.0, (first, second)
     finally:
         p.close()
-
-
-def test_a_result_is_written_once(tmp_path):
-    path = tmp_path / "results" / "t1-a0.json"
-    path.parent.mkdir()
-    assert agent_module.write_json_once(str(path), {"outcome": "lost"}) is True
-    assert agent_module.write_json_once(str(path), {"outcome": "done"}) is False
-    assert json.loads(path.read_text()) == {"outcome": "lost"}
-    assert [n for n in os.listdir(path.parent)] == ["t1-a0.json"]     # no temporary left behind

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import time
 
+from agent_files import records
 from test_agent import Pilot, pilot, wait_for, write_atomic  # noqa: F401 - the fixture
 
 WIDTHS = [2, 1, 1, 4, 2]
@@ -27,7 +28,7 @@ def gated(p: Pilot, task: int, width: int, gates) -> str:
 
 
 def started(p: Pilot) -> set[int]:
-    return {int(f.name[1:].split("-")[0]) for f in (p.dir / "started").glob("*.json")}
+    return {rec["task"] for rec in records(p.dir / "started")}
 
 
 def test_attempts_take_their_slots_and_a_narrow_one_waits_for_room(tmp_path):

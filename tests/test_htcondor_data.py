@@ -242,10 +242,19 @@ def start(iwd: Path, scratch: Path, chirp: Path, inputs=()):
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
+def result_file(iwd: Path, key: str) -> str | None:
+    """The name of the file on the access point that holds ``key``'s result (a wave, agent
+    protocol 6), None while there is none."""
+    for name, rec in agent_module.folder_records(str(iwd / "results"), own_only=False):
+        if isinstance(rec, dict) and (rec.get("task"), rec.get("attempt")) == tuple(map(int, key[1:].split("-a"))):
+            return name
+    return None
+
+
 def result(iwd: Path, key: str) -> dict:
-    path = iwd / "results" / f"{key}.json"
-    wait_for(path.exists, what=f"result {key}")
-    return json.loads(path.read_text())
+    name = wait_for(lambda: result_file(iwd, key), what=f"result {key}")
+    return next(r for n, r in agent_module.folder_records(str(iwd / "results"), own_only=False)
+                if n == name and f"t{r['task']}-a{r['attempt']}" == key)
 
 
 def stop(proc, iwd: Path, scratch: Path) -> str:
@@ -272,8 +281,9 @@ def test_the_wrapper_brings_inputs_once_and_puts_outputs_before_the_result(data_
         assert r1["outcome"] == "done", r1
         # the outputs were put (atomically, 0600) before the result
         lines = calls.read_text().splitlines()
+        wave = result_file(iwd, k1)
         assert lines.index(f"link outputs/.{k1}.1.chirp.tmp outputs/{k1}.1") < lines.index(
-            f"link results/.{k1}.json.chirp.tmp results/{k1}.json")
+            f"link results/.{wave}.chirp.tmp results/{wave}")
         assert any(line.startswith(f"put -perm 600 ") and f"outputs/.{k1}.0.chirp.tmp" in line for line in lines)
         assert (iwd / "outputs" / f"{k1}.0").read_bytes() == tpr + ff
         assert (iwd / "outputs" / f"{k1}.1").read_bytes() == b"x"

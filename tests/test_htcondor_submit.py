@@ -36,6 +36,7 @@ import pytest
 import htcondor_samples as S  # tests/ is on sys.path (rootdir conftest)
 from recorded import RecordedCollector
 from waiting import wait_until
+from agent_files import keyed
 from resel.shipped import agent as agent_module
 from resel.shipped import chirp_sync
 from resel.backends.htcondor import client as hc
@@ -424,6 +425,13 @@ def start_wrapper(iwd, scratch, chirp, walltime=120, agent_sha256=AGENT_SHA, fai
 
 
 @pytest.mark.parametrize("slot", ["23.9.6", "25.14.1"], indirect=True)
+def ap_record(iwd: Path, sub: str, key: str) -> dict | None:
+    """The record of ``key`` the wrapper pushed to the access point (in a wave: agent protocol 6;
+    its own ``evicted`` results are per-key files), None if there is none yet."""
+    found = keyed(iwd / sub).get(key)
+    return found[0] if found else None
+
+
 def test_chirp_wrapper_runs_a_task_from_the_access_point(slot):
     """A whole exchange through each release's condor_chirp. 25.14.1's getdir exits with the
     listing's length modulo 256 (2 to 255 for most listings): a wrapper that took a status above
@@ -434,11 +442,9 @@ def test_chirp_wrapper_runs_a_task_from_the_access_point(slot):
                   json.dumps({"task": 1, "attempt": 0, "command": "echo hello from the slot"}).encode())
     proc = start_wrapper(iwd, scratch, chirp)
     try:
-        result = wait_for(lambda: (iwd / "results" / "t1-a0.json").exists(), what="the result on the AP")
-        assert result
-        rec = json.loads((iwd / "results" / "t1-a0.json").read_text())
+        rec = wait_for(lambda: ap_record(iwd, "results", "t1-a0"), what="the result on the AP")
         assert rec["outcome"] == "done" and rec["stdout_tail"].strip() == "hello from the slot"
-        assert json.loads((iwd / "started" / "t1-a0.json").read_text())["task"] == 1
+        assert ap_record(iwd, "started", "t1-a0")["task"] == 1
         agent_json = json.loads((iwd / "agent.json").read_text())
         assert agent_json["pilot"] == "3" and agent_json["protocol"] == agent_module.PROTOCOL_VERSION
         assert wait_for(lambda: (iwd / "heartbeat.json").exists(), what="a heartbeat")
@@ -449,16 +455,16 @@ def test_chirp_wrapper_runs_a_task_from_the_access_point(slot):
         wait_for(lambda: (scratch / "pilot" / "cancel" / "t2-a0").exists(), what="the cancel in the slot")
         ap.write_file(str(iwd / "inbox" / "t2-a0.json"),
                       json.dumps({"task": 2, "attempt": 0, "command": "touch ran"}).encode())
-        wait_for(lambda: (iwd / "results" / "t2-a0.json").exists(), what="the cancelled result")
-        assert json.loads((iwd / "results" / "t2-a0.json").read_text())["outcome"] == "cancelled"
+        assert wait_for(lambda: ap_record(iwd, "results", "t2-a0"), what="the cancelled result")["outcome"] == \
+            "cancelled"
         # a withdraw request (agent protocol 4) crosses with its content: withdrawn, never run
         ap.write_file(str(iwd / "cancel" / "t4-a0"), b"withdraw\n")
         wait_for(lambda: (scratch / "pilot" / "cancel" / "t4-a0").exists(), what="the withdraw in the slot")
         assert (scratch / "pilot" / "cancel" / "t4-a0").read_bytes() == b"withdraw\n"
         ap.write_file(str(iwd / "inbox" / "t4-a0.json"),
                       json.dumps({"task": 4, "attempt": 0, "command": "touch ran4"}).encode())
-        wait_for(lambda: (iwd / "results" / "t4-a0.json").exists(), what="the withdrawn result")
-        assert json.loads((iwd / "results" / "t4-a0.json").read_text())["reason"] == "withdrawn"
+        assert wait_for(lambda: ap_record(iwd, "results", "t4-a0"), what="the withdrawn result")["reason"] == \
+            "withdrawn"
         # stop: the agent exits, the wrapper pushes exit.json and agent.log, then exits itself
         ap.write_file(str(iwd / "stop"), b"stop\n")
         assert proc.wait(timeout=20) == 0, proc.stdout.read().decode()
@@ -490,6 +496,24 @@ def test_chirp_wrapper_reports_attempts_of_an_evicted_run_lost(slot):
     assert not (scratch / "pilot" / "inbox" / "t6-a0.json").exists()    # finished: never fetched
 
 
+def test_chirp_wrapper_reads_an_evicted_run_s_waves(slot):
+    """The evicted run's agent spoke protocol 6: its records are waves on the access point. The
+    wrapper reads them: the attempt started without a result is reported lost (evicted), the
+    finished one is neither reported again nor fetched."""
+    iwd, scratch, chirp = slot
+    (iwd / "started" / "00ff-1.json").write_text(json.dumps([{"task": 5, "attempt": 1, "time": 1.0, "host": "old"},
+                                                             {"task": 6, "attempt": 0, "time": 1.0, "host": "old"}]))
+    (iwd / "results" / "00ff-1.json").write_text(json.dumps([{"task": 6, "attempt": 0, "outcome": "done"}]))
+    (iwd / "inbox" / "t6-a0.json").write_text(json.dumps({"task": 6, "attempt": 0, "command": "touch again"}))
+    (iwd / "stop").write_text("stop\n")
+    proc = start_wrapper(iwd, scratch, chirp)
+    assert proc.wait(timeout=20) == 0
+    lost = json.loads((iwd / "results" / "t5-a1.json").read_text())
+    assert (lost["outcome"], lost["reason"], lost["task"], lost["attempt"]) == ("lost", "evicted", 5, 1)
+    assert sorted(p.name for p in (iwd / "results").iterdir()) == ["00ff-1.json", "t5-a1.json"]
+    assert not (scratch / "pilot" / "inbox" / "t6-a0.json").exists()    # finished: never fetched
+
+
 def test_a_listing_that_fails_at_start_is_not_taken_as_nothing_to_recover(slot):
     """condor_chirp's first two listings of results/ fail (a shadow busy or reconnecting):
     the wrapper pulls nothing until it has both listings, then reports the evicted run's
@@ -504,11 +528,11 @@ def test_a_listing_that_fails_at_start_is_not_taken_as_nothing_to_recover(slot):
     (iwd / "inbox" / "t7-a0.json").write_text(json.dumps({"task": 7, "attempt": 0, "command": "echo seven"}))
     proc = start_wrapper(iwd, scratch, chirp, fail="getdir results 2")
     try:
-        wait_for(lambda: (iwd / "results" / "t7-a0.json").exists(), what="the new task's result")
+        wait_for(lambda: ap_record(iwd, "results", "t7-a0"), what="the new task's result")
         ap_lost = json.loads((iwd / "results" / "t5-a1.json").read_text())
         assert (ap_lost["outcome"], ap_lost["reason"]) == ("lost", "evicted")
         assert (iwd / "results" / "t6-a0.json").read_text() == done
-        assert json.loads((iwd / "results" / "t7-a0.json").read_text())["outcome"] == "done"
+        assert ap_record(iwd, "results", "t7-a0")["outcome"] == "done"
         (iwd / "stop").write_text("stop\n")
         assert proc.wait(timeout=20) == 0
     finally:
@@ -543,7 +567,7 @@ def test_a_file_changed_on_the_access_point_is_not_run(slot, swapped):
     assert proc.returncode == (1 if swapped == "wrapper" else chirp_sync.EXIT_MODIFIED), out
     assert "refusing to run" in out and "sha256" in out
     assert not (iwd.parent / "pwned").exists()
-    assert not (scratch / "pilot" / "tasks" / "t1-a0").exists() and not (iwd / "results" / "t1-a0.json").exists()
+    assert not (scratch / "pilot" / "tasks" / "t1-a0").exists() and ap_record(iwd, "results", "t1-a0") is None
     if swapped == "agent":
         assert "refusing to run resel-agent-v1.py" in (scratch / chirp_sync.LOG_NAME).read_text()
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_files import run_records
 from live_helpers import REPO, bag_toml, cancel_leftovers, sites_toml, start
 
 #: 1.2 s on tba, 2.5 s on tbb (the agent puts RESEL_SITE in the task's environment)
@@ -35,8 +36,7 @@ def agent_results(testbed, run_key: str) -> dict[tuple[int, int], dict]:
     """Every result file the agents wrote for the run, on both clusters' disks."""
     out = {}
     for root in (Path(testbed.work_a), Path(testbed.work_b)):
-        for res in root.joinpath(run_key).glob("p*/results/*.json"):
-            rec = json.loads(res.read_text())
+        for rec in run_records(root.joinpath(run_key)):
             out[(rec["task"], rec["attempt"])] = rec
     return out
 

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_files import run_records
 from htcondor_samples import CONSTRUCTED_SCHEDDS, CONSTRUCTED_VERSION, as_json, constructed_status_json
 from live_helpers import (
     REPO, bag_toml, cancel_leftovers, done_results, opener_with, our_jobs, sites_toml, start, wait_for, write_inputs,
@@ -64,7 +65,12 @@ def kinds(db, run_id: int) -> list[str]:
 def test_bad_records_are_skipped_counted_and_survive_a_resume(tmp_path, testbed):
     """Six records that break the protocol (one of 2 GiB) land in a running pilot's directory; the
     coordinator is killed and resumed: both skip them, the bag finishes, `resel status`
-    counts them on that site (before: a crash, and the same crash on every resume)."""
+    counts them on that site (before: a crash, and the same crash on every resume).
+
+    Agent protocol 6: the agent's own bad record (a README.json in its inbox) is in one of its
+    waves, read while the coordinator runs; the others are waves of an incarnation no agent had
+    (``0bad``), which a running coordinator never lists for (it lists a pilot only when an
+    unknown incarnation shows up) but the resumed one finds in its first listing."""
     sites, bag = write_inputs(tmp_path, sites_toml(testbed, clock_b=2.0), bag_toml(40, "sleep 1"))
     db_path = tmp_path / "resel.db"
     cmd = RESEL + ["run", str(bag), "--sites", str(sites), "--db", str(db_path), "--poll", "0.3",
@@ -80,16 +86,15 @@ def test_bad_records_are_skipped_counted_and_survive_a_resume(tmp_path, testbed)
         pdir = Path(testbed.work_a, run_key, f"p{pilot}")
         assert wait_for(lambda: (pdir / "heartbeat.json").exists(), timeout=30)     # the agent made its folders
         (pdir / "inbox" / "README.json").write_text("this folder is resel's\n")       # the agent fails it
-        (pdir / "results" / "t999-a1.json").write_text(json.dumps(
-            {"task": 999, "attempt": 1, "outcome": "failed", "start": 1.0, "end": 2.0}))   # no such task
-        (pdir / "results" / "t0-a7.json").write_text("{not json")                          # malformed
-        (pdir / "results" / "t1-a9.json").write_text(json.dumps(
-            {"task": "1", "attempt": 9, "outcome": 5}))                                    # wrong types
-        (pdir / "started" / "t2-a8.json").write_text(json.dumps({"task": 2, "attempt": 8, "time": "noon"}))
-        with open(pdir / "results" / "t3-a9.json", "wb") as big:                          # 2 GiB, sparse:
+        (pdir / "results" / "0bad-1.json").write_text(json.dumps([
+            {"task": 999, "attempt": 1, "outcome": "failed", "start": 1.0, "end": 2.0},    # no such task
+            {"task": "1", "attempt": 9, "outcome": 5}]))                                    # wrong types
+        (pdir / "results" / "0bad-2.json").write_text("[{not json")                        # malformed
+        (pdir / "started" / "0bad-1.json").write_text(json.dumps([{"task": 2, "attempt": 8, "time": "noon"}]))
+        with open(pdir / "results" / "0bad-3.json", "wb") as big:                         # 2 GiB, sparse:
             big.truncate(2 << 30)                                                          # never read
         assert wait_for(lambda: len([r for r in db.query("select key from live_notes where kind = 'bad-record'")])
-                        >= 6, timeout=30)
+                        >= 1, timeout=30)                                                  # the README's
         assert proc.poll() is None
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -107,8 +112,10 @@ def test_bad_records_are_skipped_counted_and_survive_a_resume(tmp_path, testbed)
     notes = {r["key"]: r["detail"] for r in db.query("select key, detail from live_notes where kind = 'bad-record'")}
     assert any("README.json" in k and "non-negative integers" in v for k, v in notes.items()), notes
     assert any("t999-a1" in k and "no task 999" in v for k, v in notes.items()), notes
-    assert any("t0-a7" in k and "not JSON" in v for k, v in notes.items()), notes
-    assert any("t3-a9" in k and "longer than 1,048,576 bytes" in v for k, v in notes.items()), notes
+    assert any("0bad-1.json record 2" in k and "non-negative integers" in v for k, v in notes.items()), notes
+    assert any("0bad-2" in k and "not JSON" in v for k, v in notes.items()), notes
+    assert any("started/0bad-1" in k and "time must be a number" in v for k, v in notes.items()), notes
+    assert any("0bad-3" in k and "longer than 2,097,152 bytes" in v for k, v in notes.items()), notes
     assert done_results(testbed, run_key) == {i: 1 for i in range(40)}
     assert our_jobs(testbed, run_key) == []
 
@@ -332,8 +339,7 @@ def test_an_unknown_htcondor_jobstatus_is_never_taken_as_the_end(tmp_path):
     assert not ended or ended[0] > events.index("BagDone"), events
     assert any("in state JobStatus 8 (unknown)" in line for line in seen), seen
     counts: dict[int, int] = {}
-    for res in Path(work, coord.run_key).glob("p*/results/*.json"):
-        rec = json.loads(res.read_text())
+    for rec in run_records(Path(work, coord.run_key)):
         if rec["outcome"] == "done":
             counts[rec["task"]] = counts.get(rec["task"], 0) + 1
     assert counts == {i: 1 for i in range(6)}

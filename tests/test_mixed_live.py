@@ -18,7 +18,6 @@ on each site's disk, every re-selection decision against the window rule (docs/e
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_files import run_records
 from live_helpers import REPO, _inline, bag_toml, cancel_leftovers, fill, slurm, start
 from trixie_helpers import ap, host_path, pool_site, tbc_site, trixie  # noqa: F401
 
@@ -57,8 +57,7 @@ def agents_done(dirs: dict[str, Path], run_key: str) -> dict[int, list[str]]:
     """From the agents' own result files on every site: the sites where each task finished done."""
     done: dict[int, list[str]] = {}
     for site, root in dirs.items():
-        for res in root.joinpath(run_key).glob("p*/results/*.json"):
-            rec = json.loads(res.read_text())
+        for rec in run_records(root.joinpath(run_key)):
             if rec.get("outcome") == "done":
                 done.setdefault(rec["task"], []).append(site)
     return done

@@ -35,6 +35,7 @@ import pytest
 from resel.backends.pilotsite import AGENT_NAME, PilotSite
 from resel.backends.transport import LocalTransport
 from resel.config import load_sites
+from agent_files import keyed
 from waiting import poll, wait_until  # tests/ is on sys.path (rootdir conftest)
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("useradd") or not shutil.which("setpriv"),
@@ -193,6 +194,12 @@ def read_json(path: Path):
     return path.is_file() and not path.is_symlink() and json.loads(path.read_text())
 
 
+def result_of(pdir: Path, key: str) -> dict | None:
+    """The agent's result for ``key``: a record in a wave of results/ (agent protocol 6)."""
+    found = keyed(Path(pdir) / "results").get(key)
+    return found[0] if found else None
+
+
 def stop_pilot(owner: User, pdir: str, proc: subprocess.Popen) -> tuple[str, str]:
     def write_stop():
         Path(pdir, "stop").write_text("stop\n")
@@ -237,7 +244,7 @@ def test_a_group_members_inbox_file_never_runs_as_the_owner(users, base):
 
     proc = run_job(owner, script, Path(pdir), umask=0o002)
     try:
-        result = wait_for(lambda: read_json(Path(pdir, "results", "t1-a0.json")), what="the owner's task")
+        result = wait_for(lambda: result_of(pdir, "t1-a0"), what="the owner's task")
         rejected = wait_for(lambda: read_json(Path(pdir, "rejected.json")), what="the rejection record", check=False)
         time.sleep(1.0)     # kept: the test is that nothing else in the inbox runs (within this second)
     finally:
@@ -346,12 +353,13 @@ def test_links_the_other_user_planted_truncate_nothing(users, base):
     assert as_user(owner, fix_modes) == ("ok", None)
     proc = run_job(owner, script, pdir)
     try:
-        result = wait_for(lambda: read_json(pdir / "results" / "t1-a0.json"), what="the task's result", check=False)
+        result = wait_for(lambda: result_of(pdir, "t1-a0"), what="the task's result", check=False)
     finally:
         out, err = stop_pilot(owner, str(pdir), proc)
     for rel, name in links.items():
         assert (private / name).read_text() == f"the owner's {name}\n", rel
-        assert not (pdir / rel).is_symlink(), rel
+        # protocol 6 writes results in waves: the link at the per-key name stays, never followed
+        assert (pdir / rel).is_symlink() == (rel == "results/t1-a0.json"), rel
     assert result and result["outcome"] == "done", err
     assert (result["stdout_tail"], result["stderr_tail"]) == ("out\n", "err\n")
     assert "agent started" in (pdir / "agent.log").read_text()

@@ -16,7 +16,14 @@ from pathlib import Path
 import pytest
 
 from resel.shipped import agent as agent_module
+from agent_files import keyed
 from waiting import wait_until  # tests/ is on sys.path (rootdir conftest)
+
+
+def result_of(pdir: Path, key: str) -> dict | None:
+    """The agent's result for ``key`` (in a wave, protocol 6), or None."""
+    found = keyed(pdir / "results").get(key)
+    return found[0] if found else None
 
 AGENT = Path(agent_module.__file__)
 NOBODY = 65534
@@ -112,8 +119,7 @@ def test_files_not_of_its_user_are_left_alone_and_counted(tmp_path):
         os.chown(pdir / "cancel" / "t2-a0", NOBODY, NOBODY)
         (pdir / "stop").write_text("stop\n")
         os.chown(pdir / "stop", NOBODY, NOBODY)
-        done = wait_for(lambda: (pdir / "results" / "t2-a0.json").exists() and
-                        json.loads((pdir / "results" / "t2-a0.json").read_text()), what="the own task's result")
+        done = wait_for(lambda: result_of(pdir, "t2-a0"), what="the own task's result")
         assert done["outcome"] == "done" and done["stdout_tail"] == "mine\n"   # not cancelled, not stopped
         rejected = wait_for(lambda: (pdir / "rejected.json").exists() and
                             json.loads((pdir / "rejected.json").read_text())["count"] == 4 and
@@ -130,7 +136,7 @@ def test_files_not_of_its_user_are_left_alone_and_counted(tmp_path):
     assert names["inbox/t0-a0.json"]["uid"] == NOBODY and "owned by uid 65534" in names["inbox/t0-a0.json"]["why"]
     assert names["inbox/t5-a0.json"]["why"] == "a symbolic link"
     assert not (tmp_path / "foreign-ran").exists() and not (tmp_path / "link-ran").exists()
-    assert not (pdir / "results" / "t0-a0.json").exists() and not (pdir / "results" / "t5-a0.json").exists()
+    assert result_of(pdir, "t0-a0") is None and result_of(pdir, "t5-a0") is None
     log = (pdir / "agent.log").read_text()
     assert log.count("rejected inbox/t0-a0.json") == 1 and "not run" in log
 
@@ -171,13 +177,13 @@ def test_planted_links_truncate_nothing(tmp_path):
     doc = {"task": 1, "attempt": 0, "command": "echo out; echo err >&2", "perf": True}
     (pdir / "inbox" / "t1-a0.json").write_text(json.dumps(doc))
     proc = start(pdir)
-    # the planted link is a file too (is_file follows it): the agent's result replaces it
-    wait_for(lambda: not (pdir / "results" / "t1-a0.json").is_symlink(), what="the result, in place of the link")
+    # protocol 6: the records go into waves, so the links at the per-key names stay, unread
+    # (the agent reads the results an earlier agent left at start: never through a link)
+    result = wait_for(lambda: result_of(pdir, "t1-a0"), what="the result, in a wave")
     stop(proc, pdir)
     for rel, name in planted.items():
         assert (victims / name).read_text() == f"precious {name}\n", rel
-        assert not (pdir / rel).is_symlink(), rel
-    result = json.loads((pdir / "results" / "t1-a0.json").read_text())
+        assert (pdir / rel).is_symlink() == (rel in ("results/t1-a0.json", "started/t1-a0.json")), rel
     assert result["outcome"] == "done" and result["stdout_tail"] == "out\n" and result["stderr_tail"] == "err\n"
     assert "agent started" in (pdir / "agent.log").read_text()
 
@@ -191,8 +197,7 @@ def test_a_linked_task_folder_is_not_written_through(tmp_path):
     (pdir / "inbox").mkdir()
     (pdir / "inbox" / "t1-a0.json").write_text(json.dumps({"task": 1, "attempt": 0, "command": "echo hi > x"}))
     proc = start(pdir)
-    result = wait_for(lambda: (pdir / "results" / "t1-a0.json").exists() and
-                      json.loads((pdir / "results" / "t1-a0.json").read_text()), what="the result")
+    result = wait_for(lambda: result_of(pdir, "t1-a0"), what="the result")
     stop(proc, pdir)
     assert result["outcome"] == "failed" and result["reason"].startswith("start failed:")
     assert "symbolic link" in result["reason"]

@@ -25,7 +25,10 @@ KEY = "r1-abcdef"
 class Run:
     """A finished live run of ``count`` tasks in a store, and its agents' directories."""
 
-    def __init__(self, tmp_path: Path, count: int = 3):
+    def __init__(self, tmp_path: Path, count: int = 3, waves: bool = False):
+        #: the agents' formats: per-key files (agent protocol 5 and earlier) or waves (6), one
+        #: wave per pilot and folder, incarnation ``00aa``
+        self.waves = waves
         self.db_path = tmp_path / "s.db"
         self.db = open_store(self.db_path)
         self.count = count
@@ -45,26 +48,32 @@ class Run:
         key = f"t{task}-a{attempt}"
         for sub in ("started", "results", f"tasks/{key}"):
             (pdir / sub).mkdir(parents=True, exist_ok=True)
-        (pdir / "started" / f"{key}.json").write_text(json.dumps({"task": task, "attempt": attempt, "time": start,
-                                                                  "host": "n1"}))
+        self.write(pdir / "started", key, {"task": task, "attempt": attempt, "time": start, "host": "n1"})
         stamp = stamp if stamp is not None else (start, end if outcome == "done" else None)
         (pdir / "tasks" / key / "stamp").write_text(f"soak-start {stamp[0]}\n"
                                                     + (f"soak-end {stamp[1]}\n" if stamp[1] is not None else ""))
         if outcome is not None:
             rec = {"task": task, "attempt": attempt, "outcome": outcome, "start": start, "end": end,
                    "exit_code": 0 if outcome == "done" else None, "stdout_tail": ""}
-            (pdir / "results" / f"{key}.json").write_text(json.dumps(rec))
+            self.write(pdir / "results", key, rec)
         if stored:
             self.db["attempts"].insert({"run_id": 1, "task": task, "attempt": attempt, "site": site, "pilot": pilot,
                                         "start": start, "end": end, "outcome": outcome})
+
+    def write(self, folder: Path, key: str, rec: dict) -> None:
+        if not self.waves:
+            (folder / f"{key}.json").write_text(json.dumps(rec))
+            return
+        wave = folder / "00aa-1.json"
+        wave.write_text(json.dumps((json.loads(wave.read_text()) if wave.exists() else []) + [rec]))
 
     def audit(self):
         return audit_run(self.db_path, 1, self.sites)
 
 
-@pytest.fixture
-def run(tmp_path):
-    r = Run(tmp_path)
+@pytest.fixture(params=["per-key", "waves"])
+def run(tmp_path, request):
+    r = Run(tmp_path, waves=request.param == "waves")
     r.pilot(0, "tba")
     r.pilot(1, "tbb", ended=50.0)           # seen ended at t0 + 50
     return r
@@ -147,3 +156,21 @@ def test_a_run_that_counted_a_task_twice_fails(run):
         run.attempt(t, 1, 0, "tba", T0, T0 + 5)
     run.db["tasks"].insert({"run_id": 1, "task": 3, "state": "done"})
     assert any("tasks table has 4 rows" in p for p in run.audit().problems)
+
+
+def test_a_key_two_agents_wrote_counts_the_result_the_store_holds(tmp_path):
+    """Protocol 6: an agent and its successor alive at once may each write a result for one key
+    (lost by the successor, done by the old one); the coordinator stored the first it read.
+    That is no lost result, whichever of the two the store holds."""
+    for stored in ("done", "lost"):
+        r = Run(tmp_path / stored, waves=True)
+        r.pilot(0, "tba")
+        for t in range(3):
+            r.attempt(t, 1, 0, "tba", T0, T0 + 5, outcome="done", stored=t != 0)
+        pdir = r.sites["tba"] / KEY / "p0"
+        (pdir / "results" / "00bb-1.json").write_text(json.dumps([{"task": 0, "attempt": 1, "outcome": "lost",
+                                                                   "start": T0, "end": T0 + 5}]))
+        r.db["attempts"].insert({"run_id": 1, "task": 0, "attempt": 1, "site": "tba", "pilot": 0, "start": T0,
+                                 "end": T0 + 5, "outcome": stored})
+        audit = r.audit()
+        assert audit.results_lost == 0 and audit.problems == [], (stored, audit.problems)

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_files import records
 from live_helpers import REPO, cancel_leftovers, done_results, our_jobs, sites_toml
 from resel import task_data
 from resel.store import open_store
@@ -138,7 +139,7 @@ def test_a_table_bag_runs_each_task_once_with_its_own_arguments_cores_and_size(t
         cores = list(db.query("select cores from live_pilots where run_id = ? and site = ? and pilot = ?",
                               [run_id, site, pilot]))[0]["cores"]
         assert str(agent["pilot"]) == str(pilot) and agent["slots"] == cores, (site, cores, agent)
-        stamps = [json.loads(f.read_text()) for f in pdir.glob("results/*.json")]
+        stamps = records(pdir / "results")
         spans = [(r["start"], r["end"], widths[r["task"]]) for r in stamps if r["outcome"] == "done"]
         events = sorted([(e, 0, -w, -1) for _, e, w in spans] + [(s, 1, w, 1) for s, _, w in spans])
         held = most_cores = running = most_tasks = 0
@@ -179,8 +180,7 @@ def test_a_table_bag_runs_each_task_once_with_its_own_arguments_cores_and_size(t
     # start, so a smaller task may start before a larger one only if it is narrower
     handed: dict[str, list[tuple[float, int]]] = {}
     for site, pdir in pilot_dirs(testbed, run_key):
-        for f in pdir.glob("started/*.json"):
-            rec = json.loads(f.read_text())
+        for rec in records(pdir / "started"):
             handed.setdefault(site, []).append((rec["time"], rec["task"]))
     checked = 0
     for site, got in handed.items():

@@ -16,7 +16,6 @@ the htcondor2 bindings can run here as if on the access point.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import time
@@ -26,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_files import run_records
 from live_helpers import _inline
 from waiting import poll
 
@@ -170,10 +170,7 @@ def host_path(tb, path: str) -> Path:
 
 def results(tb, workdir: str, run_key: str) -> list[dict]:
     """The agents' result records of a run, read from the access point's disk."""
-    out = []
-    for res in sorted(host_path(tb, workdir).joinpath(run_key).glob("p*/results/*.json")):
-        out.append(json.loads(res.read_text()))
-    return out
+    return run_records(host_path(tb, workdir).joinpath(run_key))     # waves and per-key files alike
 
 
 def done_once(records: list[dict]) -> dict[int, int]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from resel.backends.waves import WaveCursor
 from resel.states import PilotState
 
 
@@ -23,6 +24,9 @@ class PilotView:
     state: PilotState = PilotState.PENDING
     missing: int = 0
     seen: set = field(default_factory=set)
+    #: where its agents' waves have been read to (agent protocol 6); fresh on resume: every wave
+    #: is read again once and what the journal holds is skipped
+    cursor: WaveCursor = field(default_factory=WaveCursor)
     job_state: str = ""
     #: the agent now running it (heartbeat.json), and when it started (live_pilots.agent_started)
     incarnation: str | None = None

@@ -120,7 +120,8 @@ class Polling:
     def read(self, name: str, views: list[PilotView], heartbeat: bool = True) -> dict[int, PilotFiles]:
         """Runs on the site's file worker: what these pilots' agents wrote since the last read."""
         ps = self.coord.site(name)
-        return {v.pilot: ps.collect(self.coord.run_key, v.pilot, v.seen, heartbeat=heartbeat) for v in views}
+        return {v.pilot: ps.collect(self.coord.run_key, v.pilot, v.seen, heartbeat=heartbeat, cursor=v.cursor)
+                for v in views}
 
     def each_site(self, kind: str, job: Callable[[str], Any], timeout: float,
                   names: list[str] | None = None) -> dict[str, Report]:

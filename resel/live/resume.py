@@ -84,7 +84,9 @@ def replay(coord: Any) -> None:
                 coord.finished = True
             if row["done"] == 0:
                 coord.acts.undone.append((row["seq"], action, 0.0))
-    # results already read became events; mark their files seen so they are not re-read
+    # results already read became events; mark their files seen so they are not re-read (the
+    # per-key files of an agent of protocol 5 or earlier, listed; a protocol-6 pilot's fresh
+    # cursor reads every wave once more, and the consumed set skips what the journal holds)
     for (kind, task, attempt) in coord.consumed:
         sub = "started" if kind == "TaskStarted" else "results"
         for view in coord.pilots.values():

@@ -9,7 +9,7 @@ starts it inside a batch job (a *pilot*)::
         [--drain SECONDS (60)] [--heartbeat SECONDS (5)] [--poll SECONDS (0.5)]
         [--idle-exit SECONDS (0 = never)]
 
-Protocol (version 4; docs/agent.md says the same with examples and what changed since 1)
+Protocol (version 6; docs/agent.md says the same with examples and what changed since 1)
 ----------------------------------------------------------------
 
 Agent and coordinator talk only through files in PILOTDIR on the site's shared filesystem.
@@ -27,10 +27,22 @@ All times are epoch seconds (floats).
   (from /proc/cpuinfo, or null), "incarnation" (a random id of this agent process),
   "previous" (the incarnation it replaced, or null), "restart_count" ($SLURM_RESTART_COUNT,
   $PBS_RUN_COUNT or null), "protocol"}.
-* Heartbeat every --heartbeat s (and on every state change): ``heartbeat.json`` =
+* Heartbeat at most once per loop turn, after that turn's waves (below): every --heartbeat s,
+  and in the turn after a change of state: ``heartbeat.json`` =
   {"time", "state": "running" | "draining" | "stopping", "running": [keys], "free": slots - taken,
-  "incarnation", "started", "pid"}. The coordinator reads it every poll: a new incarnation means
-  the agent was relaunched.
+  "incarnation", "started", "pid", "protocol" (6)}. The coordinator reads it every poll: a new
+  incarnation means the agent was relaunched.
+* Waves (protocol 6): the start and result records below are not files of their own. Everything
+  that started during one turn of the agent's loop goes into one file
+  ``started/{incarnation}-{n}.json``, everything that ended into one
+  ``results/{incarnation}-{n}.json``: a JSON list of records (each with its task and attempt),
+  written atomically at the end of the turn; ``n`` counts the waves this incarnation wrote in
+  that folder, from 1 and without a gap (an empty turn writes nothing), so the coordinator
+  reads ``…-{n}``, ``…-{n+1}``, … until one is missing, without listing the folder. A wave
+  over about 1 MiB is cut in two. An agent killed before a wave was renamed into place leaves
+  its attempts in ``claimed/`` without a result: its successor reports them (Start, above).
+  Before protocol 6 each record was a file ``started/{key}.json`` / ``results/{key}.json``; an
+  agent reads those too when it starts in a folder an older one used.
 * Superseded: an agent that finds another incarnation in ``agent.json`` stops at once (exit
   reason "superseded"): it kills its attempts and writes no result the newer agent wrote.
 * Inbox: the coordinator writes ``inbox/{key}.json`` = {"task": int, "attempt": int,
@@ -46,20 +58,24 @@ All times are epoch seconds (floats).
   interpolated) in ``tasks/{key}/``, stdout to ``tasks/{key}/stdout``, stderr to
   ``tasks/{key}/stderr``, stdin from /dev/null, in its own session and process group. Its
   environment is the agent's plus "env" plus RESEL_TASK, RESEL_ATTEMPT, RESEL_PILOT. When it
-  starts the agent writes ``started/{key}.json`` = {"task", "attempt", "time", "host"}.
+  starts the agent records {"task", "attempt", "time", "host"} in that turn's started wave.
 * perf: with "perf": true and ``perf`` on PATH (and usable), the command runs under
   ``perf stat -x, -o tasks/{key}/perf.csv -e task-clock,cycles,instructions,cycles:u,instructions:u``;
   the CSV becomes {event: float or null (``<not supported>``, ``<not counted>``), ...,
   "task-clock-ms": float or null}. Without perf: {"error": "perf not found"}. perf stat hides
   a signal death of its child, so under perf a shell status above 128 is reported as
   signal = status - 128.
-* Result: ``results/{key}.json`` when the attempt ends = {"task", "attempt", "exit_code": int
+* Result: a record in that turn's results wave when the attempt ends = {"task", "attempt", "exit_code": int
   or null, "signal": int or null, "start", "end", "host", "outcome", "reason": str or null,
   "perf": dict or null, "stdout_tail", "stderr_tail" (last 2000 bytes, UTF-8, bad bytes
-  replaced), "incarnation" (of the agent that wrote it)}. A result is written once (created with a hard link, never replaced): the first
-  word on an attempt is the only one. outcome is "done" (exit 0), "failed" (nonzero exit: reason "exit code N" or
+  replaced), "incarnation" (of the agent that wrote it)}. A result is written once: the agent keeps the
+  keys it has an outcome for (at start: every key of results/, waves and older per-key files)
+  and never writes a second; the first word on an attempt is the only one. (Two agents alive
+  at once on one directory — the older not yet superseded — may each write one; the
+  coordinator takes the first it reads.) outcome is "done" (exit 0), "failed" (nonzero exit: reason "exit code N" or
   "signal N"; timeout: reason "timeout"; unusable task file: reason "bad task file: ...";
-  could not start: reason "start failed: ..."), "cancelled" (reason "cancelled" or "stopped")
+  could not start: reason "start failed: ..."; an inbox file whose name is no key gets a result
+  with task and attempt null and its name as "file"), "cancelled" (reason "cancelled" or "stopped")
   or "lost" (reason "walltime", "terminated", "agent restarted" or "superseded"). An attempt
   that never started has
   start == end == the time the agent gave up on it, exit_code and signal null.
@@ -67,8 +83,8 @@ All times are epoch seconds (floats).
   SIGKILL 5 s later; outcome "failed", reason "timeout".
 * Cancel: the coordinator creates ``cancel/{key}`` (any content but ``withdraw``). A running
   attempt: its process group gets SIGTERM (SIGKILL after 5 s) and its result says "cancelled".
-  An attempt still in the inbox (or arriving there later): removed, result "cancelled" without
-  running. A finished attempt: nothing happens.
+  An attempt still in the inbox (or arriving there later): moved to ``claimed/``, result
+  "cancelled" without running. A finished attempt: nothing happens.
 * Withdraw (protocol 4): ``cancel/{key}`` whose content is ``withdraw`` asks for an attempt
   back only if it has not started: still in the inbox, claimed but not launched, or arriving
   later — removed, result "cancelled", reason "withdrawn", start == end, never run. Already
@@ -136,10 +152,14 @@ import sys
 import time
 import traceback
 
-PROTOCOL_VERSION = 5
+PROTOCOL_VERSION = 6
 
 SUBDIRS = ("inbox", "claimed", "started", "results", "cancel", "tasks")
 KEY_RE = re.compile(r"^t(\d+)-a(\d+)$")
+#: a wave (protocol 6): ``{incarnation}-{n}.json`` in started/ or results/, n from 1
+WAVE_RE = re.compile(r"^([0-9a-f]{1,64})-([1-9][0-9]{0,17})$")
+#: a wave is cut before it grows past this many bytes (the coordinator reads at most twice it)
+WAVE_BYTES = 1 << 20
 SAFE_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 PERF_EVENTS = "task-clock,cycles,instructions,cycles:u,instructions:u"
 TAIL_BYTES = 2000
@@ -340,35 +360,66 @@ def read_own(path, limit=None, tail=False):
         os.close(fd)
 
 
-def write_json_once(path, obj):
-    """Create path with obj as JSON unless it exists; True if this call created it.
+def wave_chunk(records, limit=WAVE_BYTES):
+    """The first records that go into one wave: as many as fit in ``limit`` bytes of JSON (at
+    least one), so no wave outgrows what the coordinator reads."""
+    size = 0
+    for i, rec in enumerate(records):
+        size += len(json.dumps(rec, sort_keys=True)) + 2
+        if i and size > limit:
+            return records[:i]
+    return list(records)
 
-    The document is first written whole under a temporary name, then hard-linked to its final
-    name: link() fails when the name exists, so of two writers (an agent and the relaunched
-    one after it) the first wins, and a reader never sees a partial file.
-    A name taken by anything but a regular file of this user's (a link or file someone else
-    planted) does not count as written: it is removed and the link made anew.
-    """
-    directory, name = os.path.split(path)
-    staged = os.path.join(directory, ".%s.%d.once.tmp" % (name, os.getpid()))
-    write_json_atomic(staged, obj)
+
+def folder_records(folder, own_only=True):
+    """Every record in a started/ or results/ folder, as [(file name, record)]: the per-key
+    files of protocol 5 and earlier (``t12-a1.json``, sorted by name) and then the waves of
+    protocol 6 (``{incarnation}-{n}.json``, a list each, by incarnation and n). Dot-files
+    (temporary names, a torn wave), other names and files that are not a regular file of this
+    user's are left out; a record that is not a JSON object is returned as it is, for the
+    reader to refuse. For whoever reads the folder where it lies: the agent itself at start,
+    the crash soak's checker and the tests (these, ``own_only`` False, read another user's
+    files too: the testbed's agents run as their own user)."""
     try:
-        for _ in range(2):
-            try:
-                os.link(staged, path)
-                return True
-            except OSError as e:
-                if e.errno != errno.EEXIST:
-                    raise
-            if own_file(path):
-                return False
-            os.unlink(path)        # not ours: never taken as "already written", never followed
-        return False
-    finally:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return []
+    keyed, waves = [], []
+    for name in names:
+        if name.startswith(".") or not name.endswith(".json"):
+            continue
+        stem = name[:-len(".json")]
+        if KEY_RE.match(stem):
+            keyed.append(name)
+        else:
+            m = WAVE_RE.match(stem)
+            if m:
+                waves.append((m.group(1), int(m.group(2)), name))
+    out, per_key = [], set(keyed)
+    for name in keyed + [w[2] for w in sorted(waves)]:
         try:
-            os.remove(staged)
-        except OSError:
-            pass
+            if own_only:
+                raw = read_own(os.path.join(folder, name))
+            else:
+                with open(os.path.join(folder, name), "rb") as f:
+                    raw = f.read()
+            doc = json.loads(raw.decode("utf-8"))
+        except (OSError, IOError, ValueError, Foreign):
+            continue
+        for rec in (doc if isinstance(doc, list) and name not in per_key else [doc]):
+            out.append((name, rec))
+    return out
+
+
+def result_keys(folder):
+    """The keys of the attempts with a result in a results/ folder (folder_records)."""
+    keys = set()
+    for name, rec in folder_records(folder):
+        if isinstance(rec, dict) and KEY_RE.match(name[:-len(".json")]):
+            keys.add(name[:-len(".json")])
+        elif isinstance(rec, dict) and isinstance(rec.get("task"), int) and isinstance(rec.get("attempt"), int):
+            keys.add(task_key(rec["task"], rec["attempt"]))
+    return keys
 
 
 def new_incarnation():
@@ -775,6 +826,8 @@ class Agent(object):
         self.agent_json_stat = None       # (inode, mtime_ns) of the agent.json we wrote
         self.wake_r = self.wake_w = None  # self-pipe: SIGCHLD wakes the loop when a task ends
         self.guard = None                 # kills the attempts if the agent is killed outright
+        self.outbox = {"started": [], "results": []}   # records of this turn, not yet in a wave
+        self.waves = {"started": 0, "results": 0}      # the waves written per folder (the last n)
 
     # -- helpers
 
@@ -832,6 +885,8 @@ class Agent(object):
 
     def setup(self):
         self.make_dirs()
+        self.finished |= set(self.safely("reading the results written before", result_keys, self.path("results"))
+                             or ())
         self.safely("recovering a previous incarnation", self.recover_previous)
         model, mhz = cpu_info()
         info = {
@@ -849,6 +904,7 @@ class Agent(object):
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self.on_signal)
         self.safely("wake-up pipe", self.setup_wakeup)
+        self.safely("writing the first waves", self.write_waves)   # the predecessor's lost attempts
         self.heartbeat()
 
     # -- incarnations
@@ -880,7 +936,7 @@ class Agent(object):
         for name in names:
             stem = name[:-len(".json")] if name.endswith(".json") else None
             m = KEY_RE.match(stem or "")
-            if not m or os.path.exists(self.path("results", name)):
+            if not m or stem in self.finished:
                 continue
             self.result(int(m.group(1)), int(m.group(2)), "lost", "agent restarted")
 
@@ -941,6 +997,7 @@ class Agent(object):
             "time": time.time(), "state": self.state, "running": sorted(self.running),
             "free": max(0, self.slots - self.taken()), "rejected": len(self.rejected),
             "incarnation": self.incarnation, "started": self.started, "pid": os.getpid(),
+            "protocol": PROTOCOL_VERSION,
         })
         self.last_heartbeat = time.monotonic()
 
@@ -960,12 +1017,31 @@ class Agent(object):
             doc["outputs"] = outputs
         if refused:
             doc["refused"] = refused
+        if name is not None:       # a bad inbox file whose name is no key: the result says which
+            doc["file"] = name + ".json"
         key = name if name is not None else task_key(task, attempt)
-        self.finished.add(key)
-        if not write_json_once(self.path("results", key + ".json"), doc):
+        if key in self.finished:
             self.log("result %s: %s%s not written: a result was there first" % (key, outcome, " (%s)" % reason if reason else ""))
             return
+        self.finished.add(key)
+        self.outbox["results"].append(doc)
         self.log("result %s: %s%s" % (key, outcome, " (%s)" % reason if reason else ""))
+
+    def write_waves(self):
+        """Everything that started and everything that ended since the last call, one file
+        each (protocol 6): ``started/{incarnation}-{n}.json`` and ``results/{incarnation}-{n}.json``,
+        a JSON list of records, written atomically; ``n`` counts the waves written in that
+        folder by this incarnation (from 1, without a gap: the coordinator reads n, n+1, ...
+        until one is missing). Nothing is written for an empty turn. A wave that cannot be
+        written stays in the outbox for the next turn, under the same n."""
+        for sub in ("started", "results"):
+            pending = self.outbox[sub]
+            while pending:
+                chunk = wave_chunk(pending)
+                n = self.waves[sub] + 1
+                write_json_atomic(self.path(sub, "%s-%d.json" % (self.incarnation, n)), chunk)
+                self.waves[sub] = n
+                del pending[:len(chunk)]
 
     def finish(self, a, returncode):
         end = time.time()
@@ -1110,13 +1186,13 @@ class Agent(object):
                     self.terminate(self.running[key], "cancelled", "cancelled")
                 self.cancel_done.add(key)
                 continue
-            if key in self.finished or own_file(self.path("results", key + ".json")):
+            if key in self.finished:
                 self.cancel_done.add(key)
                 continue
             inboxed = self.path("inbox", key + ".json")
             if os.path.exists(inboxed):
-                try:
-                    os.remove(inboxed)
+                try:   # claimed, not removed: killed before its wave, the successor says lost
+                    os.rename(inboxed, self.path("claimed", key + ".json"))
                 except OSError as e:
                     if e.errno != errno.ENOENT:
                         raise
@@ -1192,7 +1268,7 @@ class Agent(object):
             self.bad_task(stem, m, str(e))
             return
         key = stem
-        if key in self.running or key in self.finished or own_file(self.path("results", name)):
+        if key in self.running or key in self.finished:
             self.log("ignoring %s: this attempt already ran here" % key)
             return
         if own_file(self.path("cancel", key)):
@@ -1288,8 +1364,7 @@ class Agent(object):
         if self.guard is not None:
             self.guard.track(a.pgid)
         self.log("started %s: pid %d%s" % (key, proc.pid, " under perf" if perf_state is True else ""))
-        self.safely("writing started/" + key, write_json_atomic, self.path("started", key + ".json"),
-                    {"task": task, "attempt": attempt, "time": start, "host": self.host})
+        self.outbox["started"].append({"task": task, "attempt": attempt, "time": start, "host": self.host})
 
     # -- task data (protocol 3, docs/data.md)
 
@@ -1439,6 +1514,7 @@ class Agent(object):
             self.log("state %s -> %s" % (self.state, state))
             self.state = state
             self.last_heartbeat = None
+        self.safely("writing waves", self.write_waves)   # before the heartbeat that names them
         if self.last_heartbeat is None or time.monotonic() - self.last_heartbeat >= self.heartbeat_every:
             self.safely("heartbeat", self.heartbeat)
         now = time.monotonic()
@@ -1501,6 +1577,7 @@ class Agent(object):
         if self.guard is not None:
             self.guard.close()
         if owner:
+            self.safely("writing the last waves", self.write_waves)
             self.safely("exit file", write_json_atomic, self.path("exit.json"),
                         {"time": time.time(), "reason": reason})
             self.safely("heartbeat", self.heartbeat)
@@ -1540,6 +1617,10 @@ def main(argv=None):
         return 2
     except Exception:
         agent.log("agent crashed: %s" % traceback.format_exc())
+        try:
+            agent.write_waves()       # what ended before the crash still counts
+        except Exception:
+            pass
         try:
             write_json_atomic(agent.path("exit.json"), {"time": time.time(), "reason": "crashed"})
         except Exception:

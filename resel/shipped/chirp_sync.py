@@ -26,7 +26,8 @@ Every ``--interval`` seconds, and once more after the agent exits:
   or a cancel), and ``stop`` (fetched again
   whenever it is listed: ``drain`` may become a hard stop);
 * push (slot → access point): ``agent.json``, ``heartbeat.json`` (when it changed),
-  ``started/*.json``, ``results/*.json``, ``exit.json``, and ``agent.log`` at the end. A file
+  ``started/*.json``, ``results/*.json`` (the agent's waves, agent protocol 6: each file a list
+  of records; per-key files of older agents alike), ``exit.json``, and ``agent.log`` at the end. A file
   appears atomically: ``put`` to ``.NAME.chirp.tmp``, ``link`` to NAME, ``remove`` the
   temporary name (condor_chirp has no rename; a replaced file is removed just before the link).
   Where ``link`` is refused, the file is put under its name directly, which a reader may catch
@@ -52,16 +53,18 @@ shared filesystem, so the agent is unchanged):
   directory under the URL's last path part, and moved to ``cache/url-SHA256(URL)``, which is
   where the agent looks for an input given by ``url`` (their content is not checked: resel
   never saw it);
-* outputs: before a ``done`` result is pushed, each file of its ``outputs`` list (the agent's
+* outputs: before a results wave is pushed, for each ``done`` result in it each file of its ``outputs`` list (the agent's
   ``tasks/KEY/NAME``) is put to ``outputs/KEY.I`` on the access point (I: its place in the
   list), atomically and 0600, and then removed from the slot (its disk is the job's
   ``request_disk``). An output that cannot be put holds its result back for a few rounds,
   then the result goes without it: the coordinator finds the output missing, and the task
   runs again.
 
-At start the wrapper lists the remote ``results/`` and ``started/``: attempts with a result are
-never fetched again, and an attempt started by an earlier run of this job (an eviction) without
-a result gets one, outcome ``lost``, reason ``evicted``, so nothing waits for it forever. A
+At start the wrapper lists the remote ``results/`` and ``started/`` (and fetches their waves, to
+know the attempts they name): attempts with a result are never fetched again, and an attempt
+started by an earlier run of this job (an eviction) without a result gets one, outcome ``lost``,
+reason ``evicted``, as a file of its own ``results/{key}.json`` (the coordinator lists a pool's
+pilots, so it reads those beside the waves), so nothing waits for it forever. A
 listing that fails is not an empty one: until both listings have succeeded (tried again every
 ``--interval``) nothing is pulled from the inbox — else a transient failure would give a
 finished attempt a second result over its first, or leave the evicted ones waiting.
@@ -94,8 +97,9 @@ import sys
 import time
 
 #: 2: a 'withdraw' cancel passed on (agent protocol 4), recovery before any pull;
-#: 3: task data (inputs into the slot's cache, outputs to outputs/KEY.I, --shared, --url)
-PROTOCOL_VERSION = 3
+#: 3: task data (inputs into the slot's cache, outputs to outputs/KEY.I, --shared, --url);
+#: 4: the agent's records come in waves (agent protocol 6: ``{incarnation}-{n}.json``, a list each)
+PROTOCOL_VERSION = 4
 LOG_NAME = "resel-chirp.log"
 SUBDIRS = ("inbox", "claimed", "started", "results", "cancel", "tasks")
 #: the slot's content-addressed inputs, beside the mirror (the agent's ../cache) and, on the
@@ -245,6 +249,34 @@ def agent_problem(path, expected):
 
 def key_of(name):
     return name[:-len(".json")] if name.endswith(".json") else name
+
+
+def is_key(name):
+    """Whether a started/ or results/ name is a per-key record (``t12-a1.json``, agent protocol 5
+    and earlier, and this wrapper's own ``evicted`` results) rather than a wave."""
+    stem = key_of(name)
+    task, sep, attempt = stem.partition("-a")
+    return name.endswith(".json") and sep == "-a" and task[:1] == "t" and task[1:].isdigit() and attempt.isdigit()
+
+
+def records_in(name, path):
+    """The records of a started/ or results/ file read from ``path``: one for a per-key file,
+    the list a wave holds (agent protocol 6); [] for what cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            doc = json.loads(f.read().decode("utf-8"))
+    except (OSError, ValueError):
+        return []
+    docs = [doc] if is_key(name) else (doc if isinstance(doc, list) else [])
+    return [d for d in docs if isinstance(d, dict)]
+
+
+def record_key(rec):
+    task, attempt = rec.get("task"), rec.get("attempt")
+    if isinstance(task, int) and isinstance(attempt, int) and not isinstance(task, bool) \
+            and not isinstance(attempt, bool):
+        return "t%d-a%d" % (task, attempt)
+    return None
 
 
 def is_digest(text):
@@ -405,15 +437,12 @@ class Sync(object):
         self.log("input %s (%d bytes) fetched into the cache in %.2f s" % (digest, size, time.time() - began))
         return True
 
-    def push_outputs(self, key):
-        """Put every output of the done result ``results/KEY.json`` to ``outputs/KEY.I`` on
-        the access point, each then removed from the slot. True when the result may go: all
+    def push_outputs(self, key, doc):
+        """Put every output of the done result ``doc`` of attempt ``key`` to ``outputs/KEY.I``
+        on the access point, each then removed from the slot. True when the result may go: all
         are there, the result names none, or they failed OUTPUT_TRIES rounds (the coordinator
         then finds one missing and runs the task again)."""
-        try:
-            with open(self.path("results", key + ".json"), "rb") as f:
-                doc = json.loads(f.read().decode("utf-8"))
-        except (OSError, ValueError):
+        if key is None:
             return True
         outputs = doc.get("outputs") if isinstance(doc, dict) and doc.get("outcome") == "done" else None
         if not isinstance(outputs, list):
@@ -464,21 +493,27 @@ class Sync(object):
         Returns False, having done nothing, when a listing fails: the caller tries again and
         pulls nothing meanwhile (a failed listing is not "nothing to recover")."""
         try:
-            results = set(key_of(n) for n in self.chirp.getdir("results") if n.endswith(".json"))
-            started = self.chirp.getdir("started")
+            results = set()
+            for name in self.chirp.getdir("results"):
+                if name.startswith(".") or not name.endswith(".json"):
+                    continue
+                results |= ({key_of(name)} if is_key(name) else self.remote_keys("results/" + name))
+            started = []
+            for name in self.chirp.getdir("started"):
+                if name.startswith(".") or not name.endswith(".json") or "started/" + name in self.pushed:
+                    continue                                   # this run's own (a retried recovery)
+                started.extend(self.remote_records("started/" + name))
         except ChirpError as e:
             self.log("cannot list results/ and started/ to recover an earlier run (tried again): %s" % e)
             return False
         self.done |= results
-        for name in started:
-            if (not name.endswith(".json") or name.startswith(".") or key_of(name) in results
-                    or "started/" + name in self.pushed):      # this run's own (a retried recovery)
+        for rec in started:
+            key = record_key(rec)
+            if key is None or key in results or key in self.done:
                 continue
+            name = key + ".json"
             tmp = self.path(".recover-" + name)
             try:
-                self.chirp.fetch("started/" + name, tmp)
-                with open(tmp, "r") as f:
-                    rec = json.load(f)
                 now = time.time()
                 result = {"task": rec.get("task"), "attempt": rec.get("attempt"), "exit_code": None,
                           "signal": None, "start": rec.get("time"), "end": now,
@@ -495,6 +530,21 @@ class Sync(object):
                 if os.path.exists(tmp):
                     os.remove(tmp)
         return True
+
+    def remote_records(self, remote):
+        """The records of a started/ or results/ file on the access point (fetched to a
+        temporary file); ChirpError if it cannot be fetched (the recovery is tried again)."""
+        name = remote.rsplit("/", 1)[-1]
+        tmp = self.path(".recover-read-" + name)
+        try:
+            self.chirp.fetch(remote, tmp)
+            return records_in(name, tmp)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+
+    def remote_keys(self, remote):
+        return set(k for k in (record_key(r) for r in self.remote_records(remote)) if k)
 
     # ------------------------------------------------------------ pull
 
@@ -598,12 +648,13 @@ class Sync(object):
             except OSError:
                 names = []
             for name in names:
-                if not name.endswith(".json") or name.startswith("."):
+                if not name.endswith(".json") or name.startswith(".") or sub + "/" + name in self.pushed:
                     continue
-                if sub == "results" and sub + "/" + name not in self.pushed and not self.push_outputs(key_of(name)):
-                    continue           # its outputs first: the result waits for the next round
+                recs = records_in(name, self.path(sub, name)) if sub == "results" else []
+                if not all([self.push_outputs(record_key(r), r) for r in recs]):
+                    continue           # its outputs first: the results wait for the next round
                 if self.push_file(sub + "/" + name, replace=False) and sub == "results":
-                    self.done.add(key_of(name))
+                    self.done |= set(k for k in (record_key(r) for r in recs) if k)
         self.push_file("heartbeat.json", replace=True)
         self.push_file("exit.json", replace=True)
 

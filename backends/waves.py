@@ -1,0 +1,128 @@
+"""Where the coordinator is in each pilot's waves (agent protocol 6): the cursor that lets it read
+``started/{incarnation}-{n}.json`` and ``results/{incarnation}-{n}.json`` one after the other
+until one is missing, without listing the folders.
+
+Why a cursor: at 100,000 tasks a pilot's folders held ~20,000 per-task files and every poll
+listed them (docs/benchmarks.md, "100,000 tasks"); a wave holds everything one turn of the
+agent's loop started or ended, and the cursor makes a read cost what is new. The folders are
+listed only when an incarnation the cursor does not know shows up (the first read of a pilot,
+a resumed coordinator, a relaunched agent): the previous incarnations' waves are found there,
+and since those agents are gone their waves are complete — read to the first missing one.
+
+Pure bookkeeping: :meth:`~resel.backends.pilotsite.PilotSite.collect` reads the files.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+#: the first agent protocol that writes waves
+WAVES_FROM = 6
+#: the folders that hold waves
+FOLDERS = ("started", "results")
+#: an agent's incarnation as the agent makes it (random hex): the part of a wave's name before ``-n``
+_INCARNATION = re.compile(r"[0-9a-f]{1,64}")
+_WAVE = re.compile(r"([0-9a-f]{1,64})-([1-9][0-9]{0,17})\.json")
+#: reads without a new wave after which an incarnation that is not the pilot's current one is
+#: no longer looked at (a superseded agent writes its last wave within one turn of its loop)
+QUIET_READS = 20
+
+
+def wave_name(incarnation: str, n: int) -> str:
+    return f"{incarnation}-{int(n)}.json"
+
+
+def parse_wave_name(name: str) -> tuple[str, int] | None:
+    """(incarnation, n) of a wave's file name, or None for any other name."""
+    m = _WAVE.fullmatch(name)
+    return (m.group(1), int(m.group(2))) if m else None
+
+
+def _protocol(doc: dict | None) -> int | None:
+    value = doc.get("protocol") if isinstance(doc, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+@dataclass
+class WaveCursor:
+    """One pilot's place in its agents' waves: the next ``n`` to read per folder and incarnation.
+
+    A fresh cursor (a new pilot, or every pilot of a resumed coordinator) knows no incarnation:
+    its first read lists the folders once and then reads every wave from 1 — what the journal
+    already holds is skipped by the coordinator's consumed set, as before."""
+
+    #: the agent's protocol (agent.json or heartbeat), None until one was read
+    protocol: int | None = None
+    #: (folder, incarnation) -> the next n to read
+    next: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: the incarnation now running the pilot (the latest heartbeat or agent.json)
+    current: str | None = None
+    #: incarnation -> reads in a row that found no new wave of it
+    quiet: dict[str, int] = field(default_factory=dict)
+    #: incarnations read to the end and dropped: a later listing does not bring them back
+    retired: set[str] = field(default_factory=set)
+
+    @property
+    def waves(self) -> bool:
+        """Whether the pilot's agent writes waves (protocol 6 or later): otherwise its per-task
+        files are listed, as before."""
+        return self.protocol is not None and self.protocol >= WAVES_FROM
+
+    def hear(self, agent: dict | None, heartbeat: dict | None) -> bool:
+        """Take in what agent.json and heartbeat.json say (either may be None); True when they
+        name an incarnation this cursor does not follow yet (the folders are then listed once)."""
+        for doc in (agent, heartbeat):
+            if _protocol(doc) is not None:
+                self.protocol = _protocol(doc)
+        new = False
+        for doc, keys in ((agent, ("previous", "incarnation")), (heartbeat, ("incarnation",))):
+            if not isinstance(doc, dict):
+                continue
+            for key in keys:
+                inc = doc.get(key)
+                if isinstance(inc, str) and _INCARNATION.fullmatch(inc):
+                    new |= self.follow(inc)
+                    if key == "incarnation":
+                        self.current = inc
+        return new or not self.next
+
+    def follow(self, incarnation: str) -> bool:
+        """Read this incarnation's waves from 1 (True) unless they are followed already."""
+        if (FOLDERS[0], incarnation) in self.next or incarnation in self.retired:
+            return False
+        for folder in FOLDERS:
+            self.next[(folder, incarnation)] = 1
+        self.quiet[incarnation] = 0
+        return True
+
+    def learn(self, names: Any) -> None:
+        """Follow every incarnation that has a wave among these file names (a folder's listing)."""
+        for name in names:
+            parsed = parse_wave_name(name)
+            if parsed:
+                self.follow(parsed[0])
+
+    def due(self) -> list[tuple[str, str, int]]:
+        """(folder, incarnation, n) of the first wave not read yet of each followed incarnation."""
+        return [(folder, inc, n) for (folder, inc), n in sorted(self.next.items())]
+
+    def took(self, folder: str, incarnation: str) -> None:
+        """Wave ``next`` of this folder and incarnation was read (or refused): on to the next."""
+        self.next[(folder, incarnation)] += 1
+        self.quiet[incarnation] = 0
+
+    def read_done(self, fresh: set[str]) -> None:
+        """A read is over; ``fresh``: the incarnations it found a new wave of. An incarnation that
+        is not the current one and stayed quiet for :data:`QUIET_READS` reads is dropped: its
+        agent is gone and its waves were read to the end."""
+        for inc in list(self.quiet):
+            if inc in fresh:
+                continue
+            self.quiet[inc] += 1
+            if inc != self.current and self.current is not None and self.quiet[inc] >= QUIET_READS:
+                del self.quiet[inc]
+                self.retired.add(inc)
+                for folder in FOLDERS:
+                    self.next.pop((folder, inc), None)

@@ -1,0 +1,408 @@
+"""Results waves out of the agent (agent protocol 6, issue 29 §2): everything one turn of the
+agent's loop started, and everything it ended, in one file each; the coordinator reads them with
+a cursor (``backends/waves.py``), wave after wave to the first missing one, without listing.
+
+The agent runs for real as a subprocess (as in test_agent.py) on a local pilot directory laid
+out as a site's (``{workdir}/{run_key}/p0``), and the coordinator's side is the real
+:meth:`PilotSite.collect` over a local transport that counts what it is asked: a listing is
+``entries``/``listdir``, a wave costs a ``stat`` (the owner check, which also finds the end) and
+a ``read_file``."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from resel.backends.pilotsite import PilotSite
+from resel.backends.transport import LocalTransport
+from resel.backends.waves import QUIET_READS, WaveCursor, parse_wave_name
+from resel.config import load_sites
+from resel.shipped import agent as agent_module
+from agent_files import keyed, records
+from waiting import wait_until
+
+AGENT = Path(agent_module.__file__)
+RUN_KEY = "r1-0a11ce"
+FAST = ["--poll", "0.05", "--heartbeat", "0.2"]
+
+
+class CountingTransport(LocalTransport):
+    """The local transport, counting each call by name (what an SFTP round trip would be)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: Counter = Counter()
+
+    def entries(self, path):
+        self.calls["entries"] += 1
+        return super().entries(path)
+
+    def listdir(self, path):
+        self.calls["listdir"] += 1
+        return super().listdir(path)
+
+    def stat(self, path, *, follow=False):
+        self.calls["stat"] += 1
+        return super().stat(path, follow=follow)
+
+    def read_file(self, path, *, limit=None):
+        self.calls["read_file"] += 1
+        return super().read_file(path, limit=limit)
+
+
+def site(tmp_path: Path, kind: str = "slurm") -> PilotSite:
+    path = tmp_path / f"{kind}.toml"
+    path.write_text(f'[[site]]\nname = "s"\nkind = "{kind}"\ncores = 4\nclock = {{ base = 2.0 }}\n'
+                    f'pilot = {{ mode = "per-task", max_cores = 1 }}\n'
+                    f'access = {{ transport = "local", workdir = "{tmp_path}/w" }}\n')
+    return PilotSite(load_sites(path)[0], CountingTransport(), scheduler=None)
+
+
+def wait_for(predicate, timeout: float = 10.0, what: str = "condition"):
+    return wait_until(predicate, timeout, what, every=0.02)
+
+
+class Agent:
+    """One agent process on the pilot directory ``pdir``."""
+
+    def __init__(self, pdir: Path, slots: int = 4):
+        (pdir / "inbox").mkdir(parents=True, exist_ok=True)
+        os.chmod(pdir, 0o700)
+        self.dir = pdir
+        self.proc = subprocess.Popen([sys.executable, str(AGENT), "--dir", str(pdir), "--pilot", "0", "--slots",
+                                      str(slots), "--walltime", "300", *FAST],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for(lambda: self.beat().get("pid") == self.proc.pid, 10, "the agent's heartbeat")
+        self.incarnation = self.beat()["incarnation"]
+
+    def beat(self) -> dict:
+        try:
+            return json.loads((self.dir / "heartbeat.json").read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+def submit(pdir: Path, task: int, command: str, attempt: int = 1) -> str:
+    key = f"t{task}-a{attempt}"
+    tmp = pdir / "inbox" / f".{key}.part"
+    tmp.write_text(json.dumps({"task": task, "attempt": attempt, "command": command}))
+    os.replace(tmp, pdir / "inbox" / f"{key}.json")
+    return key
+
+
+def names(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+
+
+def keys(recs: list[dict]) -> list[str]:
+    return sorted(f"t{r['task']}-a{r['attempt']}" for r in recs)
+
+
+@pytest.fixture
+def pilot(tmp_path):
+    ps = site(tmp_path)
+    pdir = Path(ps.pilot_dir(RUN_KEY, 0))
+    (pdir / "inbox").mkdir(parents=True)
+    agents: list[Agent] = []
+
+    def start(slots: int = 4) -> Agent:
+        agents.append(Agent(pdir, slots))
+        return agents[-1]
+
+    yield ps, pdir, start
+    for a in agents:
+        a.kill()
+
+
+# ---------------------------------------------------------------------------- the agent
+
+
+def test_a_turn_s_starts_go_into_one_wave_and_the_waves_count_from_1(pilot):
+    """Four attempts in the inbox of a 4-slot agent are claimed in its first turn: one started
+    wave holds all four. Every file the agent wrote in started/ and results/ is a wave of its
+    incarnation, numbered 1, 2, … without a gap, each key once; the heartbeat and agent.json
+    say protocol 6."""
+    ps, pdir, start = pilot
+    for task in range(4):
+        submit(pdir, task, "sleep 0.3")
+    agent = start()
+    wait_for(lambda: len(records(pdir / "results")) == 4, 10, "four results")
+    inc = agent.incarnation
+    assert names(pdir / "started") == [f"{inc}-1.json"]
+    assert keys(json.loads((pdir / "started" / f"{inc}-1.json").read_text())) == [f"t{i}-a1" for i in range(4)]
+    waves = names(pdir / "results")
+    assert sorted(parse_wave_name(n) for n in waves) == [(inc, n) for n in range(1, len(waves) + 1)]
+    assert {k: len(v) for k, v in keyed(pdir / "results").items()} == {f"t{i}-a1": 1 for i in range(4)}
+    assert json.loads((pdir / "agent.json").read_text())["protocol"] == 6 == agent.beat()["protocol"]
+
+
+def test_a_result_is_written_once_per_key_across_incarnations(tmp_path):
+    """The agent keeps the keys it has an outcome for, and at start reads those an earlier agent
+    wrote (waves and protocol-5 per-key files): a second word on a key is never written."""
+    pdir = tmp_path / "p"
+    args = agent_module.parse_args(["--dir", str(pdir), "--pilot", "0", "--slots", "1", "--walltime", "60"])
+    first = agent_module.Agent(args)
+    first.make_dirs()
+    first.result(1, 1, "lost", "walltime")
+    first.result(1, 1, "done", None)                     # the same key again: not written
+    first.write_waves()
+    (pdir / "results" / "t2-a1.json").write_text(json.dumps({"task": 2, "attempt": 1, "outcome": "done"}))
+    second = agent_module.Agent(args)
+    second.make_dirs()
+    second.finished |= agent_module.result_keys(second.path("results"))
+    second.result(1, 1, "done", None)
+    second.result(2, 1, "lost", "agent restarted")
+    second.result(3, 1, "done", None)
+    second.write_waves()
+    got = keyed(pdir / "results")
+    assert {k: [r["outcome"] for r in v] for k, v in got.items()} == {"t1-a1": ["lost"], "t2-a1": ["done"],
+                                                                      "t3-a1": ["done"]}
+    assert names(pdir / "results") == sorted(["t2-a1.json", f"{first.incarnation}-1.json",
+                                              f"{second.incarnation}-1.json"])
+
+
+def test_a_wave_is_cut_before_it_outgrows_its_limit():
+    recs = [{"task": i, "attempt": 1, "stdout_tail": "x" * 400} for i in range(10)]
+    one = len(json.dumps(recs[0], sort_keys=True)) + 2
+    assert agent_module.wave_chunk(recs, limit=3 * one) == recs[:3]
+    assert agent_module.wave_chunk(recs, limit=1) == recs[:1]        # a record longer than the limit goes alone
+    assert agent_module.wave_chunk(recs) == recs
+
+
+# ---------------------------------------------------------------------------- the coordinator's read
+
+
+def test_a_cursor_read_costs_what_is_new_and_no_listing(pilot):
+    """The first read of a pilot lists started/ and results/ once (an incarnation the cursor
+    does not know); from then on a read is, per folder, a stat and a read per new wave and one
+    stat that finds the end — and no listing, however many waves there are."""
+    ps, pdir, start = pilot
+    agent = start()
+    cursor, seen = WaveCursor(), set()
+    first = ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor)
+    assert ps.transport.calls["entries"] == 2 and first.heartbeat["incarnation"] == agent.incarnation
+    for task in range(6):
+        submit(pdir, task, "true")
+    wait_for(lambda: len(records(pdir / "results")) == 6, 10, "six results")
+    before = {sub: len(names(pdir / sub)) for sub in ("started", "results")}
+    ps.transport.calls.clear()
+    found = ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor)
+    assert keys(found.started) == keys(found.results) == [f"t{i}-a1" for i in range(6)]
+    waves = before["started"] + before["results"]
+    assert ps.transport.calls["entries"] == ps.transport.calls["listdir"] == 0
+    assert ps.transport.calls["stat"] == waves + 2                   # + the end of each folder
+    assert ps.transport.calls["read_file"] == waves + 1              # + heartbeat.json
+    ps.transport.calls.clear()
+    again = ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor)
+    assert again.started == again.results == [] and again.bad == []
+    assert dict(ps.transport.calls) == {"stat": 2, "read_file": 1}
+
+
+def test_a_relaunched_agent_s_predecessor_is_read_to_its_end(pilot):
+    """The agent is killed outright with one attempt running, after writing a wave the
+    coordinator has not read; a new agent starts in its directory. The next read finds the new
+    incarnation (one listing), reads the old one's remaining wave (it is gone: its waves are
+    complete) and the new one's first wave, which says the running attempt was lost."""
+    ps, pdir, start = pilot
+    old = start()
+    cursor, seen = WaveCursor(), set()
+    running = submit(pdir, 1, "sleep 30")
+    wait_for(lambda: running in keyed(pdir / "started"), 10, "the long attempt's start")
+    assert keys(ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor).started) == [running]
+    quick = submit(pdir, 2, "true")
+    wait_for(lambda: quick in keyed(pdir / "results"), 10, "the quick attempt's result")
+    old.kill()
+    new = start()
+    assert new.incarnation != old.incarnation
+    ps.transport.calls.clear()
+    found = ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor)
+    assert ps.transport.calls["entries"] == 2
+    by_key = {f"t{r['task']}-a{r['attempt']}": r for r in found.results}
+    assert set(by_key) == {running, quick}
+    assert (by_key[quick]["outcome"], by_key[quick]["incarnation"]) == ("done", old.incarnation)
+    assert (by_key[running]["outcome"], by_key[running]["reason"]) == ("lost", "agent restarted")
+    assert by_key[running]["incarnation"] == new.incarnation
+    assert keys(found.started) == [quick]
+    # the old incarnation stays followed while it may still write (a superseded agent's last
+    # turn), then is dropped: QUIET_READS reads without a wave of it
+    ps.transport.calls.clear()
+    ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor)
+    assert ps.transport.calls["stat"] == 4                          # 2 folders x 2 incarnations
+    for _ in range(QUIET_READS):
+        ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor)
+    ps.transport.calls.clear()
+    ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor)
+    assert ps.transport.calls["stat"] == 2 and ps.transport.calls["entries"] == 0
+
+
+def test_a_resumed_coordinator_reads_every_wave_once_more(pilot):
+    """A resumed coordinator's cursor is fresh: its first read takes every record of the
+    pilot again, once (the journal's consumed set skips what it holds), and the next read none."""
+    ps, pdir, start = pilot
+    start()
+    for task in range(5):
+        submit(pdir, task, "true")
+    wait_for(lambda: len(records(pdir / "results")) == 5, 10, "five results")
+    ps.collect(RUN_KEY, 0, set(), heartbeat=True, cursor=WaveCursor())
+    cursor, seen = WaveCursor(), {"started/t0-a1.json", "results/t0-a1.json"}   # as resume marks them
+    found = ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor)
+    assert keys(found.started) == keys(found.results) == [f"t{i}-a1" for i in range(5)]
+    again = ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor)
+    assert again.started == again.results == []
+
+
+def test_a_torn_wave_is_ignored_and_its_attempt_reported_lost_by_the_successor(pilot):
+    """An agent killed while writing a wave leaves a temporary file (a dot-name) and the attempt
+    in claimed/ without a result. Neither reader takes the temporary file, and the next agent
+    writes the attempt lost in its first wave."""
+    ps, pdir, start = pilot
+    old = start()
+    key = submit(pdir, 7, "sleep 30")
+    wait_for(lambda: key in keyed(pdir / "started"), 10, "the attempt's start")
+    old.kill()
+    torn = pdir / "results" / f".{old.incarnation}-1.json.0123456789abcdef.tmp"
+    torn.write_text('[{"task": 7, "attempt": 1, "outcome": "do')
+    for cursor in (WaveCursor(), None):                              # the cursor's read, and a listing
+        found = ps.collect(RUN_KEY, 0, set(), heartbeat=True, cursor=cursor)
+        assert found.results == [] and found.bad == [] and keys(found.started) == [key]
+    new = start()
+    found = ps.collect(RUN_KEY, 0, set(), heartbeat=True, cursor=WaveCursor())
+    assert [(r["task"], r["outcome"], r["reason"], r["incarnation"]) for r in found.results] == \
+        [(7, "lost", "agent restarted", new.incarnation)]
+    assert found.bad == []
+
+
+def test_a_wave_s_bad_records_and_a_wave_that_is_not_the_users_are_refused_alone(pilot):
+    """Each record of a wave goes through the checks a per-key file did; a bad one is listed
+    in ``bad`` and the others are taken. A wave that is a link is not read: listed, and the
+    cursor moves on past it."""
+    ps, pdir, _start = pilot
+    inc = "00aa"
+    for sub in ("started", "results", "inbox"):
+        (pdir / sub).mkdir(parents=True, exist_ok=True)
+    (pdir / "agent.json").write_text(json.dumps({"protocol": 6, "incarnation": inc}))
+    (pdir / "heartbeat.json").write_text(json.dumps({"time": 1.0, "incarnation": inc, "protocol": 6}))
+    good = {"task": 1, "attempt": 1, "outcome": "done", "start": 1.0, "end": 2.0}
+    (pdir / "results" / f"{inc}-1.json").write_text(json.dumps([good, {"task": 2, "attempt": 1, "outcome": "won"},
+                                                                "text"]))
+    (pdir / "results" / f"{inc}-2.json").symlink_to(pdir / "results" / f"{inc}-1.json")
+    (pdir / "results" / f"{inc}-3.json").write_text(json.dumps([{**good, "task": 3}]))
+    (pdir / "started" / f"{inc}-1.json").write_text(json.dumps({"task": 1}))     # not a list
+    found = ps.collect(RUN_KEY, 0, set(), heartbeat=True, cursor=WaveCursor())
+    assert [r["task"] for r in found.results] == [1, 3]
+    bad = dict(found.bad)
+    assert set(bad) == {f"p0/results/{inc}-1.json record 2", f"p0/results/{inc}-1.json record 3",
+                        f"p0/results/{inc}-2.json", f"p0/started/{inc}-1.json"}, bad
+    assert "outcome must be one of" in bad[f"p0/results/{inc}-1.json record 2"]
+    assert "a link" in bad[f"p0/results/{inc}-2.json"]
+    assert "must be a JSON list" in bad[f"p0/started/{inc}-1.json"]
+
+
+def test_a_pilot_of_an_older_agent_is_read_by_listing_as_before(pilot):
+    """A pilot whose agent speaks protocol 5 (a run stored before, resumed): its per-key files
+    are listed every read, each read once, whatever the cursor."""
+    ps, pdir, _start = pilot
+    for sub in ("started", "results"):
+        (pdir / sub).mkdir(parents=True, exist_ok=True)
+    (pdir / "agent.json").write_text(json.dumps({"protocol": 5, "incarnation": "0bee"}))
+    (pdir / "heartbeat.json").write_text(json.dumps({"time": 1.0, "incarnation": "0bee"}))
+
+    def record(task: int) -> None:
+        (pdir / "started" / f"t{task}-a1.json").write_text(json.dumps({"task": task, "attempt": 1, "time": 1.0}))
+        (pdir / "results" / f"t{task}-a1.json").write_text(json.dumps({"task": task, "attempt": 1,
+                                                                       "outcome": "done"}))
+
+    record(1)
+    cursor, seen = WaveCursor(), set()
+    found = ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor)
+    assert keys(found.started) == keys(found.results) == ["t1-a1"] and not cursor.waves
+    record(2)
+    ps.transport.calls.clear()
+    found = ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor)
+    assert keys(found.started) == keys(found.results) == ["t2-a1"]
+    assert ps.transport.calls["entries"] == 2 and ps.transport.calls["stat"] == 0
+
+
+def test_an_htcondor_pool_s_pilot_is_read_by_listing(tmp_path):
+    """On a pool the wrapper pushes files in its own order and writes its own per-key
+    ``evicted`` results: the pilot is listed, waves and per-key files alike."""
+    ps = site(tmp_path, "htcondor")
+    pdir = Path(ps.pilot_dir(RUN_KEY, 0))
+    for sub in ("started", "results"):
+        (pdir / sub).mkdir(parents=True)
+    (pdir / "agent.json").write_text(json.dumps({"protocol": 6, "incarnation": "0c"}))
+    (pdir / "results" / "0c-2.json").write_text(json.dumps([{"task": 2, "attempt": 1, "outcome": "done"}]))
+    (pdir / "results" / "t5-a1.json").write_text(json.dumps({"task": 5, "attempt": 1, "outcome": "lost",
+                                                             "reason": "evicted"}))
+    found = ps.collect(RUN_KEY, 0, set(), heartbeat=True, cursor=WaveCursor())
+    assert sorted(r["task"] for r in found.results) == [2, 5]
+    assert ps.transport.calls["entries"] == 2
+
+
+def test_wave_names():
+    assert parse_wave_name("0123abcd-7.json") == ("0123abcd", 7)
+    for name in ("t1-a2.json", "0123-0.json", "0123-7.json.tmp", ".0123-7.json", "0123-07.json", "XY-1.json",
+                 "../x-1.json"):
+        assert parse_wave_name(name) is None, name
+    assert re.fullmatch(agent_module.WAVE_RE, "0123abcd-7") and not agent_module.KEY_RE.match("0123abcd-7")
+
+
+# ---------------------------------------------------------------------------- the coordinator
+
+
+def test_a_resumed_coordinator_turns_only_what_its_journal_lacks_into_events(tmp_path):
+    """The coordinator's own read (Polling.read, then Findings.file_events) on a pilot of
+    protocol 6 after a resume: its fresh view's cursor reads every wave again, and of the two
+    attempts in them only the one the journal does not hold yet becomes events (the consumed
+    set, as a replay leaves it, holds the other's start, measure and end). A second read: nothing."""
+    from conftest import make_bag
+    from resel.events import TaskFinished, TaskStarted
+    from resel.live.coordinator import Coordinator
+    from resel.live.pilot_views import PilotView
+    from resel.live.stored import LiveOptions
+    from resel.states import PilotState
+    from resel.store import open_store, to_json
+
+    ps = site(tmp_path)
+    pdir = Path(ps.pilot_dir(RUN_KEY, 0))
+    for sub in ("started", "results"):
+        (pdir / sub).mkdir(parents=True)
+    inc = "0abc"
+    (pdir / "agent.json").write_text(json.dumps({"protocol": 6, "incarnation": inc, "started": 1.0}))
+    (pdir / "heartbeat.json").write_text(json.dumps({"time": 5.0, "incarnation": inc, "started": 1.0,
+                                                     "protocol": 6}))
+    (pdir / "started" / f"{inc}-1.json").write_text(json.dumps(
+        [{"task": t, "attempt": 1, "time": 2.0 + t, "host": "n1"} for t in (0, 1)]))
+    (pdir / "results" / f"{inc}-1.json").write_text(json.dumps(
+        [{"task": t, "attempt": 1, "outcome": "done", "start": 2.0 + t, "end": 4.0 + t, "exit_code": 0}
+         for t in (0, 1)]))
+    db = open_store(tmp_path / "s.db")
+    run = db["runs"].insert({"mode": "live", "bag": "b", "status": "running", "t0": 0.0, "run_key": RUN_KEY,
+                             "options": json.dumps({"strategy": "model"}), "sites": "[]",
+                             "bag_spec": to_json({"name": "b", "command": "true", "count": 1, "cores_per_task": 1,
+                                                  "profile": {"instructions": 1e9}})}).last_pk
+    coord = Coordinator(db, run, make_bag(4), [ps.site], LiveOptions(), RUN_KEY, 0.0, lambda s: ps,
+                        clock=lambda: 7.0)
+    coord.findings.foreign = lambda task, attempt: None   # the engine's tasks are not what is tested here
+    coord.consumed |= {(kind, 0, 1) for kind in ("TaskStarted", "TaskMeasured", "TaskFinished")}   # replayed
+    view = coord.pilots.setdefault(0, PilotView(0, ps.name, 4, 900.0, "1", PilotState.ACTIVE))
+    found = coord.polls.read(ps.name, [view])[0]
+    assert keys(found.results) == ["t0-a1", "t1-a1"]     # every wave read again
+    events = coord.findings.file_events(7.0, view, found)
+    assert {(type(e).__name__, e.task) for e in events} == {("TaskStarted", 1), ("TaskFinished", 1)} | (
+        {("TaskMeasured", 1)} if coord.engine.learning else set())
+    assert TaskStarted(time=7.0, task=1, attempt=1) in events and TaskFinished(time=7.0, task=1, attempt=1) in events
+    again = coord.polls.read(ps.name, [view])[0]
+    assert again.started == again.results == [] and coord.findings.file_events(8.0, view, again) == []
