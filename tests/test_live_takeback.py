@@ -32,6 +32,7 @@ from resel.live.stored import LiveOptions
 from resel.shipped import agent as agent_module
 from resel.states import PilotState
 from resel.store import open_store, to_json
+from agent_files import keyed, run_records
 from waiting import wait_until
 
 #: task 1's first attempt runs until it is killed; every other attempt ends at once
@@ -133,13 +134,15 @@ def _turns_until(coord: Coordinator, done, timeout: float, what: str) -> None:
 
 
 def _record(pdir: Path, sub: str, key: str) -> dict | None:
-    path = pdir / sub / f"{key}.json"
-    return json.loads(path.read_text()) if path.exists() else None
+    """The agent's ``sub`` record of attempt ``key`` (in a wave or a per-key file), or None."""
+    found = keyed(pdir / sub).get(key) if (pdir / sub).is_dir() else None
+    return found[0] if found else None
 
 
 def _sent(pdir: Path, key: str) -> bool:
     """Whether attempt ``key`` reached this pilot (in its inbox, claimed or started)."""
-    return any((pdir / sub / f"{key}.json").exists() for sub in ("inbox", "claimed", "started"))
+    return any((pdir / sub / f"{key}.json").exists() for sub in ("inbox", "claimed")) \
+        or _record(pdir, "started", key) is not None
 
 
 @pytest.fixture
@@ -180,8 +183,8 @@ def test_a_withdrawn_pilot_whose_agent_claimed_its_task_keeps_it_until_its_end_i
     first, second = _record(p1, "results", "t1-a1"), _record(p0, "started", "t1-a2")
     assert first is not None and first["outcome"] in ("lost", "cancelled"), first
     assert second is not None and second["time"] >= first["end"], (first, second)
-    done = [json.loads(f.read_text())["task"] for f in tmp_path.glob("work/*/p*/results/*.json")
-            if json.loads(f.read_text())["outcome"] == "done"]
+    done = [rec["task"] for run in tmp_path.glob("work/*") for rec in run_records(run)
+            if rec["outcome"] == "done"]
     assert sorted(done) == [0, 1]
     assert coord.engine.done_count == 2
 
