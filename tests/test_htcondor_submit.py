@@ -481,36 +481,36 @@ def test_chirp_wrapper_runs_a_task_from_the_access_point(slot):
     assert (scratch / chirp_sync.LOG_NAME).exists()
 
 
-def test_chirp_wrapper_reports_attempts_of_an_evicted_run_lost(slot):
+def _evicted_records(iwd, waves: bool) -> None:
+    """The evicted run's records on the access point: task 5 started without a result, task 6
+    finished — as per-key files (agent protocol 5 and earlier) or as waves (protocol 6)."""
+    started = [{"task": 5, "attempt": 1, "time": 1.0, "host": "old"}, {"task": 6, "attempt": 0, "time": 1.0, "host": "old"}]
+    done = {"task": 6, "attempt": 0, "outcome": "done"}
+    if waves:
+        (iwd / "started" / "00ff-1.json").write_text(json.dumps(started))
+        (iwd / "results" / "00ff-1.json").write_text(json.dumps([done]))
+    else:
+        for rec in started:
+            (iwd / "started" / f"t{rec['task']}-a{rec['attempt']}.json").write_text(json.dumps(rec))
+        (iwd / "results" / "t6-a0.json").write_text(json.dumps(done))
+
+
+@pytest.mark.parametrize("waves", [False, True], ids=["per-key files", "waves"])
+def test_chirp_wrapper_reports_attempts_of_an_evicted_run_lost(slot, waves):
+    """The attempt the evicted run started without a result is reported lost (evicted); the
+    finished one is neither reported again nor fetched — whether the evicted run's agent wrote
+    per-key files or (protocol 6) waves."""
     iwd, scratch, chirp = slot
-    (iwd / "started" / "t5-a1.json").write_text(json.dumps({"task": 5, "attempt": 1, "time": 1.0, "host": "old"}))
-    (iwd / "started" / "t6-a0.json").write_text(json.dumps({"task": 6, "attempt": 0, "time": 1.0, "host": "old"}))
-    (iwd / "results" / "t6-a0.json").write_text(json.dumps({"task": 6, "attempt": 0, "outcome": "done"}))
+    _evicted_records(iwd, waves)
     (iwd / "inbox" / "t6-a0.json").write_text(json.dumps({"task": 6, "attempt": 0, "command": "touch again"}))
     (iwd / "stop").write_text("stop\n")
     proc = start_wrapper(iwd, scratch, chirp)
     assert proc.wait(timeout=20) == 0
     lost = json.loads((iwd / "results" / "t5-a1.json").read_text())
     assert (lost["outcome"], lost["reason"], lost["task"], lost["attempt"]) == ("lost", "evicted", 5, 1)
-    assert json.loads((iwd / "results" / "t6-a0.json").read_text())["outcome"] == "done"   # untouched
-    assert not (scratch / "pilot" / "inbox" / "t6-a0.json").exists()    # finished: never fetched
-
-
-def test_chirp_wrapper_reads_an_evicted_run_s_waves(slot):
-    """The evicted run's agent spoke protocol 6: its records are waves on the access point. The
-    wrapper reads them: the attempt started without a result is reported lost (evicted), the
-    finished one is neither reported again nor fetched."""
-    iwd, scratch, chirp = slot
-    (iwd / "started" / "00ff-1.json").write_text(json.dumps([{"task": 5, "attempt": 1, "time": 1.0, "host": "old"},
-                                                             {"task": 6, "attempt": 0, "time": 1.0, "host": "old"}]))
-    (iwd / "results" / "00ff-1.json").write_text(json.dumps([{"task": 6, "attempt": 0, "outcome": "done"}]))
-    (iwd / "inbox" / "t6-a0.json").write_text(json.dumps({"task": 6, "attempt": 0, "command": "touch again"}))
-    (iwd / "stop").write_text("stop\n")
-    proc = start_wrapper(iwd, scratch, chirp)
-    assert proc.wait(timeout=20) == 0
-    lost = json.loads((iwd / "results" / "t5-a1.json").read_text())
-    assert (lost["outcome"], lost["reason"], lost["task"], lost["attempt"]) == ("lost", "evicted", 5, 1)
-    assert sorted(p.name for p in (iwd / "results").iterdir()) == ["00ff-1.json", "t5-a1.json"]
+    kept = "00ff-1.json" if waves else "t6-a0.json"
+    assert sorted(p.name for p in (iwd / "results").iterdir()) == sorted([kept, "t5-a1.json"])
+    assert "done" in (iwd / "results" / kept).read_text()                  # untouched
     assert not (scratch / "pilot" / "inbox" / "t6-a0.json").exists()    # finished: never fetched
 
 
