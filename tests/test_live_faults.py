@@ -23,6 +23,7 @@ from live_helpers import (
     queued_ports, restart_ctld, sites_toml, slurm, start, wait_for, write_inputs,
 )
 from resel.live import notes as live_notes
+from resel.shipped.agent import folder_records
 from waiting import poll, wait_until  # tests/ is on sys.path (rootdir conftest)
 from resel.live.view import replayed_engine, snapshot
 from resel.states import PilotState
@@ -322,7 +323,15 @@ def test_a_pilot_relaunched_unseen_is_told_by_its_new_agent(tmp_path, testbed):
     coord.run(max_time=300)
     coord.close()
     events = kinds(coord.db, coord.run_id)
-    assert "PilotRequeued" not in events and events.count("TaskLost") >= 8
+    # what the first agent started and did not finish, from its own waves: each is lost — its
+    # own "terminated" result or its successor's "agent restarted" says so (a 4-s task may end
+    # before the requeue on a loaded machine: 7 of 8 were lost in one full-suite run)
+    def first_agents(sub: str, outcome: str | None = None) -> set[tuple[int, int]]:
+        return {(r["task"], r["attempt"]) for name, r in folder_records(str(pdir / sub), own_only=False)
+                if name.startswith(f"{first}-") and isinstance(r, dict) and outcome in (None, r.get("outcome"))}
+    unfinished = first_agents("started") - first_agents("results", "done")
+    assert len(unfinished) >= 4, unfinished   # most of the 8 were still running when it was requeued
+    assert "PilotRequeued" not in events and events.count("TaskLost") >= len(unfinished)
     notes = live_notes.read(coord.db, coord.run_id)["tba"].lines
     assert any("agent relaunched" in n for n in notes), notes
     restarted = [r for r in agents_results(testbed, coord.run_key) if r.get("reason") == "agent restarted"]

@@ -22,7 +22,8 @@ from pathlib import Path
 import htcondor2
 import pytest
 
-from recorded import Recorded  # tests/ is on sys.path (rootdir conftest)
+from agent_files import keyed  # tests/ is on sys.path (rootdir conftest)
+from recorded import Recorded
 from waiting import poll
 from resel.shipped import chirp_sync
 from resel.backends.htcondor import client as hc
@@ -238,15 +239,19 @@ def test_pbs_pilot_gets_options_and_its_setup_reaches_the_task(tmp_path):
     ps.dispatch(run_key, pilot, 0, 0, 'echo "seen=$RESEL_T_SETUP"')
     proc = subprocess.Popen(["/bin/sh", "-c", body], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
-        result = Path(pdir, "results", "t0-a0.json")
-        poll(result.exists, 30, every=0.1)
-        assert result.exists(), proc.stdout.read1(4096) if proc.poll() is not None else "no result"
+        results = Path(pdir, "results")      # (a wave since agent protocol 6, or a per-key file)
+
+        def result() -> dict | None:
+            found = keyed(results).get("t0-a0") if results.is_dir() else None
+            return found[0] if found else None
+        poll(lambda: result() is not None, 30, every=0.1)
+        assert result() is not None, proc.stdout.read1(4096) if proc.poll() is not None else "no result"
         Path(pdir, "stop").write_text("stop\n")
         proc.wait(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
-    record = json.loads(result.read_text())
+    record = result()
     assert record["outcome"] == "done" and "seen=set up; really" in record["stdout_tail"]
 
 
