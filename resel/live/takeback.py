@@ -42,6 +42,8 @@ log = logging.getLogger("resel.live")
 
 #: (task, attempt)
 Key = tuple[int, int]
+#: the events a result becomes (resel/live/findings.py): any of them means the attempt ended
+ENDED_BY = ("TaskFinished", "TaskFailed", "TaskLost", "TaskWithdrawn")
 
 
 class TakeBacks:
@@ -97,7 +99,7 @@ class TakeBacks:
         view = self.coord.pilots.get(pilot)
         for key in sorted(keys):
             answer = None if answers is None else answers.get(key)
-            if answer == "withdrawn" or (view is not None and f"results/{task_key(*key)}.json" in view.seen):
+            if answer == "withdrawn" or self._end_read(view, key):
                 self.settle(pilot, key)            # never runs, or its end was read already
         if pilot in self.by_pilot:
             if seq is not None:
@@ -106,6 +108,13 @@ class TakeBacks:
                      "read", self.coord.run_id, pilot, ", ".join(task_key(*k) for k in sorted(self.by_pilot[pilot])))
             return False
         return True
+
+    def _end_read(self, view: PilotView | None, key: Key) -> bool:
+        """Whether the attempt's result was read already: an event made of it (whatever file
+        held it — a per-key record or, since agent protocol 6, a wave), or a lost result waiting
+        for its pilot's end."""
+        consumed = self.coord.consumed
+        return any((kind, *key) in consumed for kind in ENDED_BY) or (view is not None and key in view.parked)
 
     # ------------------------------------------------------------------ the dispatches
     def holds(self, task: int) -> bool:
