@@ -475,25 +475,29 @@ def url_inputs_note(site: Site, urls: Sequence[str]) -> str | None:
 
 
 # ---------------------------------------------------------------------- the agent's records
-def _load_record(raw: bytes) -> tuple[dict | None, str | None]:
+def _load_json(raw: bytes) -> tuple[Any, str | None]:
+    """An agent file's JSON document, or why it is not JSON."""
     try:
-        doc = json.loads(raw)
+        return json.loads(raw), None
     except ValueError as exc:          # includes UnicodeDecodeError
         return None, f"not JSON: {exc}"
     except RecursionError:
         return None, "not JSON: nested too deep"
+
+
+def _load_record(raw: bytes) -> tuple[dict | None, str | None]:
+    doc, why = _load_json(raw)
+    if why:
+        return None, why
     if not isinstance(doc, dict):
         return None, f"not a JSON object but {type(doc).__name__}"
     return doc, None
 
 
 def _load_wave(raw: bytes) -> tuple[list, str | None]:
-    try:
-        doc = json.loads(raw)
-    except ValueError as exc:          # includes UnicodeDecodeError
-        return [], f"not JSON: {exc}"
-    except RecursionError:
-        return [], "not JSON: nested too deep"
+    doc, why = _load_json(raw)
+    if why:
+        return [], why
     if not isinstance(doc, list):
         return [], f"a wave must be a JSON list, not {type(doc).__name__}"
     return doc, None
