@@ -134,8 +134,28 @@ def count_instructions(workdir: Path, sizes: dict[str, list[int]]) -> dict[str, 
     return out
 
 
-def time_runs(workdir: Path, sizes: list[int], repeat: int) -> dict[str, dict[int, list[dict]]]:
+#: the host probe: a loop whose work is exactly proportional to its count, in a fresh interpreter
+PROBE = "import sys\nx = 0\nfor i in range(int(sys.argv[1])):\n    x += i\n"
+
+
+def probe_seconds(loops: int) -> float:
+    """The probe's task-clock for ``loops`` iterations (the interpreter's start-up included)."""
+    run = run_perf([sys.executable, "-I", "-c", PROBE, str(loops)], timeout=900)
+    if run.exit_status != 0 or run.task_clock_s is None:
+        raise SystemExit(f"the host probe failed (exit {run.exit_status})")
+    return run.task_clock_s
+
+
+def time_runs(workdir: Path, sizes: list[int], repeat: int) -> tuple[dict[str, dict[int, list[dict]]], dict]:
+    """Every config at every size, ``repeat`` rounds, one round after the other. After each
+    round, the host probe at the fit size's length and at twice it: a loop whose work doubles
+    exactly, so how far its time is from doubling is the host's own doing (a clock that runs
+    faster in the first seconds of load, a neighbour's rhythm) — the part of a held-out error
+    no instruction count can explain, measured beside it."""
     out: dict[str, dict[int, list[dict]]] = {cfg: {n: [] for n in sizes} for cfg in CONFIGS}
+    start_up = min(probe_seconds(0) for _ in range(3))
+    unit = None
+    host = {"start_up_s": start_up, "pairs": [], "bias_pct": []}
     for r in range(repeat):
         for cfg, tpr in CONFIGS.items():
             for n in sizes:
@@ -146,6 +166,28 @@ def time_runs(workdir: Path, sizes: list[int], repeat: int) -> dict[str, dict[in
                 out[cfg][n].append({"task_clock_s": run.task_clock_s, "wall_s": run.wall_s,
                                     "perf_instructions": run.instructions,
                                     "methods": run.methods})
+        if unit is None:          # as many loops as last as long as gmx at the smallest size
+            sample = 2_000_000
+            per_loop = max(probe_seconds(sample) - start_up, 1e-3) / sample
+            unit = max(1, round(out["gmx"][sizes[0]][0]["task_clock_s"] / per_loop))
+            host["loops"] = unit
+        one, two = probe_seconds(unit), probe_seconds(2 * unit)
+        host["pairs"].append([one, two])
+        host["bias_pct"].append(100.0 * ((two - start_up) / (2.0 * (one - start_up)) - 1.0))
+    return out, host
+
+
+def heldout_by_repeat(by_n: dict[int, dict], train: list[int], hold: list[int]) -> list[float]:
+    """The held-out MAPE computed within each repeat alone: repeat r's fit sizes give its rate, its
+    held-out sizes are predicted from it. A repeat's runs follow one another within seconds, so
+    the spread of these figures is how far the host's own drift moves the held-out error with
+    the model unchanged — the uncertainty of the figure computed on the fastest runs."""
+    out = []
+    for r in range(len(by_n[train[0]]["task_clock_runs"])):
+        t = {n: by_n[n]["task_clock_runs"][r] for n in (*train, *hold)}
+        inv_rate = (sum(by_n[n]["instructions"] * t[n] for n in train)
+                    / sum(by_n[n]["instructions"] ** 2 for n in train))
+        out.append(mape([by_n[n]["instructions"] * inv_rate for n in hold], [t[n] for n in hold]))
     return out
 
 
@@ -174,7 +216,7 @@ def analyse(counts, timings, clock_ghz: float, sizes_timed: list[int]) -> dict:
             instr = fit["setup"] + fit["per_step"] * n
             lim = instr / (clock_ghz * 1e9)
             rows.append({"nsteps": n, "instructions": instr, "task_clock_s": tx, "task_clock_std": std,
-                         "floor_gap_pct": gap,
+                         "floor_gap_pct": gap, "task_clock_runs": tcs,
                          "wall_s": sum(t["wall_s"] for t in timings[cfg][n]) / len(tcs),
                          "runs": len(tcs), "lim_uncalibrated_s": lim,
                          # perf's own count where the machine has counters (None in a VM)
@@ -190,6 +232,7 @@ def analyse(counts, timings, clock_ghz: float, sizes_timed: list[int]) -> dict:
             r["lim_calibrated_s"] = r["instructions"] / rate
             r["calibrated_error_pct"] = 100.0 * (r["lim_calibrated_s"] - r["task_clock_s"]) / r["task_clock_s"]
             r["role"] = "fit" if r["nsteps"] in train else "held-out"
+        by_repeat = heldout_by_repeat(by_n, train, hold)
         configs[cfg] = {
             "callgrind": [{"nsteps": n, "instructions": counts[cfg][n]} for n in ns],
             "fit": fit,
@@ -198,7 +241,9 @@ def analyse(counts, timings, clock_ghz: float, sizes_timed: list[int]) -> dict:
             "calibrated": {"fit_nsteps": train, "heldout_nsteps": hold, "rate_ginstr_per_s": rate / 1e9,
                            "effective_ipc": rate / (clock_ghz * 1e9),
                            "heldout_mape": mape([by_n[n]["lim_calibrated_s"] for n in hold],
-                                                [by_n[n]["task_clock_s"] for n in hold])},
+                                                [by_n[n]["task_clock_s"] for n in hold]),
+                           "heldout_mape_by_repeat": by_repeat,
+                           "heldout_repeat_spread_pct": max(by_repeat) - min(by_repeat)},
         }
     kappa = configs["gmx_d"]["fit"]["per_step"] / configs["gmx"]["fit"]["per_step"]
     # Transfer: predict gmx_d's times from gmx's calibrated rate and κ alone (the thesis's use of κ).
@@ -241,11 +286,20 @@ def table(res: dict) -> str:
         gaps = [f"{r['nsteps']}: {r['floor_gap_pct']:.1f} %" for r in c["timed"] if r["floor_gap_pct"] is not None]
         if gaps:
             lines.append("  two fastest repeats apart by " + ", ".join(gaps) + " (the timing's own uncertainty)")
+        if len(cal["heldout_mape_by_repeat"]) > 1:
+            lines.append("  held-out MAPE within each repeat: "
+                         + ", ".join(f"{m:.1f}" for m in cal["heldout_mape_by_repeat"])
+                         + f" % (the host's drift moves it by {cal['heldout_repeat_spread_pct']:.1f} points)")
         lines.append("")
     k = res["kappa"]
     lines.append(f"κ(gmx_d / gmx) = {k['gmx_d/gmx']:.3f} (per-step instructions; setup ratio "
                  f"{k['setup_ratio']:.3f}; task-clock ratio {k['time_ratio']:.3f}); predicting gmx_d "
                  f"with gmx's calibrated rate and κ: MAPE {k['transfer_mape_gmx_rate_for_gmx_d']:.1f} %")
+    hp = res.get("host_probe")
+    if hp and hp["bias_pct"]:
+        lines.append(f"host probe (a loop of {hp['loops']:,} and twice that, after each round): twice the work "
+                     "took " + ", ".join(f"{b:+.1f}" for b in hp["bias_pct"])
+                     + " % off twice the time — the host's part of any held-out error")
     lines.append("thesis: uncalibrated LIM over-predicted by 157–171 % (XSEDE); OSG build κ ≈ 1.22–1.24")
     return "\n".join(lines)
 
@@ -292,13 +346,13 @@ def main(argv: list[str] | None = None) -> int:
         t_build = time.monotonic()
         counts = count_instructions(workdir, sizes["callgrind"])
         t_cg = time.monotonic()
-        timings = time_runs(workdir, sizes["timed"], repeat)
+        timings, host_probe = time_runs(workdir, sizes["timed"], repeat)
         t_timed = time.monotonic()
     res = analyse(counts, timings, clock, sizes["timed"])
     res.update({"host": {"model": cpu.model, "base_ghz": clock,
                          "base_method": cpu.methods.get("base_ghz", cpu.methods.get("cur_ghz"))},
                 "gromacs": gromacs_version(), "atoms": atoms, "quick": args.quick, "repeat": repeat,
-                "sizes": sizes, "thesis": THESIS,
+                "sizes": sizes, "thesis": THESIS, "host_probe": host_probe,
                 "elapsed_s": {"build": t_build - t0, "callgrind": t_cg - t_build,
                               "timed": t_timed - t_cg, "total": time.monotonic() - t0}})
     text = table(res)
