@@ -203,9 +203,39 @@ def child(out: str, profile: str, argv: list[str]) -> None:
 
 
 # ---------------------------------------------------------------------------- the run
+#: who burns the machine's CPU while the bag runs, by a process's command line (first match)
+CENSUS = (("agents", "resel-agent-v"), ("slurm", "slurm"), ("sshd", "sshd"), ("htcondor", "condor_"),
+          ("resel status", "resel.cli status"), ("coordinator", "bench_scale.py --child"))
+
+
+def machine_ticks() -> tuple[int, int]:
+    """The machine's CPU ticks since boot: all, and idle + iowait (/proc/stat's first line)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return sum(fields), fields[3] + fields[4]
+
+
+def census() -> dict[tuple[int, str], tuple[str, float]]:
+    """Every live process's own CPU seconds (user + system; its reaped children's are not added,
+    so nothing is counted twice), keyed by pid and start time, with its :data:`CENSUS` class."""
+    out = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, IndexError):
+            continue
+        kind = next((k for k, needle in CENSUS if needle in cmd), "other")
+        out[(int(d.name), stat[19])] = (kind, (int(stat[11]) + int(stat[12])) / TICK)
+    return out
+
+
 class Sampler(threading.Thread):
     """Every half second: the coordinator's CPU (its own, per thread: main and the rest) and
-    RSS, the load average; every ``status_every`` seconds, ``resel status``'s wall time."""
+    RSS, the load average, and every process's own CPU (a census: what the agents, the
+    schedulers' daemons and sshd burn beside the coordinator on the same cores); every
+    ``status_every`` seconds, ``resel status``'s wall time."""
 
     def __init__(self, pid: int, db: Path, status_every: float):
         super().__init__(daemon=True)
@@ -216,6 +246,9 @@ class Sampler(threading.Thread):
         self.hwm_kb = 0
         self.loads: list[float] = []
         self.status: list[tuple[float, float, int]] = []      # (at, seconds, exit code)
+        self.first = census()                                   # what each process had burnt before
+        self.last: dict[tuple[int, str], tuple[str, float]] = dict(self.first)
+        self.ticks0 = machine_ticks()
 
     def run(self) -> None:
         nxt = time.monotonic() + self.status_every
@@ -228,6 +261,7 @@ class Sampler(threading.Thread):
                 self.status.append((t, time.monotonic() - t, done.returncode))
                 nxt = time.monotonic() + self.status_every
             self.stop.wait(0.5)
+        self.ticks1 = machine_ticks()
 
     def sample(self) -> None:
         try:
@@ -241,6 +275,21 @@ class Sampler(threading.Thread):
         except (OSError, IndexError, ValueError):
             pass
         self.loads.append(os.getloadavg()[0])
+        self.last.update(census())
+
+    def cpu_census(self) -> dict:
+        """CPU seconds burnt during the run: the machine's (/proc/stat, everything), and each
+        class's as sampled; what ended between two samples (each task's own ``sh -c``, a short
+        ``squeue``) is in the machine's figure only: ``unattributed``."""
+        total1, idle1 = self.ticks1
+        busy = ((total1 - self.ticks0[0]) - (idle1 - self.ticks0[1])) / TICK
+        wall = (total1 - self.ticks0[0]) / TICK
+        by_kind: dict[str, float] = {}
+        for key, (kind, cpu) in self.last.items():
+            by_kind[kind] = by_kind.get(kind, 0.0) + cpu - self.first.get(key, (kind, 0.0))[1]
+        by_kind = {k: round(v, 2) for k, v in sorted(by_kind.items(), key=lambda kv: -kv[1])}
+        return {"busy_cpu_s": busy, "cpu_s_available": wall, "busy_share": busy / wall if wall else None,
+                "by_kind": by_kind, "unattributed": busy - sum(by_kind.values())}
 
 
 def python_pid(root_pid: int) -> int:
@@ -343,7 +392,7 @@ def run_once(tb, args, root: Path) -> dict:
            **rates(ends, args.window, args.tasks, elapsed),
            "cpu_own": sampler.cpu, "cpu_main_thread": sampler.main_cpu,
            "cpu_with_children": usage.ru_utime + usage.ru_stime,
-           "thread_cpu": inside["thread_cpu"],
+           "thread_cpu": inside["thread_cpu"], "machine_cpu": sampler.cpu_census(),
            "peak_rss_mb": (sampler.hwm_kb or usage.ru_maxrss) / 1024,
            "store_bytes": store_bytes, "store_bytes_per_task": store_bytes / args.tasks, "wal_bytes_at_exit": wal_bytes,
            "store_tables": tables, "store_table_bytes": per_table, "journal_rows": kinds,
@@ -492,6 +541,17 @@ def fmt(v, spec: str = ".2f") -> str:
     return "—" if v is None else format(v, spec)
 
 
+def machine_rows(m: dict | None, n: int) -> list[tuple[str, str, str]]:
+    """The census's rows: how busy the machine was, and its CPU per task by who burnt it."""
+    if not m:
+        return []
+    parts = ", ".join(f"{k} {1000 * v / n:.2f}" for k, v in m["by_kind"].items() if v >= 0.005 * n / 1000)
+    return [("machine CPU busy: s / share of all its cores over the run",
+             f"{m['busy_cpu_s']:.1f} / {100 * m['busy_share']:.0f} %", ""),
+            ("machine CPU ms per task: all / by who (ended between samples: unattributed)",
+             f"{1000 * m['busy_cpu_s'] / n:.2f} / {parts}, unattributed {1000 * m['unattributed'] / n:.2f}", "")]
+
+
 def print_table(doc: dict) -> None:
     n = doc["tasks"]
     c, sql = doc["counts"], doc["sql"]
@@ -509,6 +569,7 @@ def print_table(doc: dict) -> None:
          f"{doc['cpu_own']:.1f} ({doc['cpu_main_thread']:.1f}) / {doc['cpu_with_children']:.1f}", ""),
         ("coordinator CPU ms per task (own)", fmt(1000 * doc["cpu_own"] / n, ".2f"), "<= 2 for 500/s"),
         ("coordinator peak RSS (MB)", fmt(doc["peak_rss_mb"], ".0f"), "<= 1024"),
+        *machine_rows(doc.get("machine_cpu"), n),
         ("store bytes per task (at rest; the WAL at exit, bytes)", f"{fmt(doc['store_bytes_per_task'], '.0f')} "
                                                                    f"({doc.get('wal_bytes_at_exit', '—')})", "<= 2048"),
         ("poll cycle p50 / p95 / max (s)", f"{fmt(doc['poll_cycle_p50'], '.3f')} / {fmt(doc['poll_cycle_p95'], '.3f')}"
