@@ -162,3 +162,19 @@ def test_hindsight_packs_a_bag_of_several_widths():
     site = make_site("s", 1.0, cores=8)
     assert hindsight(case_bag(), [site], 0).finish_alone == {"s": pytest.approx(4.0)}
     assert hindsight(case_bag([4] * 5), [site], 0).finish_alone == {"s": pytest.approx(6.6)}
+
+
+def test_a_pool_holding_several_sizes_is_priced_by_its_tasks():
+    """The hand case on a pool of 8 cores (one 4-core pilot per task: 2 at a time), waits 0:
+    each task its own T̂x in the table's order, the next pilot as one ends — a (4 s) and b (1 s)
+    at 0, c at 1 (to 3), d at 3 (to 6), e at 4 (to 5): done at 6 s, tests/test_packing.py's
+    one-width run. Priced by the mean T̂x (2.2 s) it said 4.4 s at most (its largest task, 4 s,
+    as a floor)."""
+    pool = make_site("p", 1.0, mode="per-task", cores=8)
+    doc = plan(case_bag(), [pool], strategy="model", probe=hand_probe)
+    (row,) = doc["sites"]
+    assert row["tasks"] == 5 and row["packed"]["pool"] and row["packed"]["pilot_units"] == 2
+    assert row["packed"]["run_s"] == pytest.approx(6.0) and row["finish_s"] == pytest.approx(6.0)
+    assert doc["finish_p50_s"] == pytest.approx(6.0)        # no spread: every draw is the point
+    assert "at a time, each its own T̂x" in row["explain"]["why"][0]
+
