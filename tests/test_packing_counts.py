@@ -178,3 +178,21 @@ def test_a_pool_holding_several_sizes_is_priced_by_its_tasks():
     assert doc["finish_p50_s"] == pytest.approx(6.0)        # no spread: every draw is the point
     assert "at a time, each its own T̂x" in row["explain"]["why"][0]
 
+
+def test_a_packed_shares_largest_task_waits_the_drawn_wait():
+    """A packed share's draws wait the wait's law, not its point estimate: the hand case on its
+    8-core site whose point estimate is 100 s but whose wait is known to be 10 s (the quantiles
+    a corrected estimate gives): P50 = 10 + the packed 4 s. Before, the largest task's floor took
+    the point wait: 100 + 4 s."""
+    def probe(items):
+        rows = hand_probe(items)
+        for r in rows:
+            r.scheduler_s = 100.0
+            for e in r.menu:
+                e["scheduler_s"] = 100.0
+                e["wait_quantiles"] = {"0.05": 10.0, "0.5": 10.0, "0.9": 10.0, "0.95": 10.0}
+        return rows
+    doc = plan(case_bag(), [make_site("s", 1.0, cores=8)], strategy="model", probe=probe)
+    (row,) = doc["sites"]
+    assert row["finish_s"] == pytest.approx(104.0)           # the point: the point wait + 4 s
+    assert row["finish_p50"] == pytest.approx(14.0) and doc["finish_p50_s"] == pytest.approx(14.0)
