@@ -75,7 +75,8 @@ class SitePlan:
     #: why the site was chosen, given extra pilots or left out (:mod:`resel.planning_explain`)
     explain: dict[str, Any] | None = None
     #: a bag of several widths on a ``single`` site: its share packed into the pilots' cores as
-    #: the engine packs them (:func:`packed_share`): {unit_cores, units, pilot_units, run_s, waves}
+    #: the engine packs them (:func:`packed_share`): {unit_cores, units, pilot_units, run_s, waves};
+    #: on a pool: its tasks one per pilot, ``pilot_units`` at a time (:func:`pooled_share`), ``pool`` true
     packed: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
