@@ -9,7 +9,9 @@ its gap is LIM's, not the plan's). resel/sim/plan_check.py says how.
 
 Run:   python benchmarks/eval_plan_check.py                    # 64,256,1024 tasks, 10 seeds
        python benchmarks/eval_plan_check.py --sizes 256 --repeat 5 --files sites-thesis.toml
-Options: --models calibrated,lim  --json
+       python benchmarks/eval_plan_check.py --bag table --sizes 1024 --repeat 5 --models calibrated
+Options: --models calibrated,lim  --json  --bag table (benchmarks/bench_packing.py's table bag of
+1-, 2- and 4-core tasks, drawn with seed 0: tests/test_plan_check.py's bag of several widths)
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 ROOT = Path(__file__).resolve().parent.parent
 try:                                    # an installed resel first (pip install .)
@@ -27,6 +30,9 @@ except ImportError:
     sys.path.insert(0, str(ROOT))
 
 EXAMPLES = ROOT / "examples"
+
+if TYPE_CHECKING:
+    from resel.domain import Bag
 
 
 def simulated_files() -> list[Path]:
@@ -39,6 +45,14 @@ def simulated_files() -> list[Path]:
 def bag_for(sites_file: Path) -> Path:
     """The example bag a sites file is meant for."""
     return EXAMPLES / ("gromacs-data-bag.toml" if sites_file.name == "sites-data.toml" else "gromacs-bag.toml")
+
+
+def table_bag(n: int) -> Bag:
+    """benchmarks/bench_packing.py's table bag of ``n`` tasks (1, 2 and 4 cores, sizes over
+    two decades), drawn with seed 0, as tests/test_plan_check.py checks it."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import bench_packing
+    return bench_packing.mixed_bag(n, 0)
 
 
 def default_strategy() -> str:
@@ -55,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", default="calibrated,lim")
     ap.add_argument("--strategy", default=None, help="default: resel plan's")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--bag", choices=("example", "table"), default="example",
+                    help="the sites file's example bag, or bench_packing.py's table bag of several widths")
     args = ap.parse_args(argv)
     from resel.config import load_bag, load_sites
     from resel.sim.plan_check import TOLERANCE, check
@@ -66,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     for f in files:
         sites = load_sites(f)
         for n in sizes:
-            bag = load_bag(bag_for(f)).resized(n)
+            bag = table_bag(n) if args.bag == "table" else load_bag(bag_for(f)).resized(n)
             for model in args.models.split(","):
                 rows.append(check(bag, sites, strategy, label=f.name, model=model, seeds=range(args.repeat)))
                 if not args.json:
@@ -84,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         h = lambda v: "—" if v is None else f"{v / 3600:.2f}"   # noqa: E731
         shares = "; ".join(f"{k} {v['tasks']} on {v['pilots']:,} × {v['pilot_cores']}" for k, v in r.shares.items()
                            if v["tasks"])
-        print(f"| {r.sites} | {bag_for(EXAMPLES / r.sites).stem} | {r.tasks} | {r.model} | {h(r.plan_ttc_s)} "
+        print(f"| {r.sites} | {'table' if args.bag == 'table' else bag_for(EXAMPLES / r.sites).stem} | {r.tasks} | {r.model} | {h(r.plan_ttc_s)} "
               f"| {h(r.plan_p50_s)} | {h(r.plan_p90_s)} | {h(r.sim_p50_s)} | {h(min(r.sim_ttc_s))}–{h(max(r.sim_ttc_s))} "
               f"| {r.ratio:.3f} | {'yes' if r.agrees else 'no'} | {shares} |")
     cal = [r for r in rows if r.model == "calibrated"]

@@ -17,7 +17,8 @@ from resel.domain import Bag, Site
 from resel.engine import Engine
 from resel.errors import ReselError
 from resel.events import BagSubmitted, Decision, SiteLost, SubmitPilot
-from resel.models.finish import constant, plan_finish, quantiles_of, share_samples, wait_law_from_quantiles
+from resel.models.finish import (constant, plan_finish, pool_share_samples, quantiles_of, share_samples,
+                                 wait_law_from_quantiles)
 from resel.models.lim import site_rates
 from resel.selection import Strategy, predicted_ttc
 
@@ -74,7 +75,8 @@ class SitePlan:
     #: why the site was chosen, given extra pilots or left out (:mod:`resel.planning_explain`)
     explain: dict[str, Any] | None = None
     #: a bag of several widths on a ``single`` site: its share packed into the pilots' cores as
-    #: the engine packs them (:func:`packed_share`): {unit_cores, units, pilot_units, run_s, waves}
+    #: the engine packs them (:func:`packed_share`): {unit_cores, units, pilot_units, run_s, waves};
+    #: on a pool: its tasks one per pilot, ``pilot_units`` at a time (:func:`pooled_share`), ``pool`` true
     packed: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
@@ -164,9 +166,9 @@ def plan(bag: Bag, sites: list[Site], *, strategy: str = "queue+reselect", sourc
                  if strat.asks_waits else None)
     problem, actions = _first_step(engine, rows, estimates, wait_menu, limits)
     walltimes, heaviest = _engine_plan(engine, rows, actions, bag) if problem is None else ({}, {})
-    _share_finishes(rows, bag, walltimes, heaviest, dts, engine)
+    pool_txs = _share_finishes(rows, bag, walltimes, heaviest, dts, engine)
     pools = {s.name for s in sites if s.pilot.mode == "per-task"}
-    shares = _finish_distributions(rows, runtime, bag, seed, dts, pools, heaviest) if problem is None else {}
+    shares = _finish_distributions(rows, runtime, bag, seed, dts, pools, heaviest, pool_txs) if problem is None else {}
     whole = plan_finish(shares) if shares and len(shares) == sum(1 for r in rows if r.tasks) else None
     plan_ttc = _explained(rows, strat.name, engine)
     return {
@@ -307,20 +309,35 @@ def _engine_plan(engine: Engine, rows: list[SitePlan], actions: list[Any],
 
 
 def _share_finishes(rows: list[SitePlan], bag: Bag, walltimes: dict[str, float], heaviest: dict[str, float],
-                    dts: dict[str, Any], engine: Engine) -> None:
-    """The pilot each row asks for, and when its share of the bag would be done, as predicted."""
+                    dts: dict[str, Any], engine: Engine) -> dict[str, list[float]]:
+    """The pilot each row asks for, and when its share of the bag would be done, as predicted.
+    Returns, per pool holding tasks of several widths, its tasks' T̂x in the order they wait
+    (:func:`pooled_share`; its draws take them)."""
+    pool_txs: dict[str, list[float]] = {}
     for i, r in enumerate(rows):
-        packing = bag.task_cores is not None and engine.sites[i].pilot.mode != "per-task"
+        pool = engine.sites[i].pilot.mode == "per-task"
+        packing = bag.task_cores is not None and not pool
         if r.tasks and r.pilots and packing:
             r.packed = packed_share(engine, i, r.tx, r.pilots)
         _show_asked_pilot(r, engine.slot_cores(i) if packing else bag.cores_per_task, walltimes.get(r.site))
+        if r.tasks and r.pilots and pool and bag.task_cores is not None and r.wait_s is not None:
+            # (the pool's pilots at a time, as the engine caps them: its menu's one size)
+            at_once = min(len(r.pilots), (engine.probe_menu()[i] or [(len(r.pilots),)])[0][0])
+            r.packed, pool_txs[r.site] = pooled_share(engine, i, r.tx, r.wait_s, at_once, dts.get(r.site))
         if r.tasks and r.pilots:     # when this site's share would be done, as predicted
-            finish = predicted_ttc(r.wait_s, r.tx, r.tasks, r.slots, dts.get(r.site)) if r.packed is None else \
-                predicted_ttc(r.wait_s, r.packed["run_s"] / r.packed["waves"], r.packed["waves"], 1, dts.get(r.site))
+            if r.packed is not None and r.packed.get("pool"):
+                dt = dts.get(r.site)
+                finish = r.packed["run_s"] + (0.0 if dt is None else dt.shared_in + dt.out)
+            elif r.packed is None:
+                finish = predicted_ttc(r.wait_s, r.tx, r.tasks, r.slots, dts.get(r.site))
+            else:
+                finish = predicted_ttc(r.wait_s, r.packed["run_s"] / r.packed["waves"], r.packed["waves"], 1,
+                                       dts.get(r.site))
             largest = heaviest.get(r.site)
             if largest is not None and finish != math.inf:   # a task table: no sooner than its largest task there
                 finish = max(finish, predicted_ttc(r.wait_s, r.tx * largest, 1, 1, dts.get(r.site)))
             r.finish_s = None if finish == math.inf else finish
+    return pool_txs
 
 
 def packed_share(engine: Engine, x: int, tx: float, pilots: list[int]) -> dict[str, Any]:
@@ -331,15 +348,45 @@ def packed_share(engine: Engine, x: int, tx: float, pilots: list[int]) -> dict[s
     slots' spread per wave as a bag of one width does, over ``run_s`` / ``waves`` each."""
     from resel.engine_packing import packed_run
     unit = engine.slot_cores(x)
-    tids = [t.id for t in engine.tasks if t.origin == x]
+    tids = share_order(engine, x)
     weights = engine.bag.weights or (1.0,) * engine.bag.count
-    if engine.largest_first:
-        tids.sort(key=lambda tid: -weights[tid])          # (stable: ties by index, as the engine)
     units = [engine.task_slots(x, tid) for tid in tids]
     pools = [c // unit for c in pilots]
     run = packed_run(units, [tx * weights[tid] for tid in tids], pools)
     return {"unit_cores": unit, "units": sum(units), "pilot_units": sum(pools), "run_s": run,
             "waves": max(1, min(len(tids), -(-sum(units) // max(1, sum(pools)))))}
+
+
+def share_order(engine: Engine, x: int) -> list[int]:
+    """The tasks bound to site x, in the order they wait there (largest first where the
+    engine orders so; ties by index, as the engine)."""
+    tids = [t.id for t in engine.tasks if t.origin == x]
+    if engine.largest_first:
+        weights = engine.bag.weights or (1.0,) * engine.bag.count
+        tids.sort(key=lambda tid: -weights[tid])
+    return tids
+
+
+def pooled_share(engine: Engine, x: int, tx: float, wait: float, slots: int,
+                 data: Any = None) -> tuple[dict[str, Any], list[float]]:
+    """Pool x's share of a bag of several widths, by the tasks it really holds: each task its
+    own T̂x (``tx`` × its weight) in the engine's order, one pilot each, ``slots`` pilots at a
+    time (the pool's cap: 2,000 cores in 4-core pilots run 500), the next task's pilot
+    submitted as one ends. Returns the row's ``packed`` (``pool`` true; ``run_s``: that
+    schedule's end at the point values — each pilot's ``wait``, its own inputs, its T̂x —, the
+    share's point finish without the shared inputs and outputs) and the tasks' T̂x in order,
+    which its draws take (:func:`~resel.models.finish.pool_share_samples`).
+    Priced by the bag's mean T̂x in waves of ``slots``, a share of 892 tasks whose sizes span two
+    decades ended when its largest task did, not when the pool ran them all."""
+    from resel.models.finish import pool_starts
+    weights = engine.bag.weights or (1.0,) * engine.bag.count
+    txs = [tx * weights[tid] for tid in share_order(engine, x)]
+    own = 0.0 if data is None else data.own_in
+    durations = [max(0.0, wait) + own + t for t in txs]
+    starts = pool_starts(durations, slots)
+    return {"unit_cores": engine.bag.cores_per_task, "units": len(txs), "pilot_units": slots,
+            "run_s": max(s + d for s, d in zip(starts, durations)), "waves": max(1, -(-len(txs) // max(1, slots))),
+            "pool": True}, txs
 
 
 def _table_summary(bag: Bag, largest_first: bool) -> dict[str, Any] | None:
@@ -435,7 +482,8 @@ def _wait_quantiles(wait_errors: Any, used: str | None, site: str, entry: dict, 
 
 def _finish_distributions(rows: list[SitePlan], runtime: Any, bag: Bag, seed: int,
                           data: dict[str, Any], pools: set[str],
-                          heaviest: dict[str, float] | None = None) -> dict[str, list[float]]:
+                          heaviest: dict[str, float] | None = None,
+                          pool_txs: dict[str, list[float]] | None = None) -> dict[str, list[float]]:
     """Each origin site's share finish draws (P50/P90 stored on the row); the dict feeds the
     plan's own finish time. A share whose wait is unknown is left out (its row says so).
 
@@ -461,14 +509,22 @@ def _finish_distributions(rows: list[SitePlan], runtime: Any, bag: Bag, seed: in
             law = constant(w)
         r.wait_note = entry.get("wait_note")
         tx, waves = r.tx, None
-        if r.packed is not None:      # several widths packed: its waves' worth, tasks spread over them
-            k = r.packed["waves"]
-            tx, waves = r.packed["run_s"] / k, [r.tasks // k + (j < r.tasks % k) for j in range(k)]
-        draws = share_samples(law, tx, runtime.sites[r.site].ratios, r.tasks, r.slots,
-                              _random.Random(f"finish:{seed}:{r.site}"), data=data.get(r.site),
-                              own_waits=r.site in pools, waves=waves)
+        rng = _random.Random(f"finish:{seed}:{r.site}")
+        if r.site in (pool_txs or {}):    # a pool's tasks of several sizes, each its own
+            draws = pool_share_samples(law, pool_txs[r.site], runtime.sites[r.site].ratios, r.packed["pilot_units"],
+                                       rng, data=data.get(r.site))
+        else:
+            if r.packed is not None:      # several widths packed: its waves' worth, tasks spread over them
+                k = r.packed["waves"]
+                tx, waves = r.packed["run_s"] / k, [r.tasks // k + (j < r.tasks % k) for j in range(k)]
+            draws = share_samples(law, tx, runtime.sites[r.site].ratios, r.tasks, r.slots, rng,
+                                  data=data.get(r.site), own_waits=r.site in pools, waves=waves)
         largest = (heaviest or {}).get(r.site)
-        if largest is not None:
+        # (a share of several widths counts each task's own T̂x in its draws, each after the
+        # drawn wait; this floor's wait is the point estimate, which a wait corrected by its
+        # past errors may put far later: on sites-traces-wagap.toml the twin's 82,592 s where
+        # the corrected P50 said 30,108 s and the run started the pilot at 37,702 s)
+        if largest is not None and r.packed is None:
             floor = predicted_ttc(w, r.tx * largest, 1, 1, data.get(r.site))
             draws = [max(d, floor) for d in draws]
         fq = quantiles_of(draws)

@@ -146,6 +146,13 @@ def explain_site(row: Mapping[str, Any], *, strategy: str, plan_ttc: float | Non
     elif too_long:
         return out("rejected: walltime", walltime)
     packed = row.get("packed")
+    if row["tasks"] and packed and packed.get("pool"):   # a pool's tasks of several sizes, each its own pilot
+        numbers["finish_s"], numbers["waves"], numbers["run_s"] = row["finish_s"], packed["waves"], packed["run_s"]
+        return out("chosen", f"chosen by {strategy}: {row['tasks']:,} task(s) of several sizes on "
+                             f"{pilots_words(row['pilots'])}, {packed['pilot_units']:,} at a time, each its own "
+                             f"T̂x in the order they wait and its own pilot's wait {_s(numbers['wait_s'])} "
+                             f"({row['used'] or 'no estimate'}): the last ends at {_s(packed['run_s'])}"
+                             f"{_data_text(row, _s)}; its share done at {_s(row['finish_s'])}")
     if row["tasks"] and packed:       # several widths packed into the pilots' cores
         numbers["finish_s"], numbers["waves"], numbers["run_s"] = row["finish_s"], packed["waves"], packed["run_s"]
         width = f"{packed['unit_cores']}-core"

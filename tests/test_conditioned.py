@@ -214,3 +214,23 @@ def test_history_learn_stores_the_estimates_errors_from_a_trace(tmp_path):
     assert q is not None and q.at(0.05) <= q.at(0.5) <= q.at(0.95)
     bad = CliRunner().invoke(cli, ["history", "learn", "--site", "x", "--swf", str(tmp_path / "none.swf")])
     assert bad.exit_code == 2 and "does not exist" in bad.output
+
+
+def test_a_pool_starts_each_task_as_a_slot_frees():
+    """Durations 4, 3, 2, 1 s on 2 slots: the first two at 0, the third when the 3-s one ends,
+    the fourth when the 4-s one does."""
+    assert fin.pool_starts([4.0, 3.0, 2.0, 1.0], 2) == [0.0, 0.0, 3.0, 4.0]
+    assert fin.pool_starts([5.0, 5.0], 8) == [0.0, 0.0]
+
+
+def test_a_pool_of_several_sizes_ends_with_its_latest_task():
+    """Each task its own T̂x, one slot each, 2 at a time, a 60-s wait and no spread: waits and
+    T̂x 100, 50, 40, 10 give ends 160, 110, 110 + 100 = 210, 160 + 70 = 230: every draw 230.
+    With ratios uniform on [0.5, 1.5] and four equal tasks side by side, the latest ends at the
+    max of four uniforms: median T̂x · (0.5 + 0.5^(1/4))."""
+    draws = fin.pool_share_samples(fin.constant(60.0), [100.0, 50.0, 40.0, 10.0], [], 2, random.Random(0),
+                                   samples=50)
+    assert draws == pytest.approx([230.0] * 50)
+    ratios = [0.5 + i / 999 for i in range(1000)]
+    draws = fin.pool_share_samples(fin.constant(0.0), [100.0] * 4, ratios, 4, random.Random(1), samples=4000)
+    assert sorted(draws)[2000] == pytest.approx(100.0 * (0.5 + 0.5 ** 0.25), rel=0.01)

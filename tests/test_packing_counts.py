@@ -162,3 +162,37 @@ def test_hindsight_packs_a_bag_of_several_widths():
     site = make_site("s", 1.0, cores=8)
     assert hindsight(case_bag(), [site], 0).finish_alone == {"s": pytest.approx(4.0)}
     assert hindsight(case_bag([4] * 5), [site], 0).finish_alone == {"s": pytest.approx(6.6)}
+
+
+def test_a_pool_holding_several_sizes_is_priced_by_its_tasks():
+    """The hand case on a pool of 8 cores (one 4-core pilot per task: 2 at a time), waits 0:
+    each task its own T̂x in the table's order, the next pilot as one ends — a (4 s) and b (1 s)
+    at 0, c at 1 (to 3), d at 3 (to 6), e at 4 (to 5): done at 6 s, tests/test_packing.py's
+    one-width run. Priced by the mean T̂x (2.2 s) it said 4.4 s at most (its largest task, 4 s,
+    as a floor)."""
+    pool = make_site("p", 1.0, mode="per-task", cores=8)
+    doc = plan(case_bag(), [pool], strategy="model", probe=hand_probe)
+    (row,) = doc["sites"]
+    assert row["tasks"] == 5 and row["packed"]["pool"] and row["packed"]["pilot_units"] == 2
+    assert row["packed"]["run_s"] == pytest.approx(6.0) and row["finish_s"] == pytest.approx(6.0)
+    assert doc["finish_p50_s"] == pytest.approx(6.0)        # no spread: every draw is the point
+    assert "at a time, each its own T̂x" in row["explain"]["why"][0]
+
+
+def test_a_packed_shares_largest_task_waits_the_drawn_wait():
+    """A packed share's draws wait the wait's law, not its point estimate: the hand case on its
+    8-core site whose point estimate is 100 s but whose wait is known to be 10 s (the quantiles
+    a corrected estimate gives): P50 = 10 + the packed 4 s. Before, the largest task's floor took
+    the point wait: 100 + 4 s."""
+    def probe(items):
+        rows = hand_probe(items)
+        for r in rows:
+            r.scheduler_s = 100.0
+            for e in r.menu:
+                e["scheduler_s"] = 100.0
+                e["wait_quantiles"] = {"0.05": 10.0, "0.5": 10.0, "0.9": 10.0, "0.95": 10.0}
+        return rows
+    doc = plan(case_bag(), [make_site("s", 1.0, cores=8)], strategy="model", probe=probe)
+    (row,) = doc["sites"]
+    assert row["finish_s"] == pytest.approx(104.0)           # the point: the point wait + 4 s
+    assert row["finish_p50"] == pytest.approx(14.0) and doc["finish_p50_s"] == pytest.approx(14.0)
