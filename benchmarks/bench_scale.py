@@ -21,6 +21,11 @@ each in a work directory of its own. While it runs, this process measures from o
   thread apart, which alone runs the engine and the store) and /proc/PID/status VmHWM; the
   CPU of the scheduler commands it ran as subprocesses (``squeue`` for tba) is added from
   ``wait4``;
+* **the machine's CPU**: /proc/stat over the run (busy share of all cores, CPU per task), and a
+  census of who burnt it — every process's own CPU sampled each half second, classed by its
+  command line (:data:`CENSUS`: the agents, Slurm, sshd, HTCondor, ``resel status``, the
+  coordinator); what ended between two samples (each task's own ``sh -c``) is *unattributed*.
+  It tells a rate bound by the machine's CPU from one bound by the pipeline;
 * **the store's size per task**: the store file after the run, its write-ahead log folded back
   (``wal_checkpoint(truncate)``; the log's size as the coordinator left it is given apart), / N;
   the journal's rows by kind;
