@@ -32,7 +32,7 @@ say the same (tests/test_plan_agree.py compares them).
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from resel.units import TimeUnit, pick
 
@@ -145,33 +145,8 @@ def explain_site(row: Mapping[str, Any], *, strategy: str, plan_ttc: float | Non
         why.append(f"warning: {walltime}: its tasks would be killed at the walltime")
     elif too_long:
         return out("rejected: walltime", walltime)
-    packed = row.get("packed")
-    if row["tasks"] and packed and packed.get("pool"):   # a pool's tasks of several sizes, each its own pilot
-        numbers["finish_s"], numbers["waves"], numbers["run_s"] = row["finish_s"], packed["waves"], packed["run_s"]
-        return out("chosen", f"chosen by {strategy}: {row['tasks']:,} task(s) of several sizes on "
-                             f"{pilots_words(row['pilots'])}, {packed['pilot_units']:,} at a time, each its own "
-                             f"T̂x in the order they wait and its own pilot's wait {_s(numbers['wait_s'])} "
-                             f"({row['used'] or 'no estimate'}): the last ends at {_s(packed['run_s'])}"
-                             f"{_data_text(row, _s)}; its share done at {_s(row['finish_s'])}")
-    if row["tasks"] and packed:       # several widths packed into the pilots' cores
-        numbers["finish_s"], numbers["waves"], numbers["run_s"] = row["finish_s"], packed["waves"], packed["run_s"]
-        width = f"{packed['unit_cores']}-core"
-        return out("chosen", f"chosen by {strategy}: {row['tasks']:,} task(s) of several widths on "
-                             f"{pilots_words(row['pilots'])}, packed by cores ({packed['units']:,} {width} units "
-                             f"into {packed['pilot_units']:,}); wait {_s(numbers['wait_s'])} "
-                             f"({row['used'] or 'no estimate'}) + {_s(packed['run_s'])} of tasks packed, "
-                             f"each its own T̂x ({packed['waves']:,} wave(s)' worth){_data_text(row, _s)}; "
-                             f"its share done at {_s(row['finish_s'])}")
     if row["tasks"]:
-        slots = row.get("slots") or 0
-        waves = -(-row["tasks"] // slots) if slots else None
-        reason = (f"chosen by {strategy}: {row['tasks']:,} task(s) on {pilots_words(row['pilots'])}, "
-                  f"{slots:,} at a time; wait {_s(numbers['wait_s'])} ({row['used'] or 'no estimate'}) + "
-                  f"{'?' if waves is None else f'{waves:,}'} wave(s) of T̂x {_s(row['tx'])}{_data_text(row, _s)}; "
-                  f"its share done at {_s(row['finish_s'])}")
-        numbers["finish_s"] = row["finish_s"]
-        numbers["waves"] = waves
-        return out("chosen", reason)
+        return out("chosen", _chosen_reason(row, numbers, strategy, _s))
     if row["role"] == "extra pilot":
         return out("extra pilots", f"no tasks of its own; {pilots_words(row['pilots'])} for tasks waiting "
                                    f"elsewhere, {_target_reason(row, strategy)}: wait {_s(numbers['wait_s'])} "
@@ -188,6 +163,38 @@ def explain_site(row: Mapping[str, Any], *, strategy: str, plan_ttc: float | Non
         parts.append(f"the bag alone would take {_s(row['ttc_s'])} here (wait {_s(numbers['wait_s'])} + waves of "
                      f"T̂x), the plan {_s(plan_ttc)}")
     return out("not chosen: too slow", "too slow: " + ("; ".join(parts) if parts else "another site finishes sooner"))
+
+
+def _chosen_reason(row: Mapping[str, Any], numbers: dict[str, Any], strategy: str,
+                   _s: Callable[..., str]) -> str:
+    """Why a site given tasks was chosen, and when its share is done: a pool's tasks of several
+    sizes each on its own pilot, several widths packed into the pilots' cores, or waves of one
+    T̂x. Fills ``numbers`` with what the sentence rests on (finish, waves, run)."""
+    packed = row.get("packed")
+    if packed and packed.get("pool"):     # a pool's tasks of several sizes, each its own pilot
+        numbers["finish_s"], numbers["waves"], numbers["run_s"] = row["finish_s"], packed["waves"], packed["run_s"]
+        return (f"chosen by {strategy}: {row['tasks']:,} task(s) of several sizes on "
+                f"{pilots_words(row['pilots'])}, {packed['pilot_units']:,} at a time, each its own "
+                f"T̂x in the order they wait and its own pilot's wait {_s(numbers['wait_s'])} "
+                f"({row['used'] or 'no estimate'}): the last ends at {_s(packed['run_s'])}"
+                f"{_data_text(row, _s)}; its share done at {_s(row['finish_s'])}")
+    if packed:                            # several widths packed into the pilots' cores
+        numbers["finish_s"], numbers["waves"], numbers["run_s"] = row["finish_s"], packed["waves"], packed["run_s"]
+        width = f"{packed['unit_cores']}-core"
+        return (f"chosen by {strategy}: {row['tasks']:,} task(s) of several widths on "
+                f"{pilots_words(row['pilots'])}, packed by cores ({packed['units']:,} {width} units "
+                f"into {packed['pilot_units']:,}); wait {_s(numbers['wait_s'])} "
+                f"({row['used'] or 'no estimate'}) + {_s(packed['run_s'])} of tasks packed, "
+                f"each its own T̂x ({packed['waves']:,} wave(s)' worth){_data_text(row, _s)}; "
+                f"its share done at {_s(row['finish_s'])}")
+    slots = row.get("slots") or 0
+    waves = -(-row["tasks"] // slots) if slots else None
+    numbers["finish_s"] = row["finish_s"]
+    numbers["waves"] = waves
+    return (f"chosen by {strategy}: {row['tasks']:,} task(s) on {pilots_words(row['pilots'])}, "
+            f"{slots:,} at a time; wait {_s(numbers['wait_s'])} ({row['used'] or 'no estimate'}) + "
+            f"{'?' if waves is None else f'{waves:,}'} wave(s) of T̂x {_s(row['tx'])}{_data_text(row, _s)}; "
+            f"its share done at {_s(row['finish_s'])}")
 
 
 def explain(rows: list[Mapping[str, Any]], *, strategy: str, plan_ttc: float | None,
