@@ -81,6 +81,7 @@ class Ending:
         t = self.coord.now()
         for v, found in self.coord.polls.read_pilots("last-read", by_site, wait):
             self.coord.findings.file_events(t, v, found)                         # the rows; the events are moot
+        self.unread_reports(t)
         # an agent stopped with its pilot writes its running attempts' results (``lost``) as it
         # exits, which may be after the read above: read again, briefly, while an attempt of the
         # run has no outcome yet (an agent killed outright never writes one: its row stays open)
@@ -89,6 +90,22 @@ class Ending:
             time.sleep(0.5)
             for v, found in self.coord.polls.read_pilots("last-read", by_site, wait):
                 self.coord.findings.file_events(self.coord.now(), v, found)
+
+    def unread_reports(self, t: float) -> None:
+        """The reads that ended while the bag did, their reports still queued: their records
+        into the store's rows. A read moves its pilots' wave cursors past what it found, so a
+        later read does not find those records again — left in the queue, an attempt they end
+        kept no outcome (a moved task's cancelled first attempt, read as the bag's last task
+        ended: the full suite, 2026-11-29). ``read_pilots`` above ran after every read already
+        under way, so all of them are in the queue now. The engine is done: their events are
+        moot; the other reports stay held, as before."""
+        keep = []
+        for report in self.coord.take_reports():
+            if report.kind in ("read", "settle") and report.error is None:
+                self.coord.on_report(report, t)
+            else:
+                keep.append(report)
+        self.coord.held.extend(keep)
 
     def open_attempts(self) -> int:
         """How many of the run's attempts the store holds without an outcome."""

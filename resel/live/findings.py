@@ -82,8 +82,11 @@ class Findings:
         for v in sorted(views, key=lambda v: v.pilot):
             if self.coord.takebacks.watched(v.pilot):    # withdrawn while its agent may run a task
                 self.coord.takebacks.seen(t, v, jobs, files.get(v.pilot))
-            if v.state.final:
-                continue             # ended or cancelled while the poll ran
+            if v.state.final:        # ended or cancelled while the poll ran: no events, but what
+                found = files.get(v.pilot)      # its agent wrote goes into the rows — the read moved the
+                if found is not None:           # pilot's wave cursor past it, no later read finds it again
+                    self.file_events(t, v, found)   # (a cancelled attempt's result, written as the stop came)
+                continue
             info, state, phase = None, "", "unknown"
             if jobs is not None:
                 info = jobs.get(v.job_id)
