@@ -193,6 +193,12 @@ def test_a_bag_runs_through_the_pool(tmp_path, root, api):
     for rec in recs:
         out = rec["stdout_tail"].strip()
         assert out.startswith(f"task {rec['task']} as nobody in /var/lib/condor/execute/dir_"), out
-    pilots = list(coord.db.query("select job_id, host from live_pilots where run_id = ? and started is not null",
+    pilots = list(coord.db.query("select pilot, job_id, host from live_pilots where run_id = ? and started is not null",
                                  [coord.run_id]))
-    assert pilots and all(p["host"] == root.host and p["job_id"].endswith(".0") for p in pilots), pilots
+    assert pilots and all(p["job_id"].endswith(".0") for p in pilots), pilots
+    # a pilot's host is what its agent registered; a started pilot cancelled at the bag's end
+    # before its wrapper pushed the registration to the access point has none (the full suite,
+    # 2026-11-29: the 4th of 4 pilots, which ran no task, cancelled 4 s after its start)
+    ran = {r["pilot"] for r in coord.db.query("select distinct pilot from attempts where run_id = ?", [coord.run_id])}
+    assert ran and all(p["host"] == root.host for p in pilots if p["pilot"] in ran), (pilots, ran)
+    assert all(p["host"] in (root.host, None) for p in pilots), pilots
