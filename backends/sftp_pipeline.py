@@ -40,6 +40,7 @@ import errno
 from abc import ABC, abstractmethod
 import functools
 import hashlib
+import io
 import posixpath
 import stat as stat_mod
 import uuid
@@ -255,9 +256,11 @@ def _commit(sink: Sink, size: int | None, sha256: str | None,
 
 
 class _Put(_Job):
-    """local → a fresh ``.NAME.part-XXXXXXXX`` → checked → posix-rename over ``path``."""
+    """local → a fresh ``.NAME.part-XXXXXXXX`` → checked → posix-rename over ``path``.
+    ``local`` is a file of this machine, or the bytes themselves (an agent's inbox files: a
+    few hundred bytes each, many at once — resel.backends.transport's ``write_files``)."""
 
-    def __init__(self, loop: _Loop, local: str, path: str, mode: int, size: int | None,
+    def __init__(self, loop: _Loop, local: str | bytes, path: str, mode: int, size: int | None,
                  sha256: str | None, done: Callable[[Moved | Exception], None]):
         self.loop, self.local, self.path, self.mode = loop, local, path, mode
         self.size, self.sha256, self.done = size, sha256, done
@@ -276,7 +279,8 @@ class _Put(_Job):
     def next_request(self) -> _Request | None:
         if self.state == "open":
             try:
-                self.src = open(self.local, "rb", buffering=0)
+                self.src = io.BytesIO(self.local) if isinstance(self.local, bytes) \
+                    else open(self.local, "rb", buffering=0)
             except OSError as e:
                 self._finish(e)
                 return None
@@ -527,8 +531,8 @@ class _Get(_Job):
 
 # --------------------------------------------------------------------------- entry points
 
-#: an upload: (local path, site path, mode, expected size or None, expected sha256 or None)
-PutItem = tuple[str, str, int, "int | None", "str | None"]
+#: an upload: (local path or the bytes, site path, mode, expected size or None, expected sha256 or None)
+PutItem = tuple["str | bytes", str, int, "int | None", "str | None"]
 #: a download: (site path, local path, expected size or None, expected sha256 or None)
 GetItem = tuple[str, str, "int | None", "str | None"]
 

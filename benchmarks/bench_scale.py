@@ -108,25 +108,47 @@ def child(out: str, profile: str, argv: list[str]) -> None:
             return original(self, *a, **kw)
         setattr(cls, name, wrapper)
 
-    for name in ("dispatch", "collect", "cancel_task", "withdraw_task", "pilot_jobs", "submit_pilot", "stop_pilot"):
+    for name in ("inbox_file", "dispatch_many", "collect", "cancel_task", "withdraw_task", "pilot_jobs", "submit_pilot",
+                 "stop_pilot"):
         counted(pilotsite.PilotSite, name, f"site.{name}")
     for cls in (transport.LocalTransport, transport.SSHTransport):
-        for name in ("write_file", "read_file", "entries", "listdir", "rename", "run", "exists", "remove", "stat"):
+        for name in ("write_file", "write_files", "read_file", "entries", "listdir", "rename", "run", "exists", "remove", "stat"):
             counted(cls, name, f"{cls.__name__}.{name}")
 
     original_submit = live_sites.SiteWorker.submit
 
-    def submit(self, kind, tag, job):
-        submitted = time.monotonic()
+    class Timed:
+        """A site job, timed; a job the worker may batch (``batch_key``) stays batchable:
+        a batch is timed whole, each of its jobs counted with the batch's time."""
 
-        def timed():
+        def __init__(self, worker, kind, job):
+            self.worker, self.kind, self.job = worker, kind, job
+            self.submitted = time.monotonic()
+            if getattr(job, "batch_key", None) is not None:
+                self.batch_key = job.batch_key
+
+        def _record(self, began: float) -> None:
+            with lock:
+                jobs.append((self.worker.site, self.worker.role, self.kind, self.submitted, began,
+                             time.monotonic() - began))
+
+        def __call__(self):
             began = time.monotonic()
             try:
-                return job()
+                return self.job()
             finally:
-                with lock:
-                    jobs.append((self.site, self.role, kind, submitted, began, time.monotonic() - began))
-        return original_submit(self, kind, tag, timed)
+                self._record(began)
+
+        def run_batch(self, batch):
+            began = time.monotonic()
+            try:
+                return self.job.run_batch([timed.job for timed in batch])
+            finally:
+                for timed in batch:
+                    timed._record(began)
+
+    def submit(self, kind, tag, job):
+        return original_submit(self, kind, tag, Timed(self, kind, job))
     live_sites.SiteWorker.submit = submit
 
     from resel import store as store_mod
@@ -581,7 +603,8 @@ def print_table(doc: dict) -> None:
                                            f" / {fmt(doc['poll_cycle_max'], '.3f')}", "<= 0.3"),
         ("`resel status` p50 / max (s), samples", f"{fmt(doc['status_p50'], '.2f')} / {fmt(doc['status_max'], '.2f')}"
                                                   f", {doc['status_samples']} ({doc['status_failed']} failed)", "<= 1"),
-        ("per task: inbox files written (dispatch)", per(c.get("site.dispatch")), ""),
+        ("per task: inbox files written (dispatch) / their batches",   # (runs before the batches: dispatch)
+         f"{per(c.get('site.inbox_file', c.get('site.dispatch')))} / {per(c.get('site.dispatch_many'))}", ""),
         ("per task: agent files read (read_file: waves or per-key records, heartbeats)",
          per(c.get("LocalTransport.read_file", 0) + c.get("SSHTransport.read_file", 0)), ""),
         ("per task: stats (a wave's owner check; one per folder finds the end)",

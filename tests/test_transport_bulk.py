@@ -271,3 +271,43 @@ def test_a_site_that_stays_away_leaves_what_is_known(testbed, tmp_path, monkeypa
             p, d = made[i]
             assert look.read_file(f"{folder}/{p.name}") == d
         look.run(["rm", "-rf", "--", folder])
+
+
+# ---------------------------------------------------------------- write_files: inbox files
+
+
+def test_many_small_writes_land_whole_private_and_in_their_own_files(site):
+    """write_files (a turn's inbox files at once): each file has its own bytes under its own name,
+    mode 0600, no temporary file left; a file whose folder is missing gets its folder (as
+    write_file makes it); and one file the site refuses fails alone."""
+    transport, folder = site
+    items = [(f"{folder}/inbox/t{i:05d}.json", f'{{"task": {i}}}'.encode() * (i % 7 + 1)) for i in range(300)]
+    transport.makedirs(f"{folder}/inbox")
+    items.append((f"{folder}/new/deeper/t.json", b"made with its folders"))
+    transport.makedirs(f"{folder}/inbox/occupied.json")          # a folder where a file should go
+    items.append((f"{folder}/inbox/occupied.json", b"never lands"))
+    results = transport.write_files(items)
+    assert results[:-1] == [None] * (len(items) - 1)
+    assert isinstance(results[-1], (OSError, TransportError))      # as write_file raises for it
+    for path, data in items[:-1]:
+        assert transport.read_file(path) == data
+        assert stat.S_IMODE(transport.stat(path).mode) == 0o600
+    assert stat.S_IMODE(transport.stat(f"{folder}/new/deeper").mode) == 0o700
+    assert hidden(transport.listdir(f"{folder}/inbox")) == []
+    assert transport.write_files([]) == []
+
+
+def test_a_written_file_replaces_a_planted_link_without_following_it(site, tmp_path):
+    """As write_file: the rename replaces whatever is at the name, a symlink included; the link's
+    target is never written."""
+    transport, folder = site
+    target = f"{folder}/target"
+    transport.write_file(target, b"theirs")
+    transport.run(["ln", "-s", target, f"{folder}/t.json"], idempotent=True)
+    assert transport.write_files([(f"{folder}/t.json", b"ours")]) == [None]
+    assert transport.read_file(target) == b"theirs"
+    assert stat.S_ISREG(transport.stat(f"{folder}/t.json").mode)
+    assert transport.read_file(f"{folder}/t.json") == b"ours"
+    # written again (a resumed coordinator re-sends an action): the same bytes, still one file
+    assert transport.write_files([(f"{folder}/t.json", b"ours")]) == [None]
+    assert transport.read_file(f"{folder}/t.json") == b"ours"

@@ -17,6 +17,7 @@ from resel.events import (
     TaskWithdrawn, WithdrawTask,
 )
 from resel.live.errors import is_transient, describe
+from resel.live.inbox_writes import InboxWrite
 from resel.live.pilot_views import PilotView
 from resel.live.sites import Report
 from resel.states import PilotState
@@ -136,18 +137,22 @@ class Actions:
             outputs = self.coord.output_specs
             slots = self.coord.engine.inbox_slots(action.site, action.task)   # (several widths: its cores' share)
 
-            def dispatch() -> list:
+            def stage() -> list:
                 # the task's inputs go to the site now that it is bound there (docs/data.md)
-                sent = data.stage(files) if data is not None else []
+                return data.stage(files) if data is not None else []
+
+            def inbox_file() -> tuple[str, bytes]:
                 ps = self.coord.site(action.site)
-                ps.dispatch(
+                return ps.inbox_file(
                     self.coord.run_key, action.pilot, action.task, action.attempt, command, env=env, perf=perf,
                     timeout=self.coord.options.task_timeout,
                     inputs=[{"name": f.name, "sha256": f.sha256, "size": f.size} for f in files]
                     + ps.url_inbox_inputs(self.coord.bag.data.urls if self.coord.bag.data else ()), outputs=outputs,
                     slots=slots)
-                return sent
-            return dispatch
+            def write(many: list[tuple[str, bytes]]) -> list[Exception | None]:
+                return self.coord.site(action.site).dispatch_many(many)
+            # batched by the site's worker with the inbox writes queued behind it
+            return InboxWrite(action.site, stage, inbox_file, write)
         if isinstance(action, CancelTask):
             return lambda: self.coord.site(action.site).cancel_task(self.coord.run_key, action.pilot, action.task,
                                                                     action.attempt)

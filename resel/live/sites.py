@@ -10,6 +10,10 @@ talks to its site. A site whose command hangs (a stopped controller, a stalled S
 keeps that worker busy, and the coordinator sees for how long (:attr:`SiteWorker.busy`) and
 says so.
 
+Jobs that say they can be run together (the same ``batch_key``: a turn's inbox writes,
+resel.live.inbox_writes) and are queued one behind the other run as one batch, in their
+order, each with its own report; a job of another kind behind them waits for the batch.
+
 The threads are daemons: a command that never returns does not keep the process alive.
 """
 
@@ -20,6 +24,10 @@ import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
+
+
+#: the most jobs run as one batch (a turn's inbox writes for one site: resel.live.inbox_writes)
+MAX_BATCH = 256
 
 
 @dataclass
@@ -81,21 +89,44 @@ class SiteWorker:
         self._jobs.put(None)
 
     def _loop(self) -> None:
+        held: list = []      # a job taken from the queue behind a batch: it runs next
         while True:
-            item = self._jobs.get()
+            item = held.pop() if held else self._jobs.get()
             if item is None:
                 return
-            kind, tag, job = item
-            began = self.clock()
-            self._current = (kind, began)
-            report = Report(self.site, kind, tag)
-            try:
-                report.result = job()
-            except BaseException as exc:   # noqa: BLE001 - handed to the coordinator as is
-                report.error = exc
-            finally:
-                self._current = None
+            items = [item]
+            key = getattr(item[2], "batch_key", None)
+            while key is not None and len(items) < MAX_BATCH:
+                try:
+                    following = self._jobs.get_nowait()
+                except queue.Empty:
+                    break
+                if following is None or getattr(following[2], "batch_key", None) != key:
+                    held.append(following)
+                    break
+                items.append(following)
+            self._run(items)
+
+    def _run(self, items: list[tuple[str, Any, Callable[[], Any]]]) -> None:
+        """Run one job, or a batch of jobs with one ``batch_key`` together (their
+        ``run_batch``: each job's (result, error)); one report per job, in order."""
+        began = self.clock()
+        self._current = (items[0][0], began)
+        reports = [Report(self.site, kind, tag) for kind, tag, _job in items]
+        try:
+            if len(items) == 1:
+                reports[0].result = items[0][2]()
+            else:
+                for report, (result, error) in zip(reports, items[0][2].run_batch([job for _k, _t, job in items])):
+                    report.result, report.error = result, error
+        except BaseException as exc:   # noqa: BLE001 - handed to the coordinator as is
+            for report in reports:
+                report.result, report.error = None, exc
+        finally:
+            self._current = None
+            for report in reports:
                 report.seconds = self.clock() - began
-                with self._lock:
-                    self._queued -= 1
+            with self._lock:
+                self._queued -= len(items)
+        for report in reports:
             self.reports.put(report)
