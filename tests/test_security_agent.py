@@ -217,3 +217,40 @@ def test_temporary_names_are_random_and_exclusive(tmp_path, monkeypatch):
     want = os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
     assert all(flags & want == want for _, flags in opened)
     assert os.listdir(tmp_path) == ["x.json"]
+
+
+def test_an_inbox_file_is_looked_at_once_however_long_it_waits(tmp_path, monkeypatch):
+    """The inbox is listed every loop turn but each file lstat-ed only the first turn its name is
+    there (hundreds handed ahead, a turn per ended task: the lstats cost more than the tasks).
+    What the first look rejected stays rejected; a file swapped after it is caught at the
+    claim (the test above); a name that left and came back is looked at again."""
+    pdir = tmp_path / "p0"
+    pdir.mkdir()
+    agent = agent_module.Agent(agent_module.parse_args(["--dir", str(pdir), "--pilot", "p", "--slots", "1",
+                                                        "--walltime", "60"]))
+    agent.make_dirs()
+    for i in range(50):
+        task(pdir / "inbox" / f"t{i}-a0.json", i, "true")
+        os.utime(pdir / "inbox" / f"t{i}-a0.json", (1000 + i, 1000 + i))
+    task(pdir / "inbox" / "t99-a0.json", 99, "true", owner=NOBODY)
+    looked: list[str] = []
+    real_lstat = os.lstat
+
+    def lstat(path, *a, **kw):
+        if "/inbox/" in str(path):
+            looked.append(os.path.basename(str(path)))
+        return real_lstat(path, *a, **kw)
+    monkeypatch.setattr(agent_module.os, "lstat", lstat)
+    first = agent.inbox_entries()
+    assert [name for _m, name in first] == [f"t{i}-a0.json" for i in range(50)]   # oldest first, t99 not ours
+    assert first[0][0] == 1000
+    for _ in range(20):
+        assert agent.inbox_entries() == first
+    assert sorted(looked) == sorted([f"t{i}-a0.json" for i in range(50)] + ["t99-a0.json"] * 21)
+    assert [r["name"] for r in agent.rejected] == ["inbox/t99-a0.json"]
+    (pdir / "inbox" / "t0-a0.json").unlink()             # claimed elsewhere, then sent again
+    assert [name for _m, name in agent.inbox_entries()][0] == "t1-a0.json"
+    task(pdir / "inbox" / "t0-a0.json", 0, "true")
+    looked.clear()
+    assert "t0-a0.json" in [name for _m, name in agent.inbox_entries()]
+    assert sorted(looked) == ["t0-a0.json", "t99-a0.json"]

@@ -820,6 +820,7 @@ class Agent(object):
         self.log_file = None
         self.rejected = []                # [{"name", "uid", "why", "time"}], oldest first
         self.rejected_names = set()
+        self.inbox_seen = {}       # inbox name -> its mtime, found ours by lstat (inbox_entries)
         self.incarnation = new_incarnation()
         self.verified = {}                # (dev, ino, size, mtime_ns) of a cached input -> its sha256
         self.previous = None              # the incarnation this agent replaced, if any
@@ -1202,8 +1203,33 @@ class Agent(object):
             # otherwise not seen yet: checked again, and when claimed
 
     def inbox_entries(self):
-        return sorted((st.st_mtime, name) for name, st in
-                      self.own_entries("inbox", lambda n: n.endswith(".json") and not n.startswith(".")))
+        """(mtime, name) of the inbox files that are ours, oldest first. The folder is listed
+        every loop turn, but a file is looked at (lstat) only the first turn its name is there:
+        with hundreds of attempts handed ahead, an lstat of every waiting file at each turn
+        (a turn per ended task) cost more than the tasks (docs/benchmarks.md). The claim
+        checks the file itself again (read_own), so a file changed after its first look is
+        still never run unless it is a regular file of ours."""
+        try:
+            names = os.listdir(self.path("inbox"))
+        except OSError:
+            return []
+        seen = {}
+        for name in names:
+            if not name.endswith(".json") or name.startswith("."):
+                continue
+            mtime = self.inbox_seen.get(name)
+            if mtime is None:
+                try:
+                    st = os.lstat(self.path("inbox", name))
+                except OSError:
+                    continue
+                if not mine(st):
+                    self.reject("inbox/" + name, Foreign(self.path("inbox", name), st))
+                    continue
+                mtime = st.st_mtime
+            seen[name] = mtime
+        self.inbox_seen = seen
+        return sorted((mtime, name) for name, mtime in seen.items())
 
     def taken(self):
         """The slots the running attempts take (each its ``slots``: 1 unless it asked more)."""
