@@ -435,9 +435,12 @@ class PilotSite:
 
     def _list_records(self, pdir: str, pilot: int, seen: set[str], found: PilotFiles) -> None:
         """Every file of ``started/`` and ``results/`` not in ``seen``: per-key records (agent
-        protocol 5 and earlier, the HTCondor wrapper's ``evicted`` results) and waves."""
-        checks = {"started": check_started, "results": check_result}
-        for sub, bucket in (("started", found.started), ("results", found.results)):
+        protocol 5 and earlier, the HTCondor wrapper's ``evicted`` results) and waves. Both
+        folders are listed first, then every new file read in one batch (over SSH their
+        requests in flight together: an HTCondor pool's pilots are read this way at every
+        poll), then each taken in the listing's order."""
+        steps: list[tuple[str, str, bool]] = []       # (sub, name, wave) to read, in order
+        for sub in ("started", "results"):
             try:
                 entries = self.transport.entries(posixpath.join(pdir, sub))
             except FileNotFoundError:
@@ -452,25 +455,47 @@ class PilotSite:
                     found.bad.append((f"p{pilot}/{tag}", f"not a regular file of yours (owner uid {owner.uid}"
                                       f"{', a link' if owner.is_link else ''}): not read"))
                     continue
-                wave = parse_wave_name(name) is not None
+                steps.append((sub, name, parse_wave_name(name) is not None))
+        raws = self._read_many([(posixpath.join(pdir, sub, name), WAVE_LIMIT if wave else RECORD_LIMIT)
+                                for sub, name, wave in steps])
+        for (sub, name, wave), raw in zip(steps, raws):
+            if isinstance(raw, FileNotFoundError):
+                continue
+            self._take_listed(raw if isinstance(raw, bytes) else None, pilot, sub, name, wave, found)
+            seen.add(f"{sub}/{name}")
+
+    def _read_many(self, items: list[tuple[str, int]]) -> list[bytes | Exception]:
+        """Each file's bytes, FileNotFoundError or FileTooLarge (a batch where the transport
+        has one); any other failure raises, as one read would."""
+        read_files = getattr(self.transport, "read_files", None)
+        if read_files is not None:
+            raws = read_files(items) if items else []
+        else:
+            raws = []
+            for path, limit in items:
                 try:
-                    raw = self.transport.read_file(posixpath.join(pdir, sub, name),
-                                                   limit=WAVE_LIMIT if wave else RECORD_LIMIT)
-                except FileNotFoundError:
-                    continue
-                except FileTooLarge:
-                    raw = None
-                seen.add(tag)
-                if wave:
-                    self._take_wave(raw, f"p{pilot}/{tag}", sub, found)
-                    continue
-                record, why = (None, f"longer than {RECORD_LIMIT:,} bytes") if raw is None else _load_record(raw)
-                if record is not None:
-                    why = checks[sub](record, name[:-len(".json")])
-                if why:
-                    found.bad.append((f"p{pilot}/{tag}", why))
-                else:
-                    bucket.append(record)
+                    raws.append(self.transport.read_file(path, limit=limit))
+                except (FileNotFoundError, FileTooLarge) as e:
+                    raws.append(e)
+        for raw in raws:
+            if isinstance(raw, Exception) and not isinstance(raw, (FileNotFoundError, FileTooLarge)):
+                raise raw
+        return raws
+
+    def _take_listed(self, raw: bytes | None, pilot: int, sub: str, name: str, wave: bool,
+                     found: PilotFiles) -> None:
+        """A listed record file's content (None: over its limit) into ``found``."""
+        tag = f"{sub}/{name}"
+        if wave:
+            self._take_wave(raw, f"p{pilot}/{tag}", sub, found)
+            return
+        record, why = (None, f"longer than {RECORD_LIMIT:,} bytes") if raw is None else _load_record(raw)
+        if record is not None:
+            why = (check_started if sub == "started" else check_result)(record, name[:-len(".json")])
+        if why:
+            found.bad.append((f"p{pilot}/{tag}", why))
+        else:
+            (found.started if sub == "started" else found.results).append(record)
 
     def rejected(self, run_key: str, pilot: int) -> dict | None:
         """The agent's record of files in its directory it refused to act on (another user's

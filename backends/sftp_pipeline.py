@@ -529,6 +529,69 @@ class _Get(_Job):
     abort = _drop_sink
 
 
+# --------------------------------------------------------------------------- small reads
+
+
+class _Read(_Job):
+    """A small file's bytes into memory (an agent's records): OPEN → READs one after the other
+    (each the server's size) to end of file → CLOSE. More than ``limit`` bytes: FileTooLarge
+    (resel.backends.transport's, given as ``too_large``), once the limit is passed — never
+    more than ``limit`` + one request held."""
+
+    def __init__(self, loop: _Loop, path: str, limit: int | None,
+                 too_large: Callable[[str, int], Exception], done: Callable[[bytes | Exception], None]):
+        self.loop, self.path, self.limit, self.too_large, self.done = loop, path, limit, too_large, done
+        self.state = "open"       # open → opening → read → reading → close → closing
+        self.handle = b""
+        self.data = bytearray()
+        self.result: bytes | Exception | None = None
+
+    def next_request(self) -> _Request | None:
+        if self.state == "open":
+            self.state = "opening"
+            return _Request(CMD_OPEN, (self.path, SFTP_FLAG_READ, paramiko.SFTPAttributes()), 0, self._opened)
+        if self.state == "read":
+            self.state = "reading"
+            length = self.loop.limits.read
+            return _Request(CMD_READ, (self.handle, int64(len(self.data)), length), length,
+                            lambda kind, msg: self._read(length, kind, msg))
+        if self.state == "close":
+            self.state = "closing"
+            return _Request(CMD_CLOSE, (self.handle,), 0, lambda kind, msg: self._finish(self.result))
+        return None
+
+    def _opened(self, kind: int, msg: paramiko.Message) -> None:
+        if kind != CMD_HANDLE:
+            self._finish(self.status(kind, msg, "open", self.path))
+            return
+        self.handle, self.state = msg.get_binary(), "read"
+        self.loop.wake(self)
+
+    def _read(self, length: int, kind: int, msg: paramiko.Message) -> None:
+        if kind == CMD_DATA:
+            data = msg.get_binary()
+            if len(data) > length:
+                self.result = OSError(f"read {self.path}: {self.loop.name} sent {len(data):,} bytes "
+                                      f"for a request of {length:,}")
+            else:
+                self.data += data
+                if self.limit is not None and len(self.data) > self.limit:
+                    self.result = self.too_large(self.path, self.limit)
+            self.state = "read" if self.result is None else "close"
+        elif kind == CMD_STATUS and (code := msg.get_int()) == SFTP_EOF:
+            self.result, self.state = bytes(self.data), "close"
+        else:
+            self.result = (self.status(kind, msg, "read", self.path) if kind != CMD_STATUS
+                           else self.loop.error(code, msg.get_text(), "read", self.path))
+            self.state = "close"
+        self.loop.wake(self)
+
+    def _finish(self, result: bytes | Exception | None) -> None:
+        self.state = "finished"
+        self.loop.finished(self)
+        self.done(result if result is not None else OSError(f"read {self.path}: no answer"))
+
+
 # --------------------------------------------------------------------------- entry points
 
 #: an upload: (local path or the bytes, site path, mode, expected size or None, expected sha256 or None)
@@ -553,4 +616,17 @@ def get(sftp: paramiko.SFTPClient, limits: Limits, items: Sequence[GetItem],
     loop = _Loop(sftp, limits, name)
     jobs = [_Get(loop, *item, done=functools.partial(results.__setitem__, i))
             for i, item in enumerate(items) if results[i] is None]
+    loop.run(jobs)
+
+
+def read(sftp: paramiko.SFTPClient, limits: Limits, items: Sequence[tuple[str, int | None]],
+         results: list[bytes | Exception | None], name: str,
+         too_large: Callable[[str, int], Exception]) -> None:
+    """Read small files ``items`` (path, limit or None) into memory, their requests in flight
+    together; ``results[i]`` becomes item i's bytes or exception (FileNotFoundError for a file
+    gone, ``too_large(path, limit)`` for one over its limit). Items whose result is set are
+    skipped (a retry after a drop)."""
+    loop = _Loop(sftp, limits, name)
+    jobs = [_Read(loop, path, limit, too_large, done=functools.partial(results.__setitem__, i))
+            for i, (path, limit) in enumerate(items) if results[i] is None]
     loop.run(jobs)

@@ -190,6 +190,8 @@ class Transport(Protocol):
     def write_files(self, items: Sequence[tuple[str, bytes]], *, mode: int | None = None
                     ) -> list[Exception | None]: ...
 
+    def read_files(self, items: Sequence[tuple[str, int | None]]) -> list[bytes | Exception]: ...
+
     def read_file(self, path: str, *, limit: int | None = None) -> bytes: ...
 
     def listdir(self, path: str) -> list[str]: ...
@@ -376,6 +378,11 @@ class LocalTransport:
         return [None if isinstance(r, Moved) else r for r in _each_on_threads(
             [functools.partial(_moved_after, write, path, data) for path, data in items])]
 
+    def read_files(self, items: Sequence[tuple[str, int | None]]) -> list[bytes | Exception]:
+        """Many :meth:`read_file` (``items``: path, limit or None): each one's bytes or its
+        exception (FileNotFoundError, FileTooLarge, ...), in order."""
+        return [_read_one(self, path, limit) for path, limit in items]
+
     def read_file(self, path: str, *, limit: int | None = None) -> bytes:
         """The file's bytes; with ``limit``, :class:`FileTooLarge` for a file longer than that,
         before it is read (a record someone grew to gigabytes never fills our memory)."""
@@ -493,6 +500,20 @@ def _each_on_threads(moves: list[Callable[[], Moved]]) -> list[Moved | Exception
         return [_each(move) for move in moves]
     with ThreadPoolExecutor(min(len(moves), sftp_pipeline.COMMITTERS)) as pool:
         return list(pool.map(_each, moves))
+
+
+def _read_batch(sftp: paramiko.SFTPClient, limits: sftp_pipeline.Limits, jobs: list, results: list,
+                name: str, *, too_large: Callable[[str, int], Exception]) -> None:
+    """sftp_pipeline.read in the shape :meth:`SSHTransport._batch` calls a move."""
+    sftp_pipeline.read(sftp, limits, jobs, results, name, too_large)
+
+
+def _read_one(transport: "LocalTransport", path: str, limit: int | None) -> bytes | Exception:
+    """One file of a batch of reads: its failure is its result, the batch goes on."""
+    try:
+        return transport.read_file(path, limit=limit)
+    except (OSError, FileTooLarge) as e:
+        return e
 
 
 def _moved_after(write: Callable[[str, bytes], None], path: str, data: bytes) -> Moved:
@@ -1249,6 +1270,16 @@ class SSHTransport:
 
         path = self._expand(path)
         return self._sftp("read", path, op)
+
+    def read_files(self, items: Sequence[tuple[str, int | None]]) -> list[bytes | Exception]:
+        """Many small :meth:`read_file` at once (``items``: path, limit or None), their requests
+        in flight together over the one SFTP session (sftp_pipeline): a pilot's new records cost
+        about one round trip instead of five each. Each one's bytes or its exception
+        (FileNotFoundError for a file gone, :class:`FileTooLarge` over its limit, found as the
+        bytes pass it), in order; only a site that cannot be reached again raises."""
+        jobs = [(self._expand(path), limit) for path, limit in items]
+        move = functools.partial(_read_batch, too_large=FileTooLarge)
+        return self._batch("read", move, jobs)    # type: ignore[return-value]
 
     def listdir(self, path: str) -> list[str]:
         path = self._expand(path)

@@ -311,3 +311,33 @@ def test_a_written_file_replaces_a_planted_link_without_following_it(site, tmp_p
     # written again (a resumed coordinator re-sends an action): the same bytes, still one file
     assert transport.write_files([(f"{folder}/t.json", b"ours")]) == [None]
     assert transport.read_file(f"{folder}/t.json") == b"ours"
+
+
+# ---------------------------------------------------------------- read_files: agents' records
+
+
+def test_many_small_reads_each_give_their_own_bytes_or_their_own_error(site):
+    """read_files (a pilot's new records at once): each file's bytes, in order, whatever its size
+    against the server's request size; a missing file is FileNotFoundError and one over its
+    limit FileTooLarge, the others unharmed; no limit reads all."""
+    from resel.backends.transport import FileTooLarge
+    transport, folder = site
+    sizes = [0, 1, 300, (255 << 10) - 1, 255 << 10, (255 << 10) + 1, (600 << 10) + 5]
+    made = []
+    for i, size in enumerate(sizes * 5):
+        data = os.urandom(size)
+        transport.write_file(f"{folder}/r{i:03d}", data)
+        made.append((f"{folder}/r{i:03d}", data))
+    items = [(path, 1 << 20) for path, _ in made]
+    items.insert(3, (f"{folder}/absent", 100))
+    items.append((made[6][0], (600 << 10) + 4))        # one byte over its limit
+    items.append((made[6][0], (600 << 10) + 5))        # exactly its limit
+    items.append((made[6][0], None))
+    got = transport.read_files(items)
+    assert len(got) == len(items)
+    expect = [d for _, d in made]
+    assert got[:3] + got[4:len(made) + 1] == expect
+    assert isinstance(got[3], FileNotFoundError)
+    assert isinstance(got[-3], FileTooLarge) and got[-3].limit == (600 << 10) + 4
+    assert got[-2] == made[6][1] and got[-1] == made[6][1]
+    assert transport.read_files([]) == []
