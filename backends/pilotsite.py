@@ -32,9 +32,9 @@ from typing import Any
 
 from resel.shipped import agent as agent_module
 from resel.backends.jobs import JobInfo, JobState, Scheduler
-from resel.backends.transport import FileTooLarge
+from resel.backends.transport import FileStat, FileTooLarge
 from resel.backends.verified import digest, verified_argv
-from resel.backends.waves import FOLDERS, WaveCursor, parse_wave_name, wave_name
+from resel.backends.waves import AHEAD_MAX, FOLDERS, WaveCursor, parse_wave_name, wave_name
 from resel.backends.workdir import prepare_workdir
 from resel.config import relative_path_problem
 from resel.domain import InputSpec, Site
@@ -386,32 +386,67 @@ class PilotSite:
 
     def _read_waves(self, pdir: str, pilot: int, cursor: WaveCursor, found: PilotFiles) -> None:
         """Every wave the cursor has not read yet, in order, to the first missing one of each
-        folder and incarnation: a stat (the owner check, which also finds the end) and a read
-        per wave, one stat per folder and incarnation that has nothing new."""
+        folder and incarnation. In rounds: the next few names of each (``WaveCursor.ahead``:
+        one more than the last read found there) are looked at (``lstat``: the owner check,
+        which also finds the end) in one batch, the ones there read in another — over SSH each
+        batch's requests in flight together, a few round trips for a pilot's read instead of
+        six per wave — and a folder whose names were all there goes on to the next round. The
+        cursor moves past a wave only once the round's reads came back: a read that fails
+        leaves it where it was (read again next time; the consumed set skips what was taken)."""
         fresh: set[str] = set()
-        for sub, inc, n in cursor.due():
-            while True:
-                name = wave_name(inc, n)
-                path = posixpath.join(pdir, sub, name)
-                try:
-                    owner = self.transport.stat(path)
-                except FileNotFoundError:
-                    break
+        counts: dict[tuple[str, str], int] = {}
+        due = [(sub, inc, n, cursor.ahead(sub, inc)) for sub, inc, n in cursor.due()]
+        while due:
+            names = [[wave_name(inc, n + k) for k in range(ahead)] for _sub, inc, n, ahead in due]
+            stats = iter(self._stat_many([posixpath.join(pdir, sub, name)
+                                          for (sub, _inc, _n, _a), row in zip(due, names) for name in row]))
+            there: list[tuple[str, str, str, FileStat]] = []
+            more: list[tuple[str, str, int, int]] = []
+            for (sub, inc, n, ahead), row in zip(due, names):
+                looked = [next(stats) for _ in row]
+                count = next((k for k, st in enumerate(looked) if isinstance(st, FileNotFoundError)), ahead)
+                there += [(sub, inc, row[k], looked[k]) for k in range(count)]    # type: ignore[misc]
+                counts[(sub, inc)] = counts.get((sub, inc), 0) + count
+                if count == ahead:
+                    more.append((sub, inc, n + ahead, min(2 * ahead, AHEAD_MAX)))
+            readable = [(sub, name) for sub, _inc, name, owner in there if self._own_file(owner)]
+            raws = iter(self._read_many([(posixpath.join(pdir, sub, name), WAVE_LIMIT) for sub, name in readable]))
+            for sub, inc, name, owner in there:
                 fresh.add(inc)
                 cursor.took(sub, inc)
-                n += 1
-                if owner.uid != self.transport.uid() or not stat.S_ISREG(owner.mode):
+                if not self._own_file(owner):
                     found.bad.append((f"p{pilot}/{sub}/{name}", f"not a regular file of yours (owner uid {owner.uid}"
                                       f"{', a link' if owner.is_link else ''}): not read"))
                     continue
-                try:
-                    raw = self.transport.read_file(path, limit=WAVE_LIMIT)
-                except FileNotFoundError:
-                    continue
-                except FileTooLarge:
-                    raw = None
-                self._take_wave(raw, f"p{pilot}/{sub}/{name}", sub, found)
+                raw = next(raws)
+                if not isinstance(raw, FileNotFoundError):
+                    self._take_wave(raw if isinstance(raw, bytes) else None, f"p{pilot}/{sub}/{name}", sub, found)
+            due = more
+        for (sub, inc), count in counts.items():
+            cursor.found(sub, inc, count)
         cursor.read_done(fresh)
+
+    def _own_file(self, owner: FileStat) -> bool:
+        """A regular file of the site's user (not a link, not someone else's)."""
+        return owner.uid == self.transport.uid() and stat.S_ISREG(owner.mode)
+
+    def _stat_many(self, paths: list[str]) -> list[FileStat | Exception]:
+        """Each path's FileStat or FileNotFoundError (a batch where the transport has one); any
+        other failure raises, as one stat would."""
+        stat_files = getattr(self.transport, "stat_files", None)
+        if stat_files is not None:
+            stats = stat_files(paths) if paths else []
+        else:
+            stats = []
+            for path in paths:
+                try:
+                    stats.append(self.transport.stat(path))
+                except FileNotFoundError as e:
+                    stats.append(e)
+        for st in stats:
+            if isinstance(st, Exception) and not isinstance(st, FileNotFoundError):
+                raise st
+        return stats
 
     def _take_wave(self, raw: bytes | None, tag: str, sub: str, found: PilotFiles) -> None:
         """A wave's records, each checked as its own per-key file was (its key is its task and

@@ -592,6 +592,26 @@ class _Read(_Job):
         self.done(result if result is not None else OSError(f"read {self.path}: no answer"))
 
 
+class _Lstat(_Job):
+    """One LSTAT: a file's attributes (not following a link), or its error."""
+
+    def __init__(self, loop: _Loop, path: str, done: Callable[[paramiko.SFTPAttributes | Exception], None]):
+        self.loop, self.path, self.done, self.sent = loop, path, done, False
+
+    def next_request(self) -> _Request | None:
+        if self.sent:
+            return None
+        self.sent = True
+        return _Request(CMD_LSTAT, (self.path,), 0, self._stated)
+
+    def _stated(self, kind: int, msg: paramiko.Message) -> None:
+        self.loop.finished(self)
+        if kind == CMD_ATTRS:
+            self.done(paramiko.SFTPAttributes._from_msg(msg))
+        else:
+            self.done(self.status(kind, msg, "lstat", self.path) or OSError(f"lstat {self.path}: no attributes"))
+
+
 # --------------------------------------------------------------------------- entry points
 
 #: an upload: (local path or the bytes, site path, mode, expected size or None, expected sha256 or None)
@@ -629,4 +649,14 @@ def read(sftp: paramiko.SFTPClient, limits: Limits, items: Sequence[tuple[str, i
     loop = _Loop(sftp, limits, name)
     jobs = [_Read(loop, path, limit, too_large, done=functools.partial(results.__setitem__, i))
             for i, (path, limit) in enumerate(items) if results[i] is None]
+    loop.run(jobs)
+
+
+def lstat(sftp: paramiko.SFTPClient, limits: Limits, items: Sequence[str],
+          results: list[paramiko.SFTPAttributes | Exception | None], name: str) -> None:
+    """LSTAT every path of ``items``, the requests in flight together; ``results[i]`` becomes
+    item i's attributes or exception (FileNotFoundError for a path that is not there)."""
+    loop = _Loop(sftp, limits, name)
+    jobs = [_Lstat(loop, path, done=functools.partial(results.__setitem__, i))
+            for i, path in enumerate(items) if results[i] is None]
     loop.run(jobs)

@@ -192,6 +192,8 @@ class Transport(Protocol):
 
     def read_files(self, items: Sequence[tuple[str, int | None]]) -> list[bytes | Exception]: ...
 
+    def stat_files(self, paths: Sequence[str]) -> list[FileStat | Exception]: ...
+
     def read_file(self, path: str, *, limit: int | None = None) -> bytes: ...
 
     def listdir(self, path: str) -> list[str]: ...
@@ -383,6 +385,11 @@ class LocalTransport:
         exception (FileNotFoundError, FileTooLarge, ...), in order."""
         return [_read_one(self, path, limit) for path, limit in items]
 
+    def stat_files(self, paths: Sequence[str]) -> list[FileStat | Exception]:
+        """Many :meth:`stat` (of the path itself, not a link's target): each one's
+        :class:`FileStat` or its exception (FileNotFoundError), in order."""
+        return [_stat_one(self, path) for path in paths]
+
     def read_file(self, path: str, *, limit: int | None = None) -> bytes:
         """The file's bytes; with ``limit``, :class:`FileTooLarge` for a file longer than that,
         before it is read (a record someone grew to gigabytes never fills our memory)."""
@@ -506,6 +513,18 @@ def _read_batch(sftp: paramiko.SFTPClient, limits: sftp_pipeline.Limits, jobs: l
                 name: str, *, too_large: Callable[[str, int], Exception]) -> None:
     """sftp_pipeline.read in the shape :meth:`SSHTransport._batch` calls a move."""
     sftp_pipeline.read(sftp, limits, jobs, results, name, too_large)
+
+
+def _lstat_batch(sftp: paramiko.SFTPClient, limits: sftp_pipeline.Limits, jobs: list, results: list,
+                 name: str) -> None:
+    sftp_pipeline.lstat(sftp, limits, jobs, results, name)
+
+
+def _stat_one(transport: "LocalTransport", path: str) -> FileStat | Exception:
+    try:
+        return transport.stat(path)
+    except OSError as e:
+        return e
 
 
 def _read_one(transport: "LocalTransport", path: str, limit: int | None) -> bytes | Exception:
@@ -1281,6 +1300,15 @@ class SSHTransport:
         move = functools.partial(_read_batch, too_large=FileTooLarge)
         return self._batch("read", move, jobs)    # type: ignore[return-value]
 
+    def stat_files(self, paths: Sequence[str]) -> list[FileStat | Exception]:
+        """Many :meth:`stat` (``lstat``: a link is a link) at once, their requests in flight
+        together: each one's :class:`FileStat` or its exception (FileNotFoundError for a path
+        that is not there), in order; only a site that cannot be reached again raises."""
+        jobs = [self._expand(path) for path in paths]
+        return [FileStat(r.st_mode or 0, r.st_uid if r.st_uid is not None else -1)
+                if isinstance(r, paramiko.SFTPAttributes) else r
+                for r in self._batch("lstat", _lstat_batch, jobs)]
+
     def listdir(self, path: str) -> list[str]:
         path = self._expand(path)
         return sorted(self._sftp("list", path, lambda sftp: sftp.listdir(path)))
@@ -1401,7 +1429,8 @@ class SSHTransport:
         results: list[Moved | Exception | None] = [None] * len(jobs)
         if not jobs:
             return []
-        label = jobs[0][1 if what == "put" else 0] if len(jobs) == 1 else f"{len(jobs)} files"
+        first = jobs[0] if isinstance(jobs[0], str) else jobs[0][1 if what == "put" else 0]
+        label = first if len(jobs) == 1 else f"{len(jobs)} files"
         try:
             self._sftp(what, label, lambda sftp: move(sftp, sftp.limits, jobs, results, self.name))
         except TransportError as e:    # the site could not be reached again (ConnectionLost, ...)

@@ -28,6 +28,8 @@ _WAVE = re.compile(r"([0-9a-f]{1,64})-([1-9][0-9]{0,17})\.json")
 #: reads without a new wave after which an incarnation that is not the pilot's current one is
 #: no longer looked at (a superseded agent writes its last wave within one turn of its loop)
 QUIET_READS = 20
+#: the most wave names of one folder a read looks for at once (then again, in another round)
+AHEAD_MAX = 32
 
 
 def wave_name(incarnation: str, n: int) -> str:
@@ -63,6 +65,9 @@ class WaveCursor:
     quiet: dict[str, int] = field(default_factory=dict)
     #: incarnations read to the end and dropped: a later listing does not bring them back
     retired: set[str] = field(default_factory=set)
+    #: (folder, incarnation) -> how many new waves the last read found there: how many names
+    #: the next read looks for at once (:meth:`ahead`)
+    last_found: dict[tuple[str, str], int] = field(default_factory=dict)
 
     @property
     def waves(self) -> bool:
@@ -108,6 +113,16 @@ class WaveCursor:
         """(folder, incarnation, n) of the first wave not read yet of each followed incarnation."""
         return [(folder, inc, n) for (folder, inc), n in sorted(self.next.items())]
 
+    def ahead(self, folder: str, incarnation: str) -> int:
+        """How many wave names of this folder and incarnation a read looks for at once: one more
+        than the last read found (a pilot writes at about the same pace from one read to the
+        next), so an idle pilot costs one look per folder and a busy one a single round."""
+        return min(AHEAD_MAX, self.last_found.get((folder, incarnation), 0) + 1)
+
+    def found(self, folder: str, incarnation: str, count: int) -> None:
+        """A read is over for this folder and incarnation: it found ``count`` new waves."""
+        self.last_found[(folder, incarnation)] = count
+
     def took(self, folder: str, incarnation: str) -> None:
         """Wave ``next`` of this folder and incarnation was read (or refused): on to the next."""
         self.next[(folder, incarnation)] += 1
@@ -126,3 +141,4 @@ class WaveCursor:
                 self.retired.add(inc)
                 for folder in FOLDERS:
                     self.next.pop((folder, inc), None)
+                    self.last_found.pop((folder, inc), None)

@@ -56,6 +56,14 @@ class CountingTransport(LocalTransport):
         self.calls["read_file"] += 1
         return super().read_file(path, limit=limit)
 
+    def stat_files(self, paths):
+        self.calls["stat_files"] += 1          # a batch: over SSH its requests in flight together
+        return super().stat_files(paths)
+
+    def read_files(self, items):
+        self.calls["read_files"] += 1
+        return super().read_files(items)
+
 
 def site(tmp_path: Path, kind: str = "slurm") -> PilotSite:
     path = tmp_path / f"{kind}.toml"
@@ -184,15 +192,32 @@ def test_a_wave_is_cut_before_it_outgrows_its_limit():
 # ---------------------------------------------------------------------------- the coordinator's read
 
 
+def looks(new: int, first: int) -> tuple[int, int]:
+    """(names looked at, rounds) to find the end of a folder with ``new`` unread waves, looking
+    for ``first`` names in the first round and twice as many in each next one (up to 32), until
+    a round finds a name missing — the rule of docs/live.md, counted here by hand."""
+    looked = rounds = 0
+    size = first
+    while True:
+        rounds += 1
+        looked += size
+        if looked > new:
+            return looked, rounds
+        size = min(2 * size, 32)
+
+
 def test_a_cursor_read_costs_what_is_new_and_no_listing(pilot):
     """The first read of a pilot lists started/ and results/ once (an incarnation the cursor
-    does not know); from then on a read is, per folder, a stat and a read per new wave and one
-    stat that finds the end — and no listing, however many waves there are."""
+    does not know); from then on a read looks for the next wave names of each folder (one more
+    than the last read found there, doubling in each round until one is missing) in one batch
+    of stats per round and reads the new ones in one batch — and never lists, however many
+    waves there are."""
     ps, pdir, start = pilot
     agent = start()
     cursor, seen = WaveCursor(), set()
     first = ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor)
     assert ps.transport.calls["entries"] == 2 and first.heartbeat["incarnation"] == agent.incarnation
+    assert first.started == first.results == []
     for task in range(6):
         submit(pdir, task, "true")
     wait_for(lambda: len(records(pdir / "results")) == 6, 10, "six results")
@@ -202,12 +227,20 @@ def test_a_cursor_read_costs_what_is_new_and_no_listing(pilot):
     assert keys(found.started) == keys(found.results) == [f"t{i}-a1" for i in range(6)]
     waves = before["started"] + before["results"]
     assert ps.transport.calls["entries"] == ps.transport.calls["listdir"] == 0
-    assert ps.transport.calls["stat"] == waves + 2                   # + the end of each folder
+    (s_looked, s_rounds), (r_looked, r_rounds) = looks(before["started"], 1), looks(before["results"], 1)
+    assert ps.transport.calls["stat"] == s_looked + r_looked
+    assert ps.transport.calls["stat_files"] == max(s_rounds, r_rounds)   # both folders in each round
     assert ps.transport.calls["read_file"] == waves + 1              # + heartbeat.json
     ps.transport.calls.clear()
     again = ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor)
     assert again.started == again.results == [] and again.bad == []
-    assert dict(ps.transport.calls) == {"stat": 2, "read_file": 1}
+    # one round: the next (last found + 1) names of each folder, all missing
+    assert dict(ps.transport.calls) == {"stat": before["started"] + before["results"] + 2, "stat_files": 1,
+                                        "read_file": 1}
+    ps.transport.calls.clear()
+    quiet = ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor)
+    assert quiet.started == quiet.results == []
+    assert dict(ps.transport.calls) == {"stat": 2, "stat_files": 1, "read_file": 1}   # an idle pilot: one look
 
 
 def test_a_relaunched_agent_s_predecessor_is_read_to_its_end(pilot):
@@ -221,12 +254,14 @@ def test_a_relaunched_agent_s_predecessor_is_read_to_its_end(pilot):
     running = submit(pdir, 1, "sleep 30")
     wait_for(lambda: running in keyed(pdir / "started"), 10, "the long attempt's start")
     assert keys(ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor).started) == [running]
+    read_before = wave_names(pdir)
     quick = submit(pdir, 2, "true")
     wait_for(lambda: quick in keyed(pdir / "results"), 10, "the quick attempt's result")
     old.kill()
     new = start()
     assert new.incarnation != old.incarnation
     ps.transport.calls.clear()
+    at_relaunch_read = wave_names(pdir)
     found = ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor)
     assert ps.transport.calls["entries"] == 2
     by_key = {f"t{r['task']}-a{r['attempt']}": r for r in found.results}
@@ -239,12 +274,56 @@ def test_a_relaunched_agent_s_predecessor_is_read_to_its_end(pilot):
     # turn), then is dropped: QUIET_READS reads without a wave of it
     ps.transport.calls.clear()
     ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor)
-    assert ps.transport.calls["stat"] == 4                          # 2 folders x 2 incarnations
+    # 2 folders x 2 incarnations, each looked at one name further than the last read found
+    new_waves = Counter(at_relaunch_read) - Counter(read_before)
+    assert ps.transport.calls["stat"] == sum(new_waves[(sub, inc)] + 1 for sub in ("started", "results")
+                                             for inc in (old.incarnation, new.incarnation))
+    assert ps.transport.calls["stat_files"] == 1
     for _ in range(QUIET_READS):
         ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor)
     ps.transport.calls.clear()
     ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor)
     assert ps.transport.calls["stat"] == 2 and ps.transport.calls["entries"] == 0
+
+
+def test_a_read_that_fails_leaves_the_cursor_where_it_was(pilot):
+    """The site drops the connection while a read's waves come back: that read fails whole, and
+    the next one takes every one of those waves (before, the cursor had already moved past
+    the wave being read: its records were found again only by a listing)."""
+    from resel.errors import TransportError
+    ps, pdir, start = pilot
+    start()
+    cursor, seen = WaveCursor(), set()
+    ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor)
+    for task in range(4):
+        submit(pdir, task, "true")
+    wait_for(lambda: len(records(pdir / "results")) == 4, 10, "four results")
+    real_one, real_many = ps.transport.read_file, ps.transport.read_files
+
+    def drops(path: str) -> None:
+        if "/started/" in path or "/results/" in path:      # a wave: the link drops there
+            raise TransportError("tb: the connection dropped")
+
+    def read_file(path, *, limit=None):
+        drops(path)
+        return real_one(path, limit=limit)
+
+    def read_files(items):
+        for path, _limit in items:
+            drops(path)
+        return real_many(items)
+    ps.transport.read_file, ps.transport.read_files = read_file, read_files
+    with pytest.raises(TransportError):
+        ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor)
+    ps.transport.read_file, ps.transport.read_files = real_one, real_many
+    found = ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor)
+    assert keys(found.started) == keys(found.results) == [f"t{i}-a1" for i in range(4)]
+
+
+def wave_names(pdir: Path) -> list[tuple[str, str]]:
+    """(folder, incarnation) of every wave file there now, one entry per wave."""
+    return [(sub, name.split("-")[0]) for sub in ("started", "results") for name in names(pdir / sub)
+            if re.fullmatch(r"[0-9a-f]+-[0-9]+\.json", name)]
 
 
 def test_a_resumed_coordinator_reads_every_wave_once_more(pilot):
