@@ -70,7 +70,7 @@ from resel.engine_learning import MOVE_CONFIDENCE, MOVE_Z, LearningRules  # noqa
 from resel.engine_outcomes import OutcomeRules
 from resel.engine_packing import PackingRules
 from resel.engine_peers import PeerRules
-from resel.engine_pilots import MENU_SIZES, WALLTIME_REASONS, PilotRules  # noqa: F401 - exported as before
+from resel.engine_pilots import WALLTIME_REASONS, PilotRules  # noqa: F401 - exported as before
 from resel.engine_pricing import PricingRules
 from resel.engine_walltime import WalltimeRules
 from resel.errors import IllegalTransition, ReselError
