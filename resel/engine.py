@@ -264,7 +264,8 @@ class Engine(PricingRules, LearningRules, HealthRules, WalltimeRules, PilotRules
             waits = [ev.wait_estimates.get(s.name) for s in self.sites]
         menu = self.probe_menu()
         if self.strategy.base == "queue" and ev.wait_menu is not None:
-            options = [[(k, w) for (k, _, _), w in zip(menu[i], ev.wait_menu.get(s.name) or [])]
+            options = [[(k, w) for k, w in zip(self._menu_slots(menu[i], len(ev.wait_menu.get(s.name) or [])),
+                                                ev.wait_menu.get(s.name) or [])]
                        for i, s in enumerate(self.sites)]
             split_tx = self._split_tx
             if self.data is not None:   # waves of T̂x + own inputs, after the shared inputs; + outputs home

@@ -43,6 +43,16 @@ def menu_ladder(full: int, least: int = 1) -> list[int]:
         j += 1
 
 
+def halving_menu(full: int, least: int = 1) -> list[int]:
+    """The menu before 2026-11-29: ``full`` halved while at least ``least``, at most six sizes.
+    A run stored then (its ``BagSubmitted.wait_menu`` one wait per such size) replays with it."""
+    out, slots = [], full
+    while slots >= least and len(out) < 6:
+        out.append(slots)
+        slots //= 2
+    return out
+
+
 class PilotRules:
     """The engine's pilots: probe shapes, sizing, submission, withdrawal, ends (a mixin of
     :class:`~resel.engine.Engine`)."""
@@ -82,6 +92,17 @@ class PilotRules:
                 out[i] = [(slots, slots * unit, self._pilot_walltime(i, units, slots))
                           for slots in menu_ladder(max(least, min(units, book.cap_slots)), least)]
         return out
+
+    def _menu_slots(self, menu: list[tuple[int, int, float]], waits: int) -> list[int]:
+        """The pilot sizes a driver's ``waits`` estimates of one site stand for: this menu's, or —
+        a run stored before the menu offered the sizes between halvings, replayed on resume —
+        the halving menu's, when that is the one with as many sizes (the ladder holds every
+        halving size and more, so a menu that differs is always longer)."""
+        slots = [k for k, _, _ in menu]
+        if waits == len(slots) or len(slots) < 2:
+            return slots
+        old = halving_menu(slots[0], slots[-1])
+        return old if waits == len(old) else slots
 
     def _on_pilot_ended(self, ev: PilotEnded, out: list[Action]) -> None:
         pilot = self._pilot(ev.pilot)

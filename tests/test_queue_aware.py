@@ -229,3 +229,21 @@ def test_queue_aware_splits_the_bag_where_whole_machine_pilots_wait():
         alone += simulate(bag, sites, "reselect", seed=i, record=False).metrics.ttc_wkd
         queue += simulate(bag, sites, "queue+reselect", seed=i, record=False, estimate="twin").metrics.ttc_wkd
     assert queue <= 0.8 * alone, (queue, alone)
+
+
+def test_a_run_stored_with_the_halving_menu_replays_the_split_it_made():
+    """A run stored before the menu offered the sizes between halvings has one wait per halving
+    size (240, 120, 60, 30, 15, 7): resumed, its waits stand for those sizes, not the first six
+    of today's ladder. 256 tasks, the full pilot waiting 10⁶ s, every smaller size at once:
+    of the halving sizes 120 slots finish first (⌈256/120⌉ = 3 waves; 60 take 5), so the pilot
+    asks for 120 cores, as the run did; read against today's ladder, the same waits would have
+    put the 10⁶ s on 240 and 0 on 169 — a 169-core pilot the run never asked for."""
+    site = make_site("c", 4.0, cores=240)
+    engine = Engine(make_bag(256), [site], "queue:0")
+    assert [k for k, _, _ in engine.probe_menu()[0]] == [240, 169, 120, 84, 60, 42, 30, 21, 15, 10, 7, 5, 3, 2, 1]
+    out = engine.handle(BagSubmitted(time=0.0, wait_menu={"c": [1e6, 0.0, 0.0, 0.0, 0.0, 0.0]},
+                                     wait_estimates={"c": 1e6}))
+    assert [(p.site, p.cores) for p in of(out, SubmitPilot)] == [("c", 120)]
+    fresh = Engine(make_bag(256), [site], "queue:0")
+    out = fresh.handle(BagSubmitted(time=0.0, wait_menu={"c": [1e6] + [0.0] * 14}, wait_estimates={"c": 1e6}))
+    assert [(p.site, p.cores) for p in of(out, SubmitPilot)] == [("c", 169)]
