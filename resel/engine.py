@@ -70,7 +70,7 @@ from resel.engine_learning import MOVE_CONFIDENCE, MOVE_Z, LearningRules  # noqa
 from resel.engine_outcomes import OutcomeRules
 from resel.engine_packing import PackingRules
 from resel.engine_peers import PeerRules
-from resel.engine_pilots import MENU_SIZES, WALLTIME_REASONS, PilotRules  # noqa: F401 - exported as before
+from resel.engine_pilots import WALLTIME_REASONS, PilotRules  # noqa: F401 - exported as before
 from resel.engine_pricing import PricingRules
 from resel.engine_walltime import WalltimeRules
 from resel.errors import IllegalTransition, ReselError
@@ -264,7 +264,8 @@ class Engine(PricingRules, LearningRules, HealthRules, WalltimeRules, PilotRules
             waits = [ev.wait_estimates.get(s.name) for s in self.sites]
         menu = self.probe_menu()
         if self.strategy.base == "queue" and ev.wait_menu is not None:
-            options = [[(k, w) for (k, _, _), w in zip(menu[i], ev.wait_menu.get(s.name) or [])]
+            options = [[(k, w) for k, w in zip(self._menu_slots(menu[i], len(ev.wait_menu.get(s.name) or [])),
+                                                ev.wait_menu.get(s.name) or [])]
                        for i, s in enumerate(self.sites)]
             split_tx = self._split_tx
             if self.data is not None:   # waves of T̂x + own inputs, after the shared inputs; + outputs home

@@ -11,16 +11,46 @@ Pure rules over the engine's state; a mixin of :class:`~resel.engine.Engine`.
 
 from __future__ import annotations
 
+import math
+
 from resel.engine_books import PilotRecord, SiteBook
 from resel.events import Action, CancelPilot, CancelTask, PilotEnded, PilotRequeued, SubmitPilot
 from resel.states import PilotState, next_pilot_state
 
-#: pilot sizes per single-pilot site the queue-aware strategy weighs (full, half, quarter, …)
-MENU_SIZES = 6
+#: the queue-aware strategy's pilot sizes per single-pilot site: the full pilot, then each size
+#: 2^(-1/MENU_STEPS) of the one before (rounded down), down to one slot — the halving ladder
+#: (full, half, quarter, …) with the sizes between. A backfill hole is rarely a power-of-two
+#: fraction of the machine: on hpc2n-3q at 256 tasks (seed 2) 176 of seth-a's 240 cores start
+#: at once and 180 wait 4,933 s; halving offered 120 (three waves) and nothing between
+MENU_STEPS = 2
 
 #: PilotEnded reasons that mean "reached its walltime" (the simulator's, Slurm's TIMEOUT,
 #: PBS/HTCondor wordings): such an end is resel's packing, never the site's fault
 WALLTIME_REASONS = ("walltime", "timeout", "walltime exceeded", "deadline")
+
+
+def menu_ladder(full: int, least: int = 1) -> list[int]:
+    """Pilot sizes from ``full`` slots down to ``least``, largest first: ⌊full · 2^(−j/MENU_STEPS)⌋
+    for j = 0, 1, …, each once. Every halving size (⌊full / 2^j⌋) is among them."""
+    out: list[int] = []
+    j = 0
+    while True:
+        k = max(least, math.floor(full * 2 ** (-j / MENU_STEPS) + 1e-9))
+        if not out or k < out[-1]:
+            out.append(k)
+        if k <= least:
+            return out
+        j += 1
+
+
+def halving_menu(full: int, least: int = 1) -> list[int]:
+    """The menu before 2026-11-29: ``full`` halved while at least ``least``, at most six sizes.
+    A run stored then (its ``BagSubmitted.wait_menu`` one wait per such size) replays with it."""
+    out, slots = [], full
+    while slots >= least and len(out) < 6:
+        out.append(slots)
+        slots //= 2
+    return out
 
 
 class PilotRules:
@@ -43,10 +73,10 @@ class PilotRules:
 
     def probe_menu(self) -> dict[int, list[tuple[int, int, float]]]:
         """Per site index, the pilot sizes the queue-aware strategy may choose between, as
-        (task slots, cores, walltime), largest first: a ``single`` site's full pilot halved
-        down to one slot (at most ``MENU_SIZES`` sizes), a pool's one-task pilot (its slots:
-        how many such pilots run at once). Smaller pilots often start much sooner (backfill);
-        the driver says when each would start, in ``BagSubmitted.wait_menu``.
+        (task slots, cores, walltime), largest first: a ``single`` site's full pilot down to one
+        slot on :func:`menu_ladder`, a pool's one-task pilot (its slots: how many such pilots
+        run at once). Smaller pilots often start much sooner (backfill); the driver says when
+        each would start, in ``BagSubmitted.wait_menu``.
         """
         out = {}
         cpt = self.bag.cores_per_task
@@ -59,12 +89,20 @@ class PilotRules:
                 # (several widths: units of slot_cores, none smaller than the widest task)
                 unit, units = self.slot_cores(i), self._units_of(i, range(self.bag.count))
                 least = max(1, cpt // unit)
-                slots, sizes = max(least, min(units, book.cap_slots)), []
-                while slots >= least and len(sizes) < MENU_SIZES:
-                    sizes.append((slots, slots * unit, self._pilot_walltime(i, units, slots)))
-                    slots //= 2
-                out[i] = sizes
+                out[i] = [(slots, slots * unit, self._pilot_walltime(i, units, slots))
+                          for slots in menu_ladder(max(least, min(units, book.cap_slots)), least)]
         return out
+
+    def _menu_slots(self, menu: list[tuple[int, int, float]], waits: int) -> list[int]:
+        """The pilot sizes a driver's ``waits`` estimates of one site stand for: this menu's, or —
+        a run stored before the menu offered the sizes between halvings, replayed on resume —
+        the halving menu's, when that is the one with as many sizes (the ladder holds every
+        halving size and more, so a menu that differs is always longer)."""
+        slots = [k for k, _, _ in menu]
+        if waits == len(slots) or len(slots) < 2:
+            return slots
+        old = halving_menu(slots[0], slots[-1])
+        return old if waits == len(old) else slots
 
     def _on_pilot_ended(self, ev: PilotEnded, out: list[Action]) -> None:
         pilot = self._pilot(ev.pilot)

@@ -117,7 +117,11 @@ PINNED = {
     'thesis-failover': '486b59f21dc180a8bb8d',
     'thesis-model': '9d8b1a5335f2d93fe8f5',
     'thesis-model+reselect': '1b10123c51a40d6e46f7',
-    'thesis-queue': '4f066ad32776686518c8',
+    # re-pinned 2026-11-29 (was '4f066ad32776686518c8'): the queue-aware menu offers the pilot
+    # sizes between halvings, so BagSubmitted's wait_menu is longer; the decisions are not
+    # changed — every task's attempts, the pilots, the steps and the metrics hash the same
+    # (state_digest f0d66745340609816900 before and after)
+    'thesis-queue': '3556a325c6b92225f8d7',
     'thesis-race2': 'b7cee67757746dc99bb6',
     'thesis-random': '10b57af348480e22bdbf',
     'thesis-rebroker': '79904e0e349d2e7c0108',

@@ -103,7 +103,7 @@ def test_the_main_job_reads_as_the_readme_shows(main_job, home):
     assert len([r for r in rows if "±" in r]) == 12
     # 2 sizes x (auto, 4 peers, the oracle); the README's figures and its one-line verdict
     said = " ".join(out.split())
-    assert "67% sooner than earliest" in said and "38% sooner than earliest" in said
+    assert "73% sooner than earliest" in said and "49% sooner than earliest" in said
     store = home / ".local" / "share" / "resel" / "resel.db"
     assert f"stored as experiment 1 in {store}" in " ".join(out.split())
     assert oct(store.stat().st_mode & 0o777) == "0o600"

@@ -175,12 +175,41 @@ def test_engine_sizes_pilots_from_the_menu(abc):
     """BagSubmitted.wait_menu (aligned with probe_menu) decides the pilots the engine submits."""
     engine = Engine(make_bag(8), abc, "queue:0+reselect")
     menu = engine.probe_menu()
-    assert [k for k, _, _ in menu[0]] == [8, 4, 2, 1]
-    waits = {s.name: [1000.0, 0.0, 0.0, 0.0] for s in abc}
-    waits["b"] = [None] * 4
+    # ⌊8 · 2^(−j/2)⌋ for j = 0, 1, …: 8, 5.66, 4, 2.83, 2, 1.41, 1 — each size once
+    assert [k for k, _, _ in menu[0]] == [8, 5, 4, 2, 1]
+    waits = {s.name: [1000.0, 1000.0, 0.0, 0.0, 0.0] for s in abc}
+    waits["b"] = [None] * 5
     out = engine.handle(BagSubmitted(time=0.0, wait_menu=waits, wait_estimates={"a": 1000.0, "c": 1000.0}))
     # c (T̂x 2.5 s) takes 4 tasks per wave: all 8 on half a pilot beats any split with a (5 s)
     assert [(p.site, p.cores) for p in of(out, SubmitPilot)] == [("c", 4)]
+
+
+def test_the_menu_ladder_holds_every_halving_size_and_ends_at_the_least():
+    """From the definition ⌊full · 2^(−j/2)⌋: strictly decreasing from ``full`` to ``least``,
+    every halving size ⌊full / 2^j⌋ at or above ``least`` among them, and no step more than
+    a halving."""
+    from resel.engine_pilots import menu_ladder
+    assert menu_ladder(240) == [240, 169, 120, 84, 60, 42, 30, 21, 15, 10, 7, 5, 3, 2, 1]
+    for full in range(1, 300):
+        for least in range(1, min(full, 5) + 1):
+            ladder = menu_ladder(full, least)
+            assert ladder[0] == full and ladder[-1] == least
+            assert all(a > b >= a // 2 for a, b in zip(ladder, ladder[1:])), (full, least, ladder)
+            halvings = {full >> j for j in range(12) if full >> j >= least}
+            assert halvings <= set(ladder), (full, least, ladder)
+
+
+def test_the_menu_offers_the_sizes_between_halvings():
+    """A backfill hole is seldom a power-of-two share of the machine. 10 tasks of T̂x 2.5 s
+    (c) on an 8-slot machine where 8 slots wait 1,000 s and 5 or fewer start at once: 5 slots
+    run them in 2 waves (5 s); the halving ladder (8, 4, 2, 1) offered 4, 3 waves (7.5 s)."""
+    engine = Engine(make_bag(10), [make_site("c", 4.0, cores=8)], "queue:0")
+    assert engine.tx[0] == pytest.approx(2.5)
+    sizes = [k for k, _, _ in engine.probe_menu()[0]]
+    assert sizes == [8, 5, 4, 2, 1]
+    waits = {"c": [1000.0 if k > 5 else 0.0 for k in sizes]}
+    out = engine.handle(BagSubmitted(time=0.0, wait_menu=waits, wait_estimates={"c": 1000.0}))
+    assert [(p.site, p.cores) for p in of(out, SubmitPilot)] == [("c", 5)]
 
 
 def test_queue_aware_splits_the_bag_where_whole_machine_pilots_wait():
@@ -200,3 +229,21 @@ def test_queue_aware_splits_the_bag_where_whole_machine_pilots_wait():
         alone += simulate(bag, sites, "reselect", seed=i, record=False).metrics.ttc_wkd
         queue += simulate(bag, sites, "queue+reselect", seed=i, record=False, estimate="twin").metrics.ttc_wkd
     assert queue <= 0.8 * alone, (queue, alone)
+
+
+def test_a_run_stored_with_the_halving_menu_replays_the_split_it_made():
+    """A run stored before the menu offered the sizes between halvings has one wait per halving
+    size (240, 120, 60, 30, 15, 7): resumed, its waits stand for those sizes, not the first six
+    of today's ladder. 256 tasks, the full pilot waiting 10⁶ s, every smaller size at once:
+    of the halving sizes 120 slots finish first (⌈256/120⌉ = 3 waves; 60 take 5), so the pilot
+    asks for 120 cores, as the run did; read against today's ladder, the same waits would have
+    put the 10⁶ s on 240 and 0 on 169 — a 169-core pilot the run never asked for."""
+    site = make_site("c", 4.0, cores=240)
+    engine = Engine(make_bag(256), [site], "queue:0")
+    assert [k for k, _, _ in engine.probe_menu()[0]] == [240, 169, 120, 84, 60, 42, 30, 21, 15, 10, 7, 5, 3, 2, 1]
+    out = engine.handle(BagSubmitted(time=0.0, wait_menu={"c": [1e6, 0.0, 0.0, 0.0, 0.0, 0.0]},
+                                     wait_estimates={"c": 1e6}))
+    assert [(p.site, p.cores) for p in of(out, SubmitPilot)] == [("c", 120)]
+    fresh = Engine(make_bag(256), [site], "queue:0")
+    out = fresh.handle(BagSubmitted(time=0.0, wait_menu={"c": [1e6] + [0.0] * 14}, wait_estimates={"c": 1e6}))
+    assert [(p.site, p.cores) for p in of(out, SubmitPilot)] == [("c", 169)]
