@@ -391,9 +391,10 @@ class PilotSite:
         which also finds the end) in one batch, the ones there read in another — over SSH each
         batch's requests in flight together, a few round trips for a pilot's read instead of
         six per wave — and a folder whose names were all there goes on to the next round. The
-        cursor moves past a wave only once the round's reads came back: a read that fails
+        cursor moves past the waves only once every round's reads came back: a read that fails
         leaves it where it was (read again next time; the consumed set skips what was taken)."""
         fresh: set[str] = set()
+        took: list[tuple[str, str]] = []
         counts: dict[tuple[str, str], int] = {}
         due = [(sub, inc, n, cursor.ahead(sub, inc)) for sub, inc, n in cursor.due()]
         while due:
@@ -413,7 +414,7 @@ class PilotSite:
             raws = iter(self._read_many([(posixpath.join(pdir, sub, name), WAVE_LIMIT) for sub, name in readable]))
             for sub, inc, name, owner in there:
                 fresh.add(inc)
-                cursor.took(sub, inc)
+                took.append((sub, inc))
                 if not self._own_file(owner):
                     found.bad.append((f"p{pilot}/{sub}/{name}", f"not a regular file of yours (owner uid {owner.uid}"
                                       f"{', a link' if owner.is_link else ''}): not read"))
@@ -422,6 +423,8 @@ class PilotSite:
                 if not isinstance(raw, FileNotFoundError):
                     self._take_wave(raw if isinstance(raw, bytes) else None, f"p{pilot}/{sub}/{name}", sub, found)
             due = more
+        for sub, inc in took:
+            cursor.took(sub, inc)
         for (sub, inc), count in counts.items():
             cursor.found(sub, inc, count)
         cursor.read_done(fresh)

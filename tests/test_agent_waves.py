@@ -320,6 +320,35 @@ def test_a_read_that_fails_leaves_the_cursor_where_it_was(pilot):
     assert keys(found.started) == keys(found.results) == [f"t{i}-a1" for i in range(4)]
 
 
+def test_a_read_that_fails_in_a_later_round_leaves_the_cursor_where_it_was(pilot):
+    """A read of many new waves takes several rounds; the link drops in the second one: the
+    waves the first round read are read again next time, with the rest (the cursor moves only
+    once every round came back)."""
+    from resel.errors import TransportError
+    ps, pdir, start = pilot
+    start(slots=1)
+    cursor, seen = WaveCursor(), set()
+    ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor)      # nothing yet: one name ahead
+    for task in range(6):
+        submit(pdir, task, "true")
+    wait_for(lambda: len(records(pdir / "results")) == 6, 10, "six results")
+    assert len([n for n in names(pdir / "results") if not n.startswith(".")]) >= 3   # at least two rounds
+    real = ps.transport.read_files
+    calls = []
+
+    def second_drops(items):
+        calls.append(len(items))
+        if len(calls) == 2:
+            raise TransportError("tb: the connection dropped")
+        return real(items)
+    ps.transport.read_files = second_drops
+    with pytest.raises(TransportError):
+        ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor)
+    ps.transport.read_files = real
+    found = ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor)
+    assert keys(found.started) == keys(found.results) == [f"t{i}-a1" for i in range(6)]
+
+
 def wave_names(pdir: Path) -> list[tuple[str, str]]:
     """(folder, incarnation) of every wave file there now, one entry per wave."""
     return [(sub, name.split("-")[0]) for sub in ("started", "results") for name in names(pdir / sub)
