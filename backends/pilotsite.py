@@ -416,8 +416,7 @@ class PilotSite:
                 fresh.add(inc)
                 took.append((sub, inc))
                 if not self._own_file(owner):
-                    found.bad.append((f"p{pilot}/{sub}/{name}", f"not a regular file of yours (owner uid {owner.uid}"
-                                      f"{', a link' if owner.is_link else ''}): not read"))
+                    _not_read(found, f"p{pilot}/{sub}/{name}", owner)
                     continue
                 raw = next(raws)
                 if not isinstance(raw, FileNotFoundError):
@@ -488,10 +487,9 @@ class PilotSite:
                 if not name.endswith(".json") or name.startswith(".") or tag in seen:
                     continue
                 owner = entries[name]
-                if owner.uid != self.transport.uid() or not stat.S_ISREG(owner.mode):
+                if not self._own_file(owner):
                     seen.add(tag)
-                    found.bad.append((f"p{pilot}/{tag}", f"not a regular file of yours (owner uid {owner.uid}"
-                                      f"{', a link' if owner.is_link else ''}): not read"))
+                    _not_read(found, f"p{pilot}/{tag}", owner)
                     continue
                 steps.append((sub, name, parse_wave_name(name) is not None))
         raws = self._read_many([(posixpath.join(pdir, sub, name), WAVE_LIMIT if wave else RECORD_LIMIT)
@@ -548,6 +546,12 @@ class PilotSite:
             return json.loads(self.transport.read_file(path, limit=RECORD_LIMIT))
         except (FileNotFoundError, ValueError, RecursionError):     # FileTooLarge is a ValueError
             return None
+
+
+def _not_read(found: PilotFiles, tag: str, owner: FileStat) -> None:
+    """A record file that is not a regular file of the site's user: listed as bad, never read."""
+    found.bad.append((tag, f"not a regular file of yours (owner uid {owner.uid}"
+                           f"{', a link' if owner.is_link else ''}): not read"))
 
 
 def url_inputs_note(site: Site, urls: Sequence[str]) -> str | None:
