@@ -27,7 +27,7 @@ import re
 import shlex
 import stat
 from dataclasses import dataclass, field
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from resel.shipped import agent as agent_module
@@ -338,16 +338,24 @@ class PilotSite:
         return "withdrawn"
 
     def collect(self, run_key: str, pilot: int, seen: set[str], *, heartbeat: bool = False,
-                cursor: WaveCursor | None = None) -> PilotFiles:
+                cursor: WaveCursor | None = None, whole: bool = False) -> PilotFiles:
         """New start and result records of a pilot; ``seen`` holds names read before.
 
         An agent of protocol 6 or later writes its records in waves (one file per turn of its
-        loop, :mod:`~resel.backends.waves`): with a ``cursor``, on a site that shares its files,
-        they are read wave after wave until one is missing — no listing, a read costs what is
-        new. Otherwise (an older agent, an HTCondor pool whose wrapper pushes files in its own
-        order and writes its own per-key ``evicted`` results, or a caller without a cursor)
-        ``started/`` and ``results/`` are listed and every file not in ``seen`` is read, per-key
-        record or wave alike.
+        loop, :mod:`~resel.backends.waves`): with a ``cursor`` they are read wave after wave
+        until one is missing — no listing, a read costs what is new. Otherwise (an older agent,
+        or a caller without a cursor) ``started/`` and ``results/`` are listed and every file
+        not in ``seen`` is read, per-key record or wave alike.
+
+        An HTCondor pool's wrapper pushes the waves in its own order (a wave held back for its
+        outputs, a put that failed) and writes per-key ``evicted`` results of its own, which no
+        cursor finds: there the cursor reads the waves at every poll, and the folders are also
+        listed (every file not in ``seen`` read, the cursor's waves added to ``seen`` so none is
+        read twice) when a new incarnation shows up (an evicted pilot's rerun writes its
+        ``evicted`` results before its agent starts), when the caller asks (``whole``: the
+        pilot's state changed, or the last read), and every
+        :data:`~resel.backends.waves.LIST_EVERY` reads as a backstop. The read is all or
+        nothing: ``seen`` and the cursor move only once every part of it came back.
 
         Every record is checked (:func:`check_started`, :func:`check_result`): one that breaks
         the protocol (not JSON, wrong types, a name that is not its key, a stray README.json)
@@ -370,21 +378,29 @@ class PilotSite:
             doc = self._read_json(posixpath.join(pdir, "heartbeat.json"))
             if isinstance(doc, dict) and check_heartbeat(doc) is None:
                 found.heartbeat = doc
-        if cursor is not None and self.shares_files:
-            unknown = cursor.hear(found.agent, found.heartbeat)
-            if cursor.waves:
-                if unknown:
-                    for sub in FOLDERS:     # once per new incarnation: the earlier ones' waves
-                        try:
-                            cursor.learn(self.transport.entries(posixpath.join(pdir, sub)))
-                        except FileNotFoundError:
-                            pass
-                self._read_waves(pdir, int(pilot), cursor, found)
-                return found
-        self._list_records(pdir, int(pilot), seen, found)
+        unknown = cursor.hear(found.agent, found.heartbeat) if cursor is not None else False
+        taken: set[str] = set()      # into ``seen`` once the whole read came back
+        if cursor is None or not cursor.waves:
+            self._list_records(pdir, int(pilot), seen, found, taken)
+        elif self.shares_files:
+            if unknown:
+                for sub in FOLDERS:     # once per new incarnation: the earlier ones' waves
+                    try:
+                        cursor.learn(self.transport.entries(posixpath.join(pdir, sub)))
+                    except FileNotFoundError:
+                        pass
+            self._read_waves(pdir, int(pilot), cursor, found)()
+        else:
+            listing = unknown or whole or cursor.listing_due()
+            if listing:      # first: the cursor then follows every incarnation the folders show
+                cursor.learn(self._list_records(pdir, int(pilot), seen, found, taken))
+            self._read_waves(pdir, int(pilot), cursor, found, seen, taken)()
+            cursor.read_counted(listing)
+        seen |= taken
         return found
 
-    def _read_waves(self, pdir: str, pilot: int, cursor: WaveCursor, found: PilotFiles) -> None:
+    def _read_waves(self, pdir: str, pilot: int, cursor: WaveCursor, found: PilotFiles,
+                    seen: set[str] | None = None, taken: set[str] | None = None) -> Callable[[], None]:
         """Every wave the cursor has not read yet, in order, to the first missing one of each
         folder and incarnation. In rounds: the next few names of each (``WaveCursor.ahead``:
         one more than the last read found there) are looked at (``lstat``: the owner check,
@@ -392,7 +408,10 @@ class PilotSite:
         batch's requests in flight together, a few round trips for a pilot's read instead of
         six per wave — and a folder whose names were all there goes on to the next round. The
         cursor moves past the waves only once every round's reads came back: a read that fails
-        leaves it where it was (read again next time; the consumed set skips what was taken)."""
+        leaves it where it was (read again next time; the consumed set skips what was taken):
+        it returns the move, for the caller to make once its whole read came back. With ``seen``
+        (a pool, whose folders are also listed) a wave named there or in ``taken`` is passed
+        over unread, and each wave read is added to ``taken``."""
         fresh: set[str] = set()
         took: list[tuple[str, str]] = []
         counts: dict[tuple[str, str], int] = {}
@@ -410,11 +429,19 @@ class PilotSite:
                 counts[(sub, inc)] = counts.get((sub, inc), 0) + count
                 if count == ahead:
                     more.append((sub, inc, n + ahead, min(2 * ahead, AHEAD_MAX)))
+            if seen is not None:        # read by a listing already: passed over
+                listed = [t for t in there if f"{t[0]}/{t[2]}" in seen or f"{t[0]}/{t[2]}" in (taken or ())]
+                for sub, inc, _name, _owner in listed:
+                    fresh.add(inc)
+                    took.append((sub, inc))
+                there = [t for t in there if t not in listed]
             readable = [(sub, name) for sub, _inc, name, owner in there if self._own_file(owner)]
             raws = iter(self._read_many([(posixpath.join(pdir, sub, name), WAVE_LIMIT) for sub, name in readable]))
             for sub, inc, name, owner in there:
                 fresh.add(inc)
                 took.append((sub, inc))
+                if taken is not None:
+                    taken.add(f"{sub}/{name}")
                 if not self._own_file(owner):
                     _not_read(found, f"p{pilot}/{sub}/{name}", owner)
                     continue
@@ -422,11 +449,14 @@ class PilotSite:
                 if not isinstance(raw, FileNotFoundError):
                     self._take_wave(raw if isinstance(raw, bytes) else None, f"p{pilot}/{sub}/{name}", sub, found)
             due = more
-        for sub, inc in took:
-            cursor.took(sub, inc)
-        for (sub, inc), count in counts.items():
-            cursor.found(sub, inc, count)
-        cursor.read_done(fresh)
+
+        def move() -> None:
+            for sub, inc in took:
+                cursor.took(sub, inc)
+            for (sub, inc), count in counts.items():
+                cursor.found(sub, inc, count)
+            cursor.read_done(fresh)
+        return move
 
     def _own_file(self, owner: FileStat) -> bool:
         """A regular file of the site's user (not a link, not someone else's)."""
@@ -470,25 +500,29 @@ class PilotSite:
             else:
                 bucket.append(record)
 
-    def _list_records(self, pdir: str, pilot: int, seen: set[str], found: PilotFiles) -> None:
+    def _list_records(self, pdir: str, pilot: int, seen: set[str], found: PilotFiles,
+                      taken: set[str]) -> list[str]:
         """Every file of ``started/`` and ``results/`` not in ``seen``: per-key records (agent
         protocol 5 and earlier, the HTCondor wrapper's ``evicted`` results) and waves. Both
         folders are listed first, then every new file read in one batch (over SSH their
-        requests in flight together: an HTCondor pool's pilots are read this way at every
-        poll), then each taken in the listing's order."""
+        requests in flight together), then each taken in the listing's order; its name goes
+        into ``taken`` (the caller adds them to ``seen`` once its whole read came back). Returns
+        the names listed."""
         steps: list[tuple[str, str, bool]] = []       # (sub, name, wave) to read, in order
+        listed: list[str] = []
         for sub in ("started", "results"):
             try:
                 entries = self.transport.entries(posixpath.join(pdir, sub))
             except FileNotFoundError:
                 continue
+            listed += entries
             for name in sorted(entries):
                 tag = f"{sub}/{name}"
                 if not name.endswith(".json") or name.startswith(".") or tag in seen:
                     continue
                 owner = entries[name]
                 if not self._own_file(owner):
-                    seen.add(tag)
+                    taken.add(tag)
                     _not_read(found, f"p{pilot}/{tag}", owner)
                     continue
                 steps.append((sub, name, parse_wave_name(name) is not None))
@@ -498,7 +532,8 @@ class PilotSite:
             if isinstance(raw, FileNotFoundError):
                 continue
             self._take_listed(raw if isinstance(raw, bytes) else None, pilot, sub, name, wave, found)
-            seen.add(f"{sub}/{name}")
+            taken.add(f"{sub}/{name}")
+        return listed
 
     def _read_many(self, items: list[tuple[str, int]]) -> list[bytes | Exception]:
         """Each file's bytes, FileNotFoundError or FileTooLarge (a batch where the transport

@@ -30,6 +30,10 @@ _WAVE = re.compile(r"([0-9a-f]{1,64})-([1-9][0-9]{0,17})\.json")
 QUIET_READS = 20
 #: the most wave names of one folder a read looks for at once (then again, in another round)
 AHEAD_MAX = 32
+#: an HTCondor pool's pilot: its folders are listed at least once in this many reads (a
+#: backstop for a wave its wrapper never pushed in order, or an ``evicted`` result pushed late;
+#: pilotsite.PilotSite.collect); about every 30 s at the default poll of 0.5 s
+LIST_EVERY = 60
 
 
 def wave_name(incarnation: str, n: int) -> str:
@@ -68,6 +72,8 @@ class WaveCursor:
     #: (folder, incarnation) -> how many new waves the last read found there: how many names
     #: the next read looks for at once (:meth:`ahead`)
     last_found: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: reads since the folders were last listed (a pool's pilot: :meth:`listing_due`)
+    unlisted_reads: int = 0
 
     @property
     def waves(self) -> bool:
@@ -108,6 +114,15 @@ class WaveCursor:
             parsed = parse_wave_name(name)
             if parsed:
                 self.follow(parsed[0])
+
+    def listing_due(self) -> bool:
+        """Whether this read of a pool's pilot lists its folders as a backstop
+        (:data:`LIST_EVERY`)."""
+        return self.unlisted_reads + 1 >= LIST_EVERY
+
+    def read_counted(self, listed: bool) -> None:
+        """A read of a pool's pilot came back, with a listing of its folders or without."""
+        self.unlisted_reads = 0 if listed else self.unlisted_reads + 1
 
     def due(self) -> list[tuple[str, str, int]]:
         """(folder, incarnation, n) of the first wave not read yet of each followed incarnation."""

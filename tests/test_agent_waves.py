@@ -22,7 +22,7 @@ import pytest
 
 from resel.backends.pilotsite import PilotSite
 from resel.backends.transport import LocalTransport
-from resel.backends.waves import QUIET_READS, WaveCursor, parse_wave_name
+from resel.backends.waves import LIST_EVERY, QUIET_READS, WaveCursor, parse_wave_name
 from resel.config import load_sites
 from resel.shipped import agent as agent_module
 from agent_files import keyed, records
@@ -443,20 +443,114 @@ def test_a_pilot_of_an_older_agent_is_read_by_listing_as_before(pilot):
     assert ps.transport.calls["entries"] == 2 and ps.transport.calls["stat"] == 0
 
 
-def test_an_htcondor_pool_s_pilot_is_read_by_listing(tmp_path):
-    """On a pool the wrapper pushes files in its own order and writes its own per-key
-    ``evicted`` results: the pilot is listed, waves and per-key files alike."""
+def pool_pilot(tmp_path: Path) -> tuple[PilotSite, Path]:
+    """A pool's pilot directory on the access point as the chirp wrapper leaves it: the folders
+    made at submission, agent.json and heartbeat.json of incarnation ``0c`` pushed."""
     ps = site(tmp_path, "htcondor")
     pdir = Path(ps.pilot_dir(RUN_KEY, 0))
     for sub in ("started", "results"):
         (pdir / sub).mkdir(parents=True)
     (pdir / "agent.json").write_text(json.dumps({"protocol": 6, "incarnation": "0c"}))
-    (pdir / "results" / "0c-2.json").write_text(json.dumps([{"task": 2, "attempt": 1, "outcome": "done"}]))
-    (pdir / "results" / "t5-a1.json").write_text(json.dumps({"task": 5, "attempt": 1, "outcome": "lost",
-                                                             "reason": "evicted"}))
-    found = ps.collect(RUN_KEY, 0, set(), heartbeat=True, cursor=WaveCursor())
+    (pdir / "heartbeat.json").write_text(json.dumps({"time": 1.0, "state": "running", "running": [], "free": 1,
+                                                     "incarnation": "0c", "started": 1.0, "pid": 7, "protocol": 6}))
+    return ps, pdir
+
+
+def push_wave(pdir: Path, sub: str, n: int, *tasks: int) -> None:
+    """A wave of incarnation ``0c`` as the wrapper pushes it (in whatever order it does)."""
+    recs = [{"task": t, "attempt": 1, "time": 1.0, "host": "slot1"} if sub == "started" else
+            {"task": t, "attempt": 1, "outcome": "done", "exit_code": 0, "start": 1.0, "end": 2.0}
+            for t in tasks]
+    (pdir / sub / f"0c-{n}.json").write_text(json.dumps(recs))
+
+
+def evicted(pdir: Path, task: int) -> None:
+    """The wrapper's own per-key result for an attempt an evicted run of the pilot had started."""
+    (pdir / "results" / f"t{task}-a1.json").write_text(json.dumps({
+        "task": task, "attempt": 1, "outcome": "lost", "reason": "evicted", "start": 1.0, "end": 2.0}))
+
+
+def test_an_htcondor_pool_s_pilot_is_listed_once_then_read_by_its_cursor(tmp_path):
+    """On a pool the first read (an incarnation the cursor does not know) lists the folders and
+    reads waves and per-key files alike; the reads after it follow the cursor and list nothing,
+    and no wave is read twice."""
+    ps, pdir = pool_pilot(tmp_path)
+    push_wave(pdir, "results", 2, 2)
+    evicted(pdir, 5)
+    cursor, seen = WaveCursor(), set()
+    found = ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor)
     assert sorted(r["task"] for r in found.results) == [2, 5]
     assert ps.transport.calls["entries"] == 2
+    push_wave(pdir, "results", 1, 1)           # pushed after wave 2 (held back for its outputs)
+    push_wave(pdir, "started", 1, 1, 2, 3)
+    ps.transport.calls.clear()
+    found = ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor)
+    assert keys(found.started) == ["t1-a1", "t2-a1", "t3-a1"] and keys(found.results) == ["t1-a1"]
+    assert ps.transport.calls["entries"] == 0
+    assert ps.transport.calls["read_file"] == 3        # heartbeat.json and the two new waves, not 0c-2 again
+    ps.transport.calls.clear()
+    quiet = ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor)
+    assert quiet.started == quiet.results == [] and ps.transport.calls["entries"] == 0
+
+
+def test_a_pool_s_late_evicted_result_is_found_by_a_whole_read_and_by_the_backstop(tmp_path):
+    """A per-key ``evicted`` result pushed after the pilot was first listed is no wave: the
+    cursor never finds it. A read asked to be whole (the pilot's state changed, the last read)
+    lists and finds it; so does, at the latest, the LIST_EVERY-th ordinary read."""
+    ps, pdir = pool_pilot(tmp_path)
+    cursor, seen = WaveCursor(), set()
+    ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor)
+    evicted(pdir, 7)
+    assert ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor).results == []
+    assert keys(ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor, whole=True).results) == ["t7-a1"]
+    evicted(pdir, 8)
+    ps.transport.calls.clear()
+    reads = 0
+    while True:
+        reads += 1
+        found = ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor)
+        if found.results:
+            break
+        assert reads < LIST_EVERY, "the backstop never listed"
+    assert keys(found.results) == ["t8-a1"] and reads == LIST_EVERY
+    assert ps.transport.calls["entries"] == 2          # one listing of both folders in LIST_EVERY reads
+
+
+def test_a_pool_s_wave_after_a_gap_is_read_by_a_listing_and_not_again_by_the_cursor(tmp_path):
+    """Wave 1 is missing (its push failed) and wave 2 is there: the cursor stops at the gap,
+    a whole read finds wave 2 by listing, and when wave 1 comes the cursor reads it alone."""
+    ps, pdir = pool_pilot(tmp_path)
+    cursor, seen = WaveCursor(), set()
+    ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor)
+    push_wave(pdir, "results", 2, 2)
+    assert ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor).results == []
+    assert keys(ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor, whole=True).results) == ["t2-a1"]
+    push_wave(pdir, "results", 1, 1)
+    push_wave(pdir, "results", 3, 3)
+    found = ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor)
+    assert keys(found.results) == ["t1-a1", "t3-a1"]
+
+
+def test_a_pool_s_read_that_fails_after_its_listing_moves_nothing(tmp_path):
+    """The listing and its reads came back, then the cursor's look at the waves failed: neither
+    ``seen`` nor the cursor moved, so the next read returns everything, the listed per-key
+    result included."""
+    ps, pdir = pool_pilot(tmp_path)
+    cursor, seen = WaveCursor(), set()
+    ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor)
+    evicted(pdir, 4)
+    push_wave(pdir, "results", 1, 1)
+    before, place = set(seen), dict(cursor.next)
+
+    def fails(paths):
+        raise OSError("connection reset")
+    ps.transport.stat_files = fails
+    with pytest.raises(OSError):
+        ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor, whole=True)
+    assert seen == before and cursor.next == place
+    del ps.transport.stat_files
+    found = ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor, whole=True)
+    assert keys(found.results) == ["t1-a1", "t4-a1"]
 
 
 def test_wave_names():

@@ -114,13 +114,18 @@ class Polling:
         if not changing:
             self.polling.discard(name)
             return self.coord.findings.site_events(t, (views, jobs, {}))
-        self.coord.exchange[name].submit("settle", (views, jobs), lambda: self.read(name, changing))
+        self.coord.exchange[name].submit("settle", (views, jobs), lambda: self.read(name, changing, whole=True))
         return []
 
-    def read(self, name: str, views: list[PilotView], heartbeat: bool = True) -> dict[int, PilotFiles]:
-        """Runs on the site's file worker: what these pilots' agents wrote since the last read."""
+    def read(self, name: str, views: list[PilotView], heartbeat: bool = True, whole: bool = False
+             ) -> dict[int, PilotFiles]:
+        """Runs on the site's file worker: what these pilots' agents wrote since the last read.
+        ``whole``: a read that must miss nothing the folders hold (a pilot whose state changed,
+        the last read, a resume's catch-up), which lists a pool's pilot even where its wave
+        cursor would do (PilotSite.collect)."""
         ps = self.coord.site(name)
-        return {v.pilot: ps.collect(self.coord.run_key, v.pilot, v.seen, heartbeat=heartbeat, cursor=v.cursor)
+        return {v.pilot: ps.collect(self.coord.run_key, v.pilot, v.seen, heartbeat=heartbeat, cursor=v.cursor,
+                                    whole=whole)
                 for v in views}
 
     def each_site(self, kind: str, job: Callable[[str], Any], timeout: float,
@@ -133,7 +138,7 @@ class Polling:
         """These pilots' new records, read on their sites' file workers (after any read already
         under way there), bad records noted; a site that does not answer within ``wait``
         seconds is logged and left out."""
-        answers = self.on_sites(kind, {name: (lambda name=name: self.read(name, by_site[name], heartbeat))
+        answers = self.on_sites(kind, {name: (lambda name=name: self.read(name, by_site[name], heartbeat, whole=True))
                                        for name in by_site}, wait, self.coord.exchange)
         out = []
         for name in by_site:

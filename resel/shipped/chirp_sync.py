@@ -64,7 +64,8 @@ At start the wrapper lists the remote ``results/`` and ``started/`` (and fetches
 know the attempts they name): attempts with a result are never fetched again, and an attempt
 started by an earlier run of this job (an eviction) without a result gets one, outcome ``lost``,
 reason ``evicted``, as a file of its own ``results/{key}.json`` (the coordinator lists a pool's
-pilots, so it reads those beside the waves), so nothing waits for it forever. A
+pilot when a new incarnation shows up, when its state changes and now and then, so it reads
+those beside the waves), so nothing waits for it forever. A
 listing that fails is not an empty one: until both listings have succeeded (tried again every
 ``--interval``) nothing is pulled from the inbox — else a transient failure would give a
 finished attempt a second result over its first, or leave the evicted ones waiting.
