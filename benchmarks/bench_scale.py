@@ -272,7 +272,7 @@ class Sampler(threading.Thread):
         self.main_cpu = 0.0
         self.hwm_kb = 0
         self.loads: list[float] = []
-        self.status: list[tuple[float, float, int]] = []      # (at, seconds, exit code)
+        self.status: list[tuple[float, float, int, float]] = []   # (at, seconds, exit code, its CPU s)
         self.first = census()                                   # what each process had burnt before
         self.last: dict[tuple[int, str], tuple[str, float]] = dict(self.first)
         self.ticks0 = machine_ticks()
@@ -283,9 +283,11 @@ class Sampler(threading.Thread):
             self.sample()
             if time.monotonic() >= nxt and self.db.exists():
                 t = time.monotonic()
-                done = subprocess.run([sys.executable, "-m", "resel.cli", "status", "--db", str(self.db), "--json"],
-                                      capture_output=True, cwd=HERE.parent)
-                self.status.append((t, time.monotonic() - t, done.returncode))
+                proc = subprocess.Popen([sys.executable, "-m", "resel.cli", "status", "--db", str(self.db), "--json"],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=HERE.parent)
+                _, code, usage = os.wait4(proc.pid, 0)      # its own CPU: what it did against what it waited
+                proc.returncode = os.waitstatus_to_exitcode(code)
+                self.status.append((t, time.monotonic() - t, proc.returncode, usage.ru_utime + usage.ru_stime))
                 nxt = time.monotonic() + self.status_every
             self.stop.wait(0.5)
         self.ticks1 = machine_ticks()
@@ -515,11 +517,15 @@ def poll_figures(jobs: list, began: float) -> dict:
             "poll_cycle_max": cycle("max")}
 
 
-def status_figures(samples: list[tuple[float, float, int]]) -> dict:
-    secs = [s for _, s, _ in samples]
-    return {"status_series": [(round(t - samples[0][0], 1), round(s, 3)) for t, s, _ in samples],
+def status_figures(samples: list[tuple[float, float, int, float]]) -> dict:
+    """``resel status``'s wall times, and its own CPU beside them: a sample whose wall time is
+    far above its CPU time waited (for a core, or for the store), one close to it worked."""
+    secs = [s for _, s, _, _ in samples]
+    cpus = [c for *_, c in samples]
+    return {"status_series": [(round(t - samples[0][0], 1), round(s, 3), round(c, 3)) for t, s, _, c in samples],
             "status_samples": len(secs), "status_p50": _q(secs, 0.5), "status_max": max(secs, default=None),
-            "status_failed": sum(1 for *_, rc in samples if rc != 0)}
+            "status_cpu_p50": _q(cpus, 0.5), "status_cpu_max": max(cpus, default=None),
+            "status_failed": sum(1 for _, _, rc, _ in samples if rc != 0)}
 
 
 def agent_files(sites, run_key: str) -> dict:
@@ -603,6 +609,8 @@ def print_table(doc: dict) -> None:
                                            f" / {fmt(doc['poll_cycle_max'], '.3f')}", "<= 0.3"),
         ("`resel status` p50 / max (s), samples", f"{fmt(doc['status_p50'], '.2f')} / {fmt(doc['status_max'], '.2f')}"
                                                   f", {doc['status_samples']} ({doc['status_failed']} failed)", "<= 1"),
+        ("`resel status`'s own CPU p50 / max (s)", f"{fmt(doc.get('status_cpu_p50'), '.2f')} / "
+                                                   f"{fmt(doc.get('status_cpu_max'), '.2f')}", ""),
         ("per task: inbox files written (dispatch) / their batches",   # (runs before the batches: dispatch)
          f"{per(c.get('site.inbox_file', c.get('site.dispatch')))} / {per(c.get('site.dispatch_many'))}", ""),
         ("per task: agent files read (read_file: waves or per-key records, heartbeats)",
