@@ -53,3 +53,12 @@ def test_quantiles_by_rank():
     assert bench_scale._q(values, 0.5) == 51.0          # the value at rank int(0.5 * 100) = 50 (0-based)
     assert bench_scale._q(values, 0.95) == 96.0
     assert bench_scale._q([], 0.5) is None
+
+
+def test_status_figures_keep_each_sample_s_own_cpu_beside_its_wall_time():
+    # (at, wall s, exit code, own CPU s): the second sample waited 0.9 s for a core
+    samples = [(10.0, 0.3, 0, 0.25), (15.0, 1.1, 0, 0.2), (20.0, 0.4, 1, 0.3)]
+    out = bench_scale.status_figures(samples)
+    assert out["status_series"] == [(0.0, 0.3, 0.25), (5.0, 1.1, 0.2), (10.0, 0.4, 0.3)]
+    assert out["status_max"] == 1.1 and out["status_cpu_max"] == 0.3
+    assert out["status_failed"] == 1 and out["status_samples"] == 3
