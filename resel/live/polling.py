@@ -137,7 +137,8 @@ class Polling:
                     ) -> list[tuple[PilotView, PilotFiles]]:
         """These pilots' new records, read on their sites' file workers (after any read already
         under way there), bad records noted; a site that does not answer within ``wait``
-        seconds is logged and left out."""
+        seconds is logged and left out. Every such read is whole (:meth:`read`): the last
+        read, the ending's collection and a resume's catch-up must miss nothing."""
         answers = self.on_sites(kind, {name: (lambda name=name: self.read(name, by_site[name], heartbeat, whole=True))
                                        for name in by_site}, wait, self.coord.exchange)
         out = []
