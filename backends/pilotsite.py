@@ -429,17 +429,17 @@ class PilotSite:
                 counts[(sub, inc)] = counts.get((sub, inc), 0) + count
                 if count == ahead:
                     more.append((sub, inc, n + ahead, min(2 * ahead, AHEAD_MAX)))
-            if seen is not None:        # read by a listing already: passed over
-                listed = [t for t in there if f"{t[0]}/{t[2]}" in seen or f"{t[0]}/{t[2]}" in (taken or ())]
-                for sub, inc, _name, _owner in listed:
-                    fresh.add(inc)
-                    took.append((sub, inc))
-                there = [t for t in there if t not in listed]
-            readable = [(sub, name) for sub, _inc, name, owner in there if self._own_file(owner)]
+            # a pool's: a wave its listing read already (this read or an earlier one) is passed over
+            listed = {f"{sub}/{name}" for sub, _inc, name, _owner in there
+                      if seen is not None and (f"{sub}/{name}" in seen or f"{sub}/{name}" in (taken or ()))}
+            readable = [(sub, name) for sub, _inc, name, owner in there
+                        if self._own_file(owner) and f"{sub}/{name}" not in listed]
             raws = iter(self._read_many([(posixpath.join(pdir, sub, name), WAVE_LIMIT) for sub, name in readable]))
             for sub, inc, name, owner in there:
                 fresh.add(inc)
                 took.append((sub, inc))
+                if f"{sub}/{name}" in listed:
+                    continue
                 if taken is not None:
                     taken.add(f"{sub}/{name}")
                 if not self._own_file(owner):
