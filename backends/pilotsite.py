@@ -249,13 +249,16 @@ class PilotSite:
     def inbox_file(self, run_key: str, pilot: int, task: int, attempt: int, command: str,
                    env: dict[str, str] | None = None, perf: bool = False, timeout: float | None = None,
                    inputs: list[dict] | None = None, outputs: list[dict] | None = None,
-                   slots: int | None = None) -> tuple[str, bytes]:
+                   slots: int | None = None, order: int | None = None) -> tuple[str, bytes]:
         """A task attempt's inbox file: (its path on the site, its bytes).
 
         ``inputs`` (name, sha256, size: already in the run's cache) and ``outputs`` (glob,
         optional) are the task's data, protocol 3 (docs/data.md); left out when it has none.
         ``slots``: how many of the agent's slots the attempt takes (protocol 5: a bag of
-        several widths, whose pilots count slots in cores); left out for a bag of one width."""
+        several widths, whose pilots count slots in cores); left out for a bag of one width.
+        ``order``: the attempt's place in the coordinator's handing order (protocol 7: its
+        journal seq), which the agent takes files in — their modification times cannot say it
+        (a turn's files are written together: docs/agent.md)."""
         spec = {"task": int(task), "attempt": int(attempt), "command": command, "env": dict(env or {}),
                 "perf": bool(perf), "timeout": timeout}
         if inputs:
@@ -264,6 +267,8 @@ class PilotSite:
             spec["outputs"] = outputs
         if slots is not None:
             spec["slots"] = int(slots)
+        if order is not None:
+            spec["order"] = int(order)
         path = posixpath.join(self.pilot_dir(run_key, pilot), "inbox", task_key(task, attempt) + ".json")
         return path, json.dumps(spec).encode()
 

@@ -527,7 +527,7 @@ def test_idle_exit(pilot):
 
 
 def test_source_and_protocol_version():
-    assert agent_module.PROTOCOL_VERSION == 6
+    assert agent_module.PROTOCOL_VERSION == 7
     text = agent_module.source()
     assert text == AGENT.read_text(encoding="utf-8")
     assert "def source()" in text and 'if __name__ == "__main__":' in text

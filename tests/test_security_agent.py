@@ -241,12 +241,21 @@ def test_an_inbox_file_is_looked_at_once_however_long_it_waits(tmp_path, monkeyp
             looked.append(os.path.basename(str(path)))
         return real_lstat(path, *a, **kw)
     monkeypatch.setattr(agent_module.os, "lstat", lstat)
+    read: list[str] = []                                   # and read once, for its order (protocol 7)
+    real_read_own = agent_module.read_own
+
+    def read_own(path, *a, **kw):
+        if "/inbox/" in str(path):
+            read.append(os.path.basename(str(path)))
+        return real_read_own(path, *a, **kw)
+    monkeypatch.setattr(agent_module, "read_own", read_own)
     first = agent.inbox_entries()
     assert [name for _m, name in first] == [f"t{i}-a0.json" for i in range(50)]   # oldest first, t99 not ours
-    assert first[0][0] == 1000
+    assert first[0][0] == (1, 1000)                        # no order: after those with one, by mtime
     for _ in range(20):
         assert agent.inbox_entries() == first
     assert sorted(looked) == sorted([f"t{i}-a0.json" for i in range(50)] + ["t99-a0.json"] * 21)
+    assert sorted(read) == sorted(f"t{i}-a0.json" for i in range(50))   # never a file not ours
     assert [r["name"] for r in agent.rejected] == ["inbox/t99-a0.json"]
     (pdir / "inbox" / "t0-a0.json").unlink()             # claimed elsewhere, then sent again
     assert [name for _m, name in agent.inbox_entries()][0] == "t1-a0.json"

@@ -175,6 +175,21 @@ def test_a_table_bag_runs_each_task_once_with_its_own_arguments_cores_and_size(t
             assert ratio == pytest.approx(3.0, rel=1e-9, abs=0)
     assert fitted >= count - 1 and TABLE[3][0] == "f-d" and TABLE[0][0] == "f-a"
 
+    # the order the coordinator handed the attempts out in is in each inbox file (agent protocol
+    # 7): its DispatchTask's journal seq — mtimes cannot say it (a turn's files are written
+    # together: equal to the clock tick, then ordered by name)
+    dispatched = {(d["task"], d["attempt"], d["pilot"]): row["seq"] for row in db.query(
+        "select seq, data from events where run_id = ? and kind = 'DispatchTask'", [run_id])
+        for d in [json.loads(row["data"])]}
+    claimed = 0
+    for site, pdir in pilot_dirs(testbed, run_key):
+        for path in (pdir / "claimed").glob("t*-a*.json"):
+            doc = json.loads(path.read_text())
+            pilot = int(pdir.name[1:])
+            assert doc["order"] == dispatched[(doc["task"], doc["attempt"], pilot)], (site, path.name, doc)
+            claimed += 1
+    assert claimed >= count, claimed
+
     # largest first: each site's agents started the tasks assigned there in falling instructions —
     # but for packing's backfill: a task whose cores were not free lets a narrower one behind it
     # start, so a smaller task may start before a larger one only if it is narrower

@@ -79,7 +79,7 @@ class Actions:
                                                                    result="withdrawn")))
                 return
         try:
-            job = self.prepare(action)
+            job = self.prepare(action, seq)
         except Exception as exc:   # noqa: BLE001 - e.g. a command template that cannot be filled
             self.coord.feed(self.failed(seq, action, exc))
             return
@@ -95,7 +95,7 @@ class Actions:
             workers = self.coord.exchange if view is not None and view.job_id is not None else self.coord.workers
         workers[action.site].submit("act", (seq, action), job)
 
-    def prepare(self, action: Action) -> Callable[[], Any] | None:
+    def prepare(self, action: Action, seq: int) -> Callable[[], Any] | None:
         """What the site must do for an action (run on its thread), or None if nothing."""
         if isinstance(action, SubmitPilot):
             view = self.coord.pilots.setdefault(action.pilot, PilotView(action.pilot, action.site, action.cores,
@@ -148,7 +148,7 @@ class Actions:
                     timeout=self.coord.options.task_timeout,
                     inputs=[{"name": f.name, "sha256": f.sha256, "size": f.size} for f in files]
                     + ps.url_inbox_inputs(self.coord.bag.data.urls if self.coord.bag.data else ()), outputs=outputs,
-                    slots=slots)
+                    slots=slots, order=seq)
             def write(many: list[tuple[str, bytes]]) -> list[Exception | None]:
                 return self.coord.site(action.site).dispatch_many(many)
             # batched by the site's worker with the inbox writes queued behind it

@@ -30,7 +30,7 @@ All times are epoch seconds (floats).
 * Heartbeat at most once per loop turn, after that turn's waves (below): every --heartbeat s,
   and in the turn after a change of state: ``heartbeat.json`` =
   {"time", "state": "running" | "draining" | "stopping", "running": [keys], "free": slots - taken,
-  "incarnation", "started", "pid", "protocol" (6)}. The coordinator reads it every poll: a new
+  "incarnation", "started", "pid", "protocol" (7)}. The coordinator reads it every poll: a new
   incarnation means the agent was relaunched.
 * Waves (protocol 6): the start and result records below are not files of their own. Everything
   that started during one turn of the agent's loop goes into one file
@@ -48,8 +48,10 @@ All times are epoch seconds (floats).
 * Inbox: the coordinator writes ``inbox/{key}.json`` = {"task": int, "attempt": int,
   "command": str, "env": {str: str}, "perf": bool, "timeout": float or null, "slots": int
   (protocol 5, optional, default 1: how many of the pilot's --slots the attempt takes — a task
-  of several cores in a pilot counted in cores)}. The agent takes files in order of (mtime,
-  name) while their slots fit: at most --slots taken at once; a file whose slots do not fit
+  of several cores in a pilot counted in cores), "order": int (protocol 7, optional: the
+  attempt's place in the coordinator's handing order)}. The agent takes files in ``order``
+  (files without one after, by mtime and name) while their slots fit: at most --slots taken
+  at once; a file whose slots do not fit
   what is free waits, and a later one that fits is taken first (a file asking more than --slots
   fails: "bad task file"). It claims one by renaming it to ``claimed/{key}.json`` (a file gone
   meanwhile is skipped). Names not ending in ``.json``
@@ -152,7 +154,7 @@ import sys
 import time
 import traceback
 
-PROTOCOL_VERSION = 6
+PROTOCOL_VERSION = 7
 
 SUBDIRS = ("inbox", "claimed", "started", "results", "cancel", "tasks")
 KEY_RE = re.compile(r"^t(\d+)-a(\d+)$")
@@ -578,6 +580,17 @@ def validate_task(doc, stem):
     return task, attempt, command, env, perf, timeout
 
 
+def task_order(doc):
+    """The inbox document's ``order`` (protocol 7: where the coordinator put the attempt in
+    its handing order, a non-negative integer), checked; None when left out."""
+    order = doc.get("order") if isinstance(doc, dict) else None
+    if order is None:
+        return None
+    if not isinstance(order, int) or isinstance(order, bool) or order < 0:
+        raise BadTask("'order' must be a non-negative integer, not %r" % (order,))
+    return order
+
+
 def task_slots(doc):
     """The inbox document's ``slots`` (protocol 5: the pilot slots an attempt takes), checked;
     1 when left out."""
@@ -820,7 +833,7 @@ class Agent(object):
         self.log_file = None
         self.rejected = []                # [{"name", "uid", "why", "time"}], oldest first
         self.rejected_names = set()
-        self.inbox_seen = {}       # inbox name -> its mtime, found ours by lstat (inbox_entries)
+        self.inbox_seen = {}       # inbox name -> (its place, its slots), read once (inbox_entries)
         self.incarnation = new_incarnation()
         self.verified = {}                # (dev, ino, size, mtime_ns) of a cached input -> its sha256
         self.previous = None              # the incarnation this agent replaced, if any
@@ -1203,12 +1216,18 @@ class Agent(object):
             # otherwise not seen yet: checked again, and when claimed
 
     def inbox_entries(self):
-        """(mtime, name) of the inbox files that are ours, oldest first. The folder is listed
-        every loop turn, but a file is looked at (lstat) only the first turn its name is there:
-        with hundreds of attempts handed ahead, an lstat of every waiting file at each turn
-        (a turn per ended task) cost more than the tasks (docs/benchmarks.md). The claim
-        checks the file itself again (read_own), so a file changed after its first look is
-        still never run unless it is a regular file of ours."""
+        """(place, name) of the inbox files that are ours, first to take first. The folder is
+        listed every loop turn, but a file is looked at (lstat, then read) only the first turn
+        its name is there: with hundreds of attempts handed ahead, an lstat of every waiting
+        file at each turn (a turn per ended task) cost more than the tasks (docs/benchmarks.md).
+        The claim checks the file itself again (read_own), so a file changed after its first
+        look is still never run unless it is a regular file of ours.
+
+        The place is the file's ``order`` (protocol 7), the coordinator's handing order: files
+        of one coordinator turn are written together (on threads, or pipelined over SFTP), so
+        their modification times are out of order or equal to the clock tick, and a largest
+        first hand-out would run in the order of the names. A file without ``order`` (an older
+        coordinator's) comes after those with one, by (mtime, name)."""
         try:
             names = os.listdir(self.path("inbox"))
         except OSError:
@@ -1217,8 +1236,8 @@ class Agent(object):
         for name in names:
             if not name.endswith(".json") or name.startswith("."):
                 continue
-            mtime = self.inbox_seen.get(name)
-            if mtime is None:
+            look = self.inbox_seen.get(name)
+            if look is None:
                 try:
                     st = os.lstat(self.path("inbox", name))
                 except OSError:
@@ -1226,24 +1245,43 @@ class Agent(object):
                 if not mine(st):
                     self.reject("inbox/" + name, Foreign(self.path("inbox", name), st))
                     continue
-                mtime = st.st_mtime
-            seen[name] = mtime
+                look = self.first_look(name, st)
+            seen[name] = look
         self.inbox_seen = seen
-        return sorted((mtime, name) for name, mtime in seen.items())
+        return sorted((place, name) for name, (place, _slots) in seen.items())
+
+    def first_look(self, name, st):
+        """(place, slots) of an inbox file of ours, read once: its place in the order the
+        agent takes files (inbox_entries), and the slots it asks for (None: unknown until it is
+        claimed, where a file that cannot be read or says something wrong fails)."""
+        order = slots = None
+        try:
+            doc = json.loads(read_own(self.path("inbox", name), limit=1 << 20).decode("utf-8"))
+        except Exception:
+            doc = None
+        try:
+            order = task_order(doc)
+        except BadTask:
+            pass
+        try:
+            slots = min(task_slots(doc), self.slots) if isinstance(doc, dict) else None
+        except BadTask:
+            pass
+        return ((0, order) if order is not None else (1, st.st_mtime)), slots
 
     def taken(self):
         """The slots the running attempts take (each its ``slots``: 1 unless it asked more)."""
         return sum(a.slots for a in self.running.values())
 
     def peek_slots(self, name):
-        """The slots an inbox file asks for, read before claiming it (protocol 5); 1 when it
-        cannot be read or says nothing (claiming it then reports what is wrong), and --slots
-        when it asks more than the pilot has (claimed, it fails as a bad task file)."""
-        try:
-            slots = task_slots(json.loads(read_own(self.path("inbox", name), limit=1 << 20).decode("utf-8")))
-        except Exception:
-            return 1
-        return min(slots, self.slots)
+        """The slots an inbox file asks for, read before claiming it (protocol 5): as its
+        first look read them; 1 when it could not be read or says nothing (claiming it then
+        reports what is wrong), and --slots when it asks more than the pilot has (claimed, it
+        fails as a bad task file)."""
+        look = self.inbox_seen.get(name)
+        if look is not None and look[1] is not None:
+            return look[1]
+        return 1
 
     def claim(self, entries):
         """Claim inbox files into free slots, oldest first; one whose slots do not fit what is
@@ -1253,7 +1291,7 @@ class Agent(object):
         took for requeued is handed the attempt it just cancelled again, as the next one)."""
         busy = {a.task for a in self.running.values()} | {task for _pgid, _deadline, task in self.lingering}
         free = self.slots - self.taken()
-        for _mtime, name in entries:
+        for _place, name in entries:
             if free <= 0:
                 break
             m = KEY_RE.match(name[:-len(".json")])
@@ -1288,6 +1326,7 @@ class Agent(object):
             task, attempt, command, env, perf, timeout = validate_task(doc, stem)
             data = validate_data(doc)
             slots = task_slots(doc)
+            task_order(doc)
             if slots > self.slots:
                 raise BadTask("'slots' %d is more than this pilot's %d" % (slots, self.slots))
         except BadTask as e:
