@@ -109,36 +109,54 @@ def learn_queue_errors(sites: list[Site], menu: dict[int, list[tuple[int, int, f
     """The twin's and the scheduler's errors on each queue site's trace before the bag
     arrives: probe pilots of the site's menu sizes at ``points`` instants of the replay,
     walked forward (:func:`resel.models.conditioned.walk_forward` order: a probe teaches only
-    once it started, and only probes that started before the bag's arrival teach at all)."""
-    from pathlib import Path
+    once it started, and only probes that started before the bag's arrival teach at all).
 
-    from resel.sim import wait_eval as we
+    A site's probes are kept between runs (:mod:`resel.sim.probe_cache`): they depend only on
+    its trace, queue, shapes and resel's replay code, and replaying them is most of a plan."""
     from resel.models.conditioned import ConditionedWait
-    from resel.sim.swf import Trace
+    from resel.sim import probe_cache
 
     models = {"twin": ConditionedWait(), "scheduler": ConditionedWait()}
     for i, site in enumerate(sites):
         q = site.queue
         if q is None:
             continue
-        shapes = sorted({we.Shape(c, w) for _, c, w in menu.get(i, []) if 0 < c <= site.cores},
-                        key=lambda sh: (sh.cores, sh.walltime))
+        shapes = sorted({(c, w) for _, c, w in menu.get(i, []) if 0 < c <= site.cores})
         if not shapes:
             continue
-        arrive = q.offset                   # trace seconds (after the load's compression)
-        jobs = [j for j in we.load_jobs(Trace(Path(q.trace)), site.cores, speed=q.speed, load=q.load)]
-        if not jobs or jobs[0].submit >= arrive:
-            continue
-        start = jobs[0].submit + 0.1 * (arrive - jobs[0].submit)
-        times = [start + (k + 0.5) * (arrive - start) / points for k in range(points)]
-        probes = we.evaluate(jobs, q.policy, site.cores, times, shapes,
-                             [we.SchedulerEstimate(), we.FunctionEstimate("twin", we.twin_wait)])
-        for p in probes:
-            if p.at + p.real >= arrive:      # not started by the bag's arrival: unknown then
-                continue
-            for src, model in models.items():
-                est = p.estimates.get(src)
-                if est is not None:
-                    model.observe(site.name, p.shape.cores, p.shape.walltime, est, p.real)
+        key = probe_cache.inputs(q.trace, q.policy, site.cores, q.offset, q.load, q.speed, shapes, points)
+        rows = probe_cache.load(key)
+        if rows is None:
+            rows = site_probes(q, site.cores, shapes, points)
+            probe_cache.save(key, rows)
+        for cores, walltime, src, estimate, real in rows:
+            models[src].observe(site.name, cores, walltime, estimate, real)
     return models
 
+
+def site_probes(q: Any, cores: int, shapes: list[tuple[int, float]], points: int
+                ) -> list[tuple[int, float, str, float, float]]:
+    """A queue site's probes that teach: (cores, walltime, source, estimate, real wait) of each
+    probe pilot started before the bag's arrival, in the order they are learned."""
+    from pathlib import Path
+
+    from resel.sim import wait_eval as we
+    from resel.sim.swf import Trace
+
+    arrive = q.offset                   # trace seconds (after the load's compression)
+    jobs = [j for j in we.load_jobs(Trace(Path(q.trace)), cores, speed=q.speed, load=q.load)]
+    if not jobs or jobs[0].submit >= arrive:
+        return []
+    start = jobs[0].submit + 0.1 * (arrive - jobs[0].submit)
+    times = [start + (k + 0.5) * (arrive - start) / points for k in range(points)]
+    probes = we.evaluate(jobs, q.policy, cores, times, [we.Shape(c, w) for c, w in shapes],
+                         [we.SchedulerEstimate(), we.FunctionEstimate("twin", we.twin_wait)])
+    rows = []
+    for p in probes:
+        if p.at + p.real >= arrive:      # not started by the bag's arrival: unknown then
+            continue
+        for src in ("twin", "scheduler"):
+            est = p.estimates.get(src)
+            if est is not None:
+                rows.append((p.shape.cores, p.shape.walltime, src, est, p.real))
+    return rows
