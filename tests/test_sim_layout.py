@@ -21,7 +21,7 @@ SIM = REPO / "resel" / "sim"
 #: resel/sim/'s modules: the event core and queue, and what moved in from resel/ and backends/
 SIM_MODULES = {"core", "queue", "closed", "policies", "swf", "replay", "jobstats", "grid", "scenarios", "experiment",
                "oracle", "plan", "plan_check", "wait_eval", "finish_eval", "hit_eval", "start_eval", "runtime_eval",
-               "dask_access", "simulation", "queuesite", "estimates"}
+               "dask_access", "simulation", "queuesite", "estimates", "probe_cache"}
 #: where each moved module used to be (repository path) -> its module in resel/sim/
 MOVED = {"resel/swf.py": "swf", "resel/replay.py": "replay", "resel/jobstats.py": "jobstats",
          "resel/grid.py": "grid", "resel/scenarios.py": "scenarios", "resel/experiment.py": "experiment",
