@@ -35,15 +35,16 @@ def plan(sites: str, cache: str, db: Path) -> tuple[float, float, str]:
     env = {**os.environ, "RESEL_CACHE_DIR": cache}
     argv = [sys.executable, "-m", "resel.cli", "plan", str(EXAMPLES / "sleep-bag.toml"), "--sites",
             str(EXAMPLES / sites), "--db", str(db), "--json"]
-    start = time.perf_counter()
-    proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    out, err = proc.stdout.read(), proc.stderr.read()
-    _pid, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise SystemExit(f"resel plan --sites {sites} failed: {err.decode()[-2000:]}")
-    return wall, usage.ru_utime + usage.ru_stime, out.decode()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:   # (no pipe to fill)
+        start = time.perf_counter()
+        proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=out, stderr=err)
+        _pid, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        out.seek(0)
+        err.seek(0)
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise SystemExit(f"resel plan --sites {sites} failed: {err.read().decode()[-2000:]}")
+        return wall, usage.ru_utime + usage.ru_stime, out.read().decode()
 
 
 def main() -> None:

@@ -134,21 +134,35 @@ def check_store_folders(target: Path) -> str:
                               "could replace the store or plant its -journal or -wal file (SQLite copies their pages "
                               "into the store)" + (" — the sticky bit does not prevent that" if st.st_mode & stat.S_ISVTX
                                                    else ""), fix)
-    above = folder
-    while above != "/":
-        above = os.path.dirname(above)
-        st = os.stat(above)
+    unsafe = unsafe_folder_above(folder, me)
+    if unsafe is not None:
+        above, st = unsafe
         if not trusted_owner(st.st_uid, me):
             raise _refuse(target, f"{above}, a folder above it, belongs to {who(st.st_uid)}, who could rename the "
                                   "store's folder and put theirs in its place", "Keep the store under folders only "
                                   "you or root own, e.g. the default ~/.local/share/resel/resel.db")
-        can = writers(st.st_mode)
-        if can and not st.st_mode & stat.S_ISVTX:
-            raise _refuse(target, f"{above}, a folder above it, is writable by {can} and has no sticky bit (mode "
-                                  f"{stat.S_IMODE(st.st_mode):04o}), so they could rename the store's folder and put "
-                                  "theirs in its place", f"Run `chmod go-w {shlex.quote(above)}` (or `chmod +t`, as "
-                                  "/tmp has) if it is yours, or " + _OWN_FOLDER)
+        raise _refuse(target, f"{above}, a folder above it, is writable by {writers(st.st_mode)} and has no sticky bit "
+                              f"(mode {stat.S_IMODE(st.st_mode):04o}), so they could rename the store's folder and put "
+                              "theirs in its place", f"Run `chmod go-w {shlex.quote(above)}` (or `chmod +t`, as "
+                              "/tmp has) if it is yours, or " + _OWN_FOLDER)
     return real
+
+
+def unsafe_folder_above(folder: str, me: int) -> tuple[str, os.stat_result] | None:
+    """The first folder above ``folder`` (a real path) through which someone else could rename
+    it and put theirs in its place — one neither ``me``'s nor root's, or one writable by others
+    without the sticky bit — with its stat; None if every folder up to ``/`` is safe.
+
+    Raises:
+        OSError: a folder above cannot be looked at.
+    """
+    above = folder
+    while above != "/":
+        above = os.path.dirname(above)
+        st = os.stat(above)
+        if not trusted_owner(st.st_uid, me) or (writers(st.st_mode) and not st.st_mode & stat.S_ISVTX):
+            return above, st
+    return None
 
 
 def check_store_file(target: Path, real: str) -> StoreIdentity:

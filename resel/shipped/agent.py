@@ -1252,9 +1252,10 @@ class Agent(object):
 
     def first_look(self, name, st):
         """(place, slots) of an inbox file of ours, read once: its place in the order the
-        agent takes files (inbox_entries), and the slots it asks for (None: unknown until it is
-        claimed, where a file that cannot be read or says something wrong fails)."""
-        order = slots = None
+        agent takes files (inbox_entries), and the slots it asks for — 1 when it cannot be read
+        or says nothing usable (claiming it then reports what is wrong), and --slots when it
+        asks more than the pilot has (claimed, it fails as a bad task file)."""
+        order, slots = None, 1
         try:
             doc = json.loads(read_own(self.path("inbox", name), limit=1 << 20).decode("utf-8"))
         except Exception:
@@ -1264,7 +1265,7 @@ class Agent(object):
         except BadTask:
             pass
         try:
-            slots = min(task_slots(doc), self.slots) if isinstance(doc, dict) else None
+            slots = min(task_slots(doc), self.slots)
         except BadTask:
             pass
         return ((0, order) if order is not None else (1, st.st_mtime)), slots
@@ -1274,14 +1275,10 @@ class Agent(object):
         return sum(a.slots for a in self.running.values())
 
     def peek_slots(self, name):
-        """The slots an inbox file asks for, read before claiming it (protocol 5): as its
-        first look read them; 1 when it could not be read or says nothing (claiming it then
-        reports what is wrong), and --slots when it asks more than the pilot has (claimed, it
-        fails as a bad task file)."""
+        """The slots an inbox file asks for, before claiming it (protocol 5): as its first
+        look read them (:meth:`first_look`)."""
         look = self.inbox_seen.get(name)
-        if look is not None and look[1] is not None:
-            return look[1]
-        return 1
+        return look[1] if look is not None else 1
 
     def claim(self, entries):
         """Claim inbox files into free slots, oldest first; one whose slots do not fit what is

@@ -144,7 +144,7 @@ def site_probes(q: Any, cores: int, shapes: list[tuple[int, float]], points: int
     from resel.sim.swf import Trace
 
     arrive = q.offset                   # trace seconds (after the load's compression)
-    jobs = [j for j in we.load_jobs(Trace(Path(q.trace)), cores, speed=q.speed, load=q.load)]
+    jobs = we.load_jobs(Trace(Path(q.trace)), cores, speed=q.speed, load=q.load)
     if not jobs or jobs[0].submit >= arrive:
         return []
     start = jobs[0].submit + 0.1 * (arrive - jobs[0].submit)

@@ -46,7 +46,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from resel.trust import trusted_owner, who, writers
+from resel.trust import trusted_owner, unsafe_folder_above, who, writers
 
 #: the environment variable that moves the cache (empty or ``off``: no cache)
 ENV = "RESEL_CACHE_DIR"
@@ -150,20 +150,17 @@ def _usable(folder: Path, *, make: bool) -> bool:
     if can:
         _say(folder, f"it is writable by {can} (mode {stat.S_IMODE(st.st_mode):04o}), who could plant probe sets", fix)
         return False
-    above = os.path.realpath(folder)
-    while above != "/":
-        above = os.path.dirname(above)
-        try:
-            up = os.stat(above)
-        except OSError:
-            return False
-        can = writers(up.st_mode)
-        if not trusted_owner(up.st_uid, me) or (can and not up.st_mode & stat.S_ISVTX):
-            whose = (f"belongs to {who(up.st_uid)}" if not trusted_owner(up.st_uid, me)
-                     else f"is writable by {can} without the sticky bit")
-            _say(folder, f"{above}, a folder above it, {whose}, who could rename the cache folder and put theirs "
-                         "in its place", f"Set {ENV} to a folder under folders only you or root own (or to off).")
-            return False
+    try:
+        unsafe = unsafe_folder_above(os.path.realpath(folder), me)
+    except OSError:
+        return False
+    if unsafe is not None:
+        above, up = unsafe
+        whose = (f"belongs to {who(up.st_uid)}" if not trusted_owner(up.st_uid, me)
+                 else f"is writable by {writers(up.st_mode)} without the sticky bit")
+        _say(folder, f"{above}, a folder above it, {whose}, who could rename the cache folder and put theirs "
+                     "in its place", f"Set {ENV} to a folder under folders only you or root own (or to off).")
+        return False
     return True
 
 
@@ -207,7 +204,7 @@ def load(key: dict[str, Any]) -> list[tuple[int, float, str, float, float]] | No
         os.close(fd)
     try:
         return _probe_rows(json.loads(raw.decode("utf-8")), key)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):   # (a file of ours nested past the parser)
         return None
 
 
