@@ -4,8 +4,8 @@ warm (resel.sim.probe_cache), side by side.
 Learning a trace site's wait errors replays the trace once per probe, most of such a plan; the
 cache keeps a site's probes under the sha256 of what they depend on, so a second plan of the
 same sites reads them back. This times the whole process (fork to exit, start-up included)
-and its CPU (user + system of the child, from ``wait4``), each sites file planned with the
-cache off and warm in turn, ``--repeat`` rounds interleaved (a busy minute of the shared
+and its CPU (user + system of the child, from ``wait4``: bench_simulate.py's ``child``), each
+sites file planned with the cache off and warm in turn, ``--repeat`` rounds interleaved (a busy minute of the shared
 machine hits both alike), and prints medians and the ratio off / warm. Before timing, each
 file is planned once with a cold cache (that run fills it, and is shown as ``cold``) and the
 three outputs are compared: the cache must not change a byte of the plan.
@@ -19,13 +19,13 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "benchmarks"))
+from bench_simulate import child  # noqa: E402 - a sibling script: whole-process wall, CPU and output
 EXAMPLES = REPO / "examples"
 SITES = ["sites-traces.toml", "sites-traces-hpc.toml", "sites-traces-wagap.toml", "sites-hetero.toml"]
 
@@ -35,16 +35,11 @@ def plan(sites: str, cache: str, db: Path) -> tuple[float, float, str]:
     env = {**os.environ, "RESEL_CACHE_DIR": cache}
     argv = [sys.executable, "-m", "resel.cli", "plan", str(EXAMPLES / "sleep-bag.toml"), "--sites",
             str(EXAMPLES / sites), "--db", str(db), "--json"]
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:   # (no pipe to fill)
-        start = time.perf_counter()
-        proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=out, stderr=err)
-        _pid, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - start
-        out.seek(0)
-        err.seek(0)
-        if os.waitstatus_to_exitcode(status) != 0:
-            raise SystemExit(f"resel plan --sites {sites} failed: {err.read().decode()[-2000:]}")
-        return wall, usage.ru_utime + usage.ru_stime, out.read().decode()
+    try:
+        out, wall, cpu, _rss = child(argv, cwd=REPO, env=env)
+    except RuntimeError as e:
+        raise SystemExit(f"resel plan --sites {sites} failed: {str(e)[-2000:]}") from None
+    return wall, cpu, out
 
 
 def main() -> None:

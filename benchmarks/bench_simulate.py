@@ -67,13 +67,14 @@ def one(strategy: str, tasks: int, seed: int) -> dict:
             "pilots": len(result.pilots), "moved": m.reassigned, "ttc_wkd_h": m.ttc_wkd / 3600}
 
 
-def child(argv: list[str]) -> tuple[str, float, float, float]:
-    """Run a child to completion: its stdout, wall seconds (from outside), CPU seconds (user +
-    system, the kernel's account) and peak RSS in MB. Output goes to files, so a chatty child
-    cannot fill a pipe and stall."""
+def child(argv: list[str], *, cwd: str | Path | None = None, env: dict[str, str] | None = None
+          ) -> tuple[str, float, float, float]:
+    """Run a child to completion (in ``cwd``, with ``env``: this process's by default): its
+    stdout, wall seconds (from outside), CPU seconds (user + system, the kernel's account) and
+    peak RSS in MB. Output goes to files, so a chatty child cannot fill a pipe and stall."""
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         t0 = time.perf_counter()
-        proc = subprocess.Popen(argv, stdout=out, stderr=err, text=True)
+        proc = subprocess.Popen(argv, stdout=out, stderr=err, text=True, cwd=cwd, env=env)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
         out.seek(0)
