@@ -263,11 +263,11 @@ def build(path: Path, tasks: int, at: tuple[float, ...] = (0.5, 1.0), seed: int 
     run = PaperRun(db, tasks, sites, strategy="topk:4+reselect", run_time=(0.5, 2.0),
                    waits={"tba": (1, 2), "tbb": (1, 2), "tbc": (1, 3), "pool": (2, 8)}, seed=seed)
     t = time.perf_counter()
-    with db.atomic():
+    with run.coord.turn():    # one coordinator turn: its commit, then its actions
         run.start()
     for fraction in at:
         while not run.done and run.coord.engine.done_count < fraction * tasks:
-            with db.atomic():
+            with run.coord.turn():
                 target = run.events + 2000
                 while not run.done and run.events < target and run.coord.engine.done_count < fraction * tasks:
                     if not run.step():

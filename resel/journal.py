@@ -179,12 +179,6 @@ def last_time(db: Any, run_id: int) -> float | None:
     return next(iter(db.query("select max(time) as t from events where run_id = ?", [run_id])))["t"]
 
 
-def last_seq(db: Any, run_id: int) -> int | None:
-    """The ``seq`` of the run's last row (None for a run that recorded nothing): what a stored
-    summary must cover to be shown instead of a replay (:mod:`resel.live.summary`)."""
-    return next(iter(db.query("select max(seq) as s from events where run_id = ?", [run_id])))["s"]
-
-
 def rows_after(db: Any, run_id: int, seq: int) -> tuple[int | None, float | None]:
     """The last ``seq`` and the latest time of the run's rows after row ``seq`` (None, None if
     there are none): what the coordinator's summary takes in at each transaction, reading only

@@ -156,6 +156,31 @@ def test_status_prints_the_same_from_the_summary_as_from_the_replay(tmp_path, wh
         in table
 
 
+#: what printing a run from its stored counts needs none of: the event classes (the journal's
+#: decoding), the bag and sites (resel.domain), the engine and its books (a replay's)
+NOT_FOR_THE_SUMMARY = ("resel.events", "resel.journal", "resel.domain", "resel.engine", "resel.engine_books")
+
+
+@pytest.mark.parametrize("args", [(), ("--json",)], ids=["table", "json"])
+def test_status_from_the_summary_loads_no_event_domain_or_engine_module(tmp_path, args):
+    """Most of `resel status`'s CPU was its imports (issue 29: 0.2-0.3 s a call, one call at
+    1.11 s under load); from a summary it builds none of a replay's objects, so it loads none of
+    their modules — and the replay (no summary row) still does, to count."""
+    path, _run_id, _r = _stored(tmp_path, "mid-run")
+    probe = ("import runpy, sys; sys.argv = ['resel', 'status', '--db', sys.argv[1], *sys.argv[2:]]\n"
+             "try:\n    runpy.run_module('resel.cli', run_name='__main__')\n"
+             "except SystemExit:\n    pass\n"
+             "print('MODULES', ' '.join(sorted(m for m in sys.modules if m.startswith('resel'))))")
+
+    def loaded(db: Path) -> set[str]:
+        done = subprocess.run([sys.executable, "-c", probe, str(db), *args], capture_output=True, text=True,
+                              cwd=REPO, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return set(done.stdout.rsplit("MODULES", 1)[1].split())
+    assert not set(NOT_FOR_THE_SUMMARY) & loaded(path), sorted(set(NOT_FOR_THE_SUMMARY) & loaded(path))
+    assert {"resel.events", "resel.engine"} <= loaded(without_summary(path, tmp_path / "replayed.db"))
+
+
 def test_a_run_resumed_after_a_crash_keeps_its_summary(tmp_path):
     """Killed mid-run (the coordinator gone without a word), resumed: the new coordinator counts
     its replayed engine once and goes on; status still prints what the replay prints."""

@@ -402,9 +402,8 @@ def status_cmd(run_id: int | None, db: Path | None, as_json: bool) -> None:
       resel status
       resel status 7 --json
     """
-    from resel import journal
+    from resel.live.stored import live_run_row
     from resel.live.summary import read as read_summary
-    from resel.live.stored import load_live_run
     from resel.live.view import snapshot, stored_notes, summary_snapshot, table
     from resel.store import read_store
     store = read_store(db)
@@ -418,10 +417,11 @@ def status_cmd(run_id: int | None, db: Path | None, as_json: bool) -> None:
     # them, or carried on by a resel that keeps none) the journal replayed (issue 29 §2)
     counts = read_summary(store, run_id)
     if counts is None:
+        from resel import journal
         engine, run = readable_run(store, run_id)
         last = journal.last_time(store, run_id) or 0.0
-    else:
-        run = load_live_run(store, run_id)[0]     # the same checks (and errors) as a replay's
+    else:     # the store checked as a replay's, the run's bag and sites not built: they are not shown
+        run = live_run_row(store, run_id)
         last = counts["last_time"] or 0.0
     elapsed = (run["ttc_wkd"] if run["status"] == "done" and run["ttc_wkd"] is not None
                else max(last, time.time() - run["t0"] if run["status"] == "running" else last))

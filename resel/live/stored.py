@@ -13,11 +13,12 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from resel.domain import Access, Bag, Site
 from resel.errors import ReselError
 
 if TYPE_CHECKING:
     from sqlite_utils import Database
+
+    from resel.domain import Access, Bag, Site
 
     from resel.store import StoreReader
 
@@ -124,6 +125,25 @@ def parse_prefetch(value: object) -> int | str:
     return k
 
 
+def live_run_row(db: Database | StoreReader, run_id: int) -> dict:
+    """A live run's ``runs`` row, from a store checked unchanged since it was opened — what
+    ``resel status`` needs of a run whose counts the coordinator stored (:mod:`resel.live.summary`),
+    without building its bag and sites (and loading :mod:`resel.domain` for them).
+
+    Raises:
+        ReselError: no such run, or it is a simulated one.
+    """
+    from resel.store_common import verify_unchanged
+    verify_unchanged(db)    # what the sites say is run as the user: the store must be the file checked
+    rows = list(db.query("select * from runs where id = ?", [run_id]))
+    if not rows:
+        raise ReselError(f"no run {run_id} in the store (list them with `resel runs`)")
+    run = rows[0]
+    if run["mode"] != "live":
+        raise ReselError(f"run {run_id} is a {run['mode']} run, not a live one: use `resel report {run_id}`")
+    return run
+
+
 def load_live_run(db: Database | StoreReader, run_id: int, *, to_run: bool = False
                   ) -> tuple[dict, Bag, list[Site], LiveOptions]:
     """A live run's row, bag, sites and options, as stored when it started.
@@ -136,14 +156,7 @@ def load_live_run(db: Database | StoreReader, run_id: int, *, to_run: bool = Fal
         ReselError: no such run, or it is a simulated one; with ``to_run``, a command of an
             older resel that cannot be carried over.
     """
-    from resel.store_common import verify_unchanged
-    verify_unchanged(db)    # what the sites say is run as the user: the store must be the file checked
-    rows = list(db.query("select * from runs where id = ?", [run_id]))
-    if not rows:
-        raise ReselError(f"no run {run_id} in the store (list them with `resel runs`)")
-    run = rows[0]
-    if run["mode"] != "live":
-        raise ReselError(f"run {run_id} is a {run['mode']} run, not a live one: use `resel report {run_id}`")
+    run = live_run_row(db, run_id)
     what = "options"
     try:
         options = json.loads(run["options"])
@@ -182,7 +195,7 @@ def bag_from_json(d: dict) -> Bag:
     with ``str.format`` and comes back in today's language where it can (unchanged where it
     cannot: :func:`load_live_run` refuses to run it)."""
     from resel.command_template import from_format
-    from resel.domain import Profile, TaskSpec
+    from resel.domain import Bag, Profile, TaskSpec
 
     def today(command: str) -> str:
         return (from_format(command, d["name"]) or command) if LEGACY_ESCAPE in command else command
@@ -207,7 +220,7 @@ def data_from_json(d: dict | None):
 
 def sites_from_json(items: list[dict]) -> list[Site]:
     """Live sites back from their stored JSON (simulation-only fields are not needed live)."""
-    from resel.domain import Bandwidth, Clock, PilotPolicy
+    from resel.domain import Bandwidth, Clock, PilotPolicy, Site
     out = []
     for d in items:
         access = access_from_json(d["kind"], d["access"]) if d.get("access") else None
@@ -225,7 +238,7 @@ _FLAT_TRANSPORT = ("host", "user", "port", "key", "ssh_config", "known_hosts", "
 def access_from_json(kind: str, acc: dict) -> Access:
     """A live site's access back from its stored JSON: nested (transport and scheduler tables)
     as stored now, or flat as runs stored before the split (``--resume`` of an older run)."""
-    from resel.domain import SCHEDULER_OPTIONS, HTCondorOptions, PBSOptions, SlurmOptions, TransportSpec
+    from resel.domain import SCHEDULER_OPTIONS, Access, HTCondorOptions, PBSOptions, SlurmOptions, TransportSpec
     common = {k: acc[k] for k in ("workdir", "python", "api", "requeue") if k in acc}
     common["env"] = dict(acc.get("env") or {})
     common["setup"] = tuple(acc.get("setup") or ())

@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from resel.engine_books import PilotRecord, TaskRecord
 from resel.errors import IllegalTransition
 from resel.live.notes import SiteNotes
 from resel.live.notes import read as read_notes
@@ -23,6 +22,7 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from resel.engine import Engine
+    from resel.engine_books import PilotRecord, TaskRecord
     from sqlite_utils import Database
 
     from resel.store import StoreReader
