@@ -78,6 +78,30 @@ class PilotFiles:
     bad: list[tuple[str, str]] = field(default_factory=list)
 
 
+@dataclass
+class WaveRead:
+    """One pilot's part of a site's wave read (:meth:`PilotSite._read_waves`): where its
+    folders are, its cursor, where its records go, and — for a pool, whose folders are also
+    listed — the names read before and in this read."""
+
+    pdir: str
+    pilot: int
+    cursor: WaveCursor
+    found: PilotFiles
+    seen: set[str] | None = None
+    taken: set[str] | None = None
+
+
+def _json_or_none(raw: bytes | Exception) -> Any:
+    """A small JSON file's document; None when it is missing, too long or not JSON."""
+    if isinstance(raw, Exception):
+        return None
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+
+
 def task_key(task: int, attempt: int) -> str:
     """The name of a task attempt in the agent's protocol: ``t12-a1`` (attempts count from 1)."""
     return f"t{int(task)}-a{int(attempt)}"
@@ -372,95 +396,133 @@ class PilotSite:
         agent from its predecessor); ``agent.json`` is read once, or again after ``seen``
         forgets it. Both are read before the records, so the records are at least as new.
         """
-        pdir = self.pilot_dir(run_key, pilot)
-        found = PilotFiles()
-        if "agent.json" not in seen:
-            doc = self._read_json(posixpath.join(pdir, "agent.json"))
-            if isinstance(doc, dict):
-                found.agent = doc
-                seen.add("agent.json")
-        if heartbeat:
-            doc = self._read_json(posixpath.join(pdir, "heartbeat.json"))
-            if isinstance(doc, dict) and check_heartbeat(doc) is None:
-                found.heartbeat = doc
-        unknown = cursor.hear(found.agent, found.heartbeat) if cursor is not None else False
-        taken: set[str] = set()      # into ``seen`` once the whole read came back
-        if cursor is None or not cursor.waves:
-            self._list_records(pdir, int(pilot), seen, found, taken)
-        elif self.shares_files:
-            if unknown:
-                for sub in FOLDERS:     # once per new incarnation: the earlier ones' waves
-                    try:
-                        cursor.learn(self.transport.entries(posixpath.join(pdir, sub)))
-                    except FileNotFoundError:
-                        pass
-            self._read_waves(pdir, int(pilot), cursor, found)()
-        else:
-            listing = unknown or whole or cursor.listing_due()
-            if listing:      # first: the cursor then follows every incarnation the folders show
-                cursor.learn(self._list_records(pdir, int(pilot), seen, found, taken))
-            self._read_waves(pdir, int(pilot), cursor, found, seen, taken)()
-            cursor.read_counted(listing)
-        seen |= taken
-        return found
+        return self.collect_many(run_key, [(pilot, seen, cursor)], heartbeat=heartbeat, whole=whole)[pilot]
 
-    def _read_waves(self, pdir: str, pilot: int, cursor: WaveCursor, found: PilotFiles,
-                    seen: set[str] | None = None, taken: set[str] | None = None) -> Callable[[], None]:
-        """Every wave the cursor has not read yet, in order, to the first missing one of each
-        folder and incarnation. In rounds: the next few names of each (``WaveCursor.ahead``:
-        one more than the last read found there) are looked at (``lstat``: the owner check,
-        which also finds the end) in one batch, the ones there read in another — over SSH each
-        batch's requests in flight together, a few round trips for a pilot's read instead of
-        six per wave — and a folder whose names were all there goes on to the next round. The
-        cursor moves past the waves only once every round's reads came back: a read that fails
-        leaves it where it was (read again next time; the consumed set skips what was taken):
-        it returns the move, for the caller to make once its whole read came back. With ``seen``
-        (a pool, whose folders are also listed) a wave named there or in ``taken`` is passed
-        over unread, and each wave read is added to ``taken``."""
-        fresh: set[str] = set()
-        took: list[tuple[str, str]] = []
-        counts: dict[tuple[str, str], int] = {}
-        due = [(sub, inc, n, cursor.ahead(sub, inc)) for sub, inc, n in cursor.due()]
+    def collect_many(self, run_key: str, asks: Sequence[tuple[int, set[str], WaveCursor | None]], *,
+                     heartbeat: bool = False, whole: bool = False) -> dict[int, PilotFiles]:
+        """:meth:`collect` of several pilots of this site, ``asks`` each (pilot, seen, cursor),
+        in one exchange: every pilot's ``agent.json`` and ``heartbeat.json`` in one batch, then
+        every wave their cursors are due in the same rounds (over SSH one batch of requests in
+        flight for all the pilots, not a few round trips per pilot: a pool of one-core pilots
+        was read pilot after pilot, its read growing with its pilots). A pilot whose read needs
+        a listing (an older agent, a new incarnation, ``whole``, the backstop) is listed on its
+        own first. All or nothing across the pilots: every ``seen`` and cursor moves only once
+        every part of every pilot's read came back, so a read that fails half-way loses no
+        record of a pilot read before the failure."""
+        pdirs = [self.pilot_dir(run_key, pilot) for pilot, _seen, _cursor in asks]
+        founds = [PilotFiles() for _ in asks]
+        takens: list[set[str]] = [set() for _ in asks]      # into ``seen`` once the whole read came back
+        self._read_heads(asks, pdirs, founds, takens, heartbeat)
+        waves: list[WaveRead] = []
+        counted: list[tuple[WaveCursor, bool]] = []
+        for (pilot, seen, cursor), pdir, found, taken in zip(asks, pdirs, founds, takens):
+            unknown = cursor.hear(found.agent, found.heartbeat) if cursor is not None else False
+            if cursor is None or not cursor.waves:
+                self._list_records(pdir, int(pilot), seen, found, taken)
+            elif self.shares_files:
+                if unknown:
+                    for sub in FOLDERS:     # once per new incarnation: the earlier ones' waves
+                        try:
+                            cursor.learn(self.transport.entries(posixpath.join(pdir, sub)))
+                        except FileNotFoundError:
+                            pass
+                waves.append(WaveRead(pdir, int(pilot), cursor, found))
+            else:
+                listing = unknown or whole or cursor.listing_due()
+                if listing:      # first: the cursor then follows every incarnation the folders show
+                    cursor.learn(self._list_records(pdir, int(pilot), seen, found, taken))
+                waves.append(WaveRead(pdir, int(pilot), cursor, found, seen, taken))
+                counted.append((cursor, listing))
+        self._read_waves(waves)()
+        for cursor, listing in counted:
+            cursor.read_counted(listing)
+        for (_pilot, seen, _cursor), taken in zip(asks, takens):
+            seen |= taken
+        return {pilot: found for (pilot, _seen, _cursor), found in zip(asks, founds)}
+
+    def _read_heads(self, asks: Sequence[tuple[int, set[str], WaveCursor | None]], pdirs: list[str],
+                    founds: list[PilotFiles], takens: list[set[str]], heartbeat: bool) -> None:
+        """Each pilot's ``agent.json`` (until it was read once) and, with ``heartbeat``, its
+        ``heartbeat.json``, in one batch; read before the records, so the records are at least
+        as new. One missing, too long or not JSON is simply not there yet."""
+        heads: list[tuple[int, str]] = []
+        for i, ((_pilot, seen, _cursor), pdir) in enumerate(zip(asks, pdirs)):
+            if "agent.json" not in seen:
+                heads.append((i, "agent.json"))
+            if heartbeat:
+                heads.append((i, "heartbeat.json"))
+        raws = self._read_many([(posixpath.join(pdirs[i], name), RECORD_LIMIT) for i, name in heads])
+        for (i, name), raw in zip(heads, raws):
+            doc = _json_or_none(raw)
+            if not isinstance(doc, dict):
+                continue
+            if name == "agent.json":
+                founds[i].agent = doc
+                takens[i].add(name)
+            elif check_heartbeat(doc) is None:
+                founds[i].heartbeat = doc
+
+    def _read_waves(self, reads: list[WaveRead]) -> Callable[[], None]:
+        """Every wave the cursors have not read yet, in order, to the first missing one of each
+        folder and incarnation of each pilot. In rounds: the next few names of each
+        (``WaveCursor.ahead``: one more than the last read found there) are looked at
+        (``lstat``: the owner check, which also finds the end) in one batch, the ones there
+        read in another — every pilot's in the same batches: over SSH each batch's requests in
+        flight together, a few round trips for a site's read instead of six per wave — and a
+        folder whose names were all there goes on to the next round. The cursors move past the
+        waves only once every round's reads came back: a read that fails leaves them where they
+        were (read again next time; the consumed set skips what was taken): it returns the
+        move, for the caller to make once its whole read came back. A read with ``seen`` (a
+        pool's, whose folders are also listed) passes over unread a wave named there or in its
+        ``taken``, and adds each wave it reads to ``taken``."""
+        fresh: list[set[str]] = [set() for _ in reads]
+        took: list[list[tuple[str, str]]] = [[] for _ in reads]
+        counts: list[dict[tuple[str, str], int]] = [{} for _ in reads]
+        due = [(j, sub, inc, n, r.cursor.ahead(sub, inc)) for j, r in enumerate(reads) for sub, inc, n in r.cursor.due()]
         while due:
-            names = [[wave_name(inc, n + k) for k in range(ahead)] for _sub, inc, n, ahead in due]
-            stats = iter(self._stat_many([posixpath.join(pdir, sub, name)
-                                          for (sub, _inc, _n, _a), row in zip(due, names) for name in row]))
-            there: list[tuple[str, str, str, FileStat]] = []
-            more: list[tuple[str, str, int, int]] = []
-            for (sub, inc, n, ahead), row in zip(due, names):
+            names = [[wave_name(inc, n + k) for k in range(ahead)] for _j, _sub, inc, n, ahead in due]
+            stats = iter(self._stat_many([posixpath.join(reads[j].pdir, sub, name)
+                                          for (j, sub, _inc, _n, _a), row in zip(due, names) for name in row]))
+            there: list[tuple[int, str, str, str, FileStat]] = []
+            more: list[tuple[int, str, str, int, int]] = []
+            for (j, sub, inc, n, ahead), row in zip(due, names):
                 looked = [next(stats) for _ in row]
                 count = next((k for k, st in enumerate(looked) if isinstance(st, FileNotFoundError)), ahead)
-                there += [(sub, inc, row[k], looked[k]) for k in range(count)]    # type: ignore[misc]
-                counts[(sub, inc)] = counts.get((sub, inc), 0) + count
+                there += [(j, sub, inc, row[k], looked[k]) for k in range(count)]    # type: ignore[misc]
+                counts[j][(sub, inc)] = counts[j].get((sub, inc), 0) + count
                 if count == ahead:
-                    more.append((sub, inc, n + ahead, min(2 * ahead, AHEAD_MAX)))
+                    more.append((j, sub, inc, n + ahead, min(2 * ahead, AHEAD_MAX)))
             # a pool's: a wave its listing read already (this read or an earlier one) is passed over
-            listed = {f"{sub}/{name}" for sub, _inc, name, _owner in there
-                      if seen is not None and (f"{sub}/{name}" in seen or f"{sub}/{name}" in (taken or ()))}
-            readable = [(sub, name) for sub, _inc, name, owner in there
-                        if self._own_file(owner) and f"{sub}/{name}" not in listed]
-            raws = iter(self._read_many([(posixpath.join(pdir, sub, name), WAVE_LIMIT) for sub, name in readable]))
-            for sub, inc, name, owner in there:
-                fresh.add(inc)
-                took.append((sub, inc))
-                if f"{sub}/{name}" in listed:
+            listed = {(j, f"{sub}/{name}") for j, sub, _inc, name, _owner in there
+                      if reads[j].seen is not None
+                      and (f"{sub}/{name}" in reads[j].seen or f"{sub}/{name}" in (reads[j].taken or ()))}
+            readable = [(j, sub, name) for j, sub, _inc, name, owner in there
+                        if self._own_file(owner) and (j, f"{sub}/{name}") not in listed]
+            raws = iter(self._read_many([(posixpath.join(reads[j].pdir, sub, name), WAVE_LIMIT)
+                                         for j, sub, name in readable]))
+            for j, sub, inc, name, owner in there:
+                r = reads[j]
+                fresh[j].add(inc)
+                took[j].append((sub, inc))
+                if (j, f"{sub}/{name}") in listed:
                     continue
-                if taken is not None:
-                    taken.add(f"{sub}/{name}")
+                if r.taken is not None:
+                    r.taken.add(f"{sub}/{name}")
                 if not self._own_file(owner):
-                    _not_read(found, f"p{pilot}/{sub}/{name}", owner)
+                    _not_read(r.found, f"p{r.pilot}/{sub}/{name}", owner)
                     continue
                 raw = next(raws)
                 if not isinstance(raw, FileNotFoundError):
-                    self._take_wave(raw if isinstance(raw, bytes) else None, f"p{pilot}/{sub}/{name}", sub, found)
+                    self._take_wave(raw if isinstance(raw, bytes) else None, f"p{r.pilot}/{sub}/{name}", sub, r.found)
             due = more
 
         def move() -> None:
-            for sub, inc in took:
-                cursor.took(sub, inc)
-            for (sub, inc), count in counts.items():
-                cursor.found(sub, inc, count)
-            cursor.read_done(fresh)
+            for r, its_took, its_counts, its_fresh in zip(reads, took, counts, fresh):
+                for sub, inc in its_took:
+                    r.cursor.took(sub, inc)
+                for (sub, inc), count in its_counts.items():
+                    r.cursor.found(sub, inc, count)
+                r.cursor.read_done(its_fresh)
         return move
 
     def _own_file(self, owner: FileStat) -> bool:

@@ -232,16 +232,91 @@ def test_a_cursor_read_costs_what_is_new_and_no_listing(pilot):
     assert ps.transport.calls["stat"] == s_looked + r_looked
     assert ps.transport.calls["stat_files"] == max(s_rounds, r_rounds)   # both folders in each round
     assert ps.transport.calls["read_file"] == waves + 1              # + heartbeat.json
+    # heartbeat.json's batch, then one batch per round that found waves
+    assert 2 <= ps.transport.calls["read_files"] <= 1 + ps.transport.calls["stat_files"]
     ps.transport.calls.clear()
     again = ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor)
     assert again.started == again.results == [] and again.bad == []
     # one round: the next (last found + 1) names of each folder, all missing
     assert dict(ps.transport.calls) == {"stat": before["started"] + before["results"] + 2, "stat_files": 1,
-                                        "read_file": 1}
+                                        "read_file": 1, "read_files": 1}
     ps.transport.calls.clear()
     quiet = ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor)
     assert quiet.started == quiet.results == []
-    assert dict(ps.transport.calls) == {"stat": 2, "stat_files": 1, "read_file": 1}   # an idle pilot: one look
+    assert dict(ps.transport.calls) == {"stat": 2, "stat_files": 1, "read_file": 1,   # an idle pilot: one look
+                                        "read_files": 1}
+
+
+@pytest.fixture
+def three_pilots(tmp_path):
+    """One site, three pilots with an agent each (a pool's one-core pilots, or a site's several)."""
+    ps = site(tmp_path)
+    pdirs = [Path(ps.pilot_dir(RUN_KEY, p)) for p in range(3)]
+    agents = [Agent(pdir) for pdir in pdirs]
+    yield ps, pdirs
+    for a in agents:
+        a.kill()
+
+
+def test_a_site_s_pilots_are_read_in_one_exchange_whatever_their_number(three_pilots):
+    """The coordinator reads all of a site's pilots at once (collect_many): their heartbeats in
+    one batch, then every pilot's due wave names in the same rounds — a round trip count that
+    does not grow with the pilots (it did: a pool's one-core pilots were read one after
+    another, a few round trips each) — and each pilot gets its own records."""
+    ps, pdirs = three_pilots
+    cursors, seens = [WaveCursor() for _ in pdirs], [set() for _ in pdirs]
+
+    def read():
+        return ps.collect_many(RUN_KEY, [(p, seens[p], cursors[p]) for p in range(3)], heartbeat=True)
+    first = read()
+    assert ps.transport.calls["entries"] == 2 * 3 and all(first[p].heartbeat for p in range(3))
+    for p, pdir in enumerate(pdirs):
+        for task in range(2):
+            submit(pdir, 10 * p + task, "true")
+    wait_for(lambda: all(len(records(pdir / "results")) == 2 for pdir in pdirs), 10, "two results a pilot")
+    rounds = max(looks(len(names(pdir / sub)), 1)[1] for pdir in pdirs for sub in ("started", "results"))
+    ps.transport.calls.clear()
+    found = read()
+    assert {p: keys(found[p].results) for p in range(3)} == {p: [f"t{10 * p}-a1", f"t{10 * p + 1}-a1"]
+                                                             for p in range(3)}
+    assert {p: keys(found[p].started) for p in range(3)} == {p: keys(found[p].results) for p in range(3)}
+    assert ps.transport.calls["entries"] == 0
+    assert ps.transport.calls["stat_files"] == rounds            # as for one pilot: the pilots share rounds
+    ps.transport.calls.clear()
+    quiet = read()
+    assert all(q.started == q.results == [] for q in quiet.values())
+    ahead = sum(len(names(pdir / sub)) + 1 for pdir in pdirs for sub in ("started", "results"))   # last found + 1
+    assert dict(ps.transport.calls) == {"stat": ahead, "stat_files": 1, "read_files": 1, "read_file": 3}
+
+
+def test_a_site_s_read_that_fails_half_way_loses_no_pilot_s_records(three_pilots):
+    """A read of several pilots is all or nothing: the waves' batch fails (the connection
+    dropped) after the heartbeats came back — no cursor and no ``seen`` moves, so the next read
+    returns every pilot's records, and the one after it none again."""
+    ps, pdirs = three_pilots
+    cursors, seens = [WaveCursor() for _ in pdirs], [set() for _ in pdirs]
+
+    def read():
+        return ps.collect_many(RUN_KEY, [(p, seens[p], cursors[p]) for p in range(3)], heartbeat=True)
+    read()
+    for p, pdir in enumerate(pdirs):
+        submit(pdir, 10 * p, "true")
+    wait_for(lambda: all(len(records(pdir / "results")) == 1 for pdir in pdirs), 10, "a result a pilot")
+    batches = {"n": 0}
+    real = ps.transport.read_files
+
+    def second_batch_fails(items):
+        batches["n"] += 1
+        if batches["n"] == 2:
+            raise OSError("connection dropped")
+        return real(items)
+    ps.transport.read_files = second_batch_fails
+    with pytest.raises(OSError, match="connection dropped"):
+        read()
+    assert seens == [{"agent.json"}] * 3     # only what the first, listing read took
+    found = read()
+    assert {p: keys(found[p].results) for p in range(3)} == {p: [f"t{10 * p}-a1"] for p in range(3)}
+    assert all(f.started == f.results == [] for f in read().values())
 
 
 def test_a_relaunched_agent_s_predecessor_is_read_to_its_end(pilot):

@@ -122,11 +122,11 @@ class Polling:
         """Runs on the site's file worker: what these pilots' agents wrote since the last read.
         ``whole``: a read that must miss nothing the folders hold (a pilot whose state changed,
         the last read, a resume's catch-up), which lists a pool's pilot even where its wave
-        cursor would do (PilotSite.collect)."""
+        cursor would do. Every pilot of the site in one exchange (PilotSite.collect_many), all
+        or nothing."""
         ps = self.coord.site(name)
-        return {v.pilot: ps.collect(self.coord.run_key, v.pilot, v.seen, heartbeat=heartbeat, cursor=v.cursor,
-                                    whole=whole)
-                for v in views}
+        return ps.collect_many(self.coord.run_key, [(v.pilot, v.seen, v.cursor) for v in views],
+                               heartbeat=heartbeat, whole=whole)
 
     def each_site(self, kind: str, job: Callable[[str], Any], timeout: float,
                   names: list[str] | None = None) -> dict[str, Report]:
