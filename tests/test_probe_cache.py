@@ -198,3 +198,40 @@ def test_site_probes_are_the_probes_that_started_before_the_bag(monkeypatch):
     rows = site_probes(s.queue, s.cores, [(1, 3600.0)], POINTS)
     assert rows and {r[2] for r in rows} == set(probe_cache.SOURCES)
     assert all(r[0] == 1 and r[1] == 3600.0 and r[4] >= 0 for r in rows)
+
+
+def _key(n: int) -> dict:
+    """A probe set's inputs, told apart by ``n`` (no trace read)."""
+    return {"format": probe_cache.FORMAT, "code": "c", "trace_sha256": f"{n:064x}", "policy": "easy", "cores": 4,
+            "offset": 0.0, "load": 1.0, "speed": 1.0, "shapes": [[1, 60.0]], "points": 1}
+
+
+ROWS = [(1, 60.0, "twin", 0.0, 0.0)] * 400      # a set of ~10 KB
+
+
+def test_sets_unused_for_a_month_go_and_the_folder_keeps_its_size(cache, monkeypatch):
+    """Every resel (its code digest) and trace leaves sets the new ones never replace: storing
+    a set removes those unused for KEEP_DAYS, then the least recently used over KEEP_BYTES. A
+    set read is marked used; only this user's regular probe-set files are ever removed."""
+    import time
+    for n in range(4):
+        probe_cache.save(_key(n), ROWS)
+    names = {n: probe_cache._name(_key(n)) for n in range(6)}
+    month = time.time() - (probe_cache.KEEP_DAYS + 1) * 86400
+    for n in (0, 1):
+        os.utime(cache / names[n], (month, month))
+    assert probe_cache.load(_key(1)) == ROWS            # read: used now
+    (cache / "notes.txt").write_text("mine")
+    os.utime(cache / "notes.txt", (month, month))
+    os.symlink(cache / names[2], cache / names[5])      # a link named as a set: not ours to judge
+    probe_cache.save(_key(4), ROWS)
+    assert sorted(p.name for p in cache.iterdir()) == sorted([names[1], names[2], names[3], names[4], names[5],
+                                                             "notes.txt"])
+    size = (cache / names[4]).stat().st_size
+    monkeypatch.setattr(probe_cache, "KEEP_BYTES", 2 * size + size // 2)    # room for two sets
+    for n, age in ((4, 400), (2, 300), (3, 200), (1, 100)):
+        os.utime(cache / names[n], (time.time() - age,) * 2, follow_symlinks=False)
+    probe_cache.save(_key(0), ROWS)                     # the newest and the next most recently used stay
+    assert sorted(p.name for p in cache.iterdir() if p.name.startswith("probes-") and not p.is_symlink()) \
+        == sorted([names[0], names[1]])
+    assert (cache / "notes.txt").exists() and (cache / names[5]).is_symlink()

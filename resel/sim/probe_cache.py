@@ -29,7 +29,10 @@ atomically (a reader sees the old set or the new one).
 
 Where: ``$RESEL_CACHE_DIR`` if set (empty or ``off``: no cache), else
 ``$XDG_CACHE_HOME/resel`` or ``~/.cache/resel``. It is only a cache: removing it costs the
-next plan its replays.
+next plan its replays. It does not grow for ever: a set is ~100 KB, and every new resel (its
+code digest) or trace makes new ones that the old never replace; so each time a set is stored,
+sets not used for :data:`KEEP_DAYS` days are removed, and the least recently used ones while
+the folder holds more than :data:`KEEP_BYTES` (a set read is marked used: its mtime).
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ import shlex
 import stat
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +58,10 @@ ENV = "RESEL_CACHE_DIR"
 FORMAT = 1
 #: the longest probe set read (a few thousand probes are ~100 KB)
 LIMIT = 16 << 20
+#: a probe set not used for this many days is removed when another is stored
+KEEP_DAYS = 30
+#: the most the folder's probe sets may hold; the least recently used go first
+KEEP_BYTES = 64 << 20
 #: the sources whose estimates a probe holds
 SOURCES = ("scheduler", "twin")
 
@@ -200,6 +208,10 @@ def load(key: dict[str, Any]) -> list[tuple[int, float, str, float, float]] | No
             return None
         with os.fdopen(os.dup(fd), "rb") as f:
             raw = f.read(LIMIT + 1)
+        try:
+            os.utime(fd)      # used now: kept by the pruning (on the file opened, not a name)
+        except OSError:
+            pass
     finally:
         os.close(fd)
     try:
@@ -229,3 +241,37 @@ def save(key: dict[str, Any], rows: list[tuple[int, float, str, float, float]]) 
             os.unlink(tmp)
         except OSError:
             pass
+        return
+    prune(folder)
+
+
+def prune(folder: Path, now: float | None = None) -> list[str]:
+    """Remove from ``folder`` (already checked private) the probe sets not used for
+    :data:`KEEP_DAYS` days, then the least recently used while they hold more than
+    :data:`KEEP_BYTES`; returns the names removed. Only this user's regular files named as
+    probe sets are touched: nothing else in the folder, no link."""
+    now = time.time() if now is None else now
+    sets: list[tuple[float, int, str]] = []
+    try:
+        with os.scandir(folder) as entries:
+            for e in entries:
+                if not (e.name.startswith("probes-") and e.name.endswith(".json")):
+                    continue
+                try:
+                    st = e.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid():
+                    sets.append((st.st_mtime, st.st_size, e.name))
+    except OSError:
+        return []
+    removed, held = [], 0
+    for mtime, size, name in sorted(sets, reverse=True):     # the most recently used first
+        held += size
+        if now - mtime > KEEP_DAYS * 86400 or held > KEEP_BYTES:
+            try:
+                os.unlink(folder / name)
+                removed.append(name)
+            except OSError:
+                pass
+    return removed
