@@ -164,7 +164,8 @@ class LearningRules:
         a_r − a_r' < Ŵ) — and likely enough to be right to throw its work away: the ratio of
         the two rates, as uncertain as the beliefs say, favours x with probability at least
         :data:`MOVE_CONFIDENCE` (a move that LIM's figures favour by a few percent is a coin
-        flip that costs the work done)."""
+        flip that costs the work done) — unless it started this very instant (no work to lose:
+        the point rule decides, as without learning)."""
         r2 = task.site
         slow = self._pool_slowest(r2)    # a pool: what the bag's wave there takes, its slowest slot
         own = self.tx[r2] * (1.0 if self._w is None else self._w[task.id])
@@ -172,6 +173,8 @@ class LearningRules:
         here = self._task_txd(x, t, task.id)
         if not here < left:
             return False
+        if t <= task.attempts[-1].start:   # started this very instant: moving it throws no work away
+            return True
         spread = math.sqrt(self.beliefs.var_diff(x, r2))
         return spread == 0.0 or math.log(left / here) >= MOVE_Z * spread
 

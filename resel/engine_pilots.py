@@ -24,6 +24,13 @@ from resel.states import PilotState, next_pilot_state
 #: at once and 180 wait 4,933 s; halving offered 120 (three waves) and nothing between
 MENU_STEPS = 2
 
+#: the menu also offers, for w = 1 … MENU_WAVES, the fewest slots that run the bag in w waves
+#: (⌈units / w⌉): a size between two of them buys no wave over the smaller one. The ladder's
+#: 2^(−1/2) steps miss these: on wagap at 1,024 tasks zegox starts 241, 192 and 124 slots at
+#: once (seeds 0–2), the ladder offered 203, 144 and 101 (6, 8 and 11 waves where 205, 171 and
+#: 114 — one wave count each — run 5, 6 and 9)
+MENU_WAVES = 16
+
 #: PilotEnded reasons that mean "reached its walltime" (the simulator's, Slurm's TIMEOUT,
 #: PBS/HTCondor wordings): such an end is resel's packing, never the site's fault
 WALLTIME_REASONS = ("walltime", "timeout", "walltime exceeded", "deadline")
@@ -41,6 +48,13 @@ def menu_ladder(full: int, least: int = 1) -> list[int]:
         if k <= least:
             return out
         j += 1
+
+
+def menu_sizes(full: int, least: int = 1, units: int = 0) -> list[int]:
+    """The menu's pilot sizes, largest first: :func:`menu_ladder` and, for a bag of ``units``
+    slots' worth of tasks, ⌈units / w⌉ for w = 1 … MENU_WAVES within [least, full]."""
+    waves = {math.ceil(units / w) for w in range(1, MENU_WAVES + 1)} if units > 0 else set()
+    return sorted(set(menu_ladder(full, least)) | {k for k in waves if least <= k <= full}, reverse=True)
 
 
 def halving_menu(full: int, least: int = 1) -> list[int]:
@@ -90,7 +104,7 @@ class PilotRules:
                 unit, units = self.slot_cores(i), self._units_of(i, range(self.bag.count))
                 least = max(1, cpt // unit)
                 out[i] = [(slots, slots * unit, self._pilot_walltime(i, units, slots))
-                          for slots in menu_ladder(max(least, min(units, book.cap_slots)), least)]
+                          for slots in menu_sizes(max(least, min(units, book.cap_slots)), least, units)]
         return out
 
     def _menu_slots(self, menu: list[tuple[int, int, float]], waits: int) -> list[int]:
@@ -101,8 +115,10 @@ class PilotRules:
         slots = [k for k, _, _ in menu]
         if waits == len(slots) or len(slots) < 2:
             return slots
-        old = halving_menu(slots[0], slots[-1])
-        return old if waits == len(old) else slots
+        for old in (menu_ladder(slots[0], slots[-1]), halving_menu(slots[0], slots[-1])):
+            if waits == len(old):   # (stored before the wave sizes joined the ladder, or before that)
+                return old
+        return slots
 
     def _on_pilot_ended(self, ev: PilotEnded, out: list[Action]) -> None:
         pilot = self._pilot(ev.pilot)

@@ -381,6 +381,31 @@ def _capacity(options: list[tuple[int, float | None]], tx: float, horizon: float
     return best, best_k
 
 
+#: the split's pilot size for a site: among its sizes predicted to finish its share within
+#: this much of the chosen one's finish, the one whose start is estimated earliest (ties: the
+#: larger). A larger pilot that buys a wave with a later start leans on two fragile figures —
+#: its start estimate (a near-whole-machine size waits far longer than estimated) and T̂x
+#: (LIM's, 2.4-2.7x the measured task time on the trace sites, so a wave looks dearer than it
+#: is). Measured (benchmarks/eval_peers.py, 10 seeds, ``auto``): on wagap at 1,024 tasks zegox
+#: took 512 slots (2 waves, estimated start 40.49 h, 40.48 h for 407) and started past 43.9 h,
+#: TTC 48.6 h where 342 slots (40.47 h, 5.3 % dearer) start at 23.2 h: 26.0 h; and 342 (15.62 h)
+#: over 288 (13.62 h, 1.8 % dearer): started 13.6 h against 4.3 h, TTC 16.3 h against 7.9 h
+#: (1.06 and 1.10 measured the same on every set; 1.02 leaves the 512)
+STEADY = 1.10
+
+
+def _steadier(options: list[tuple[int, float | None]], tx: float, take: int, k: int) -> int:
+    """The pilot size for ``take`` tasks at a site whose split chose ``k`` slots: the size no
+    larger than k whose start is estimated earliest among those whose start + ⌈take / size⌉
+    waves of T̂x is within :data:`STEADY` of k's (ties: the larger); k if k has no estimate."""
+    est = {s: max(0.0, w) for s, w in options if w is not None and math.isfinite(w) and s >= 1}
+    if k not in est:
+        return k
+    bound = STEADY * (est[k] + math.ceil(take / k) * tx)
+    ok = [s for s in est if s <= k and est[s] + math.ceil(take / s) * tx <= bound]
+    return min(ok, key=lambda s: (est[s], -s))
+
+
 def _fewest_sites(caps: dict[int, tuple[int, int]], order: list[int], n: int) -> dict[int, tuple[int, int]]:
     """The split's capacities at its horizon without the sites it does not need: while the other
     sites can finish the whole bag by the same horizon, the site that would take the smallest
@@ -471,7 +496,10 @@ def queue_split(strategy: Strategy, bag: Bag, viable: list[int], tx: list[float]
         take = min(caps[i][0], n - len(origins))
         if take > 0:
             origins += [i] * take
-            sizes[i] = min(caps[i][1], take)
+            k = caps[i][1]
+            if k <= take and not spread.get(i, 0.0):
+                k = _steadier(options[i], tx[i], take, k)
+            sizes[i] = min(k, take)
     if len(origins) < n:                  # numerical slack: the rest to the best single site
         best = ranking[0]
         origins += [best] * (n - len(origins))

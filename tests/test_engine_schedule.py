@@ -121,7 +121,10 @@ PINNED = {
     # sizes between halvings, so BagSubmitted's wait_menu is longer; the decisions are not
     # changed — every task's attempts, the pilots, the steps and the metrics hash the same
     # (state_digest f0d66745340609816900 before and after)
-    'thesis-queue': '3556a325c6b92225f8d7',
+    # re-pinned again 2026-11-29 (later) (was '3556a325c6b92225f8d7'): the menu also offers ⌈tasks / w⌉,
+    # the fewest slots for w waves, so wait_menu is longer again; the run hashed without its
+    # BagSubmitted event is the same before and after (bfa74538b02562259aae)
+    'thesis-queue': 'ec181a0b152e7c8a4143',
     'thesis-race2': 'b7cee67757746dc99bb6',
     'thesis-random': '10b57af348480e22bdbf',
     'thesis-rebroker': '79904e0e349d2e7c0108',

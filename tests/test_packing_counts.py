@@ -88,14 +88,14 @@ def test_the_largest_task_goes_to_the_fastest_site():
 
 
 def test_the_engine_splits_a_mixed_bag_by_cores():
-    """The engine's own menu (⌊16 · 2^(−j/2)⌋ cores: 16, 11, 8, 5, 4 — none narrower than the
-    widest task) with the waits of the module's case: a gets tasks 0–7 and asks for 16 cores,
-    b 8–15 and 8 cores."""
+    """The engine's own menu (⌊16 · 2^(−j/2)⌋ cores: 16, 11, 8, 5, 4, and ⌈40 / w⌉ for the
+    bag's 40 cores in w waves: 14, 10, 8, 7, 6, 5, 4 — none narrower than the widest task) with
+    the waits of the module's case: a gets tasks 0–7 and asks for 16 cores, b 8–15 and 8 cores."""
     sites = [make_site("a", 1.0, cores=16), make_site("b", 1.0, cores=16)]
     eng = Engine(split_bag(), sites, "queue")
     menu = eng.probe_menu()
-    assert [k for k, _, _ in menu[0]] == [16, 11, 8, 5, 4]
-    acts = eng.handle(BagSubmitted(time=0.0, wait_menu={"a": [0.0] * 5, "b": [100.0] * 5}))
+    assert [k for k, _, _ in menu[0]] == [16, 14, 11, 10, 8, 7, 6, 5, 4]
+    acts = eng.handle(BagSubmitted(time=0.0, wait_menu={"a": [0.0] * 9, "b": [100.0] * 9}))
     assert [t.origin for t in eng.tasks] == [0] * 8 + [1] * 8
     assert sorted((a.site, a.cores) for a in acts if isinstance(a, SubmitPilot)) == [("a", 16), ("b", 8)]
 

@@ -175,13 +175,52 @@ def test_engine_sizes_pilots_from_the_menu(abc):
     """BagSubmitted.wait_menu (aligned with probe_menu) decides the pilots the engine submits."""
     engine = Engine(make_bag(8), abc, "queue:0+reselect")
     menu = engine.probe_menu()
-    # ⌊8 · 2^(−j/2)⌋ for j = 0, 1, …: 8, 5.66, 4, 2.83, 2, 1.41, 1 — each size once
-    assert [k for k, _, _ in menu[0]] == [8, 5, 4, 2, 1]
-    waits = {s.name: [1000.0, 1000.0, 0.0, 0.0, 0.0] for s in abc}
-    waits["b"] = [None] * 5
+    # ⌊8 · 2^(−j/2)⌋ for j = 0, 1, …: 8, 5.66, 4, 2.83, 2, 1.41, 1 — each size once — and
+    # ⌈8 / w⌉ for w = 1 … 16, the fewest slots for w waves: 8, 4, 3, 2, 2, 2, 2, 1, …
+    assert [k for k, _, _ in menu[0]] == [8, 5, 4, 3, 2, 1]
+    waits = {s.name: [1000.0, 1000.0, 0.0, 0.0, 0.0, 0.0] for s in abc}
+    waits["b"] = [None] * 6
     out = engine.handle(BagSubmitted(time=0.0, wait_menu=waits, wait_estimates={"a": 1000.0, "c": 1000.0}))
     # c (T̂x 2.5 s) takes 4 tasks per wave: all 8 on half a pilot beats any split with a (5 s)
     assert [(p.site, p.cores) for p in of(out, SubmitPilot)] == [("c", 4)]
+
+
+def test_the_menu_offers_the_fewest_slots_for_each_wave_count():
+    """From the definition: the menu is the ladder and ⌈units / w⌉ for w = 1 … MENU_WAVES within
+    [least, full], each once, largest first; so for every wave count up to MENU_WAVES that some
+    size within the cap runs the bag in, the smallest size that does is offered."""
+    from resel.engine_pilots import MENU_WAVES, menu_ladder, menu_sizes
+    assert menu_sizes(240, 1, 1024)[:8] == [240, 205, 171, 169, 147, 128, 120, 114]
+    for units in (1, 7, 16, 100, 256, 1000):
+        for full in (1, 3, 8, 60, 240):
+            for least in (1, 2):
+                if least > full:
+                    continue
+                sizes = menu_sizes(full, least, units)
+                assert sizes == sorted(set(sizes), reverse=True) and set(menu_ladder(full, least)) <= set(sizes)
+                assert all(least <= k <= full for k in sizes)
+                for w in range(1, MENU_WAVES + 1):
+                    fit = [k for k in range(least, full + 1) if math.ceil(units / k) == w]
+                    if fit:
+                        assert min(fit) in sizes, (units, full, least, w)
+
+
+def test_the_split_takes_the_steadier_of_two_nearly_equal_sizes():
+    """A larger pilot that saves a wave by starting later is worth it only by more than STEADY:
+    within it, the size whose start is estimated earliest (ties: the larger) — a near-whole-
+    machine size's start estimate is the one most often wrong (docs/peers.md)."""
+    from resel.selection import STEADY, _steadier
+    tx = 1000.0          # 1,024 tasks: 512 slots 2 waves, 342 3, 256 4, 128 8
+    options = [(512, 4000.0), (342, 3000.0), (256, 1000.0), (128, 0.0)]
+    # 512 finishes at 4000 + 2 · 1000 = 6000, the bound 6600: 342 (6000) and 256 (5000) are
+    # within it, 128 (8000) is not; of those within, 256 starts earliest
+    assert STEADY == pytest.approx(1.10)
+    assert _steadier(options, tx, 1024, 512) == 256
+    assert _steadier([(512, 4000.0), (342, 4050.0)], tx, 1024, 512) == 512      # a later start: kept
+    assert _steadier([(512, 4000.0), (342, 4000.0)], tx, 1024, 512) == 512      # the same start: the larger
+    assert _steadier([(512, 4000.0), (342, 3700.0)], tx, 1024, 512) == 512      # 6700 > 6600: past the bound
+    assert _steadier([(512, 4000.0), (342, 3500.0)], tx, 1024, 512) == 342      # 6500: within
+    assert _steadier([(512, None), (342, 0.0)], tx, 1024, 512) == 512           # no estimate for the choice
 
 
 def test_the_menu_ladder_holds_every_halving_size_and_ends_at_the_least():
@@ -206,7 +245,7 @@ def test_the_menu_offers_the_sizes_between_halvings():
     engine = Engine(make_bag(10), [make_site("c", 4.0, cores=8)], "queue:0")
     assert engine.tx[0] == pytest.approx(2.5)
     sizes = [k for k, _, _ in engine.probe_menu()[0]]
-    assert sizes == [8, 5, 4, 2, 1]
+    assert sizes == [8, 5, 4, 3, 2, 1]       # the ladder, and ⌈10 / w⌉: the fewest slots for w waves
     waits = {"c": [1000.0 if k > 5 else 0.0 for k in sizes]}
     out = engine.handle(BagSubmitted(time=0.0, wait_menu=waits, wait_estimates={"c": 1000.0}))
     assert [(p.site, p.cores) for p in of(out, SubmitPilot)] == [("c", 5)]
@@ -240,10 +279,17 @@ def test_a_run_stored_with_the_halving_menu_replays_the_split_it_made():
     put the 10⁶ s on 240 and 0 on 169 — a 169-core pilot the run never asked for."""
     site = make_site("c", 4.0, cores=240)
     engine = Engine(make_bag(256), [site], "queue:0")
-    assert [k for k, _, _ in engine.probe_menu()[0]] == [240, 169, 120, 84, 60, 42, 30, 21, 15, 10, 7, 5, 3, 2, 1]
+    ladder = [240, 169, 120, 84, 60, 42, 30, 21, 15, 10, 7, 5, 3, 2, 1]
+    waves = [math.ceil(256 / w) for w in range(2, 17)]          # 128, 86, …, 16: the fewest slots for w waves
+    assert [k for k, _, _ in engine.probe_menu()[0]] == sorted(set(ladder) | set(waves), reverse=True)
     out = engine.handle(BagSubmitted(time=0.0, wait_menu={"c": [1e6, 0.0, 0.0, 0.0, 0.0, 0.0]},
                                      wait_estimates={"c": 1e6}))
     assert [(p.site, p.cores) for p in of(out, SubmitPilot)] == [("c", 120)]
-    fresh = Engine(make_bag(256), [site], "queue:0")
-    out = fresh.handle(BagSubmitted(time=0.0, wait_menu={"c": [1e6] + [0.0] * 14}, wait_estimates={"c": 1e6}))
+    # stored with the ladder alone (15 waits, 2026-11-29): its waits stand for the ladder's sizes
+    ladder_run = Engine(make_bag(256), [site], "queue:0")
+    out = ladder_run.handle(BagSubmitted(time=0.0, wait_menu={"c": [1e6] + [0.0] * 14}, wait_estimates={"c": 1e6}))
     assert [(p.site, p.cores) for p in of(out, SubmitPilot)] == [("c", 169)]
+    fresh = Engine(make_bag(256), [site], "queue:0")
+    out = fresh.handle(BagSubmitted(time=0.0, wait_menu={"c": [1e6] + [0.0] * 29}, wait_estimates={"c": 1e6}))
+    (pilot,) = of(out, SubmitPilot)
+    assert pilot.cores in (128, 169)          # two waves at once: no size that starts at once does better
