@@ -217,3 +217,12 @@ def test_the_summary_is_written_with_its_rows_or_not_at_all(tmp_path):
     from resel.events import SetTimer
     run.coord.record(run.t, SetTimer(at=1e9, task=0, attempt=1), 0)     # as an older resel would: no summary
     assert summary.read(db, run_id) is None
+
+
+def test_the_status_benchmark_stores_its_run(tmp_path):
+    """benchmarks/bench_status.py's own recipe (a transaction per 2,000 events around the
+    coordinator's turns) stopped working unnoticed when a turn began to refuse an outer
+    transaction: its store is built here, small, to the end."""
+    from bench_status import build
+    seen = [figures for _run_id, figures in build(tmp_path / "b.db", 300, (0.5, 1.0))]
+    assert [f["fraction"] for f in seen] == [0.5, 1.0] and seen[-1]["done"] == 300
