@@ -39,6 +39,7 @@ from resel.events import (
 )
 from resel import store_rows
 from resel.errors import StoreError
+from resel.journal_tail import count, last_seq, last_time, rows_after  # noqa: F401 - the journal's, re-exported
 from resel.json_safe import clean
 
 if TYPE_CHECKING:
@@ -167,25 +168,6 @@ def read(db: Any, run_id: int, *types: type) -> Iterator[tuple[float, Event | Ac
         except BadRecord as exc:
             raise BadRecord(exc.why, f"run {run_id}, event {row['seq']} ({row['kind']}): {exc}") from None
         yield row["time"], record
-
-
-def count(db: Any, run_id: int) -> int:
-    """How many rows the run's journal holds (a simulated run may be stored without them)."""
-    return next(iter(db.query("select count(*) as n from events where run_id = ?", [run_id])))["n"]
-
-
-def last_time(db: Any, run_id: int) -> float | None:
-    """The time of the run's last record (None for a run that recorded nothing)."""
-    return next(iter(db.query("select max(time) as t from events where run_id = ?", [run_id])))["t"]
-
-
-def rows_after(db: Any, run_id: int, seq: int) -> tuple[int | None, float | None]:
-    """The last ``seq`` and the latest time of the run's rows after row ``seq`` (None, None if
-    there are none): what the coordinator's summary takes in at each transaction, reading only
-    the rows that transaction wrote."""
-    row = next(iter(db.query("select max(seq) as s, max(time) as t from events where run_id = ? and seq > ?",
-                             [run_id, seq])))
-    return row["s"], row["t"]
 
 
 def append(db: Database, run_id: int, seq: int, time: float, record: Event | Action, done: int | None) -> None:

@@ -48,7 +48,7 @@ FLOORS: list[list[tuple[str, tuple[str, ...]]]] = [
     # the store with the engine: it saves a simulated run's results and events
     [("engine and store", ("resel.engine", "resel.engine_*", "resel.selection", "resel.planning",
                            "resel.planning_explain", "resel.store", "resel.store_common", "resel.store_migrations",
-                           "resel.store_prune", "resel.store_rows", "resel.journal")),
+                           "resel.store_prune", "resel.store_rows", "resel.journal", "resel.journal_tail")),
      ("site clients", ("resel.backends.*",))],
     [("sim", ("resel.sim.*",)), ("live", ("resel.live.*",))],
     [("report", ("resel.report.*",))],

@@ -30,6 +30,7 @@ from collections import Counter
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
+from resel.journal_tail import last_seq, rows_after
 from resel.live.view import COLUMNS, pilot_cell, task_cell
 
 if TYPE_CHECKING:
@@ -129,8 +130,7 @@ class Summary:
             self.seq, self.last_time = -1, None
         else:
             self.tally.update()
-        from resel import journal
-        seq, latest = journal.rows_after(db, run_id, self.seq)
+        seq, latest = rows_after(db, run_id, self.seq)
         if seq is None:
             return
         self.seq = seq
@@ -155,7 +155,7 @@ def read(db: Any, run_id: int) -> dict[str, Any] | None:
     try:
         rows = list(db.query("select detail from live_notes where run_id = ? and site = ? and key = ?",
                              [run_id, SITE, KEY]))
-        last = _last_seq(db, run_id)
+        last = last_seq(db, run_id)
     finally:
         if own:
             conn.execute("commit")
@@ -166,10 +166,3 @@ def read(db: Any, run_id: int) -> dict[str, Any] | None:
     except (TypeError, ValueError):
         return None
     return doc if isinstance(doc, dict) and doc.get("seq") == last else None
-
-
-def _last_seq(db: Any, run_id: int) -> int | None:
-    """The ``seq`` of the run's last journal row (None for a run that recorded nothing): what a
-    stored summary must cover to be shown instead of a replay. Asked here, not through
-    :mod:`resel.journal`, whose event classes ``resel status`` would otherwise load for nothing."""
-    return next(iter(db.query("select max(seq) as s from events where run_id = ?", [run_id])))["s"]
