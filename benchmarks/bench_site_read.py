@@ -28,6 +28,7 @@ import os
 import shutil
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -37,11 +38,13 @@ sys.path[:0] = [str(REPO / "tests"), str(REPO / "benchmarks")]
 
 
 def own(path: Path, uid: int, gid: int) -> None:
-    """The pilot directory the SSH user's, as its agent's would be."""
+    """The pilot directory the SSH user's, as its agent's would be. Run as root in a folder
+    that user can write: a link they put there is never followed (its target's owner would
+    change), only the link itself is chowned."""
     for root, dirs, files in os.walk(path):
-        os.chown(root, uid, gid)
-        for name in files:
-            os.chown(os.path.join(root, name), uid, gid)
+        os.chown(root, uid, gid, follow_symlinks=False)
+        for name in files + dirs:
+            os.chown(os.path.join(root, name), uid, gid, follow_symlinks=False)
 
 
 def agents(pdirs: list[Path]) -> list[Any]:
@@ -127,8 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("run as root: the pilot files are made the SSH user's")
     user = pwd.getpwnam(tb.user)
     chosen = soak_sites(tb, ["tbb"], f"read-{os.getpid()}")
-    work = Path(f"/tmp/resel-site-read-{os.getpid()}")
-    work.mkdir()
+    work = Path(tempfile.mkdtemp(prefix="resel-site-read-"))    # private, not a name another user can take first
     sites_file = work / "sites.toml"
     sites_file.write_text(sites_text(tb, chosen))
     site = load_sites(sites_file)[0]

@@ -19,7 +19,6 @@ if TYPE_CHECKING:
     from sqlite_utils import Database
 
     from resel.domain import Access, Bag, Site
-
     from resel.store import StoreReader
 
 

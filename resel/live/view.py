@@ -21,10 +21,10 @@ from resel.states import AttemptOutcome, PilotState, TaskState
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from resel.engine import Engine
-    from resel.engine_books import PilotRecord, TaskRecord
     from sqlite_utils import Database
 
+    from resel.engine import Engine
+    from resel.engine_books import PilotRecord, TaskRecord
     from resel.store import StoreReader
 
 @dataclass
