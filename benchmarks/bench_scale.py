@@ -94,7 +94,8 @@ def child(out: str, profile: str, argv: list[str]) -> None:
 
     lock = threading.Lock()
     counts: collections.Counter = collections.Counter()
-    jobs: list[tuple] = []            # (site, role, kind, submitted, began, seconds) monotonic
+    jobs: list[tuple] = []            # (site, role, kind, submitted, began, seconds, listings) monotonic
+    here = threading.local()          # the folder listings the job running on this thread made
     sql: collections.Counter = collections.Counter()
 
     def counted(cls, name: str, label: str):
@@ -105,6 +106,8 @@ def child(out: str, profile: str, argv: list[str]) -> None:
         def wrapper(self, *a, **kw):
             with lock:
                 counts[label] += 1
+            if name in ("entries", "listdir"):
+                here.listings = getattr(here, "listings", 0) + 1
             return original(self, *a, **kw)
         setattr(cls, name, wrapper)
 
@@ -130,10 +133,11 @@ def child(out: str, profile: str, argv: list[str]) -> None:
         def _record(self, began: float) -> None:
             with lock:
                 jobs.append((self.worker.site, self.worker.role, self.kind, self.submitted, began,
-                             time.monotonic() - began))
+                             time.monotonic() - began, getattr(here, "listings", 0)))
 
         def __call__(self):
             began = time.monotonic()
+            here.listings = 0
             try:
                 return self.job()
             finally:
@@ -141,6 +145,7 @@ def child(out: str, profile: str, argv: list[str]) -> None:
 
         def run_batch(self, batch):
             began = time.monotonic()
+            here.listings = 0
             try:
                 return self.job.run_batch([timed.job for timed in batch])
             finally:
@@ -199,6 +204,19 @@ def child(out: str, profile: str, argv: list[str]) -> None:
             turns["wait_s"] += time.perf_counter() - began
     live_coord.Coordinator.step, live_coord.Coordinator._wait = step, wait
 
+    # the interpreter's garbage collections: a full one walks every object the run holds, with
+    # the GIL, so every thread (the sites' reads too) waits for it
+    import gc
+    pauses: dict[str, list[float]] = {"0": [], "1": [], "2": []}
+    gc_began = [0.0]
+
+    def gc_timed(phase: str, info: dict) -> None:
+        if phase == "start":
+            gc_began[0] = time.perf_counter()
+        else:
+            pauses[str(info.get("generation"))].append(time.perf_counter() - gc_began[0])
+    gc.callbacks.append(gc_timed)
+
     began = time.monotonic()
 
     def dump() -> None:
@@ -212,7 +230,9 @@ def child(out: str, profile: str, argv: list[str]) -> None:
             except (OSError, IndexError, ValueError):
                 continue
         doc = {"counts": dict(counts), "sql": dict(sql), "jobs": jobs, "began": began, "thread_cpu": cpu,
-               "turns": turns}
+               "turns": turns,
+               "gc": {gen: {"count": len(v), "seconds": sum(v), "max": max(v, default=0.0)}
+                      for gen, v in pauses.items()}}
         Path(out).write_text(json.dumps(doc))
 
     from resel.cli import main
@@ -425,7 +445,7 @@ def run_once(tb, args, root: Path) -> dict:
            "peak_rss_mb": (sampler.hwm_kb or usage.ru_maxrss) / 1024,
            "store_bytes": store_bytes, "store_bytes_per_task": store_bytes / args.tasks, "wal_bytes_at_exit": wal_bytes,
            "store_tables": tables, "store_table_bytes": per_table, "journal_rows": kinds,
-           "counts": inside["counts"], "sql": inside["sql"], "turns": inside.get("turns"),
+           "counts": inside["counts"], "sql": inside["sql"], "turns": inside.get("turns"), "gc": inside.get("gc"),
            **poll_figures(inside["jobs"], inside["began"]),
            **status_figures(sampler.status),
            "agent_files": files,
@@ -491,24 +511,30 @@ def poll_figures(jobs: list, began: float) -> dict:
     behind the worker's queue, the period between two reads; the cycle is the slowest site's."""
     per: dict[str, dict] = {}
     by_site: dict[str, dict[str, list]] = {}
-    for site, role, kind, submitted, started, seconds in jobs:
-        by_site.setdefault(site, {}).setdefault(kind, []).append((submitted, started, seconds))
+    for site, role, kind, submitted, started, seconds, *listings in jobs:
+        by_site.setdefault(site, {}).setdefault(kind, []).append((submitted, started, seconds, sum(listings)))
     for site, kinds in by_site.items():
-        polls = [s for _, _, s in kinds.get("poll", [])]
+        polls = [s for _, _, s, _ in kinds.get("poll", [])]
         reads = kinds.get("read", [])
-        read_s = [s for _, _, s in reads]
-        waits = [b - a for a, b, _ in reads]
-        starts = sorted(b for _, b, _ in reads)
+        read_s = [s for _, _, s, _ in reads]
+        listed = [s for _, _, s, n in reads if n]
+        waits = [b - a for a, b, _, _ in reads]
+        starts = sorted(b for _, b, _, _ in reads)
         periods = [b - a for a, b in zip(starts, starts[1:])]
         late = read_s[-max(1, len(read_s) // 10):]
         per[site] = {"polls": len(polls), "poll_p50": _q(polls, 0.5), "poll_p95": _q(polls, 0.95),
                      "poll_max": max(polls, default=None),
                      "reads": len(read_s), "read_p50": _q(read_s, 0.5), "read_p95": _q(read_s, 0.95),
                      "read_max": max(read_s, default=None), "read_last_tenth_p50": _q(late, 0.5),
+                     # reads that listed a pilot's folders (a pool's backstop, a new incarnation, a
+                     # whole read) against the others: what a listing costs the cycle
+                     "reads_listing": len(listed), "read_listing_p50": _q(listed, 0.5),
+                     "read_listing_max": max(listed, default=None),
+                     "read_plain_max": max((s for _, _, s, n in reads if not n), default=None),
                      "read_wait_p50": _q(waits, 0.5), "read_wait_p95": _q(waits, 0.95),
                      "read_period_p50": _q(periods, 0.5), "read_period_p95": _q(periods, 0.95),
                      "jobs": {k: len(v) for k, v in kinds.items()},
-                     "job_seconds": {k: sum(s for _, _, s in v) for k, v in kinds.items()}}
+                     "job_seconds": {k: sum(s for _, _, s, _ in v) for k, v in kinds.items()}}
 
     def cycle(key: str) -> float | None:
         values = [max(v.get(f"poll_{key}") or 0.0, v.get(f"read_{key}") or 0.0) for v in per.values()]
