@@ -414,7 +414,7 @@ class PilotSite:
         takens: list[set[str]] = [set() for _ in asks]      # into ``seen`` once the whole read came back
         self._read_heads(asks, pdirs, founds, takens, heartbeat)
         waves: list[WaveRead] = []
-        counted: list[tuple[WaveCursor, bool]] = []
+        counted: list[tuple[WaveCursor, bool, int]] = []
         for (pilot, seen, cursor), pdir, found, taken in zip(asks, pdirs, founds, takens):
             unknown = cursor.hear(found.agent, found.heartbeat) if cursor is not None else False
             if cursor is None or not cursor.waves:
@@ -432,10 +432,10 @@ class PilotSite:
                 if listing:      # first: the cursor then follows every incarnation the folders show
                     cursor.learn(self._list_records(pdir, int(pilot), seen, found, taken))
                 waves.append(WaveRead(pdir, int(pilot), cursor, found, seen, taken))
-                counted.append((cursor, listing))
+                counted.append((cursor, listing, int(pilot)))
         self._read_waves(waves)()
-        for cursor, listing in counted:
-            cursor.read_counted(listing)
+        for cursor, listing, pilot in counted:
+            cursor.read_counted(listing, pilot)
         for (_pilot, seen, _cursor), taken in zip(asks, takens):
             seen |= taken
         return {pilot: found for (pilot, _seen, _cursor), found in zip(asks, founds)}

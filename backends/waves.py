@@ -74,6 +74,8 @@ class WaveCursor:
     last_found: dict[tuple[str, str], int] = field(default_factory=dict)
     #: reads since the folders were last listed (a pool's pilot: :meth:`listing_due`)
     unlisted_reads: int = 0
+    #: whether a pool's pilot was listed before (its first listing sets its phase)
+    listed_once: bool = False
 
     @property
     def waves(self) -> bool:
@@ -120,9 +122,22 @@ class WaveCursor:
         (:data:`LIST_EVERY`)."""
         return self.unlisted_reads + 1 >= LIST_EVERY
 
-    def read_counted(self, listed: bool) -> None:
-        """A read of a pool's pilot came back, with a listing of its folders or without."""
-        self.unlisted_reads = 0 if listed else self.unlisted_reads + 1
+    def read_counted(self, listed: bool, pilot: int = 0) -> None:
+        """A read of a pool's pilot came back, with a listing of its folders or without.
+
+        The cursor's first listing starts the count at the pilot's own phase (``pilot`` mod
+        :data:`LIST_EVERY`), every later one at 0: pilots first listed on the same read (they
+        started together, or a coordinator resumed) would otherwise all hit the backstop on the
+        same later reads — a pool's read then listed five pilots at once and was its slowest
+        (0.41 s at 100,000 tasks, docs/benchmarks.md) — while consecutive pilot numbers now
+        list on different reads. A pilot is still listed at least once in :data:`LIST_EVERY`
+        reads."""
+        if not listed:
+            self.unlisted_reads += 1
+        elif self.listed_once:
+            self.unlisted_reads = 0
+        else:
+            self.unlisted_reads, self.listed_once = int(pilot) % LIST_EVERY, True
 
     def due(self) -> list[tuple[str, str, int]]:
         """(folder, incarnation, n) of the first wave not read yet of each followed incarnation."""

@@ -592,6 +592,31 @@ def test_a_pool_s_late_evicted_result_is_found_by_a_whole_read_and_by_the_backst
     assert ps.transport.calls["entries"] == 2          # one listing of both folders in LIST_EVERY reads
 
 
+def test_a_pool_s_pilots_started_together_reach_the_backstop_on_different_reads(tmp_path):
+    """Five pool pilots first listed on the same read (they started together) are each listed
+    again at least once in every LIST_EVERY reads, as one pilot alone, but no longer all on
+    the same read: each backstop listing costs a read one pilot's folders, not five's (the
+    pool's slowest read at 100,000 tasks listed five pilots at once)."""
+    ps, _pdir = pool_pilot(tmp_path)
+    pilots = range(5)
+    for pilot in pilots[1:]:
+        pdir = Path(ps.pilot_dir(RUN_KEY, pilot))
+        for sub in ("started", "results"):
+            (pdir / sub).mkdir(parents=True)
+        for name in ("agent.json", "heartbeat.json"):
+            (pdir / name).write_bytes((_pdir / name).read_bytes())
+    asks = [(pilot, set(), WaveCursor()) for pilot in pilots]
+    ps.collect_many(RUN_KEY, asks, heartbeat=True)          # each pilot's first read lists it
+    listed_per_read = []
+    for _ in range(2 * LIST_EVERY):
+        ps.transport.calls.clear()
+        ps.collect_many(RUN_KEY, asks, heartbeat=True)
+        listed_per_read.append(ps.transport.calls["entries"] // 2)       # two folders a pilot
+    assert max(listed_per_read) == 1
+    for first in range(len(listed_per_read) - LIST_EVERY + 1):
+        assert sum(listed_per_read[first:first + LIST_EVERY]) >= len(pilots)
+
+
 def test_a_pool_s_wave_after_a_gap_is_read_by_a_listing_and_not_again_by_the_cursor(tmp_path):
     """Wave 1 is missing (its push failed) and wave 2 is there: the cursor stops at the gap,
     a whole read finds wave 2 by listing, and when wave 1 comes the cursor reads it alone."""
