@@ -51,6 +51,7 @@ from resel.events import (
 from resel.json_safe import clean as json_clean
 from resel.live import notes as live_notes
 from resel.live.actions import Actions
+from resel.live.main_thread import responsive_threads
 from resel.live.ending import Ending
 from resel.live.errors import describe
 from resel.live.findings import Findings, starts_first
@@ -245,6 +246,12 @@ class Coordinator:
         When ``resel cancel`` asks for the run, this coordinator lets go of it (the cancel
         command stops the pilots and collects what the agents wrote) and returns.
         """
+        with responsive_threads():
+            self._run(on_cycle, max_time)
+
+
+    def _run(self, on_cycle: Callable[["Coordinator"], None] | None, max_time: float | None) -> None:
+        """:meth:`run`'s loop, the sites' threads kept responsive (:mod:`resel.live.main_thread`)."""
         try:
             while not self.finished:
                 self.step(wait=True)
