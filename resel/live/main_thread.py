@@ -15,7 +15,7 @@ threads wait for the GIL twice over:
   what it walks lives as long as the run: the imported modules, the bag's tasks, the sites, the
   engine's books replayed on a resume. :func:`gc.freeze` moves those to the permanent
   generation, which collections skip; what the loop makes later is collected as before. At
-  100,000 tasks live, the full collections took 1.3–1.7 s in all instead of 3.9–4.1
+  100,000 tasks live, the full collections took 1.25–1.85 s in all instead of 3.9–4.1
   (benchmarks/bench_scale.py's ``gc`` figures). Frozen objects are still freed by reference
   counting when the run lets go of them; only a cycle among them would wait for
   :func:`gc.unfreeze` at the loop's end, and they are the run's own state, kept to the end
