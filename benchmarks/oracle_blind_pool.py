@@ -18,8 +18,9 @@ F(k) the latest end (own wait + own task time) among the pool's first k pilots b
 T_batch(m) the smallest T at which the batch sites' counts reach m. It is not a bound for every
 strategy (a strategy can restart a task away from a slow slot, or be lucky in which pilots it
 uses; one run of 540 — every strategy of eval_peers.py --versus-true on the three pool sets,
-seeds 0-9 — finished below it, by 0.7 %: 205 of its provisional pool tasks moved back to their
-batch site when its pilot started); it says how much of a run's distance to the bound is
+seeds 0-9 — finished below it, by 0.7 %, and so does ``auto`` given the true rates on wagap+pool
+at 1,024 tasks, seed 0, by 0.1 %: in both 205 provisional pool tasks moved back to zegox when its
+pilot started); it says how much of a run's distance to the bound is
 the pool's slot speeds.
 
 Beside ``auto``: ``auto`` given every site's true mean rate as its prior (what a perfect fit
