@@ -26,7 +26,6 @@ import os
 import shutil
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -84,26 +83,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reads", type=int, default=40, help="reads at each interval (default 40)")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = ap.parse_args(argv)
-    import pwd
+    from bench_site_read import Tbb, agents, own
 
-    from bench_site_read import agents, own
-    from soak_crash import sites_text, soak_sites
-    from testbed import load
-
-    from resel.backends.connect import close_quietly, open_site
     from resel.backends.waves import WaveCursor
-    from resel.config import load_sites
-    tb = load()
-    if tb is None:
-        raise SystemExit("no testbed: run `scripts/testbed.sh up` first")
-    if os.geteuid() != 0:
-        raise SystemExit("run as root: the pilot files are made the SSH user's")
-    user = pwd.getpwnam(tb.user)
-    chosen = soak_sites(tb, ["tbb"], f"busy-{os.getpid()}")
-    work = Path(tempfile.mkdtemp(prefix="resel-read-busy-"))    # private, not a name another user can take first
-    sites_file = work / "sites.toml"
-    sites_file.write_text(sites_text(tb, chosen))
-    ps = open_site(load_sites(sites_file)[0])
+    tbb = Tbb("read-busy")
+    ps, user = tbb.site, tbb.user
     run_key = f"r9-{os.getpid():06x}"
     was = sys.getswitchinterval()
     seconds: dict[str, list[float]] = {k: [] for k in INTERVALS}
@@ -131,10 +115,8 @@ def main(argv: list[str] | None = None) -> int:
                 task += 1
     finally:
         sys.setswitchinterval(was)
-        close_quietly(ps)
         shutil.rmtree(Path(ps.pilot_dir(run_key, 0)).parent, ignore_errors=True)
-        shutil.rmtree(chosen[0].host_dir, ignore_errors=True)
-        shutil.rmtree(work, ignore_errors=True)
+        tbb.close()
     doc["load_end"] = os.getloadavg()[0]
     doc["by_interval"] = {
         name: {"read_median_s": statistics.median(v), "read_p90_s": sorted(v)[int(0.9 * (len(v) - 1))],

@@ -60,6 +60,38 @@ def agents(pdirs: list[Path]) -> list[Any]:
     return out
 
 
+class Tbb:
+    """The testbed's SSH site tbb, opened for a benchmark run as root: ``site`` (its
+    ``PilotSite``), ``user`` (the SSH user's passwd entry), a private folder for its sites
+    file; :meth:`close` removes what was made."""
+
+    def __init__(self, tag: str) -> None:
+        import pwd
+
+        from soak_crash import sites_text, soak_sites
+        from testbed import load
+
+        from resel.backends.connect import open_site
+        from resel.config import load_sites
+        tb = load()
+        if tb is None:
+            raise SystemExit("no testbed: run `scripts/testbed.sh up` first")
+        if os.geteuid() != 0:
+            raise SystemExit("run as root: the pilot files are made the SSH user's")
+        self.user = pwd.getpwnam(tb.user)
+        self.chosen = soak_sites(tb, ["tbb"], f"{tag}-{os.getpid()}")
+        self.work = Path(tempfile.mkdtemp(prefix=f"resel-{tag}-"))    # private, not a name another user can take first
+        sites_file = self.work / "sites.toml"
+        sites_file.write_text(sites_text(tb, self.chosen))
+        self.site = open_site(load_sites(sites_file)[0])
+
+    def close(self) -> None:
+        from resel.backends.connect import close_quietly
+        close_quietly(self.site)
+        shutil.rmtree(self.chosen[0].host_dir, ignore_errors=True)
+        shutil.rmtree(self.work, ignore_errors=True)
+
+
 def read_one_by_one(ps: Any, run_key: str, state: list[tuple[int, set, Any]]) -> dict[int, Any]:
     return {p: ps.collect(run_key, p, seen, heartbeat=True, cursor=cursor) for p, seen, cursor in state}
 
@@ -116,26 +148,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=15, help="reads of each way per pilot count (default 15)")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = ap.parse_args(argv)
-    import pwd
-
-    from soak_crash import sites_text, soak_sites
-    from testbed import load
-
-    from resel.backends.connect import close_quietly, open_site
-    from resel.config import load_sites
-    tb = load()
-    if tb is None:
-        raise SystemExit("no testbed: run `scripts/testbed.sh up` first")
-    if os.geteuid() != 0:
-        raise SystemExit("run as root: the pilot files are made the SSH user's")
-    user = pwd.getpwnam(tb.user)
-    chosen = soak_sites(tb, ["tbb"], f"read-{os.getpid()}")
-    work = Path(tempfile.mkdtemp(prefix="resel-site-read-"))    # private, not a name another user can take first
-    sites_file = work / "sites.toml"
-    sites_file.write_text(sites_text(tb, chosen))
-    site = load_sites(sites_file)[0]
-    ps = open_site(site)
-    doc: dict[str, Any] = {"site": site.name, "transport": "ssh", "rounds": args.rounds,
+    tbb = Tbb("read")
+    ps, user = tbb.site, tbb.user
+    doc: dict[str, Any] = {"site": "tbb", "transport": "ssh", "rounds": args.rounds,
                            "load_start": os.getloadavg()[0], "by_pilots": {}}
     try:
         for count in (int(x) for x in args.pilots.split(",")):
@@ -145,9 +160,7 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 shutil.rmtree(Path(ps.pilot_dir(run_key, 0)).parent, ignore_errors=True)
     finally:
-        close_quietly(ps)
-        shutil.rmtree(chosen[0].host_dir, ignore_errors=True)
-        shutil.rmtree(work, ignore_errors=True)
+        tbb.close()
     doc["load_end"] = os.getloadavg()[0]
     if args.json:
         print(json.dumps(doc, indent=1))
