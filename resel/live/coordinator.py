@@ -51,10 +51,10 @@ from resel.events import (
 from resel.json_safe import clean as json_clean
 from resel.live import notes as live_notes
 from resel.live.actions import Actions
-from resel.live.main_thread import responsive_threads
 from resel.live.ending import Ending
 from resel.live.errors import describe
 from resel.live.findings import Findings, starts_first
+from resel.live.main_thread import responsive_threads
 from resel.live.pilot_views import STORED_STATES, PilotView, SiteView, stored_view  # noqa: F401 - imported from here
 from resel.live.polling import Polling
 from resel.live.preflight import preflight
