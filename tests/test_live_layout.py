@@ -19,7 +19,7 @@ LIVE = REPO / "resel" / "live"
 #: the map in docs/architecture.md
 MODULES = {"coordinator", "sites", "errors", "notes", "stored", "view", "plan", "site_limits", "site_probe",
            "staging", "pilot_views", "site_health", "findings", "polling", "run_data", "actions", "ending",
-           "preflight", "resume", "summary", "takeback", "inbox_writes"}
+           "preflight", "resume", "summary", "takeback", "inbox_writes", "main_thread"}
 #: modules that left resel/live/ for a lower floor (tests/test_layers.py); none may come back
 MOVED_OUT = ("agent", "chirp_sync", "plan_explain", "journal")
 #: the programs shipped to the sites, in resel/shipped/ (standard library only; tests/test_layers.py)
