@@ -33,7 +33,6 @@ Run: python benchmarks/oracle_blind_pool.py [--sets hpc2n+pool,wagap+pool,hetero
 from __future__ import annotations
 
 import argparse
-import math
 import statistics
 import sys
 from pathlib import Path
@@ -42,22 +41,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import eval_peers as ep  # noqa: E402
 
 
-def t_for(caps: list, m: int, hi: float) -> float:
-    """The smallest T at which the sites ``caps`` together count m completions (inf if not by ``hi``)."""
-    if m <= 0:
-        return 0.0
-    if sum(c.completions(hi) for c in caps) < m:
-        return math.inf
-    lo = 0.0
-    for _ in range(100):
-        if hi - lo <= 1e-9 * hi:
-            break
-        mid = (lo + hi) / 2
-        if sum(c.completions(mid) for c in caps) >= m:
-            hi = mid
-        else:
-            lo = mid
-    return hi
+def t_for(caps: list, m: int) -> float:
+    """The smallest T at which the sites ``caps`` together count m completions (inf if never),
+    found as the bound finds its own (``resel.sim.oracle.earliest``)."""
+    from resel.sim.oracle import earliest
+    return 0.0 if m <= 0 else earliest(lambda T: sum(c.completions(T) for c in caps) >= m)
 
 
 def blind(bound, n: int) -> tuple[float, int, float]:
@@ -71,17 +59,16 @@ def blind(bound, n: int) -> tuple[float, int, float]:
     for w, tx in sorted(pool.draws):               # the first k pilots to start take the k tasks
         worst = max(worst, w + tx)
         ends.append(worst)
-    horizon = 10 * max(ends[-1], bound.ttc) + 1e6
     most = min(n, len(ends))
 
     def cost(k: int) -> tuple[float, float]:
-        tb = t_for(batch, n - k, horizon)
+        tb = t_for(batch, n - k)
         return max(ends[k - 1] if k else 0.0, tb), tb
 
     lo, hi = 0, most                              # F grows with k, T_batch(n − k) shrinks: bisect the crossing
     while lo < hi:
         mid = (lo + hi) // 2
-        if (ends[mid - 1] if mid else 0.0) >= t_for(batch, n - mid, horizon):
+        if (ends[mid - 1] if mid else 0.0) >= t_for(batch, n - mid):
             hi = mid
         else:
             lo = mid + 1

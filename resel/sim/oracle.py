@@ -363,11 +363,19 @@ def oracle_bound(bag: Bag, sites: list[Site], seed: int, submissions: int | Mapp
         def enough(T: float) -> bool:   # noqa: F811 (the unequal bag's test)
             return T >= floor and math.fsum(c.work(T) for c in caps) >= total * (1 - 1e-12)
 
+    return OracleBound(earliest(enough), n, counts, tuple(caps))
+
+
+def earliest(enough: Callable[[float], bool]) -> float:
+    """The earliest T at which ``enough(T)`` holds, for a test that stays true once true (the
+    completions the sites' capacities count by T): doubled from 1 s until it holds, then halved
+    to 1e-9 of T; the T returned is where it does not yet hold, so it is below every T that
+    makes it (a bound stays a bound). ``math.inf`` when nothing up to 10¹² s holds."""
     lo, hi = 0.0, 1.0
     while not enough(hi):
         lo, hi = hi, hi * 2
         if hi > 1e12:
-            return OracleBound(math.inf, n, counts, tuple(caps))
+            return math.inf
     for _ in range(200):                  # enough(lo) is False throughout: lo < every TTC
         if hi - lo <= 1e-9 * hi:
             break
@@ -376,7 +384,7 @@ def oracle_bound(bag: Bag, sites: list[Site], seed: int, submissions: int | Mapp
             hi = mid
         else:
             lo = mid
-    return OracleBound(lo, n, counts, tuple(caps))
+    return lo
 
 
 @dataclass(frozen=True)
