@@ -81,13 +81,19 @@ class Tbb:
         self.user = pwd.getpwnam(tb.user)
         self.chosen = soak_sites(tb, ["tbb"], f"{tag}-{os.getpid()}")
         self.work = Path(tempfile.mkdtemp(prefix=f"resel-{tag}-"))    # private, not a name another user can take first
-        sites_file = self.work / "sites.toml"
-        sites_file.write_text(sites_text(tb, self.chosen))
-        self.site = open_site(load_sites(sites_file)[0])
+        self.site = None
+        try:
+            sites_file = self.work / "sites.toml"
+            sites_file.write_text(sites_text(tb, self.chosen))
+            self.site = open_site(load_sites(sites_file)[0])
+        except BaseException:      # nothing left behind when tbb cannot be opened
+            self.close()
+            raise
 
     def close(self) -> None:
         from resel.backends.connect import close_quietly
-        close_quietly(self.site)
+        if self.site is not None:
+            close_quietly(self.site)
         shutil.rmtree(self.chosen[0].host_dir, ignore_errors=True)
         shutil.rmtree(self.work, ignore_errors=True)
 
