@@ -8,9 +8,9 @@ threads wait for the GIL twice over:
 - **At each SFTP answer.** A read over SSH is a few round trips, and each answer wakes a
   thread (paramiko's, then the reader) that must take the GIL back from the busy main thread,
   which lets go only when its switch interval (5 ms by default) runs out. At 1 ms, a read of
-  four pilots beside a busy main thread took 0.044 s at the median instead of 0.082, 0.090 s at
-  most instead of 0.351, for 0.8 % of the main thread's work (benchmarks/bench_read_beside_busy.py,
-  docs/benchmarks.md).
+  four pilots beside a busy main thread took 0.44–0.68 of its median time and 0.09–0.10 s at
+  most instead of 0.20–0.37 s, in three runs, for a cost to the main thread within their noise
+  (0.92–1.01 of its work; benchmarks/bench_read_beside_busy.py, docs/benchmarks.md).
 - **During a full collection**, which walks every tracked object with the GIL held. Most of
   what it walks lives as long as the run: the imported modules, the bag's tasks, the sites, the
   engine's books replayed on a resume. :func:`gc.freeze` moves those to the permanent
