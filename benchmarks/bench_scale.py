@@ -24,8 +24,9 @@ each in a work directory of its own. While it runs, this process measures from o
 * **the machine's CPU**: /proc/stat over the run (busy share of all cores, CPU per task), and a
   census of who burnt it — every process's own CPU sampled each half second, classed by its
   command line (:data:`CENSUS`: the agents, Slurm, sshd, HTCondor, ``resel status``, the
-  coordinator); what ended between two samples (each task's own ``sh -c``) is *unattributed*.
-  It tells a rate bound by the machine's CPU from one bound by the pipeline;
+  coordinator); what ended between two samples (each task's own ``sh -c``) is *unattributed*,
+  and of that, what the agents reaped (their tasks' own CPU, the task's work and its process's
+  start and end) is given apart as *tasks*. It tells a rate bound by the machine's CPU from one bound by the pipeline;
 * **the store's size per task**: the store file after the run, its write-ahead log folded back
   (``wal_checkpoint(truncate)``; the log's size as the coordinator left it is given apart), / N;
   the journal's rows by kind;
@@ -251,8 +252,8 @@ def child(out: str, profile: str, argv: list[str]) -> None:
 
 # ---------------------------------------------------------------------------- the run
 #: who burns the machine's CPU while the bag runs, by a process's command line (first match)
-CENSUS = (("agents", "resel-agent-v"), ("slurm", "slurm"), ("sshd", "sshd"), ("htcondor", "condor_"),
-          ("resel status", "resel.cli status"), ("coordinator", "bench_scale.py --child"))
+CENSUS = (("agents", "resel-agent-v"), ("chirp_sync", "chirp_sync"), ("slurm", "slurm"), ("sshd", "sshd"),
+          ("htcondor", "condor_"), ("resel status", "resel.cli status"), ("coordinator", "bench_scale.py --child"))
 
 
 def machine_ticks() -> tuple[int, int]:
@@ -261,9 +262,10 @@ def machine_ticks() -> tuple[int, int]:
     return sum(fields), fields[3] + fields[4]
 
 
-def census() -> dict[tuple[int, str], tuple[str, float]]:
-    """Every live process's own CPU seconds (user + system; its reaped children's are not added,
-    so nothing is counted twice), keyed by pid and start time, with its :data:`CENSUS` class."""
+def census() -> dict[tuple[int, str], tuple[str, float, float]]:
+    """Every live process's own CPU seconds (user + system), keyed by pid and start time, with its
+    :data:`CENSUS` class; apart, its reaped children's (cutime + cstime: for an agent, its tasks,
+    which end between two samples and so are in no process's own figure)."""
     out = {}
     for d in Path("/proc").iterdir():
         if not d.name.isdigit():
@@ -274,7 +276,8 @@ def census() -> dict[tuple[int, str], tuple[str, float]]:
         except (OSError, IndexError):
             continue
         kind = next((k for k, needle in CENSUS if needle in cmd), "other")
-        out[(int(d.name), stat[19])] = (kind, (int(stat[11]) + int(stat[12])) / TICK)
+        out[(int(d.name), stat[19])] = (kind, (int(stat[11]) + int(stat[12])) / TICK,
+                                        (int(stat[13]) + int(stat[14])) / TICK)
     return out
 
 
@@ -294,7 +297,7 @@ class Sampler(threading.Thread):
         self.loads: list[float] = []
         self.status: list[tuple[float, float, int, float]] = []   # (at, seconds, exit code, its CPU s)
         self.first = census()                                   # what each process had burnt before
-        self.last: dict[tuple[int, str], tuple[str, float]] = dict(self.first)
+        self.last: dict[tuple[int, str], tuple[str, float, float]] = dict(self.first)
         self.ticks0 = machine_ticks()
 
     def run(self) -> None:
@@ -334,11 +337,17 @@ class Sampler(threading.Thread):
         busy = ((total1 - self.ticks0[0]) - (idle1 - self.ticks0[1])) / TICK
         wall = (total1 - self.ticks0[0]) / TICK
         by_kind: dict[str, float] = {}
-        for key, (kind, cpu) in self.last.items():
-            by_kind[kind] = by_kind.get(kind, 0.0) + cpu - self.first.get(key, (kind, 0.0))[1]
+        tasks = 0.0
+        for key, (kind, cpu, children) in self.last.items():
+            _, cpu0, children0 = self.first.get(key, (kind, 0.0, 0.0))
+            by_kind[kind] = by_kind.get(kind, 0.0) + cpu - cpu0
+            if kind == "agents":    # what the agents reaped: their tasks, each too short to be sampled
+                tasks += children - children0
         by_kind = {k: round(v, 2) for k, v in sorted(by_kind.items(), key=lambda kv: -kv[1])}
+        rest = busy - sum(by_kind.values())
         return {"busy_cpu_s": busy, "cpu_s_available": wall, "busy_share": busy / wall if wall else None,
-                "by_kind": by_kind, "unattributed": busy - sum(by_kind.values())}
+                "by_kind": by_kind, "unattributed": rest, "tasks": round(tasks, 2),
+                "unattributed_besides_tasks": rest - tasks}
 
 
 def python_pid(root_pid: int) -> int:
@@ -605,10 +614,14 @@ def machine_rows(m: dict | None, n: int) -> list[tuple[str, str, str]]:
     if not m:
         return []
     parts = ", ".join(f"{k} {1000 * v / n:.2f}" for k, v in m["by_kind"].items() if v >= 0.005 * n / 1000)
-    return [("machine CPU busy: s / share of all its cores over the run",
+    rows = [("machine CPU busy: s / share of all its cores over the run",
              f"{m['busy_cpu_s']:.1f} / {100 * m['busy_share']:.0f} %", ""),
             ("machine CPU ms per task: all / by who (ended between samples: unattributed)",
              f"{1000 * m['busy_cpu_s'] / n:.2f} / {parts}, unattributed {1000 * m['unattributed'] / n:.2f}", "")]
+    if "tasks" in m:
+        rows.append(("of the unattributed: the tasks' own processes (reaped by the agents) / the rest",
+                     f"{1000 * m['tasks'] / n:.2f} / {1000 * m['unattributed_besides_tasks'] / n:.2f}", ""))
+    return rows
 
 
 def print_table(doc: dict) -> None:
