@@ -26,7 +26,8 @@ each in a work directory of its own. While it runs, this process measures from o
   command line (:data:`CENSUS`: the agents, Slurm, sshd, HTCondor, ``resel status``, the
   coordinator); what ended between two samples (each task's own ``sh -c``) is *unattributed*,
   and of that, what the agents reaped (their tasks' own CPU, the task's work and its process's
-  start and end) is given apart as *tasks*. It tells a rate bound by the machine's CPU from one bound by the pipeline;
+  start and end) is given apart as *tasks*; for the agents and the coordinator, the time their
+  threads waited for a core (``run_queue_s``, /proc schedstat). It tells a rate bound by the machine's CPU from one bound by the pipeline;
 * **the store's size per task**: the store file after the run, its write-ahead log folded back
   (``wal_checkpoint(truncate)``; the log's size as the coordinator left it is given apart), / N;
   the journal's rows by kind;
@@ -256,16 +257,34 @@ CENSUS = (("agents", "resel-agent-v"), ("chirp_sync", "chirp_sync"), ("slurm", "
           ("htcondor", "condor_"), ("resel status", "resel.cli status"), ("coordinator", "bench_scale.py --child"))
 
 
-def machine_ticks() -> tuple[int, int]:
-    """The machine's CPU ticks since boot: all, and idle + iowait (/proc/stat's first line)."""
+def machine_ticks() -> tuple[int, int, int]:
+    """The machine's CPU ticks since boot: all, idle + iowait, and steal (/proc/stat's first
+    line; steal: time a virtual CPU wanted to run while the hypervisor ran something else)."""
     fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    return sum(fields), fields[3] + fields[4]
+    return sum(fields), fields[3] + fields[4], fields[7] if len(fields) > 7 else 0
 
 
-def census() -> dict[tuple[int, str], tuple[str, float, float]]:
+#: the classes whose time waiting for a core is read (each of their threads' /proc schedstat)
+QUEUED_KINDS = ("agents", "coordinator")
+
+
+def run_queue_s(d: Path) -> float:
+    """Seconds the process's threads have waited on a run queue, runnable but without a core
+    (/proc/PID/task/TID/schedstat's second field, ns; 0 where the kernel keeps no schedstats)."""
+    total = 0
+    for t in (d / "task").iterdir():
+        try:
+            total += int((t / "schedstat").read_text().split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    return total / 1e9
+
+
+def census() -> dict[tuple[int, str], tuple[str, float, float, float]]:
     """Every live process's own CPU seconds (user + system), keyed by pid and start time, with its
     :data:`CENSUS` class; apart, its reaped children's (cutime + cstime: for an agent, its tasks,
-    which end between two samples and so are in no process's own figure)."""
+    which end between two samples and so are in no process's own figure), and for the
+    :data:`QUEUED_KINDS` the seconds it waited for a core (:func:`run_queue_s`; else 0)."""
     out = {}
     for d in Path("/proc").iterdir():
         if not d.name.isdigit():
@@ -273,11 +292,12 @@ def census() -> dict[tuple[int, str], tuple[str, float, float]]:
         try:
             stat = (d / "stat").read_text().rsplit(")", 1)[1].split()
             cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            kind = next((k for k, needle in CENSUS if needle in cmd), "other")
+            queued = run_queue_s(d) if kind in QUEUED_KINDS else 0.0
         except (OSError, IndexError):
             continue
-        kind = next((k for k, needle in CENSUS if needle in cmd), "other")
         out[(int(d.name), stat[19])] = (kind, (int(stat[11]) + int(stat[12])) / TICK,
-                                        (int(stat[13]) + int(stat[14])) / TICK)
+                                        (int(stat[13]) + int(stat[14])) / TICK, queued)
     return out
 
 
@@ -297,7 +317,7 @@ class Sampler(threading.Thread):
         self.loads: list[float] = []
         self.status: list[tuple[float, float, int, float]] = []   # (at, seconds, exit code, its CPU s)
         self.first = census()                                   # what each process had burnt before
-        self.last: dict[tuple[int, str], tuple[str, float, float]] = dict(self.first)
+        self.last: dict[tuple[int, str], tuple[str, float, float, float]] = dict(self.first)
         self.ticks0 = machine_ticks()
 
     def run(self) -> None:
@@ -333,21 +353,27 @@ class Sampler(threading.Thread):
         """CPU seconds burnt during the run: the machine's (/proc/stat, everything), and each
         class's as sampled; what ended between two samples (each task's own ``sh -c``, a short
         ``squeue``) is in the machine's figure only: ``unattributed``."""
-        total1, idle1 = self.ticks1
-        busy = ((total1 - self.ticks0[0]) - (idle1 - self.ticks0[1])) / TICK
+        total1, idle1, steal1 = self.ticks1
+        steal = (steal1 - self.ticks0[2]) / TICK
+        busy = ((total1 - self.ticks0[0]) - (idle1 - self.ticks0[1])) / TICK - steal
         wall = (total1 - self.ticks0[0]) / TICK
         by_kind: dict[str, float] = {}
         tasks = 0.0
-        for key, (kind, cpu, children) in self.last.items():
-            _, cpu0, children0 = self.first.get(key, (kind, 0.0, 0.0))
+        queued: dict[str, float] = {}
+        for key, (kind, cpu, children, waited) in self.last.items():
+            _, cpu0, children0, waited0 = self.first.get(key, (kind, 0.0, 0.0, 0.0))
             by_kind[kind] = by_kind.get(kind, 0.0) + cpu - cpu0
             if kind == "agents":    # what the agents reaped: their tasks, each too short to be sampled
                 tasks += children - children0
+            if kind in QUEUED_KINDS:
+                queued[kind] = queued.get(kind, 0.0) + waited - waited0
         by_kind = {k: round(v, 2) for k, v in sorted(by_kind.items(), key=lambda kv: -kv[1])}
         rest = busy - sum(by_kind.values())
         return {"busy_cpu_s": busy, "cpu_s_available": wall, "busy_share": busy / wall if wall else None,
+                "steal_s": steal,
                 "by_kind": by_kind, "unattributed": rest, "tasks": round(tasks, 2),
-                "unattributed_besides_tasks": rest - tasks}
+                "unattributed_besides_tasks": rest - tasks,
+                "run_queue_s": {k: round(v, 2) for k, v in queued.items()}}
 
 
 def python_pid(root_pid: int) -> int:
@@ -614,13 +640,19 @@ def machine_rows(m: dict | None, n: int) -> list[tuple[str, str, str]]:
     if not m:
         return []
     parts = ", ".join(f"{k} {1000 * v / n:.2f}" for k, v in m["by_kind"].items() if v >= 0.005 * n / 1000)
-    rows = [("machine CPU busy: s / share of all its cores over the run",
-             f"{m['busy_cpu_s']:.1f} / {100 * m['busy_share']:.0f} %", ""),
+    rows = [("machine CPU busy: s / share of all its cores over the run"
+             + (" / taken by the hypervisor (steal), s" if "steal_s" in m else ""),
+             f"{m['busy_cpu_s']:.1f} / {100 * m['busy_share']:.0f} %"
+             + (f" / {m['steal_s']:.1f}" if "steal_s" in m else ""), ""),
             ("machine CPU ms per task: all / by who (ended between samples: unattributed)",
              f"{1000 * m['busy_cpu_s'] / n:.2f} / {parts}, unattributed {1000 * m['unattributed'] / n:.2f}", "")]
     if "tasks" in m:
         rows.append(("of the unattributed: the tasks' own processes (reaped by the agents) / the rest",
                      f"{1000 * m['tasks'] / n:.2f} / {1000 * m['unattributed_besides_tasks'] / n:.2f}", ""))
+    if m.get("run_queue_s"):
+        rows.append(("ms per task waiting for a core (runnable, on a run queue): "
+                     + " / ".join(m["run_queue_s"]),
+                     " / ".join(f"{1000 * v / n:.2f}" for v in m["run_queue_s"].values()), ""))
     return rows
 
 

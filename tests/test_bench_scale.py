@@ -62,3 +62,30 @@ def test_status_figures_keep_each_sample_s_own_cpu_beside_its_wall_time():
     assert out["status_series"] == [(0.0, 0.3, 0.25), (5.0, 1.1, 0.2), (10.0, 0.4, 0.3)]
     assert out["status_max"] == 1.1 and out["status_cpu_max"] == 0.3
     assert out["status_failed"] == 1 and out["status_samples"] == 3
+
+
+def test_the_census_gives_an_agent_s_tasks_apart_and_its_wait_for_a_core(tmp_path):
+    # a real process classed as an agent (its command line names resel-agent-v) runs a child
+    # that burns ~0.3 s of CPU and reaps it, then lives on: the child ends between two samples,
+    # so only the agent's reaped children's figure (cutime + cstime) can count it
+    import subprocess
+    import time
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass"
+    script = ("import subprocess, sys, time\n"
+              f"subprocess.run([sys.executable, '-c', {burn!r}])\n"
+              "print('reaped', flush=True)\ntime.sleep(30)\n")
+    agent = subprocess.Popen([sys.executable, "-c", script, "resel-agent-vtest"], stdout=subprocess.PIPE, text=True)
+    try:
+        sampler = bench_scale.Sampler(agent.pid, tmp_path / "no.db", status_every=1e9)
+        assert agent.stdout.readline().strip() == "reaped"
+        sampler.sample()
+        sampler.ticks1 = bench_scale.machine_ticks()
+        m = sampler.cpu_census()
+    finally:
+        agent.kill()
+        agent.wait()
+    assert 0.25 <= m["tasks"] <= 1.0           # the child's 0.3 s, counted once
+    assert m["by_kind"]["agents"] < 0.25        # not among the agent's own
+    assert m["run_queue_s"]["agents"] >= 0.0
+    assert m["steal_s"] >= 0.0 and m["busy_cpu_s"] <= m["cpu_s_available"]
+    assert m["unattributed_besides_tasks"] == pytest.approx(m["unattributed"] - m["tasks"])
