@@ -34,7 +34,7 @@ from resel.shipped import agent as agent_module
 from resel.backends.jobs import JobInfo, JobState, Scheduler
 from resel.backends.transport import FileStat, FileTooLarge
 from resel.backends.verified import digest, verified_argv
-from resel.backends.waves import AHEAD_MAX, FOLDERS, WaveCursor, parse_wave_name, wave_name
+from resel.backends.waves import AHEAD_MAX, FOLDERS, TORN_READS, WaveCursor, parse_wave_name, wave_name
 from resel.backends.workdir import prepare_workdir
 from resel.config import relative_path_problem
 from resel.domain import InputSpec, Site
@@ -76,6 +76,9 @@ class PilotFiles:
     heartbeat: dict | None = None
     #: (file, why) of every record that broke the protocol: logged, counted, skipped
     bad: list[tuple[str, str]] = field(default_factory=list)
+    #: a pool's waves read half written (``folder/name``): not bad yet, held by the pilot's
+    #: cursor and read again at its next reads (:attr:`~resel.backends.waves.WaveCursor.torn`)
+    torn: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -388,7 +391,12 @@ class PilotSite:
 
         Every record is checked (:func:`check_started`, :func:`check_result`): one that breaks
         the protocol (not JSON, wrong types, a name that is not its key, a stray README.json)
-        is never returned, but listed in ``bad`` once, so one bad file never stops a run. A
+        is never returned, but listed in ``bad`` once, so one bad file never stops a run. On a
+        pool a wave that is not JSON is not bad at once: the wrapper may still be putting it
+        (docs/htcondor.md), so the cursor holds it (listed in ``torn``) and reads it again at
+        each next read — its records taken once it is whole — and only the
+        :data:`~resel.backends.waves.TORN_READS`-th read that finds it so lists it in ``bad``;
+        the waves after it are read meanwhile. A
         record that is not a regular file of the site's user (another user's file, a link) is
         not even read: only the user's agent (or, on HTCondor, the user's own shadow) writes
         there, so it is someone else's doing (docs/security.md).
@@ -430,7 +438,7 @@ class PilotSite:
             else:
                 listing = unknown or whole or cursor.listing_due()
                 if listing:      # first: the cursor then follows every incarnation the folders show
-                    cursor.learn(self._list_records(pdir, int(pilot), seen, found, taken))
+                    cursor.learn(self._list_records(pdir, int(pilot), seen, found, taken, cursor))
                 waves.append(WaveRead(pdir, int(pilot), cursor, found, seen, taken))
                 counted.append((cursor, listing, int(pilot)))
         self._read_waves(waves)()
@@ -478,6 +486,7 @@ class PilotSite:
         fresh: list[set[str]] = [set() for _ in reads]
         took: list[list[tuple[str, str]]] = [[] for _ in reads]
         counts: list[dict[tuple[str, str], int]] = [{} for _ in reads]
+        self._reread_torn([r for r in reads if r.seen is not None])
         due = [(j, sub, inc, n, r.cursor.ahead(sub, inc)) for j, r in enumerate(reads) for sub, inc, n in r.cursor.due()]
         while due:
             names = [[wave_name(inc, n + k) for k in range(ahead)] for _j, _sub, inc, n, ahead in due]
@@ -513,7 +522,8 @@ class PilotSite:
                     continue
                 raw = next(raws)
                 if not isinstance(raw, FileNotFoundError):
-                    self._take_wave(raw if isinstance(raw, bytes) else None, f"p{r.pilot}/{sub}/{name}", sub, r.found)
+                    self._take_wave(raw if isinstance(raw, bytes) else None, r.pilot, sub, name, r.found,
+                                    r.cursor if r.seen is not None else None)
             due = more
 
         def move() -> None:
@@ -523,7 +533,32 @@ class PilotSite:
                 for (sub, inc), count in its_counts.items():
                     r.cursor.found(sub, inc, count)
                 r.cursor.read_done(its_fresh)
+                if r.seen is not None:
+                    r.cursor.hold(r.found.torn)
         return move
+
+    def _reread_torn(self, reads: list[WaveRead]) -> None:
+        """Every wave these pools' cursors hold half written (WaveCursor.torn) read again, in
+        one batch of looks and one of reads: its records if it is whole now, held again while
+        fewer than TORN_READS reads found it torn, else reported bad. Only this reads a held wave:
+        its name is in ``seen`` (or this read's ``taken``), which the listing and the cursor's
+        rounds pass over, so none is read twice."""
+        held = [(r, wave) for r in reads for wave in r.cursor.held()]
+        if not held:
+            return
+        stats = self._stat_many([posixpath.join(r.pdir, wave) for r, wave in held])
+        raws = iter(self._read_many([(posixpath.join(r.pdir, wave), WAVE_LIMIT) for (r, wave), st in zip(held, stats)
+                                     if not isinstance(st, Exception) and self._own_file(st)]))
+        for (r, wave), st in zip(held, stats):
+            if isinstance(st, Exception):
+                _torn(r.found, r.cursor, r.pilot, wave, "gone since it was read half written")
+            elif not self._own_file(st):
+                _not_read(r.found, f"p{r.pilot}/{wave}", st)
+            elif isinstance(raw := next(raws), FileNotFoundError):
+                _torn(r.found, r.cursor, r.pilot, wave, "gone since it was read half written")
+            else:
+                sub, name = wave.split("/")
+                self._take_wave(raw if isinstance(raw, bytes) else None, r.pilot, sub, name, r.found, r.cursor)
 
     def _own_file(self, owner: FileStat) -> bool:
         """A regular file of the site's user (not a link, not someone else's)."""
@@ -547,13 +582,21 @@ class PilotSite:
                 raise st
         return stats
 
-    def _take_wave(self, raw: bytes | None, tag: str, sub: str, found: PilotFiles) -> None:
+    def _take_wave(self, raw: bytes | None, pilot: int, sub: str, name: str, found: PilotFiles,
+                   cursor: WaveCursor | None = None) -> None:
         """A wave's records, each checked as its own per-key file was (its key is its task and
-        attempt), into ``found``; what breaks the protocol into ``found.bad``."""
+        attempt), into ``found``; what breaks the protocol into ``found.bad``. With a pool's
+        ``cursor``, a wave that is not JSON may be one the wrapper is still putting: held for the
+        next reads (``found.torn``) until :data:`~resel.backends.waves.TORN_READS` reads found it
+        so."""
+        tag = f"p{int(pilot)}/{sub}/{name}"
         if raw is None:
             found.bad.append((tag, f"longer than {WAVE_LIMIT:,} bytes"))
             return
-        records, why = _load_wave(raw)
+        records, why, unparsed = _load_wave(raw)
+        if why and unparsed and cursor is not None:
+            _torn(found, cursor, pilot, f"{sub}/{name}", why)
+            return
         if why:
             found.bad.append((tag, why))
             return
@@ -568,13 +611,14 @@ class PilotSite:
                 bucket.append(record)
 
     def _list_records(self, pdir: str, pilot: int, seen: set[str], found: PilotFiles,
-                      taken: set[str]) -> list[str]:
+                      taken: set[str], cursor: WaveCursor | None = None) -> list[str]:
         """Every file of ``started/`` and ``results/`` not in ``seen``: per-key records (agent
         protocol 5 and earlier, the HTCondor wrapper's ``evicted`` results) and waves. Both
         folders are listed first, then every new file read in one batch (over SSH their
         requests in flight together), then each taken in the listing's order; its name goes
-        into ``taken`` (the caller adds them to ``seen`` once its whole read came back). Returns
-        the names listed."""
+        into ``taken`` (the caller adds them to ``seen`` once its whole read came back), a wave
+        read half written too: a pool's ``cursor`` holds it and reads it again
+        (:meth:`_take_wave`). Returns the names listed."""
         steps: list[tuple[str, str, bool]] = []       # (sub, name, wave) to read, in order
         listed: list[str] = []
         for sub in ("started", "results"):
@@ -598,7 +642,7 @@ class PilotSite:
         for (sub, name, wave), raw in zip(steps, raws):
             if isinstance(raw, FileNotFoundError):
                 continue
-            self._take_listed(raw if isinstance(raw, bytes) else None, pilot, sub, name, wave, found)
+            self._take_listed(raw if isinstance(raw, bytes) else None, pilot, sub, name, wave, found, cursor)
             taken.add(f"{sub}/{name}")
         return listed
 
@@ -621,11 +665,12 @@ class PilotSite:
         return raws
 
     def _take_listed(self, raw: bytes | None, pilot: int, sub: str, name: str, wave: bool,
-                     found: PilotFiles) -> None:
-        """A listed record file's content (None: over its limit) into ``found``."""
+                     found: PilotFiles, cursor: WaveCursor | None = None) -> None:
+        """A listed record file's content (None: over its limit) into ``found``; a wave read half
+        written held by a pool's ``cursor`` (:meth:`_take_wave`)."""
         tag = f"{sub}/{name}"
         if wave:
-            self._take_wave(raw, f"p{pilot}/{tag}", sub, found)
+            self._take_wave(raw, pilot, sub, name, found, cursor)
             return
         record, why = (None, f"longer than {RECORD_LIMIT:,} bytes") if raw is None else _load_record(raw)
         if record is not None:
@@ -650,6 +695,15 @@ class PilotSite:
             return None
 
 
+def _torn(found: PilotFiles, cursor: WaveCursor, pilot: int, wave: str, why: str) -> None:
+    """A pool's wave (``folder/name``) read half written: held for the next read while the
+    cursor holds it, else reported bad, saying it was so on every read."""
+    if cursor.holds(wave):
+        found.torn.append(wave)
+    else:
+        found.bad.append((f"p{int(pilot)}/{wave}", f"{why} (on {TORN_READS} reads in a row)"))
+
+
 def _not_read(found: PilotFiles, tag: str, owner: FileStat) -> None:
     """A record file that is not a regular file of the site's user: listed as bad, never read."""
     found.bad.append((tag, f"not a regular file of yours (owner uid {owner.uid}"
@@ -672,6 +726,10 @@ def url_inputs_note(site: Site, urls: Sequence[str]) -> str | None:
 
 
 # ---------------------------------------------------------------------- the agent's records
+#: why a document nested too deep for the parser is refused: JSON, but no agent writes it
+_TOO_DEEP = "not JSON: nested too deep"
+
+
 def _load_json(raw: bytes) -> tuple[Any, str | None]:
     """An agent file's JSON document, or why it is not JSON."""
     try:
@@ -679,7 +737,7 @@ def _load_json(raw: bytes) -> tuple[Any, str | None]:
     except ValueError as exc:          # includes UnicodeDecodeError
         return None, f"not JSON: {exc}"
     except RecursionError:
-        return None, "not JSON: nested too deep"
+        return None, _TOO_DEEP
 
 
 def _load_record(raw: bytes) -> tuple[dict | None, str | None]:
@@ -691,13 +749,16 @@ def _load_record(raw: bytes) -> tuple[dict | None, str | None]:
     return doc, None
 
 
-def _load_wave(raw: bytes) -> tuple[list, str | None]:
+def _load_wave(raw: bytes) -> tuple[list, str | None, bool]:
+    """A wave's records, or why it cannot be taken and whether it did not even parse: a list cut
+    short anywhere is never JSON, so such a wave may be one read half written, while a wave of
+    JSON that is not a list was written whole and breaks the protocol."""
     doc, why = _load_json(raw)
     if why:
-        return [], why
+        return [], why, why != _TOO_DEEP
     if not isinstance(doc, list):
-        return [], f"a wave must be a JSON list, not {type(doc).__name__}"
-    return doc, None
+        return [], f"a wave must be a JSON list, not {type(doc).__name__}", False
+    return doc, None, False
 
 
 def _own_key(rec: dict) -> str:

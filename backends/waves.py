@@ -9,6 +9,13 @@ listed only when an incarnation the cursor does not know shows up (the first rea
 a resumed coordinator, a relaunched agent): the previous incarnations' waves are found there,
 and since those agents are gone their waves are complete — read to the first missing one.
 
+A pool's wave may be read half written: where condor_chirp's ``link`` is refused, the HTCondor
+wrapper puts a wave under its own name (docs/htcondor.md). A wave is never rewritten once whole,
+so one that is not JSON there is most likely still being put: the cursor moves past it as past
+any wave, but holds it (:attr:`WaveCursor.torn`) to be read again at the next reads, and only
+after :data:`TORN_READS` reads that found it so is it reported bad, as a wave that breaks the
+protocol is at once.
+
 Pure bookkeeping: :meth:`~resel.backends.pilotsite.PilotSite.collect` reads the files.
 """
 
@@ -34,6 +41,10 @@ AHEAD_MAX = 32
 #: backstop for a wave its wrapper never pushed in order, or an ``evicted`` result pushed late;
 #: pilotsite.PilotSite.collect); about every 30 s at the default poll of 0.5 s
 LIST_EVERY = 60
+#: reads in a row that may find a pool's wave half written (not JSON) before it is reported bad:
+#: 20 s at ``resel run``'s default poll of 2 s, 5 s at 0.5 s — a few of the wrapper's intervals
+#: (2 s), after each of which it puts again a wave whose put failed (not measured on a pool)
+TORN_READS = 10
 
 
 def wave_name(incarnation: str, n: int) -> str:
@@ -76,6 +87,10 @@ class WaveCursor:
     unlisted_reads: int = 0
     #: whether a pool's pilot was listed before (its first listing sets its phase)
     listed_once: bool = False
+    #: a pool's waves read half written (``started/NAME``, ``results/NAME``) -> reads in a row
+    #: that found them so: each is read again at every read until it is whole or
+    #: :data:`TORN_READS` reads found it so (:meth:`holds`)
+    torn: dict[str, int] = field(default_factory=dict)
 
     @property
     def waves(self) -> bool:
@@ -157,6 +172,20 @@ class WaveCursor:
         """Wave ``next`` of this folder and incarnation was read (or refused): on to the next."""
         self.next[(folder, incarnation)] += 1
         self.quiet[incarnation] = 0
+
+    def holds(self, wave: str) -> bool:
+        """Whether a wave this read found half written is left to the next read (True) rather
+        than reported bad: fewer than :data:`TORN_READS` reads found it so, this one included."""
+        return self.torn.get(wave, 0) + 1 < TORN_READS
+
+    def held(self) -> list[str]:
+        """The waves held half written (``folder/name``), to read again at this read."""
+        return sorted(self.torn)
+
+    def hold(self, torn: list[str]) -> None:
+        """A read is over: ``torn`` are the waves it found half written and left to the next
+        read; every other wave held before was read again on it, whole or reported bad."""
+        self.torn = {wave: self.torn.get(wave, 0) + 1 for wave in torn}
 
     def read_done(self, fresh: set[str]) -> None:
         """A read is over; ``fresh``: the incarnations it found a new wave of. An incarnation that

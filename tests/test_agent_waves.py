@@ -22,7 +22,7 @@ import pytest
 
 from resel.backends.pilotsite import PilotSite
 from resel.backends.transport import LocalTransport
-from resel.backends.waves import LIST_EVERY, QUIET_READS, WaveCursor, parse_wave_name
+from resel.backends.waves import LIST_EVERY, QUIET_READS, TORN_READS, WaveCursor, parse_wave_name
 from resel.config import load_sites
 from resel.shipped import agent as agent_module
 from agent_files import keyed, records
@@ -652,6 +652,98 @@ def test_a_pool_s_read_that_fails_after_its_listing_moves_nothing(tmp_path):
     del ps.transport.stat_files
     found = ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor, whole=True)
     assert keys(found.results) == ["t1-a1", "t4-a1"]
+
+
+
+def torn_wave(pdir: Path, sub: str, n: int, *tasks: int) -> None:
+    """The first half of a wave of incarnation ``0c``, as a reader finds it while the wrapper
+    puts it under its own name (its ``link`` refused: docs/htcondor.md); ``push_wave`` with the
+    same tasks then leaves it whole."""
+    push_wave(pdir, sub, n, *tasks)
+    path = pdir / sub / f"0c-{n}.json"
+    path.write_bytes(path.read_bytes()[:len(path.read_bytes()) // 2])
+
+
+@pytest.mark.parametrize("by", ["cursor", "listing"])
+def test_a_pool_s_wave_read_half_written_is_read_again_and_its_records_taken_once_whole(tmp_path, by):
+    """A pool's wave caught half written (by the cursor, or by the listing of the pilot's first
+    read) is not bad: it is held and read again at the next read, which takes all its records
+    once it is whole; the waves after it are read meanwhile, and none is read twice (before:
+    reported bad at once and passed over, its task's results lost)."""
+    ps, pdir = pool_pilot(tmp_path)
+    cursor, seen = WaveCursor(), set()
+    if by == "cursor":
+        ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor)     # the first read lists nothing yet
+    push_wave(pdir, "started", 1, 1, 2, 3)
+    torn_wave(pdir, "results", 1, 1, 2)
+    push_wave(pdir, "results", 2, 3)
+    found = ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor)
+    assert keys(found.started) == ["t1-a1", "t2-a1", "t3-a1"] and keys(found.results) == ["t3-a1"]
+    assert found.bad == [] and found.torn == ["results/0c-1.json"]
+    push_wave(pdir, "results", 1, 1, 2)                                  # its put is over
+    push_wave(pdir, "results", 3, 4)
+    found = ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor)
+    assert keys(found.results) == ["t1-a1", "t2-a1", "t4-a1"] and found.started == []
+    assert found.bad == found.torn == [] and cursor.torn == {}
+    ps.transport.calls.clear()
+    again = ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor)
+    assert again.started == again.results == again.bad == again.torn == []
+    assert ps.transport.calls["read_file"] == 1                          # heartbeat.json only
+
+
+def test_a_pool_s_wave_torn_on_every_read_up_to_the_limit_is_reported_bad_once(tmp_path):
+    """A wave that stays half written (its wrapper killed in the middle of the put) is read
+    again at each of TORN_READS reads, reported bad by the last of them, once, and then left as
+    any bad wave; the waves after it are read all along. A read that fails does not count."""
+    ps, pdir = pool_pilot(tmp_path)
+    cursor, seen = WaveCursor(), set()
+    ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor)
+    torn_wave(pdir, "results", 1, 1)
+    push_wave(pdir, "results", 2, 2)
+    reads = [ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor)]
+
+    def fails(paths):
+        raise OSError("connection reset")
+    ps.transport.stat_files = fails
+    with pytest.raises(OSError):
+        ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor)
+    assert cursor.torn == {"results/0c-1.json": 1}
+    del ps.transport.stat_files
+    push_wave(pdir, "results", 3, 3)
+    reads += [ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor) for _ in range(TORN_READS - 1)]
+    assert [keys(found.results) for found in reads] == [["t2-a1"], ["t3-a1"]] + [[]] * (TORN_READS - 2)
+    assert all(found.bad == [] and found.torn == ["results/0c-1.json"] for found in reads[:-1])
+    assert reads[-1].torn == [] and [path for path, _why in reads[-1].bad] == ["p0/results/0c-1.json"]
+    why = reads[-1].bad[0][1]
+    assert why.startswith("not JSON") and f"on {TORN_READS} reads in a row" in why, why
+    push_wave(pdir, "results", 1, 1)                                     # too late: left, as before
+    push_wave(pdir, "results", 4, 4)
+    found = ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor)
+    assert keys(found.results) == ["t4-a1"] and found.bad == found.torn == [] and cursor.torn == {}
+
+
+def test_a_wave_that_is_whole_but_breaks_the_protocol_and_a_shared_filesystem_s_torn_one_are_bad_at_once(tmp_path):
+    """Only a pool's wave that is not JSON is held: one that parses but is no list was written
+    whole and is bad at the first read, as before; and where the agent renames its waves into
+    place (a shared filesystem) one that is not JSON is never half written, so bad at once."""
+    ps, pdir = pool_pilot(tmp_path)
+    (pdir / "started" / "0c-1.json").write_text(json.dumps({"task": 1}))
+    torn_wave(pdir, "results", 1, 1)
+    found = ps.collect(RUN_KEY, 0, set(), heartbeat=True, cursor=WaveCursor())
+    assert found.torn == ["results/0c-1.json"]
+    assert [(path, why.startswith("a wave must be a JSON list")) for path, why in found.bad] == \
+        [("p0/started/0c-1.json", True)]
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    ps = site(shared)
+    pdir = Path(ps.pilot_dir(RUN_KEY, 0))
+    for sub in ("started", "results"):
+        (pdir / sub).mkdir(parents=True)
+    (pdir / "agent.json").write_text(json.dumps({"protocol": 6, "incarnation": "0c"}))
+    (pdir / "heartbeat.json").write_text(json.dumps({"time": 1.0, "incarnation": "0c", "protocol": 6}))
+    torn_wave(pdir, "results", 1, 1)
+    found = ps.collect(RUN_KEY, 0, set(), heartbeat=True, cursor=WaveCursor())
+    assert found.torn == [] and [path for path, _why in found.bad] == ["p0/results/0c-1.json"]
 
 
 def test_wave_names():
