@@ -39,7 +39,7 @@ QUIET_READS = 20
 AHEAD_MAX = 32
 #: an HTCondor pool's pilot: its folders are listed at least once in this many reads (a
 #: backstop for a wave its wrapper never pushed in order, or an ``evicted`` result pushed late;
-#: pilotsite.PilotSite.collect); about every 30 s at the default poll of 0.5 s
+#: pilotsite.PilotSite.collect); every 30 s at a poll of 0.5 s, 2 min at `resel run`'s default 2 s
 LIST_EVERY = 60
 #: reads in a row that may find a pool's wave half written (not JSON) before it is reported bad:
 #: 20 s at ``resel run``'s default poll of 2 s, 5 s at 0.5 s — a few of the wrapper's intervals
