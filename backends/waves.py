@@ -187,6 +187,13 @@ class WaveCursor:
         read; every other wave held before was read again on it, whole or reported bad."""
         self.torn = {wave: self.torn.get(wave, 0) + 1 for wave in torn}
 
+    def give_up(self) -> list[str]:
+        """The pilot ended: the waves still held half written (``folder/name``), no longer held —
+        its wrapper is gone and will put none of them again, so each is bad now (the caller
+        reports them) rather than left unreported when no read comes after."""
+        held, self.torn = sorted(self.torn), {}
+        return held
+
     def read_done(self, fresh: set[str]) -> None:
         """A read is over; ``fresh``: the incarnations it found a new wave of. An incarnation that
         is not the current one and stayed quiet for :data:`QUIET_READS` reads is dropped: its

@@ -801,3 +801,15 @@ def test_a_resumed_coordinator_turns_only_what_its_journal_lacks_into_events(tmp
     assert TaskStarted(time=7.0, task=1, attempt=1) in events and TaskFinished(time=7.0, task=1, attempt=1) in events
     again = coord.polls.read(ps.name, [view])[0]
     assert again.started == again.results == [] and coord.findings.file_events(8.0, view, again) == []
+
+
+def test_a_pilot_s_end_gives_up_the_waves_its_cursor_held_half_written():
+    # held waves are the coordinator's to report once the pilot ended (resel/live/findings.py,
+    # torn_at_end): the cursor hands each over once and holds nothing after
+    cursor = WaveCursor()
+    cursor.hold(["results/0c-2.json", "started/0c-3.json"])
+    cursor.hold(["results/0c-2.json", "started/0c-3.json"])
+    assert cursor.held() == ["results/0c-2.json", "started/0c-3.json"]
+    assert cursor.give_up() == ["results/0c-2.json", "started/0c-3.json"]
+    assert cursor.held() == [] and cursor.give_up() == []
+    assert cursor.holds("results/0c-2.json")     # a count that starts again from nothing

@@ -86,6 +86,8 @@ class Findings:
                 found = files.get(v.pilot)      # its agent wrote goes into the rows — the read moved the
                 if found is not None:           # pilot's wave cursor past it, no later read finds it again
                     self.file_events(t, v, found)   # (a cancelled attempt's result, written as the stop came)
+                if not self.coord.takebacks.watched(v.pilot):   # else read on (polling.start)
+                    self.torn_at_end(t, v)
                 continue
             info, state, phase = None, "", "unknown"
             if jobs is not None:
@@ -146,7 +148,15 @@ class Findings:
                 out.append(PilotEnded(time=t, pilot=v.pilot,
                                       reason=info.state.value if info is not None else "missing"))
                 self.coord.pilot_row(v, ended=t, reason=state)
+                self.torn_at_end(t, v)
         return out
+
+    def torn_at_end(self, t: float, v: PilotView) -> None:
+        """A pool's pilot ended with waves its cursor held half written (backends/waves.py): no
+        read will find them whole now, so each is a bad record, counted and shown like any."""
+        for wave in v.cursor.give_up():
+            self.coord.health.bad_record(v.site, f"p{v.pilot}/{wave}",
+                                         "not JSON when its pilot ended (read half written)", t)
 
     def agent_wrote(self, t: float, v: PilotView, found: PilotFiles) -> list[Event]:
         """What one pilot's agent wrote since the last read: a pending pilot that turns out to
