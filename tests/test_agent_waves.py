@@ -813,3 +813,42 @@ def test_a_pilot_s_end_gives_up_the_waves_its_cursor_held_half_written():
     assert cursor.give_up() == ["results/0c-2.json", "started/0c-3.json"]
     assert cursor.held() == [] and cursor.give_up() == []
     assert cursor.holds("results/0c-2.json")     # a count that starts again from nothing
+
+
+def test_a_pool_s_pilot_that_ends_with_a_wave_held_half_written_counts_it_as_a_bad_record(tmp_path):
+    """Through the coordinator's own read and findings: a pool's wave read half written is held
+    (no bad record yet); then the schedd says the pilot's job is done — its wrapper is gone and
+    no read will find that wave whole, so it is counted as a bad record of the site, once
+    (before: held and never reported, its records lost without a word)."""
+    from conftest import make_bag
+    from resel.backends.jobs import JobInfo, JobState
+    from resel.events import PilotEnded
+    from resel.live.coordinator import Coordinator
+    from resel.live.pilot_views import PilotView
+    from resel.live.stored import LiveOptions
+    from resel.states import PilotState
+    from resel.store import open_store, to_json
+
+    ps, pdir = pool_pilot(tmp_path)
+    torn_wave(pdir, "results", 1, 1)
+    db = open_store(tmp_path / "s.db")
+    run = db["runs"].insert({"mode": "live", "bag": "b", "status": "running", "t0": 0.0, "run_key": RUN_KEY,
+                             "options": json.dumps({"strategy": "model"}), "sites": "[]",
+                             "bag_spec": to_json({"name": "b", "command": "true", "count": 1, "cores_per_task": 1,
+                                                  "profile": {"instructions": 1e9}})}).last_pk
+    coord = Coordinator(db, run, make_bag(4), [ps.site], LiveOptions(), RUN_KEY, 0.0, lambda s: ps,
+                        clock=lambda: 7.0)
+    coord.findings.foreign = lambda task, attempt: None
+    view = coord.pilots.setdefault(0, PilotView(0, ps.name, 1, 900.0, "1", PilotState.ACTIVE))
+    found = coord.polls.read(ps.name, [view])[0]
+    assert found.torn == ["results/0c-1.json"] and found.bad == []
+    coord.findings.site_events(7.0, ([view], None, {0: found}))        # a read of the files alone
+    assert coord.health.views[ps.name].bad_records == 0 and view.cursor.held() == ["results/0c-1.json"]
+    done = JobInfo("1", f"resel-{RUN_KEY}-p0", JobState.DONE, 0.0, 1.0, 6.0, 900.0, 1, None, "me")
+    ended = coord.findings.site_events(8.0, ([view], {"1": done}, {}))
+    assert [type(e) for e in ended] == [PilotEnded] and view.state is PilotState.ENDED
+    assert coord.health.views[ps.name].bad_records == 1 and view.cursor.held() == []
+    notes = [r["detail"] for r in db.query("select detail from live_notes where kind = 'bad-record'")]
+    assert notes == ["p0/results/0c-1.json: not JSON when its pilot ended (read half written)"], notes
+    coord.findings.site_events(9.0, ([view], {"1": done}, {}))
+    assert coord.health.views[ps.name].bad_records == 1
