@@ -852,3 +852,33 @@ def test_a_pool_s_pilot_that_ends_with_a_wave_held_half_written_counts_it_as_a_b
     assert notes == ["p0/results/0c-1.json: not JSON when its pilot ended (read half written)"], notes
     coord.findings.site_events(9.0, ([view], {"1": done}, {}))
     assert coord.health.views[ps.name].bad_records == 1
+
+
+def test_the_last_read_of_a_run_counts_a_pool_wave_still_held_half_written_as_a_bad_record(tmp_path):
+    """The bag's last read (Ending.last_read, on the coordinator's file workers) finds a pool's
+    wave half written and no read comes after it: the wave is one bad record with its note,
+    not held and forgotten."""
+    from conftest import make_bag
+    from resel.live.coordinator import Coordinator
+    from resel.live.pilot_views import PilotView
+    from resel.live.stored import LiveOptions
+    from resel.states import PilotState
+    from resel.store import open_store, to_json
+
+    ps, pdir = pool_pilot(tmp_path)
+    torn_wave(pdir, "results", 1, 1)           # no attempt left open: one read, no second look
+    db = open_store(tmp_path / "s.db")
+    run = db["runs"].insert({"mode": "live", "bag": "b", "status": "running", "t0": 0.0, "run_key": RUN_KEY,
+                             "options": json.dumps({"strategy": "model"}), "sites": "[]",
+                             "bag_spec": to_json({"name": "b", "command": "true", "count": 1, "cores_per_task": 1,
+                                                  "profile": {"instructions": 1e9}})}).last_pk
+    coord = Coordinator(db, run, make_bag(4), [ps.site], LiveOptions(), RUN_KEY, 0.0, lambda s: ps)
+    coord.findings.foreign = lambda task, attempt: None
+    view = coord.pilots.setdefault(0, PilotView(0, ps.name, 1, 900.0, "1", PilotState.ACTIVE))
+    try:
+        coord.ending.last_read(wait=5.0)
+    finally:
+        coord._stop_workers()
+    assert view.cursor.held() == [] and coord.health.views[ps.name].bad_records == 1
+    notes = [r["detail"] for r in db.query("select detail from live_notes where kind = 'bad-record'")]
+    assert notes == ["p0/results/0c-1.json: not JSON when its pilot ended (read half written)"], notes

@@ -90,6 +90,15 @@ class Ending:
             time.sleep(0.5)
             for v, found in self.coord.polls.read_pilots("last-read", by_site, wait):
                 self.coord.findings.file_events(self.coord.now(), v, found)
+        self.give_up_torn(by_site)
+
+    def give_up_torn(self, by_site: dict[str, list[PilotView]]) -> None:
+        """No read comes after this one: a pool's wave still held half written
+        (backends/waves.py) is a bad record now, counted and shown, not dropped unreported."""
+        t = self.coord.now()
+        for views in by_site.values():
+            for v in views:
+                self.coord.findings.torn_at_end(t, v)
 
     def unread_reports(self, t: float) -> None:
         """The reads that ended while the bag did, their reports still queued: their records
@@ -154,6 +163,7 @@ class Ending:
         for v in live:
             v.state = PilotState.CANCELLED
             self.coord.pilot_row(v, ended=t, reason="run cancelled")
+        self.give_up_torn(by_site)
         self.coord.feed(events + [BagCancelled(time=t)], execute=False)
         self.coord.cancelled = True
         left = self.cleanup()
