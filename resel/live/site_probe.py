@@ -19,6 +19,7 @@ from typing import Any, Callable
 from sqlite_utils import Database
 
 from resel.backends.pilotsite import PilotSite
+from resel.backends.waves import WaveCursor
 from resel.domain import Clock, Site
 from resel.store import utc_now
 
@@ -47,9 +48,10 @@ def probe_site(site: Site, open_site: Callable[[Site], PilotSite], *, timeout: f
         row["job_id"] = job
         ps.dispatch(run_key, 0, 0, 1, REFERENCE, perf=True)
         seen: set[str] = set()
+        cursor = WaveCursor()   # on a pool, a result wave read half written is held and read again
         deadline = began + timeout
         while time.time() < deadline:
-            found = ps.collect(run_key, 0, seen)
+            found = ps.collect(run_key, 0, seen, cursor=cursor, whole=True)
             if found.agent:
                 row["host"], row["cpu_model"] = found.agent.get("host"), found.agent.get("cpu_model")
                 row["cpu_mhz"] = _float(found.agent.get("cpu_mhz"))
@@ -59,7 +61,7 @@ def probe_site(site: Site, open_site: Callable[[Site], PilotSite], *, timeout: f
                 break
             info = ps.pilot_jobs([job]).get(job)
             if info is None or info.state.final:      # an unknown state is polled on
-                if not ps.collect(run_key, 0, seen).results:
+                if not ps.collect(run_key, 0, seen, cursor=cursor, whole=True).results:
                     row["error"] = f"probe job {job} ended ({info.shown if info else 'gone'}) without a result"
                     break
             time.sleep(poll)
