@@ -757,18 +757,32 @@ def test_wave_names():
 # ---------------------------------------------------------------------------- the coordinator
 
 
+def live_coordinator(tmp_path: Path, ps: PilotSite, **kw):
+    """The real coordinator of a stored live run of four tasks on ``ps``'s one site, its store
+    beside it; the engine's tasks are not what these tests are about (``foreign`` says none is)."""
+    from conftest import make_bag
+    from resel.live.coordinator import Coordinator
+    from resel.live.stored import LiveOptions
+    from resel.store import open_store, to_json
+
+    db = open_store(tmp_path / "s.db")
+    run = db["runs"].insert({"mode": "live", "bag": "b", "status": "running", "t0": 0.0, "run_key": RUN_KEY,
+                             "options": json.dumps({"strategy": "model"}), "sites": "[]",
+                             "bag_spec": to_json({"name": "b", "command": "true", "count": 1, "cores_per_task": 1,
+                                                  "profile": {"instructions": 1e9}})}).last_pk
+    coord = Coordinator(db, run, make_bag(4), [ps.site], LiveOptions(), RUN_KEY, 0.0, lambda s: ps, **kw)
+    coord.findings.foreign = lambda task, attempt: None
+    return db, coord
+
+
 def test_a_resumed_coordinator_turns_only_what_its_journal_lacks_into_events(tmp_path):
     """The coordinator's own read (Polling.read, then Findings.file_events) on a pilot of
     protocol 6 after a resume: its fresh view's cursor reads every wave again, and of the two
     attempts in them only the one the journal does not hold yet becomes events (the consumed
     set, as a replay leaves it, holds the other's start, measure and end). A second read: nothing."""
-    from conftest import make_bag
     from resel.events import TaskFinished, TaskStarted
-    from resel.live.coordinator import Coordinator
     from resel.live.pilot_views import PilotView
-    from resel.live.stored import LiveOptions
     from resel.states import PilotState
-    from resel.store import open_store, to_json
 
     ps = site(tmp_path)
     pdir = Path(ps.pilot_dir(RUN_KEY, 0))
@@ -783,14 +797,7 @@ def test_a_resumed_coordinator_turns_only_what_its_journal_lacks_into_events(tmp
     (pdir / "results" / f"{inc}-1.json").write_text(json.dumps(
         [{"task": t, "attempt": 1, "outcome": "done", "start": 2.0 + t, "end": 4.0 + t, "exit_code": 0}
          for t in (0, 1)]))
-    db = open_store(tmp_path / "s.db")
-    run = db["runs"].insert({"mode": "live", "bag": "b", "status": "running", "t0": 0.0, "run_key": RUN_KEY,
-                             "options": json.dumps({"strategy": "model"}), "sites": "[]",
-                             "bag_spec": to_json({"name": "b", "command": "true", "count": 1, "cores_per_task": 1,
-                                                  "profile": {"instructions": 1e9}})}).last_pk
-    coord = Coordinator(db, run, make_bag(4), [ps.site], LiveOptions(), RUN_KEY, 0.0, lambda s: ps,
-                        clock=lambda: 7.0)
-    coord.findings.foreign = lambda task, attempt: None   # the engine's tasks are not what is tested here
+    db, coord = live_coordinator(tmp_path, ps, clock=lambda: 7.0)
     coord.consumed |= {(kind, 0, 1) for kind in ("TaskStarted", "TaskMeasured", "TaskFinished")}   # replayed
     view = coord.pilots.setdefault(0, PilotView(0, ps.name, 4, 900.0, "1", PilotState.ACTIVE))
     found = coord.polls.read(ps.name, [view])[0]
@@ -820,25 +827,14 @@ def test_a_pool_s_pilot_that_ends_with_a_wave_held_half_written_counts_it_as_a_b
     (no bad record yet); then the schedd says the pilot's job is done — its wrapper is gone and
     no read will find that wave whole, so it is counted as a bad record of the site, once
     (before: held and never reported, its records lost without a word)."""
-    from conftest import make_bag
     from resel.backends.jobs import JobInfo, JobState
     from resel.events import PilotEnded
-    from resel.live.coordinator import Coordinator
     from resel.live.pilot_views import PilotView
-    from resel.live.stored import LiveOptions
     from resel.states import PilotState
-    from resel.store import open_store, to_json
 
     ps, pdir = pool_pilot(tmp_path)
     torn_wave(pdir, "results", 1, 1)
-    db = open_store(tmp_path / "s.db")
-    run = db["runs"].insert({"mode": "live", "bag": "b", "status": "running", "t0": 0.0, "run_key": RUN_KEY,
-                             "options": json.dumps({"strategy": "model"}), "sites": "[]",
-                             "bag_spec": to_json({"name": "b", "command": "true", "count": 1, "cores_per_task": 1,
-                                                  "profile": {"instructions": 1e9}})}).last_pk
-    coord = Coordinator(db, run, make_bag(4), [ps.site], LiveOptions(), RUN_KEY, 0.0, lambda s: ps,
-                        clock=lambda: 7.0)
-    coord.findings.foreign = lambda task, attempt: None
+    db, coord = live_coordinator(tmp_path, ps, clock=lambda: 7.0)
     view = coord.pilots.setdefault(0, PilotView(0, ps.name, 1, 900.0, "1", PilotState.ACTIVE))
     found = coord.polls.read(ps.name, [view])[0]
     assert found.torn == ["results/0c-1.json"] and found.bad == []
@@ -858,22 +854,12 @@ def test_the_last_read_of_a_run_counts_a_pool_wave_still_held_half_written_as_a_
     """The bag's last read (Ending.last_read, on the coordinator's file workers) finds a pool's
     wave half written and no read comes after it: the wave is one bad record with its note,
     not held and forgotten."""
-    from conftest import make_bag
-    from resel.live.coordinator import Coordinator
     from resel.live.pilot_views import PilotView
-    from resel.live.stored import LiveOptions
     from resel.states import PilotState
-    from resel.store import open_store, to_json
 
     ps, pdir = pool_pilot(tmp_path)
     torn_wave(pdir, "results", 1, 1)           # no attempt left open: one read, no second look
-    db = open_store(tmp_path / "s.db")
-    run = db["runs"].insert({"mode": "live", "bag": "b", "status": "running", "t0": 0.0, "run_key": RUN_KEY,
-                             "options": json.dumps({"strategy": "model"}), "sites": "[]",
-                             "bag_spec": to_json({"name": "b", "command": "true", "count": 1, "cores_per_task": 1,
-                                                  "profile": {"instructions": 1e9}})}).last_pk
-    coord = Coordinator(db, run, make_bag(4), [ps.site], LiveOptions(), RUN_KEY, 0.0, lambda s: ps)
-    coord.findings.foreign = lambda task, attempt: None
+    db, coord = live_coordinator(tmp_path, ps)
     view = coord.pilots.setdefault(0, PilotView(0, ps.name, 1, 900.0, "1", PilotState.ACTIVE))
     try:
         coord.ending.last_read(wait=5.0)
