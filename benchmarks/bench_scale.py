@@ -27,7 +27,9 @@ each in a work directory of its own. While it runs, this process measures from o
   coordinator); what ended between two samples (each task's own ``sh -c``) is *unattributed*,
   and of that, what the agents reaped (their tasks' own CPU, the task's work and its process's
   start and end) is given apart as *tasks*; for the agents and the coordinator, the time their
-  threads waited for a core (``run_queue_s``, /proc schedstat). It tells a rate bound by the machine's CPU from one bound by the pipeline;
+  threads waited for a core (``run_queue_s``, /proc schedstat); the hypervisor's steal is not
+  counted as busy (``steal_s``). It tells a rate bound by the machine's CPU from one bound by
+  the pipeline;
 * **the store's size per task**: the store file after the run, its write-ahead log folded back
   (``wal_checkpoint(truncate)``; the log's size as the coordinator left it is given apart), / N;
   the journal's rows by kind;
@@ -253,8 +255,8 @@ def child(out: str, profile: str, argv: list[str]) -> None:
 
 # ---------------------------------------------------------------------------- the run
 #: who burns the machine's CPU while the bag runs, by a process's command line (first match)
-CENSUS = (("agents", "resel-agent-v"), ("chirp_sync", "chirp_sync"), ("slurm", "slurm"), ("sshd", "sshd"),
-          ("htcondor", "condor_"), ("resel status", "resel.cli status"), ("coordinator", "bench_scale.py --child"))
+CENSUS = (("agents", "resel-agent-v"), ("slurm", "slurm"), ("sshd", "sshd"), ("htcondor", "condor_"),
+          ("resel status", "resel.cli status"), ("coordinator", "bench_scale.py --child"))
 
 
 def machine_ticks() -> tuple[int, int, int]:
@@ -350,9 +352,11 @@ class Sampler(threading.Thread):
         self.last.update(census())
 
     def cpu_census(self) -> dict:
-        """CPU seconds burnt during the run: the machine's (/proc/stat, everything), and each
-        class's as sampled; what ended between two samples (each task's own ``sh -c``, a short
-        ``squeue``) is in the machine's figure only: ``unattributed``."""
+        """CPU seconds burnt during the run: the machine's (/proc/stat, everything but the
+        hypervisor's ``steal_s``), and each class's as sampled; what ended between two samples
+        (each task's own ``sh -c``, a short ``squeue``) is in the machine's figure only:
+        ``unattributed``, of which the agents' reaped children are ``tasks``; and the seconds the
+        :data:`QUEUED_KINDS` waited for a core (``run_queue_s``)."""
         total1, idle1, steal1 = self.ticks1
         steal = (steal1 - self.ticks0[2]) / TICK
         busy = ((total1 - self.ticks0[0]) - (idle1 - self.ticks0[1])) / TICK - steal
