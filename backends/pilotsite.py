@@ -392,7 +392,8 @@ class PilotSite:
         Every record is checked (:func:`check_started`, :func:`check_result`): one that breaks
         the protocol (not JSON, wrong types, a name that is not its key, a stray README.json)
         is never returned, but listed in ``bad`` once, so one bad file never stops a run. On a
-        pool a wave that is not JSON is not bad at once: the wrapper may still be putting it
+        pool a wave (or the wrapper's per-key ``evicted`` result) that is not JSON is not bad at
+        once: the wrapper may still be putting it
         (docs/htcondor.md), so the cursor holds it (listed in ``torn``) and reads it again at
         each next read — its records taken once it is whole — and only the
         :data:`~resel.backends.waves.TORN_READS`-th read that finds it so lists it in ``bad``;
@@ -538,7 +539,8 @@ class PilotSite:
         return move
 
     def _reread_torn(self, reads: list[WaveRead]) -> None:
-        """Every wave these pools' cursors hold half written (WaveCursor.torn) read again, in
+        """Every wave (or per-key ``evicted`` result) these pools' cursors hold half written
+        (WaveCursor.torn) read again, in
         one batch of looks and one of reads: its records if it is whole now, held again while
         fewer than TORN_READS reads found it torn, else reported bad. Only this reads a held wave:
         its name is in ``seen`` (or this read's ``taken``), which the listing and the cursor's
@@ -547,7 +549,7 @@ class PilotSite:
         if not held:
             return
         stats = self._stat_many([posixpath.join(r.pdir, wave) for r, wave in held])
-        raws = iter(self._read_many([(posixpath.join(r.pdir, wave), WAVE_LIMIT) for (r, wave), st in zip(held, stats)
+        raws = iter(self._read_many([(posixpath.join(r.pdir, wave), _limit_of(wave)) for (r, wave), st in zip(held, stats)
                                      if not isinstance(st, Exception) and self._own_file(st)]))
         for (r, wave), st in zip(held, stats):
             if isinstance(st, Exception):
@@ -558,7 +560,8 @@ class PilotSite:
                 _torn(r.found, r.cursor, r.pilot, wave, "gone since it was read half written")
             else:
                 sub, name = wave.split("/")
-                self._take_wave(raw if isinstance(raw, bytes) else None, r.pilot, sub, name, r.found, r.cursor)
+                self._take_listed(raw if isinstance(raw, bytes) else None, r.pilot, sub, name,
+                                  parse_wave_name(name) is not None, r.found, r.cursor)
 
     def _own_file(self, owner: FileStat) -> bool:
         """A regular file of the site's user (not a link, not someone else's)."""
@@ -666,13 +669,19 @@ class PilotSite:
 
     def _take_listed(self, raw: bytes | None, pilot: int, sub: str, name: str, wave: bool,
                      found: PilotFiles, cursor: WaveCursor | None = None) -> None:
-        """A listed record file's content (None: over its limit) into ``found``; a wave read half
-        written held by a pool's ``cursor`` (:meth:`_take_wave`)."""
+        """A listed record file's content (None: over its limit) into ``found``; one read half
+        written (not JSON: a wave, or the pool wrapper's per-key ``evicted`` result) held by a
+        pool's ``cursor``."""
         tag = f"{sub}/{name}"
         if wave:
             self._take_wave(raw, pilot, sub, name, found, cursor)
             return
         record, why = (None, f"longer than {RECORD_LIMIT:,} bytes") if raw is None else _load_record(raw)
+        if why and raw is not None and cursor is not None and _unparsed(raw):
+            # a pool's wrapper writes its own `evicted` results per key, put under the final
+            # name where chirp refuses `link`: held and read again, as a wave is
+            _torn(found, cursor, pilot, tag, why)
+            return
         if record is not None:
             why = (check_started if sub == "started" else check_result)(record, name[:-len(".json")])
         if why:
@@ -696,7 +705,7 @@ class PilotSite:
 
 
 def _torn(found: PilotFiles, cursor: WaveCursor, pilot: int, wave: str, why: str) -> None:
-    """A pool's wave (``folder/name``) read half written: held for the next read while the
+    """A pool's wave or per-key record (``folder/name``) read half written: held for the next read while the
     cursor holds it, else reported bad, saying it was so on every read."""
     if cursor.holds(wave):
         found.torn.append(wave)
@@ -738,6 +747,19 @@ def _load_json(raw: bytes) -> tuple[Any, str | None]:
         return None, f"not JSON: {exc}"
     except RecursionError:
         return None, _TOO_DEEP
+
+
+def _limit_of(tag: str) -> int:
+    """The size limit of a record file (``folder/name``): a wave's, or a per-key record's."""
+    return WAVE_LIMIT if parse_wave_name(tag.split("/")[-1]) is not None else RECORD_LIMIT
+
+
+def _unparsed(raw: bytes) -> bool:
+    """Whether a per-key record's bytes do not even parse as JSON (what a record read half
+    written gives: an object cut short anywhere is never JSON), as against JSON that breaks the
+    protocol, which was written whole."""
+    doc, why = _load_json(raw)
+    return why is not None and why != _TOO_DEEP
 
 
 def _load_record(raw: bytes) -> tuple[dict | None, str | None]:

@@ -14,7 +14,8 @@ wrapper puts a wave under its own name (docs/htcondor.md). A wave is never rewri
 so one that is not JSON there is most likely still being put: the cursor moves past it as past
 any wave, but holds it (:attr:`WaveCursor.torn`) to be read again at the next reads, and only
 after :data:`TORN_READS` reads that found it so is it reported bad, as a wave that breaks the
-protocol is at once.
+protocol is at once. The wrapper's own per-key ``evicted`` results, put the same way, are held
+alike (by name: ``results/tK-aN.json``).
 
 Pure bookkeeping: :meth:`~resel.backends.pilotsite.PilotSite.collect` reads the files.
 """

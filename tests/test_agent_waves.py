@@ -746,6 +746,42 @@ def test_a_wave_that_is_whole_but_breaks_the_protocol_and_a_shared_filesystem_s_
     assert found.torn == [] and [path for path, _why in found.bad] == ["p0/results/0c-1.json"]
 
 
+def torn_evicted(pdir: Path, task: int) -> None:
+    """The first half of the wrapper's per-key ``evicted`` result, as a reader finds it while
+    the wrapper puts it under its own name (its ``link`` refused); ``evicted`` then leaves it
+    whole."""
+    evicted(pdir, task)
+    path = pdir / "results" / f"t{task}-a1.json"
+    path.write_bytes(path.read_bytes()[:len(path.read_bytes()) // 2])
+
+
+def test_a_pool_s_evicted_result_read_half_written_is_held_and_taken_once_whole(tmp_path):
+    """The wrapper's per-key ``evicted`` result is put as a wave is, under its own name where
+    chirp refuses ``link``: caught half written by a listing it is held, read again at each next
+    read (no listing needed), its record taken once whole and never twice (before: bad at once,
+    its attempt left waiting for the pilot's end); one that stays half written is reported bad
+    by the TORN_READS-th read; one that parses but is no object was written whole: bad at once."""
+    ps, pdir = pool_pilot(tmp_path)
+    cursor, seen = WaveCursor(), set()
+    torn_evicted(pdir, 5)
+    torn_evicted(pdir, 6)
+    (pdir / "results" / "t9-a1.json").write_text("[1, 2]")
+    found = ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor)
+    assert found.results == [] and found.torn == ["results/t5-a1.json", "results/t6-a1.json"]
+    assert [(path, why) for path, why in found.bad] == [("p0/results/t9-a1.json", "not a JSON object but list")]
+    evicted(pdir, 5)                                                     # its put is over
+    ps.transport.calls.clear()
+    found = ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor)
+    assert keys(found.results) == ["t5-a1"] and found.results[0]["reason"] == "evicted"
+    assert found.torn == ["results/t6-a1.json"] and found.bad == [] and ps.transport.calls["entries"] == 0
+    reads = [ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor) for _ in range(TORN_READS - 2)]
+    assert all(r.results == [] for r in reads) and reads[-1].torn == []
+    assert [path for path, _why in reads[-1].bad] == ["p0/results/t6-a1.json"]
+    assert all(r.bad == [] and r.torn == ["results/t6-a1.json"] for r in reads[:-1])
+    found = ps.collect(RUN_KEY, 0, seen, heartbeat=True, cursor=cursor, whole=True)
+    assert found.results == found.bad == found.torn == [] and cursor.torn == {}
+
+
 def test_wave_names():
     assert parse_wave_name("0123abcd-7.json") == ("0123abcd", 7)
     for name in ("t1-a2.json", "0123-0.json", "0123-7.json.tmp", ".0123-7.json", "0123-07.json", "XY-1.json",
