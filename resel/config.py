@@ -487,7 +487,7 @@ def _tasks(reader: _Reader, raw: dict[str, Any], prof: dict[str, Any], cores: in
         task = _task(path, where, row, laws, cores)
         if task.name in seen:
             raise InputError(path, where, f"task name {task.name!r} is already used by {seen[task.name]}",
-                             "a name of its own for each task (it names the task's folder and results)")
+                             "a name of its own for each task (`resel results` shows it beside the task's index)")
         seen[task.name] = where
         out.append(task)
     return tuple(out)

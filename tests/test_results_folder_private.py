@@ -28,16 +28,18 @@ from resel.live.stored import LiveOptions
 from resel.store import open_store, to_json, utc_now
 
 
-def _live_run(tmp_path: Path, results: Path) -> tuple[Path, int]:
+def _live_run(tmp_path: Path, results: Path, bag_text: str | None = None) -> tuple[Path, int]:
     """A store holding one finished live run of a local site, its two tasks' outputs still on
-    the site (``--keep-remote``): what `resel fetch` brings home."""
+    the site (``--keep-remote``): what `resel fetch` brings home. ``bag_text``: another bag
+    file of two tasks with the output ``out.txt``."""
     work = tmp_path / "work"
     sites = tmp_path / "sites.toml"
     sites.write_text('[[site]]\nname="loc"\nkind="slurm"\ncores=4\nclock={base=2.0}\n'
                      'pilot={mode="single", walltime=600}\n[site.access]\ntransport="local"\n'
                      f'workdir="{work}"\n')
     bag = tmp_path / "bag.toml"
-    bag.write_text('[bag]\nname="t"\ncommand="true"\ncount=2\noutputs=["out.txt"]\n[bag.profile]\ninstructions=1e9\n')
+    bag.write_text(bag_text or '[bag]\nname="t"\ncommand="true"\ncount=2\noutputs=["out.txt"]\n'
+                               '[bag.profile]\ninstructions=1e9\n')
     db = open_store(tmp_path / "resel.db")
     with db.atomic():
         run_id = db["runs"].insert({"created": utc_now(), "mode": "live", "bag": "t", "strategy": "model", "size": 2,

@@ -51,6 +51,17 @@ def _run_row(store, run_id: int) -> dict:
     return run
 
 
+def task_names(bag_spec: str | None) -> list[str] | None:
+    """A table bag's task names by index, which is all a user knows a task by (its folder at
+    home is ``task-NN``, its index); None for a bag of equal tasks, or a stored bag that
+    cannot be read (the index alone then names each task)."""
+    try:
+        names = [str(row["name"]) for row in json.loads(bag_spec or "{}").get("tasks") or ()]
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
+    return names or None
+
+
 def check_outputs(store, run_id: int) -> tuple[list[dict], list[Missing]]:
     """Every output row of the run with its state at home (``ok``, ``missing``, ``changed``),
     and the attempts whose outputs are not all home."""
@@ -119,11 +130,17 @@ def results_cmd(run_id: int, db: Path | None, as_json: bool) -> None:
     store = read_store(db)
     run = _run_row(store, run_id)
     rows, missing = check_outputs(store, run_id)
+    names = task_names(run["bag_spec"])
+
+    def name_of(task: int) -> str | None:
+        return names[task] if names is not None and 0 <= task < len(names) else None
     counts = {s: sum(r["state"] == s for r in rows) for s in ("ok", "missing", "changed")}
     bad = counts["missing"] or counts["changed"] or missing
     if as_json:
-        doc = {"run": run_id, "results": run["results"], "outputs": rows, "counts": counts,
-               "not_home": [{"task": x.task, "attempt": x.attempt, "site": x.site, "why": x.why} for x in missing]}
+        doc = {"run": run_id, "results": run["results"],
+               "outputs": [{**r, "task_name": name_of(r["task"])} for r in rows], "counts": counts,
+               "not_home": [{"task": x.task, "task_name": name_of(x.task), "attempt": x.attempt, "site": x.site,
+                             "why": x.why} for x in missing]}
         if bad:
             fail_json(doc, f"run {run_id}: {counts['missing'] + counts['changed']:,} output(s) missing or changed at "
                            f"home, {len(missing):,} task(s) not home", f"`resel fetch {run_id}` brings them")
@@ -131,12 +148,17 @@ def results_cmd(run_id: int, db: Path | None, as_json: bool) -> None:
         return
     else:
         table = Table(title=f"run {run_id}: outputs in {m(run['results'])}")
-        for col, just in (("task", "right"), ("name", "left"), ("size [B]", "right"), ("sha256", "left"),
-                          ("site", "left"), ("at home", "left")):
+        columns = [("task", "right"), ("file", "left"), ("size [B]", "right"), ("sha256", "left"),
+                   ("site", "left"), ("at home", "left")]
+        if names is not None:                 # a table bag: its rows' names beside the index
+            columns.insert(1, ("task name", "left"))
+        for col, just in columns:
             table.add_column(col, justify=just)
         for r in rows:
-            table.add_row(str(r["task"]), m(r["name"]), f"{r['size']:,}", r["sha256"][:12], m(r["site"] or ""),
-                          r["state"])
+            cells = [str(r["task"]), m(r["name"]), f"{r['size']:,}", r["sha256"][:12], m(r["site"] or ""), r["state"]]
+            if names is not None:
+                cells.insert(1, m(name_of(r["task"]) or ""))
+            table.add_row(*cells)
         c.out.print(table)
         c.out.print(f"{counts['ok']:,} ok, {counts['missing']:,} missing, {counts['changed']:,} changed at home"
                     + (f"; {len(missing):,} task(s) whose outputs are not home: `resel fetch {run_id}`" if missing else ""),
@@ -214,8 +236,11 @@ def fetch_cmd(run_id: int, db: Path | None, as_json: bool) -> None:
         c.out.print(f"run {run_id}: fetched the outputs of {len(done):,} task(s)"
                     + (f"; {len(failed):,} could not be fetched:" if failed else "; every output is home"),
                     soft_wrap=True)
+        names = task_names(run["bag_spec"])
         for f in failed:
-            c.err.print(f"  task {f['task']} (attempt {f['attempt']} on {m(f['site'])}): {m(f['error'])}", soft_wrap=True)
+            named = f" {m(repr(names[f['task']]))}" if names is not None and 0 <= f["task"] < len(names) else ""
+            c.err.print(f"  task {f['task']}{named} (attempt {f['attempt']} on {m(f['site'])}): {m(f['error'])}",
+                        soft_wrap=True)
     if failed:
         sys.exit(1)
 
