@@ -100,6 +100,22 @@ def test_water_bag_loads():
     assert [o.pattern for o in bag.data.outputs] == ["md.log", "md.edr", "md.gro", "md.cpt"]
 
 
+def test_sweep_bag_lists_its_tasks_with_the_measured_size_law():
+    """The thesis's nsteps sweep as one bag: each row's -nsteps is its size, and its
+    instructions are the affine law the water bag's profile was scaled from, so the two
+    examples agree where they meet (10^4 steps)."""
+    sweep = load_bag(EXAMPLES / "gromacs-sweep-bag.toml")
+    water = load_bag(EXAMPLES / "gromacs-water-bag.toml")
+    assert sweep.count == len(sweep.tasks) == 12 and sweep.cores_per_task == 1
+    for i, task in enumerate(sweep.tasks):
+        assert sweep.instructions_of(i) == pytest.approx(199.2e6 + 20.433e6 * task.size)
+        assert f"-nsteps {task.size:g} -deffnm md" in sweep.command_for(i)
+    at_1e4 = [i for i, t in enumerate(sweep.tasks) if t.size == 10000]
+    assert at_1e4 and sweep.instructions_of(at_1e4[0]) == pytest.approx(water.profile.instructions, rel=1e-3)
+    assert [i.pattern for i in sweep.data.inputs] == ["water/topol.tpr"]
+    assert [o.pattern for o in sweep.data.outputs] == [o.pattern for o in water.data.outputs]
+
+
 def _cpu_quiet(seconds: float = 1.0) -> bool:
     """No other GROMACS run on this machine, and its CPUs at least 70 % idle over ``seconds``:
     the held-out bound is about run times, which other work on the same cores stretches."""
