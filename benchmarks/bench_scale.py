@@ -405,7 +405,8 @@ def run_once(tb, args, root: Path) -> dict:
     db = root / "scale.db"
     out = root / "child.json"
     argv = ["run", str(root / "bag.toml"), "--sites", str(root / "sites.toml"), "--db", str(db),
-            "--strategy", args.strategy or f"topk:{len(sites)}+reselect", "--poll", f"{args.poll:g}", "--json", "--no-progress"]
+            "--strategy", args.strategy or f"topk:{len(sites)}+reselect", "--poll", f"{args.poll:g}", "--json",
+            "--progress" if args.progress else "--no-progress"]
     if args.prefetch is not None:
         argv += ["--prefetch", args.prefetch]
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(out), args.profile or "", "--", *argv]
@@ -472,7 +473,7 @@ def run_once(tb, args, root: Path) -> dict:
     store_bytes = db.stat().st_size
     audit = audit_run(db, run["id"], {s.name: s.host_dir for s in sites})
     files = agent_files(sites, run["run_key"])
-    doc = {"tasks": args.tasks, "sites": args.sites, "poll": args.poll, "prefetch": args.prefetch,
+    doc = {"tasks": args.tasks, "sites": args.sites, "poll": args.poll, "prefetch": args.prefetch, "progress": args.progress,
            "strategy": args.strategy or f"topk:{len(sites)}+reselect", "status": run["status"], "done": run["done"],
            "elapsed": elapsed, "t0_to_first_dispatch": first_dispatch, "per_site": per_site, "latency": lags,
            "load_start": load0, "load_end": load1,
@@ -666,6 +667,7 @@ def print_table(doc: dict) -> None:
     per = lambda v: fmt((v or 0) / n, ".2f")        # noqa: E731
     rows = [
         ("bag", f"{n:,} x `true` on {', '.join(doc['sites'])}, {doc['strategy']}, --poll {doc['poll']:g}"
+                + (", --progress" if doc.get("progress") else "")
                 + (f", prefetch {doc['prefetch']}" if doc.get("prefetch") is not None else ""), ""),
         ("load average 1 min: start / mean / end", f"{doc['load_start']:.2f} / {fmt(doc['load_mean'])} / "
                                                     f"{doc['load_end']:.2f}", ""),
@@ -755,6 +757,8 @@ def main() -> None:
     ap.add_argument("--status-every", type=float, default=5.0, help="run `resel status` this often (default 5 s)")
     ap.add_argument("--profile", default=None, help="write the coordinator's cProfile (main thread) here")
     ap.add_argument("--strace", action="store_true", help="count fsync/fdatasync/execve/rename with strace -f -c")
+    ap.add_argument("--progress", action="store_true",
+                    help="run with the live table a user at a terminal sees (resel run --progress; default: without)")
     ap.add_argument("--keep", action="store_true", help="keep the store and the work directories")
     ap.add_argument("--json", action="store_true", help="one JSON document instead of the table")
     ap.add_argument("--show", default=None, help="print the table of a run saved with --json, and exit")

@@ -52,9 +52,26 @@ def test_bag_across_both_clusters_with_reselection(tmp_path, testbed):
     # 60 s, cancelled when the run ends: with 20 s the coordinator's start-up and tbb's first
     # pilot used most of it on a loaded machine, and tba took its half back
     filler = fill(testbed, "a", 8, 60)
+    tables: list[int] = []
+
+    def the_live_table_counts_what_a_full_count_does(co):
+        # `resel run`'s live table comes from the coordinator's tally; at every turn (moves
+        # and re-selection windows included) it must say what counting every task says
+        from resel.cli.live import _snap
+        from resel.live.view import snapshot
+        from resel.live.view import COLUMNS
+        shown, full = _snap(co), snapshot(co.engine, co.run_id, "running", 0.0)
+
+        def counts(snap):     # what the tally counts (a site's error or notes may change between the two calls)
+            return (snap.total, snap.done, snap.failed,
+                    [(row.site, [getattr(row, c) for c in COLUMNS], row.lost, row.quarantined) for row in snap.sites])
+        assert counts(shown) == counts(full)
+        if co.summary.tally is not None and co.summary.tally.engine is co.engine:    # the tally's, not a count
+            tables.append(co.engine.done_count)
     try:
         coord = start(tmp_path, sites_toml(testbed), bag_toml(40, CMD))
-        coord.run(max_time=240)
+        coord.run(on_cycle=the_live_table_counts_what_a_full_count_does, max_time=240)
+        assert len(tables) > 10 and tables[-1] == 40
         coord.close()
     finally:
         slurm(testbed, "a", "scancel", filler, check=False)

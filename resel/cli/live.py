@@ -348,12 +348,20 @@ def _refit(store, coord: Coordinator) -> list[dict]:
 
 
 def _snap(coord: Coordinator):
-    from resel.live.view import snapshot
+    """The live table's counts. From the coordinator's tally (resel/live/summary.py), which
+    recounts only the tasks each event changed: counting every task at every turn, as this did,
+    cost the main thread 110 ms a turn at 100,000 tasks, and a user watching the table a third
+    of the throughput (docs/benchmarks.md, "The live table")."""
+    from resel.live.view import snapshot, summary_snapshot
     status, elapsed = ("done" if coord.finished else "running"), coord.now()
     if coord.finished:   # the bag's TTC as stored (the agents' clocks), not the time of this print
         elapsed = coord.db["runs"].get(coord.run_id)["ttc_wkd"] or elapsed
-    return snapshot(coord.engine, coord.run_id, status, elapsed, {n: v.error for n, v in coord.views.items()},
-                    coord.site_notes())
+    errors = {n: v.error for n, v in coord.views.items()}
+    tally = coord.summary.tally
+    if tally is None or tally.engine is not coord.engine:     # nothing stored yet: count once
+        return snapshot(coord.engine, coord.run_id, status, elapsed, errors, coord.site_notes())
+    tally.update()
+    return summary_snapshot(tally.summary(), coord.run_id, status, elapsed, coord.site_notes(), errors)
 
 
 def _url_notes(c, bag, site_list) -> None:

@@ -83,11 +83,14 @@ def snapshot(engine: Engine, run_id: int, status: str, elapsed: float,
 
 
 def summary_snapshot(summary: dict[str, Any], run_id: int, status: str, elapsed: float,
-                     notes: dict[str, SiteNotes] | None = None) -> Snapshot:
-    """The same snapshot from the counts the coordinator stored (:mod:`resel.live.summary`):
-    what ``resel status`` shows of a run without replaying its journal."""
-    rows = {s["site"]: SiteRow(s["site"], lost=s["lost"], quarantined=s["quarantined"],
-                               quarantined_until=s["quarantined_until"]) for s in summary["sites"]}
+                     notes: dict[str, SiteNotes] | None = None, errors: dict[str, str | None] | None = None
+                     ) -> Snapshot:
+    """The same snapshot from the counts the coordinator keeps (:mod:`resel.live.summary`):
+    what ``resel status`` shows of a run without replaying its journal, and ``resel run``'s
+    live table without counting every task again at each turn."""
+    rows = {s["site"]: SiteRow(s["site"], error=(errors or {}).get(s["site"]), lost=s["lost"],
+                               quarantined=s["quarantined"], quarantined_until=s["quarantined_until"])
+            for s in summary["sites"]}
     _add_notes(rows, notes)
     for s in summary["sites"]:
         for column in COLUMNS:
