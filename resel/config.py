@@ -367,13 +367,20 @@ def read_text(path: Path, limit: int, what: str) -> str:
     """The UTF-8 text of ``path`` (a byte-order mark is dropped), at most ``limit`` bytes.
 
     The bound keeps a hostile file (2 GB without a newline) from taking memory without end;
-    the size is checked by reading, so a pipe or /dev/zero is bounded too.
+    the size is checked by reading, so a pipe or /dev/zero is bounded too. Every such file can
+    carry commands (a sites file's ``access.env``, a bag's command, a task's ``args``), so it is
+    read only if nobody else can change it (:func:`resel.trust.code_file_problem`).
 
     Raises:
-        InputError: missing, unreadable, too large, or not UTF-8.
+        InputError: missing, unreadable, another user's or changeable by others, too large, or
+            not UTF-8.
     """
+    from resel.trust import code_file_problem
     try:
         with open_nonblocking(path) as f:
+            unsafe = code_file_problem(path, os.fstat(f.fileno()))
+            if unsafe is not None:
+                raise InputError(str(path), None, unsafe)
             raw = f.read(limit + 1)
     except FileNotFoundError:
         raise InputError(str(path), None, "file not found") from None

@@ -199,6 +199,56 @@ def check_store_file(target: Path, real: str) -> StoreIdentity:
     return StoreIdentity(real, st.st_dev, st.st_ino)
 
 
+def code_file_problem(path: str | os.PathLike[str], st: os.stat_result) -> str | None:
+    """Why a file that can carry commands (a sites file, a bag, its task table), opened as
+    ``path`` and with ``st`` the ``fstat`` of the opened file, may not be trusted; None if it may.
+
+    Its ``access.env`` chooses which ``squeue`` runs as you, a bag's command and arguments run
+    as you: so the file must be yours (or root's), and a regular file must be writable by
+    nobody else, reached through no other user's link, in folders nobody else may rename it
+    from (yours or root's, writable by others only with the sticky bit) — the store's rules,
+    except that its own folder may be sticky (nothing beside it is read).
+    """
+    me = os.geteuid()
+    if not trusted_owner(st.st_uid, me):
+        return (f"belongs to {who(st.st_uid)}, who can change what it runs as you; copy it (the copy is yours), "
+                "read it, and give your copy")
+    if not stat.S_ISREG(st.st_mode):
+        return None                               # a pipe of yours (--sites <(…)): nobody else's
+    can = writers(st.st_mode)
+    shown = shlex.quote(os.fspath(path))
+    if can:
+        return (f"is writable by {can} (mode {stat.S_IMODE(st.st_mode):04o}), who could change what it runs as "
+                f"you; run `chmod go-w {shown}`")
+    prefix = ""
+    for part in os.path.abspath(path).split(os.sep)[1:]:
+        prefix = f"{prefix}{os.sep}{part}"
+        try:
+            link = os.lstat(prefix)
+        except OSError:
+            break
+        if stat.S_ISLNK(link.st_mode) and not trusted_owner(link.st_uid, me):
+            return f"{prefix} is a symbolic link owned by {who(link.st_uid)}, who can point it at a file of theirs; " \
+                   "give the real path"
+    real = os.path.realpath(path)
+    try:
+        same = os.stat(real)
+        unsafe = unsafe_folder_above(real, me)
+    except OSError:
+        return "changed while it was read; run the command again"
+    if (same.st_dev, same.st_ino) != (st.st_dev, st.st_ino):
+        return "changed while it was read; run the command again"
+    if unsafe is not None:
+        above, fst = unsafe
+        if not trusted_owner(fst.st_uid, me):
+            return (f"its folder {above} belongs to {who(fst.st_uid)}, who could rename the file and put theirs in "
+                    "its place; keep it in a folder of your own")
+        return (f"its folder {above} is writable by {writers(fst.st_mode)} and has no sticky bit (mode "
+                f"{stat.S_IMODE(fst.st_mode):04o}), so they could rename the file and put theirs in its place; run "
+                f"`chmod go-w {shlex.quote(above)}` if it is yours, or keep the file in a folder of your own")
+    return None
+
+
 def read_secret(path: str | os.PathLike[str], what: str) -> str:
     """The text of a secret file (a token) that only the user can read and write.
 

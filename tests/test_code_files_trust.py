@@ -1,0 +1,119 @@
+"""A sites file, a bag and a bag's CSV task table are code: nobody else may be able to change them.
+
+A sites file's ``access.env`` chooses which ``squeue`` and ``sbatch`` run as you (``PATH``), a
+bag holds the tasks' commands, a task table their arguments. Before, resel read them from
+wherever they were: a group member who could write the project's ``proj/sites.toml`` (0664, in
+a 2775 folder) put ``PATH`` on a folder of theirs, and the owner's ``resel sites check`` ran their
+``sinfo``/``squeue`` as the owner. The store had the same attack refused (test_store_trust.py);
+these files are where its sites come from. Real users, real files, the owner's commands run
+as real processes under the owner's uid, gid, groups and umask 002.
+"""
+
+from __future__ import annotations
+
+import encodings.utf_8_sig  # noqa: F401 - imported here: the test's Python may be unreadable to the users
+import os
+from pathlib import Path
+
+import pytest
+
+from resel.config import load_bag, load_sites
+
+from test_other_users import Users, as_user, users  # noqa: F401 - the module's fixture, reused
+from test_store_trust import base, folder, hostile_bin, owned, resel_as  # noqa: F401 - fixtures reused
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as two real users")
+
+
+def sites_text(workdir: Path, bin_dir: Path | None = None) -> str:
+    env = f'PATH = "{bin_dir}", ' if bin_dir else ""
+    return ('[[site]]\nname = "here"\nkind = "slurm"\ncores = 2\nclock = { base = 2.0 }\n'
+            'pilot = { mode = "single", max_cores = 2, walltime = 300 }\n'
+            f'access = {{ transport = "local", workdir = "{workdir}", env = {{ {env}SLURM_CONF = "/nonexistent" }} }}\n')
+
+
+BAG = '[bag]\nname = "b"\ncommand = "/bin/true"\n{count}\n[bag.profile]\ninstructions = 1e9\n'
+
+
+def made(path: Path, user, mode: int, text: str, gid: int | None = None) -> Path:
+    path.write_text(text)
+    return owned(path, user, mode, gid)
+
+
+def _load_sites(path: str):
+    return [s.name for s in load_sites(path)]
+
+
+def _load_bag(path: str):
+    return load_bag(path).name
+
+
+def test_a_group_members_edit_of_the_project_sites_file_runs_nothing_as_the_owner(users: Users, base: Path):
+    """The attack: the owner's sites file in the group's 2775 folder, 0664 (umask 002); the other
+    member points its ``PATH`` at their commands; the owner's ``resel sites check`` refuses it."""
+    owner, other = users.owner, users.other
+    home = folder(base / "home", owner)
+    bin_dir, pwned = hostile_bin(base, other)
+    proj = folder(base / "proj", owner, 0o2775, users.group)
+    sites = made(proj / "sites.toml", owner, 0o664, sites_text(home / "work"), users.group)   # umask 002
+    assert as_user(other, sites.write_text, sites_text(home / "work", bin_dir))[0] == "ok"   # the member's edit
+    got = resel_as(owner, "sites", "check", "--sites", str(sites), home=home)
+    assert not pwned.exists(), f"the other user's commands ran as the owner: {pwned.read_text()}"
+    assert got.returncode != 0
+    assert "writable by its group" in got.stderr and "chmod go-w" in got.stderr, got.stderr
+    # the control: the same file, once the owner's own and private, does run what it names
+    private = made(home / "sites.toml", owner, 0o600, sites.read_text())
+    resel_as(owner, "sites", "check", "--sites", str(private), home=home)
+    assert pwned.exists() and owner.name in pwned.read_text()
+
+
+def test_a_sites_file_of_another_user_is_refused_even_in_a_sticky_folder(users: Users, base: Path):
+    owner, other = users.owner, users.other
+    drop = base / "shared"
+    drop.mkdir()
+    drop.chmod(0o1777)
+    sites = made(drop / "sites.toml", other, 0o644, sites_text(base / "work"))
+    status, message = as_user(owner, _load_sites, str(sites))
+    assert status == "error" and f"belongs to user {other.name}" in message, message
+
+
+def test_a_sites_file_the_group_can_replace_is_refused(users: Users, base: Path):
+    """The file is the owner's 0644, but its folder is the group's 2775: a member can ``mv`` it."""
+    owner = users.owner
+    proj = folder(base / "proj", owner, 0o2775, users.group)
+    sites = made(proj / "sites.toml", owner, 0o644, sites_text(base / "work"))
+    status, message = as_user(owner, _load_sites, str(sites))
+    assert status == "error" and str(proj) in message and "rename" in message, message
+    proj.chmod(0o755)                                      # fixed as the error says: read as before
+    assert as_user(owner, _load_sites, str(sites)) == ("ok", ["here"])
+
+
+def test_a_sites_file_reached_through_another_users_link_is_refused(users: Users, base: Path):
+    owner, other = users.owner, users.other
+    home = folder(base / "home", owner, 0o755)
+    sites = made(home / "sites.toml", owner, 0o644, sites_text(base / "work"))
+    drop = base / "shared"
+    drop.mkdir()
+    drop.chmod(0o1777)
+    link = drop / "sites.toml"
+    assert as_user(other, os.symlink, str(sites), str(link))[0] == "ok"
+    status, message = as_user(owner, _load_sites, str(link))
+    assert status == "error" and "symbolic link" in message and other.name in message, message
+    assert as_user(owner, _load_sites, str(sites)) == ("ok", ["here"])   # the real path is the owner's
+
+
+def test_a_bag_and_its_task_table_are_checked_as_a_sites_file_is(users: Users, base: Path):
+    owner, other = users.owner, users.other
+    home = folder(base / "home", owner, 0o755)
+    bag = made(home / "bag.toml", owner, 0o666, BAG.replace("{count}", "count = 2"))
+    status, message = as_user(owner, _load_bag, str(bag))
+    assert status == "error" and "writable by its group and by other users" in message, message
+    bag.chmod(0o644)
+    assert as_user(owner, _load_bag, str(bag)) == ("ok", "b")
+    drop = base / "shared"
+    drop.mkdir()
+    drop.chmod(0o1777)
+    table = made(drop / "tasks.csv", other, 0o644, "name,args\nt1,--steps 10\n")
+    bag.write_text(BAG.replace("{count}", f'tasks = "{table}"'))
+    status, message = as_user(owner, _load_bag, str(bag))
+    assert status == "error" and f"belongs to user {other.name}" in message, message
