@@ -264,9 +264,9 @@ def test_priority_from_text():
     line = load("ssh_squeue_allusers_command.json")["stdout"]
     job = f.parse_job_table(line, [x for i, x in enumerate(fields) if i != 16])["1"]
     assert job.priority == pytest.approx(2.3283e-10) and (job.native, job.reason) == ("PENDING", "Resources")
-    text = ("1959|a|RUNNING|8|1795660384|1795660385|1795660445|1:00|None|root|debug|4294901758\n"
-            "1960|b|PENDING|2|1795660384|N/A|N/A|2:00|JobHeldUser|root|debug|0\n"
-            "1961|c|PENDING|2|1795660384|N/A|N/A|2:00|Priority|root|debug|N/A\n")
+    text = ("1959|RUNNING|8|1795660384|1795660385|1795660445|1:00|None|root|debug|4294901758\n"
+            "1960|PENDING|2|1795660384|N/A|N/A|2:00|JobHeldUser|root|debug|0\n"
+            "1961|PENDING|2|1795660384|N/A|N/A|2:00|Priority|root|debug|N/A\n")
     q = f.parse_queue_text(text)
     assert (q["1959"].priority, q["1960"].priority, q["1961"].priority) == (4294901758, 0, None)
     assert q["1960"].reason == "JobHeldUser" and q["1960"].time_limit == 120
@@ -296,13 +296,13 @@ def test_queue_snapshot_reads_orders_and_leaves_out(monkeypatch):
     from resel.backends.slurm.cli import SlurmCLI
     monkeypatch.setattr(slurm_mod.time, "time", lambda: 1000.0)
     squeue = "\n".join([
-        "1|a|RUNNING|6|900|950|1010|1:00|None|u1|debug|10",
-        "2|b|PENDING|8|901|N/A|N/A|1:00|Priority|u2|debug|5",
-        "3|c|PENDING|2|902|N/A|N/A|UNLIMITED|Resources|u3|debug,short|9",
-        "4|d|PENDING|2|903|N/A|N/A|1:00|JobHeldUser|u1|debug|0",
-        "5|e|PENDING|2|904|N/A|N/A|1:00|Dependency|u1|debug|7",
-        "6|f|RUNNING|2|900|950|1010|1:00|None|u4|short|10",
-        "7|g|COMPLETING|1|900|950|990|1:00|None|u4|debug|10",
+        "1|RUNNING|6|900|950|1010|1:00|None|u1|debug|10",
+        "2|PENDING|8|901|N/A|N/A|1:00|Priority|u2|debug|5",
+        "3|PENDING|2|902|N/A|N/A|UNLIMITED|Resources|u3|debug,short|9",
+        "4|PENDING|2|903|N/A|N/A|1:00|JobHeldUser|u1|debug|0",
+        "5|PENDING|2|904|N/A|N/A|1:00|Dependency|u1|debug|7",
+        "6|RUNNING|2|900|950|1010|1:00|None|u4|short|10",
+        "7|COMPLETING|1|900|950|990|1:00|None|u4|debug|10",
     ]) + "\n"
     cli = SlurmCLI(Recorded({
         "sinfo": "debug* up 4:00:00 1 8/0/0/8\nshort up 10:00 1 8/0/0/8\n",

@@ -873,14 +873,17 @@ def parse_squeue_text(text: str, tz: tzinfo | None = None,
     return parse_job_table(text, SQUEUE_TEXT_FIELDS, tz, command)
 
 
-#: the text query for a queue snapshot: the jobs format plus the priority as an integer (%Q)
-QUEUE_TEXT_FORMAT = SQUEUE_TEXT_FORMAT + "|%Q"
-QUEUE_TEXT_FIELDS = SQUEUE_TEXT_FIELDS + ("PriorityLong",)
+#: the text query for a queue snapshot: the jobs format without the name, plus the priority as
+#: an integer (%Q). Every user's jobs are listed, and a name is its owner's to choose, newlines
+#: included: ``x<newline>…`` broke the reply's lines (the snapshot failed, or read a job line of
+#: their making); the snapshot needs no names.
+QUEUE_TEXT_FORMAT = SQUEUE_TEXT_FORMAT.replace("|%j", "") + "|%Q"
+QUEUE_TEXT_FIELDS = tuple(f for f in SQUEUE_TEXT_FIELDS if f != "Name") + ("PriorityLong",)
 
 
 def parse_queue_text(text: str, tz: tzinfo | None = None,
                      command: str = f"squeue -h -o '{QUEUE_TEXT_FORMAT}'") -> dict[str, JobInfo]:
-    """``squeue -h -o '<jobs format>|%Q'`` → jobs by id, with their priorities."""
+    """``squeue -h -o '<jobs format without %j>|%Q'`` → jobs by id (no names), with their priorities."""
     return parse_job_table(text, QUEUE_TEXT_FIELDS, tz, command)
 
 

@@ -1,0 +1,41 @@
+"""Another user's job name is theirs to choose, newlines included, and squeue's text form prints
+it as it is. Before, on a site read in text form (a Slurm without ``--json``), another user's
+job named ``x<newline>…`` made the queue snapshot ``resel plan`` reads (every user's queued
+jobs) fail ("expected 12 '|'-separated fields, got 2"); with the rest of the name a whole job
+line, it could try to pass off a job of its own making. The snapshot needs no names: it asks for none.
+
+A real job of a second real user on the testbed's cluster A (``sbatch --hold``, cancelled after).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from resel.backends.slurm.cli import SlurmCLI
+from resel.backends.transport import LocalTransport
+from test_other_users import Users, users  # noqa: F401 - the module's fixture, reused
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to submit as a second real user")
+
+#: a job line of resel's text format, for a job that does not exist
+FORGED = "999999|resel-forged|COMPLETED|1|0|0|0|1|None|root|debug|1"
+
+
+def test_another_users_job_name_with_newlines_is_read_as_their_jobs_name(testbed, users: Users):
+    env = {"PATH": "/usr/bin:/bin", "SLURM_CONF": testbed.slurm_conf_a}
+    name = f"evil\n{FORGED}\nend"
+    done = subprocess.run(["setpriv", f"--reuid={users.other.uid}", f"--regid={users.other.gid}", "--init-groups",
+                           "sbatch", "--parsable", "--hold", f"--job-name={name}", "--wrap", "sleep 600"],
+                          capture_output=True, text=True, env=env, cwd="/tmp", timeout=60)
+    assert done.returncode == 0, done.stderr
+    jid = done.stdout.strip().split(";")[0]
+    try:
+        cli = SlurmCLI(LocalTransport(), env={"SLURM_CONF": testbed.slurm_conf_a}, use_json=False)
+        jobs = cli._queue_jobs()                   # every user's queued jobs, squeue's text form
+        assert jobs[jid].user == users.other.name and "999999" not in jobs
+        assert cli.queue_snapshot() is not None                  # what resel plan reads
+    finally:
+        subprocess.run(["scancel", jid], env=env, capture_output=True, timeout=60)
