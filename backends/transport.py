@@ -59,6 +59,7 @@ import errno
 import getpass
 import hashlib
 import functools
+import io
 import itertools
 import logging
 import os
@@ -616,21 +617,16 @@ def _own_config(path: str) -> bool:
         return os.path.realpath(path) == os.path.realpath(own)
 
 
-def _refuse_match_exec(path: str) -> None:
+def _refuse_match_exec(path: str, text: str) -> None:
     """A ``Match exec`` line runs a local command when a host is looked up (paramiko runs it
     through a shell); a sites file naming a config file must not be a way to run commands, so
-    only the user's own ~/.ssh/config may hold one."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return   # paramiko's own reading reports it
-    for number, line in enumerate(lines, 1):
-        m = _MATCH_LINE.match(line)
+    only the user's own ~/.ssh/config may hold one. ``text`` is read as paramiko reads it."""
+    for number, line in enumerate(io.StringIO(text), 1):   # ended by newlines only, as paramiko's
+        m = _MATCH_LINE.match(line.strip())
         if not m:
             continue
         try:
-            words = shlex.split(m.group(1), comments=True)
+            words = shlex.split(m.group(1))      # as paramiko splits it: a '#' there is no comment
         except ValueError:
             words = m.group(1).split()
         if any(w.lower().lstrip("!") == "exec" for w in words):
@@ -641,18 +637,38 @@ def _refuse_match_exec(path: str) -> None:
 
 
 def _load_config(path: str | None) -> paramiko.SSHConfig | None:
+    """The ssh config (``path``, else ~/.ssh/config if there is one), read once and parsed from
+    that text: refused, as OpenSSH's ssh refuses it, if someone else can change it (its
+    ``Match exec`` runs as you), and any other file than ~/.ssh/config holding ``Match exec``."""
+    from resel.trust import code_file_problem
     if path is None:
         default = os.path.expanduser("~/.ssh/config")
         if not os.path.isfile(default):
             return None
         path = default
     full = os.path.expanduser(path)
-    if not _own_config(full):
-        _refuse_match_exec(full)
     try:
-        return paramiko.SSHConfig.from_path(full)
-    except (OSError, paramiko.SSHException, ValueError) as e:
+        with open(full, encoding="utf-8", errors="replace") as f:
+            problem = code_file_problem(full, os.fstat(f.fileno()))
+            text = f.read()
+    except OSError as e:
+        raise TransportError(f"cannot read SSH config file {path}: {e.strerror or e}") from e
+    if problem is not None:
+        raise TransportError(f"SSH config file {full} {problem}")
+    own = _own_config(full)
+    if not own:
+        _refuse_match_exec(full, text)          # names the line
+    try:
+        config = paramiko.SSHConfig.from_text(text)
+    except (paramiko.SSHException, ValueError) as e:
         raise TransportError(f"cannot read SSH config file {path}: {e}") from e
+    # and what paramiko itself read: a line the check read otherwise must not run either
+    if not own and any(str(m.get("type", "")).lower() == "exec"
+                       for block in getattr(config, "_config", []) for m in block.get("matches", [])):
+        raise TransportError(f"{full}: `Match exec` runs a local command, and resel runs it only from your own "
+                             "~/.ssh/config: move that block there, or remove it from the ssh_config file the "
+                             "sites file names")
+    return config
 
 
 def _resolve(alias: str, config: paramiko.SSHConfig | None, *, user: str | None = None,

@@ -117,3 +117,34 @@ def test_a_bag_and_its_task_table_are_checked_as_a_sites_file_is(users: Users, b
     bag.write_text(BAG.replace("{count}", f'tasks = "{table}"'))
     status, message = as_user(owner, _load_bag, str(bag))
     assert status == "error" and f"belongs to user {other.name}" in message, message
+
+
+def test_an_ssh_config_a_group_member_can_write_runs_nothing_as_the_owner(users: Users, base: Path):
+    """The owner's own ~/.ssh/config, 0664 under umask 002 (OpenSSH's ssh refuses it: "Bad owner
+    or permissions"): a member of the group adds ``Match exec``, which resel honours in the
+    user's own config; before, resel looked the host up through it and paramiko ran the command
+    as the owner."""
+    import subprocess
+    import sys
+    owner, other = users.owner, users.other
+    home = folder(base / "home", owner, 0o750, users.group)
+    ssh = folder(home / ".ssh", owner, 0o750, users.group)
+    config = made(ssh / "config", owner, 0o664, "Host h\n    User me\n", users.group)
+    drop = base / "drop"
+    drop.mkdir()
+    drop.chmod(0o1777)
+    marker = drop / "ran"
+    hostile = f'Match exec "/usr/bin/id -un > {marker}"\n    User them\n' + config.read_text()
+    assert as_user(other, config.write_text, hostile)[0] == "ok"
+    code = "from resel.backends.transport import SSHTransport as T; print(T('h')._target.user)"
+    argv = ["setpriv", f"--reuid={owner.uid}", f"--regid={owner.gid}", "--init-groups", "--", sys.executable,
+            "-c", code]
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(home), **{k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ}}
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, cwd="/",
+                          timeout=120)
+    assert not marker.exists(), f"the other user's Match exec ran as {marker.read_text()}"
+    assert done.returncode != 0 and "writable by its group" in done.stderr, done.stderr
+    config.chmod(0o644)                     # fixed as the error says (and the Match exec is the owner's own now)
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, cwd="/",
+                          timeout=120)
+    assert done.stdout.strip() == "them", done.stderr

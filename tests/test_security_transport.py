@@ -205,6 +205,19 @@ def test_match_exec_in_a_config_file_named_by_a_sites_file_is_refused(tmp_path):
     assert SSHTransport("exec-node", ssh_config=str(config))._target.user == "y"
 
 
+def test_match_exec_hidden_from_the_line_check_is_refused_too(tmp_path):
+    """Before, the check read a Match line otherwise than paramiko does: ``#`` as a comment
+    (paramiko reads ``#x`` as a host pattern, then ``exec``) and a vertical tab as the end of a
+    line (paramiko ends lines at newlines only), and paramiko ran the command."""
+    marker = tmp_path / "ran"
+    config = tmp_path / "ssh_config"
+    for line in (f'Match !host #x exec "touch {marker}"', f'Match !host "a\x0b" exec "touch {marker}"'):
+        config.write_text(f"{line}\n    User y\n")
+        with pytest.raises(TransportError, match="`Match exec` runs a local command"):
+            SSHTransport("b", ssh_config=str(config))
+        assert not marker.exists(), line
+
+
 def test_match_exec_in_the_users_own_config_is_honoured(tmp_path):
     """The user's own ~/.ssh/config is what their ssh runs anyway: its Match exec works. (In a
     child process: paramiko runs the command with invoke, which reads stdin.)"""
