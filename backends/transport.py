@@ -775,7 +775,7 @@ class _KnownHostsPolicy(paramiko.MissingHostKeyPolicy):
         line = f"{name} {key.get_name()} {key.get_base64()}\n"
         try:
             os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
-            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+            fd = _open_known_hosts(path)
             with os.fdopen(fd, "r+b") as f:
                 size = f.seek(0, os.SEEK_END)
                 if size:
@@ -786,6 +786,36 @@ class _KnownHostsPolicy(paramiko.MissingHostKeyPolicy):
         except OSError as e:
             raise HostKeyError(f"{self.site}: cannot record the new host key of {hostname} "
                                f"in {path}: {e}") from e
+
+
+def _open_known_hosts(path: str) -> int:
+    """``path`` opened to append a host key, never through another user's link (one planted in a
+    shared folder before the first connection had the line appended to a file of the user's).
+    A link of the user's (or root's) is followed; a new file is made ``O_EXCL|O_NOFOLLOW``.
+
+    Raises:
+        OSError: it cannot be opened, or is a link or a file of another user's.
+    """
+    from resel.trust import trusted_owner, who
+    me = os.geteuid()
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    if st is not None and stat_mod.S_ISLNK(st.st_mode) and not trusted_owner(st.st_uid, me):
+        raise OSError(errno.EPERM, f"it is a symbolic link owned by {who(st.st_uid)}; resel does not write "
+                                   "through it")
+    flags = os.O_RDWR | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
+    if st is None:
+        flags |= os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+    elif not stat_mod.S_ISLNK(st.st_mode):
+        flags |= os.O_NOFOLLOW
+    fd = os.open(path, flags, 0o600)
+    owner = os.fstat(fd).st_uid
+    if not trusted_owner(owner, me):
+        os.close(fd)
+        raise OSError(errno.EPERM, f"it belongs to {who(owner)}")
+    return fd
 
 
 #: the host key algorithms of each key type a known_hosts line can hold

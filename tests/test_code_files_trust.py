@@ -148,3 +148,29 @@ def test_an_ssh_config_a_group_member_can_write_runs_nothing_as_the_owner(users:
     done = subprocess.run(argv, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, cwd="/",
                           timeout=120)
     assert done.stdout.strip() == "them", done.stderr
+
+
+def test_accept_new_appends_through_no_link_of_another_user(testbed, users: Users, base: Path):
+    """A sites file's ``known_hosts`` in a shared sticky folder, with ``accept_new_host_keys``:
+    the other user plants a link there to a file of the owner's before the first connection.
+    Before, resel appended the host key line through it, to the owner's file."""
+    from resel.backends.transport import SSHTransport
+    from resel.errors import HostKeyError
+    victim = base / "victim.txt"
+    victim.write_text("the owner's file\n")
+    victim.chmod(0o600)
+    drop = base / "shared"
+    drop.mkdir()
+    drop.chmod(0o1777)
+    known = drop / "known_hosts"
+    assert as_user(users.other, os.symlink, str(victim), str(known))[0] == "ok"
+    empty = base / "ssh_config"
+    empty.write_text("")
+    t = SSHTransport(testbed.ssh_host, port=testbed.ssh_port, user=testbed.user, key_filename=testbed.ssh_key,
+                     known_hosts=str(known), ssh_config=str(empty), accept_new=True)
+    try:
+        with pytest.raises(HostKeyError, match="symbolic link"):
+            t.run(["true"])
+    finally:
+        t.close()
+    assert victim.read_text() == "the owner's file\n"
