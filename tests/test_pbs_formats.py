@@ -108,12 +108,13 @@ def test_openpbs_history_json_fed_to_pbscli_jobs_and_estimates():
         """CONSTRUCTED from the recording: what ``qstat -f -F json -x ID…`` prints for these."""
         return json.dumps({**doc, "Jobs": {k: v for k, v in doc["Jobs"].items() if k in ids}})
     by_id = ("qstat", "-f", "-F", "json", "-x")
-    tr = Recorded({by_id: rec["stdout"], ("date", "+%z"): "+0000\n",
+    tr = Recorded({by_id: rec["stdout"], ("date", "+%z"): "+0000\n", ("id", "-un"): "fireuser\n",
                    by_id + ("1004.pbs", "1006", "77"): Reply(only("1004.pbs", "1006.pbs"),
                                                              "qstat: Unknown Job Id 77.pbs\n", 153),
                    by_id + ("1006",): only("1006.pbs"), by_id + ("1006.pbs",): only("1006.pbs")})
     cli = PBSCLI(tr, dialect="pro")
-    assert set(cli.jobs(name_prefix="hello")) == {"1004.pbs", "1005.pbs"}
+    assert set(cli.jobs(name_prefix="hello")) == {"1004.pbs", "1005.pbs"}    # the user's own (fireuser's)
+    assert cli.jobs(name_prefix="hi_") == {}                                   # firesrv's is not theirs
     assert set(cli.jobs(["1006", "1004.pbs", "77"])) == {"1006", "1004.pbs"}     # by number, keyed as asked
     assert [c[5:] for c in tr.calls[-1:]] == [["1004.pbs", "1006", "77"]]     # our ids only, not everyone's
     assert cli.jobs(["1006"])["1006"].job_id == "1006"

@@ -280,11 +280,15 @@ class PBSCLI:
         pilot poll) only those jobs are asked for (:meth:`_jobs_by_id`), never every user's.
 
         Names are read from ``qstat -f``, which prints them whole (the short ``qstat`` cuts
-        them to 16 characters), so resel's ~20-character pilot names match exactly.
+        them to 16 characters), so resel's ~20-character pilot names match exactly. A name
+        lookup without ``user`` keeps this user's jobs only (``qstat -f`` lists everyone's, and
+        another user's job named as a pilot was taken for it).
         """
         wanted = check_job_ids(ids) if ids is not None else None
         if wanted is not None and not wanted:
             return {}
+        if name_prefix is not None and user is None:
+            user = self.user_name()
         if user is not None:
             _check_word("user", user)
         found = self._jobs_by_id(sorted(set(wanted))) if wanted is not None else self._all_jobs()

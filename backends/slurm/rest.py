@@ -385,10 +385,14 @@ class SlurmREST:
         """Jobs slurmctld still lists, recently finished ones included (for ``MinJobAge``).
 
         With ``ids`` (a pilot poll) only those jobs are asked for, one ``GET /job/{id}`` each
-        on the kept-alive connection, never every user's queue; without, ``GET /jobs``."""
+        on the kept-alive connection, never every user's queue; without, ``GET /jobs``. A name
+        lookup without ``user`` keeps this user's jobs only, as the CLI's ``--me`` does: pilot
+        names are public, and another user's job named as a pilot was taken for it."""
         wanted = set(check_job_ids(ids)) if ids is not None else None
         if wanted is not None and not wanted:
             return {}
+        if name_prefix is not None and user is None:
+            user = self.user
         if wanted is not None:
             found: dict[str, JobInfo] = {}
             for jid in sorted(wanted):

@@ -1,0 +1,56 @@
+"""Another user's job named as one of our pilots is not taken for it.
+
+Pilot names are public (every user's ``squeue``/``qstat`` lists them) and predictable
+(``resel-RUNKEY-pN``, N counting up). Before each submission resel looks its pilot up by name
+(a pilot submitted before a crash is not submitted again); through slurmrestd (``GET /jobs``)
+and PBS (``qstat -f``) that lookup saw every user's jobs, so another user's held job named
+``resel-RUNKEY-p1`` was taken for our pilot 1: resel submitted none and waited on theirs, and
+at the run's end tried to cancel their jobs as ours. Through Slurm's CLI (``--me``) and
+HTCondor (``condor_q``: the user's own) only the user's own jobs were seen.
+
+A real held job of a second real user on the testbed's cluster A, cancelled after.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from resel.backends.connect import open_site
+from resel.config import load_sites
+from test_other_users import Users, users  # noqa: F401 - the module's fixture, reused
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to submit as a second real user")
+
+
+def site_file(tmp_path: Path, testbed, kind: str) -> Path:
+    access = (f'api = "rest", rest_url = "{testbed.rest_url}", rest_user = "{testbed.rest_user}", '
+              f'rest_token_file = "{testbed.rest_token_file}", ' if kind == "rest" else "")
+    path = tmp_path / f"sites-{kind}.toml"
+    path.write_text('[[site]]\nname = "a"\nkind = "' + ("slurm" if kind == "rest" else "pbs") + '"\ncores = 2\n'
+                    'clock = { base = 2.0 }\npilot = { mode = "single", max_cores = 2, walltime = 300 }\n'
+                    f'access = {{ transport = "local", workdir = "{tmp_path / "work"}", {access}'
+                    f'env = {{ SLURM_CONF = "{testbed.slurm_conf_a}" }} }}\n')
+    path.chmod(0o600)
+    return path
+
+
+@pytest.mark.parametrize("kind", ["rest", "pbs"])
+def test_another_users_job_named_as_our_next_pilot_is_not_taken_for_it(testbed, users: Users, tmp_path, kind):
+    run_key = f"r7-{uuid.uuid4().hex[:6]}"
+    env = {"PATH": "/usr/bin:/bin", "SLURM_CONF": testbed.slurm_conf_a}
+    done = subprocess.run(["setpriv", f"--reuid={users.other.uid}", f"--regid={users.other.gid}", "--init-groups",
+                           "sbatch", "--parsable", "--hold", f"--job-name=resel-{run_key}-p1", "--wrap", "sleep 600"],
+                          capture_output=True, text=True, env=env, cwd="/tmp", timeout=60)
+    assert done.returncode == 0, done.stderr
+    theirs = done.stdout.strip().split(";")[0]
+    try:
+        ps = open_site(load_sites(site_file(tmp_path, testbed, kind))[0])
+        assert ps.find_pilot_job(run_key, 1) is None
+        assert theirs not in ps.run_jobs(run_key)
+    finally:
+        subprocess.run(["scancel", theirs], env=env, capture_output=True, timeout=60)
