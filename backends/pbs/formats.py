@@ -522,8 +522,12 @@ def text_blocks(text: str, header: re.Pattern[str], command: str,
     """Split ``Header: name`` blocks of indented ``key = value`` lines into (name, attrs).
 
     A line indented without `` = `` continues the previous value (Torque wraps long values
-    at about 80 columns, the continuation starting with a tab). With ``bare_header`` a
-    non-indented line is itself the header (``pbsnodes`` prints just the node name).
+    at about 80 columns, the continuation starting with a tab); in a job's block so does any
+    other line that is no header, after a blank line or not indented: Slurm's ``qstat``
+    wrapper prints a job's name as it is, and another user's job named ``x<newline>…`` broke
+    every listing of all jobs (a value so continued is still checked where it is read). With
+    ``bare_header`` a non-indented line is itself the header (``pbsnodes`` prints just the
+    node name).
     """
     out: list[tuple[str, dict[str, str]]] = []
     attrs: dict[str, str] | None = None
@@ -531,7 +535,8 @@ def text_blocks(text: str, header: re.Pattern[str], command: str,
     for lineno, raw in enumerate(text.splitlines(), 1):
         line = raw.rstrip("\r\n")
         if not line.strip():
-            last = None
+            if bare_header:
+                last = None
             continue
         m = header.match(line)
         if m or (bare_header and not line[0].isspace()):
@@ -548,7 +553,7 @@ def text_blocks(text: str, header: re.Pattern[str], command: str,
         if a:
             last = a.group(1)
             attrs[last] = a.group(2).strip()
-        elif last is not None and line[0].isspace():
+        elif last is not None and (line[0].isspace() or not bare_header):
             attrs[last] += line.strip()
         else:
             raise SchedulerReplyError(command, f"line {lineno}: not 'key = value': {line[:80]!r}")
