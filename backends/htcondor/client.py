@@ -670,11 +670,15 @@ class HTCondorBindings(_Common):
         if wanted is not None and not wanted:
             return {}
         owner = f" && Owner == {classad_string(user)}" if user is not None else ""
+        # a name lookup without ``user``: the schedd's "my jobs" (whom it authenticated), as
+        # condor_q's default — pilot names are public, another user's job named as a pilot
+        # would be taken for it
+        mine = {"opts": self.htcondor.QueryOpt.DefaultMyJobsOnly} if name_prefix is not None and user is None else {}
         found: dict[str, JobInfo] = {}
         # with ids (a pilot poll) only those jobs, in batches; the history for those that left
         for batch in (batches(sorted(wanted)) if wanted is not None else [None]):
             constraint = self._constraint(batch) if batch is not None else "true"
-            ads = self._call("Schedd.query", self.schedd.query, f"({constraint}){owner}", list(fmt.JOB_ATTRS))
+            ads = self._call("Schedd.query", self.schedd.query, f"({constraint}){owner}", list(fmt.JOB_ATTRS), **mine)
             found.update({j.job_id: j for j in (fmt.job_from_ad(ad, "Schedd.query") for ad in ads)})
         for batch in batches(sorted(wanted - set(found)) if wanted is not None else []):
             ads = self._call("Schedd.history", self.schedd.history, self._constraint(batch), list(fmt.JOB_ATTRS),

@@ -17,6 +17,8 @@ exercised up to the version guard in the test suite, since no matching pyslurm e
 from __future__ import annotations
 
 import importlib
+import os
+import pwd
 import re
 import subprocess
 import time
@@ -160,7 +162,12 @@ class SlurmPySlurm:
 
     def jobs(self, ids: Iterable[str] | None = None, *, user: str | None = None,
              name_prefix: str | None = None) -> dict[str, JobInfo]:
+        """Jobs libslurm lists (every user's); a name lookup without ``user`` keeps this user's
+        own, as the CLI's ``--me`` does: pilot names are public, and another user's job named
+        as a pilot would be taken for it."""
         wanted = set(check_job_ids(ids)) if ids is not None else None
+        if name_prefix is not None and user is None:
+            user = pwd.getpwuid(os.geteuid()).pw_name
         return {jid: j for jid, j in self._all_jobs().items()
                 if (wanted is None or jid in wanted) and (user is None or j.user == user)
                 and (name_prefix is None or j.name.startswith(name_prefix))}
