@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections import deque
 from itertools import chain
 from typing import Callable, Mapping
 
@@ -658,6 +659,8 @@ class Engine(PricingRules, LearningRules, HealthRules, WalltimeRules, PilotRules
                 origin = self._books[r]
                 while room > 0 and origin.waiting and self._can_queue(pilot, t):
                     tid = origin.waiting[0]
+                    if self.tasks[tid].barred == x:
+                        break   # its failures on x sent it to r for good (engine_outcomes)
                     window = self._window(x, r, t) if self._w is None else self._task_window(x, r, t, tid)
                     if window > 0:
                         break   # provisional on x: only a free slot opens its window
@@ -691,11 +694,14 @@ class Engine(PricingRules, LearningRules, HealthRules, WalltimeRules, PilotRules
                     if tid is None:
                         break
                     task = self.tasks[tid]
-                elif origin.waiting:
-                    task = self.tasks[origin.waiting.popleft()]
+                elif origin.waiting and (tid := self._take_unbarred(x, origin.waiting)) is not None:
+                    task = self.tasks[tid]
                 else:   # handed ahead to a pilot of r and not started as far as we know: its agent
                     # may have claimed it since the last poll, so it is asked back, not taken
-                    self._recall(self.tasks[next(reversed(origin.queued))], t, out, x)
+                    queued = next((q for q in reversed(origin.queued) if self.tasks[q].barred != x), None)
+                    if queued is None:
+                        break      # what r still has may not run on x (barred: engine_outcomes)
+                    self._recall(self.tasks[queued], t, out, x)
                     continue
                 self._waiting_total -= 1
                 self._waiting_changed = True
@@ -731,6 +737,17 @@ class Engine(PricingRules, LearningRules, HealthRules, WalltimeRules, PilotRules
                 return
         if self._learn:
             self._restart_onto(x, t, out)
+
+    def _take_unbarred(self, x: int, queue: deque[int]) -> int | None:
+        """Remove and return the first task of ``queue`` that may run on site x — not one whose
+        failures there sent it elsewhere for good (``TaskRecord.barred``) — or None."""
+        if self.tasks[queue[0]].barred != x:
+            return queue.popleft()
+        for tid in queue:
+            if self.tasks[tid].barred != x:
+                queue.remove(tid)
+                return tid
+        return None
 
     def _finish(self, t: float, out: list[Action]) -> None:
         for pilot in list(self.pilots.values()):

@@ -41,7 +41,7 @@ class TaskRecord:
     """The engine's book-keeping for one task (read it; do not write it)."""
 
     __slots__ = ("id", "state", "origin", "first_origin", "site", "pilot", "attempt",
-                 "deadline", "opened", "failures", "losses", "attempts", "moved_from", "since", "priced")
+                 "deadline", "opened", "failures", "losses", "attempts", "moved_from", "since", "priced", "barred")
 
     def __init__(self, tid: int, origin: int):
         self.id = tid
@@ -60,6 +60,9 @@ class TaskRecord:
         #: (T̂x'(r), T̂x'(r'), Ŵ) its open window was priced with (bags that move data; else None)
         self.priced: tuple[float, float, float] | None = None
         self.attempts: list[Attempt] = []   # every attempt, oldest first
+        #: the site whose failures (or losses) alone sent it elsewhere for one more try: it is
+        #: never moved back there (engine_outcomes._retry_or_give_up); -1: none
+        self.barred = -1
 
 
 class PilotRecord:

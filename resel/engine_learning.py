@@ -212,8 +212,9 @@ class LearningRules:
             tx_r = self.tx[r]
             while book.free > book.incoming:
                 task = self._candidate(r, newest, -1.0)
-                if task is None or (self._u is not None and not self._fits(x, task.id)):
-                    break   # (several widths: the newest attempt's cores must fit x's free ones)
+                if task is None or (self._u is not None and not self._fits(x, task.id)) or task.barred == x:
+                    break   # (several widths: the newest attempt's cores must fit x's free ones;
+                    # a task its failures on x sent away is never brought back: engine_outcomes)
                 elapsed = t - task.attempts[-1].start
                 w = 1.0 if self._w is None else self._w[task.id]
                 if self._w is not None and w <= 0:

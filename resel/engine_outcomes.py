@@ -41,8 +41,9 @@ class OutcomeRules:
             self._start_queued(task, ev.time)   # e.g. a bad task file: failed without a start
         if task.attempt != ev.attempt or task.state not in (RUNNING, PROVISIONAL):
             return
-        self._outcome(task.site, bad=True)
         x = task.site
+        if not any(a.site == x and a.outcome is AttemptOutcome.FAILED for a in task.attempts[:-1]):
+            self._outcome(x, bad=True)   # a task failing there again says nothing new of the site
         self._end_attempt(task, ev.time, AttemptOutcome.FAILED)
         task.failures += 1
         self._requeue(task, ev.time, *self._retry_or_give_up(task, x, AttemptOutcome.FAILED,
@@ -126,6 +127,10 @@ class OutcomeRules:
         if give_up and {a.site for a in task.attempts if a.outcome == outcome} == {x}:
             others = self._usable(exclude=x)
             if others:
+                # and it stays elsewhere: re-selection, hand-ahead and restarts never move it
+                # back to x (it did, and the task failed there again and again, one more try each
+                # time, until x was quarantined for that one task)
+                task.barred = x
                 return False, self._fastest(others, t)
         return give_up, None
 
@@ -140,7 +145,7 @@ class OutcomeRules:
                 self.sites[task.origin].name in self.lost_sites or self.health[task.origin].quarantined):
             usable = self._usable()
             if usable:   # its origin is gone or quarantined: requeue on the fastest site still usable
-                task.origin = self._fastest(usable, t)
+                task.origin = self._fastest([y for y in usable if y != task.barred] or usable, t)
             else:
                 give_up = True
         if give_up:

@@ -228,13 +228,13 @@ class PackingRules:
         raise AssertionError(f"no pilot of site {x} has {need} free units")   # callers check first
 
     def _take_fitting(self, x: int, queue: deque[int]) -> int | None:
-        """Remove and return the first task of ``queue`` whose units fit a pilot of site x
-        (None: none fits now). Tasks before it keep their places."""
+        """Remove and return the first task of ``queue`` whose units fit a pilot of site x and
+        that is not barred from x (None: none fits now). Tasks before it keep their places."""
         room = self._widest_free(x)
         if room <= 0:
             return None
         for i, tid in enumerate(queue):
-            if self.task_slots(x, tid) <= room:
+            if self.task_slots(x, tid) <= room and self.tasks[tid].barred != x:
                 del queue[i]
                 return tid
         return None

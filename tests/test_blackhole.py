@@ -76,12 +76,14 @@ def test_five_failures_quarantine_the_site_and_move_its_waiting_tasks():
     assert of(act, SetTimer) == [SetTimer(at=1802.0, task=-1, attempt=1, site="bh")]
     assert of(act, SubmitPilot) == [SubmitPilot(pilot=1, site="ok", cores=3, walltime=48 * 3600.0)]
     assert set(engine.quarantined) == {"bh"}
-    # a task still running there that fails now is requeued on ok, not on bh
+    # a task still running there that fails now is requeued on ok, not on bh; it had failed on
+    # bh before, so bh's counts do not change (a task failing again says nothing new of a site)
     engine.handle(TaskFailed(time=3.0, task=0, attempt=2))
     assert engine.tasks[0].origin == 1 and engine.tasks[0].state.value == "waiting"
+    assert (engine.health[0].n, engine.health[0].bad) == (5, 5)
     # a success there still counts for it, but it stays out until its back-off ends
     act = engine.handle(TaskFinished(time=4.0, task=5, attempt=1))
-    assert not of(act, DispatchTask) and engine.health[0].n == 7 and engine.health[0].bad == 6
+    assert not of(act, DispatchTask) and engine.health[0].n == 6 and engine.health[0].bad == 5
 
     # the release: counts restart and the tasks the quarantine moved come back (the retry);
     # bh's pilot has three free slots (tasks 4, 0 and 5 left it) and takes all three at once
@@ -155,6 +157,36 @@ def test_a_task_is_not_given_up_on_one_sites_word():
     assert of(out, DispatchTask) == [DispatchTask(task=0, attempt=4, pilot=pid, site="ok")]
     engine.handle(TaskFailed(time=6.0, task=0, attempt=4))
     assert engine.tasks[0].state.value == "failed"
+
+
+def test_a_task_sent_elsewhere_by_its_failures_is_never_moved_back_nor_condemns_the_site():
+    """A broken task (a bad input: it fails wherever it runs) fails max_attempts times on a, its
+    failures all there: it goes to b for one more try — and stays there. a is faster, acquired
+    and a re-selection target while b's pilot waits, so before, a's free slot took it back at
+    once, and it failed there again and again, one more try each time, until a — a healthy site
+    whose other tasks were done — was quarantined for that one task (seen live: 5 failures of
+    one task on tba, tba quarantined for 30 minutes). a counts the task's failures once."""
+    a, b = make_site("a", 4.0, cores=2, target=True), make_site("b", 2.0, cores=2)
+    engine = Engine(make_bag(3), [a, b], "model+reselect")
+    out = engine.handle(BagSubmitted(time=0.0))
+    out += engine.handle(PilotStarted(time=1.0, pilot=0))
+    assert [(d.task, d.site) for d in of(out, DispatchTask)] == [(0, "a"), (1, "a")]
+    out = engine.handle(TaskFinished(time=2.0, task=1, attempt=1))
+    assert [(d.task, d.site) for d in of(out, DispatchTask)] == [(2, "a")]
+    for attempt in (1, 2):
+        out = engine.handle(TaskFailed(time=2.0 + attempt, task=0, attempt=attempt))
+        assert of(out, DispatchTask) == [DispatchTask(task=0, attempt=attempt + 1, pilot=0, site="a")]
+    out = engine.handle(TaskFailed(time=5.0, task=0, attempt=3))
+    assert not of(out, DispatchTask) and [p.site for p in of(out, SubmitPilot)] == ["b"]
+    assert engine.tasks[0].origin == 1 and engine.tasks[0].state.value == "waiting"
+    out = engine.handle(TaskFinished(time=6.0, task=2, attempt=1))     # a's slots both free now
+    assert not of(out, DispatchTask) and not of(out, SiteQuarantined)
+    assert (engine.health[0].n, engine.health[0].bad) == (3, 1) and not engine.quarantined
+    out = engine.handle(PilotStarted(time=60.0, pilot=1))
+    assert of(out, DispatchTask) == [DispatchTask(task=0, attempt=4, pilot=1, site="b")]
+    engine.handle(TaskFailed(time=61.0, task=0, attempt=4))
+    assert engine.tasks[0].state.value == "failed" and engine.finished and not engine.quarantined
+    assert [a.site for a in engine.tasks[0].attempts] == [0, 0, 0, 1]
 
 
 # ---------------------------------------------------------------- the property, simulated
