@@ -144,3 +144,39 @@ def test_a_site_whose_pilots_die_at_start_is_quarantined(tmp_path, testbed):
     tbb_pilots = [json.loads(r["data"]) for r in db.query(
         "select data from events where run_id = ? and kind = 'SubmitPilot'", [coord.run_id])]
     assert sum(1 for p in tbb_pilots if p["site"] == "tbb") == 5
+
+
+def test_a_broken_task_is_given_up_without_condemning_the_site_that_ran_it(tmp_path, testbed):
+    """One task of four has a bad input: it fails wherever it runs. tba (faster) takes the bag;
+    tbb's pilot waits behind another user's job. The broken task fails three times on tba, goes
+    to tbb for one more try and stays there — a free tba slot no longer takes it back — fails
+    once on tbb and is given up; tba, which ran every other task, is not quarantined (before:
+    five failures on tba, tba quarantined for 30 minutes). `resel report` says why the task
+    failed: its attempts and the last line it wrote on stderr, shown literally (an escape
+    sequence and rich markup in it are not obeyed)."""
+    from click.testing import CliRunner
+
+    from live_helpers import fill, slurm
+    from resel.cli import cli
+    command = ('if [ "$RESEL_TASK" = 1 ]; then printf "\\033[2J[bold]Fatal error: atom 42 has no mass\\n" >&2; '
+               'exit 3; fi; sleep 1')
+    filler = fill(testbed, "b", 4, 25)
+    try:
+        coord = start(tmp_path, sites_toml(testbed), bag_toml(4, command), strategy="auto")
+        coord.run(max_time=240)
+        coord.close()
+    finally:
+        slurm(testbed, "b", "scancel", filler, check=False)
+    run = coord.db["runs"].get(coord.run_id)
+    assert (run["status"], run["done"], run["failed"]) == ("done", 3, 1)
+    tried = [(r["site"], r["outcome"]) for r in coord.db.query(
+        "select site, outcome from attempts where run_id = ? and task = 1 order by attempt", [coord.run_id])]
+    assert tried == [("tba", "failed")] * 3 + [("tbb", "failed")]
+    assert not coord.engine.quarantined
+    report = CliRunner().invoke(cli, ["report", str(coord.run_id), "--db", str(tmp_path / "resel.db")])
+    assert report.exit_code == 0, report.output
+    assert "task 1: tba exit code 3 ×3, tbb exit code 3; stderr: \\x1b[2J[bold]Fatal error: atom 42 has no mass" \
+        in " ".join(report.output.split()), report.output
+    doc = json.loads(CliRunner().invoke(cli, ["report", str(coord.run_id), "--db", str(tmp_path / "resel.db"),
+                                              "--json"]).output)
+    assert [(f["task"], len(f["attempts"])) for f in doc["failed"]] == [(1, 4)]

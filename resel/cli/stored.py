@@ -79,6 +79,57 @@ def _parsed(parse_name: str) -> Callable[[click.Context, click.Parameter, str | 
 _when, _ids = _parsed("moment"), _parsed("run_ids")
 
 
+#: failed tasks ``resel report`` lists one by one (``--json`` has them all)
+FAILED_SHOWN = 10
+
+
+def failed_log(store, run_id: int, bag_spec: str | None) -> list[dict]:
+    """Each task the run gave up (failed), with each of its attempts (site, outcome, reason)
+    and what its last attempt wrote last on stderr (a live run's agents keep a tail): why it
+    failed is the first thing its user asks, and the report said only "(failed)"."""
+    from resel.cli.results import task_names
+    failed = [r["task"] for r in store.query(
+        "select task from tasks where run_id = ? and state = 'failed' order by task", [run_id])]
+    if not failed:
+        return []
+    names = task_names(bag_spec)
+    attempts: dict[int, list[dict]] = {t: [] for t in failed}
+    if "attempts" in store.table_names():
+        for a in store.query("select task, attempt, site, outcome, reason, exit_code, stderr_tail from attempts "
+                             "where run_id = ? and task in (select task from tasks where run_id = ? and "
+                             "state = 'failed') order by task, attempt", [run_id, run_id]):
+            attempts[a["task"]].append(dict(a))
+    out = []
+    for task in failed:
+        tried = attempts[task]
+        tail = next((a["stderr_tail"] for a in reversed(tried) if a["stderr_tail"]), "") or ""
+        last = next((line for line in reversed(tail.splitlines()) if line.strip()), "")
+        out.append({"task": task, "task_name": names[task] if names and task < len(names) else None,
+                    "attempts": [{k: a[k] for k in ("attempt", "site", "outcome", "reason")} for a in tried],
+                    "stderr_last_line": last[-300:] or None})
+    return out
+
+
+def _print_failed(failed: list[dict], live: bool) -> None:
+    """The failed tasks, a line each: where each attempt ended and why, and the last line its
+    last attempt wrote on stderr."""
+    if not failed:
+        return
+    out.print(f"failed tasks ({len(failed):,}" + (f"; the first {FAILED_SHOWN} here, all in --json" if
+                                                  len(failed) > FAILED_SHOWN else "") + "):", highlight=False)
+    for f in failed[:FAILED_SHOWN]:
+        counts: dict[tuple, int] = {}
+        for a in f["attempts"]:
+            key = (a["site"], a["reason"] or a["outcome"])
+            counts[key] = counts.get(key, 0) + 1
+        where = ", ".join(f"{site} {why}" + (f" ×{n}" if n > 1 else "") for (site, why), n in counts.items())
+        named = f" {f['task_name']!r}" if f["task_name"] is not None else ""
+        line = f"  task {f['task']}{named}: {where or ('no attempt recorded' if live else 'a simulated run keeps no attempts')}"
+        if f["stderr_last_line"]:
+            line += f"; stderr: {f['stderr_last_line']}"
+        out.print(m(line), highlight=False, soft_wrap=True)
+
+
 def learned_log(store, run_id: int) -> tuple[dict | None, dict[str, list[dict]]]:
     """What ``auto`` ran as (StrategyChosen) and, per site, every estimate of its rate a learning
     run recorded (RateLearned, oldest first): the report's "rates learned during the run"."""
@@ -301,16 +352,18 @@ def report(run_id: int, db: Path | None, n_decisions: int, plot_dir: Path | None
         "select * from decisions where run_id = ? and kind != 'assign' order by seq limit ?", [run_id, n_decisions]))
     quarantines = quarantine_log(store, run_id)
     chosen, learned = learned_log(store, run_id)
+    failed = failed_log(store, run_id, run.get("bag_spec"))
     if as_json:
         for key in ("sites", "bag_spec"):
             run.pop(key, None)
         from resel.cli.report_plots import emit
         print_json({"run": run, "per_site": per_site, "decisions": kinds, "decision_log": picked,
-                     "quarantines": quarantines, "auto": chosen, "learned": learned,
+                     "quarantines": quarantines, "auto": chosen, "learned": learned, "failed": failed,
                      **emit(store, run_id, plot_dir, html_file, as_json=True, protect=protect)})
         return
     _print_run_header(store, run, run_id)
     _print_where_tasks_ran(per_site, quarantines)
+    _print_failed(failed, run.get("mode") == "live")
     _print_learned(chosen, learned)
     _print_decisions(run["audit"] or {}, kinds, picked, n_decisions)
     if plot_dir is not None or html_file is not None:
