@@ -155,3 +155,31 @@ def test_bad_data_in_a_task_file_is_a_bad_task_file(run, tmp_path, inputs, outpu
     res = pilot.result(submit(pilot, 10, f"touch {marker}", inputs, outputs))
     assert res["outcome"] == "failed" and res["reason"].startswith("bad task file:") and why in res["reason"]
     assert not marker.exists()
+
+
+def test_names_the_coordinator_cannot_carry_home_are_refused_not_sent(run):
+    """A task's file named with bytes that are not UTF-8, a newline, a C1 control character
+    or a backslash, matched by an output glob: the agent used to list it in the result's
+    outputs, and the coordinator then skipped the whole result as breaking the protocol (the
+    attempt stayed running until its pilot ended) or, for the non-UTF-8 name, crashed storing
+    it (and again at every --resume). Such a name is refused, like a link, and named in a
+    form safe to print; the task's other outputs are sent."""
+    pilot, _cache = run
+    cmd = ("echo ok > md.log; echo 1 > \"$(printf 'bad\\377.dat')\"; echo 2 > \"$(printf 'nl\\nx.dat')\"; "
+           "echo 3 > \"$(printf 'nel\\302\\205.dat')\"; echo 4 > 'back\\slash.dat'; echo 5 > 'run[0].dat'")
+    key = submit(pilot, 11, cmd, outputs=[{"glob": "md.log"}, {"glob": "*.dat"}])
+    res = pilot.result(key)
+    assert res["outcome"] == "done", res
+    assert [o["name"] for o in res["outputs"]] == ["md.log", "run[0].dat"]
+    refused = {r["name"]: r["why"] for r in res["refused"]}
+    assert set(refused) == {"bad\\xff.dat", "nl\\nx.dat", "nel\\xc2\\x85.dat", "back\\\\slash.dat"}
+    assert all("cannot carry" in why for why in refused.values())
+    from resel.backends.pilotsite import check_result
+    assert check_result(res, key) is None
+
+
+def test_a_required_output_matched_only_by_a_name_that_cannot_go_home_is_missing(run):
+    pilot, _cache = run
+    key = submit(pilot, 12, "echo 1 > \"$(printf 'bad\\377.dat')\"", outputs=[{"glob": "*.dat"}])
+    res = pilot.result(key)
+    assert (res["outcome"], res["reason"]) == ("failed", "missing output: *.dat")

@@ -180,6 +180,8 @@ PRIVATE_FILE = 0o600
 REJECTED_KEPT = 100    # rejected.json lists the last this many files
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+# what an output's name may not hold to be carried home (resel.config.relative_path_problem)
+UNSENDABLE_RE = re.compile(r"[\x00-\x1f\x7f-\x9f\\]")
 MAX_WALK = 100000      # entries of a task's folder looked at for outputs
 CACHE = "cache"        # the run's content-addressed inputs: a folder beside PILOTDIR
 
@@ -666,6 +668,25 @@ def match_path(parts, pattern):
     if pattern[0] == "**":
         return any(match_path(parts[i:], pattern[1:]) for i in range(len(parts) + 1))
     return bool(parts) and fnmatch.fnmatchcase(parts[0], pattern[0]) and match_path(parts[1:], pattern[1:])
+
+
+def unsendable(rel):
+    """Why a file's name cannot go home as an output, or None. The coordinator takes a result
+    only if each output's name is UTF-8 text without control characters or backslashes (it
+    skipped the whole record otherwise, and a name that is not UTF-8 stopped it when stored):
+    such a file is refused, as a link is, and the task's other outputs go."""
+    try:
+        rel.encode("utf-8")
+    except UnicodeEncodeError:
+        return "a name resel cannot carry home (not UTF-8)"
+    if UNSENDABLE_RE.search(rel):
+        return "a name resel cannot carry home (a control character or a backslash)"
+    return None
+
+
+def shown(rel):
+    """A file's name as a result may carry it: itself, or its bytes escaped when it cannot go home."""
+    return ascii(os.fsencode(rel))[2:-1] if unsendable(rel) else rel
 
 
 def walk_task_dir(tdir, limit=MAX_WALK):
@@ -1512,7 +1533,9 @@ class Agent(object):
             for rel, st in entries:
                 if rel in inputs or not match_path(rel.split("/"), pattern):
                     continue
-                if stat.S_ISREG(st.st_mode):
+                if stat.S_ISREG(st.st_mode) and unsendable(rel):
+                    refused[rel] = unsendable(rel)
+                elif stat.S_ISREG(st.st_mode):
                     found[rel] = st
                     hit = True
                 elif not stat.S_ISDIR(st.st_mode):
@@ -1535,7 +1558,7 @@ class Agent(object):
             finally:
                 os.close(fd)
             outputs.append({"name": rel, "size": size, "sha256": digest})
-        return outputs, [{"name": n, "why": w} for n, w in sorted(refused.items())], missing
+        return outputs, [{"name": shown(n), "why": w} for n, w in sorted(refused.items())], missing
 
     def read_stop(self):
         try:
