@@ -809,9 +809,22 @@ def _key_problem(rec: dict, stem: str) -> str | None:
     return None
 
 
+def _text_problem(rec: dict) -> str | None:
+    """Why a record holds a string that is not text (JSON's ``"\\udcff"``, a lone surrogate,
+    reads into one, and no agent writes it), or None: stored, such a string stopped the
+    coordinator (SQLite refuses it) — at once and at every ``--resume``."""
+    try:
+        json.dumps(rec, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return "a string in it is not UTF-8 text (a lone surrogate)"
+    except (TypeError, ValueError, RecursionError):
+        pass                              # the field checks say what is wrong
+    return None
+
+
 def check_started(rec: dict, stem: str) -> str | None:
     """Why a ``started/{key}.json`` record breaks the protocol, or None."""
-    problem = _key_problem(rec, stem)
+    problem = _key_problem(rec, stem) or _text_problem(rec)
     if problem:
         return problem
     if not _is_time(rec.get("time")):
@@ -823,7 +836,7 @@ def check_started(rec: dict, stem: str) -> str | None:
 
 def check_result(rec: dict, stem: str) -> str | None:
     """Why a ``results/{key}.json`` record breaks the protocol, or None."""
-    problem = _key_problem(rec, stem)
+    problem = _key_problem(rec, stem) or _text_problem(rec)
     if problem:
         return problem
     if rec.get("outcome") not in OUTCOMES:

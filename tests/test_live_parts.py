@@ -64,6 +64,13 @@ GOOD = {"task": 3, "attempt": 1, "exit_code": 0, "signal": None, "start": 10.0, 
     ({"exit_code": 1.5}, "t3-a1", "exit_code must be an integer"),
     ({"reason": ["x"]}, "t3-a1", "reason must be a string"),
     ({"perf": "fast"}, "t3-a1", "perf must be an object"),
+    # a lone surrogate (JSON's "\\udcff") is no UTF-8 text: stored, it stopped the coordinator
+    # (SQLite refuses it) at once and at every --resume
+    ({"outputs": [{"name": "bad\udcff.dat", "size": 1, "sha256": "a" * 64}]}, "t3-a1", "not UTF-8"),
+    ({"reason": "exit \udcff"}, "t3-a1", "not UTF-8"),
+    ({"host": "\ud800"}, "t3-a1", "not UTF-8"),
+    ({"refused": [{"name": "x\udcff", "why": "a symbolic link"}]}, "t3-a1", "not UTF-8"),
+    ({"perf": {"\udcff": 1.0}}, "t3-a1", "not UTF-8"),
 ])
 def test_result_records_are_checked(change, stem, why):
     got = check_result({**GOOD, **change}, stem)
@@ -74,6 +81,7 @@ def test_started_records_are_checked():
     assert check_started({"task": 1, "attempt": 2, "time": 5.0, "host": "c"}, "t1-a2") is None
     assert "time must be a number" in check_started({"task": 1, "attempt": 2, "time": "x"}, "t1-a2")
     assert "host must be a string" in check_started({"task": 1, "attempt": 2, "time": 1, "host": 7}, "t1-a2")
+    assert "not UTF-8" in check_started(json.loads('{"task": 1, "attempt": 2, "time": 1, "host": "\\udcff"}'), "t1-a2")
 
 
 def _live_row(db, options: dict, command: str = "true", site_commands=()) -> int:
