@@ -65,11 +65,26 @@ def kind_of(mode: int) -> str:
     return "a device, pipe or socket"
 
 
+#: the longest name of one file most file systems take (NAME_MAX), in bytes
+NAME_MAX = 255
+#: bytes a temporary name adds to the name it stands for: ``.`` + ``.part-`` + 8 hex digits
+_PART_EXTRA = 15
+
+
+def temporary_prefix(base: str) -> str:
+    """What the temporary names of a file named ``base`` start with: ``.BASE.part-``, BASE
+    cut short (whole characters) where the name would pass :data:`NAME_MAX` — an output may be
+    named up to 255 bytes, and its temporary name is 15 longer (ENAMETOOLONG, before)."""
+    while len(os.fsencode(base)) > NAME_MAX - _PART_EXTRA:
+        base = base[:-1]
+    return f".{base}.part-"
+
+
 def temporary_name(path: str) -> str:
     """A fresh name beside ``path`` (``.NAME.part-XXXXXXXX``): dot-files, which neither the
     agent nor ``resel results`` take for a file of the run."""
     folder, base = os.path.split(path)
-    return os.path.join(folder, f".{base}.part-{secrets.token_hex(4)}")
+    return os.path.join(folder, f"{temporary_prefix(base)}{secrets.token_hex(4)}")
 
 
 def check(path: str, moved: Moved, size: int | None, sha256: str | None) -> None:

@@ -319,7 +319,8 @@ class PilotSite:
             raise ReselError(f"bad output index {index!r}")
         if not self.shares_files:
             return posixpath.join(pdir, "outputs", f"{key}.{index}")
-        why = relative_path_problem(name, glob=False) if isinstance(name, str) and name else "no name"
+        # glob=True: a file's name may hold * ? [ (``run[0].dat``, matched by ``*.dat``)
+        why = relative_path_problem(name, glob=True) if isinstance(name, str) and name else "no name"
         if why:
             raise ReselError(f"bad output name {name!r}: {why}")
         return posixpath.join(pdir, "tasks", key, *name.split("/"))

@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from resel.backends.files import ContentMismatch, NotRegularFile, sha256_file
+from resel.backends.files import ContentMismatch, NotRegularFile, sha256_file, temporary_prefix
 from resel.backends.pilotsite import PilotSite, task_key
 from resel.errors import ReselError
 from resel.task_data import InputFile
@@ -292,9 +292,10 @@ def _drop_leftovers(path: str) -> None:
     names :func:`resel.backends.files.temporary_name` makes): never taken for the output, removed
     before it is fetched again. Only our own regular files are touched."""
     folder, base = os.path.split(path)
-    prefix = f".{base}.part-"
+    prefix = temporary_prefix(base)
     try:
-        names = [n for n in os.listdir(folder) if n.startswith(prefix)]
+        names = [n for n in os.listdir(folder) if n.startswith(prefix) and len(n) == len(prefix) + 8
+                 and all(c in "0123456789abcdef" for c in n[len(prefix):])]
     except OSError:
         return
     for name in names:
