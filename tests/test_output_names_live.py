@@ -72,3 +72,34 @@ def test_outputs_with_glob_characters_or_long_names_come_home_from_both_clusters
     assert {r["site"] for r in db.query("select distinct site from task_outputs where run_id = ?", [coord.run_id])} \
         == {"tba", "tbb"}
     assert [p for p in Path(run["results"]).rglob("*") if ".part-" in p.name] == []
+
+
+def test_names_that_cannot_go_home_are_refused_and_the_run_goes_on(tmp_path, testbed):
+    """A task's files named with a byte that is not UTF-8, a newline, a C1 character or a
+    backslash, matched by an optional output glob: before, the non-UTF-8 name stopped the
+    coordinator (SQLite refused it; again at every --resume) and the others had the whole
+    result skipped (the task stayed running until its pilot ended). Now each such file is
+    refused by the agent, and the task's other outputs come home."""
+    bad = ["'bad\\377.dat'", "'nl\\nx.dat'", "'nel\\302\\205.dat'", "'back\\\\slash.dat'"]
+    command = "echo ok > md.log; echo fine > fine.dat; " + "; ".join(f'echo 1 > "$(printf {b})"' for b in bad)
+    (tmp_path / "in.txt").write_text("in")
+    bag_path = tmp_path / "bag.toml"
+    bag_path.write_text(f'[bag]\nname = "bad-names"\ncommand = {json.dumps(command)}\ncount = 2\ninputs = ["in.txt"]\n'
+                        'outputs = ["md.log", { glob = "*.dat", optional = true }]\n[bag.profile]\ninstructions = 4e9\n',
+                        encoding="utf-8")
+    sites_path = tmp_path / "sites.toml"
+    sites_path.write_text(sites_toml(testbed), encoding="utf-8")
+    bag = load_bag(bag_path)
+    db = open_store(tmp_path / "resel.db")
+    coord = Coordinator.start(db, bag, load_sites(sites_path), LiveOptions(poll=0.3, strategy="topk:2"), open_site,
+                              bag_file=str(bag_path), sites_file=str(sites_path), manifest=task_data.build(bag),
+                              results=str(tmp_path / "results"))
+    try:
+        coord.run(max_time=120)
+    finally:
+        coord.close()
+    run = db["runs"].get(coord.run_id)
+    assert (run["status"], run["done"], run["failed"]) == ("done", 2, 0)
+    for i in range(2):
+        home = Path(run["results"]) / task_data.task_folder(i, 2)
+        assert sorted(p.name for p in home.iterdir()) == ["fine.dat", "md.log"]
