@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from resel.command_template import fill_path
+from resel.config import relative_path_problem
 from resel.domain import Bag
 from resel.errors import InputError
 
@@ -146,6 +147,10 @@ def build(bag: Bag, *, progress: Callable[[int, int], None] | None = None, hashe
                                  f"{spec.pattern!r} matches {len(paths)}", "a pattern that matches one file")
             for path in paths:
                 name = spec.name if spec.name is not None else os.path.basename(path)
+                why = relative_path_problem(name, glob=True)   # the agent refuses such a name
+                if why:
+                    raise InputError(bag.source, where, f"task {index}: input {path}: its name {name!r} cannot be a "
+                                     f"file name in the task's folder ({why})", "rename the file, or `as = NAME`")
                 _take_name(bag, where, index, names, name, j)
                 files.append((name, path))
         named.append(files)

@@ -183,3 +183,14 @@ def test_a_required_output_matched_only_by_a_name_that_cannot_go_home_is_missing
     key = submit(pilot, 12, "echo 1 > \"$(printf 'bad\\377.dat')\"", outputs=[{"glob": "*.dat"}])
     res = pilot.result(key)
     assert (res["outcome"], res["reason"]) == ("failed", "missing output: *.dat")
+
+
+def test_an_input_named_with_glob_characters_is_linked_in(run):
+    """`run[0].tpr` is a name, not a pattern: the agent used to fail every such task as a bad
+    task file ("glob characters in a name") after the run had checked and sent the file."""
+    pilot, cache = run
+    inp = {"name": "run[0].tpr", **cached(cache, b"tpr bytes")}
+    key = submit(pilot, 13, "cat 'run[0].tpr' > md.log", [inp], [{"glob": "md.log"}])
+    res = pilot.result(key)
+    assert res["outcome"] == "done", res
+    assert res["outputs"][0]["sha256"] == sha(b"tpr bytes")

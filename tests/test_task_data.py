@@ -136,3 +136,19 @@ def test_a_dry_run_checks_without_reading(tmp_path):
 def test_task_folders_are_padded_to_the_bag_width():
     assert [task_data.task_folder(i, 1000) for i in (0, 7, 999)] == ["task-000", "task-007", "task-999"]
     assert task_data.task_folder(0, 1) == "task-0"
+
+
+@pytest.mark.parametrize("bad", ["back\\slash.tpr", "new\nline.tpr", "nel\u0085.tpr"])
+def test_an_input_whose_name_the_agent_refuses_is_an_error_before_anything_starts(tmp_path, bad):
+    """A glob's match named with a backslash or a control character: the agent refuses such a
+    name (every task's inbox file a bad task file, three times each, after pilots were
+    submitted); the check that runs before any submission says so instead."""
+    files(tmp_path, {f"sys/{bad}": b"x", "sys/ok.tpr": b"y"})
+    with pytest.raises(InputError, match="cannot be a file name in the task's folder"):
+        task_data.build(load_bag(write_bag(tmp_path, 'inputs = ["sys/*.tpr"]', count=1)))
+
+
+def test_an_input_named_with_glob_characters_is_taken(tmp_path):
+    files(tmp_path, {"sys/run[0].tpr": b"x"})
+    m = task_data.build(load_bag(write_bag(tmp_path, 'inputs = ["sys/*.tpr"]', count=1)))
+    assert [f.name for f in m.tasks[0]] == ["run[0].tpr"]

@@ -614,7 +614,7 @@ def validate_data(doc):
         if not isinstance(item, dict):
             raise BadTask("an input must be an object")
         name, digest, size = item.get("name"), item.get("sha256"), item.get("size")
-        why = relative_problem(name, False)
+        why = relative_problem(name, True)      # a name, not a pattern: run[0].tpr is a file
         if why:
             raise BadTask("input name %r: %s" % (name, why))
         if "url" in item:           # fetched by the site (an HTCondor pool's transfer plugins)
