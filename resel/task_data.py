@@ -26,6 +26,9 @@ from resel.config import relative_path_problem
 from resel.domain import Bag
 from resel.errors import InputError
 
+#: the files the agent makes in a task's folder: an input there under one of these names would
+#: be replaced before the command runs (resel.shipped.agent's OWN_FILES)
+AGENT_FILES = ("stdout", "stderr", "perf.csv")
 #: characters that make a pattern a glob (glob.has_magic's own test)
 _MAGIC = frozenset("*?[")
 
@@ -148,6 +151,8 @@ def build(bag: Bag, *, progress: Callable[[int, int], None] | None = None, hashe
             for path in paths:
                 name = spec.name if spec.name is not None else os.path.basename(path)
                 why = relative_path_problem(name, glob=True)   # the agent refuses such a name
+                if not why and name in AGENT_FILES:
+                    why = "the agent writes its own file under that name, so the task would not read the input"
                 if why:
                     raise InputError(bag.source, where, f"task {index}: input {path}: its name {name!r} cannot be a "
                                      f"file name in the task's folder ({why})", "rename the file, or `as = NAME`")

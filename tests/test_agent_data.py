@@ -194,3 +194,16 @@ def test_an_input_named_with_glob_characters_is_linked_in(run):
     res = pilot.result(key)
     assert res["outcome"] == "done", res
     assert res["outputs"][0]["sha256"] == sha(b"tpr bytes")
+
+
+@pytest.mark.parametrize("name", ["stdout", "stderr"])
+def test_an_input_named_like_the_agents_own_files_never_runs_on_other_bytes(run, name):
+    """An input named `stdout` or `stderr` was linked in, then unlinked by the agent to make the
+    task's own output file under that name: the command ran, reading its own output instead
+    of the checked input, and the attempt was `done`. Now it is a bad task file, never run."""
+    pilot, cache = run
+    inp = {"name": name, **cached(cache, b"INPUT BYTES")}
+    key = submit(pilot, 14, f"cat {name} > copy.log", [inp], [{"glob": "copy.log"}])
+    res = pilot.result(key)
+    assert res["outcome"] == "failed" and "bad task file" in res["reason"], res
+    assert not (pilot.dir / "tasks" / key / "copy.log").exists()

@@ -152,3 +152,11 @@ def test_an_input_named_with_glob_characters_is_taken(tmp_path):
     files(tmp_path, {"sys/run[0].tpr": b"x"})
     m = task_data.build(load_bag(write_bag(tmp_path, 'inputs = ["sys/*.tpr"]', count=1)))
     assert [f.name for f in m.tasks[0]] == ["run[0].tpr"]
+
+
+@pytest.mark.parametrize("layout", ["glob", "as"])
+def test_an_input_named_like_the_agents_own_files_is_an_error_before_anything_starts(tmp_path, layout):
+    files(tmp_path, {"sys/stderr": b"x"})
+    spec = '"sys/*"' if layout == "glob" else '{ path = "sys/stderr", as = "stderr" }'
+    with pytest.raises(InputError, match="the agent writes its own file under that name"):
+        task_data.build(load_bag(write_bag(tmp_path, f"inputs = [{spec}]", count=1)))

@@ -184,6 +184,7 @@ CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 UNSENDABLE_RE = re.compile(r"[\x00-\x1f\x7f-\x9f\\]")
 MAX_WALK = 100000      # entries of a task's folder looked at for outputs
 CACHE = "cache"        # the run's content-addressed inputs: a folder beside PILOTDIR
+OWN_FILES = ("stdout", "stderr", "perf.csv")   # what the agent makes in a task's folder (never an input)
 
 
 def source() -> str:
@@ -615,6 +616,8 @@ def validate_data(doc):
             raise BadTask("an input must be an object")
         name, digest, size = item.get("name"), item.get("sha256"), item.get("size")
         why = relative_problem(name, True)      # a name, not a pattern: run[0].tpr is a file
+        if not why and name in OWN_FILES:
+            why = "the name of a file the agent writes in the task's folder (the task would read that, not the input)"
         if why:
             raise BadTask("input name %r: %s" % (name, why))
         if "url" in item:           # fetched by the site (an HTCondor pool's transfer plugins)
