@@ -111,8 +111,11 @@ class Sink:
     destination's folder must exist (the caller made it private).
     """
 
-    def __init__(self, dest: str, mode: int = 0o600):
+    def __init__(self, dest: str, mode: int = 0o600, limit: int | None = None):
         self.dest = dest
+        #: the size the file must have, if known: a byte past it is refused at once
+        #: (:class:`ContentMismatch`), so a source larger than its record never fills the disk
+        self.limit = limit
         self.tmp = temporary_name(dest)
         self._fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
         self._file = os.fdopen(self._fd, "wb")
@@ -121,6 +124,9 @@ class Sink:
         self.committed = False
 
     def write(self, block: bytes) -> None:
+        if self.limit is not None and self.size + len(block) > self.limit:
+            raise ContentMismatch(self.dest, "its size", f"{self.limit:,} bytes",
+                                  f"more than {self.limit:,} bytes")
         self._file.write(block)
         self._hash.update(block)
         self.size += len(block)

@@ -439,6 +439,9 @@ class _Get(_Job):
         if not stat_mod.S_ISREG(mode):
             self._finish(NotRegularFile(self.path, kind_of(mode)))
             return
+        if self.size is not None and (attrs.st_size or 0) > self.size:   # never read more than recorded
+            self._finish(ContentMismatch(self.path, "its size", f"{self.size:,} bytes", f"{attrs.st_size:,} bytes"))
+            return
         self.length = attrs.st_size or 0
         self.state = "open"
         self.loop.wake(self)
@@ -449,7 +452,7 @@ class _Get(_Job):
             return
         self.handle = msg.get_binary()
         try:
-            self.sink = Sink(self.local)
+            self.sink = Sink(self.local, limit=self.size)
             self.state = "reading"
         except OSError as e:
             self.result, self.state = e, "close"
@@ -483,7 +486,7 @@ class _Get(_Job):
                 data = self.chunks.pop(self.written)
                 self.sink.write(data)
                 self.written += len(data)
-        except OSError as e:              # this machine's disk: full, or gone
+        except (OSError, ContentMismatch) as e:   # this machine's disk (full, or gone); the file grew past its size
             self._fail(e)
             return
         if self.eof is not None and self.written >= self.eof and not self.reads:

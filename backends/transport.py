@@ -463,8 +463,11 @@ class LocalTransport:
     def get_file(self, path: str, local: str, *, size: int | None = None, sha256: str | None = None) -> Moved:
         """Copy the regular file ``path`` (a link is refused: :class:`NotRegularFile`) to
         ``local``, atomically and checked as :meth:`put_file` does."""
-        src, _st = open_regular(os.path.expanduser(path))
-        with src, Sink(local) as sink:
+        src, st = open_regular(os.path.expanduser(path))
+        if size is not None and st.st_size > size:
+            src.close()
+            raise ContentMismatch(path, "its size", f"{size:,} bytes", f"{st.st_size:,} bytes")
+        with src, Sink(local, limit=size) as sink:
             for block in read_chunks(src):
                 sink.write(block)
             return sink.commit(size, sha256)
