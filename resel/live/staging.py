@@ -166,6 +166,9 @@ class SiteData:
             again later.
         """
         key = task_key(task, attempt)
+        why = results_root_problem(os.path.dirname(os.path.dirname(dest)))
+        if why:
+            raise ResultsFolderRefused(why)
         got: list[Fetched] = []
         todo: list[tuple[int, dict, str]] = []
         for index, out in enumerate(outputs):
@@ -241,6 +244,53 @@ class SiteData:
         outputs the wrapper pushed to the access point)."""
         for path in self.psite.task_files(self.run_key, pilot, task_key(task, attempt), count):
             self.psite.transport.remove_tree(path)
+
+
+def results_root_problem(root: str) -> str | None:
+    """Why the results folder ``root`` (the one above ``RESULTS/RUN``) may not receive outputs,
+    or None: the rules ``resel run`` applies when it starts (resel.cli.live._results_root),
+    checked again by every fetch — a stored run's folder may have changed hands or modes since
+    (``--resume``, ``resel fetch``). It must be yours or root's, and neither it nor a folder above
+    it writable by everybody without the sticky bit (anyone could rename the run's folder and put
+    theirs, or a link, in its place); a link on the way must be yours or root's."""
+    from resel.trust import trusted_owner, who, writers
+    me = os.geteuid()
+    prefix = "/"
+    for part in os.path.abspath(root).split("/")[1:]:
+        prefix = os.path.join(prefix, part)
+        try:
+            st = os.lstat(prefix)
+        except OSError:
+            break
+        if stat.S_ISLNK(st.st_mode) and not trusted_owner(st.st_uid, me):
+            return (f"the results folder {root}: {prefix} is a symbolic link owned by {who(st.st_uid)}, who can "
+                    "point it anywhere; nothing was written")
+    real = os.path.realpath(root)
+    above = os.path.dirname(real)
+    while True:
+        try:
+            st = os.stat(above)
+        except OSError:
+            st = None
+        if st is not None and st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
+            return (f"{above}, a folder above the results folder {real}, is writable by every user and has no "
+                    "sticky bit: anyone could rename the results folder and put theirs in its place; nothing was "
+                    "written")
+        if above == os.path.dirname(above):
+            break
+        above = os.path.dirname(above)
+    try:
+        st = os.stat(real)
+    except OSError:
+        return None                       # made below, 0700
+    if not trusted_owner(st.st_uid, me):
+        return (f"the results folder {real} belongs to {who(st.st_uid)}, who could rename the run's folder and "
+                "put theirs (or a link) in its place; nothing was written: move it to a folder of your own")
+    if st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
+        return (f"the results folder {real} is writable by {writers(st.st_mode)} and has no sticky bit (mode "
+                f"{stat.S_IMODE(st.st_mode):04o}): anyone could rename the run's folder and put theirs in its place; "
+                f"nothing was written: `chmod o-w {real}` (or `chmod +t`)")
+    return None
 
 
 def private_folders(base: str, parts: list[str]) -> str:
