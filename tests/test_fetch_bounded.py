@@ -61,3 +61,39 @@ def test_an_output_larger_on_the_site_than_its_record_is_refused_without_filling
     finally:
         psite.transport.remove_tree(psite.run_dir(run_key))
         psite.transport.close()
+
+
+def test_an_attempt_not_delivered_leaves_none_of_its_outputs_home(tmp_path, testbed):
+    """Attempt 1 lists md.log and traj.xtc; traj.xtc on the site is not what its agent recorded,
+    so the attempt is not delivered and runs again. md.log had already been renamed into the
+    task's results folder and stayed there: attempt 2 writes only out.gro (its outputs are
+    optional globs), and the task's folder at home showed attempt 1's md.log beside it — a file
+    of an attempt resel counted as failed, in no record, which `resel results` does not flag."""
+    sites_path = tmp_path / "sites.toml"
+    sites_path.write_text(sites_toml(testbed), encoding="utf-8")
+    site = next(s for s in load_sites(sites_path) if s.name == "tba")
+    psite = open_site(site)
+    run_key = f"r9-{secrets.token_hex(3)}"
+    results = tmp_path / "results"
+    dest = results / "1" / "task-0"
+
+    def put(key, index, name, data):
+        remote = psite.output_path(run_key, 0, key, index, name)
+        psite.transport.makedirs(posixpath.dirname(remote))
+        psite.transport.write_file(remote, data)
+
+    def rec(name, data):
+        return {"name": name, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    try:
+        put("t0-a1", 0, "md.log", b"log of attempt 1")
+        put("t0-a1", 1, "traj.xtc", b"not the recorded bytes")
+        with pytest.raises(OutputsNotDelivered):
+            SiteData(psite, run_key).fetch(0, 0, 1, [rec("md.log", b"log of attempt 1"),
+                                                     rec("traj.xtc", b"recorded bytes")], str(dest))
+        put("t0-a2", 0, "out.gro", b"gro of attempt 2")
+        got = SiteData(psite, run_key).fetch(0, 0, 2, [rec("out.gro", b"gro of attempt 2")], str(dest))
+        assert [f.name for f in got] == ["out.gro"]
+        assert sorted(p.name for p in dest.iterdir()) == ["out.gro"]
+    finally:
+        psite.transport.remove_tree(psite.run_dir(run_key))
+        psite.transport.close()

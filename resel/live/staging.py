@@ -171,6 +171,7 @@ class SiteData:
             raise ResultsFolderRefused(why)
         got: list[Fetched] = []
         todo: list[tuple[int, dict, str]] = []
+        new: set[str] = set()             # outputs not home before this fetch (a repaired one was)
         for index, out in enumerate(outputs):
             parts = out["name"].split("/") if isinstance(out.get("name"), str) else []
             if not parts or any(p in ("", ".", "..") or "\\" in p or "\0" in p for p in parts):
@@ -187,6 +188,8 @@ class SiteData:
                 got.append(Fetched(out["name"], local, int(out["size"]), out["sha256"], 0.0))
             else:
                 todo.append((index, out, local))
+                if not os.path.lexists(local):
+                    new.add(local)
         if todo:
             began = time.monotonic()
             results = self.psite.transport.get_files(
@@ -194,12 +197,21 @@ class SiteData:
                   out["sha256"]) for index, out, local in todo])
             seconds = time.monotonic() - began
             total = sum(int(out["size"]) for _, out, _ in todo) or 1
+            refused = next((OutputsNotDelivered(f"output {out['name']} of {key}: {result}")
+                            if isinstance(result, (ContentMismatch, NotRegularFile)) else
+                            OutputsNotDelivered(f"output {out['name']} of {key} is gone from the site")
+                            for (_, out, _), result in zip(todo, results)
+                            if isinstance(result, (ContentMismatch, NotRegularFile, FileNotFoundError))), None)
+            if refused is not None:
+                # the attempt is not delivered: what this fetch newly put home of it goes too, so the
+                # task's folder never shows a failed attempt's file beside the outputs of the one that
+                # delivers (one that was home, damaged, and is now repaired stays)
+                for (_, out, local), result in zip(todo, results):
+                    if not isinstance(result, Exception) and local in new:
+                        _remove_own(local)
+                raise refused
             for (index, out, local), result in zip(todo, results):
                 name = out["name"]
-                if isinstance(result, (ContentMismatch, NotRegularFile)):
-                    raise OutputsNotDelivered(f"output {name} of {key}: {result}")
-                if isinstance(result, FileNotFoundError):
-                    raise OutputsNotDelivered(f"output {name} of {key} is gone from the site")
                 if isinstance(result, OSError):
                     self._refuse_full(result, dest)
                 if isinstance(result, Exception):
@@ -356,6 +368,16 @@ def _drop_leftovers(path: str) -> None:
                 os.unlink(leftover)
         except OSError:
             pass
+
+
+def _remove_own(path: str) -> None:
+    """Remove a regular file of ours (never a link or another user's file); gone already is fine."""
+    try:
+        st = os.lstat(path)
+        if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid():
+            os.unlink(path)
+    except OSError:
+        pass
 
 
 def _already_home(path: str, size: int, digest: str) -> bool:
