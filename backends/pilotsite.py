@@ -47,9 +47,10 @@ _RUN_KEY = re.compile(r"r\d+-[0-9a-f]{6}")
 #: the longest agent record read (started/results/agent/heartbeat/rejected JSON are a few
 #: hundred bytes to a few KB): a longer file is a bad record, never read into memory
 RECORD_LIMIT = 1 << 20
-#: the longest wave read (protocol 6: the agent cuts a wave at about 1 MiB, so a wave is at most
-#: one record of RECORD_LIMIT over that)
-WAVE_LIMIT = 2 * RECORD_LIMIT
+#: the longest wave read (protocol 6: the agent cuts a wave at about 1 MiB, but one result alone
+#: may list up to MAX_OUTPUTS outputs — about 100 bytes each — in up to the agent's RESULT_BYTES,
+#: 30 MiB: at 2 MiB a result of 30,000 outputs was skipped and its attempt never ended)
+WAVE_LIMIT = 32 * RECORD_LIMIT
 
 
 def job_phase(state: JobState) -> str:

@@ -183,6 +183,9 @@ CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 # what an output's name may not hold to be carried home (resel.config.relative_path_problem)
 UNSENDABLE_RE = re.compile(r"[\x00-\x1f\x7f-\x9f\\]")
 MAX_WALK = 100000      # entries of a task's folder looked at for outputs
+MAX_OUTPUTS = 100000   # the most outputs one result may list (resel.backends.pilotsite.MAX_OUTPUTS)
+RESULT_BYTES = 30 << 20   # the most bytes of outputs one result may list (below pilotsite.WAVE_LIMIT)
+REFUSED_LISTED = 1000  # a result names at most this many refused files
 CACHE = "cache"        # the run's content-addressed inputs: a folder beside PILOTDIR
 OWN_FILES = ("stdout", "stderr", "perf.csv")   # what the agent makes in a task's folder (never an input)
 
@@ -692,6 +695,18 @@ def shown(rel):
     return ascii(os.fsencode(rel))[2:-1] if unsendable(rel) else rel
 
 
+def too_many_outputs(outputs, refused):
+    """Why a result cannot list these outputs, or None: the coordinator reads a result of at most
+    MAX_OUTPUTS outputs in at most RESULT_BYTES of JSON (resel.backends.pilotsite) and skipped a
+    larger one whole, so the attempt never ended for it (30,000 files did). Failed instead, saying so."""
+    size = len(json.dumps(outputs)) + len(json.dumps(refused))
+    if len(outputs) > MAX_OUTPUTS or size > RESULT_BYTES:
+        return ("too many outputs: %d files match the output globs (%d bytes to list; a result lists at most "
+                "%d files in %d bytes): gather them into fewer files, e.g. an archive" %
+                (len(outputs), size, MAX_OUTPUTS, RESULT_BYTES))
+    return None
+
+
 def walk_task_dir(tdir, limit=MAX_WALK):
     """Every entry under the task's folder as (relative path, lstat), never through a link:
     a link to a folder is an entry, not a folder to enter."""
@@ -1125,6 +1140,10 @@ class Agent(object):
             outputs, refused, missing = self.collect_outputs(a)
             if missing:
                 outcome, reason = "failed", "missing output: %s" % ", ".join(missing)
+            refused = refused[:REFUSED_LISTED]
+            too_many = too_many_outputs(outputs, refused)
+            if too_many:
+                outcome, reason, outputs = "failed", too_many, []
         self.result(a.task, a.attempt, outcome, reason, start=a.start, end=end,
                     exit_code=exit_code, sig=sig, perf=perf, tdir=a.tdir, outputs=outputs, refused=refused)
 

@@ -1,0 +1,53 @@
+"""A task with many outputs ends and brings them home (docs/data.md, protocol: `outputs`).
+
+The coordinator accepts a result listing up to 100,000 outputs (pilotsite.MAX_OUTPUTS), but
+read a results wave of at most 2 MiB: a task that wrote 25,000 small files matched by `f/*`
+(about 100 bytes each to list) had its whole result skipped as "longer than 2,097,152 bytes",
+and the attempt never ended — running, with no outcome, until its pilot's walltime (seen live
+on tba with 30,000). Now the wave limit holds a result of that size, and the agent fails a
+result it could not list with that reason instead of writing one the coordinator skips.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from live_helpers import cancel_leftovers, sites_toml
+from resel import task_data
+from resel.backends.connect import open_site
+from resel.config import load_bag, load_sites
+from resel.live.coordinator import Coordinator, LiveOptions
+from resel.store import open_store
+
+
+@pytest.fixture(autouse=True)
+def _no_pilot_left_behind(testbed, tmp_path):
+    yield
+    cancel_leftovers(testbed, tmp_path)
+
+
+def test_a_task_with_25000_outputs_is_delivered(tmp_path, testbed):
+    n = 25_000
+    command = f"mkdir f && cd f && seq -w 1 {n} | xargs touch && cd .. && echo ok > md.log"
+    bag_path = tmp_path / "bag.toml"
+    bag_path.write_text(f'[bag]\nname = "many"\ncommand = {json.dumps(command)}\ncount = 1\n'
+                        'outputs = ["md.log", "f/*"]\n[bag.profile]\ninstructions = 4e9\n', encoding="utf-8")
+    sites_path = tmp_path / "sites.toml"
+    sites_path.write_text("[[site]]" + sites_toml(testbed).split("[[site]]")[1], encoding="utf-8")   # tba
+    bag = load_bag(bag_path)
+    db = open_store(tmp_path / "resel.db")
+    coord = Coordinator.start(db, bag, load_sites(sites_path), LiveOptions(poll=0.3, strategy="model"), open_site,
+                              bag_file=str(bag_path), sites_file=str(sites_path), manifest=task_data.build(bag),
+                              results=str(tmp_path / "results"))
+    try:
+        coord.run(max_time=240)
+    finally:
+        coord.close()
+    run = db["runs"].get(coord.run_id)
+    assert (run["status"], run["done"], run["failed"]) == ("done", 1, 0)
+    home = Path(run["results"]) / "task-0"
+    assert len(list((home / "f").iterdir())) == n
+    assert db.execute("select count(*) from task_outputs where run_id = ?", [coord.run_id]).fetchone()[0] == n + 1
