@@ -96,18 +96,28 @@ _OWN_FOLDER = ("keep the store in a folder only you can write, e.g. the default 
                "`mkdir -m 700 ~/resel` and --db ~/resel/NAME.db")
 
 
-def _links_on_the_way(target: Path, me: int) -> None:
-    """Every symbolic link the path as given goes through must be the user's or root's."""
+def foreign_link_on_the_way(target: str | os.PathLike[str], me: int) -> tuple[str, int] | None:
+    """The first symbolic link the path as given goes through that is neither the user's nor
+    root's, as (its path, its owner's uid); None if there is none. A part not there yet ends the
+    walk (what resel makes below it is checked as the real path)."""
     prefix = ""
     for part in os.path.abspath(target).split(os.sep)[1:]:
         prefix = f"{prefix}{os.sep}{part}"
         try:
             st = os.lstat(prefix)
         except OSError:
-            return            # not there yet: made below by resel, checked as the real path
+            return None
         if stat.S_ISLNK(st.st_mode) and not trusted_owner(st.st_uid, me):
-            raise _refuse(target, f"{prefix} is a symbolic link owned by {who(st.st_uid)}, who can point it at a "
-                                  "store of theirs", "Give the real path with --db, or " + _OWN_FOLDER)
+            return prefix, st.st_uid
+    return None
+
+
+def _links_on_the_way(target: Path, me: int) -> None:
+    """Every symbolic link the path as given goes through must be the user's or root's."""
+    foreign = foreign_link_on_the_way(target, me)
+    if foreign is not None:
+        raise _refuse(target, f"{foreign[0]} is a symbolic link owned by {who(foreign[1])}, who can point it at a "
+                              "store of theirs", "Give the real path with --db, or " + _OWN_FOLDER)
 
 
 def check_store_folders(target: Path) -> str:
@@ -220,16 +230,10 @@ def code_file_problem(path: str | os.PathLike[str], st: os.stat_result) -> str |
     if can:
         return (f"is writable by {can} (mode {stat.S_IMODE(st.st_mode):04o}), who could change what it runs as "
                 f"you; run `chmod go-w {shown}`")
-    prefix = ""
-    for part in os.path.abspath(path).split(os.sep)[1:]:
-        prefix = f"{prefix}{os.sep}{part}"
-        try:
-            link = os.lstat(prefix)
-        except OSError:
-            break
-        if stat.S_ISLNK(link.st_mode) and not trusted_owner(link.st_uid, me):
-            return f"{prefix} is a symbolic link owned by {who(link.st_uid)}, who can point it at a file of theirs; " \
-                   "give the real path"
+    foreign = foreign_link_on_the_way(path, me)
+    if foreign is not None:
+        return f"{foreign[0]} is a symbolic link owned by {who(foreign[1])}, who can point it at a file of theirs; " \
+               "give the real path"
     real = os.path.realpath(path)
     try:
         same = os.stat(real)

@@ -76,6 +76,20 @@ def start(tmp_path: Path, sites: str, bag: str, *, opener=open_site, **options) 
     return coord
 
 
+def start_with_data(tmp_path: Path, bag_path: Path, sites_text: str, **options) -> Coordinator:
+    """A coordinator for a bag that carries its files (docs/data.md), as `resel run` starts one:
+    its inputs checked and hashed first, its outputs home under ``tmp_path/results``."""
+    from resel import task_data
+    sites_path = tmp_path / "sites.toml"
+    sites_path.write_text(sites_text, encoding="utf-8")
+    bag = load_bag(bag_path)
+    manifest = task_data.build(bag)
+    db = open_store(tmp_path / "resel.db")
+    opts = LiveOptions(**{"poll": 0.3, "strategy": "topk:2", **options})
+    return Coordinator.start(db, bag, load_sites(sites_path), opts, open_site, bag_file=str(bag_path),
+                             sites_file=str(sites_path), manifest=manifest, results=str(tmp_path / "results"))
+
+
 def slurm(tb, cluster: str, *argv: str, check: bool = True) -> subprocess.CompletedProcess:
     conf = tb.slurm_conf_a if cluster == "a" else tb.slurm_conf_b
     return subprocess.run(list(argv), env={**os.environ, "SLURM_CONF": conf}, capture_output=True, text=True,

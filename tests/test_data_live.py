@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from live_helpers import REPO, cancel_leftovers, done_results, our_jobs, sites_toml, wait_for
+from live_helpers import start_with_data as start
 from resel import task_data
 from resel.backends.connect import open_site
 from resel.config import load_bag, load_sites
@@ -59,17 +60,6 @@ def data_bag(root: Path, count: int, command: str, outputs: str, *, own: int = 5
 
 #: each task writes the sha256 of its own input then the shared one (what the test recomputes)
 DIGEST_CMD = "mkdir -p out; cat sys.dat ff.itp | sha256sum | cut -c1-64 > md.log; echo $RESEL_TASK > out/n.txt; sleep 1"
-
-
-def start(tmp_path: Path, bag_path: Path, sites_text: str, **options) -> Coordinator:
-    sites_path = tmp_path / "sites.toml"
-    sites_path.write_text(sites_text, encoding="utf-8")
-    bag = load_bag(bag_path)
-    manifest = task_data.build(bag)
-    db = open_store(tmp_path / "resel.db")
-    opts = LiveOptions(**{"poll": 0.3, "strategy": "topk:2", **options})
-    return Coordinator.start(db, bag, load_sites(sites_path), opts, open_site, bag_file=str(bag_path),
-                             sites_file=str(sites_path), manifest=manifest, results=str(tmp_path / "results"))
 
 
 def test_inputs_reach_both_clusters_and_every_output_comes_home_verified(tmp_path, testbed):

@@ -15,12 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from live_helpers import cancel_leftovers, sites_toml
-from resel import task_data
-from resel.backends.connect import open_site
-from resel.config import load_bag, load_sites
-from resel.live.coordinator import Coordinator, LiveOptions
-from resel.store import open_store
+from live_helpers import cancel_leftovers, sites_toml, start_with_data
 
 
 @pytest.fixture(autouse=True)
@@ -35,13 +30,9 @@ def test_a_task_with_25000_outputs_is_delivered(tmp_path, testbed):
     bag_path = tmp_path / "bag.toml"
     bag_path.write_text(f'[bag]\nname = "many"\ncommand = {json.dumps(command)}\ncount = 1\n'
                         'outputs = ["md.log", "f/*"]\n[bag.profile]\ninstructions = 4e9\n', encoding="utf-8")
-    sites_path = tmp_path / "sites.toml"
-    sites_path.write_text("[[site]]" + sites_toml(testbed).split("[[site]]")[1], encoding="utf-8")   # tba
-    bag = load_bag(bag_path)
-    db = open_store(tmp_path / "resel.db")
-    coord = Coordinator.start(db, bag, load_sites(sites_path), LiveOptions(poll=0.3, strategy="model"), open_site,
-                              bag_file=str(bag_path), sites_file=str(sites_path), manifest=task_data.build(bag),
-                              results=str(tmp_path / "results"))
+    coord = start_with_data(tmp_path, bag_path, "[[site]]" + sites_toml(testbed).split("[[site]]")[1],   # tba
+                            strategy="model")
+    db = coord.db
     try:
         coord.run(max_time=240)
     finally:

@@ -16,12 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from live_helpers import cancel_leftovers, sites_toml
+from live_helpers import cancel_leftovers, sites_toml, start_with_data
 from resel import task_data
-from resel.backends.connect import open_site
-from resel.config import load_bag, load_sites
-from resel.live.coordinator import Coordinator, LiveOptions
-from resel.store import open_store
 
 
 @pytest.fixture(autouse=True)
@@ -44,13 +40,8 @@ def test_outputs_with_glob_characters_or_long_names_come_home_from_both_clusters
     bag_path.write_text(f'[bag]\nname = "names"\ncommand = {json.dumps(command)}\ncount = {count}\n'
                         'inputs = ["in.txt"]\noutputs = ["md.log", "*.dat"]\n[bag.profile]\ninstructions = 4e9\n',
                         encoding="utf-8")
-    sites_path = tmp_path / "sites.toml"
-    sites_path.write_text(sites_toml(testbed), encoding="utf-8")
-    bag = load_bag(bag_path)
-    db = open_store(tmp_path / "resel.db")
-    coord = Coordinator.start(db, bag, load_sites(sites_path), LiveOptions(poll=0.3, strategy="topk:2"), open_site,
-                              bag_file=str(bag_path), sites_file=str(sites_path), manifest=task_data.build(bag),
-                              results=str(tmp_path / "results"))
+    coord = start_with_data(tmp_path, bag_path, sites_toml(testbed))
+    db = coord.db
     try:
         coord.run(max_time=240)
     finally:
@@ -87,13 +78,8 @@ def test_names_that_cannot_go_home_are_refused_and_the_run_goes_on(tmp_path, tes
     bag_path.write_text(f'[bag]\nname = "bad-names"\ncommand = {json.dumps(command)}\ncount = 2\ninputs = ["in.txt"]\n'
                         'outputs = ["md.log", { glob = "*.dat", optional = true }]\n[bag.profile]\ninstructions = 4e9\n',
                         encoding="utf-8")
-    sites_path = tmp_path / "sites.toml"
-    sites_path.write_text(sites_toml(testbed), encoding="utf-8")
-    bag = load_bag(bag_path)
-    db = open_store(tmp_path / "resel.db")
-    coord = Coordinator.start(db, bag, load_sites(sites_path), LiveOptions(poll=0.3, strategy="topk:2"), open_site,
-                              bag_file=str(bag_path), sites_file=str(sites_path), manifest=task_data.build(bag),
-                              results=str(tmp_path / "results"))
+    coord = start_with_data(tmp_path, bag_path, sites_toml(testbed))
+    db = coord.db
     try:
         coord.run(max_time=120)
     finally:
