@@ -20,7 +20,8 @@ it) with nothing done, or was requeued while running. A pilot that takes eight t
 one incident, not eight: one node failure must not condemn a site that a bad command would.
 Attempts reported lost by a relaunched agent (``TaskLost``) are not counted either, for the
 same reason; nor is a task failing again on a site it failed on (a broken task fails wherever
-it runs: it must not condemn a site that runs every other task well). *else* pools every other site's counts. The last site still usable is never
+it runs: it must not condemn a site that runs every other task well) — unless the site refused
+the dispatch itself (``events.DISPATCH_FAILED``), its own fault each time. *else* pools every other site's counts. The last site still usable is never
 quarantined. Counts restart when a site is released.
 
 Release is by back-off: the k-th quarantine of a site lasts ``backoff · factor^(k−1)``,

@@ -13,8 +13,8 @@ finishes well at once (:class:`~resel.events.TaskFinished`, the hottest event) i
 from __future__ import annotations
 
 from resel.engine_books import FETCHING, PROVISIONAL, QUEUED, RECALLED, RUNNING, TaskRecord
-from resel.events import (Action, BagCancelled, TaskDelivered, TaskFailed, TaskFetching, TaskLost,
-                          TaskUndelivered)
+from resel.events import (DISPATCH_FAILED, Action, BagCancelled, TaskDelivered, TaskFailed, TaskFetching,
+                          TaskLost, TaskUndelivered)
 from resel.states import AttemptOutcome, next_task_state
 
 
@@ -42,8 +42,11 @@ class OutcomeRules:
         if task.attempt != ev.attempt or task.state not in (RUNNING, PROVISIONAL):
             return
         x = task.site
-        if not any(a.site == x and a.outcome is AttemptOutcome.FAILED for a in task.attempts[:-1]):
-            self._outcome(x, bad=True)   # a task failing there again says nothing new of the site
+        # a task failing there again says nothing new of the site — unless the site refused the
+        # dispatch itself, its own fault each time
+        if ev.reason.startswith(DISPATCH_FAILED) or not any(
+                a.site == x and a.outcome is AttemptOutcome.FAILED for a in task.attempts[:-1]):
+            self._outcome(x, bad=True)
         self._end_attempt(task, ev.time, AttemptOutcome.FAILED)
         task.failures += 1
         self._requeue(task, ev.time, *self._retry_or_give_up(task, x, AttemptOutcome.FAILED,

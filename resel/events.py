@@ -176,6 +176,11 @@ class TaskFailed(Event):
     reason: str = "failed"
 
 
+#: how the reason of a TaskFailed begins when the site refused the dispatch itself (the live
+#: coordinator's): the site's fault each time, where a task's own non-zero exit may be the task's
+DISPATCH_FAILED = "dispatch failed: "
+
+
 @_rec
 class TaskLost(Event):
     """One attempt died with the agent that ran it while its pilot lives on: the agent was

@@ -15,7 +15,7 @@ from resel.blackhole import QuarantinePolicy, SiteHealth, is_black_hole
 from resel.domain import Truth
 from resel.engine import Engine
 from resel.events import (
-    BagSubmitted, Decision, DispatchTask, PilotEnded, PilotRequeued, PilotStarted, SetTimer, SiteQuarantined,
+    DISPATCH_FAILED, BagSubmitted, Decision, DispatchTask, PilotEnded, PilotRequeued, PilotStarted, SetTimer, SiteQuarantined,
     SiteReleased, SubmitPilot, TaskFailed, TaskFinished, TimerFired,
 )
 from resel.models.distributions import Dist
@@ -187,6 +187,22 @@ def test_a_task_sent_elsewhere_by_its_failures_is_never_moved_back_nor_condemns_
     engine.handle(TaskFailed(time=61.0, task=0, attempt=4))
     assert engine.tasks[0].state.value == "failed" and engine.finished and not engine.quarantined
     assert [a.site for a in engine.tasks[0].attempts] == [0, 0, 0, 1]
+
+
+@pytest.mark.parametrize("reason, quarantined", [("exit code 3", False),
+                                                 (DISPATCH_FAILED + "Permission denied", True)])
+def test_a_task_failing_again_counts_once_but_a_refused_dispatch_every_time(reason, quarantined):
+    """Two tasks fail 3 and 2 times on bh: as their own non-zero exits that is 2 bad outcomes
+    (each task once: a broken task says nothing new the second time), no quarantine; as
+    dispatches bh itself refused (its inbox not writable), 5 — bh's fault each time —, and bh
+    is quarantined on the fifth."""
+    engine, _ = _bh_engine(count=2)
+    out = []
+    for task, attempts in ((0, 3), (1, 2)):
+        for attempt in range(1, attempts + 1):
+            out += engine.handle(TaskFailed(time=1.0 + attempt, task=task, attempt=attempt, reason=reason))
+    assert engine.health[0].bad == (5 if quarantined else 2)
+    assert bool(of(out, SiteQuarantined)) is quarantined
 
 
 # ---------------------------------------------------------------- the property, simulated

@@ -38,6 +38,7 @@ from live_helpers import (
 from resel.live import notes as live_notes
 from resel.states import PilotState
 from resel.backends.connect import open_site
+from resel.backends.pilotsite import WAVE_LIMIT
 from resel.backends.transport import Completed, LocalTransport
 from resel.errors import AuthError, ConnectionLost, SchedulerError, SchedulerReplyError, TransportError
 from resel.live.errors import is_transient
@@ -115,7 +116,7 @@ def test_bad_records_are_skipped_counted_and_survive_a_resume(tmp_path, testbed)
     assert any("0bad-1.json record 2" in k and "non-negative integers" in v for k, v in notes.items()), notes
     assert any("0bad-2" in k and "not JSON" in v for k, v in notes.items()), notes
     assert any("started/0bad-1" in k and "time must be a number" in v for k, v in notes.items()), notes
-    assert any("0bad-3" in k and "longer than 2,097,152 bytes" in v for k, v in notes.items()), notes
+    assert any("0bad-3" in k and f"longer than {WAVE_LIMIT:,} bytes" in v for k, v in notes.items()), notes
     assert done_results(testbed, run_key) == {i: 1 for i in range(40)}
     assert our_jobs(testbed, run_key) == []
 

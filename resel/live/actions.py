@@ -13,7 +13,7 @@ import time
 from typing import Any, Callable
 
 from resel.events import (
-    Action, BagDone, CancelPilot, CancelTask, DispatchTask, Event, SetTimer, SiteLost, SubmitPilot, TaskFailed,
+    DISPATCH_FAILED, Action, BagDone, CancelPilot, CancelTask, DispatchTask, Event, SetTimer, SiteLost, SubmitPilot, TaskFailed,
     TaskWithdrawn, WithdrawTask,
 )
 from resel.live.errors import is_transient, describe
@@ -262,9 +262,9 @@ class Actions:
             self.coord.consumed.add(("TaskFailed", action.task, action.attempt))
             self.coord.attempt_row(action.task, action.attempt, self.coord.pilots.get(action.pilot) or
                                    PilotView(action.pilot, action.site),
-                                   {"outcome": "failed", "reason": f"dispatch failed: {why}"})
+                                   {"outcome": "failed", "reason": DISPATCH_FAILED + why})
             return [TaskFailed(time=self.coord.now(), task=action.task, attempt=action.attempt,
-                               reason=f"dispatch failed: {why}")]
+                               reason=DISPATCH_FAILED + why)]
         if isinstance(action, CancelPilot):      # how its tasks were taken back is not known: their ends
             self.coord.takebacks.answered(action.pilot, None, None)    # (or the job's) are waited for
         return []   # a cancel that cannot be written: the stop at the end still ends everything
