@@ -284,45 +284,21 @@ def _results_root(bag, given: Path | None) -> str | None:
     if bag.data is None or not bag.data.outputs:
         return None
     import os
-    import stat
 
-    from resel.trust import trusted_owner, who, writers
-    me = os.geteuid()
+    from resel.live.staging import results_root_problem
     asked = Path(given if given is not None else (bag.data.results or "resel-results")).expanduser().absolute()
-    prefix = Path("/")
-    for part in asked.parts[1:]:          # a link on the way is the user's or root's: its owner chooses the folder
-        prefix = prefix / part
-        try:
-            st = os.lstat(prefix)
-        except OSError:
-            break
-        if stat.S_ISLNK(st.st_mode) and not trusted_owner(st.st_uid, me):
-            raise ReselError(f"the results folder {asked}: {prefix} is a symbolic link owned by {who(st.st_uid)}, "
-                             "who can point it anywhere; give the real folder with --results DIR")
+    why = results_root_problem(str(asked))      # before anything is made in it
+    if why:
+        raise ReselError(f"{why}; give another with --results DIR")
     root = asked.resolve()
-    for above in root.parents:            # as for a workdir: nobody may rename a folder on the way (checked
-                                          # before anything is made in it)
-        try:
-            st = os.stat(above)
-        except OSError:
-            continue                      # made below, 0700
-        if st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
-            raise ReselError(f"{above}, a folder above the results folder {root}, is writable by every user and has "
-                             f"no sticky bit (mode {stat.S_IMODE(st.st_mode):04o}): anyone could rename the results "
-                             "folder and put theirs in its place; give another with --results DIR")
     try:
         root.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as exc:
         raise ReselError(f"cannot make the results folder {root}: {exc.strerror or exc}; give another with "
                          "--results DIR") from None
-    st = os.stat(root)
-    if not trusted_owner(st.st_uid, me):
-        raise ReselError(f"the results folder {root} belongs to {who(st.st_uid)}, who could take the run's outputs "
-                         "or put a folder of theirs in their place; give a folder of your own with --results DIR")
-    if st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
-        raise ReselError(f"the results folder {root} is writable by {writers(st.st_mode)} and has no sticky bit (mode "
-                         f"{stat.S_IMODE(st.st_mode):04o}): anyone could rename the run's folder and put theirs in its "
-                         "place; `chmod o-w` (or `chmod +t`) it, or give another with --results DIR")
+    why = results_root_problem(str(root))       # and as it is now: an existing one may be someone else's
+    if why:
+        raise ReselError(f"{why}; give another with --results DIR")
     if not os.access(root, os.W_OK | os.X_OK):
         raise ReselError(f"the results folder {root} is not writable; give another with --results DIR")
     return str(root)

@@ -168,7 +168,7 @@ class SiteData:
         key = task_key(task, attempt)
         why = results_root_problem(os.path.dirname(os.path.dirname(dest)))
         if why:
-            raise ResultsFolderRefused(why)
+            raise ResultsFolderRefused(f"{why}; nothing was written")
         got: list[Fetched] = []
         todo: list[tuple[int, dict, str]] = []
         new: set[str] = set()             # outputs not home before this fetch (a repaired one was)
@@ -260,48 +260,41 @@ class SiteData:
 
 def results_root_problem(root: str) -> str | None:
     """Why the results folder ``root`` (the one above ``RESULTS/RUN``) may not receive outputs,
-    or None: the rules ``resel run`` applies when it starts (resel.cli.live._results_root),
-    checked again by every fetch — a stored run's folder may have changed hands or modes since
-    (``--resume``, ``resel fetch``). It must be yours or root's, and neither it nor a folder above
-    it writable by everybody without the sticky bit (anyone could rename the run's folder and put
-    theirs, or a link, in its place); a link on the way must be yours or root's."""
-    from resel.trust import trusted_owner, who, writers
+    or None — the one check of `resel run` at its start (resel.cli.live._results_root, before and
+    after it makes the folder) and of every fetch, since a stored run's folder may have changed
+    hands or modes (``--resume``, ``resel fetch``). It must be yours or root's, and neither it nor
+    a folder above it writable by everybody without the sticky bit (anyone could rename the
+    run's folder and put theirs, or a link, in its place); a link on the way must be yours or
+    root's. A folder not made yet passes (it is made 0700). The caller says what follows."""
+    from resel.trust import foreign_link_on_the_way, trusted_owner, who, writers
     me = os.geteuid()
-    prefix = "/"
-    for part in os.path.abspath(root).split("/")[1:]:
-        prefix = os.path.join(prefix, part)
-        try:
-            st = os.lstat(prefix)
-        except OSError:
-            break
-        if stat.S_ISLNK(st.st_mode) and not trusted_owner(st.st_uid, me):
-            return (f"the results folder {root}: {prefix} is a symbolic link owned by {who(st.st_uid)}, who can "
-                    "point it anywhere; nothing was written")
+    foreign = foreign_link_on_the_way(root, me)
+    if foreign is not None:
+        return (f"the results folder {root}: {foreign[0]} is a symbolic link owned by {who(foreign[1])}, who can "
+                "point it anywhere")
     real = os.path.realpath(root)
-    above = os.path.dirname(real)
-    while True:
+    above = real
+    while above != os.path.dirname(above):
+        above = os.path.dirname(above)
         try:
             st = os.stat(above)
         except OSError:
-            st = None
-        if st is not None and st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
+            continue                      # made below, 0700
+        if st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
             return (f"{above}, a folder above the results folder {real}, is writable by every user and has no "
-                    "sticky bit: anyone could rename the results folder and put theirs in its place; nothing was "
-                    "written")
-        if above == os.path.dirname(above):
-            break
-        above = os.path.dirname(above)
+                    f"sticky bit (mode {stat.S_IMODE(st.st_mode):04o}): anyone could rename the results folder and "
+                    "put theirs in its place")
     try:
         st = os.stat(real)
     except OSError:
         return None                       # made below, 0700
     if not trusted_owner(st.st_uid, me):
         return (f"the results folder {real} belongs to {who(st.st_uid)}, who could rename the run's folder and "
-                "put theirs (or a link) in its place; nothing was written: move it to a folder of your own")
+                "put theirs (or a link) in its place")
     if st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
         return (f"the results folder {real} is writable by {writers(st.st_mode)} and has no sticky bit (mode "
                 f"{stat.S_IMODE(st.st_mode):04o}): anyone could rename the run's folder and put theirs in its place; "
-                f"nothing was written: `chmod o-w {real}` (or `chmod +t`)")
+                f"`chmod o-w {real}` (or `chmod +t`)")
     return None
 
 
@@ -361,13 +354,7 @@ def _drop_leftovers(path: str) -> None:
     except OSError:
         return
     for name in names:
-        leftover = os.path.join(folder, name)
-        try:
-            st = os.lstat(leftover)
-            if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid():
-                os.unlink(leftover)
-        except OSError:
-            pass
+        _remove_own(os.path.join(folder, name))
 
 
 def _remove_own(path: str) -> None:
