@@ -90,6 +90,20 @@ def start_with_data(tmp_path: Path, bag_path: Path, sites_text: str, **options) 
                              sites_file=str(sites_path), manifest=manifest, results=str(tmp_path / "results"))
 
 
+def run_with_data(tmp_path: Path, bag_text: str, sites_text: str, max_time: float,
+                  **options) -> tuple[Coordinator, dict]:
+    """``bag_text`` written as ``tmp_path/bag.toml`` and run to its end (at most ``max_time``
+    seconds) by :func:`start_with_data`'s coordinator: the coordinator, closed, and its run's row."""
+    bag_path = tmp_path / "bag.toml"
+    bag_path.write_text(bag_text, encoding="utf-8")
+    coord = start_with_data(tmp_path, bag_path, sites_text, **options)
+    try:
+        coord.run(max_time=max_time)
+    finally:
+        coord.close()
+    return coord, coord.db["runs"].get(coord.run_id)
+
+
 def slurm(tb, cluster: str, *argv: str, check: bool = True) -> subprocess.CompletedProcess:
     conf = tb.slurm_conf_a if cluster == "a" else tb.slurm_conf_b
     return subprocess.run(list(argv), env={**os.environ, "SLURM_CONF": conf}, capture_output=True, text=True,

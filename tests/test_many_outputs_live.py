@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from live_helpers import cancel_leftovers, sites_toml, start_with_data
+from live_helpers import cancel_leftovers, run_with_data, sites_toml
 
 
 @pytest.fixture(autouse=True)
@@ -27,17 +27,10 @@ def _no_pilot_left_behind(testbed, tmp_path):
 def test_a_task_with_25000_outputs_is_delivered(tmp_path, testbed):
     n = 25_000
     command = f"mkdir f && cd f && seq -w 1 {n} | xargs touch && cd .. && echo ok > md.log"
-    bag_path = tmp_path / "bag.toml"
-    bag_path.write_text(f'[bag]\nname = "many"\ncommand = {json.dumps(command)}\ncount = 1\n'
-                        'outputs = ["md.log", "f/*"]\n[bag.profile]\ninstructions = 4e9\n', encoding="utf-8")
-    coord = start_with_data(tmp_path, bag_path, "[[site]]" + sites_toml(testbed).split("[[site]]")[1],   # tba
-                            strategy="model")
+    coord, run = run_with_data(tmp_path, f'[bag]\nname = "many"\ncommand = {json.dumps(command)}\ncount = 1\n'
+                                         'outputs = ["md.log", "f/*"]\n[bag.profile]\ninstructions = 4e9\n',
+                               "[[site]]" + sites_toml(testbed).split("[[site]]")[1], 240, strategy="model")   # tba
     db = coord.db
-    try:
-        coord.run(max_time=240)
-    finally:
-        coord.close()
-    run = db["runs"].get(coord.run_id)
     assert (run["status"], run["done"], run["failed"]) == ("done", 1, 0)
     home = Path(run["results"]) / "task-0"
     assert len(list((home / "f").iterdir())) == n

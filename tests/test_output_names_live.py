@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from live_helpers import cancel_leftovers, sites_toml, start_with_data
+from live_helpers import cancel_leftovers, run_with_data, sites_toml
 from resel import task_data
 
 
@@ -36,17 +36,10 @@ def test_outputs_with_glob_characters_or_long_names_come_home_from_both_clusters
     lines = "\n".join(f"{i}) printf 'task {i}' > {json.dumps(n, ensure_ascii=False)};;" for i, n in NAMES.items())
     command = f"echo ok > md.log; case $RESEL_TASK in\n{lines}\nesac; sleep 1"
     (tmp_path / "in.txt").write_text("in")
-    bag_path = tmp_path / "bag.toml"
-    bag_path.write_text(f'[bag]\nname = "names"\ncommand = {json.dumps(command)}\ncount = {count}\n'
-                        'inputs = ["in.txt"]\noutputs = ["md.log", "*.dat"]\n[bag.profile]\ninstructions = 4e9\n',
-                        encoding="utf-8")
-    coord = start_with_data(tmp_path, bag_path, sites_toml(testbed))
+    coord, run = run_with_data(tmp_path, f'[bag]\nname = "names"\ncommand = {json.dumps(command)}\n'
+                                         f'count = {count}\ninputs = ["in.txt"]\noutputs = ["md.log", "*.dat"]\n'
+                                         '[bag.profile]\ninstructions = 4e9\n', sites_toml(testbed), 240)
     db = coord.db
-    try:
-        coord.run(max_time=240)
-    finally:
-        coord.close()
-    run = db["runs"].get(coord.run_id)
     why = [dict(r) for r in db.query("select task, attempt, site, outcome, reason from attempts where run_id = ?",
                                      [coord.run_id])]
     assert (run["status"], run["done"], run["failed"]) == ("done", count, 0), [w["reason"] for w in why]
@@ -74,17 +67,9 @@ def test_names_that_cannot_go_home_are_refused_and_the_run_goes_on(tmp_path, tes
     bad = ["'bad\\377.dat'", "'nl\\nx.dat'", "'nel\\302\\205.dat'", "'back\\\\slash.dat'"]
     command = "echo ok > md.log; echo fine > fine.dat; " + "; ".join(f'echo 1 > "$(printf {b})"' for b in bad)
     (tmp_path / "in.txt").write_text("in")
-    bag_path = tmp_path / "bag.toml"
-    bag_path.write_text(f'[bag]\nname = "bad-names"\ncommand = {json.dumps(command)}\ncount = 2\ninputs = ["in.txt"]\n'
-                        'outputs = ["md.log", { glob = "*.dat", optional = true }]\n[bag.profile]\ninstructions = 4e9\n',
-                        encoding="utf-8")
-    coord = start_with_data(tmp_path, bag_path, sites_toml(testbed))
-    db = coord.db
-    try:
-        coord.run(max_time=120)
-    finally:
-        coord.close()
-    run = db["runs"].get(coord.run_id)
+    _coord, run = run_with_data(tmp_path, f'[bag]\nname = "bad-names"\ncommand = {json.dumps(command)}\ncount = 2\n'
+                                          'inputs = ["in.txt"]\noutputs = ["md.log", { glob = "*.dat", optional = true }]\n'
+                                          '[bag.profile]\ninstructions = 4e9\n', sites_toml(testbed), 120)
     assert (run["status"], run["done"], run["failed"]) == ("done", 2, 0)
     for i in range(2):
         home = Path(run["results"]) / task_data.task_folder(i, 2)
