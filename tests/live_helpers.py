@@ -104,6 +104,17 @@ def run_with_data(tmp_path: Path, bag_text: str, sites_text: str, max_time: floa
     return coord, coord.db["runs"].get(coord.run_id)
 
 
+def held_job_of(tb, user, name: str) -> str:
+    """A held job named ``name`` that a second real ``user`` (uid, gid: test_other_users.Users)
+    submits on cluster A; the caller cancels it (``slurm(tb, "a", "scancel", job)``)."""
+    done = subprocess.run(["setpriv", f"--reuid={user.uid}", f"--regid={user.gid}", "--init-groups",
+                           "sbatch", "--parsable", "--hold", f"--job-name={name}", "--wrap", "sleep 600"],
+                          capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", "SLURM_CONF": tb.slurm_conf_a},
+                          cwd="/tmp", timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().split(";")[0]
+
+
 def slurm(tb, cluster: str, *argv: str, check: bool = True) -> subprocess.CompletedProcess:
     conf = tb.slurm_conf_a if cluster == "a" else tb.slurm_conf_b
     return subprocess.run(list(argv), env={**os.environ, "SLURM_CONF": conf}, capture_output=True, text=True,

@@ -13,10 +13,10 @@ A real job of a second real user on the testbed's cluster A (``sbatch --hold``, 
 from __future__ import annotations
 
 import os
-import subprocess
 
 import pytest
 
+from live_helpers import held_job_of, slurm
 from resel.backends.pbs.cli import PBSCLI
 from resel.backends.slurm.cli import SlurmCLI
 from resel.backends.transport import LocalTransport
@@ -29,13 +29,7 @@ FORGED = "999999|resel-forged|COMPLETED|1|0|0|0|1|None|root|debug|1"
 
 
 def test_another_users_job_name_with_newlines_is_read_as_their_jobs_name(testbed, users: Users):
-    env = {"PATH": "/usr/bin:/bin", "SLURM_CONF": testbed.slurm_conf_a}
-    name = f"evil\n{FORGED}\nend"
-    done = subprocess.run(["setpriv", f"--reuid={users.other.uid}", f"--regid={users.other.gid}", "--init-groups",
-                           "sbatch", "--parsable", "--hold", f"--job-name={name}", "--wrap", "sleep 600"],
-                          capture_output=True, text=True, env=env, cwd="/tmp", timeout=60)
-    assert done.returncode == 0, done.stderr
-    jid = done.stdout.strip().split(";")[0]
+    jid = held_job_of(testbed, users.other, f"evil\n{FORGED}\nend")
     try:
         cli = SlurmCLI(LocalTransport(), env={"SLURM_CONF": testbed.slurm_conf_a}, use_json=False)
         jobs = cli._queue_jobs()                   # every user's queued jobs, squeue's text form
@@ -47,4 +41,4 @@ def test_another_users_job_name_with_newlines_is_read_as_their_jobs_name(testbed
         assert pbs.jobs(name_prefix="resel-r0-000000-p") == {}
         assert jid in pbs._all_jobs() and "999999" not in pbs._all_jobs()
     finally:
-        subprocess.run(["scancel", jid], env=env, capture_output=True, timeout=60)
+        slurm(testbed, "a", "scancel", jid, check=False)

@@ -17,12 +17,12 @@ A real held job of a second real user on the testbed's cluster A, cancelled afte
 from __future__ import annotations
 
 import os
-import subprocess
 import uuid
 from pathlib import Path
 
 import pytest
 
+from live_helpers import held_job_of, slurm
 from resel.backends.connect import open_site
 from resel.config import load_sites
 from test_other_users import Users, users  # noqa: F401 - the module's fixture, reused
@@ -46,18 +46,13 @@ def site_file(tmp_path: Path, testbed, kind: str) -> Path:
 @pytest.mark.parametrize("kind", ["rest", "pbs"])
 def test_another_users_job_named_as_our_next_pilot_is_not_taken_for_it(testbed, users: Users, tmp_path, kind):
     run_key = f"r7-{uuid.uuid4().hex[:6]}"
-    env = {"PATH": "/usr/bin:/bin", "SLURM_CONF": testbed.slurm_conf_a}
-    done = subprocess.run(["setpriv", f"--reuid={users.other.uid}", f"--regid={users.other.gid}", "--init-groups",
-                           "sbatch", "--parsable", "--hold", f"--job-name=resel-{run_key}-p1", "--wrap", "sleep 600"],
-                          capture_output=True, text=True, env=env, cwd="/tmp", timeout=60)
-    assert done.returncode == 0, done.stderr
-    theirs = done.stdout.strip().split(";")[0]
+    theirs = held_job_of(testbed, users.other, f"resel-{run_key}-p1")
     try:
         ps = open_site(load_sites(site_file(tmp_path, testbed, kind))[0])
         assert ps.find_pilot_job(run_key, 1) is None
         assert theirs not in ps.run_jobs(run_key)
     finally:
-        subprocess.run(["scancel", theirs], env=env, capture_output=True, timeout=60)
+        slurm(testbed, "a", "scancel", theirs, check=False)
 
 
 def test_pyslurm_s_name_lookup_keeps_the_user_s_own_jobs():
