@@ -73,6 +73,7 @@ from resel.engine_packing import PackingRules
 from resel.engine_peers import PeerRules
 from resel.engine_pilots import WALLTIME_REASONS, PilotRules  # noqa: F401 - exported as before
 from resel.engine_pricing import PricingRules
+from resel.engine_overdue import OverduePolicy, OverdueRules
 from resel.engine_walltime import WalltimeRules
 from resel.errors import IllegalTransition, ReselError
 from resel.events import (
@@ -90,7 +91,7 @@ from resel.walltime import WalltimePolicy
 
 
 class Engine(PricingRules, LearningRules, HealthRules, WalltimeRules, PilotRules, HandAheadRules, OutcomeRules,
-             PackingRules,
+             PackingRules, OverdueRules,
              PeerRules):
     """Selection, late binding and re-selection for one bag over a list of sites.
 
@@ -123,6 +124,8 @@ class Engine(PricingRules, LearningRules, HealthRules, WalltimeRules, PilotRules
             for one cycle — between 1 (while nothing is measured there) and ``prefetch``
             (resel/engine_hand_ahead.py). None: ``prefetch`` per slot, fixed.
         quarantine: the black-hole rule's numbers (:mod:`resel.blackhole`); default on.
+        overdue: the overdue rule's numbers (:mod:`resel.engine_overdue`: an attempt that runs
+            far longer than any its site ran is cancelled and run once more); default on.
         walltime: walltime packing (:mod:`resel.walltime`): a :class:`WalltimePolicy` or its
             mode: ``limit`` (default: the dispatch guard, pilots ask for the limit), ``pack``
             (pilots also ask only for what their tasks need) or ``off``.
@@ -149,7 +152,7 @@ class Engine(PricingRules, LearningRules, HealthRules, WalltimeRules, PilotRules
                  rates: Mapping[str, SiteRate] | EngineRates | None = None,
                  quarantine: QuarantinePolicy | None = None, walltime: WalltimePolicy | str = "limit",
                  decisions: bool = True, data: TransferModel | None = None, pack: bool = True,
-                 split_cores: bool = True):
+                 split_cores: bool = True, overdue: OverduePolicy | None = None):
         self.bag = bag
         self.decisions = decisions
         self.prefetch = max(0, int(prefetch))
@@ -168,6 +171,7 @@ class Engine(PricingRules, LearningRules, HealthRules, WalltimeRules, PilotRules
         self._init_hand_ahead(prefetch_cycle)
         self._init_walltime(walltime)
         self._init_health(quarantine)
+        self._init_overdue(overdue)
         self._viable: list[int] = []
         self._rng = random.Random(seed)
         self.tasks: list[TaskRecord] = []
@@ -226,6 +230,8 @@ class Engine(PricingRules, LearningRules, HealthRules, WalltimeRules, PilotRules
         handler(event, out)
         if not self.finished:
             self._settle(event.time, out)
+            if self._overdue_ready and not self._sweep_armed and not self.finished and self._runs_under_limit():
+                self._arm_sweep(event.time, out)
         return out
 
     @property
@@ -389,6 +395,7 @@ class Engine(PricingRules, LearningRules, HealthRules, WalltimeRules, PilotRules
         self.pilots[task.pilot].done += 1
         if self._learn:
             self._learn_from(task, ev.time, out)
+        self._ended_well_on(task, ev.time)
         self._end_attempt(task, ev.time, AttemptOutcome.DONE)
         if task.state is PROVISIONAL:
             del self._books[task.origin].prov[task.id]
@@ -400,6 +407,9 @@ class Engine(PricingRules, LearningRules, HealthRules, WalltimeRules, PilotRules
     def _on_timer(self, ev: TimerFired, out: list[Action]) -> None:
         if ev.site is not None:
             self._release(self._index(ev.site), ev.attempt, ev.time, out)
+            return
+        if ev.task == -1 and ev.attempt < 0:       # the overdue sweep (engine_overdue)
+            self._on_sweep(ev.attempt, ev.time, out)
             return
         if ev.task == -1 and self.strategy.peer:   # the engine's own timer: a peer strategy's round
             self._peer_timer(ev, out)

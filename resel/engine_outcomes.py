@@ -32,6 +32,8 @@ class OutcomeRules:
         x = task.site
         self._end_attempt(task, ev.time, AttemptOutcome.LOST)   # the pilot lives on: its slot is free again
         task.losses += 1
+        if self._hung(task, x, ev.time, out):
+            return
         self._requeue(task, ev.time, *self._retry_or_give_up(task, x, AttemptOutcome.LOST,
                                                              task.losses >= self.max_losses, ev.time))
 
@@ -65,6 +67,7 @@ class OutcomeRules:
         self.pilots[task.pilot].done += 1
         if self._learn:
             self._learn_from(task, ev.time, out)
+        self._ended_well_on(task, ev.time)
         self._end_attempt(task, ev.time, AttemptOutcome.DONE)
         if task.state is PROVISIONAL:
             del self._books[task.origin].prov[task.id]
@@ -111,13 +114,16 @@ class OutcomeRules:
             self._cancel_pilot(pilot, ev.time, out)
         self.cancelled = self.finished = True
 
-    def _lose(self, task: TaskRecord, time: float) -> None:
-        """The pilot under a running task vanished: back to waiting (not the task's fault)."""
+    def _lose(self, task: TaskRecord, time: float, out: list[Action]) -> None:
+        """The pilot under a running task vanished: back to waiting (not the task's fault) — or
+        given up as hung (engine_overdue)."""
         rec = task.attempts[-1]
         rec.end, rec.outcome = time, AttemptOutcome.LOST
         x = task.site
         task.pilot = task.site = -1
         task.losses += 1
+        if self._hung(task, x, time, out):
+            return
         self._requeue(task, time, *self._retry_or_give_up(task, x, AttemptOutcome.LOST,
                                                           task.losses >= self.max_losses, time))
 

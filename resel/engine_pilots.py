@@ -133,7 +133,7 @@ class PilotRules:
         self._give_back_queued(pilot, ev.time)
         self._withdraw(pilot)
         for tid in list(pilot.tasks):
-            self._lose(self.tasks[tid], ev.time)
+            self._lose(self.tasks[tid], ev.time, out)
         pilot.state = next_pilot_state(pilot.state, "end")
         pilot.ended = ev.time
         self._dirty.add(pilot.site)
@@ -158,7 +158,7 @@ class PilotRules:
         book.pending[pilot.id] = None
         book.pending_slots += pilot.slots
         for tid in reversed(lost):   # each goes to the front: keep their order
-            self._lose(self.tasks[tid], ev.time)
+            self._lose(self.tasks[tid], ev.time, out)
         self._dirty.add(pilot.site)
 
     def _size_pilots(self, x: int, t: float, out: list[Action]) -> None:

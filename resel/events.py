@@ -295,6 +295,23 @@ class SetTimer(Action):
 
 
 @_rec
+class TaskOverdue(Action):
+    """An attempt ran past its site's overdue limit (resel/engine_overdue.py): it was cancelled
+    and the task waits to run once more with no such limit — or, ``gave_up``, that next attempt
+    too ran past the limit and was lost, and the task was given up as hung. ``ran``: seconds the
+    attempt had run; ``limit``: the limit. Recorded, no effect of its own (the CancelTask beside
+    it does the work)."""
+
+    time: float
+    task: int
+    attempt: int
+    site: str
+    ran: float
+    limit: float
+    gave_up: bool = False
+
+
+@_rec
 class SiteQuarantined(Action):
     """The site behaves as a black hole (resel/blackhole.py's rule): it takes no tasks until
     ``until``; ``reason`` gives the counts that decided it. Recorded, no effect of its own (the

@@ -35,7 +35,7 @@ from resel.events import (
     Action, BagCancelled, BagDone, BagSubmitted, BandwidthMeasured, OutputsMeasured, CancelPilot, CancelTask, Decision, DecisionKind,
     DispatchTask, Event, PilotEnded, PilotRequeued, PilotStarted, SetTimer, SiteLost, SiteQuarantined, SiteReleased,
     SubmitPilot, TaskDelivered, TaskFailed, TaskFetching, TaskFinished, TaskLost, TaskMeasured, TaskStarted,
-    TaskUndelivered, TaskWithdrawn, TimerFired, WithdrawTask, RateLearned, StrategyChosen,
+    TaskUndelivered, TaskWithdrawn, TimerFired, WithdrawTask, RateLearned, StrategyChosen, TaskOverdue,
 )
 from resel import store_rows
 from resel.errors import StoreError
@@ -53,7 +53,7 @@ EVENT_TYPES: dict[str, type[Event]] = {cls.__name__: cls for cls in (
 #: the actions a journal holds, by kind (what a resume finishes when they are still undone)
 ACTION_TYPES: dict[str, type[Action]] = {cls.__name__: cls for cls in (
     SubmitPilot, CancelPilot, DispatchTask, CancelTask, SetTimer, Decision, BagDone, SiteQuarantined, SiteReleased,
-    WithdrawTask, RateLearned, StrategyChosen)}
+    WithdrawTask, RateLearned, StrategyChosen, TaskOverdue)}
 
 
 class BadRecord(ValueError):

@@ -28,6 +28,7 @@ import pytest
 import resel
 from resel.sim.simulation import simulate
 from resel.domain import Clock, PilotPolicy, QueueModel, Site, Truth, WaitModel
+from resel.events import SetTimer, TimerFired
 from resel.models.distributions import Dist
 from resel.store import open_store, save_run
 
@@ -69,10 +70,22 @@ def traced_sites() -> list[Site]:
     return [*resel.default_sites(), queue]
 
 
-def digest(result) -> str:
-    """SHA-256 of what a run did: its log (events, actions, in order), decisions, pilots, tasks."""
+def _sweep(entry) -> bool:
+    """A log entry of the overdue rule's sweep timer (resel/engine_overdue.py)."""
+    record = entry[2]
+    return isinstance(record, (SetTimer, TimerFired)) and record.task == -1 and record.attempt < 0
+
+
+def digest(result, *, sweeps: bool = True) -> str:
+    """SHA-256 of what a run did: its log (events, actions, in order), decisions, pilots, tasks.
+    ``sweeps`` False: as if the overdue sweep were not there (its timers out of the log and of
+    the step count) — what the code before the overdue rule hashed, if no decision changed."""
     h = hashlib.sha256()
+    fired = 0
     for entry in result.events:
+        if not sweeps and _sweep(entry):
+            fired += isinstance(entry[2], TimerFired)
+            continue
         h.update(repr(entry).encode())
     for d in result.decisions:
         h.update(repr(d).encode())
@@ -80,7 +93,7 @@ def digest(result) -> str:
         h.update(repr(p).encode())
     for t in result.engine.tasks:
         h.update(repr((t.id, t.state.value, t.origin, t.first_origin, t.attempts)).encode())
-    h.update(repr((result.steps, result.walltime_kills, sorted(result.kills_by_pilot.items()))).encode())
+    h.update(repr((result.steps - fired, result.walltime_kills, sorted(result.kills_by_pilot.items()))).encode())
     return h.hexdigest()[:20]
 
 
@@ -105,8 +118,11 @@ CASES = {
     "blackhole2-random+reselect": (lambda: black_hole_sites(2), 60, "random+reselect", 6, "limit"),
 }
 
-#: the digests of main at 9673476, before the engine was sped up
-PINNED = {
+#: the digests of main at 9673476, before the engine was sped up (re-pinned since where each
+#: comment says), up to f9695e7: the code before the overdue rule, whose sweep timers are now
+#: in every log that runs long enough — without them every run hashes as it did then
+#: (test_the_overdue_sweep_changes_no_decision)
+BEFORE_OVERDUE = {
     # re-pinned 2026-11-30 (were 'bc1e4785217831b814a6', 'ed696d2d1ef432ee6bbe',
     # '028cff2d26b5a6d424fa'): a task failing again on a site it failed on no longer counts
     # against the site (a broken task quarantined a healthy one live), and a task sent elsewhere
@@ -138,8 +154,32 @@ PINNED = {
     'thesis-topk2+reselect': 'cee3bc9d24803b923f42',
 }
 
+#: the digests since the overdue rule (2026-11-30): its sweep timers are in the log and in the
+#: step count; nothing else changed (test_the_overdue_sweep_changes_no_decision)
+PINNED = {
+    'blackhole0-reselect-pack': 'cdaf21309195a8ef6cbb',
+    'blackhole1-model+reselect': '93b945d79502c36ad21b',
+    'blackhole2-random+reselect': '5c80059969bd1ca208d2',
+    'sixteen-model': '17aca95cb19513c58baa',
+    'sixteen-model+reselect': '077bfa259481fe1d7c0e',
+    'sixteen-reselect': '2cb46294b74ca196af98',
+    'thesis-earliest': '2bc41f6d2ca530660f7c',
+    'thesis-failover': '99932b696d8059eceefc',
+    'thesis-model': 'c0724d41d960a8314e40',
+    'thesis-model+reselect': '91c924ef73d0e7629155',
+    'thesis-queue': 'a1917ee052a448e27cf1',
+    'thesis-race2': 'c0b47575b710184c4031',
+    'thesis-random': '90d2dd03d7ad5e1277b9',
+    'thesis-rebroker': 'ffb6d36a59b530f09c89',
+    'thesis-reselect': '09a4aeb88d697abca90d',
+    'thesis-reselect-pack': '8e2a8415d1b73caaa4df',
+    'thesis-topk2+reselect': '9702dba75509551d68b0',
+}
+
+
 TRACED = ("traced-model+reselect", traced_sites, 200, "model+reselect", 1, "limit")
-TRACED_PIN = 'fe6caffb5c6a4fafa4c1'
+TRACED_BEFORE_OVERDUE = 'fe6caffb5c6a4fafa4c1'
+TRACED_PIN = '6da24611e58f531276d5'
 
 
 def run_case(sites, tasks: int, strategy: str, seed: int, walltime: str):
@@ -152,11 +192,20 @@ def test_schedule_is_unchanged(name):
     assert digest(run_case(*CASES[name])) == PINNED[name], f"{name}: a decision changed"
 
 
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_overdue_sweep_changes_no_decision(name):
+    """The overdue rule (resel/engine_overdue.py) adds its sweep timers to a run's log and
+    cancels nothing in these runs: without those timers each run hashes as before the rule."""
+    assert digest(run_case(*CASES[name]), sweeps=False) == BEFORE_OVERDUE[name], f"{name}: a decision changed"
+
+
 @pytest.mark.skipif(not TRACE.is_file(), reason="needs ../shared/data/swf/hpc2n.swf")
 def test_schedule_beside_a_replayed_trace_is_unchanged():
     """The same beside a site whose waits emerge from a replayed real trace (HPC2N, EASY)."""
     name, *case = TRACED
-    assert digest(run_case(*case)) == TRACED_PIN, f"{name}: a decision changed"
+    result = run_case(*case)
+    assert digest(result) == TRACED_PIN, f"{name}: a decision changed"
+    assert digest(result, sweeps=False) == TRACED_BEFORE_OVERDUE, f"{name}: the overdue sweep changed a decision"
 
 
 def state_digest(result) -> str:

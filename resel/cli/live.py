@@ -92,6 +92,11 @@ def _prefetch_value(ctx: click.Context, param: click.Parameter, value: str) -> i
               help="Quarantine a site whose tasks fail or pilots die far more often than elsewhere "
                    "(5 bad outcomes, half of its own, twice the rate elsewhere; back-off 30 min doubling "
                    "up to 4 h — docs/engine.md).")
+@click.option("--overdue/--no-overdue", default=True, show_default=True,
+              help="Cancel an attempt that runs 10 times as long as the longest of the first tasks its "
+                   "site ran (3 at least; never before 10 min) and run it once more without that limit; "
+                   "a rerun lost after running as long is given up as hung (docs/engine.md, "
+                   "\"Overdue attempts\"). --task-timeout is a hard limit of your own beside it.")
 @click.option("--results", "results_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where the tasks' outputs go (bags with `outputs`): RESULTS/RUN/task-NNNN/. "
                    "Default: the bag's `results`, else ./resel-results.")
@@ -109,8 +114,8 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
             prefetch: int | str, perf: bool,
             task_timeout: float | None, resume_id: int | None, dry_run: bool, estimate: str, max_time: float | None,
             progress: bool | None, model: str, risk: float | None, objective: str, walltime: str,
-            quarantine: bool, results_dir: Path | None, keep_remote: bool, refit: bool, db: Path | None,
-            as_json: bool) -> None:
+            quarantine: bool, overdue: bool, results_dir: Path | None, keep_remote: bool, refit: bool,
+            db: Path | None, as_json: bool) -> None:
     """Run a bag on live sites: pilots, late binding, re-selection; crash-safe.
 
     Every event and action is written to the run store before it is carried out, so a
@@ -144,7 +149,7 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
                            strategy=strategy, seed=seed, clock=clock, poll=poll, prefetch=prefetch, perf=perf,
                            task_timeout=task_timeout,
                            estimate=estimate, model=model, risk=risk, objective=objective, walltime=walltime,
-                           quarantine=quarantine, keep_remote=keep_remote)
+                           quarantine=quarantine, overdue=overdue, keep_remote=keep_remote)
         if coord is None:       # a dry run: the plan was shown
             return
     c.err.print(f"run {coord.run_id}: {coord.bag.count} tasks on {m(', '.join(s.name for s in coord.sites))} "
@@ -175,7 +180,7 @@ def _start_run(store: Any, bag_file: Path | None, sites_file: Path | None, resul
                dry_run: bool, as_json: bool, db: Path | None, strategy: str, seed: int, clock: str, poll: float,
                prefetch: int | str, perf: bool, task_timeout: float | None, estimate: str, model: str,
                risk: float | None, objective: str, walltime: str, quarantine: bool,
-               keep_remote: bool) -> Coordinator | None:
+               keep_remote: bool, overdue: bool = True) -> Coordinator | None:
     """A new run's coordinator, started: the bag and sites checked, the sites probed for their
     clocks (``--clock probed``), the inputs hashed, the pilots sized within the user's limits and
     the rates chosen. A dry run shows the plan instead (from the simulator where every site is
@@ -217,7 +222,7 @@ def _start_run(store: Any, bag_file: Path | None, sites_file: Path | None, resul
     c.err.print(rates.label, soft_wrap=True, markup=False)
     options = LiveOptions(strategy=strategy, seed=seed, clock=clock, poll=poll, prefetch=prefetch, perf=perf,
                           task_timeout=task_timeout, estimate=estimate, rates=rates.to_json(),
-                          objective=objective, walltime=walltime, quarantine=quarantine,
+                          objective=objective, walltime=walltime, quarantine=quarantine, overdue=overdue,
                           keep_remote=keep_remote)
     return Coordinator.start(store, bag, site_list, options, open_site,
                              bag_file=str(bag_file.resolve()), sites_file=str(sites_file.resolve()),

@@ -45,7 +45,7 @@ from resel.domain import Bag, Site
 from resel.engine import Engine
 from resel.errors import ReselError
 from resel.events import (
-    Action, BagSubmitted, Decision, Event, SiteLost, SiteQuarantined, SiteReleased, TaskFetching, TimerFired,
+    Action, BagSubmitted, Decision, Event, SiteLost, SiteQuarantined, SiteReleased, TaskFetching, TaskOverdue, TimerFired,
     RateLearned, StrategyChosen,
 )
 from resel.json_safe import clean as json_clean
@@ -72,7 +72,7 @@ from resel.task_data import Manifest
 log = logging.getLogger("resel.live")
 
 #: actions that are only recorded (nothing to carry out): choices and quarantines
-RECORD_ONLY = (Decision, SiteQuarantined, SiteReleased, RateLearned, StrategyChosen)
+RECORD_ONLY = (Decision, SiteQuarantined, SiteReleased, RateLearned, StrategyChosen, TaskOverdue)
 
 
 class Coordinator:

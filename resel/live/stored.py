@@ -58,6 +58,11 @@ class LiveOptions:
     walltime: str = "limit"
     #: the black-hole rule (resel/blackhole.py) on (runs stored before it replay without it)
     quarantine: bool = True
+    #: the overdue rule (resel/engine_overdue.py) on (runs stored before it replay without it)
+    overdue: bool = True
+    #: its floor, seconds: no attempt is overdue sooner (the sweep runs every half of it, at
+    #: most every 300 s); not a CLI option — the live tests lower it
+    overdue_floor: float = 600.0
     #: task data (docs/data.md): keep a task's folder on the site after its outputs came home
     keep_remote: bool = False
     #: the data the engine prices (:meth:`resel.transfer.TransferModel.to_json`: the manifest's
@@ -83,13 +88,15 @@ class LiveOptions:
     def engine_options(self) -> dict:
         """The engine's keyword arguments these options set (the coordinator and status alike)."""
         from resel.blackhole import QuarantinePolicy
+        from resel.engine_overdue import OverduePolicy
         from resel.transfer import TransferModel
         prefetch, cycle = self.hand_ahead()
         return {"seed": self.seed, "clock": self.clock, "prefetch": prefetch, "prefetch_cycle": cycle,
                 "rates": self.engine_rates(),
                 "walltime": self.walltime, "quarantine": QuarantinePolicy(enabled=self.quarantine),
                 "data": TransferModel.from_json(self.data) if self.data else None, "pack": self.pack,
-                "split_cores": self.split_cores}
+                "split_cores": self.split_cores, "overdue": OverduePolicy(
+                    enabled=self.overdue, floor=self.overdue_floor, period=min(300.0, self.overdue_floor / 2))}
 
     def engine_rates(self):
         """The stored rates as the engine takes them (None: LIM)."""
@@ -162,6 +169,7 @@ def load_live_run(db: Database | StoreReader, run_id: int, *, to_run: bool = Fal
         options.setdefault("prefetch", 0)   # stored before hand-ahead existed: replay as it ran
         options.setdefault("walltime", "off")      # stored before the walltime rules: replay as it ran
         options.setdefault("quarantine", False)    # stored before the black-hole rule
+        options.setdefault("overdue", False)       # stored before the overdue rule
         options.setdefault("pack", False)          # stored before packing: slots of the widest task
         options.setdefault("split_cores", False)   # stored before the split counted a mixed bag's cores
         what = "bag"

@@ -1,0 +1,135 @@
+"""Overdue attempts (resel/engine_overdue.py): a task that hangs is cancelled once its site has
+a limit, runs once more with none, and is given up as hung only when that rerun too runs past
+the limit into a loss — never for being merely long. Expected times are worked from the rule's
+definition: limit = max(floor, factor × the longest task that ended well on the site)."""
+
+from __future__ import annotations
+
+import math
+
+from conftest import make_bag, make_site
+from resel.domain import Bag, Profile, TaskSpec
+from resel.engine import Engine
+from resel.engine_overdue import OverduePolicy
+from resel.events import (BagSubmitted, CancelTask, DispatchTask, PilotEnded, PilotStarted, SetTimer, TaskFinished,
+                          TaskOverdue, TaskStarted, TimerFired)
+from resel.states import AttemptOutcome, TaskState
+
+
+def of(actions, cls):
+    return [a for a in actions if type(a) is cls]
+
+
+def _engine(count: int = 6, policy: OverduePolicy | None = None) -> tuple[Engine, list]:
+    """One site of 4 cores, every task dispatched on the pilot's start at t=10."""
+    engine = Engine(make_bag(count), [make_site("a", 2.0, cores=4)], "model", overdue=policy)
+    out = engine.handle(BagSubmitted(time=0.0))
+    out += engine.handle(PilotStarted(time=10.0, pilot=0))
+    return engine, out
+
+
+def _sweeps(out):
+    return [a for a in of(out, SetTimer) if a.task == -1 and a.attempt < 0]
+
+
+def test_no_limit_before_three_tasks_ended_well_then_ten_times_the_longest_at_least_the_floor():
+    engine, out = _engine()
+    assert [a.task for a in of(out, DispatchTask)] == [0, 1, 2, 3]
+    assert math.isinf(engine.overdue_limit(0, 3)) and not _sweeps(out)
+    out = engine.handle(TaskFinished(time=30.0, task=0, attempt=1))      # ran 20 s
+    out += engine.handle(TaskFinished(time=90.0, task=1, attempt=1))     # ran 80 s: the longest
+    assert math.isinf(engine.overdue_limit(0, 3)) and not _sweeps(out)
+    out = engine.handle(TaskFinished(time=100.0, task=2, attempt=1))     # ran 90 s: the longest
+    # the third: limit max(600, 10 × 90) = 900 s; one sweep armed, 300 s on
+    assert engine.overdue_limit(0, 3) == 900.0
+    assert _sweeps(out) == [SetTimer(at=400.0, task=-1, attempt=-1)]
+    # a limit of 10 × 20 s would be under the floor: 600
+    short, _ = _engine()
+    for task, end in ((0, 11.0), (1, 12.0), (2, 30.0)):
+        short.handle(TaskFinished(time=end, task=task, attempt=1))
+    assert short.overdue_limit(0, 3) == 600.0
+
+
+def _hang_task_3(engine: Engine) -> None:
+    """Tasks 0-2 end well at 100 (90 s each: limit 900 s); 4 and 5 take their slots and end."""
+    for task in range(3):
+        engine.handle(TaskFinished(time=100.0, task=task, attempt=1))
+    for task in (4, 5):
+        engine.handle(TaskFinished(time=150.0, task=task, attempt=1))
+
+
+def test_a_hung_attempt_is_cancelled_at_the_first_sweep_past_its_limit_and_rerun_without_one():
+    engine, _ = _engine()
+    _hang_task_3(engine)
+    # task 3 started at 10: overdue from 910. Sweeps at 400 (armed at 100) and 700: under the limit
+    assert not of(engine.handle(TimerFired(time=400.0, task=-1, attempt=-1)), CancelTask)
+    out = engine.handle(TimerFired(time=700.0, task=-1, attempt=-2))
+    assert not of(out, CancelTask)
+    assert _sweeps(out) == [SetTimer(at=1000.0, task=-1, attempt=-3)]
+    out = engine.handle(TimerFired(time=1000.0, task=-1, attempt=-3))
+    assert of(out, CancelTask) == [CancelTask(task=3, attempt=1, pilot=0, site="a")]
+    assert of(out, TaskOverdue) == [TaskOverdue(time=1000.0, task=3, attempt=1, site="a", ran=990.0, limit=900.0)]
+    # rerun at once in the slot it freed, with no limit of this rule
+    assert of(out, DispatchTask) == [DispatchTask(task=3, attempt=2, pilot=0, site="a")]
+    task = engine.tasks[3]
+    assert task.attempts[0].outcome is AttemptOutcome.CANCELLED and task.overdue == 900.0
+    out = engine.handle(TimerFired(time=1300.0, task=-1, attempt=-4))
+    out += engine.handle(TimerFired(time=2200.0, task=-1, attempt=-5))   # sweeps go on; its rerun is left alone
+    assert not of(out, CancelTask)
+    # merely long: it ends well after 2,500 s, and the bag is done, nothing given up
+    engine.handle(TaskFinished(time=3500.0, task=3, attempt=2))
+    assert engine.finished and engine.done_count == 6 and engine.failed_count == 0
+
+
+def test_a_stale_or_replaced_sweep_does_nothing():
+    engine, _ = _engine()
+    _hang_task_3(engine)
+    assert engine.handle(TimerFired(time=5000.0, task=-1, attempt=-7)) == []   # never armed
+    assert engine.tasks[3].state is TaskState.RUNNING
+
+
+def test_its_rerun_lost_past_the_limit_is_given_up_as_hung_but_lost_before_it_is_rerun():
+    engine, _ = _engine()
+    _hang_task_3(engine)
+    engine.handle(TimerFired(time=400.0, task=-1, attempt=-1))
+    engine.handle(TimerFired(time=700.0, task=-1, attempt=-2))
+    engine.handle(TimerFired(time=1000.0, task=-1, attempt=-3))            # attempt 1 cancelled
+    engine.handle(TaskStarted(time=1001.0, task=3, attempt=2))
+    # the pilot dies 500 s into the rerun (< 900): a plain loss, run again
+    out = engine.handle(PilotEnded(time=1501.0, pilot=0, reason="node failure"))
+    assert not of(out, TaskOverdue) and engine.tasks[3].state is TaskState.WAITING
+    assert engine.tasks[3].losses == 1
+
+    engine, _ = _engine()
+    _hang_task_3(engine)
+    for k, at in enumerate((400.0, 700.0, 1000.0), start=1):
+        engine.handle(TimerFired(time=at, task=-1, attempt=-k))
+    engine.handle(TaskStarted(time=1001.0, task=3, attempt=2))
+    # the rerun runs into the pilot's walltime 2,000 s later (> 900): hung, given up now, not
+    # after max_losses (5) walltimes
+    out = engine.handle(PilotEnded(time=3001.0, pilot=0, reason="walltime"))
+    assert of(out, TaskOverdue) == [TaskOverdue(time=3001.0, task=3, attempt=2, site="a", ran=2000.0, limit=900.0,
+                                                gave_up=True)]
+    assert engine.tasks[3].state is TaskState.FAILED
+    assert engine.finished and engine.failed_count == 1 and engine.done_count == 5
+
+
+def test_off_means_no_sweep_and_no_limit():
+    engine, _ = _engine(policy=OverduePolicy(enabled=False))
+    out = []
+    for task in range(3):
+        out += engine.handle(TaskFinished(time=100.0, task=task, attempt=1))
+    assert math.isinf(engine.overdue_limit(0, 3)) and not _sweeps(out)
+
+
+def test_a_bag_of_unequal_tasks_scales_the_limit_by_each_tasks_size():
+    specs = tuple(TaskSpec(f"t{i}", ins) for i, ins in enumerate((1e9, 1e9, 1e9, 4e9)))
+    bag = Bag("u", "run", 4, 1, Profile(1.75e9), tasks=specs, order="given")
+    engine = Engine(bag, [make_site("a", 2.0, cores=4)], "model")
+    engine.handle(BagSubmitted(time=0.0))
+    engine.handle(PilotStarted(time=10.0, pilot=0))
+    for task, ran in ((0, 100.0), (1, 50.0), (2, 80.0)):
+        engine.handle(TaskFinished(time=10.0 + ran, task=task, attempt=1))
+    # a task 4 times the others' size: 4 × 10 × 100 s (weights are relative to the mean, 1.75e9)
+    assert engine.overdue_limit(0, 3) == 4000.0
+    assert engine.overdue_limit(0, 2) == 1000.0
