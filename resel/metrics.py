@@ -70,7 +70,7 @@ class WorkloadMetrics:
     done: int
     failed: int
     reassigned: int          # tasks that finished somewhere other than their initial site
-    restarts: int            # attempts cancelled by a move-back
+    restarts: int            # attempts cancelled and run again (a move-back, a restart, an overdue one)
     wasted_core_s: float     # core-seconds of attempts that did not finish
     per_site: dict[str, int] = field(default_factory=dict)
 

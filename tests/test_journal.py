@@ -36,6 +36,7 @@ TEXT = st.text(max_size=20)
 BY_ANNOTATION = {
     "float": FINITE,
     "int": st.integers(min_value=-2**53, max_value=2**53),
+    "bool": st.booleans(),
     "str": TEXT,
     "str | None": st.none() | TEXT,
     "float | None": st.none() | FINITE,

@@ -7,10 +7,12 @@ of waiting out ``max_losses`` walltimes. The rule's floor is lowered to 20 s (``
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
-from live_helpers import bag_toml, cancel_leftovers, sites_toml, start
+from live_helpers import REPO, bag_toml, cancel_leftovers, sites_toml, start
 
 
 @pytest.fixture(autouse=True)
@@ -70,3 +72,13 @@ def test_a_task_hanging_every_time_is_given_up_when_its_rerun_meets_the_walltime
     outcomes = [r["outcome"] for r in db.query(
         "select outcome from attempts where run_id = ? and task = 5 order by attempt", [coord.run_id])]
     assert outcomes == ["cancelled", "lost"]
+    # resel report says so, in its text and its --json
+    report = [sys.executable, "-m", "resel.cli", "report", str(coord.run_id), "--db", str(tmp_path / "resel.db")]
+    text = subprocess.run(report, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert text.returncode == 0, text.stderr
+    assert "overdue: task 5 attempt 1 on tba cancelled after" in text.stdout
+    assert "task 5 given up as hung: its attempt 2 on tba ran" in text.stdout
+    doc = json.loads(subprocess.run(report + ["--json"], cwd=REPO, capture_output=True, text=True,
+                                    timeout=120).stdout)
+    assert [(o["task"], o["attempt"], o["gave_up"]) for o in doc["overdue"]] == [(5, 1, False), (5, 2, True)]
+    assert [f["task"] for f in doc["failed"]] == [5]

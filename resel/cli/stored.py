@@ -79,6 +79,29 @@ def _parsed(parse_name: str) -> Callable[[click.Context, click.Parameter, str | 
 _when, _ids = _parsed("moment"), _parsed("run_ids")
 
 
+def overdue_log(store, run_id: int) -> list[dict]:
+    """Each attempt the overdue rule cancelled, and each task it gave up as hung (docs/engine.md,
+    "Overdue attempts"): task, attempt, site, when, how long it had run and the limit."""
+    from resel.events import TaskOverdue
+    from resel import journal
+    return [{"task": r.task, "attempt": r.attempt, "site": r.site, "time": t, "ran": r.ran, "limit": r.limit,
+             "gave_up": r.gave_up} for t, r in journal.read(store, run_id, TaskOverdue)]
+
+
+def _print_overdue(overdue: list[dict]) -> None:
+    from resel.units import span
+    for o in overdue[:FAILED_SHOWN]:
+        if o["gave_up"]:
+            line = (f"task {o['task']} given up as hung: its attempt {o['attempt']} on {o['site']} ran "
+                    f"{span(o['ran'])} (limit {span(o['limit'])}) until it was lost")
+        else:
+            line = (f"overdue: task {o['task']} attempt {o['attempt']} on {o['site']} cancelled after "
+                    f"{span(o['ran'])} (its site's limit {span(o['limit'])}), run again")
+        out.print(m(line), highlight=False, soft_wrap=True)
+    if len(overdue) > FAILED_SHOWN:
+        out.print(f"… {len(overdue) - FAILED_SHOWN:,} more overdue records in --json", highlight=False)
+
+
 #: failed tasks ``resel report`` lists one by one (``--json`` has them all)
 FAILED_SHOWN = 10
 
@@ -353,17 +376,20 @@ def report(run_id: int, db: Path | None, n_decisions: int, plot_dir: Path | None
     quarantines = quarantine_log(store, run_id)
     chosen, learned = learned_log(store, run_id)
     failed = failed_log(store, run_id, run.get("bag_spec"))
+    overdue = overdue_log(store, run_id)
     if as_json:
         for key in ("sites", "bag_spec"):
             run.pop(key, None)
         from resel.cli.report_plots import emit
         print_json({"run": run, "per_site": per_site, "decisions": kinds, "decision_log": picked,
                      "quarantines": quarantines, "auto": chosen, "learned": learned, "failed": failed,
+                     "overdue": overdue,
                      **emit(store, run_id, plot_dir, html_file, as_json=True, protect=protect)})
         return
     _print_run_header(store, run, run_id)
     _print_where_tasks_ran(per_site, quarantines)
     _print_failed(failed, run.get("mode") == "live")
+    _print_overdue(overdue)
     _print_learned(chosen, learned)
     _print_decisions(run["audit"] or {}, kinds, picked, n_decisions)
     if plot_dir is not None or html_file is not None:
