@@ -48,8 +48,8 @@ The rest of the engine's rules are mixins over the same books, one concern each:
 resel/engine_pricing.py (T̂x, D and Ŵ: what sites are compared by), engine_learning.py
 (rates learned, restarts), engine_health.py (black holes, lost sites), engine_walltime.py,
 engine_pilots.py (pilot sizing, submission, withdrawal, ends), engine_hand_ahead.py,
-engine_outcomes.py (failures, losses, retries, delivery), engine_peers.py (the peer
-strategies); the records are in engine_books.py.
+engine_outcomes.py (failures, losses, retries, delivery), engine_overdue.py (attempts
+that hang), engine_peers.py (the peer strategies); the records are in engine_books.py.
 """
 
 from __future__ import annotations
