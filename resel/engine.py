@@ -230,7 +230,7 @@ class Engine(PricingRules, LearningRules, HealthRules, WalltimeRules, PilotRules
         handler(event, out)
         if not self.finished:
             self._settle(event.time, out)
-            if self._overdue_ready and not self._sweep_armed and not self.finished and self._runs_under_limit():
+            if self._overdue_ready and not self._sweep_armed and not self.finished and self._sweep_worth_arming():
                 self._arm_sweep(event.time, out)
         return out
 
@@ -395,7 +395,6 @@ class Engine(PricingRules, LearningRules, HealthRules, WalltimeRules, PilotRules
         self.pilots[task.pilot].done += 1
         if self._learn:
             self._learn_from(task, ev.time, out)
-        self._ended_well_on(task, ev.time)
         self._end_attempt(task, ev.time, AttemptOutcome.DONE)
         if task.state is PROVISIONAL:
             del self._books[task.origin].prov[task.id]
@@ -442,8 +441,21 @@ class Engine(PricingRules, LearningRules, HealthRules, WalltimeRules, PilotRules
         """Close the running attempt and give its slot back."""
         rec = task.attempts[-1]
         rec.end, rec.outcome = time, outcome
-        if self._cycle is not None and outcome is AttemptOutcome.DONE:
-            self._ran(task.site, time - rec.start)
+        if outcome is AttemptOutcome.DONE:
+            if self._cycle is not None:
+                self._ran(task.site, time - rec.start)
+            ended = self._ended_well
+            if ended is not None:   # its site's longest (engine_overdue; inline: the hottest path)
+                x, ran = task.site, time - rec.start
+                if self._w is not None:
+                    w = self._w[task.id]
+                    ran = ran / w if w > 0 else 0.0
+                longest = self._longest
+                if ran > longest[x]:
+                    longest[x] = ran
+                if ended[x] < self._measured:   # (counted up to the number that gives a limit)
+                    ended[x] += 1
+                    self._overdue_ready = self._overdue_ready or ended[x] == self._measured
         pilot = self.pilots[task.pilot]
         del pilot.tasks[task.id]
         if pilot.state is PilotState.ACTIVE:

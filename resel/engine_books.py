@@ -41,8 +41,7 @@ class TaskRecord:
     """The engine's book-keeping for one task (read it; do not write it)."""
 
     __slots__ = ("id", "state", "origin", "first_origin", "site", "pilot", "attempt",
-                 "deadline", "opened", "failures", "losses", "attempts", "moved_from", "since", "priced", "barred",
-                 "overdue")
+                 "deadline", "opened", "failures", "losses", "attempts", "moved_from", "since", "priced", "barred")
 
     def __init__(self, tid: int, origin: int):
         self.id = tid
@@ -64,8 +63,6 @@ class TaskRecord:
         #: the site whose failures (or losses) alone sent it elsewhere for one more try: it is
         #: never moved back there (engine_outcomes._retry_or_give_up); -1: none
         self.barred = -1
-        #: the limit an attempt of it ran past and was cancelled at (engine_overdue); 0.0: never
-        self.overdue = 0.0
 
 
 class PilotRecord:

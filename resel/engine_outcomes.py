@@ -67,7 +67,6 @@ class OutcomeRules:
         self.pilots[task.pilot].done += 1
         if self._learn:
             self._learn_from(task, ev.time, out)
-        self._ended_well_on(task, ev.time)
         self._end_attempt(task, ev.time, AttemptOutcome.DONE)
         if task.state is PROVISIONAL:
             del self._books[task.origin].prov[task.id]

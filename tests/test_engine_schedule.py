@@ -157,29 +157,29 @@ BEFORE_OVERDUE = {
 #: the digests since the overdue rule (2026-11-30): its sweep timers are in the log and in the
 #: step count; nothing else changed (test_the_overdue_sweep_changes_no_decision)
 PINNED = {
-    'blackhole0-reselect-pack': 'cdaf21309195a8ef6cbb',
-    'blackhole1-model+reselect': '93b945d79502c36ad21b',
-    'blackhole2-random+reselect': '5c80059969bd1ca208d2',
-    'sixteen-model': '17aca95cb19513c58baa',
-    'sixteen-model+reselect': '077bfa259481fe1d7c0e',
-    'sixteen-reselect': '2cb46294b74ca196af98',
-    'thesis-earliest': '2bc41f6d2ca530660f7c',
-    'thesis-failover': '99932b696d8059eceefc',
-    'thesis-model': 'c0724d41d960a8314e40',
-    'thesis-model+reselect': '91c924ef73d0e7629155',
-    'thesis-queue': 'a1917ee052a448e27cf1',
-    'thesis-race2': 'c0b47575b710184c4031',
-    'thesis-random': '90d2dd03d7ad5e1277b9',
-    'thesis-rebroker': 'ffb6d36a59b530f09c89',
-    'thesis-reselect': '09a4aeb88d697abca90d',
-    'thesis-reselect-pack': '8e2a8415d1b73caaa4df',
-    'thesis-topk2+reselect': '9702dba75509551d68b0',
+    'blackhole0-reselect-pack': '16c9d42946c12a4c82e6',
+    'blackhole1-model+reselect': '3f19d094fab9d809e577',
+    'blackhole2-random+reselect': '4920278402ef7bcd0f49',
+    'sixteen-model': 'd127d803ee8a1564b075',
+    'sixteen-model+reselect': '6fa806039a76ad1dc04a',
+    'sixteen-reselect': 'c5f83360f6524707c5ca',
+    'thesis-earliest': '1f135b6493b61112d1f4',
+    'thesis-failover': '25ae4f3683105604a957',
+    'thesis-model': '198ce0528a33aa6cac47',
+    'thesis-model+reselect': '7f3c01ca788d159ea67c',
+    'thesis-queue': 'ec8082c45ed419b5bbd3',
+    'thesis-race2': '4ee1c6cf7e195df8f416',
+    'thesis-random': '1e727f03dd06ca16422b',
+    'thesis-rebroker': 'd6aaec3a9f8c67c4d391',
+    'thesis-reselect': '6b2ca87b4f7d80dab549',
+    'thesis-reselect-pack': 'b2729e441f5365c76991',
+    'thesis-topk2+reselect': '9c00917d4ea12cc67e2f',
 }
 
 
 TRACED = ("traced-model+reselect", traced_sites, 200, "model+reselect", 1, "limit")
 TRACED_BEFORE_OVERDUE = 'fe6caffb5c6a4fafa4c1'
-TRACED_PIN = '6da24611e58f531276d5'
+TRACED_PIN = '1f936a4adeba599bb68f'
 
 
 def run_case(sites, tasks: int, strategy: str, seed: int, walltime: str):

@@ -40,14 +40,20 @@ def test_no_limit_before_three_tasks_ended_well_then_ten_times_the_longest_at_le
     out += engine.handle(TaskFinished(time=90.0, task=1, attempt=1))     # ran 80 s: the longest
     assert math.isinf(engine.overdue_limit(0, 3)) and not _sweeps(out)
     out = engine.handle(TaskFinished(time=100.0, task=2, attempt=1))     # ran 90 s: the longest
-    # the third: limit max(600, 10 × 90) = 900 s; one sweep armed, 300 s on
+    # the third: limit max(600, 10 × 90) = 900 s; one sweep armed, a quarter of it on
     assert engine.overdue_limit(0, 3) == 900.0
-    assert _sweeps(out) == [SetTimer(at=400.0, task=-1, attempt=-1)]
+    assert _sweeps(out) == [SetTimer(at=325.0, task=-1, attempt=-1)]
     # a limit of 10 × 20 s would be under the floor: 600
     short, _ = _engine()
     for task, end in ((0, 11.0), (1, 12.0), (2, 30.0)):
         short.handle(TaskFinished(time=end, task=task, attempt=1))
     assert short.overdue_limit(0, 3) == 600.0
+
+
+def _cancel_task_3(engine: Engine) -> None:
+    """The sweeps of the test above, to task 3's cancel at 1000."""
+    for k, at in enumerate((325.0, 550.0, 775.0, 1000.0), start=1):
+        engine.handle(TimerFired(time=at, task=-1, attempt=-k))
 
 
 def _hang_task_3(engine: Engine) -> None:
@@ -61,20 +67,21 @@ def _hang_task_3(engine: Engine) -> None:
 def test_a_hung_attempt_is_cancelled_at_the_first_sweep_past_its_limit_and_rerun_without_one():
     engine, _ = _engine()
     _hang_task_3(engine)
-    # task 3 started at 10: overdue from 910. Sweeps at 400 (armed at 100) and 700: under the limit
-    assert not of(engine.handle(TimerFired(time=400.0, task=-1, attempt=-1)), CancelTask)
-    out = engine.handle(TimerFired(time=700.0, task=-1, attempt=-2))
-    assert not of(out, CancelTask)
-    assert _sweeps(out) == [SetTimer(at=1000.0, task=-1, attempt=-3)]
-    out = engine.handle(TimerFired(time=1000.0, task=-1, attempt=-3))
+    # task 3 started at 10: overdue from 910. Sweeps every 225 s from 325 (armed at 100): under
+    # the limit at 325, 550 and 775
+    for k, at in enumerate((325.0, 550.0, 775.0), start=1):
+        out = engine.handle(TimerFired(time=at, task=-1, attempt=-k))
+        assert not of(out, CancelTask)
+        assert _sweeps(out) == [SetTimer(at=at + 225.0, task=-1, attempt=-k - 1)]
+    out = engine.handle(TimerFired(time=1000.0, task=-1, attempt=-4))
     assert of(out, CancelTask) == [CancelTask(task=3, attempt=1, pilot=0, site="a")]
     assert of(out, TaskOverdue) == [TaskOverdue(time=1000.0, task=3, attempt=1, site="a", ran=990.0, limit=900.0)]
     # rerun at once in the slot it freed, with no limit of this rule
     assert of(out, DispatchTask) == [DispatchTask(task=3, attempt=2, pilot=0, site="a")]
     task = engine.tasks[3]
-    assert task.attempts[0].outcome is AttemptOutcome.CANCELLED and task.overdue == 900.0
-    out = engine.handle(TimerFired(time=1300.0, task=-1, attempt=-4))
-    out += engine.handle(TimerFired(time=2200.0, task=-1, attempt=-5))   # sweeps go on; its rerun is left alone
+    assert task.attempts[0].outcome is AttemptOutcome.CANCELLED and engine._reruns == {3: 900.0}
+    out = engine.handle(TimerFired(time=1225.0, task=-1, attempt=-5))
+    out += engine.handle(TimerFired(time=2200.0, task=-1, attempt=-6))   # sweeps go on; its rerun is left alone
     assert not of(out, CancelTask)
     # merely long: it ends well after 2,500 s, and the bag is done, nothing given up
     engine.handle(TaskFinished(time=3500.0, task=3, attempt=2))
@@ -91,9 +98,7 @@ def test_a_stale_or_replaced_sweep_does_nothing():
 def test_its_rerun_lost_past_the_limit_is_given_up_as_hung_but_lost_before_it_is_rerun():
     engine, _ = _engine()
     _hang_task_3(engine)
-    engine.handle(TimerFired(time=400.0, task=-1, attempt=-1))
-    engine.handle(TimerFired(time=700.0, task=-1, attempt=-2))
-    engine.handle(TimerFired(time=1000.0, task=-1, attempt=-3))            # attempt 1 cancelled
+    _cancel_task_3(engine)                                                 # attempt 1 cancelled
     engine.handle(TaskStarted(time=1001.0, task=3, attempt=2))
     # the pilot dies 500 s into the rerun (< 900): a plain loss, run again
     out = engine.handle(PilotEnded(time=1501.0, pilot=0, reason="node failure"))
@@ -102,8 +107,7 @@ def test_its_rerun_lost_past_the_limit_is_given_up_as_hung_but_lost_before_it_is
 
     engine, _ = _engine()
     _hang_task_3(engine)
-    for k, at in enumerate((400.0, 700.0, 1000.0), start=1):
-        engine.handle(TimerFired(time=at, task=-1, attempt=-k))
+    _cancel_task_3(engine)
     engine.handle(TaskStarted(time=1001.0, task=3, attempt=2))
     # the rerun runs into the pilot's walltime 2,000 s later (> 900): hung, given up now, not
     # after max_losses (5) walltimes

@@ -60,8 +60,7 @@ class LiveOptions:
     quarantine: bool = True
     #: the overdue rule (resel/engine_overdue.py) on (runs stored before it replay without it)
     overdue: bool = True
-    #: its floor, seconds: no attempt is overdue sooner (the sweep runs every half of it, at
-    #: most every 300 s); not a CLI option — the live tests lower it
+    #: its floor, seconds: no attempt is overdue sooner; not a CLI option — the live tests lower it
     overdue_floor: float = 600.0
     #: task data (docs/data.md): keep a task's folder on the site after its outputs came home
     keep_remote: bool = False
@@ -96,7 +95,7 @@ class LiveOptions:
                 "walltime": self.walltime, "quarantine": QuarantinePolicy(enabled=self.quarantine),
                 "data": TransferModel.from_json(self.data) if self.data else None, "pack": self.pack,
                 "split_cores": self.split_cores, "overdue": OverduePolicy(
-                    enabled=self.overdue, floor=self.overdue_floor, period=min(300.0, self.overdue_floor / 2))}
+                    enabled=self.overdue, floor=self.overdue_floor)}
 
     def engine_rates(self):
         """The stored rates as the engine takes them (None: LIM)."""
