@@ -435,15 +435,16 @@ class SlurmCLI:
         if self.accounting_enabled is False:
             return {}
         start = datetime.fromtimestamp(since, self.site_tz()).strftime("%Y-%m-%dT%H:%M:%S")
-        return self._sacct(["-a", "-X", "-S", start, "-E", "now"])
+        return self._sacct(["-a", "-X", "-S", start, "-E", "now"], fmt.SACCT_HISTORY_FIELDS)
 
-    def _sacct(self, selection: Sequence[str]) -> dict[str, JobInfo]:
-        """``sacct`` with ``--json`` where the site speaks it, else ``-P``; {} (and remembered)
-        where accounting is disabled."""
+    def _sacct(self, selection: Sequence[str],
+               fields: Sequence[str] = fmt.SACCT_FIELDS) -> dict[str, JobInfo]:
+        """``sacct`` with ``--json`` where the site speaks it, else ``-P`` with ``fields``; {}
+        (and remembered) where accounting is disabled."""
         if self.accounting_enabled is False:
             return {}
         json_argv = ["sacct", "--json", *selection]
-        text_argv = ["sacct", "-P", "-n", *selection, "-o", ",".join(fmt.SACCT_FIELDS)]
+        text_argv = ["sacct", "-P", "-n", *selection, "-o", ",".join(fields)]
         for argv, kind in ((json_argv, "json"), (text_argv, "text")):
             if kind == "json" and not self.json["sacct"]:
                 continue
@@ -463,7 +464,7 @@ class SlurmCLI:
             self.accounting_enabled = True
             if kind == "json":
                 return fmt.parse_sacct_json(fmt.load_json(done.stdout, "sacct --json", empty_ok=True))
-            return fmt.parse_sacct_text(done.stdout, fmt.SACCT_FIELDS, self._tz_for(done.stdout))
+            return fmt.parse_sacct_text(done.stdout, fields, self._tz_for(done.stdout))
         return {}
 
     def cpu_info(self) -> dict[str, Any]:

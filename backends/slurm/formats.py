@@ -916,6 +916,12 @@ def parse_squeue_start(text: str, tz: tzinfo | None = None,
 SACCT_FIELDS = ("JobID", "JobName", "State", "Submit", "Start", "End", "Elapsed", "AllocCPUS",
                 "ExitCode", "Timelimit", "User", "Partition", "Reason")
 
+#: the text fields of every user's history (``sacct -a``): no name. A name is its owner's to
+#: choose, newlines included, and ``sacct -P`` prints it as it is: another user's job named
+#: ``x<newline>…`` broke the reply's lines (the history failed, or read a job line of their
+#: making); the history needs no names (as the queue snapshot, :data:`QUEUE_TEXT_FORMAT`).
+SACCT_HISTORY_FIELDS = tuple(f for f in SACCT_FIELDS if f != "JobName")
+
 
 def parse_sacct_text(text: str, fields: Sequence[str] = SACCT_FIELDS, tz: tzinfo | None = None,
                      command: str = "sacct -P -n") -> dict[str, JobInfo]:
