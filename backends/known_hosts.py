@@ -30,6 +30,7 @@ import binascii
 import hashlib
 import hmac
 import logging
+import os
 from dataclasses import dataclass, field
 from typing import Iterable
 
@@ -142,13 +143,28 @@ def _decode_key(key_type: str, blob: str) -> paramiko.PKey | str:
         return f"its {key_type[:40]} key cannot be decoded ({exc})"
 
 
+class UntrustedFile(Exception):
+    """A known_hosts file someone else can change: they choose which key stands for a host."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"known_hosts file {path}: {problem}")
+        self.path, self.problem = path, problem
+
+
 def read_entries(paths: Iterable[str], name: str) -> HostEntries:
     """Every line of the files at ``paths`` that applies to the host ``name`` (as
     :func:`host_name` gives it). Missing files are skipped, as ssh skips them.
 
+    A file is read only if nobody else can change it (the rules of a sites file,
+    :func:`resel.trust.code_file_problem`, checked on the opened file): whoever can write a
+    known_hosts file chooses the key resel takes for the site, so a host of theirs in its place
+    would be sent every command and file. Before, another user's file was read as the user's own.
+
     Raises:
         OSError: a file exists but cannot be read.
+        UntrustedFile: a file someone else can change.
     """
+    from resel.trust import code_file_problem
     out = HostEntries()
     for path in paths:
         try:
@@ -156,6 +172,9 @@ def read_entries(paths: Iterable[str], name: str) -> HostEntries:
         except FileNotFoundError:
             continue
         with f:
+            problem = code_file_problem(path, os.fstat(f.fileno()), "which host key resel takes for a site")
+            if problem is not None:
+                raise UntrustedFile(path, problem)
             for number, raw in enumerate(f, 1):
                 _read_line(out, path, number, raw, name)
     return out

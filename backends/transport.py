@@ -1039,6 +1039,8 @@ class SSHTransport:
         except OSError as e:
             raise HostKeyError(f"{self.name}: cannot read known_hosts file {e.filename}: "
                                f"{e.strerror or e}") from e
+        except known_hosts.UntrustedFile as e:
+            raise HostKeyError(f"{self.name}: {e}") from e
         client = paramiko.SSHClient()
         client.set_missing_host_key_policy(_KnownHostsPolicy(self.name, ep, entries))
         t = self.connect_timeout

@@ -209,7 +209,8 @@ def check_store_file(target: Path, real: str) -> StoreIdentity:
     return StoreIdentity(real, st.st_dev, st.st_ino)
 
 
-def code_file_problem(path: str | os.PathLike[str], st: os.stat_result) -> str | None:
+def code_file_problem(path: str | os.PathLike[str], st: os.stat_result,
+                      harm: str = "what it runs as you") -> str | None:
     """Why a file that can carry commands (a sites file, a bag, its task table), opened as
     ``path`` and with ``st`` the ``fstat`` of the opened file, may not be trusted; None if it may.
 
@@ -217,19 +218,20 @@ def code_file_problem(path: str | os.PathLike[str], st: os.stat_result) -> str |
     as you: so the file must be yours (or root's), and a regular file must be writable by
     nobody else, reached through no other user's link, in folders nobody else may rename it
     from (yours or root's, writable by others only with the sticky bit) — the store's rules,
-    except that its own folder may be sticky (nothing beside it is read).
+    except that its own folder may be sticky (nothing beside it is read). ``harm`` says what
+    whoever else can change it chooses (a known_hosts file: which key stands for a host).
     """
     me = os.geteuid()
     if not trusted_owner(st.st_uid, me):
-        return (f"belongs to {who(st.st_uid)}, who can change what it runs as you; copy it (the copy is yours), "
+        return (f"belongs to {who(st.st_uid)}, who can change {harm}; copy it (the copy is yours), "
                 "read it, and give your copy")
     if not stat.S_ISREG(st.st_mode):
         return None                               # a pipe of yours (--sites <(…)): nobody else's
     can = writers(st.st_mode)
     shown = shlex.quote(os.fspath(path))
     if can:
-        return (f"is writable by {can} (mode {stat.S_IMODE(st.st_mode):04o}), who could change what it runs as "
-                f"you; run `chmod go-w {shown}`")
+        return (f"is writable by {can} (mode {stat.S_IMODE(st.st_mode):04o}), who could change {harm}; "
+                f"run `chmod go-w {shown}`")
     foreign = foreign_link_on_the_way(path, me)
     if foreign is not None:
         return f"{foreign[0]} is a symbolic link owned by {who(foreign[1])}, who can point it at a file of theirs; " \

@@ -174,3 +174,60 @@ def test_accept_new_appends_through_no_link_of_another_user(testbed, users: User
     finally:
         t.close()
     assert victim.read_text() == "the owner's file\n"
+
+
+def _connect(testbed, known: Path, base: Path) -> None:
+    """One command over SSH to the testbed's sshd, checking its key against ``known`` only."""
+    from resel.backends.transport import SSHTransport
+    empty = base / "ssh_config"
+    empty.write_text("")
+    t = SSHTransport(testbed.ssh_host, port=testbed.ssh_port, user=testbed.user, key_filename=testbed.ssh_key,
+                     known_hosts=str(known), ssh_config=str(empty))
+    try:
+        t.run(["true"])
+    finally:
+        t.close()
+
+
+def test_a_known_hosts_file_of_another_user_is_not_trusted(testbed, users: Users, base: Path):
+    """A sites file's ``known_hosts`` in a shared sticky folder, written by the other user: they
+    choose which key stands for the site (their own, for a host of theirs in its place), so
+    resel's whole SSH session — the commands it runs, the files it sends — would go to them.
+    Before, resel read it and connected. Here the file holds the site's real key, so only the
+    refusal can stop the connection."""
+    from resel.errors import HostKeyError
+    drop = base / "shared"
+    drop.mkdir()
+    drop.chmod(0o1777)
+    known = drop / "known_hosts"
+    line = Path(testbed.known_hosts).read_text()
+    assert as_user(users.other, Path.write_text, known, line)[0] == "ok"
+    assert known.stat().st_uid == users.other.uid
+    with pytest.raises(HostKeyError, match=rf"known_hosts file {known}: belongs to user {users.other.name} .*copy it"):
+        _connect(testbed, known, base)
+
+
+@pytest.mark.parametrize("mode", [0o664, 0o646])
+def test_a_known_hosts_file_others_can_write_is_not_trusted(testbed, users: Users, base: Path, mode: int):
+    """The owner's own known_hosts, but writable by their group or by everybody: refused with the
+    ``chmod go-w`` that fixes it (as OpenSSH's ssh refuses such an ssh config)."""
+    from resel.errors import HostKeyError
+    known = base / "known_hosts"
+    known.write_text(Path(testbed.known_hosts).read_text())
+    known.chmod(mode)
+    with pytest.raises(HostKeyError, match=rf"known_hosts file {known}: is writable by .*chmod go-w {known}"):
+        _connect(testbed, known, base)
+    known.chmod(0o644)
+    _connect(testbed, known, base)                # the same file, writable by its owner only
+
+
+def test_a_known_hosts_file_in_a_folder_another_user_owns_is_not_trusted(testbed, users: Users, base: Path):
+    """The owner's own known_hosts (0644), in a folder of the other user's: they can rename it
+    and put theirs in its place."""
+    from resel.errors import HostKeyError
+    theirs = folder(base / "theirs", users.other, 0o755)
+    known = theirs / "known_hosts"
+    known.write_text(Path(testbed.known_hosts).read_text())
+    known.chmod(0o644)
+    with pytest.raises(HostKeyError, match=rf"known_hosts file {known}: its folder {theirs} belongs to user {users.other.name}"):
+        _connect(testbed, known, base)
