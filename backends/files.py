@@ -174,6 +174,23 @@ def open_regular(path: str) -> tuple[BinaryIO, os.stat_result]:
     return os.fdopen(fd, "rb"), st
 
 
+def open_source(path: str, buffering: int = -1) -> BinaryIO:
+    """Open a local file to send (a task's input) for reading, only if it is a regular file —
+    its type taken on the opened file — without waiting: ``O_NONBLOCK``, so a FIFO put in its
+    place (an input in a folder another user may write) is refused, not waited on for a writer
+    that never comes (it hung the site's thread, and the run). A link is followed: the user's
+    own inputs may be links."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat_mod.S_ISREG(mode):
+            raise NotRegularFile(path, kind_of(mode))
+        return os.fdopen(fd, "rb", buffering=buffering)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def sha256_file(path: str) -> Moved:
     """Size and SHA-256 of a local file (followed if a link: the user's own inputs may be)."""
     h, size = hashlib.sha256(), 0

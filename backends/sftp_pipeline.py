@@ -58,7 +58,7 @@ from paramiko.sftp import (CMD_ATTRS, CMD_CLOSE, CMD_DATA, CMD_EXTENDED, CMD_EXT
                            SFTP_NO_SUCH_FILE, SFTP_OK, SFTP_PERMISSION_DENIED)
 from paramiko.sftp_client import int64
 
-from resel.backends.files import ContentMismatch, Moved, NotRegularFile, Sink, check, kind_of
+from resel.backends.files import ContentMismatch, Moved, NotRegularFile, Sink, check, kind_of, open_source
 from resel.errors import TransportError
 
 #: requests outstanding at once (a reply is ~30 bytes for a write, a request as much for a read)
@@ -280,8 +280,8 @@ class _Put(_Job):
         if self.state == "open":
             try:
                 self.src = io.BytesIO(self.local) if isinstance(self.local, bytes) \
-                    else open(self.local, "rb", buffering=0)
-            except OSError as e:
+                    else open_source(self.local, buffering=0)
+            except (OSError, NotRegularFile) as e:
                 self._finish(e)
                 return None
             attrs = paramiko.SFTPAttributes()

@@ -83,7 +83,8 @@ from typing import Protocol, TypeVar, runtime_checkable
 import paramiko
 
 from resel.backends import known_hosts, sftp_pipeline
-from resel.backends.files import ContentMismatch, Moved, NotRegularFile, Sink, open_regular, read_chunks
+from resel.backends.files import (ContentMismatch, Moved, NotRegularFile, Sink, open_regular, open_source,
+                                  read_chunks)
 from resel.errors import AuthError, ConnectionLost, HostKeyError, TransportError
 
 __all__ = [
@@ -455,7 +456,7 @@ class LocalTransport:
         """Copy a file of this machine to ``path``: under a fresh name, hashed as it is read,
         renamed over ``path`` only if its size and SHA-256 are the expected ones
         (:class:`~resel.backends.files.ContentMismatch` otherwise; resel.backends.files)."""
-        with open(local, "rb") as src, Sink(os.path.expanduser(path), mode) as sink:
+        with open_source(local) as src, Sink(os.path.expanduser(path), mode) as sink:
             for block in read_chunks(src):
                 sink.write(block)
             return sink.commit(size, sha256)

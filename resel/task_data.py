@@ -21,6 +21,7 @@ import stat
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
+from resel.backends.files import NotRegularFile, open_source
 from resel.command_template import fill_path
 from resel.config import relative_path_problem
 from resel.domain import Bag
@@ -216,12 +217,14 @@ def _hash_all(bag: Bag, sizes: dict[str, int], progress: Callable[[int, int], No
     for path in sizes:
         digest, size = hashlib.sha256(), 0
         try:
-            with open(path, "rb") as f:
+            with open_source(path) as f:         # a FIFO swapped in since the check is refused, not waited on
                 while block := f.read(1 << 20):
                     digest.update(block)
                     size += len(block)
                     if progress is not None:
                         progress(done + size, total)
+        except NotRegularFile as e:
+            raise InputError(bag.source, "bag.inputs", f"input {path} is {e.kind}, not a regular file") from None
         except OSError as e:
             raise InputError(bag.source, "bag.inputs", f"input {path} cannot be read: {e.strerror or e}") from None
         sizes[path] = size

@@ -37,6 +37,15 @@ def _no_pilot_left_behind(testbed, tmp_path):
     cancel_leftovers(testbed, tmp_path)
 
 
+@pytest.fixture
+def request_cleanup():
+    """Callables run after the test, whatever its outcome."""
+    todo: list = []
+    yield todo
+    for undo in todo:
+        undo()
+
+
 def sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -253,3 +262,59 @@ def test_a_missing_input_is_one_error_and_nothing_is_submitted(tmp_path, testbed
     assert res.returncode == 1
     assert f"bag.inputs[0]: task 2: input {tmp_path}/sys/2.dat not found" in res.stderr
     assert not (tmp_path / "r.db").exists() or not list(open_store(tmp_path / "r.db").query("select id from runs"))
+
+
+def test_an_input_another_user_swaps_for_a_fifo_after_the_check_is_refused_not_waited_for(tmp_path, testbed,
+                                                                                          request_cleanup):
+    """Task 1's input lies in a folder another user may write (a group project folder, or here
+    a sticky one where the file is theirs): after the run checked it, they put a FIFO in its
+    place. Before, the upload opened it and waited for a writer that never came: the site's
+    thread hung, and the run with it. Now it is refused like a changed input: task 1 fails
+    with that reason, the other tasks are done, nothing waits."""
+    import pwd
+    import threading
+    other = pwd.getpwnam(testbed.user)               # a real second user
+    bag, own, ff = data_bag(tmp_path, 3, DIGEST_CMD, '["md.log"]')
+    import shutil
+    import tempfile
+    shared = Path(tempfile.mkdtemp(prefix="resel-shared-", dir="/tmp"))   # pytest's tmp_path is root's alone
+    request_cleanup.append(lambda: shutil.rmtree(shared, ignore_errors=True))
+    shared.chmod(0o1777)
+    theirs = shared / "1.dat"
+    theirs.write_bytes(own[1])
+    os.chown(theirs, other.pw_uid, other.pw_gid)
+    (tmp_path / "sys" / "1.dat").unlink()
+    (tmp_path / "sys" / "1.dat").symlink_to(theirs)  # the owner's bag names the shared file
+    sites_path = tmp_path / "sites.toml"
+    sites_path.write_text(sites_toml(testbed), encoding="utf-8")
+    loaded = load_bag(bag)
+    manifest = task_data.build(loaded)
+    swap = subprocess.run(["setpriv", f"--reuid={other.pw_uid}", f"--regid={other.pw_gid}", "--init-groups",
+                           "sh", "-c", f"rm -f {theirs} && mkfifo -m 644 {theirs}"], capture_output=True, text=True)
+    assert swap.returncode == 0, swap.stderr
+    unblocked = threading.Event()
+
+    def unblock():                                   # so a hung upload ends the test, not the session
+        if not unblocked.wait(150):
+            with open(theirs, "wb"):
+                pass
+    guard = threading.Thread(target=unblock, daemon=True)
+    guard.start()
+    db = open_store(tmp_path / "resel.db")
+    coord = Coordinator.start(db, loaded, load_sites(sites_path), LiveOptions(poll=0.3, strategy="model"), open_site,
+                              manifest=manifest, results=str(tmp_path / "results"))
+    began = time.monotonic()
+    try:
+        coord.run(max_time=180)
+    finally:
+        coord.close()
+        hung = not unblocked.is_set() and not guard.is_alive()
+        unblocked.set()
+    assert not hung, "the upload waited on the FIFO until the test opened it"
+    assert time.monotonic() - began < 120
+    run = db["runs"].get(coord.run_id)
+    assert (run["done"], run["failed"]) == (2, 1)
+    reasons = [r["reason"] for r in db.query("select reason from attempts where run_id = ? and task = 1",
+                                             [coord.run_id])]
+    assert reasons and all("not a regular file" in r for r in reasons), reasons
+    assert 1 not in done_results(testbed, coord.run_key)

@@ -145,6 +145,9 @@ class SiteData:
             if isinstance(result, ContentMismatch):
                 raise InputChanged(f"input {f.name} ({f.path}) changed since the run started: {result.what} is "
                                    f"{result.got}, not {result.expected}; it is not sent (docs/data.md)")
+            if isinstance(result, NotRegularFile):
+                raise InputChanged(f"input {f.name} ({f.path}) changed since the run started: {result}; "
+                                   "it is not sent (docs/data.md)")
             if isinstance(result, FileNotFoundError) and not os.path.exists(f.path):
                 raise InputChanged(f"input {f.name} ({f.path}) is gone since the run started; "
                                    "it is not sent (docs/data.md)")
