@@ -675,6 +675,21 @@ def _load_config(path: str | None) -> paramiko.SSHConfig | None:
     return config
 
 
+def _refuse_open_key(alias: str, path: str) -> None:
+    """OpenSSH's check of a private key (sshkey_perm_ok): a key of the user's that others may
+    read or write is refused ("UNPROTECTED PRIVATE KEY FILE!"); paramiko loads it without a
+    word, so resel logged in with a key anyone on the machine could copy."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return                                    # paramiko says why it cannot be read
+    if st.st_uid == os.getuid() and st.st_mode & 0o077:
+        raise TransportError(
+            f"ssh:{alias}: private key {path} is accessible by others (mode {stat_mod.S_IMODE(st.st_mode):04o}), "
+            f"so anyone who read it can log in as you; ssh refuses such a key, and so does resel: run "
+            f"`chmod 600 {shlex.quote(path)}` (and replace the key if others may have copied it)")
+
+
 def _resolve(alias: str, config: paramiko.SSHConfig | None, *, user: str | None = None,
              port: int | None = None, keys: Sequence[str] = (), known_hosts: str | None = None,
              accept_new: bool = False) -> tuple[_Endpoint, dict]:
@@ -689,6 +704,8 @@ def _resolve(alias: str, config: paramiko.SSHConfig | None, *, user: str | None 
     else:
         key_files = [k for k in _paths(entry.get("identityfile")) if os.path.isfile(k)]
         use_agent = entry.get("identitiesonly", "no").lower() != "yes" or not key_files
+    for k in key_files:
+        _refuse_open_key(alias, k)
     if known_hosts:
         files, global_files = [os.path.expanduser(known_hosts)], []
     else:

@@ -231,3 +231,31 @@ def test_a_known_hosts_file_in_a_folder_another_user_owns_is_not_trusted(testbed
     known.chmod(0o644)
     with pytest.raises(HostKeyError, match=rf"known_hosts file {known}: its folder {theirs} belongs to user {users.other.name}"):
         _connect(testbed, known, base)
+
+
+@pytest.mark.parametrize("where", ["key", "IdentityFile"])
+def test_a_private_key_others_can_read_is_refused_as_ssh_refuses_it(testbed, base: Path, where: str):
+    """The owner's private key, readable by their group and everybody (0644): OpenSSH's ssh
+    refuses it ("UNPROTECTED PRIVATE KEY FILE!", permissions too open) and so does resel now,
+    naming the file and `chmod 600`; before, resel logged in with it. Named by the sites
+    file's ``key`` and by an ssh config's ``IdentityFile``."""
+    from resel.backends.transport import SSHTransport, TransportError
+    key = base / "id_ed25519"
+    key.write_bytes(Path(testbed.ssh_key).read_bytes())
+    key.chmod(0o644)
+    config = base / "ssh_config"
+    config.write_text(f"Host tb\n  HostName {testbed.ssh_host}\n  Port {testbed.ssh_port}\n  User {testbed.user}\n"
+                      f"  IdentityFile {key}\n  IdentitiesOnly yes\n")
+    config.chmod(0o644)
+
+    def connect() -> None:
+        t = SSHTransport("tb", key_filename=str(key) if where == "key" else None, known_hosts=testbed.known_hosts,
+                         ssh_config=str(config))
+        try:
+            t.run(["true"])
+        finally:
+            t.close()
+    with pytest.raises(TransportError, match=rf"private key {key} .*0644.*chmod 600 {key}"):
+        connect()
+    key.chmod(0o600)
+    connect()                                        # fixed as the error says
