@@ -22,6 +22,10 @@ itself, over the session the transport already holds, as a small event loop:
 SFTP has no ``O_NOFOLLOW``: a link put in a file's place between its ``lstat`` and its OPEN
 would be followed for that read (as by any SFTP client). The window is one round trip, and
 only a process of the site's user can make it — a task's outputs are fetched after it ended.
+What such a read brings is not kept: an output is fetched with the size and SHA-256 the agent
+recorded, and other bytes are refused, their temporary file removed (tried through the testbed's
+sshd: ``test_an_output_swapped_for_a_link_after_its_lstat_delivers_nothing``). A FIFO put there
+instead would hold the server's OPEN (and the session) until something writes to it.
 
 A file's failure (missing, refused, mismatched, a permission) is that file's result; the
 others go on. A connection that dies raises out of :func:`put`/:func:`get` (paramiko's

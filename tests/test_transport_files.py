@@ -125,3 +125,33 @@ def test_sha256_file_is_hashlib_of_the_bytes(tmp_path):
     src, digest = payload(tmp_path, (1 << 20) + 17)
     moved = sha256_file(str(src))
     assert (moved.size, moved.sha256) == ((1 << 20) + 17, digest)
+
+
+def test_an_output_swapped_for_a_link_after_its_lstat_delivers_nothing(testbed, tmp_path, monkeypatch):
+    """SFTP has no O_NOFOLLOW: a link put in a checked output's place between its ``lstat`` and
+    its OPEN is followed by the real sshd (only a process of the site's user can do it: the
+    task's folder is 0700). What holds is the content check: the file read is not the bytes the
+    agent recorded, so nothing is kept under the output's name and no temporary file stays."""
+    import pwd
+    from resel.backends import sftp_pipeline
+    owner = pwd.getpwnam(testbed.user)
+    with site_folder("ssh", testbed, tmp_path, "swap") as (t, work):
+        out, secret = f"{work}/out.txt", f"{work}/secret"
+        data = b"the task's output\n"
+        for path, body in ((out, data), (secret, b"a private file of the site's user, never an output\n")):
+            Path(path).write_bytes(body)
+            os.chown(path, owner.pw_uid, owner.pw_gid)
+            os.chmod(path, 0o600)
+        checked = sftp_pipeline._Get._stated
+
+        def swap_after_lstat(job, kind, msg):
+            os.unlink(out)
+            os.symlink(secret, out)
+            os.lchown(out, owner.pw_uid, owner.pw_gid)
+            return checked(job, kind, msg)
+        monkeypatch.setattr(sftp_pipeline._Get, "_stated", swap_after_lstat)
+        local = tmp_path / "home" / "out.txt"
+        local.parent.mkdir()
+        (result,) = t.get_files([(out, str(local), len(data), hashlib.sha256(data).hexdigest())])
+        assert isinstance(result, ContentMismatch), result
+        assert list(local.parent.iterdir()) == []
