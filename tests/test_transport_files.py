@@ -155,3 +155,27 @@ def test_an_output_swapped_for_a_link_after_its_lstat_delivers_nothing(testbed, 
         (result,) = t.get_files([(out, str(local), len(data), hashlib.sha256(data).hexdigest())])
         assert isinstance(result, ContentMismatch), result
         assert list(local.parent.iterdir()) == []
+
+
+def test_a_fifo_to_send_is_refused_not_waited_on(site, tmp_path):
+    """A local file to send that is a FIFO (an input another user swapped after the run's check)
+    is refused at once by both transports; before, the open waited for a writer forever."""
+    import threading
+    t, folder = site
+    fifo = tmp_path / "in.fifo"
+    os.mkfifo(fifo)
+    done, fired = threading.Event(), threading.Event()
+
+    def unblock():                                   # a hung open must end the test, not the session
+        if not done.wait(20):
+            fired.set()
+            with open(fifo, "wb"):
+                pass
+    threading.Thread(target=unblock, daemon=True).start()
+    try:
+        (result,) = t.put_files([(str(fifo), f"{folder}/in.bin", None, None)])
+    finally:
+        done.set()
+    assert not fired.is_set(), "the open waited for a writer until the test opened the FIFO"
+    assert isinstance(result, NotRegularFile) and "pipe" in str(result), result
+    assert not t.exists(f"{folder}/in.bin")
