@@ -704,7 +704,9 @@ def _resolve(alias: str, config: paramiko.SSHConfig | None, *, user: str | None 
     else:
         key_files = [k for k in _paths(entry.get("identityfile")) if os.path.isfile(k)]
         use_agent = entry.get("identitiesonly", "no").lower() != "yes" or not key_files
-    for k in key_files:
+    # with no key named, paramiko tries ~/.ssh/id_{rsa,ecdsa,ed25519} itself (look_for_keys)
+    defaults = [os.path.expanduser(f"~/{d}/id_{t}") for t in ("rsa", "ecdsa", "ed25519") for d in (".ssh", "ssh")]
+    for k in key_files or [d for d in defaults if os.path.isfile(d)]:
         _refuse_open_key(alias, k)
     if known_hosts:
         files, global_files = [os.path.expanduser(known_hosts)], []

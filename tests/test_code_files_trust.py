@@ -233,19 +233,22 @@ def test_a_known_hosts_file_in_a_folder_another_user_owns_is_not_trusted(testbed
         _connect(testbed, known, base)
 
 
-@pytest.mark.parametrize("where", ["key", "IdentityFile"])
-def test_a_private_key_others_can_read_is_refused_as_ssh_refuses_it(testbed, base: Path, where: str):
+@pytest.mark.parametrize("where", ["key", "IdentityFile", "~/.ssh"])
+def test_a_private_key_others_can_read_is_refused_as_ssh_refuses_it(testbed, base: Path, where: str, monkeypatch):
     """The owner's private key, readable by their group and everybody (0644): OpenSSH's ssh
     refuses it ("UNPROTECTED PRIVATE KEY FILE!", permissions too open) and so does resel now,
     naming the file and `chmod 600`; before, resel logged in with it. Named by the sites
-    file's ``key`` and by an ssh config's ``IdentityFile``."""
+    file's ``key``, by an ssh config's ``IdentityFile``, or found by paramiko in ~/.ssh."""
     from resel.backends.transport import SSHTransport, TransportError
-    key = base / "id_ed25519"
+    monkeypatch.setenv("HOME", str(base))
+    (base / ".ssh").mkdir(mode=0o700)
+    key = base / (".ssh" if where == "~/.ssh" else "") / "id_ed25519"
     key.write_bytes(Path(testbed.ssh_key).read_bytes())
     key.chmod(0o644)
     config = base / "ssh_config"
+    identity = f"  IdentityFile {key}\n  IdentitiesOnly yes\n" if where == "IdentityFile" else ""
     config.write_text(f"Host tb\n  HostName {testbed.ssh_host}\n  Port {testbed.ssh_port}\n  User {testbed.user}\n"
-                      f"  IdentityFile {key}\n  IdentitiesOnly yes\n")
+                      + identity)
     config.chmod(0o644)
 
     def connect() -> None:
