@@ -591,6 +591,10 @@ class _Endpoint:
     global_known_hosts: tuple[str, ...]
     accept_new: bool
     hash_known_hosts: bool
+    #: with no key named: None, paramiko tries the ~/.ssh/id_* defaults itself; a tuple, some
+    #: of them are open to others and ignored (as ssh ignores them), the others offered here
+    defaults: tuple[str, ...] | None = None
+    ignored_keys: tuple[str, ...] = ()     # those ignored, for the error if none works
 
     @property
     def where(self) -> str:
@@ -675,19 +679,43 @@ def _load_config(path: str | None) -> paramiko.SSHConfig | None:
     return config
 
 
-def _refuse_open_key(alias: str, path: str) -> None:
-    """OpenSSH's check of a private key (sshkey_perm_ok): a key of the user's that others may
-    read or write is refused ("UNPROTECTED PRIVATE KEY FILE!"); paramiko loads it without a
-    word, so resel logged in with a key anyone on the machine could copy."""
+def _open_key(path: str) -> str | None:
+    """OpenSSH's check of a private key (sshkey_perm_ok): why a key of the user's that others
+    may read or write is not to be used ("UNPROTECTED PRIVATE KEY FILE!"), else None; paramiko
+    loads it without a word, so resel logged in with a key anyone on the machine could copy."""
     try:
         st = os.stat(path)
     except OSError:
-        return                                    # paramiko says why it cannot be read
+        return None                               # paramiko says why it cannot be read
     if st.st_uid == os.getuid() and st.st_mode & 0o077:
-        raise TransportError(
-            f"ssh:{alias}: private key {path} is accessible by others (mode {stat_mod.S_IMODE(st.st_mode):04o}), "
-            f"so anyone who read it can log in as you; ssh refuses such a key, and so does resel: run "
-            f"`chmod 600 {shlex.quote(path)}` (and replace the key if others may have copied it)")
+        return (f"private key {path} is accessible by others (mode {stat_mod.S_IMODE(st.st_mode):04o}), so anyone "
+                f"who read it can log in as you; run `chmod 600 {shlex.quote(path)}` (and replace the key if "
+                "others may have copied it)")
+    return None
+
+
+def _refuse_open_key(alias: str, path: str) -> None:
+    """A key named (the site's ``key``, an ``IdentityFile``) that others may read is refused:
+    the user asked for it, and ssh would ignore it and fail later with a vaguer word."""
+    problem = _open_key(path)
+    if problem is not None:
+        raise TransportError(f"ssh:{alias}: {problem}; ssh ignores such a key, and resel refuses it")
+
+
+def _default_keys(alias: str) -> tuple[tuple[str, ...] | None, tuple[str, ...]]:
+    """With no key named, the ~/.ssh/id_* keys paramiko would try, and those ignored: (None,
+    ()) if none is open to others (paramiko looks for them itself), else the others and the
+    open ones — ignored with a warning, as ssh ignores them ("This private key will be
+    ignored") and goes on with the agent and the rest; refusing the connection for them
+    stopped a user whose agent holds the key that works."""
+    found = [os.path.expanduser(f"~/{d}/id_{t}") for t in ("rsa", "ecdsa", "ed25519") for d in (".ssh", "ssh")]
+    found = [k for k in found if os.path.isfile(k)]
+    open_ones = {k: p for k in found if (p := _open_key(k)) is not None}
+    for problem in open_ones.values():
+        log.warning("ssh:%s: %s; ignored, as ssh ignores it", alias, problem)
+    if not open_ones:
+        return None, ()
+    return tuple(k for k in found if k not in open_ones), tuple(open_ones)
 
 
 def _resolve(alias: str, config: paramiko.SSHConfig | None, *, user: str | None = None,
@@ -704,10 +732,10 @@ def _resolve(alias: str, config: paramiko.SSHConfig | None, *, user: str | None 
     else:
         key_files = [k for k in _paths(entry.get("identityfile")) if os.path.isfile(k)]
         use_agent = entry.get("identitiesonly", "no").lower() != "yes" or not key_files
-    # with no key named, paramiko tries ~/.ssh/id_{rsa,ecdsa,ed25519} itself (look_for_keys)
-    defaults = [os.path.expanduser(f"~/{d}/id_{t}") for t in ("rsa", "ecdsa", "ed25519") for d in (".ssh", "ssh")]
-    for k in key_files or [d for d in defaults if os.path.isfile(d)]:
+    for k in key_files:
         _refuse_open_key(alias, k)
+    # with no key named, paramiko tries ~/.ssh/id_{rsa,ecdsa,ed25519} itself (look_for_keys)
+    defaults, ignored = (None, ()) if key_files else _default_keys(alias)
     if known_hosts:
         files, global_files = [os.path.expanduser(known_hosts)], []
     else:
@@ -725,7 +753,8 @@ def _resolve(alias: str, config: paramiko.SSHConfig | None, *, user: str | None 
         user=user or entry.get("user") or getpass.getuser(), keys=tuple(key_files),
         use_agent=use_agent, known_hosts=tuple(files), global_known_hosts=tuple(global_files),
         accept_new=accept_new or strict in ("accept-new", "no", "off"),
-        hash_known_hosts=entry.get("hashknownhosts", "no").lower() == "yes")
+        hash_known_hosts=entry.get("hashknownhosts", "no").lower() == "yes", defaults=defaults,
+        ignored_keys=ignored)
     return endpoint, entry
 
 
@@ -1052,6 +1081,17 @@ class SSHTransport:
             raise TransportError(f"{self.name}: jump host {via_ep.where} could not connect to "
                                  f"{ep.hostname}:{ep.port}: {e}") from e
 
+    def _auth_error(self, ep: _Endpoint, e: Exception) -> AuthError:
+        """The site refused every key tried (or there was none to try): which, and what to do."""
+        tried = ", ".join(ep.keys) if ep.keys else "the ssh agent and ~/.ssh/id_rsa, id_ecdsa, id_ed25519"
+        if ep.ignored_keys:
+            tried += (f" — not {', '.join(ep.ignored_keys)}, ignored as ssh ignores them: others may read "
+                      f"them (`chmod 600 {' '.join(shlex.quote(k) for k in ep.ignored_keys)}`)")
+        return AuthError(
+            f"{self.name}: {ep.where} refused authentication ({e}); keys tried: {tried}. "
+            "Check that the public key is in ~/.ssh/authorized_keys on the site, or set "
+            "`key` in the site's access table (or IdentityFile in ~/.ssh/config)")
+
     def _handshake(self, ep: _Endpoint,
                    sock: socket.socket | paramiko.Channel) -> paramiko.SSHClient:
         try:
@@ -1065,8 +1105,8 @@ class SSHTransport:
         client.set_missing_host_key_policy(_KnownHostsPolicy(self.name, ep, entries))
         t = self.connect_timeout
         try:
-            client.connect(ep.hostname, ep.port, username=ep.user, key_filename=list(ep.keys),
-                           look_for_keys=not ep.keys, allow_agent=ep.use_agent, sock=sock,
+            client.connect(ep.hostname, ep.port, username=ep.user, key_filename=list(ep.keys or ep.defaults or ()),
+                           look_for_keys=not ep.keys and ep.defaults is None, allow_agent=ep.use_agent, sock=sock,
                            timeout=t, banner_timeout=t, auth_timeout=t, channel_timeout=t,
                            transport_factory=_offering_first(entries.key_types()))
             return client
@@ -1075,12 +1115,12 @@ class SSHTransport:
             raise
         except paramiko.AuthenticationException as e:
             client.close()
-            tried = ", ".join(ep.keys) if ep.keys else \
-                "the ssh agent and ~/.ssh/id_rsa, id_ecdsa, id_ed25519"
-            raise AuthError(
-                f"{self.name}: {ep.where} refused authentication ({e}); keys tried: {tried}. "
-                "Check that the public key is in ~/.ssh/authorized_keys on the site, or set "
-                "`key` in the site's access table (or IdentityFile in ~/.ssh/config)") from e
+            raise self._auth_error(ep, e) from e
+        except paramiko.SSHException as e:
+            client.close()
+            if "No authentication methods available" in str(e):   # no key and no agent at all
+                raise self._auth_error(ep, e) from e
+            raise TransportError(f"{self.name}: SSH handshake with {ep.hostname}:{ep.port} failed: {e}") from e
         except TimeoutError as e:
             client.close()
             raise TransportError(f"{self.name}: SSH handshake with {ep.hostname}:{ep.port} "
