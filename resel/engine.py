@@ -453,9 +453,9 @@ class Engine(PricingRules, LearningRules, HealthRules, WalltimeRules, PilotRules
                 longest = self._longest
                 if ran > longest[x]:
                     longest[x] = ran
-                if ended[x] < self._measured:   # (counted up to the number that gives a limit)
+                if ended[x] < self._overdue_n:   # (counted up to the number that gives a limit)
                     ended[x] += 1
-                    self._overdue_ready = self._overdue_ready or ended[x] == self._measured
+                    self._overdue_ready = self._overdue_ready or ended[x] == self._overdue_n
         pilot = self.pilots[task.pilot]
         del pilot.tasks[task.id]
         if pilot.state is PilotState.ACTIVE:

@@ -62,7 +62,7 @@ class OverdueRules:
         #: the rule is off
         self._ended_well: list[int] | None = [0] * len(self.sites) if self.overdue.enabled else None
         self._longest = [0.0] * len(self.sites)
-        self._measured = self.overdue.measured
+        self._overdue_n = self.overdue.measured
         #: tasks cancelled as overdue → the limit they ran past: their next attempts have none
         self._reruns: dict[int, float] = {}
         #: the smallest size of a task (a bag of unequal tasks), so the smallest limit of a site

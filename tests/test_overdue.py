@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from conftest import make_bag, make_site
 from resel.domain import Bag, Profile, TaskSpec
 from resel.engine import Engine
@@ -137,3 +139,22 @@ def test_a_bag_of_unequal_tasks_scales_the_limit_by_each_tasks_size():
     # a task 4 times the others' size: 4 × 10 × 100 s (weights are relative to the mean, 1.75e9)
     assert engine.overdue_limit(0, 3) == 4000.0
     assert engine.overdue_limit(0, 2) == 1000.0
+
+
+@pytest.mark.parametrize("strategy", ["auto", "model+reselect+learn", "reselect", "race:2", "rebroker"])
+def test_where_nothing_hangs_the_rule_changes_no_outcome_beside_every_other_rule(strategy):
+    """The rule's state lives beside the learning, hand-ahead and peer rules' (a field of the
+    same name once overwrote the learning's measured times: ``auto`` crashed at its first
+    finished task, which a run of the thesis sites never showed — its bag ended before the
+    first sweep). 200 tasks of 2 s on a 4-core site and a pool, the rule made eager (floor 1 s,
+    2× the longest: a sweep every second) so that it sweeps all along: every task's attempts,
+    every pilot and the metrics are those of the rule turned off, and nothing was cancelled."""
+    from resel.sim.simulation import simulate
+    sites = [make_site("a", 2.0, cores=4), make_site("b", 3.0, cores=4, mode="per-task", target=True, max_pilots=4)]
+    on = simulate(make_bag(200), sites, strategy, seed=2, overdue=OverduePolicy(factor=2.0, floor=1.0))
+    off = simulate(make_bag(200), sites, strategy, seed=2, overdue=OverduePolicy(enabled=False))
+    swept = [e for e in on.events if isinstance(e[2], TimerFired) and e[2].task == -1 and e[2].attempt < 0]
+    assert len(swept) >= 50 and not any(isinstance(e[2], TaskOverdue) for e in on.events)
+    assert on.metrics.done == 200
+    assert [t.attempts for t in on.engine.tasks] == [t.attempts for t in off.engine.tasks]
+    assert on.pilots == off.pilots and on.metrics == off.metrics

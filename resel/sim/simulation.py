@@ -204,7 +204,8 @@ class SimResult:
 def simulate(bag: Bag, sites: list[Site], strategy: Strategy | str = "model", *, seed: int = 0,
              clock: str = "base", record: bool = True, until: float = math.inf,
              estimate: str = "scheduler", quantile: float = 0.9, confidence: float = 0.9,
-             rates=None, walltime: str = "limit", quarantine=None, price_data: bool = True) -> SimResult:
+             rates=None, walltime: str = "limit", quarantine=None, price_data: bool = True,
+             overdue=None) -> SimResult:
     """Run one bag over simulated sites with the engine; return metrics and the full record.
 
     Args:
@@ -216,8 +217,8 @@ def simulate(bag: Bag, sites: list[Site], strategy: Strategy | str = "model", *,
             ``quantile``/``confidence`` set the history bound.
         rates: the engine's T̂x rates (:class:`~resel.models.runtime.EngineRates` or a mapping
             site → SiteRate); default LIM with ``clock``.
-        walltime, quarantine: the engine's walltime packing mode and black-hole rule
-            (:mod:`resel.walltime`, :mod:`resel.blackhole`).
+        walltime, quarantine, overdue: the engine's walltime packing mode, black-hole rule and
+            overdue rule (:mod:`resel.walltime`, :mod:`resel.blackhole`, :mod:`resel.engine_overdue`).
         price_data: the engine prices the bag's data (``[bag.data]``, :mod:`resel.transfer`)
             with the sites' ``bandwidth``; False: it decides blind to it (the bytes still move).
 
@@ -226,7 +227,7 @@ def simulate(bag: Bag, sites: list[Site], strategy: Strategy | str = "model", *,
     with collector_paused():   # the result's metrics too
         sim = Simulation(bag, sites, strategy, seed=seed, clock=clock, record=record, estimate=estimate,
                          quantile=quantile, confidence=confidence, rates=rates, walltime=walltime,
-                         quarantine=quarantine, price_data=price_data)
+                         quarantine=quarantine, price_data=price_data, overdue=overdue)
         sim.run(until)
         return sim.result()
 
@@ -246,7 +247,7 @@ class Simulation:
     def __init__(self, bag: Bag, sites: list[Site], strategy: Strategy | str = "model", *, seed: int = 0,
                  clock: str = "base", record: bool = True, estimate: str = "scheduler",
                  quantile: float = 0.9, confidence: float = 0.9, rates=None, walltime: str = "limit",
-                 quarantine=None, price_data: bool = True):
+                 quarantine=None, price_data: bool = True, overdue=None):
         self.bag, self.sites, self.seed, self.clock, self.record = bag, list(sites), seed, clock, record
         self.strategy = Strategy.parse(strategy) if isinstance(strategy, str) else strategy
         # the data as it really moves, and as the engine prices it (docs/engine.md)
@@ -254,7 +255,8 @@ class Simulation:
         priced = TransferModel.from_bag(bag, self.sites) if price_data else None
         # not recording: the engine builds no Decision actions (they would only be dropped)
         self.engine = Engine(bag, self.sites, self.strategy, seed=seed, clock=clock, rates=rates,
-                             walltime=walltime, quarantine=quarantine, decisions=record, data=priced)
+                             walltime=walltime, quarantine=quarantine, decisions=record, data=priced,
+                             overdue=overdue)
         self.data = _DataTruth(truth, self.sites, price_data) if truth is not None else None
         self.walltime_kills = 0
         self.kills_by_pilot: dict[int, int] = {}
