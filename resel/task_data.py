@@ -77,11 +77,12 @@ class Manifest:
 
     @property
     def distinct_files(self) -> dict[str, InputFile]:
-        """sha256 → one file with that content (what a site's cache holds at most)."""
+        """sha256 → one file with that content (what a site's cache holds at most); a file not
+        read (a dry run: no digest) counts once by its path."""
         out: dict[str, InputFile] = {}
         for files in self.tasks:
             for f in files:
-                out.setdefault(f.sha256, f)
+                out.setdefault(f.sha256 or f.path, f)
         return out
 
     def rows(self, run_id: int) -> Iterable[dict]:

@@ -133,6 +133,17 @@ def test_a_dry_run_checks_without_reading(tmp_path):
     assert [f.sha256 for f in m.inputs(0)] == [""] and m.shared == frozenset()
 
 
+def test_a_dry_run_counts_each_unread_file_once_by_its_path(tmp_path):
+    """`resel run --dry-run` prints the distinct files and their MB: unread files (no digest)
+    are told apart by path, not all taken for one file of empty digest."""
+    files(tmp_path, {f"sys/{i}/topol.tpr": f"system {i}".encode() for i in range(3)})
+    files(tmp_path, {"md.mdp": b"mdp"})
+    bag = load_bag(write_bag(tmp_path, 'inputs = ["sys/{index}/topol.tpr", "md.mdp"]'))
+    m = task_data.build(bag, hashed=False)
+    assert len(m.distinct_files) == 4
+    assert sum(f.size for f in m.distinct_files.values()) == 3 * 8 + 3
+
+
 def test_task_folders_are_padded_to_the_bag_width():
     assert [task_data.task_folder(i, 1000) for i in (0, 7, 999)] == ["task-000", "task-007", "task-999"]
     assert task_data.task_folder(0, 1) == "task-0"
