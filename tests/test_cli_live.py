@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -166,3 +167,17 @@ def test_resel_log_debug_shows_every_scheduler_command(tmp_path, testbed):
     bad = subprocess.run(RESEL + ["runs"], cwd=REPO, env={**env, "RESEL_LOG": "loud"},
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0 and "RESEL_LOG='loud'" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_site_given_up_says_why_once_in_the_run_table(tmp_path, testbed):
+    """`resel run`'s last table: a dead site's note gives the reason once, not 'gave up: X; error: X'."""
+    dead = sites_toml(testbed, b={"host": "127.0.0.1", "port": 1}).split("[[site]]")[2]
+    text = "[[site]]" + sites_toml(testbed).split("[[site]]")[2] + "[[site]]" + dead.replace('name = "tbb"',
+                                                                                             'name = "dead"')
+    sites, bag = write_inputs(tmp_path, text, bag_toml(2, "echo $RESEL_TASK"))
+    res = subprocess.run(RESEL + ["run", str(bag), "--sites", str(sites), "--db", str(tmp_path / "db"), "--poll",
+                                  "0.3", "--no-progress"], cwd=REPO, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "COLUMNS": "400"})
+    assert res.returncode == 0, res.stderr
+    row = next(line for line in res.stdout.splitlines() if line.startswith("dead "))
+    assert "gave up: " in row and row.count("127.0.0.1:1") == 1, row

@@ -170,7 +170,7 @@ def site_notes(r: SiteRow) -> list[str]:
         out.append(f"quarantined until {span(r.quarantined_until)} (black hole: {r.quarantined})")
     if r.not_answering_since is not None:
         out.append(f"not answering since {span(r.not_answering_since)}" + (f" ({r.error})" if r.error else ""))
-    elif r.error:
+    elif r.error and not (r.lost and r.error in r.lost):     # a site given up for it: said once
         out.append(f"error: {r.error}")
     out += r.notes
     if r.bad_records:
