@@ -181,3 +181,37 @@ def test_a_site_given_up_says_why_once_in_the_run_table(tmp_path, testbed):
     assert res.returncode == 0, res.stderr
     row = next(line for line in res.stdout.splitlines() if line.startswith("dead "))
     assert "gave up: " in row and row.count("127.0.0.1:1") == 1, row
+
+
+def test_status_of_a_run_whose_coordinator_stopped_says_so_and_how_to_carry_on(tmp_path, testbed):
+    """Ctrl-C stops `resel run` and leaves its pilots running: `resel status` then still reads
+    'running' from the store, with counts frozen where the coordinator left them — it must say
+    that no resel carries the run on, and how to (`--resume`) or stop it (`cancel`)."""
+    import signal
+    sites, bag = write_inputs(tmp_path, sites_toml(testbed), bag_toml(6, "sleep 3"))
+    db = tmp_path / "resel.db"
+    proc = subprocess.Popen(RESEL + ["run", str(bag), "--sites", str(sites), "--db", str(db), "--poll", "0.3",
+                                     "--no-progress"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        def status():
+            res = resel("status", "--db", db, "--json")
+            return json.loads(res.stdout) if res.returncode == 0 else None
+        snap = poll(lambda: (s := status()) and sum(x["running"] for x in s["sites"]) >= 1 and s, 60, every=0.3)
+        assert snap and snap["status"] == "running", snap
+        assert snap["coordinator"] and snap["coordinator"]["pid"] == proc.pid
+        assert "no resel carries" not in resel("status", "--db", db).stdout
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    run_id = snap["run_id"]
+    after = json.loads(resel("status", run_id, "--db", db, "--json").stdout)
+    assert after["status"] == "running" and after["coordinator"] is None
+    text = resel("status", run_id, "--db", db).stdout
+    assert "no resel carries" in text and f"resel run --resume {run_id}" in text and f"resel cancel {run_id}" in text
+    done = resel("run", "--resume", run_id, "--db", db, "--poll", "0.3", "--no-progress", timeout=180)
+    assert done.returncode == 0, done.stderr
+    end = resel("status", run_id, "--db", db)
+    assert "(done)" in end.stdout and "no resel carries" not in end.stdout

@@ -417,13 +417,37 @@ def status_cmd(run_id: int | None, db: Path | None, as_json: bool) -> None:
     notes = stored_notes(store, run_id)
     snap = (snapshot(engine, run_id, run["status"], elapsed, notes=notes) if counts is None
             else summary_snapshot(counts, run_id, run["status"], elapsed, notes=notes))
+    driver = _coordinator_of(store, run_id) if run["status"] in ("running", "cancelling") else None
     if as_json:
         doc = snap.as_dict()
         doc["pilots"] = list(store.query("select pilot, site, job_id, cores, state, reason from live_pilots "
                                          "where run_id = ? order by pilot", [run_id]))
+        doc["coordinator"] = driver
         print_json(doc)
     else:
         c.out.print(table(snap))
+        if run["status"] == "running" and driver is None:
+            c.out.print(f"no resel carries run {run_id} on (stopped or killed): these counts are where it left "
+                        f"them, and its pilots may still be running; `resel run --resume {run_id}` carries it on, "
+                        f"`resel cancel {run_id}` stops them", soft_wrap=True, markup=False)
+
+
+def _lease_stale_after(options: str | None) -> float:
+    """Seconds after which a coordinator's lease is taken as dropped (it was killed): a few of
+    its polls, and never under 10 s."""
+    import json
+    try:
+        poll = float(json.loads(options or "{}").get("poll", 1.0))
+    except (TypeError, ValueError, AttributeError):
+        poll = 1.0
+    return max(10.0, 3 * poll + 5.0)
+
+
+def _coordinator_of(store, run_id: int) -> dict | None:
+    """The `resel run` that drives the run now ({pid, host, age}), or None: none does."""
+    from resel.live import notes as live_notes
+    rows = list(store.query("select options from runs where id = ?", [run_id]))
+    return live_notes.holder(store, run_id, _lease_stale_after(rows[0]["options"] if rows else None))
 
 
 @click.command("cancel")
@@ -477,14 +501,8 @@ def cancel_cmd(run_id: int, db: Path | None, as_json: bool) -> None:
 def _wait_for_coordinator(store, run_id: int, options: str | None) -> None:
     """A coordinator still driving the run notices the cancel at its next turn and lets go;
     wait for that (or for its lease to go stale: it was killed) before taking the run over."""
-    import json
-
     from resel.live import notes as live_notes
-    try:
-        poll = float(json.loads(options or "{}").get("poll", 1.0))
-    except (TypeError, ValueError):
-        poll = 1.0
-    stale = max(10.0, 3 * poll + 5.0)
+    stale = _lease_stale_after(options)
     deadline = time.monotonic() + stale + 5.0
     while time.monotonic() < deadline and live_notes.holder(store, run_id, stale) is not None:
         time.sleep(0.2)
