@@ -215,3 +215,27 @@ def test_status_of_a_run_whose_coordinator_stopped_says_so_and_how_to_carry_on(t
     assert done.returncode == 0, done.stderr
     end = resel("status", run_id, "--db", db)
     assert "(done)" in end.stdout and "no resel carries" not in end.stdout
+
+
+def test_results_of_a_run_whose_tasks_failed_name_them_and_why(tmp_path, testbed):
+    """A task whose required output never appears fails: `resel results` must not say '0 ok,
+    0 missing' and exit 0 as if the run had nothing to bring home — it names the failed tasks,
+    why they failed (their last attempt's reason) and exits 1."""
+    bag_text = bag_toml(2, "echo hi > out.txt").replace("count = 2\n", 'count = 2\noutputs = ["out.txt", "md.xtc"]\n')
+    tbb = "[[site]]" + sites_toml(testbed).split("[[site]]")[2]      # one site: the run ends in seconds
+    sites, bag = write_inputs(tmp_path, tbb, bag_text)
+    db = tmp_path / "db"
+    run = subprocess.run(RESEL + ["run", str(bag), "--sites", str(sites), "--db", str(db), "--poll", "0.3",
+                                  "--no-progress", "--results", str(tmp_path / "res"), "--json"], cwd=REPO,
+                         capture_output=True, text=True, timeout=180)
+    assert run.returncode == 1 and json.loads(run.stdout)["failed"] == 2, run.stderr
+    run_id = json.loads(run.stdout)["run_id"]
+    res = resel("results", run_id, "--db", db, "--json")
+    assert res.returncode == 1, res.stderr
+    doc = json.loads(res.stdout)
+    assert [(f["task"], f["why"]) for f in doc["failed"]] == [(0, "missing output: md.xtc"),
+                                                              (1, "missing output: md.xtc")]
+    assert "2 task(s) failed" in doc["error"]
+    text = resel("results", run_id, "--db", db)
+    assert text.returncode == 1 and "2 task(s) failed" in text.stdout + text.stderr
+    assert "missing output: md.xtc" in text.stdout

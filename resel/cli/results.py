@@ -110,6 +110,17 @@ def check_outputs(store, run_id: int) -> tuple[list[dict], list[Missing]]:
     return rows, missing
 
 
+def failed_tasks(store, run_id: int) -> list[tuple[int, str | None]]:
+    """The run's failed tasks, each with its last attempt's reason: none of their outputs
+    came home, and no fetch brings them."""
+    if "tasks" not in store.table_names():
+        return []
+    return [(r["task"], r["reason"]) for r in store.query(
+        "select t.task, (select a.reason from attempts a where a.run_id = t.run_id and a.task = t.task "
+        "order by a.attempt desc limit 1) as reason from tasks t where t.run_id = ? and t.state = 'failed' "
+        "order by t.task", [run_id])]
+
+
 @click.command("results")
 @click.argument("run_id", type=RUN_ID)
 @click.option("--db", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -119,8 +130,8 @@ def check_outputs(store, run_id: int) -> tuple[list[dict], list[Missing]]:
 def results_cmd(run_id: int, db: Path | None, as_json: bool) -> None:
     """List a live run's outputs at home and check each against its recorded sha256.
 
-    Exit status 1 when an output is missing or changed at home, or a task's outputs never
-    came home (then `resel fetch RUN` brings them).
+    Exit status 1 when an output is missing or changed at home, a task's outputs never came
+    home (then `resel fetch RUN` brings them), or a task failed (each is named, with why).
 
     \b
     Example:
@@ -135,15 +146,20 @@ def results_cmd(run_id: int, db: Path | None, as_json: bool) -> None:
     def name_of(task: int) -> str | None:
         return names[task] if names is not None and 0 <= task < len(names) else None
     counts = {s: sum(r["state"] == s for r in rows) for s in ("ok", "missing", "changed")}
-    bad = counts["missing"] or counts["changed"] or missing
+    failed = failed_tasks(store, run_id)
+    bad = counts["missing"] or counts["changed"] or missing or failed
+    problem = (f"run {run_id}: {counts['missing'] + counts['changed']:,} output(s) missing or changed at home, "
+               f"{len(missing):,} task(s) not home" + (f", {len(failed):,} task(s) failed" if failed else ""))
+    hint = (f"`resel fetch {run_id}` brings them" if counts["missing"] or counts["changed"] or missing
+            else f"`resel report {run_id}` says why each failed task failed")
     if as_json:
         doc = {"run": run_id, "results": run["results"],
                "outputs": [{**r, "task_name": name_of(r["task"])} for r in rows], "counts": counts,
                "not_home": [{"task": x.task, "task_name": name_of(x.task), "attempt": x.attempt, "site": x.site,
-                             "why": x.why} for x in missing]}
+                             "why": x.why} for x in missing],
+               "failed": [{"task": t, "task_name": name_of(t), "why": why} for t, why in failed]}
         if bad:
-            fail_json(doc, f"run {run_id}: {counts['missing'] + counts['changed']:,} output(s) missing or changed at "
-                           f"home, {len(missing):,} task(s) not home", f"`resel fetch {run_id}` brings them")
+            fail_json(doc, problem, hint)
         print_json(doc)
         return
     else:
@@ -161,8 +177,15 @@ def results_cmd(run_id: int, db: Path | None, as_json: bool) -> None:
             table.add_row(*cells)
         c.out.print(table)
         c.out.print(f"{counts['ok']:,} ok, {counts['missing']:,} missing, {counts['changed']:,} changed at home"
-                    + (f"; {len(missing):,} task(s) whose outputs are not home: `resel fetch {run_id}`" if missing else ""),
+                    + (f"; {len(missing):,} task(s) whose outputs are not home: `resel fetch {run_id}`" if missing else "")
+                    + (f"; {len(failed):,} task(s) failed, so none of their outputs came home" if failed else ""),
                     soft_wrap=True)
+        for task, why in failed[:10]:
+            name = name_of(task)
+            c.out.print(f"  task {task}{f' ({name})' if name else ''} failed: {why or 'no reason recorded'}",
+                        soft_wrap=True, markup=False)
+        if len(failed) > 10:
+            c.out.print(f"  … and {len(failed) - 10:,} more: `resel report {run_id}`", soft_wrap=True, markup=False)
     if bad:
         sys.exit(1)
 
