@@ -239,3 +239,36 @@ def test_results_of_a_run_whose_tasks_failed_name_them_and_why(tmp_path, testbed
     text = resel("results", run_id, "--db", db)
     assert text.returncode == 1 and "2 task(s) failed" in text.stdout + text.stderr
     assert "missing output: md.xtc" in text.stdout
+
+
+def test_resume_refuses_what_it_would_silently_ignore(tmp_path, testbed):
+    """`--resume RUN` carries the run on with the bag, sites and results folder stored with it:
+    a `--dry-run` beside it must not resume for real (it submitted pilots and ran every task),
+    and a BAG_FILE, `--sites` or `--results` given with it is refused, not silently dropped."""
+    import signal
+    tbb = "[[site]]" + sites_toml(testbed).split("[[site]]")[2]
+    sites, bag = write_inputs(tmp_path, tbb, bag_toml(4, "sleep 3"))
+    db = tmp_path / "resel.db"
+    proc = subprocess.Popen(RESEL + ["run", str(bag), "--sites", str(sites), "--db", str(db), "--poll", "0.3",
+                                     "--no-progress"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        def status():
+            res = resel("status", "--db", db, "--json")
+            return json.loads(res.stdout) if res.returncode == 0 else None
+        snap = poll(lambda: (s := status()) and sum(x["running"] for x in s["sites"]) >= 1 and s, 60, every=0.3)
+        assert snap, status()
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    run_id = snap["run_id"]
+    steps = open_store(db)["runs"].get(run_id)["steps"]
+    for extra in (["--dry-run"], [str(bag)], ["--sites", str(sites)], ["--results", str(tmp_path / "elsewhere")]):
+        res = resel("run", "--resume", run_id, "--db", db, "--no-progress", *extra, timeout=180)
+        assert res.returncode == 2, (extra, res.stdout, res.stderr)
+        assert "--resume" in res.stderr and "Traceback" not in res.stderr, res.stderr
+        assert open_store(db)["runs"].get(run_id)["steps"] == steps, extra     # not carried on
+    done = resel("run", "--resume", run_id, "--db", db, "--no-progress", timeout=180)
+    assert done.returncode == 0, done.stderr

@@ -77,7 +77,9 @@ def _prefetch_value(ctx: click.Context, param: click.Parameter, value: str) -> i
                    "a task has finished there, at most 16.")
 @click.option("--perf", is_flag=True, help="Run every task under `perf stat` and store its counters.")
 @click.option("--task-timeout", type=Finite(1, 1e9), default=None, help="Kill an attempt after this many seconds.")
-@click.option("--resume", "resume_id", type=RUN_ID, default=None, help="Carry on run RUN after a crash (no BAG needed).")
+@click.option("--resume", "resume_id", type=RUN_ID, default=None,
+              help="Carry on run RUN after a crash or Ctrl-C, with the bag, sites and results folder stored with "
+                   "it (no BAG, --sites or --results).")
 @click.option("--dry-run", is_flag=True, help="Show the plan (as `resel plan`: start estimates, T̂x, chosen sites); "
               "submit nothing. A file of simulated sites is planned from the simulator, as `resel plan` does.")
 @click.option("--estimate", type=click.Choice(["auto", "history", "twin", "scheduler"]), default="auto", show_default=True,
@@ -142,6 +144,7 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
     from resel.store import default_path, open_store
     store = open_store(db)
     if resume_id is not None:
+        _resume_alone(bag_file, sites_file, results_dir, dry_run)
         readable_run(store, resume_id)
         coord = Coordinator.resume(store, resume_id, open_site)
     else:
@@ -174,6 +177,17 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
     if failed:
         c.err.print(f"Error: {failed}\nHint: {hint}", markup=False, soft_wrap=True)
         sys.exit(1)
+
+
+def _resume_alone(bag_file: Path | None, sites_file: Path | None, results_dir: Path | None, dry_run: bool) -> None:
+    """``--resume`` carries a run on with the bag, sites and results folder stored with it: one
+    given beside it would be ignored (a fixed sites file not used, outputs not where asked), and
+    ``--dry-run`` would resume for real — each is a usage error, before the store is touched."""
+    given = [what for what, there in (("BAG_FILE", bag_file), ("--sites", sites_file), ("--results", results_dir),
+                                      ("--dry-run", dry_run)) if there]
+    if given:
+        raise click.UsageError(f"--resume carries the run on with the bag, sites and results folder stored with "
+                               f"it; {', '.join(given)} cannot go with it (a new run: `resel run BAG --sites FILE`)")
 
 
 def _start_run(store: Any, bag_file: Path | None, sites_file: Path | None, results_dir: Path | None, *,
