@@ -242,9 +242,10 @@ def test_results_of_a_run_whose_tasks_failed_name_them_and_why(tmp_path, testbed
 
 
 def test_resume_refuses_what_it_would_silently_ignore(tmp_path, testbed):
-    """`--resume RUN` carries the run on with the bag, sites and results folder stored with it:
-    a `--dry-run` beside it must not resume for real (it submitted pilots and ran every task),
-    and a BAG_FILE, `--sites` or `--results` given with it is refused, not silently dropped."""
+    """`--resume RUN` carries the run on with the bag, sites, results folder and options stored
+    with it: a `--dry-run` beside it must not resume for real (it submitted pilots and ran every
+    task), and a BAG_FILE, `--sites`, `--results` or a run option (`--strategy`, …) given with it
+    is refused, not silently dropped."""
     import signal
     tbb = "[[site]]" + sites_toml(testbed).split("[[site]]")[2]
     sites, bag = write_inputs(tmp_path, tbb, bag_toml(4, "sleep 3"))
@@ -265,7 +266,8 @@ def test_resume_refuses_what_it_would_silently_ignore(tmp_path, testbed):
             proc.kill()
     run_id = snap["run_id"]
     steps = open_store(db)["runs"].get(run_id)["steps"]
-    for extra in (["--dry-run"], [str(bag)], ["--sites", str(sites)], ["--results", str(tmp_path / "elsewhere")]):
+    for extra in (["--dry-run"], [str(bag)], ["--sites", str(sites)], ["--results", str(tmp_path / "elsewhere")],
+                  ["--strategy", "model"], ["--task-timeout", "5"], ["--no-quarantine"]):
         res = resel("run", "--resume", run_id, "--db", db, "--no-progress", *extra, timeout=180)
         assert res.returncode == 2, (extra, res.stdout, res.stderr)
         assert "--resume" in res.stderr and "Traceback" not in res.stderr, res.stderr

@@ -78,8 +78,8 @@ def _prefetch_value(ctx: click.Context, param: click.Parameter, value: str) -> i
 @click.option("--perf", is_flag=True, help="Run every task under `perf stat` and store its counters.")
 @click.option("--task-timeout", type=Finite(1, 1e9), default=None, help="Kill an attempt after this many seconds.")
 @click.option("--resume", "resume_id", type=RUN_ID, default=None,
-              help="Carry on run RUN after a crash or Ctrl-C, with the bag, sites and results folder stored with "
-                   "it (no BAG, --sites or --results).")
+              help="Carry on run RUN after a crash or Ctrl-C, with the bag, sites, results folder and options stored "
+                   "with it (no BAG, --sites, --results or run options).")
 @click.option("--dry-run", is_flag=True, help="Show the plan (as `resel plan`: start estimates, T̂x, chosen sites); "
               "submit nothing. A file of simulated sites is planned from the simulator, as `resel plan` does.")
 @click.option("--estimate", type=click.Choice(["auto", "history", "twin", "scheduler"]), default="auto", show_default=True,
@@ -144,7 +144,7 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
     from resel.store import default_path, open_store
     store = open_store(db)
     if resume_id is not None:
-        _resume_alone(bag_file, sites_file, results_dir, dry_run)
+        _resume_alone(click.get_current_context(), bag_file, sites_file, results_dir, dry_run)
         readable_run(store, resume_id)
         coord = Coordinator.resume(store, resume_id, open_site)
     else:
@@ -179,15 +179,26 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
         sys.exit(1)
 
 
-def _resume_alone(bag_file: Path | None, sites_file: Path | None, results_dir: Path | None, dry_run: bool) -> None:
-    """``--resume`` carries a run on with the bag, sites and results folder stored with it: one
-    given beside it would be ignored (a fixed sites file not used, outputs not where asked), and
-    ``--dry-run`` would resume for real — each is a usage error, before the store is touched."""
+#: `resel run` options stored with a run when it starts: `--resume` carries the run on with those
+RUN_OPTIONS = ("strategy", "seed", "clock", "prefetch", "perf", "task_timeout", "estimate", "model", "risk",
+               "objective", "walltime", "quarantine", "keep_remote")
+
+
+def _resume_alone(ctx: click.Context, bag_file: Path | None, sites_file: Path | None, results_dir: Path | None,
+                  dry_run: bool) -> None:
+    """``--resume`` carries a run on with the bag, sites, results folder and options stored with
+    it: one given beside it would be ignored (a fixed sites file not used, outputs not where
+    asked, another strategy not taken), and ``--dry-run`` would resume for real — each is a
+    usage error, before the store is touched."""
+    from click.core import ParameterSource
     given = [what for what, there in (("BAG_FILE", bag_file), ("--sites", sites_file), ("--results", results_dir),
                                       ("--dry-run", dry_run)) if there]
+    given += ["/".join(p.opts + p.secondary_opts) for p in ctx.command.params if p.name in RUN_OPTIONS
+              and ctx.get_parameter_source(p.name) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)]
     if given:
-        raise click.UsageError(f"--resume carries the run on with the bag, sites and results folder stored with "
-                               f"it; {', '.join(given)} cannot go with it (a new run: `resel run BAG --sites FILE`)")
+        raise click.UsageError(f"--resume carries the run on with the bag, sites, results folder and options "
+                               f"stored with it; {', '.join(given)} cannot go with it (a new run: `resel run BAG "
+                               "--sites FILE`)")
 
 
 def _start_run(store: Any, bag_file: Path | None, sites_file: Path | None, results_dir: Path | None, *,
