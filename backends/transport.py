@@ -152,6 +152,11 @@ class FileTooLarge(ValueError):
 
 #: every command run on a site, at DEBUG: where, argv, exit code, seconds (``RESEL_LOG=debug``)
 log = logging.getLogger("resel.backends.transport")
+# paramiko logs from its transport thread when a handshake dies (a site that never sends an SSH
+# banner: "Exception (client): …" and a traceback), which Python's last-resort handler would
+# print on the user's stderr; the site's error says what went wrong instead. A handler the
+# application configures (RESEL_LOG=debug) still receives it.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 
 def _logged(run: Callable) -> Callable:

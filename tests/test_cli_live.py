@@ -274,3 +274,32 @@ def test_resume_refuses_what_it_would_silently_ignore(tmp_path, testbed):
         assert open_store(db)["runs"].get(run_id)["steps"] == steps, extra     # not carried on
     done = resel("run", "--resume", run_id, "--db", db, "--no-progress", timeout=180)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_site_that_never_speaks_ssh_prints_no_paramiko_log(tmp_path, testbed):
+    """An SSH port that accepts and never answers (a hung sshd): the site's error says so in
+    resel's words; paramiko's own ERROR log ('Exception (client): Error reading SSH protocol
+    banner' and its traceback, from its transport thread as resel gives up on the handshake)
+    must not reach the user's stderr. Whether paramiko logs depends on a race between its
+    thread and the close, so three such sites are checked at once."""
+    import socket
+    socks = []
+    for _ in range(3):
+        silent = socket.socket()
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(5)                                 # accepts (kernel backlog), never answers
+        socks.append(silent)
+    try:
+        sites = tmp_path / "sites.toml"          # as a user writes it: no ssh_config, a user and a port
+        sites.write_text("".join(
+            f'[[site]]\nname = "silent{i}"\nkind = "slurm"\ncores = 4\nclock = {{ base = 3.0 }}\n'
+            'pilot = { mode = "single", max_cores = 4, walltime = 900 }\n'
+            f'access = {{ transport = "ssh", host = "127.0.0.1", port = {s.getsockname()[1]}, '
+            f'user = "{testbed.user}", workdir = "~/resel-work" }}\n' for i, s in enumerate(socks)))
+        res = resel("sites", "check", "--sites", sites, "--json")
+    finally:
+        for s in socks:
+            s.close()
+    assert res.returncode == 1
+    assert all("127.0.0.1" in row["error"] for row in json.loads(res.stdout)["sites"])
+    assert "Exception (client)" not in res.stderr and "Traceback" not in res.stderr, res.stderr
