@@ -303,3 +303,48 @@ def test_a_site_that_never_speaks_ssh_prints_no_paramiko_log(tmp_path, testbed):
     assert res.returncode == 1
     assert all("127.0.0.1" in row["error"] for row in json.loads(res.stdout)["sites"])
     assert "Exception (client)" not in res.stderr and "Traceback" not in res.stderr, res.stderr
+
+
+def test_ctrl_c_while_a_new_run_first_checks_its_sites_names_the_run(tmp_path, testbed):
+    """Ctrl-C after the run is stored but while its sites are first checked (here: one that
+    accepts SSH and never answers): `resel run` must say which run it left and how to carry it
+    on, as a Ctrl-C later does — not click's bare 'Aborted!', which left a run 'running' in
+    `resel runs` that the user was never told of."""
+    import signal
+    import socket
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(5)
+    port = silent.getsockname()[1]
+    try:
+        text = ("[[site]]" + sites_toml(testbed).split("[[site]]")[2]
+                + f'[[site]]\nname = "silent"\nkind = "slurm"\ncores = 4\nclock = {{ base = 3.0 }}\n'
+                'pilot = { mode = "single", max_cores = 4, walltime = 900 }\n'
+                f'access = {{ transport = "ssh", host = "127.0.0.1", port = {port}, user = "{testbed.user}", '
+                'workdir = "~/resel-work" }\n')
+        sites, bag = write_inputs(tmp_path, text, bag_toml(2, "echo $RESEL_TASK"))
+        db = tmp_path / "resel.db"
+        proc = subprocess.Popen(RESEL + ["run", str(bag), "--sites", str(sites), "--db", str(db), "--poll", "0.3",
+                                         "--no-progress"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        try:
+            def stored():
+                try:
+                    return [r["id"] for r in open_store(db).query("select id from runs")] if db.exists() else []
+                except Exception:   # noqa: BLE001 - the store being created
+                    return []
+            ids = poll(stored, 60, every=0.1)
+            assert ids, "no run was stored"
+            time.sleep(0.5)                      # its sites' first check is under way (the silent one: ~10 s)
+            proc.send_signal(signal.SIGINT)
+            _out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    finally:
+        silent.close()
+    run_id = ids[0]
+    assert proc.returncode == 130, err
+    assert f"resel run --resume {run_id}" in err and "Aborted" not in err, err
+    done = resel("run", "--resume", run_id, "--db", db, "--no-progress", "--json", timeout=180)
+    assert done.returncode == 0 and json.loads(done.stdout)["done"] == 2, done.stderr

@@ -148,11 +148,17 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
         readable_run(store, resume_id)
         coord = Coordinator.resume(store, resume_id, open_site)
     else:
-        coord = _start_run(store, bag_file, sites_file, results_dir, dry_run=dry_run, as_json=as_json, db=db,
-                           strategy=strategy, seed=seed, clock=clock, poll=poll, prefetch=prefetch, perf=perf,
-                           task_timeout=task_timeout,
-                           estimate=estimate, model=model, risk=risk, objective=objective, walltime=walltime,
-                           quarantine=quarantine, overdue=overdue, keep_remote=keep_remote)
+        from resel.live.coordinator import StoppedWhileStarting
+        try:
+            coord = _start_run(store, bag_file, sites_file, results_dir, dry_run=dry_run, as_json=as_json, db=db,
+                               strategy=strategy, seed=seed, clock=clock, poll=poll, prefetch=prefetch, perf=perf,
+                               task_timeout=task_timeout,
+                               estimate=estimate, model=model, risk=risk, objective=objective, walltime=walltime,
+                               quarantine=quarantine, overdue=overdue, keep_remote=keep_remote)
+        except StoppedWhileStarting as stop:
+            c.err.print(f"stopped while run {stop.run_id} first checked its sites. Continue with `resel run "
+                        f"--resume {stop.run_id}` or stop everything with `resel cancel {stop.run_id}`", soft_wrap=True)
+            sys.exit(130)
         if coord is None:       # a dry run: the plan was shown
             return
     c.err.print(f"run {coord.run_id}: {coord.bag.count} tasks on {m(', '.join(s.name for s in coord.sites))} "
@@ -181,7 +187,7 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
 
 #: `resel run` options stored with a run when it starts: `--resume` carries the run on with those
 RUN_OPTIONS = ("strategy", "seed", "clock", "prefetch", "perf", "task_timeout", "estimate", "model", "risk",
-               "objective", "walltime", "quarantine", "keep_remote")
+               "objective", "walltime", "quarantine", "overdue", "keep_remote")
 
 
 def _resume_alone(ctx: click.Context, bag_file: Path | None, sites_file: Path | None, results_dir: Path | None,

@@ -75,6 +75,15 @@ log = logging.getLogger("resel.live")
 RECORD_ONLY = (Decision, SiteQuarantined, SiteReleased, RateLearned, StrategyChosen, TaskOverdue)
 
 
+class StoppedWhileStarting(KeyboardInterrupt):
+    """Ctrl-C while a new run, already stored as ``run_id``, first checked its
+    sites: the caller says which run it left, as for a Ctrl-C later on."""
+
+    def __init__(self, run_id: int) -> None:
+        super().__init__(run_id)
+        self.run_id = run_id
+
+
 class Coordinator:
     """Drives one live run. Build it with :meth:`start` or :meth:`resume`, then :meth:`run`.
 
@@ -171,8 +180,12 @@ class Coordinator:
             private_folders(run_results, [])      # RESULTS/RUN: ours, 0700, not a link (docs/data.md)
         coord = cls(db, run_id, bag, sites, options, run_key, t0, open_site, clock=clock, manifest=manifest,
                     results=run_results)
-        coord.lease(force=True)
-        coord._begin()
+        try:
+            coord.lease(force=True)
+            coord._begin()
+        except KeyboardInterrupt:
+            coord.close()
+            raise StoppedWhileStarting(run_id) from None
         return coord
 
 
