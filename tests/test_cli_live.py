@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -305,11 +306,10 @@ def test_a_site_that_never_speaks_ssh_prints_no_paramiko_log(tmp_path, testbed):
     assert "Exception (client)" not in res.stderr and "Traceback" not in res.stderr, res.stderr
 
 
-def test_ctrl_c_while_a_new_run_first_checks_its_sites_names_the_run(tmp_path, testbed):
-    """Ctrl-C after the run is stored but while its sites are first checked (here: one that
-    accepts SSH and never answers): `resel run` must say which run it left and how to carry it
-    on, as a Ctrl-C later does — not click's bare 'Aborted!', which left a run 'running' in
-    `resel runs` that the user was never told of."""
+def _stopped_while_starting(tmp_path, testbed) -> tuple[Path, int, subprocess.CompletedProcess]:
+    """A run stopped by Ctrl-C after it was stored, while its sites were first checked (one
+    accepts SSH and never answers, so that check lasts ~10 s): its store, its id, and how
+    `resel run` ended."""
     import signal
     import socket
     silent = socket.socket()
@@ -337,14 +337,35 @@ def test_ctrl_c_while_a_new_run_first_checks_its_sites_names_the_run(tmp_path, t
             assert ids, "no run was stored"
             time.sleep(0.5)                      # its sites' first check is under way (the silent one: ~10 s)
             proc.send_signal(signal.SIGINT)
-            _out, err = proc.communicate(timeout=60)
+            out, err = proc.communicate(timeout=60)
         finally:
             if proc.poll() is None:
                 proc.kill()
     finally:
         silent.close()
-    run_id = ids[0]
-    assert proc.returncode == 130, err
-    assert f"resel run --resume {run_id}" in err and "Aborted" not in err, err
+    return db, ids[0], subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def test_ctrl_c_while_a_new_run_first_checks_its_sites_names_the_run(tmp_path, testbed):
+    """Ctrl-C after the run is stored but while its sites are first checked: `resel run` must
+    say which run it left and how to carry it on, as a Ctrl-C later does — not click's bare
+    'Aborted!', which left a run 'running' in `resel runs` that the user was never told of."""
+    db, run_id, ended = _stopped_while_starting(tmp_path, testbed)
+    assert ended.returncode == 130, ended.stderr
+    assert f"resel run --resume {run_id}" in ended.stderr and "Aborted" not in ended.stderr, ended.stderr
     done = resel("run", "--resume", run_id, "--db", db, "--no-progress", "--json", timeout=180)
     assert done.returncode == 0 and json.loads(done.stdout)["done"] == 2, done.stderr
+
+
+def test_cancel_of_a_run_stopped_before_its_bag_was_recorded(tmp_path, testbed):
+    """`resel cancel` of a run stopped while its sites were first checked (no bag submission
+    recorded, so no pilot): it is cancelled. Before, the engine refused 'BagCancelled before
+    BagSubmitted', and the run stayed 'cancelling' — neither resumable nor cancellable nor
+    prunable."""
+    db, run_id, ended = _stopped_while_starting(tmp_path, testbed)
+    assert ended.returncode == 130, ended.stderr
+    res = resel("cancel", run_id, "--db", db, "--json", timeout=180)
+    assert "before BagSubmitted" not in res.stdout + res.stderr, res.stdout + res.stderr
+    assert open_store(db)["runs"].get(run_id)["status"] == "cancelled"
+    assert "(cancelled)" in resel("status", run_id, "--db", db).stdout
+    assert resel("prune", "--run", run_id, "--db", db).returncode == 0

@@ -130,6 +130,8 @@ class Ending:
         the stop is done). The bag is then recorded as cancelled, so ``resel status`` shows no
         pilot and no task running.
         """
+        if not self.coord.engine.started:   # stopped while its sites were first checked: no pilot was recorded,
+            return self._cancel_unstarted()  # so none was submitted (record, then act)
         live = [v for v in self.coord.pilots.values() if not v.state.final and v.job_id]
         by_site: dict[str, list[PilotView]] = {}
         for v in self.coord.pilots.values():
@@ -168,6 +170,16 @@ class Ending:
         self.coord.cancelled = True
         left = self.cleanup()
         self.write_results("cancelled")
+        self.coord.lease(force=True, state="released")
+        return left
+
+    def _cancel_unstarted(self) -> list[str]:
+        """Cancel a run whose bag's submission was never recorded: the engine has nothing to
+        stop (and refuses any event before that one); every site is still asked that no job of
+        the run is left, and the run is recorded as cancelled."""
+        self.coord.cancelled = True
+        left = self.cleanup()
+        self.coord.db["runs"].update(self.coord.run_id, {"status": "cancelled", "steps": self.coord.seq})
         self.coord.lease(force=True, state="released")
         return left
 
