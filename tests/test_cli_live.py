@@ -369,3 +369,26 @@ def test_cancel_of_a_run_stopped_before_its_bag_was_recorded(tmp_path, testbed):
     assert open_store(db)["runs"].get(run_id)["status"] == "cancelled"
     assert "(cancelled)" in resel("status", run_id, "--db", db).stdout
     assert resel("prune", "--run", run_id, "--db", db).returncode == 0
+
+
+def test_a_bag_s_results_folder_is_beside_the_bag_as_its_inputs_are(tmp_path, testbed):
+    """Every path a bag file names (inputs, its task table) is relative to the bag file; so is
+    its `results`: a run started from another folder puts the outputs beside the bag, not in
+    whatever folder the user happened to be in."""
+    here, elsewhere = tmp_path / "campaign", tmp_path / "elsewhere"
+    here.mkdir()
+    elsewhere.mkdir()
+    (here / "in.txt").write_text("data\n")
+    bag_text = bag_toml(2, "cat in.txt > out.txt").replace(
+        "count = 2\n", 'count = 2\ninputs = ["in.txt"]\noutputs = ["out.txt"]\nresults = "res"\n')
+    tbb = "[[site]]" + sites_toml(testbed).split("[[site]]")[2]
+    sites, bag = write_inputs(here, tbb, bag_text)
+    db = tmp_path / "db"
+    res = subprocess.run(RESEL + ["run", str(bag), "--sites", str(sites), "--db", str(db), "--poll", "0.3",
+                                  "--no-progress", "--json"], cwd=elsewhere, capture_output=True, text=True,
+                         timeout=180, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert res.returncode == 0, res.stderr
+    run_id = json.loads(res.stdout)["run_id"]
+    assert sorted(p.relative_to(here).as_posix() for p in (here / "res").rglob("out.txt")) == \
+        [f"res/{run_id}/task-0/out.txt", f"res/{run_id}/task-1/out.txt"]
+    assert not (elsewhere / "res").exists()

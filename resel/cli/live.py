@@ -101,7 +101,7 @@ def _prefetch_value(ctx: click.Context, param: click.Parameter, value: str) -> i
                    "\"Overdue attempts\"). --task-timeout is a hard limit of your own beside it.")
 @click.option("--results", "results_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where the tasks' outputs go (bags with `outputs`): RESULTS/RUN/task-NNNN/. "
-                   "Default: the bag's `results`, else ./resel-results.")
+                   "Default: the bag's `results` (beside the bag file), else ./resel-results.")
 @click.option("--keep-remote", is_flag=True,
               help="Keep each task's folder on its site after its outputs came home (default: removed "
                    "once every output is home and its sha256 checked).")
@@ -315,14 +315,19 @@ def _manifest(bag, *, check_only: bool = False):
 
 def _results_root(bag, given: Path | None) -> str | None:
     """Where the run's outputs go (absolute: ``--resume`` from elsewhere delivers there too):
-    ``--results``, else the bag's ``results``, else ./resel-results. Made (0700) and checked
-    writable now, before anything is submitted."""
+    ``--results``, else the bag's ``results`` (relative to the bag file, as its inputs are),
+    else ./resel-results. Made (0700) and checked writable now, before anything is submitted."""
     if bag.data is None or not bag.data.outputs:
         return None
     import os
 
     from resel.live.staging import results_root_problem
-    asked = Path(given if given is not None else (bag.data.results or "resel-results")).expanduser().absolute()
+    if given is not None:
+        asked = Path(given).expanduser().absolute()
+    elif bag.data.results:
+        asked = (Path(bag.data.base) / Path(bag.data.results).expanduser()).absolute()
+    else:
+        asked = Path("resel-results").absolute()
     why = results_root_problem(str(asked))      # before anything is made in it
     if why:
         raise ReselError(f"{why}; give another with --results DIR")
