@@ -184,6 +184,22 @@ def test_kill_coordinator_while_outputs_are_in_flight_then_resume(tmp_path, test
     assert check.returncode == 0, check.stdout + check.stderr
 
 
+def _in_flight(db_path: Path, testbed) -> Path | None:
+    """The run's cache on tbb once a file is on its way there (a temporary `.SHA.part-…` name),
+    else None; only this run's: another run's leftover in the shared workdir is not it."""
+    try:
+        rows = list(open_store(db_path).query("select run_key from runs")) if db_path.exists() else []
+    except Exception:   # noqa: BLE001 - the store still being made by `resel run`
+        return None
+    if not rows or not rows[0]["run_key"]:
+        return None
+    cache = Path(testbed.work_b) / rows[0]["run_key"] / "cache"
+    try:
+        return cache if any(".part-" in p.name for p in cache.iterdir()) else None
+    except FileNotFoundError:
+        return None
+
+
 def test_kill_coordinator_while_an_input_is_in_flight_then_resume(tmp_path, testbed):
     """The shared input is 150 MB: `kill -9` while it is on its way to tbb (a temporary file in
     the run's cache over SFTP), then `--resume`: it is sent again, never taken half-sent."""
@@ -195,10 +211,7 @@ def test_kill_coordinator_while_an_input_is_in_flight_then_resume(tmp_path, test
                                     "--strategy", "model", "--results", str(results), "--no-progress"],
                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        def partial():
-            out = subprocess.run(["find", testbed.work_b, "-path", "*/cache/.*part-*"], capture_output=True, text=True)
-            return out.stdout.strip()
-        assert wait_for(partial, 120, every=0.05), "the input was never in flight"
+        assert wait_for(lambda: _in_flight(db_path, testbed), 120, every=0.05), "the input was never in flight"
         os.kill(run.pid, signal.SIGKILL)
     finally:
         run.wait()
@@ -318,3 +331,28 @@ def test_an_input_another_user_swaps_for_a_fifo_after_the_check_is_refused_not_w
                                              [coord.run_id])]
     assert reasons and all("not a regular file" in r for r in reasons), reasons
     assert 1 not in done_results(testbed, coord.run_key)
+
+
+def test_cancel_after_a_kill_mid_upload_leaves_no_half_sent_input_on_the_site(tmp_path, testbed):
+    """`kill -9` while the 150 MB shared input is on its way to tbb, then `resel cancel`: the
+    run's cache on the site goes with it, the half-sent temporary file included. Before, the
+    cancelling coordinator knew of no cache there (it had staged nothing itself) and left the
+    partial file — 220 MB after a Ctrl-C in a first hour on the testbed — on the user's site."""
+    bag, own, ff = data_bag(tmp_path, 2, DIGEST_CMD, '["md.log"]', shared=150_000_000)
+    sites_path = tmp_path / "sites.toml"
+    sites_path.write_text("[[site]]" + sites_toml(testbed).split("[[site]]")[2], encoding="utf-8")   # tbb alone
+    db_path = tmp_path / "resel.db"
+    run = subprocess.Popen(RESEL + ["run", str(bag), "--sites", str(sites_path), "--db", str(db_path), "--poll", "0.3",
+                                    "--strategy", "model", "--results", str(tmp_path / "results"), "--no-progress"],
+                           cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        cache = wait_for(lambda: _in_flight(db_path, testbed), 120, every=0.05)
+        assert cache, "the input was never in flight"
+        os.kill(run.pid, signal.SIGKILL)
+    finally:
+        run.wait()
+    run_id = list(open_store(db_path).query("select id from runs"))[0]["id"]
+    res = subprocess.run(RESEL + ["cancel", str(run_id), "--db", str(db_path), "--json"], cwd=REPO,
+                         capture_output=True, text=True, timeout=180)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert not cache.exists(), sorted(p.name for p in cache.iterdir())

@@ -30,15 +30,21 @@ class Ending:
         #: the :class:`~resel.live.coordinator.Coordinator` that owns it
         self.coord = coord
 
-    def cleanup(self, wait: float = 30.0) -> list[str]:
+    def cleanup(self, wait: float = 30.0, every_cache: bool = False) -> list[str]:
         """Cancel every batch job of this run still listed anywhere; returns what is left.
 
         Each site is asked on its own thread; a site that does not answer within ``wait``
-        seconds is reported as left, it does not hold up the others.
+        seconds is reported as left, it does not hold up the others. The run's input cache goes
+        from each site this coordinator staged files on — from every site with ``every_cache``
+        (``resel cancel``: a coordinator killed mid-upload left a half-sent file that this one
+        never staged).
         """
         names = [s.name for s in self.coord.sites
                  if not (s.name in self.coord.engine.lost_sites and self.coord.health.views[s.name].error)]
 
+        if every_cache and self.coord.manifest is not None:
+            for name in names:
+                self.coord.task_data.site_data(name)        # on this thread: it reads the store
         caches = {n: d for n, d in self.coord.task_data.by_site.items() if not self.coord.options.keep_remote}
 
         def clean(name: str) -> list[str]:
@@ -168,7 +174,7 @@ class Ending:
         self.give_up_torn(by_site)
         self.coord.feed(events + [BagCancelled(time=t)], execute=False)
         self.coord.cancelled = True
-        left = self.cleanup()
+        left = self.cleanup(every_cache=True)
         self.write_results("cancelled")
         self.coord.lease(force=True, state="released")
         return left
@@ -178,7 +184,7 @@ class Ending:
         stop (and refuses any event before that one); every site is still asked that no job of
         the run is left, and the run is recorded as cancelled."""
         self.coord.cancelled = True
-        left = self.cleanup()
+        left = self.cleanup(every_cache=True)
         self.coord.db["runs"].update(self.coord.run_id, {"status": "cancelled", "steps": self.coord.seq})
         self.coord.lease(force=True, state="released")
         return left
