@@ -1131,7 +1131,13 @@ class SSHTransport:
             raise TransportError(f"{self.name}: SSH handshake with {ep.hostname}:{ep.port} "
                                  f"timed out after {t:g} s") from e
         except _CONNECTION_ERRORS as e:
+            transport = client.get_transport()
+            greeted = transport is None or bool(transport.remote_version)
             client.close()
+            if not greeted:     # paramiko then says only "No existing session"
+                raise TransportError(f"{self.name}: {ep.hostname}:{ep.port} took the connection but sent no SSH "
+                                     f"greeting within {t:g} s; check that an SSH server listens on that port "
+                                     "and answers (the site file's host and port, or ~/.ssh/config)") from e
             raise TransportError(f"{self.name}: SSH handshake with {ep.hostname}:{ep.port} "
                                  f"failed: {e}") from e
         except BaseException:
