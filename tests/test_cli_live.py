@@ -187,7 +187,8 @@ def test_a_site_given_up_says_why_once_in_the_run_table(tmp_path, testbed):
 def test_status_of_a_run_whose_coordinator_stopped_says_so_and_how_to_carry_on(tmp_path, testbed):
     """Ctrl-C stops `resel run` and leaves its pilots running: `resel status` then still reads
     'running' from the store, with counts frozen where the coordinator left them — it must say
-    that no resel carries the run on, and how to (`--resume`) or stop it (`cancel`)."""
+    that no resel carries the run on, and how to (`--resume`) or stop it (`cancel`); `resel
+    runs` lists it as stopped, not running."""
     import signal
     sites, bag = write_inputs(tmp_path, sites_toml(testbed), bag_toml(6, "sleep 3"))
     db = tmp_path / "resel.db"
@@ -202,6 +203,7 @@ def test_status_of_a_run_whose_coordinator_stopped_says_so_and_how_to_carry_on(t
         assert snap and snap["status"] == "running", snap
         assert snap["coordinator"] and snap["coordinator"]["pid"] == proc.pid
         assert "no resel carries" not in resel("status", "--db", db).stdout
+        assert "running" in resel("runs", "--db", db).stdout
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=60) == 130
     finally:
@@ -212,6 +214,8 @@ def test_status_of_a_run_whose_coordinator_stopped_says_so_and_how_to_carry_on(t
     assert after["status"] == "running" and after["coordinator"] is None
     text = resel("status", run_id, "--db", db).stdout
     assert "no resel carries" in text and f"resel run --resume {run_id}" in text and f"resel cancel {run_id}" in text
+    listed = resel("runs", "--db", db).stdout      # resel runs says so too, not "running"
+    assert "stopped" in listed and "running" not in listed.split("created: UTC")[0], listed
     done = resel("run", "--resume", run_id, "--db", db, "--poll", "0.3", "--no-progress", timeout=180)
     assert done.returncode == 0, done.stderr
     end = resel("status", run_id, "--db", db)

@@ -57,7 +57,8 @@ def _prefetch_value(ctx: click.Context, param: click.Parameter, value: str) -> i
 @click.command("run")
 @click.argument("bag_file", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--sites", "sites_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Sites file with live sites (kind = \"slurm\", an [site.access] table each).")
+              help="Sites file with live sites (kind = \"slurm\", \"pbs\" or \"htcondor\", an [site.access] "
+                   "table each; simulated sites only with --dry-run).")
 @click.option("--strategy", default="auto", show_default=True,
               help="auto: queue-aware selection with re-selection where a site's start can be estimated "
                    "(Slurm, PBS, HTCondor sites whose queue resel reads), else model+reselect; both learn each "
@@ -453,7 +454,8 @@ def status_cmd(run_id: int | None, db: Path | None, as_json: bool) -> None:
     notes = stored_notes(store, run_id)
     snap = (snapshot(engine, run_id, run["status"], elapsed, notes=notes) if counts is None
             else summary_snapshot(counts, run_id, run["status"], elapsed, notes=notes))
-    driver = _coordinator_of(store, run_id) if run["status"] in ("running", "cancelling") else None
+    from resel.live.notes import coordinator_of
+    driver = coordinator_of(store, run_id) if run["status"] in ("running", "cancelling") else None
     if as_json:
         doc = snap.as_dict()
         doc["pilots"] = list(store.query("select pilot, site, job_id, cores, state, reason from live_pilots "
@@ -466,24 +468,6 @@ def status_cmd(run_id: int | None, db: Path | None, as_json: bool) -> None:
             c.out.print(f"no resel carries run {run_id} on (stopped or killed): these counts are where it left "
                         f"them, and its pilots may still be running; `resel run --resume {run_id}` carries it on, "
                         f"`resel cancel {run_id}` stops them", soft_wrap=True, markup=False)
-
-
-def _lease_stale_after(options: str | None) -> float:
-    """Seconds after which a coordinator's lease is taken as dropped (it was killed): a few of
-    its polls, and never under 10 s."""
-    import json
-    try:
-        poll = float(json.loads(options or "{}").get("poll", 1.0))
-    except (TypeError, ValueError, AttributeError):
-        poll = 1.0
-    return max(10.0, 3 * poll + 5.0)
-
-
-def _coordinator_of(store, run_id: int) -> dict | None:
-    """The `resel run` that drives the run now ({pid, host, age}), or None: none does."""
-    from resel.live import notes as live_notes
-    rows = list(store.query("select options from runs where id = ?", [run_id]))
-    return live_notes.holder(store, run_id, _lease_stale_after(rows[0]["options"] if rows else None))
 
 
 @click.command("cancel")
@@ -538,7 +522,8 @@ def _wait_for_coordinator(store, run_id: int, options: str | None) -> None:
     """A coordinator still driving the run notices the cancel at its next turn and lets go;
     wait for that (or for its lease to go stale: it was killed) before taking the run over."""
     from resel.live import notes as live_notes
-    stale = _lease_stale_after(options)
+    from resel.live.notes import lease_stale_after
+    stale = lease_stale_after(options)
     deadline = time.monotonic() + stale + 5.0
     while time.monotonic() < deadline and live_notes.holder(store, run_id, stale) is not None:
         time.sleep(0.2)

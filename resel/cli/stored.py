@@ -218,7 +218,8 @@ def runs(db: Path | None, kind: str | None, experiment: int | None, since: str |
     """
     from resel.store import read_store
     from resel.store_prune import list_runs
-    rows = [_checked_run(r) for r in list_runs(read_store(db), limit, kind=kind, experiment=experiment, since=since)]
+    store = read_store(db)
+    rows = [_checked_run(r) for r in list_runs(store, limit, kind=kind, experiment=experiment, since=since)]
     if as_json:
         print_json(rows)
         return
@@ -236,10 +237,13 @@ def runs(db: Path | None, kind: str | None, experiment: int | None, since: str |
     for col in cols:     # bag and strategy names give way first when the table is too wide
         table.add_column(m(col), no_wrap=col not in ("bag", "strategy"), overflow="fold",
                          justify="left" if col in ("created", "kind", "bag", "strategy") else "right")
+    from resel.live.notes import coordinator_of
     for r in rows:
         created = r["created"] if wide else (r["created"] or "")[5:16].replace("T", " ")    # the year: --wide
         live = r["mode"] == "live"
         kind_text = ("live" if r["status"] == "done" else (r["status"] or "live")) if live else "sim"
+        if live and r["status"] == "running" and coordinator_of(store, r["id"]) is None:
+            kind_text = "stopped"   # marked running, but no resel carries it on (Ctrl-C, a crash)
         cells = [str(r["id"]), str(r["experiment_id"] or ""), m(created), m(kind_text), m(r["bag"]),
                  m(r["strategy"]), m(r["size"])] + ([m(r["seed"])] if wide else []) + [unit.cell(r["ttc_wkd"])]
         if wide:
@@ -249,8 +253,9 @@ def runs(db: Path | None, kind: str | None, experiment: int | None, since: str |
         table.add_row(*cells)
     print_table(table, wide)
     more = f"the newest {limit} (--limit N for more); " if len(rows) == limit else ""
-    out.print(f"[dim]{more}created: UTC; kind: sim, live, or a live run's state; --kind, --experiment, --since "
-              "filter; --wide: seed, T_x, T_q; `resel report RUN` shows one[/dim]")
+    out.print(f"[dim]{more}created: UTC; kind: sim, live, or a live run's state (stopped: no resel carries it "
+              "on — `resel run --resume RUN`); --kind, --experiment, --since filter; --wide: seed, T_x, T_q; "
+              "`resel report RUN` shows one[/dim]")
 
 
 @click.command()

@@ -82,6 +82,23 @@ def hold(db: Database, run_id: int, at: float, state: str = "running") -> None:
                             pk=("run_id", "site", "key"))
 
 
+def lease_stale_after(options: str | None) -> float:
+    """Seconds after which a coordinator's lease is taken as dropped (it was killed): a few of
+    its polls (the run's stored options), and never under 10 s."""
+    try:
+        poll = float(json.loads(options or "{}").get("poll", 1.0))
+    except (TypeError, ValueError, AttributeError):
+        poll = 1.0
+    return max(10.0, 3 * poll + 5.0)
+
+
+def coordinator_of(db: Database | StoreReader, run_id: int) -> dict | None:
+    """The `resel run` that drives the run now ({pid, host, age}), or None: none does — what
+    ``resel status`` and ``resel runs`` say of a run marked running that nothing carries on."""
+    rows = list(db.query("select options from runs where id = ?", [run_id]))
+    return holder(db, run_id, lease_stale_after(rows[0]["options"] if rows else None))
+
+
 def holder(db: Database, run_id: int, stale_after: float) -> dict | None:
     """The coordinator that holds the run now — {pid, host, age} — or None (released, stale,
     or its process is gone from this host)."""
