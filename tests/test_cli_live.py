@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from live_helpers import cancel_leftovers, REPO, bag_toml, our_jobs, sites_toml, write_inputs
 from waiting import poll
 from resel.store import open_store
+
 
 @pytest.fixture(autouse=True)
 def _no_pilot_left_behind(testbed, tmp_path):
@@ -27,6 +29,33 @@ RESEL = [sys.executable, "-m", "resel.cli"]
 
 def resel(*args, timeout=120):
     return subprocess.run(RESEL + [str(a) for a in args], cwd=REPO, capture_output=True, text=True, timeout=timeout)
+
+
+@contextmanager
+def _run_until_a_task_runs(sites: Path, bag: Path, db: Path):
+    """`resel run BAG` in the background (SIGINT as a terminal's Ctrl-C), until `resel status`
+    shows a task running: (the process, that status). The caller stops it; it is killed if
+    still there when the block ends."""
+    import signal
+    proc = subprocess.Popen(RESEL + ["run", str(bag), "--sites", str(sites), "--db", str(db), "--poll", "0.3",
+                                     "--no-progress"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        def status():
+            res = resel("status", "--db", db, "--json")
+            return json.loads(res.stdout) if res.returncode == 0 else None
+        snap = poll(lambda: (s := status()) and sum(x["running"] for x in s["sites"]) >= 1 and s, 60, every=0.3)
+        assert snap, status()
+        yield proc, snap
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def _ctrl_c(proc: subprocess.Popen) -> None:
+    import signal
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=60) == 130
 
 
 def test_sites_check_reports_both_clusters_and_a_dead_one(tmp_path, testbed):
@@ -189,26 +218,14 @@ def test_status_of_a_run_whose_coordinator_stopped_says_so_and_how_to_carry_on(t
     'running' from the store, with counts frozen where the coordinator left them — it must say
     that no resel carries the run on, and how to (`--resume`) or stop it (`cancel`); `resel
     runs` lists it as stopped, not running."""
-    import signal
     sites, bag = write_inputs(tmp_path, sites_toml(testbed), bag_toml(6, "sleep 3"))
     db = tmp_path / "resel.db"
-    proc = subprocess.Popen(RESEL + ["run", str(bag), "--sites", str(sites), "--db", str(db), "--poll", "0.3",
-                                     "--no-progress"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    try:
-        def status():
-            res = resel("status", "--db", db, "--json")
-            return json.loads(res.stdout) if res.returncode == 0 else None
-        snap = poll(lambda: (s := status()) and sum(x["running"] for x in s["sites"]) >= 1 and s, 60, every=0.3)
-        assert snap and snap["status"] == "running", snap
+    with _run_until_a_task_runs(sites, bag, db) as (proc, snap):
+        assert snap["status"] == "running", snap
         assert snap["coordinator"] and snap["coordinator"]["pid"] == proc.pid
         assert "no resel carries" not in resel("status", "--db", db).stdout
         assert "running" in resel("runs", "--db", db).stdout
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=60) == 130
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+        _ctrl_c(proc)
     run_id = snap["run_id"]
     after = json.loads(resel("status", run_id, "--db", db, "--json").stdout)
     assert after["status"] == "running" and after["coordinator"] is None
@@ -251,24 +268,11 @@ def test_resume_refuses_what_it_would_silently_ignore(tmp_path, testbed):
     with it: a `--dry-run` beside it must not resume for real (it submitted pilots and ran every
     task), and a BAG_FILE, `--sites`, `--results` or a run option (`--strategy`, …) given with it
     is refused, not silently dropped."""
-    import signal
     tbb = "[[site]]" + sites_toml(testbed).split("[[site]]")[2]
     sites, bag = write_inputs(tmp_path, tbb, bag_toml(4, "sleep 3"))
     db = tmp_path / "resel.db"
-    proc = subprocess.Popen(RESEL + ["run", str(bag), "--sites", str(sites), "--db", str(db), "--poll", "0.3",
-                                     "--no-progress"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    try:
-        def status():
-            res = resel("status", "--db", db, "--json")
-            return json.loads(res.stdout) if res.returncode == 0 else None
-        snap = poll(lambda: (s := status()) and sum(x["running"] for x in s["sites"]) >= 1 and s, 60, every=0.3)
-        assert snap, status()
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=60) == 130
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    with _run_until_a_task_runs(sites, bag, db) as (proc, snap):
+        _ctrl_c(proc)
     run_id = snap["run_id"]
     steps = open_store(db)["runs"].get(run_id)["steps"]
     for extra in (["--dry-run"], [str(bag)], ["--sites", str(sites)], ["--results", str(tmp_path / "elsewhere")],
