@@ -26,9 +26,8 @@ the shortest limit in force (an attempt is cancelled between 1× and 1.25× its 
 timer per attempt: a live run of 100,000 tasks journals two rows a sweep, not two a task, and
 a simulation of tasks of hours sweeps every few hours. The timer's ``task`` is -1 and its
 ``attempt`` the negative sweep number, so every sweep is its own journal key and a resumed
-run re-arms the one still pending. Each
-decision is a :class:`~resel.events.TaskOverdue` record. Pure rules over the engine's state;
-a mixin of :class:`~resel.engine.Engine`.
+run re-arms the one still pending. Each decision is a :class:`~resel.events.TaskOverdue`
+record. Pure rules over the engine's state; a mixin of :class:`~resel.engine.Engine`.
 """
 
 from __future__ import annotations
