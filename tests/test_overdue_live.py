@@ -82,3 +82,43 @@ def test_a_task_hanging_every_time_is_given_up_when_its_rerun_meets_the_walltime
                                     timeout=120).stdout)
     assert [(o["task"], o["attempt"], o["gave_up"]) for o in doc["overdue"]] == [(5, 1, False), (5, 2, True)]
     assert [f["task"] for f in doc["failed"]] == [5]
+
+
+def test_a_coordinator_killed_with_a_sweep_pending_resumes_the_sweep(tmp_path, testbed):
+    """The coordinator is killed (its threads stopped, nothing more written) once tba has a
+    limit and the first sweep is pending; the resumed coordinator rebuilds the engine from the
+    journal with the same sweep pending (the same time and number, task -1), and that sweep
+    cancels task 5's hung attempt as the first coordinator's would have: every task done, one
+    overdue cancel."""
+    import time
+
+    from resel.backends.connect import open_site
+    from resel.live.coordinator import Coordinator
+    from resel.store import open_store
+    command = 'sleep 1; if [ "$RESEL_TASK" = 5 ] && [ "$RESEL_ATTEMPT" = 1 ]; then sleep 300; fi; echo "$RESEL_TASK"'
+    coord = start(tmp_path, sites_toml(testbed), bag_toml(8, command), strategy="model", overdue_floor=20.0)
+
+    def sweeps(c) -> list[tuple]:
+        return sorted(t for t in c.timers if t[1] == -1 and t[2] < 0)
+    try:
+        deadline = time.monotonic() + 200
+        while not sweeps(coord) and time.monotonic() < deadline:
+            coord.step(wait=True)
+        pending = sweeps(coord)
+        assert pending, "no sweep was armed"
+    finally:
+        coord._stop_workers()               # killed: no clean-up, nothing more written
+    assert not _overdue(coord.db, coord.run_id)
+    again = Coordinator.resume(open_store(tmp_path / "resel.db"), coord.run_id, open_site)
+    try:
+        assert sweeps(again) == pending
+        again.run(max_time=300)
+    finally:
+        again.close()
+    db = again.db
+    run = db["runs"].get(coord.run_id)
+    assert run["status"] == "done" and run["done"] == 8 and run["failed"] == 0, run
+    assert [(o["task"], o["attempt"], o["gave_up"]) for o in _overdue(db, coord.run_id)] == [(5, 1, False)]
+    rows = [(r["attempt"], r["outcome"]) for r in db.query(
+        "select attempt, outcome from attempts where run_id = ? and task = 5 order by attempt", [coord.run_id])]
+    assert rows == [(1, "cancelled"), (2, "done")]
