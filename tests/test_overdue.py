@@ -158,3 +158,21 @@ def test_where_nothing_hangs_the_rule_changes_no_outcome_beside_every_other_rule
     assert on.metrics.done == 200
     assert [t.attempts for t in on.engine.tasks] == [t.attempts for t in off.engine.tasks]
     assert on.pilots == off.pilots and on.metrics == off.metrics
+
+
+def test_the_live_table_shows_an_attempt_nearing_its_limit():
+    """`resel run`'s table and `resel status` note a site's longest-running attempt once it has
+    run half its limit: task 3 started at 10 s, its limit 900 s (10 × the 90 s the others took)."""
+    from resel.live.view import site_notes, snapshot
+    engine, _ = _engine()
+    _hang_task_3(engine)
+
+    def row(elapsed):
+        (a,) = snapshot(engine, 1, "running", elapsed).sites
+        return a
+    assert row(300.0).longest_running == {"task": 3, "ran": 290.0, "limit": 900.0}
+    assert site_notes(row(300.0)) == []                       # 290 s: under half its limit
+    assert site_notes(row(600.0)) == ["task 3 has run 590 s (overdue at 15 min: then cancelled and run again)"]
+    assert site_notes(row(950.0)) == ["task 3 has run 15.7 min (overdue: cancelled and run again at the next sweep)"]
+    _cancel_task_3(engine)                                    # its rerun has no limit: nothing said
+    assert row(5000.0).longest_running["limit"] is None and site_notes(row(5000.0)) == []

@@ -68,7 +68,23 @@ def _recount(engine) -> dict:
             "failed": sum(t.state is TaskState.FAILED for t in engine.tasks),
             "sites": [{"site": n, **rows[n], "lost": engine.lost_sites.get(n),
                        "quarantined": quarantined[n].reason if n in quarantined else None,
-                       "quarantined_until": quarantined[n].until if n in quarantined else None} for n in names]}
+                       "quarantined_until": quarantined[n].until if n in quarantined else None,
+                       "longest_running": _longest_running(engine, i)} for i, n in enumerate(names)]}
+
+
+def _longest_running(engine, x: int) -> list | None:
+    """By its definition (resel/engine_overdue.py): of the attempts running (or provisional) on
+    site x, the earliest started (the lowest task on a tie), with its overdue limit — max(600 s,
+    10 × the longest attempt that ended well on x) once 3 did, None before (these bags are of
+    equal tasks; no task here was cancelled as overdue)."""
+    running = sorted((t.attempts[-1].start, t.id) for t in engine.tasks
+                     if t.state in (TaskState.RUNNING, TaskState.PROVISIONAL) and t.site == x)
+    if not running:
+        return None
+    start, tid = running[0]
+    ended = [a.end - a.start for t in engine.tasks for a in t.attempts
+             if a.site == x and a.outcome is AttemptOutcome.DONE]
+    return [tid, start, max(600.0, 10 * max(ended)) if len(ended) >= 3 else None]
 
 
 @pytest.mark.parametrize("seed, strategy", [(3, "topk:3+reselect"), (5, "auto"), (8, "model+reselect")])

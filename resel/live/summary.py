@@ -106,10 +106,14 @@ class Tally:
         sites = []
         for i, name in enumerate(self.names):
             health = quarantined.get(name)
+            longest = engine.longest_running(i)
             sites.append({"site": name, **{c: self.counts[(c, i)] for c in COLUMNS},
                           "lost": engine.lost_sites.get(name),
                           "quarantined": health.reason if health else None,
-                          "quarantined_until": health.until if health else None})
+                          "quarantined_until": health.until if health else None,
+                          # the attempt running longest: task, start, overdue limit (None: none)
+                          "longest_running": None if longest is None else
+                          [longest[0], longest[1], longest[2] if longest[2] != float("inf") else None]})
         return {"total": len(engine.tasks), "done": engine.done_count, "failed": engine.failed_count, "sites": sites}
 
 

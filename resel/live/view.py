@@ -45,6 +45,9 @@ class SiteRow:
     not_answering_since: float | None = None
     bad_records: int = 0
     notes: list[str] = field(default_factory=list)
+    #: the attempt running longest there: task, seconds it has run, its overdue limit (None:
+    #: none yet, its rerun, or the rule off) — engine_overdue; None: nothing runs
+    longest_running: dict | None = None
 
 
 @dataclass
@@ -70,6 +73,8 @@ def snapshot(engine: Engine, run_id: int, status: str, elapsed: float,
     for name, health in engine.quarantined.items():
         rows[name].quarantined, rows[name].quarantined_until = health.reason, health.until
     _add_notes(rows, notes)
+    for i, name in enumerate(names):
+        rows[name].longest_running = _longest(engine.longest_running(i), elapsed)
     for pilot in engine.pilots.values():
         cell = pilot_cell(pilot)
         if cell is not None:
@@ -95,6 +100,8 @@ def summary_snapshot(summary: dict[str, Any], run_id: int, status: str, elapsed:
     for s in summary["sites"]:
         for column in COLUMNS:
             setattr(rows[s["site"]], column, s[column])
+        longest = s.get("longest_running")      # (a summary stored before it has none)
+        rows[s["site"]].longest_running = _longest(longest, elapsed) if longest else None
     return Snapshot(run_id, status, elapsed, summary["total"], summary["done"], summary["failed"],
                     list(rows.values()))
 
@@ -126,6 +133,16 @@ def pilot_cell(pilot: PilotRecord) -> tuple[str, int] | None:
     if pilot.state is PilotState.ACTIVE:
         return "pilots_running", pilot.site
     return None
+
+
+def _longest(found: tuple | list | None, elapsed: float) -> dict | None:
+    """(task, start, limit) of a site's longest running attempt as a row shows it at
+    ``elapsed`` seconds into the run."""
+    if found is None:
+        return None
+    tid, start, limit = found
+    return {"task": tid, "ran": max(0.0, elapsed - start),
+            "limit": limit if limit is not None and limit != float("inf") else None}
 
 
 def _count(row: SiteRow, column: str) -> None:
@@ -173,6 +190,11 @@ def site_notes(r: SiteRow) -> list[str]:
     elif r.error and not (r.lost and r.error in r.lost):     # a site given up for it: said once
         out.append(f"error: {r.error}")
     out += r.notes
+    longest = r.longest_running
+    if longest and longest["limit"] and longest["ran"] >= longest["limit"] / 2:
+        when = ("overdue: cancelled and run again at the next sweep" if longest["ran"] >= longest["limit"]
+                else f"overdue at {span(longest['limit'])}: then cancelled and run again")
+        out.append(f"task {longest['task']} has run {span(longest['ran'])} ({when})")
     if r.bad_records:
         out.append(f"{r.bad_records} bad record(s) skipped")
     return out
