@@ -1121,11 +1121,6 @@ class SSHTransport:
         except paramiko.AuthenticationException as e:
             client.close()
             raise self._auth_error(ep, e) from e
-        except paramiko.SSHException as e:
-            client.close()
-            if "No authentication methods available" in str(e):   # no key and no agent at all
-                raise self._auth_error(ep, e) from e
-            raise TransportError(f"{self.name}: SSH handshake with {ep.hostname}:{ep.port} failed: {e}") from e
         except TimeoutError as e:
             client.close()
             raise TransportError(f"{self.name}: SSH handshake with {ep.hostname}:{ep.port} "
@@ -1134,6 +1129,8 @@ class SSHTransport:
             transport = client.get_transport()
             greeted = transport is None or bool(transport.remote_version)
             client.close()
+            if "No authentication methods available" in str(e):   # no key and no agent at all
+                raise self._auth_error(ep, e) from e
             if not greeted:     # paramiko then says only "No existing session"
                 raise TransportError(f"{self.name}: {ep.hostname}:{ep.port} took the connection but sent no SSH "
                                      f"greeting within {t:g} s; check that an SSH server listens on that port "
