@@ -112,7 +112,7 @@ BAG_KEYS = {
                    '{ path = "md-{index}.mdp", as = "md.mdp" }]'),
     "outputs": _Key(lambda v: isinstance(v, list),
                     'a list of globs relative to the task\'s folder: ["md.log", { glob = "*.xtc", optional = true }]'),
-    "results": _Key(_STR.check, "a folder for the results (relative to where resel runs)"),
+    "results": _Key(_STR.check, "a folder for the results (relative to the bag file)"),
     "data": _Key(lambda v: isinstance(v, dict), "a table [bag.data] { input_mb, shared_mb, output_mb }"),
     "tasks": _Key(lambda v: (isinstance(v, str) and v != "") or (isinstance(v, list) and v != []),
                   'a CSV file beside the bag file (tasks = "tasks.csv") or [[bag.tasks]] tables, '
