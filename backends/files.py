@@ -158,37 +158,32 @@ class Sink:
                 os.unlink(self.tmp)
 
 
-def open_regular(path: str) -> tuple[BinaryIO, os.stat_result]:
-    """Open a local file for reading only if it is a regular file (``O_NOFOLLOW``: a link is
-    refused, not followed), with its stat taken on the opened file."""
+def open_regular(path: str, *, follow: bool = False, buffering: int = -1) -> tuple[BinaryIO, os.stat_result]:
+    """Open a local file for reading only if it is a regular file, with its stat taken on the
+    opened file, without waiting (``O_NONBLOCK``: a FIFO is refused, not waited on for a writer
+    that never comes). A link is refused (``O_NOFOLLOW``) unless ``follow``."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | (0 if follow else os.O_NOFOLLOW)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+        fd = os.open(path, flags)
     except OSError as e:
-        if e.errno == errno.ELOOP:
+        if e.errno == errno.ELOOP and not follow:
             raise NotRegularFile(path, "a symbolic link") from None
         raise
-    st = os.fstat(fd)
-    if not stat_mod.S_ISREG(st.st_mode):
-        os.close(fd)
-        raise NotRegularFile(path, kind_of(st.st_mode))
-    return os.fdopen(fd, "rb"), st
-
-
-def open_source(path: str, buffering: int = -1) -> BinaryIO:
-    """Open a local file to send (a task's input) for reading, only if it is a regular file —
-    its type taken on the opened file — without waiting: ``O_NONBLOCK``, so a FIFO put in its
-    place (an input in a folder another user may write) is refused, not waited on for a writer
-    that never comes (it hung the site's thread, and the run). A link is followed: the user's
-    own inputs may be links."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
-        mode = os.fstat(fd).st_mode
-        if not stat_mod.S_ISREG(mode):
-            raise NotRegularFile(path, kind_of(mode))
-        return os.fdopen(fd, "rb", buffering=buffering)
+        st = os.fstat(fd)
+        if not stat_mod.S_ISREG(st.st_mode):
+            raise NotRegularFile(path, kind_of(st.st_mode))
+        return os.fdopen(fd, "rb", buffering=buffering), st
     except BaseException:
         os.close(fd)
         raise
+
+
+def open_source(path: str, buffering: int = -1) -> BinaryIO:
+    """Open a local file to send (a task's input): :func:`open_regular`, a link followed (the
+    user's own inputs may be links) — a FIFO put in its place (an input in a folder another
+    user may write) is refused; before, it hung the site's thread, and the run."""
+    return open_regular(path, follow=True, buffering=buffering)[0]
 
 
 def sha256_file(path: str) -> Moved:
