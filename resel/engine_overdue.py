@@ -78,9 +78,9 @@ class OverdueRules:
         w = 1.0 if self._w is None else self._w[tid]
         return max(policy.floor, policy.factor * self._longest[x] * w)
 
-    def longest_running(self, x: int) -> tuple[int, float, float] | None:
+    def longest_running(self, x: int) -> tuple[int, float, float | None] | None:
         """The attempt that has run longest on site x now (the earliest start; the lowest task
-        on a tie) — (task, its start, its overdue limit, inf if none) — or None: what the live
+        on a tie) — (task, its start, its overdue limit, None if none) — or None: what the live
         table shows as it nears its limit."""
         tasks, pilots = self.tasks, self.pilots
         best = min(((tasks[tid].attempts[-1].start, tid) for pid in self._books[x].active for tid in pilots[pid].tasks),
@@ -88,7 +88,8 @@ class OverdueRules:
         if best is None:
             return None
         start, tid = best
-        return tid, start, (math.inf if tid in self._reruns else self.overdue_limit(x, tid))
+        limit = math.inf if tid in self._reruns else self.overdue_limit(x, tid)
+        return tid, start, (None if limit == math.inf else limit)
 
     def _least_limit(self, x: int) -> float:
         """The limit of site x's smallest task: no attempt there is overdue sooner."""

@@ -522,8 +522,7 @@ def _wait_for_coordinator(store, run_id: int, options: str | None) -> None:
     """A coordinator still driving the run notices the cancel at its next turn and lets go;
     wait for that (or for its lease to go stale: it was killed) before taking the run over."""
     from resel.live import notes as live_notes
-    from resel.live.notes import lease_stale_after
-    stale = lease_stale_after(options)
+    stale = live_notes.lease_stale_after(options)
     deadline = time.monotonic() + stale + 5.0
     while time.monotonic() < deadline and live_notes.holder(store, run_id, stale) is not None:
         time.sleep(0.2)

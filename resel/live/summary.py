@@ -112,8 +112,7 @@ class Tally:
                           "quarantined": health.reason if health else None,
                           "quarantined_until": health.until if health else None,
                           # the attempt running longest: task, start, overdue limit (None: none)
-                          "longest_running": None if longest is None else
-                          [longest[0], longest[1], longest[2] if longest[2] != float("inf") else None]})
+                          "longest_running": list(longest) if longest else None})
         return {"total": len(engine.tasks), "done": engine.done_count, "failed": engine.failed_count, "sites": sites}
 
 

@@ -141,8 +141,7 @@ def _longest(found: tuple | list | None, elapsed: float) -> dict | None:
     if found is None:
         return None
     tid, start, limit = found
-    return {"task": tid, "ran": max(0.0, elapsed - start),
-            "limit": limit if limit is not None and limit != float("inf") else None}
+    return {"task": tid, "ran": max(0.0, elapsed - start), "limit": limit}
 
 
 def _count(row: SiteRow, column: str) -> None:
