@@ -110,15 +110,30 @@ def check_outputs(store, run_id: int) -> tuple[list[dict], list[Missing]]:
     return rows, missing
 
 
-def failed_tasks(store, run_id: int) -> list[tuple[int, str | None]]:
-    """The run's failed tasks, each with its last attempt's reason: none of their outputs
-    came home, and no fetch brings them."""
-    if "tasks" not in store.table_names():
+def failed_log(store, run_id: int, bag_spec: str | None) -> list[dict]:
+    """Each task the run gave up (failed), with each of its attempts (site, outcome, reason)
+    and what its last attempt wrote last on stderr (a live run's agents keep a tail): why it
+    failed is the first thing its user asks, and the report said only "(failed)"."""
+    failed = [r["task"] for r in store.query(
+        "select task from tasks where run_id = ? and state = 'failed' order by task", [run_id])]
+    if not failed:
         return []
-    return [(r["task"], r["reason"]) for r in store.query(
-        "select t.task, (select a.reason from attempts a where a.run_id = t.run_id and a.task = t.task "
-        "order by a.attempt desc limit 1) as reason from tasks t where t.run_id = ? and t.state = 'failed' "
-        "order by t.task", [run_id])]
+    names = task_names(bag_spec)
+    attempts: dict[int, list[dict]] = {t: [] for t in failed}
+    if "attempts" in store.table_names():
+        for a in store.query("select task, attempt, site, outcome, reason, exit_code, stderr_tail from attempts "
+                             "where run_id = ? and task in (select task from tasks where run_id = ? and "
+                             "state = 'failed') order by task, attempt", [run_id, run_id]):
+            attempts[a["task"]].append(dict(a))
+    out = []
+    for task in failed:
+        tried = attempts[task]
+        tail = next((a["stderr_tail"] for a in reversed(tried) if a["stderr_tail"]), "") or ""
+        last = next((line for line in reversed(tail.splitlines()) if line.strip()), "")
+        out.append({"task": task, "task_name": names[task] if names and task < len(names) else None,
+                    "attempts": [{k: a[k] for k in ("attempt", "site", "outcome", "reason")} for a in tried],
+                    "stderr_last_line": last[-300:] or None})
+    return out
 
 
 @click.command("results")
@@ -146,7 +161,10 @@ def results_cmd(run_id: int, db: Path | None, as_json: bool) -> None:
     def name_of(task: int) -> str | None:
         return names[task] if names is not None and 0 <= task < len(names) else None
     counts = {s: sum(r["state"] == s for r in rows) for s in ("ok", "missing", "changed")}
-    failed = failed_tasks(store, run_id)
+    # the failed tasks, each with its last attempt's reason (as `resel report` lists them): none
+    # of their outputs came home, and no fetch brings them
+    failed = [(f["task"], f["attempts"][-1]["reason"] if f["attempts"] else None)
+              for f in failed_log(store, run_id, run["bag_spec"])]
     bad = counts["missing"] or counts["changed"] or missing or failed
     problem = (f"run {run_id}: {counts['missing'] + counts['changed']:,} output(s) missing or changed at home, "
                f"{len(missing):,} task(s) not home" + (f", {len(failed):,} task(s) failed" if failed else ""))

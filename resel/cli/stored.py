@@ -106,33 +106,6 @@ def _print_overdue(overdue: list[dict]) -> None:
 FAILED_SHOWN = 10
 
 
-def failed_log(store, run_id: int, bag_spec: str | None) -> list[dict]:
-    """Each task the run gave up (failed), with each of its attempts (site, outcome, reason)
-    and what its last attempt wrote last on stderr (a live run's agents keep a tail): why it
-    failed is the first thing its user asks, and the report said only "(failed)"."""
-    from resel.cli.results import task_names
-    failed = [r["task"] for r in store.query(
-        "select task from tasks where run_id = ? and state = 'failed' order by task", [run_id])]
-    if not failed:
-        return []
-    names = task_names(bag_spec)
-    attempts: dict[int, list[dict]] = {t: [] for t in failed}
-    if "attempts" in store.table_names():
-        for a in store.query("select task, attempt, site, outcome, reason, exit_code, stderr_tail from attempts "
-                             "where run_id = ? and task in (select task from tasks where run_id = ? and "
-                             "state = 'failed') order by task, attempt", [run_id, run_id]):
-            attempts[a["task"]].append(dict(a))
-    out = []
-    for task in failed:
-        tried = attempts[task]
-        tail = next((a["stderr_tail"] for a in reversed(tried) if a["stderr_tail"]), "") or ""
-        last = next((line for line in reversed(tail.splitlines()) if line.strip()), "")
-        out.append({"task": task, "task_name": names[task] if names and task < len(names) else None,
-                    "attempts": [{k: a[k] for k in ("attempt", "site", "outcome", "reason")} for a in tried],
-                    "stderr_last_line": last[-300:] or None})
-    return out
-
-
 def _print_failed(failed: list[dict], live: bool) -> None:
     """The failed tasks, a line each: where each attempt ended and why, and the last line its
     last attempt wrote on stderr."""
@@ -380,6 +353,7 @@ def report(run_id: int, db: Path | None, n_decisions: int, plot_dir: Path | None
         "select * from decisions where run_id = ? and kind != 'assign' order by seq limit ?", [run_id, n_decisions]))
     quarantines = quarantine_log(store, run_id)
     chosen, learned = learned_log(store, run_id)
+    from resel.cli.results import failed_log
     failed = failed_log(store, run_id, run.get("bag_spec"))
     overdue = overdue_log(store, run_id)
     if as_json:
