@@ -189,22 +189,67 @@ def run_perf(argv: list[str], *, cwd: str | Path | None = None, events: tuple[st
     perf = shutil.which("perf")
     if perf is None:
         raise ReselError("perf is not installed (apt-get install linux-perf); use the fallback chain")
-    for _ in range(_TRIES):
-        run, lost = _run_perf_once(perf, argv, cwd=cwd, events=events, timeout=timeout)
-        if not lost:
-            return run
+    control = _control_pipe(perf)
+    try:
+        for _ in range(_TRIES):
+            run, lost = _run_perf_once(perf, argv, cwd=cwd, events=events, timeout=timeout,
+                                       control=control)
+            if control is not None or not lost:
+                return run
+    finally:
+        if control is not None:
+            os.close(control[0])
+            os.close(control[1])
     return dataclasses.replace(run, exit_status=None)   # lost every time: its status is unknown, not 0
 
 
 #: runs of perf stat for one measurement when perf loses the command's end (below)
 _TRIES = 3
 
+#: perf versions (path -> bool) known to take ``--control fd:N`` (perf 5.9 and later)
+_CONTROL_WORKS: dict[str, bool] = {}
+
+
+def _control_pipe(perf: str) -> tuple[int, int] | None:
+    """A pipe whose read end is handed to ``perf stat --control fd:N``, or None where perf is too
+    old to take it.
+
+    Why: ``perf stat`` without a control fd waits for its command only if the command has not
+    already ended. Its SIGCHLD handler sets the child's pid to -1, and the wait that follows is
+    skipped when it finds -1 (tools/perf/builtin-stat.c, ``skip_signal`` and ``__run_perf_stat``).
+    A command that ends within a few milliseconds, or under load, is then never waited for: perf
+    reports exit status 0 whatever the command returned, and an elapsed time of microseconds.
+    That happened to `/bin/false` 1.5 % of the time here when idle, 4 % when loaded, and on the CI
+    machine often enough that three tries all failed. With a control fd perf waits in its event
+    loop instead, by ``waitpid`` on that same pid (-1 once the handler has run), which reaps the
+    command whatever the order. Its elapsed time can still come out as microseconds (a command that
+    ended before perf read its start clock), so with a control fd that is no sign of a lost status
+    and the run is not repeated; resel takes a run's wall time from its own clock anyway. The pipe
+    is never written to; its write end is held open so that perf's poll does not see it hang up."""
+    works = _CONTROL_WORKS.get(perf)
+    if works is None:
+        read_end, write_end = os.pipe()
+        try:
+            probe = subprocess.run([perf, "stat", "-x,", "-o", os.devnull, "--control", f"fd:{read_end}",
+                                    "-e", "task-clock", "--", "/bin/true"],
+                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL, pass_fds=(read_end,), timeout=30)
+            works = probe.returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            works = False
+        finally:
+            os.close(read_end)
+            os.close(write_end)
+        _CONTROL_WORKS[perf] = works
+    return os.pipe() if works else None
+
 
 def _lost_the_end(text: str) -> bool:
-    """perf stat (6.1 here) sometimes loses the end of a short command: its wait for the child is
-    interrupted, so it reports exit status 0 whatever the command returned (`/bin/false` included)
-    and an elapsed time of microseconds — task-clock over it, "CPUs utilized", comes out far above
-    the CPUs there are, which no run can reach. Such a run is measured again."""
+    """Without a control fd (perf older than 5.9, :func:`_control_pipe`) perf stat sometimes
+    loses the end of a short command: it reports exit status 0 whatever the command returned
+    (`/bin/false` included) and an elapsed time of microseconds — task-clock over it, "CPUs
+    utilized", comes out far above the CPUs there are, which no run can reach. Such a run is
+    measured again."""
     for line in text.splitlines():
         parts = line.split(",")
         if len(parts) > 6 and _event_name(parts[2]) == "task-clock" and parts[6].strip() == "CPUs utilized":
@@ -216,18 +261,20 @@ def _lost_the_end(text: str) -> bool:
 
 
 def _run_perf_once(perf: str, argv: list[str], *, cwd: str | Path | None, events: tuple[str, ...],
-                   timeout: float | None) -> tuple[PerfRun, bool]:
+                   timeout: float | None, control: tuple[int, int] | None = None) -> tuple[PerfRun, bool]:
     """One ``perf stat`` of ``argv``, and whether perf lost its end (:func:`_lost_the_end`)."""
     env = dict(os.environ, LC_ALL="C")
     with tempfile.TemporaryDirectory(prefix="resel-perf-") as tmp:
         out = os.path.join(tmp, "perf.csv")
         err = os.path.join(tmp, "stderr")
-        cmd = [perf, "stat", "-x,", "-o", out, "-e", ",".join(events), "--", *argv]
+        ctl = ["--control", f"fd:{control[0]}"] if control is not None else []
+        cmd = [perf, "stat", "-x,", "-o", out, *ctl, "-e", ",".join(events), "--", *argv]
         start = time.monotonic()
         with open(err, "wb") as err_f:
             try:
                 proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                      stderr=err_f, cwd=cwd, env=env, timeout=timeout)
+                                      stderr=err_f, cwd=cwd, env=env, timeout=timeout,
+                                      pass_fds=control[:1] if control is not None else ())
             except subprocess.TimeoutExpired:
                 raise ReselError(f"{argv[0]}: did not finish within {timeout} s under perf") from None
         wall = time.monotonic() - start

@@ -63,7 +63,8 @@ All times are epoch seconds (floats).
   starts the agent records {"task", "attempt", "time", "host"} in that turn's started wave.
 * perf: with "perf": true and ``perf`` on PATH (and usable), the command runs under
   ``perf stat -x, -o tasks/{key}/perf.csv -e task-clock,cycles,instructions,cycles:u,instructions:u``;
-  the CSV becomes {event: float or null (``<not supported>``, ``<not counted>``), ...,
+  with ``--control fd:N`` (a pipe never written to) where perf takes it, so that perf waits for
+  a command that ends at once; the CSV becomes {event: float or null (``<not supported>``, ``<not counted>``), ...,
   "task-clock-ms": float or null}. Without perf: {"error": "perf not found"}. perf stat hides
   a signal death of its child, so under perf a shell status above 128 is reported as
   signal = status - 128.
@@ -449,6 +450,49 @@ def read_tail(path, limit=TAIL_BYTES):
     except (OSError, IOError, Foreign):
         return ""
     return data.decode("utf-8", "replace")
+
+
+def perf_control_pipe(exe):
+    """A pipe whose read end goes to ``perf stat --control fd:N``, or None where perf (older than
+    5.9) does not take the option.
+
+    Why: without a control fd perf stat does not wait for a command that ended before perf got to
+    its wait (its SIGCHLD handler sets the pid to -1 and the wait is skipped), and then reports
+    exit status 0 whatever the command returned: a failed short task would be taken as done. With
+    one it reaps the command in its event loop whatever the order. The pipe is never written to;
+    the agent holds both ends for its life (a closed write end would wake perf's poll forever)."""
+    r, w = os.pipe()
+    try:
+        probe = subprocess.Popen([exe, "stat", "-x,", "-o", os.devnull, "--control", "fd:%d" % r,
+                                  "-e", "task-clock", "--", "/bin/true"],
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL, pass_fds=(r,))
+        probe.wait(timeout=20)
+        if probe.returncode == 0:
+            return (r, w)
+    except Exception:
+        pass
+    os.close(r)
+    os.close(w)
+    return None
+
+
+def perf_lost_end(path):
+    """True if perf's CSV shows the signature of a skipped wait (perf_control_pipe): task-clock
+    over an elapsed time of microseconds, "CPUs utilized" beyond the CPUs there are."""
+    try:
+        lines = read_own(path).decode("utf-8", "replace").splitlines()
+    except (OSError, IOError, Foreign):
+        return False
+    for line in lines:
+        parts = line.split(",")
+        if len(parts) > 6 and parts[2].split(":")[0].strip() == "task-clock" \
+                and parts[6].strip() == "CPUs utilized":
+            try:
+                return float(parts[5]) > (os.cpu_count() or 1) + 0.5
+            except ValueError:
+                return False
+    return False
 
 
 def parse_perf_csv(path):
@@ -869,6 +913,7 @@ class Agent(object):
         self.perf_exe = None
         self.perf_error = None
         self.perf_checked = False
+        self.perf_control = None          # (read, write) of a pipe for perf stat --control (perf_control_pipe)
         self.log_file = None
         self.rejected = []                # [{"name", "uid", "why", "time"}], oldest first
         self.rejected_names = set()
@@ -1127,6 +1172,10 @@ class Agent(object):
             outcome, reason = "failed", "signal %d" % sig if sig is not None else "unknown status"
         if a.perf is True:
             perf = parse_perf_csv(os.path.join(a.tdir, "perf.csv"))
+            if (not self.perf_control and exit_code == 0 and a.kill_reason is None
+                    and perf_lost_end(os.path.join(a.tdir, "perf.csv"))):
+                # an old perf skipped its wait (perf_control_pipe): status 0 is not the task's
+                outcome, reason, exit_code = "lost", "perf lost the exit status", None
         else:
             perf = a.perf
         self.running.pop(a.key, None)
@@ -1407,12 +1456,14 @@ class Agent(object):
                     out, _ = probe.communicate(timeout=20)
                     if probe.returncode == 0:
                         self.perf_exe = exe
+                        self.perf_control = perf_control_pipe(exe)
                     else:
                         text = out.decode("utf-8", "replace").strip().splitlines()
                         self.perf_error = "perf unusable: %s" % (text[-1] if text else "exit %d" % probe.returncode)
                 except Exception as e:
                     self.perf_error = "perf unusable: %s" % e
-            self.log("perf: %s" % (self.perf_exe or self.perf_error))
+            self.log("perf: %s%s" % (self.perf_exe or self.perf_error,
+                                     "" if self.perf_control or not self.perf_exe else " (no --control)"))
         return self.perf_exe
 
     def launch(self, key, task, attempt, command, env, perf, timeout, data=((), ())):
@@ -1444,8 +1495,9 @@ class Agent(object):
             exe = self.check_perf()
             if exe:
                 perf_state = True
-                argv = [exe, "stat", "-x,", "-o", os.path.join(tdir, "perf.csv"), "-e", PERF_EVENTS,
-                        "--", "/bin/sh", "-c", PERF_WRAPPER, "sh", command]
+                ctl = ["--control", "fd:%d" % self.perf_control[0]] if self.perf_control else []
+                argv = [exe, "stat", "-x,", "-o", os.path.join(tdir, "perf.csv")] + ctl + [
+                    "-e", PERF_EVENTS, "--", "/bin/sh", "-c", PERF_WRAPPER, "sh", command]
             else:
                 perf_state = {"error": self.perf_error}
         files = []
@@ -1455,7 +1507,9 @@ class Agent(object):
             files.append(open_new(os.path.join(tdir, "stderr")))
             proc = subprocess.Popen(argv, cwd=tdir, env=full_env, stdin=subprocess.DEVNULL,
                                     stdout=files[0], stderr=files[1], close_fds=True,
-                                    start_new_session=True)
+                                    start_new_session=True,
+                                    pass_fds=self.perf_control[:1] if perf_state is True and self.perf_control
+                                    else ())
         except Exception as e:
             for f in files:
                 f.close()
