@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -258,9 +259,16 @@ def test_results_of_a_run_whose_tasks_failed_name_them_and_why(tmp_path, testbed
     assert [(f["task"], f["why"]) for f in doc["failed"]] == [(0, "missing output: md.xtc"),
                                                               (1, "missing output: md.xtc")]
     assert "2 task(s) failed" in doc["error"]
+    # where each failed attempt's files stayed: that site's task folder, with what the task wrote
+    for f in doc["failed"]:
+        site, folder = f["folder"].split(":", 1)
+        assert site == "tbb" and re.search(rf"/r{run_id}-[0-9a-f]+/p\d+/tasks/t{f['task']}-a\d+$", folder), f
+        assert (Path(os.path.expanduser(folder)) / "out.txt").read_text() == "hi\n"
     text = resel("results", run_id, "--db", db)
     assert text.returncode == 1 and "2 task(s) failed" in text.stdout + text.stderr
-    assert "missing output: md.xtc" in text.stdout
+    assert "missing output: md.xtc" in text.stdout and f"its files: {doc['failed'][0]['folder']}" in text.stdout
+    report = resel("report", run_id, "--db", db).stdout
+    assert f"its files: {doc['failed'][1]['folder']}" in report, report
 
 
 def test_resume_refuses_what_it_would_silently_ignore(tmp_path, testbed):

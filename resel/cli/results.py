@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,9 +120,10 @@ def failed_log(store, run_id: int, bag_spec: str | None) -> list[dict]:
     if not failed:
         return []
     names = task_names(bag_spec)
+    folders = _attempt_folders(store, run_id)
     attempts: dict[int, list[dict]] = {t: [] for t in failed}
     if "attempts" in store.table_names():
-        for a in store.query("select task, attempt, site, outcome, reason, exit_code, stderr_tail from attempts "
+        for a in store.query("select task, attempt, site, pilot, outcome, reason, exit_code, stderr_tail from attempts "
                              "where run_id = ? and task in (select task from tasks where run_id = ? and "
                              "state = 'failed') order by task, attempt", [run_id, run_id]):
             attempts[a["task"]].append(dict(a))
@@ -130,10 +132,32 @@ def failed_log(store, run_id: int, bag_spec: str | None) -> list[dict]:
         tried = attempts[task]
         tail = next((a["stderr_tail"] for a in reversed(tried) if a["stderr_tail"]), "") or ""
         last = next((line for line in reversed(tail.splitlines()) if line.strip()), "")
+        ran = next((a for a in reversed(tried) if a["pilot"] is not None), None)
         out.append({"task": task, "task_name": names[task] if names and task < len(names) else None,
                     "attempts": [{k: a[k] for k in ("attempt", "site", "outcome", "reason")} for a in tried],
-                    "stderr_last_line": last[-300:] or None})
+                    "stderr_last_line": last[-300:] or None,
+                    "folder": folders(ran["site"], ran["pilot"], task, ran["attempt"]) if ran else None})
     return out
+
+
+def _attempt_folders(store, run_id: int):
+    """``folder(site, pilot, task, attempt)``: where a failed attempt's task folder (its stdout,
+    stderr and files) stays on its site, as ``site:path``, or None where it does not (an HTCondor
+    pool's slot scratch goes with the pilot; a simulated run has none). A run removes a task's
+    folder only once its outputs are home, so a failed task's stays: its user looks there next."""
+    from resel.live.stored import sites_from_json
+    try:
+        row = next(iter(store.query("select run_key, sites from runs where id = ?", [run_id])), None)
+        sites = {s.name: s for s in sites_from_json(json.loads(row["sites"]))} if row and row["run_key"] else {}
+    except (ValueError, TypeError, KeyError, ReselError):
+        sites = {}
+
+    def folder(site: str, pilot: int, task: int, attempt: int) -> str | None:
+        s = sites.get(site)
+        if s is None or s.kind == "htcondor" or s.access is None:
+            return None
+        return f"{site}:{posixpath.join(s.access.workdir, row['run_key'], f'p{int(pilot)}', 'tasks', f't{task}-a{attempt}')}"
+    return folder
 
 
 @click.command("results")
@@ -163,7 +187,7 @@ def results_cmd(run_id: int, db: Path | None, as_json: bool) -> None:
     counts = {s: sum(r["state"] == s for r in rows) for s in ("ok", "missing", "changed")}
     # the failed tasks, each with its last attempt's reason (as `resel report` lists them): none
     # of their outputs came home, and no fetch brings them
-    failed = [(f["task"], f["attempts"][-1]["reason"] if f["attempts"] else None)
+    failed = [(f["task"], f["attempts"][-1]["reason"] if f["attempts"] else None, f["folder"])
               for f in failed_log(store, run_id, run["bag_spec"])]
     bad = counts["missing"] or counts["changed"] or missing or failed
     problem = (f"run {run_id}: {counts['missing'] + counts['changed']:,} output(s) missing or changed at home, "
@@ -175,7 +199,8 @@ def results_cmd(run_id: int, db: Path | None, as_json: bool) -> None:
                "outputs": [{**r, "task_name": name_of(r["task"])} for r in rows], "counts": counts,
                "not_home": [{"task": x.task, "task_name": name_of(x.task), "attempt": x.attempt, "site": x.site,
                              "why": x.why} for x in missing],
-               "failed": [{"task": t, "task_name": name_of(t), "why": why} for t, why in failed]}
+               "failed": [{"task": t, "task_name": name_of(t), "why": why, "folder": folder}
+                          for t, why, folder in failed]}
         if bad:
             fail_json(doc, problem, hint)
         print_json(doc)
@@ -198,10 +223,10 @@ def results_cmd(run_id: int, db: Path | None, as_json: bool) -> None:
                     + (f"; {len(missing):,} task(s) whose outputs are not home: `resel fetch {run_id}`" if missing else "")
                     + (f"; {len(failed):,} task(s) failed, so none of their outputs came home" if failed else ""),
                     soft_wrap=True)
-        for task, why in failed[:10]:
+        for task, why, folder in failed[:10]:
             name = name_of(task)
-            c.out.print(f"  task {task}{f' ({name})' if name else ''} failed: {why or 'no reason recorded'}",
-                        soft_wrap=True, markup=False)
+            c.out.print(f"  task {task}{f' ({name})' if name else ''} failed: {why or 'no reason recorded'}"
+                        + (f"; its files: {folder}" if folder else ""), soft_wrap=True, markup=False)
         if len(failed) > 10:
             c.out.print(f"  … and {len(failed) - 10:,} more: `resel report {run_id}`", soft_wrap=True, markup=False)
     if bad:

@@ -123,6 +123,8 @@ def _print_failed(failed: list[dict], live: bool) -> None:
         line = f"  task {f['task']}{named}: {where or ('no attempt recorded' if live else 'a simulated run keeps no attempts')}"
         if f["stderr_last_line"]:
             line += f"; stderr: {f['stderr_last_line']}"
+        if f.get("folder"):
+            line += f"; its files: {f['folder']}"
         out.print(m(line), highlight=False, soft_wrap=True)
 
 
