@@ -29,7 +29,7 @@ def sites_text(workdir: Path, bin_dir: Path | None = None) -> str:
     env = f'PATH = "{bin_dir}", ' if bin_dir else ""
     return ('[[site]]\nname = "here"\nkind = "slurm"\ncores = 2\nclock = { base = 2.0 }\n'
             'pilot = { mode = "single", max_cores = 2, walltime = 300 }\n'
-            f'access = {{ transport = "local", workdir = "{workdir}", env = {{ {env}SLURM_CONF = "/nonexistent" }} }}\n')
+            f'access = {{ transport = "local", workdir = "{workdir}", env = {{ {env}SLURM_CONF = "/dev/null" }} }}\n')
 
 
 BAG = '[bag]\nname = "b"\ncommand = "/bin/true"\n{count}\n[bag.profile]\ninstructions = 1e9\n'

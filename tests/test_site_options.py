@@ -197,6 +197,31 @@ def test_resume_reads_back_options_setup_and_site_commands(tmp_path):
 # ---------------------------------------------------------------------------- submit text
 
 
+def test_a_slurm_conf_not_on_the_site_is_refused_before_any_command(tmp_path):
+    """Every Slurm command retries a SLURM_CONF it cannot stat for 60 s (`SLURM_CONF=/nonexistent
+    sinfo` took 59 s here), so a mistyped path in the sites file made `resel plan` take three
+    minutes to say the site is unreachable. It is refused before the first command, naming the
+    variable and the fix; once the file is there the commands run."""
+    class Counting(LocalTransport):
+        sent: list = []
+
+        def run(self, argv, **kw):
+            self.sent.append(list(argv))
+            return super().run(argv, **kw)
+    conf = tmp_path / "slurm.conf"
+    tr = Counting()
+    cli = SlurmCLI(tr, env={"SLURM_CONF": str(conf)})
+    for ask in (cli.availability, lambda: cli.jobs(["1"])):
+        with pytest.raises(SchedulerError, match=r"SLURM_CONF .*slurm\.conf does not exist on the site") as e:
+            ask()
+        assert "access.env" in e.value.hint
+    assert tr.sent == []
+    conf.write_text("ClusterName=none\n")        # there now: the next command is sent (and fails its own way)
+    with pytest.raises(SchedulerError) as e:
+        cli.availability()
+    assert tr.sent and "does not exist on the site" not in str(e.value)
+
+
 def test_backends_refuse_reserved_options_built_in_python():
     with pytest.raises(SchedulerError, match="--output"):
         SlurmCLI(LocalTransport(), extra_sbatch=["--output=/tmp/x"])

@@ -182,6 +182,8 @@ class SlurmCLI:
         self._version: str | None = None
         self._tz: tzinfo | None = None
         self._scheduler_type: str | None = None
+        #: True once the site file's SLURM_CONF was seen on the site (:meth:`_check_conf`)
+        self._conf_seen = "SLURM_CONF" not in self.env
 
     def __repr__(self) -> str:
         return f"SlurmCLI({self.transport!r}, partition={self.partition!r})"
@@ -192,9 +194,34 @@ class SlurmCLI:
              time_format: str = "%s") -> Any:
         """``argv`` on the site, its times printed as epochs (``SLURM_TIME_FORMAT=%s``) unless a
         command cannot take that (``sacct --json`` on 22.05, see :meth:`_sacct`)."""
+        if not self._conf_seen:
+            self._check_conf()
         env = {**self.env, "SLURM_TIME_FORMAT": time_format}
         return self.transport.run(list(argv), env=env, input=input, timeout=self.timeout,
                                   idempotent=idempotent)
+
+    def _check_conf(self) -> None:
+        """Refuse at once a ``SLURM_CONF`` (the site's ``access.env``) that is not on the site.
+
+        Why: every Slurm command retries a configuration file it cannot stat for 60 s before it
+        gives up ("retrying in 1sec up to 60sec"), so a mistyped path made `resel plan` take three
+        minutes to say the site is unreachable. A path that is there is not checked again; one
+        that is missing is checked before each command (it may be mounted later). A relative
+        path, or a transport that cannot tell, is left to Slurm."""
+        conf = self.env["SLURM_CONF"]
+        if not conf.startswith("/"):
+            self._conf_seen = True
+            return
+        try:
+            there = self.transport.exists(conf)
+        except Exception:            # noqa: BLE001 - cannot tell: Slurm will say
+            return
+        if there:
+            self._conf_seen = True
+            return
+        raise SchedulerError(f"SLURM_CONF {conf} does not exist on the site", command=f"SLURM_CONF={conf}",
+                             reply=None, hint="fix SLURM_CONF in the site's access.env in the sites file "
+                             "(the cluster's slurm.conf as the login node sees it), then `resel sites check`")
 
     @staticmethod
     def _failed(argv: Sequence[str], done: Any, what: str | None = None) -> SchedulerError:
