@@ -289,8 +289,11 @@ def test_resume_refuses_what_it_would_silently_ignore(tmp_path, testbed):
         assert res.returncode == 2, (extra, res.stdout, res.stderr)
         assert "--resume" in res.stderr and "Traceback" not in res.stderr, res.stderr
         assert open_store(db)["runs"].get(run_id)["steps"] == steps, extra     # not carried on
-    done = resel("run", "--resume", run_id, "--db", db, "--no-progress", timeout=180)
+    # --poll is this coordinator's pace, not a decision of the run: taken, and stored
+    assert json.loads(open_store(db)["runs"].get(run_id)["options"])["poll"] == 0.3
+    done = resel("run", "--resume", run_id, "--db", db, "--no-progress", "--poll", "0.7", timeout=180)
     assert done.returncode == 0, done.stderr
+    assert json.loads(open_store(db)["runs"].get(run_id)["options"])["poll"] == 0.7
 
 
 def test_a_site_that_never_speaks_ssh_prints_no_paramiko_log(tmp_path, testbed):

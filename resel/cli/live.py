@@ -80,7 +80,7 @@ def _prefetch_value(ctx: click.Context, param: click.Parameter, value: str) -> i
 @click.option("--task-timeout", type=Finite(1, 1e9), default=None, help="Kill an attempt after this many seconds.")
 @click.option("--resume", "resume_id", type=RUN_ID, default=None,
               help="Carry on run RUN after a crash or Ctrl-C, with the bag, sites, results folder and options stored "
-                   "with it (no BAG, --sites, --results or run options).")
+                   "with it (no BAG, --sites, --results or run options; --poll is taken).")
 @click.option("--dry-run", is_flag=True, help="Show the plan (as `resel plan`: start estimates, T̂x, chosen sites); "
               "submit nothing. A file of simulated sites is planned from the simulator, as `resel plan` does.")
 @click.option("--estimate", type=click.Choice(["auto", "history", "twin", "scheduler"]), default="auto", show_default=True,
@@ -148,6 +148,7 @@ def run_cmd(bag_file: Path | None, sites_file: Path | None, strategy: str, seed:
         _resume_alone(click.get_current_context(), bag_file, sites_file, results_dir, dry_run)
         readable_run(store, resume_id)
         coord = Coordinator.resume(store, resume_id, open_site)
+        _new_poll(click.get_current_context(), store, coord, poll)
     else:
         from resel.live.coordinator import StoppedWhileStarting
         try:
@@ -206,6 +207,18 @@ def _resume_alone(ctx: click.Context, bag_file: Path | None, sites_file: Path | 
         raise click.UsageError(f"--resume carries the run on with the bag, sites, results folder and options "
                                f"stored with it; {', '.join(given)} cannot go with it (a new run: `resel run BAG "
                                "--sites FILE`)")
+
+
+def _new_poll(ctx: click.Context, store: Any, coord: Coordinator, poll: float) -> None:
+    """``--poll`` beside ``--resume`` sets the resumed run's poll (and is stored with it): how
+    often a coordinator asks its sites is this coordinator's pace, not a decision of the run (a
+    user resuming from a laptop on a slow link may well want it slower). It was accepted and
+    silently not used."""
+    from click.core import ParameterSource
+    from resel.store import to_json
+    if ctx.get_parameter_source("poll") in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT):
+        coord.options.poll = poll
+        store["runs"].update(coord.run_id, {"options": to_json(coord.options)})
 
 
 def _start_run(store: Any, bag_file: Path | None, sites_file: Path | None, results_dir: Path | None, *,
