@@ -78,7 +78,7 @@ def _prefetch_value(ctx: click.Context, param: click.Parameter, value: str) -> i
                    "a task has finished there, at most 16.")
 @click.option("--perf", is_flag=True, help="Run every task under `perf stat` and store its counters.")
 @click.option("--task-timeout", type=Finite(1, 1e9), default=None, help="Kill an attempt after this many seconds.")
-@click.option("--resume", "resume_id", type=RUN_ID, default=None,
+@click.option("--resume", "resume_id", type=RUN_ID, default=None, metavar="RUN",
               help="Carry on run RUN after a crash or Ctrl-C, with the bag, sites, results folder and options stored "
                    "with it (no BAG, --sites, --results or run options; --poll is taken).")
 @click.option("--dry-run", is_flag=True, help="Show the plan (as `resel plan`: start estimates, T̂x, chosen sites); "
