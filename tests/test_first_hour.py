@@ -421,3 +421,22 @@ def test_the_agent_doc_names_attempts_as_the_agent_writes_them():
     result = api.simulate(api.default_bag().resized(2), api.default_sites(), "model", seed=1)
     first = [e for _, kind, e in result.events if kind == "DispatchTask"][0]
     assert first.attempt == 1 and task_key(12, first.attempt) == "t12-a1"
+
+
+def test_every_example_loads_from_the_checkout_alone(tmp_path):
+    """A user's clone has no ../shared beside it: every example sites file (and the traces it
+    replays) must load from a copy of examples/ alone. sites-hetero.toml and
+    sites-traces-wagap.toml once pointed at ../../shared/data and failed with 'trace not found'."""
+    import shutil
+    from resel.config import load_sites
+    copy = tmp_path / "deep" / "er" / "examples"          # no shared/ anywhere above it
+    shutil.copytree(REPO / "examples", copy)
+    files = sorted(copy.glob("sites-*.toml"))
+    assert len(files) >= 8
+    traces = []
+    for f in files:
+        for site in load_sites(f):
+            if site.queue is not None:
+                traces.append(Path(site.queue.trace).resolve())
+                assert traces[-1].is_relative_to(copy), (f.name, site.queue.trace)
+    assert {t.name for t in traces} == {"hpc2n.swf", "wagap-2013.swf"}
