@@ -141,10 +141,18 @@ def show_plan(bag, site_list, *, strategy: str, source: str, quantile: float, co
     db = store_if_exists(db_path)
     runtime = runtime_for(bag, site_list, model=model, db=db, clock=clock, simulated=simulated, seed=seed)
     if simulated:
+        import contextlib
+        import sys
         from resel.sim.plan import simulated_plan
-        doc = simulated_plan(bag, site_list, strategy=strategy, source="twin" if source == "auto" else source,
-                             quantile=quantile, confidence=confidence, clock=clock, seed=seed, runtime=runtime,
-                             risk=risk, objective=objective)
+        # the first plan on a replayed trace replays thousands of probe pilots (sites-hetero.toml:
+        # 56 s here, then 2 s from ~/.cache/resel): a spinner says so, on a terminal only
+        traced = [s.name for s in site_list if s.queue is not None]
+        with (c.err.status(f"planning: replaying the queues of {', '.join(traced)} (the first plan on a trace "
+                           "takes up to a minute; later ones read ~/.cache/resel)…")
+              if traced and sys.stderr.isatty() else contextlib.nullcontext()):
+            doc = simulated_plan(bag, site_list, strategy=strategy, source="twin" if source == "auto" else source,
+                                 quantile=quantile, confidence=confidence, clock=clock, seed=seed, runtime=runtime,
+                                 risk=risk, objective=objective)
         why = None
     else:
         from resel.live.plan import plan
