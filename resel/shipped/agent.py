@@ -462,6 +462,7 @@ def perf_control_pipe(exe):
     one it reaps the command in its event loop whatever the order. The pipe is never written to;
     the agent holds both ends for its life (a closed write end would wake perf's poll forever)."""
     r, w = os.pipe()
+    probe = None
     try:
         probe = subprocess.Popen([exe, "stat", "-x,", "-o", os.devnull, "--control", "fd:%d" % r,
                                   "-e", "task-clock", "--", "/bin/true"],
@@ -471,7 +472,9 @@ def perf_control_pipe(exe):
         if probe.returncode == 0:
             return (r, w)
     except Exception:
-        pass
+        if probe is not None and probe.poll() is None:      # a perf that hangs: not left behind
+            probe.kill()
+            probe.wait()
     os.close(r)
     os.close(w)
     return None
