@@ -93,10 +93,13 @@ def test_unreadable_queue_is_an_error_not_a_guess(testbed, tmp_path):
     cli = SlurmCLI(LocalTransport(), env={"SLURM_CONF": str(broken)}, timeout=30)
     with pytest.raises(SchedulerError, match="^sinfo"):        # names the command that failed
         cli.queue_snapshot()
-    # a missing configuration makes sinfo retry for a minute: the transport's timeout ends it
+    # a missing configuration would make sinfo retry for a minute: it is refused before sinfo runs
     missing = SlurmCLI(LocalTransport(), env={"SLURM_CONF": str(tmp_path / "none.conf")}, timeout=3)
-    with pytest.raises(TransportError, match="sinfo did not finish within 3 s"):
+    with pytest.raises(SchedulerError, match=r"SLURM_CONF .*none\.conf does not exist on the site"):
         missing.queue_snapshot()
+    # a command that hangs all the same is ended by the transport's timeout
+    with pytest.raises(TransportError, match="sleep did not finish within 1 s"):
+        LocalTransport().run(["sleep", "30"], timeout=1)
     # the testbed keeps no accounting: history is {} and sacct is not asked again
     quiet = cli_a(testbed)
     assert quiet.history(time.time() - 3600) == {} and quiet.accounting_enabled is False
