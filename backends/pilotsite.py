@@ -120,6 +120,21 @@ def _check_key(key: str) -> None:
         raise ReselError(f"bad task attempt key {key!r}")
 
 
+def pilot_path(workdir: str, run_key: str, pilot: int) -> str:
+    """A pilot's folder on its site: ``WORKDIR/RUN_KEY/pN`` (the run key checked: it becomes
+    part of a path there)."""
+    if not _RUN_KEY.fullmatch(run_key):
+        raise ReselError(f"bad run key {run_key!r}")
+    return posixpath.join(workdir, run_key, f"p{int(pilot)}")
+
+
+def task_dir(pdir: str, key: str) -> str:
+    """An attempt's task folder in its pilot's folder ``pdir``, where the agent runs it (on a
+    shared filesystem; an HTCondor slot's is in its scratch)."""
+    _check_key(key)
+    return posixpath.join(pdir, "tasks", key)
+
+
 class PilotSite:
     """Pilots and task exchange on one site.
 
@@ -156,7 +171,7 @@ class PilotSite:
         return posixpath.join(self.workdir, run_key)
 
     def pilot_dir(self, run_key: str, pilot: int) -> str:
-        return posixpath.join(self.run_dir(run_key), f"p{int(pilot)}")
+        return pilot_path(self.workdir, run_key, pilot)
 
     def job_name(self, run_key: str, pilot: int) -> str:
         """The batch job's name: how a pilot is found again after a crash (see resume)."""
@@ -324,7 +339,7 @@ class PilotSite:
         why = relative_path_problem(name, glob=True) if isinstance(name, str) and name else "no name"
         if why:
             raise ReselError(f"bad output name {name!r}: {why}")
-        return posixpath.join(pdir, "tasks", key, *name.split("/"))
+        return posixpath.join(task_dir(pdir, key), *name.split("/"))
 
     def task_files(self, run_key: str, pilot: int, key: str, count: int) -> list[str]:
         """What attempt ``key`` left on the site that holds its data, to remove after a verified
@@ -335,7 +350,7 @@ class PilotSite:
         pdir = self.pilot_dir(run_key, pilot)
         _check_key(key)
         if self.shares_files:
-            return [posixpath.join(pdir, "tasks", key)]
+            return [task_dir(pdir, key)]
         return [posixpath.join(pdir, "outputs", f"{key}.{i}") for i in range(int(count))]
 
     def url_inbox_inputs(self, specs: Sequence[InputSpec]) -> list[dict]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import posixpath
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,6 +144,7 @@ def _attempt_folders(store, run_id: int):
     stderr and files) stays on its site, as ``site:path``, or None where it does not (an HTCondor
     pool's slot scratch goes with the pilot; a simulated run has none). A run removes a task's
     folder only once its outputs are home, so a failed task's stays: its user looks there next."""
+    from resel.backends.pilotsite import pilot_path, task_dir, task_key
     from resel.live.stored import sites_from_json
     try:
         row = next(iter(store.query("select run_key, sites from runs where id = ?", [run_id])), None)
@@ -156,7 +156,10 @@ def _attempt_folders(store, run_id: int):
         s = sites.get(site)
         if s is None or s.kind == "htcondor" or s.access is None:
             return None
-        return f"{site}:{posixpath.join(s.access.workdir, row['run_key'], f'p{int(pilot)}', 'tasks', f't{task}-a{attempt}')}"
+        try:
+            return f"{site}:{task_dir(pilot_path(s.access.workdir, row['run_key'], pilot), task_key(task, attempt))}"
+        except ReselError:                # a run key that is no run key: no path made of it
+            return None
     return folder
 
 
