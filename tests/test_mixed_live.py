@@ -109,10 +109,24 @@ def test_one_bag_on_slurm_22_and_24_torque_and_htcondor(tmp_path, trixie, _nothi
         assert d["target"] in SITES and d["origin"] in assigned, d
     tasks = list(db.query("select task, origin, site from tasks where run_id = ?", [run_id]))
     moved = [t for t in tasks if t["origin"] != t["site"]]
-    if any(d["kind"].startswith("reselect") for d in decisions):
-        assert moved, "re-selection decided moves but every task finished on its first site"
-    else:                                                   # every origin started at once: nothing to fix
-        assert not moved, moved
+    # where each task ends follows from its decisions alone: its origin, then the target of each
+    # later choice in the order the engine made them (a move-back's target is the origin again, so
+    # a provisional move rejected inside its window leaves the task where it began)
+    expected = {r["task"]: r["site"] for r in db.query(
+        "select task, target as site from decisions where run_id = ? and kind = 'assign'", [run_id])}
+    for d in sorted(decisions, key=lambda d: d["seq"]):
+        if d["task"] >= 0:
+            expected[d["task"]] = d["target"]
+    assert {t["task"]: t["site"] for t in tasks} == expected, decisions
+    assert {t["task"]: t["origin"] for t in tasks} == {
+        r["task"]: r["target"] for r in db.query("select task, target from decisions where run_id = ? and kind = 'assign'",
+                                                 [run_id])}
+    for d in decisions:                                     # a rejected move ran on r' and was cancelled there
+        if d["kind"] == "move-back":
+            assert db.execute("select count(*) from attempts where run_id = ? and task = ? and outcome = 'cancelled'",
+                              [run_id, d["task"]]).fetchone()[0] >= 1, d
+    if not any(d["kind"].startswith("reselect") for d in decisions):
+        assert not moved, moved                             # every origin started at once: nothing to fix
     print(f"mixed run: tasks per site {dict((s, sum(r['site'] == s for r in rows)) for s in SITES)}, "
           f"moved {len(moved)}, decisions {sorted({d['kind'] for d in decisions})}")
     # each backend family through its own scheduler
