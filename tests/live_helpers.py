@@ -314,3 +314,25 @@ def agents_results(tb, run_key: str, work_b: str | None = None) -> list[dict]:
     for root in (tb.work_a, work_b or tb.work_b):
         out.extend(run_records(Path(root, run_key)))     # waves and per-key files alike
     return out
+
+
+def placements_follow_decisions(db, run_id: int) -> list[dict]:
+    """Check the stored tasks against the decision log and return the tasks' rows.
+
+    By definition a task starts on its origin (the ``assign`` decision's target) and each later
+    decision about it sends it to that decision's target, in the order the engine made them —
+    a move-back's target being the origin again, so a provisional move rejected inside its
+    window leaves the task where it began. Where it finished (tasks.site) must be the last
+    target, its origin the first; a moved-back task ran twice (once on r', cancelled)."""
+    tasks = list(db.query("select task, origin, site, attempts from tasks where run_id = ?", [run_id]))
+    decisions = list(db.query("select * from decisions where run_id = ? order by seq", [run_id]))
+    origin = {d["task"]: d["target"] for d in decisions if d["kind"] == "assign"}
+    expected = dict(origin)
+    for d in decisions:
+        if d["kind"] != "assign" and d["task"] >= 0:
+            expected[d["task"]] = d["target"]
+    assert {t["task"]: t["site"] for t in tasks} == expected, decisions
+    assert {t["task"]: t["origin"] for t in tasks} == origin
+    backs = {d["task"] for d in decisions if d["kind"] == "move-back"}
+    assert all(t["attempts"] >= 2 for t in tasks if t["task"] in backs), tasks
+    return tasks

@@ -286,3 +286,18 @@ if __name__ == "__main__":
         print(f"    {name!r}: {digest(run_case(*CASES[name]))!r},")
     if TRACE.is_file():
         print(f"TRACED_PIN = {digest(run_case(*TRACED[1:]))!r}")
+
+
+@pytest.mark.parametrize("seed", [1, 4])
+def test_every_stored_task_ends_where_its_decisions_send_it(seed):
+    """Stored runs with move-backs (the thesis sites, re-selection on): each task's stored site is
+    the target of its last decision and its origin the first, as the live tests check for a live
+    run (live_helpers.placements_follow_decisions); a move-back returns it to its origin."""
+    from live_helpers import placements_follow_decisions
+    result = simulate(resel.default_bag().resized(200), resel.default_sites(), "reselect", seed=seed)
+    db = open_store(memory=True)
+    run_id = save_run(db, result)
+    kinds = {r["kind"] for r in db.query("select distinct kind from decisions where run_id = ?", [run_id])}
+    assert {"move-back", "window-commit", "reselect-provisional"} <= kinds, kinds
+    tasks = placements_follow_decisions(db, run_id)
+    assert any(t["origin"] != t["site"] for t in tasks)

@@ -17,7 +17,7 @@ import threading
 
 import pytest
 
-from live_helpers import cancel_leftovers, REPO, bag_toml, done_results, fill, our_jobs, sites_toml, slurm, start, write_inputs
+from live_helpers import cancel_leftovers, REPO, bag_toml, done_results, fill, our_jobs, placements_follow_decisions, sites_toml, slurm, start, write_inputs
 from waiting import wait_until
 from resel.store import open_store
 
@@ -85,6 +85,7 @@ def test_bag_across_both_clusters_with_reselection(tmp_path, testbed):
             assert d["a_r"] - d["a_r2"] < d["window"]
         elif d["kind"] == "window-commit":
             assert d["a_r"] is None or d["a_r"] - d["a_r2"] >= d["window"] - 1e-9
+    placements_follow_decisions(db, coord.run_id)
     per_site = json.loads(db["runs"].get(coord.run_id)["per_site"])
     assert per_site.get("tbb", 0) > 20                      # more than its own half
     assert coord.psites["tbb"].transport.connections_opened == 1
