@@ -719,7 +719,7 @@ cancel_all_jobs() {
 
 # mariadb as the database's root, over our own socket (unix_socket authentication: OS root).
 db_sql() { timeout 30 mariadb --no-defaults --protocol=socket --socket="$DB_SOCK" -u root "$@"; }
-db_works() { [ -S "$DB_SOCK" ] && db_sql -e 'SELECT 1' </dev/null; }
+db_works() { [ -S "$DB_SOCK" ] && db_sql -e 'SELECT 1' </dev/null >/dev/null; }   # a check: its answer is not for the terminal
 
 # MariaDB of our own: its data in $DB_DATA, its socket in $DB_RUN, TCP on 127.0.0.1:$DB_PORT only
 # (slurmdbd connects by host and port). --no-defaults: no /etc/mysql setting applies, and the
@@ -805,7 +805,7 @@ EOF
     fi
 }
 
-dbd_works() { listening "$DBD_PORT" && sl B sacctmgr -n -P show cluster format=cluster </dev/null; }
+dbd_works() { listening "$DBD_PORT" && sl B sacctmgr -n -P show cluster format=cluster </dev/null >/dev/null; }
 
 ensure_slurmdbd() {
     local pw changed pid
