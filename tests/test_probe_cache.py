@@ -24,7 +24,7 @@ import pytest
 
 from resel.config import load_sites
 from resel.sim import probe_cache
-from resel.sim.plan import learn_queue_errors, site_probes
+from resel.sim.plan import learn_queue_errors, probe_sites, site_probes
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
@@ -74,7 +74,7 @@ def test_the_models_from_a_stored_set_are_the_replayed_ones(cache, monkeypatch):
     assert stored.stat().st_mode & 0o777 == 0o600 and cache.stat().st_mode & 0o777 == 0o700
     doc = json.loads(stored.read_text())
     assert doc["inputs"] == key_of(s) and len(doc["probes"]) > 0
-    monkeypatch.setattr("resel.sim.plan.site_probes", lambda *a: pytest.fail("replayed although stored"))
+    monkeypatch.setattr("resel.sim.plan.probe_sites", lambda *a, **k: pytest.fail("replayed although stored"))
     assert learned(s) == replayed                       # a hit: read back, the same
 
 
@@ -235,3 +235,15 @@ def test_sets_unused_for_a_month_go_and_the_folder_keeps_its_size(cache, monkeyp
     assert sorted(p.name for p in cache.iterdir() if p.name.startswith("probes-") and not p.is_symlink()) \
         == sorted([names[0], names[1]])
     assert (cache / "notes.txt").exists() and (cache / names[5]).is_symlink()
+
+
+@pytest.mark.parametrize("workers", [2, 4])
+def test_probes_dealt_to_processes_are_the_probes_of_one(workers):
+    """probe_sites deals each site's instants out to ``workers`` processes (every k-th instant
+    to one); joined back, its rows are site_probes' rows, in their order, site by site."""
+    s = site()
+    shapes = sorted({(c, w) for _, c, w in SHAPES})
+    one = site_probes(s.queue, s.cores, shapes, POINTS + 1)          # 7 instants: uneven parts
+    both = probe_sites([(s.queue, s.cores, shapes), (s.queue, s.cores, shapes[:1])], POINTS + 1, workers)
+    assert both[0] == one and len(one) > 0
+    assert both[1] == [r for r in one if (r[0], r[1]) == shapes[0]]
