@@ -281,6 +281,9 @@ def _first_step(engine: Engine, rows: list[SitePlan], estimates: dict[str, Any],
             actions += engine.handle(ev)
     except ReselError as exc:
         problem = str(exc)
+    if problem is None and rows and len(engine.lost_sites) == len(rows):
+        # the engine gave every task up: a plan would only list the tasks it cannot place
+        problem = "no site can run the bag: " + "; ".join(f"{name}: {why}" for name, why in engine.lost_sites.items())
     return problem, actions
 
 

@@ -71,6 +71,23 @@ def test_plan_says_when_a_site_cannot_be_read(tmp_path, testbed):
     assert "unreachable" in table.stdout and "Traceback" not in table.stderr
 
 
+def test_plan_fails_when_no_site_can_be_reached(tmp_path, testbed):
+    """Both sites dead: no plan to show. Before, the table gave every task to an unreachable
+    site and the command exited 0; now it fails (exit 1) naming each site and why, the JSON's
+    error says the same, and each failure is said once (not again as "limits unknown")."""
+    text = sites_toml(testbed, a={"partition": "nosuch"}, b={"host": "127.0.0.1", "port": 1})
+    sites, bag = write_inputs(tmp_path, text, bag_toml(2, "echo hi"))
+    res = resel("plan", bag, "--sites", sites, "--json", "--db", tmp_path / "db")
+    assert res.returncode == 1, res.stdout
+    doc = json.loads(res.stdout)
+    assert doc["error"].startswith("no site can run the bag: ") and "127.0.0.1:1" in doc["error"]
+    assert "tba: " in doc["error"] and "tbb: " in doc["error"]
+    table = resel("plan", bag, "--sites", sites, "--db", tmp_path / "db")
+    assert table.returncode == 1 and "no site can run the bag" in table.stderr and "Traceback" not in table.stderr
+    lines = [ln for ln in table.stdout.splitlines() if "127.0.0.1:1" in ln]
+    assert len(lines) == 1 and "unreachable" in lines[0], table.stdout
+
+
 def test_queue_aware_live_run_goes_where_the_pilot_starts(tmp_path, testbed):
     """`resel run --strategy queue+reselect`: tba is full, so the twin ranks tbb first and the
     bag runs there; the estimates the engine used are stored with the run's first event."""

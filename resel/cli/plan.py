@@ -300,7 +300,8 @@ def _site_notes(r: dict, explain: bool) -> list[str]:
             notes.append(f"{r['site']}: wait spread: {r['wait_note']}")
     lim = r.get("limits") or {}
     for line in lim.get("notes", []):
-        notes.append(f"{r['site']}: limits: {line}")
+        if not (r["error"] and r["error"] in line):      # the same failure, said once above
+            notes.append(f"{r['site']}: limits: {line}")
     if not explain:     # --explain says these in its own lines
         for line in lim.get("changes", []):
             notes.append(f"{r['site']}: within your limits: {line}")
