@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 
 from resel.engine_books import QUEUED, RECALLED, Attempt, PilotRecord, SiteBook, TaskRecord
-from resel.events import Action, CancelTask, DispatchTask, TaskWithdrawn, WithdrawTask
+from resel.events import Action, CancelTask, Decision, DecisionKind, DispatchTask, TaskWithdrawn, WithdrawTask
 from resel.states import AttemptOutcome, PilotState, next_task_state
 
 
@@ -186,11 +186,19 @@ class HandAheadRules:
         if task.attempt != ev.attempt or task.state not in (QUEUED, RECALLED):
             return   # started after all (a result came first), or given back already
         self._unqueue(task, ev.time, None)
-        if self._books[task.origin].cap_slots <= 0 and (
-                self.sites[task.origin].name in self.lost_sites or self.health[task.origin].quarantined):
+        gone = self.sites[task.origin].name
+        if self._books[task.origin].cap_slots <= 0 and (gone in self.lost_sites or self.health[task.origin].quarantined):
             usable = self._usable()
             if usable:
-                task.origin = self._fastest(usable, ev.time)
+                best = self._fastest(usable, ev.time)
+                if self.decisions:   # rebound as the site's waiting tasks were when it went: on record too
+                    kind = DecisionKind.SITE_LOST if gone in self.lost_sites else DecisionKind.QUARANTINE
+                    out.append(Decision(time=ev.time, kind=kind, task=task.id, origin=gone,
+                                        target=self.sites[best].name, tx_r=self._txd(task.origin, ev.time),
+                                        tx_r2=self._txd(best, ev.time)))
+                if gone not in self.lost_sites:
+                    task.moved_from = task.origin   # back when the quarantine ends, as the others
+                task.origin = best
         self._books[task.origin].waiting.appendleft(task.id)
         self._waiting_changed = True
         self._dirty.add(task.origin)

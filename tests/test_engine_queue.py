@@ -18,7 +18,7 @@ from resel.engine import Engine
 from resel.events import (
     BagCancelled, BagDone, BagSubmitted, CancelPilot, CancelTask, Decision, DecisionKind, DispatchTask,
     PilotRequeued,
-    PilotStarted, SetTimer, SubmitPilot, TaskFinished, TaskLost, TaskStarted, TaskWithdrawn, TimerFired,
+    PilotStarted, SetTimer, SiteLost, SubmitPilot, TaskFinished, TaskLost, TaskStarted, TaskWithdrawn, TimerFired,
     WithdrawTask,
 )
 from resel.states import PilotState, TaskState
@@ -132,6 +132,18 @@ def test_reselection_asks_a_queued_task_back_and_moves_it_once_withdrawn():
     out = engine.handle(TaskWithdrawn(time=2.5, task=1, attempt=1))
     assert engine.tasks[1].attempts[0].outcome == "withdrawn" and engine.tasks[1].attempts[0].end is None
     assert [(a.task, a.attempt, a.site) for a in of(out, DispatchTask)] == [(1, 2, "pool")]
+    check_books(engine)
+
+
+def test_a_task_given_back_after_its_site_was_lost_is_rebound_on_record():
+    """Task 1 is asked back from fast; fast is lost before the answer. Withdrawn, it goes to
+    the fastest usable site — with a site-lost decision, as fast's waiting tasks got when it
+    went (before, it moved with none: the audit said it ran where it never did)."""
+    engine, _ = _queued_on_fast_pool_starting(2)
+    engine.handle(SiteLost(time=2.2, site="fast", reason="gone"))
+    out = engine.handle(TaskWithdrawn(time=2.5, task=1, attempt=1))
+    assert [(d.kind, d.task, d.origin, d.target) for d in of(out, Decision)] == [("site-lost", 1, "fast", "pool")]
+    assert [(a.task, a.site) for a in of(out, DispatchTask)] == [(1, "pool")]
     check_books(engine)
 
 
@@ -307,6 +319,10 @@ def test_random_runs_with_the_agents_rules_finish_every_task_exactly_once(seed, 
                 inbox[a.pilot], running[a.pilot] = [], {}
             elif isinstance(a, SetTimer):
                 push(a.at, "timer", (a.task, a.attempt))
+            elif isinstance(a, Decision) and a.task >= 0:
+                placed[a.task] = a.target       # where its decisions send it: the last one counts
+
+    placed: dict[int, str] = {}
 
     def feed(event):
         if isinstance(event, TaskStarted):
@@ -365,6 +381,8 @@ def test_random_runs_with_the_agents_rules_finish_every_task_exactly_once(seed, 
     assert engine.finished and engine.done_count == 30
     assert done_runs == {i: 1 for i in range(30)}     # no task ran to completion twice
     assert not killed_started, killed_started         # no started attempt killed by a guess
+    ran = {t.id: engine.sites[next(a.site for a in t.attempts if a.outcome == "done")].name for t in engine.tasks}
+    assert ran == placed                              # every move on record, and none recorded that was not made
 
 
 def test_a_target_keeps_its_pilot_for_the_tasks_it_asked_back():
