@@ -323,7 +323,11 @@ def placements_follow_decisions(db, run_id: int) -> list[dict]:
     decision about it sends it to that decision's target, in the order the engine made them —
     a move-back's target being the origin again, so a provisional move rejected inside its
     window leaves the task where it began. Where it finished (tasks.site) must be the last
-    target, its origin the first; a moved-back task ran twice (once on r', cancelled)."""
+    target, its origin the first; a moved-back task ran twice (once on r', cancelled).
+
+    For re-selection runs: a retry after a failure or loss that goes to another site (one more
+    try elsewhere, its site gone) and the peers' moves of a whole site (task -1) are not per-task
+    decisions; the attempts table has those."""
     tasks = list(db.query("select task, origin, site, attempts from tasks where run_id = ?", [run_id]))
     decisions = list(db.query("select * from decisions where run_id = ? order by seq", [run_id]))
     origin = {d["task"]: d["target"] for d in decisions if d["kind"] == "assign"}
