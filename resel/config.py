@@ -305,7 +305,7 @@ class _Reader:
             raise self.fail(key_path, f"is {type(table).__name__}", "a table")
         for key in table:
             if key not in schema:
-                raise self.fail(f"{key_path}.{key}", f"unknown key {key!r}", f"one of {', '.join(schema)}")
+                raise self.fail(f"{key_path}.{key}", unknown_key(key, schema), f"one of {', '.join(schema)}")
         for key, spec in schema.items():
             if key not in table:
                 if spec.required:
@@ -540,11 +540,19 @@ def _csv_rows(reader: _Reader, name: str) -> list[tuple[str, str, dict[str, Any]
     return rows
 
 
+def unknown_key(key: str, known: Any) -> str:
+    """"unknown key 'cores_per_tsak' (did you mean 'cores_per_task'?)": a typo is the usual
+    cause, and the list of every allowed key (the error's "expected") hides the one meant."""
+    import difflib
+    close = difflib.get_close_matches(str(key), [str(k) for k in known], n=1, cutoff=0.75)
+    return f"unknown key {key!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+
+
 def _task(path: str, where: str, row: dict[str, Any], laws: dict[str, tuple[float, float]], cores: int) -> TaskSpec:
     """One row of a task table, checked: a CSV row's fields are text, an inline one's TOML values."""
     for key in row:
         if key not in TASK_COLUMNS:
-            raise InputError(path, where, f"unknown key {key!r}", f"keys among {', '.join(TASK_COLUMNS)}")
+            raise InputError(path, where, unknown_key(key, TASK_COLUMNS), f"keys among {', '.join(TASK_COLUMNS)}")
     name = row.get("name")
     name = name.strip() if isinstance(name, str) else name
     if not isinstance(name, str) or not name or _CONTROL.search(name):

@@ -105,6 +105,14 @@ def test_unknown_bag_key_named_with_allowed_keys(tmp_path):
         assert key in err.expected
 
 
+def test_a_mistyped_key_gets_the_key_it_is_close_to(tmp_path):
+    """A typo names the key meant; a key like no other gets no guess."""
+    err = bad(load_bag, write(tmp_path, GOOD_BAG.replace('cores_per_task = 1', 'cores_per_tsak = 1')))
+    assert "unknown key 'cores_per_tsak' (did you mean 'cores_per_task'?)" in str(err)
+    err = bad(load_bag, write(tmp_path, GOOD_BAG.replace('cores_per_task = 1', 'colour = "red"')))
+    assert "did you mean" not in str(err)
+
+
 def test_negative_count(tmp_path):
     """count = -3 is rejected naming bag.count and what is expected."""
     err = bad(load_bag, write(tmp_path, GOOD_BAG.replace("count = 4", "count = -3")))
