@@ -80,8 +80,13 @@ def test_the_pools_twin_against_a_real_start_and_resel_plan(tmp_path, trixie, ss
         bsnap = HTCondorBindings(ssh).queue_snapshot()
     assert [j.job_id for j in bsnap.running] == [j.job_id for j in snap.running]
     assert [j.job_id for j in bsnap.pending] == [j.job_id for j in snap.pending]
-    assert bsnap.total_cores == snap.total_cores and 2.0 <= bsnap.cycle_period <= 5.0
-    assert twin_start(bsnap, 1, 30).start == pytest.approx(est.start, abs=snap.cycle_period + 1)
+    # the same bounds as the CLI's period (CI measured 1.0 s here too, a reschedule's early cycle);
+    # when the ad did not change between the two reads, both must name the same cycle
+    assert bsnap.total_cores == snap.total_cores and 1.0 <= bsnap.cycle_period <= 5.0
+    if bsnap.cycle_end == snap.cycle_end:
+        assert bsnap.cycle_period == snap.cycle_period, (bsnap, snap)
+    slack = max(snap.cycle_period, bsnap.cycle_period) + 1
+    assert twin_start(bsnap, 1, 30).start == pytest.approx(est.start, abs=slack)
     # now the real thing: our job submitted at the snapshot, when does the pool start it?
     (ours,) = sleeper(trixie, f"{TAG}-ours", 5)
     # resel plan on the pool meanwhile (the CLI, as a user runs it): the twin and its notes
