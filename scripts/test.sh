@@ -46,4 +46,4 @@ if [ ! -f "$TB_ENV" ]; then
 fi
 bash scripts/testbed.sh up
 # Not exec: the EXIT trap must run after pytest.
-.venv/bin/python -m pytest -p no:cacheprovider "$@"
+.venv/bin/python -m pytest -p no:cacheprovider --durations=30 "$@"
