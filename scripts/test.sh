@@ -41,9 +41,38 @@ PYTHON=$PY bash scripts/venv.sh .venv     # made, or repaired if an earlier try 
 .venv/bin/python -m pip install -q -e ".[test,htcondor]"
 
 TB_ENV=${RESEL_TB:-/tmp/resel-testbed}/testbed.env
-if [ ! -f "$TB_ENV" ]; then
-    trap 'bash scripts/testbed.sh down || echo "scripts/test.sh: testbed down failed" >&2' EXIT
-fi
+ours=0                      # a testbed already up is someone else's: used and left running
+[ -f "$TB_ENV" ] || ours=1
+other=""
+other_log=""
+cleanup() {
+    if [ -n "$other" ]; then kill "$other" 2>/dev/null || true; wait "$other" 2>/dev/null || true; fi
+    if [ -n "$other_log" ]; then rm -f "$other_log"; fi
+    if [ "$ours" = 1 ]; then bash scripts/testbed.sh down || echo "scripts/test.sh: testbed down failed" >&2; fi
+}
+trap cleanup EXIT            # not exec below: the trap must run after pytest
 bash scripts/testbed.sh up
-# Not exec: the EXIT trap must run after pytest.
-.venv/bin/python -m pytest -p no:cacheprovider --durations=30 "$@"
+if [ $# -gt 0 ]; then
+    .venv/bin/python -m pytest -p no:cacheprovider --durations=30 "$@"
+    exit
+fi
+# The whole suite runs in two halves side by side (issue 29: the test command within 45 minutes
+# on a fresh 2-core machine). The live half (-m live: every test whose fixtures use the testbed,
+# marked by tests/conftest.py) mostly waits on schedulers; the other half mostly computes, and
+# runs niced so that the live half's coordinators, agents and daemons come first. One after the
+# other they took 1,865 s and 1,350 s here. Each half prints its own summary (the other half's
+# output follows the live half's), and the script fails if either fails.
+other_log=$(mktemp "${TMPDIR:-/tmp}/resel-tests-not-live.XXXXXX")
+nice -n 10 .venv/bin/python -m pytest -p no:cacheprovider --durations=15 -m "not live" >"$other_log" 2>&1 &
+other=$!
+echo "scripts/test.sh: the live tests (pytest -m live) below; the others run beside them, their output follows"
+live_rc=0
+.venv/bin/python -m pytest -p no:cacheprovider --durations=15 -m live || live_rc=$?
+other_rc=0
+wait "$other" || other_rc=$?
+other=""
+echo
+echo "scripts/test.sh: the tests that do not use the testbed (pytest -m 'not live'):"
+cat "$other_log"
+echo "scripts/test.sh: live tests exit $live_rc, the others exit $other_rc"
+[ "$live_rc" = 0 ] && [ "$other_rc" = 0 ]

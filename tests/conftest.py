@@ -157,6 +157,17 @@ def _other_live_leases(leases: Path, mine: Path) -> list[Path]:
     return others
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that uses the live testbed (``testbed`` anywhere in its fixtures) ``live``,
+    so the test command can run the live half and the rest side by side (``-m live``,
+    ``-m "not live"``; scripts/test.sh): the live tests mostly wait on schedulers, the rest
+    mostly compute. Read from the fixtures, not from file names, so a new live test is never
+    run beside the testbed's own users by mistake."""
+    for item in items:
+        if "testbed" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.live)
+
+
 @pytest.fixture(scope="session")
 def testbed():
     """The live testbed (a ``tests/testbed.py`` ``Testbed``), brought up for the session if needed."""
