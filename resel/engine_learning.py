@@ -207,6 +207,10 @@ class LearningRules:
         book = self._books[x]
         fast = self._fast_bound(x, t)
         for r in book.origins:
+            if self._books[r].per_task and self._restart_wave(r, x, t, fast, out):
+                if not book.free > book.incoming:
+                    return
+                continue
             newest, oldest = self._running[r]
             extra = self._data_s(r, t) if self.data is not None else 0.0
             tx_r = self.tx[r]
@@ -231,6 +235,43 @@ class LearningRules:
                 self._restart(task, r, x, t, self.beliefs.left(r, elapsed) + extra, out)
             if not book.free > book.incoming:
                 return
+
+    def _restart_wave(self, r: int, x: int, t: float, fast: float, out: list[Action]) -> bool:
+        """Pool r's whole running wave onto target x's free slots, if they hold all of it and the
+        wave likely outlasts them: the bag's tasks there end with the slowest of them, and which
+        slot is slow nobody can tell before it ends, so moving some of them gains little and
+        moving all of them gains the wave's tail (the per-task rule weighs each alone and never
+        sees it). Likely enough (:data:`MOVE_CONFIDENCE`): at least one of the wave, given how
+        long each has run, still runs when x's slot would have finished it, x's rate at the top
+        of its interval — with r's rate given also that none of its running tasks has ended yet
+        (:meth:`resel.learning.RateBeliefs.survivors`): a wave still running past what r was
+        believed to take says r is slower, before any of it ends. True if it moved the wave."""
+        room = self._books[x].free - self._books[x].incoming
+        if self._u is not None or room <= 0:
+            return False   # (several widths: which of x's pilots holds which is packing's call)
+        wave: list[TaskRecord] = []
+        for pid in self._books[r].active:
+            for tid in self.pilots[pid].tasks:
+                task = self.tasks[tid]
+                if task.state is not RUNNING or task.site != r:
+                    continue
+                if task.barred == x or len(wave) >= room:
+                    return False   # one it may not move, or more than x holds: the tail stays
+                wave.append(task)
+        if not wave:
+            return False
+        extra = self._data_s(r, t) if self.data is not None else 0.0
+        w = self._w
+        if w is not None and any(w[task.id] <= 0 for task in wave):
+            return False
+        units = [(t - task.attempts[-1].start) / (1.0 if w is None else w[task.id]) for task in wave]
+        seen = self.beliefs.survivors(r, units)
+        if seen.any_outlasts(fast - extra) < MOVE_CONFIDENCE:
+            return False
+        for task, u in sorted(zip(wave, units), key=lambda p: p[0].id):
+            scale = 1.0 if w is None else w[task.id]
+            self._restart(task, r, x, t, seen.left(u) * scale + extra, out)
+        return True
 
     def _restart(self, task: TaskRecord, r: int, x: int, t: float, left: float, out: list[Action]) -> None:
         """Cancel the task's attempt on r and run it on x's free slot for good (decision

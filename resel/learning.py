@@ -47,7 +47,10 @@ ln), τ_fit = 0.25, s₀ = 0.25 (a heterogeneous pool's slot spread; a cluster's
 (:class:`~resel.events.TaskMeasured`, journaled, so a resumed engine learns alike); in the
 simulator, from its attempt's start and end (the simulator starts a task at its dispatch),
 less the data time the engine priced for its inputs. Only attempts that ended well count;
-cancelled, lost and failed ones do not (a censored time would need a survival model).
+cancelled, lost and failed ones do not. A running task's elapsed time (a censored
+observation: the task took at least that long) is not part of the closed form; where moving a
+pool's running wave is weighed, :meth:`RateBeliefs.survivors` conditions one site's offset on
+it numerically (:class:`Survivors`).
 
 Standard library only: the engine imports it.
 """
@@ -231,8 +234,117 @@ class RateBeliefs:
             return elapsed * s2 / max(1e-9, le - m)
         return max(0.0, mean * _PHI((m + s2 - le) / s) / survive - elapsed)
 
+    def survivors(self, x: int, elapsed: list[float]) -> "Survivors":
+        """What site x's running tasks say by not having ended: its offset μ_x's posterior given
+        also that each of them has run ``elapsed``[j] seconds (in the site's typical task's
+        units) without ending — censored observations, which the closed form above leaves out.
+        A wave of tasks all still running past what the site was believed to take says it is
+        slower than believed before any of them ends (:class:`Survivors`)."""
+        return Survivors.of(self, x, elapsed)
+
     def as_dict(self, x: int, level: float = 0.9) -> dict:
         s = self.sites[x]
         lo, hi = self.interval(x, level)
         return {"prior_tx": s.prior_tx, "prior": s.source, "tasks": s.n, "tx": self.tx(x),
                 "factor": self.factor(x), "interval": [lo, hi], "level": level}
+
+
+#: points of the grid on which :class:`Survivors` integrates over a site's offset
+_GRID = 241
+#: ln-width of the bins running tasks' elapsed times are grouped in (0.5 %: a pool's wave
+#: starts within a minute or two, so a thousand tasks make a handful of bins)
+_BIN = 0.005
+
+
+def _log_sf(z: float) -> float:
+    """ln(1 − Φ(z)), finite far into the upper tail (Mills' ratio where erfc underflows)."""
+    if z < 30.0:
+        return math.log(0.5 * math.erfc(z / math.sqrt(2.0)))
+    return -0.5 * z * z - math.log(z * math.sqrt(2.0 * math.pi))
+
+
+@dataclass(frozen=True)
+class Survivors:
+    """A site's offset μ given its finished tasks (the beliefs' normal posterior, the prior
+    here) and given that its running tasks have each outlasted their elapsed time: on a grid of
+    μ, prior × Π_j P(T_j > e_j | μ), normalized in logs (a long outlasting moves the mass far
+    into the prior's tail). Given μ, a task's ln T is normal with the site's noise σ, and tasks
+    are independent (each its own slot on a pool).
+
+    Why a grid: the censored likelihood is not conjugate; one dimension integrates exactly
+    enough at a few hundred points, deterministic and in the standard library, and it is
+    computed only where a move of running work is weighed (resel.engine_learning)."""
+
+    mu: tuple[float, ...]        # grid of ln T (the site's typical task), offset included
+    weight: tuple[float, ...]    # posterior mass at each point
+    sigma: float                 # one task's ln-spread about the site's rate
+    bins: tuple[tuple[float, int], ...]   # (ln e, count) of the running tasks (ln e = -inf: not started)
+
+    @classmethod
+    def of(cls, beliefs: RateBeliefs, x: int, elapsed: list[float]) -> "Survivors":
+        site = beliefs.sites[x]
+        m = math.log(site.prior_tx) + beliefs._mu[x]
+        sd = math.sqrt(max(0.0, beliefs._var[x]))
+        sigma = math.sqrt(site.noise)
+        counts: dict[float, int] = {}
+        for e in elapsed:
+            key = round(math.log(e) / _BIN) * _BIN if e > 0 else -math.inf
+            counts[key] = counts.get(key, 0) + 1
+        bins = tuple(sorted(counts.items()))
+        if sd == 0.0:
+            return cls((m,), (1.0,), sigma, bins)
+        top = max([m + 6 * sd] + [c + 6 * sigma for c, _ in bins if c > -math.inf])
+        lo = m - 6 * sd
+        step = (top - lo) / (_GRID - 1)
+        grid = [lo + i * step for i in range(_GRID)]
+        logs = []
+        for mu in grid:
+            lp = -0.5 * ((mu - m) / sd) ** 2
+            for c, k in bins:
+                if c > -math.inf:
+                    lp += k * _log_sf((c - mu) / sigma)
+            logs.append(lp)
+        peak = max(logs)
+        w = [math.exp(v - peak) for v in logs]
+        total = sum(w)
+        return cls(tuple(grid), tuple(v / total for v in w), sigma, bins)
+
+    def mean_rate(self) -> float:
+        """E[exp μ]: the site's typical task's T_x, given what ran and what still runs."""
+        return sum(w * math.exp(mu) for mu, w in zip(self.mu, self.weight))
+
+    def any_outlasts(self, more: float) -> float:
+        """P(at least one of the running tasks still runs ``more`` seconds from now)."""
+        if not self.bins:
+            return 0.0
+        if not more > 0:
+            return 1.0
+        p = 0.0
+        for mu, w in zip(self.mu, self.weight):
+            none = 0.0     # ln P(every one of them has ended by then | μ)
+            for c, k in self.bins:
+                now = 0.0 if c == -math.inf else _log_sf((c - mu) / self.sigma)
+                later = _log_sf((math.log(math.exp(c) + more) - mu) / self.sigma)
+                q = math.exp(min(0.0, later - now))   # P(T > e + more | T > e, μ)
+                if q >= 1.0:
+                    none = -math.inf
+                    break
+                none += k * math.log1p(-q)
+            p += w * (1.0 - math.exp(none))
+        return min(1.0, max(0.0, p))
+
+    def left(self, elapsed: float) -> float:
+        """E[T − e | T > e] of one running task that has run e = ``elapsed`` seconds, μ integrated
+        over its posterior (the log-normal's mean residual life given μ)."""
+        s, s2 = self.sigma, self.sigma * self.sigma
+        le = math.log(elapsed) if elapsed > 0 else -math.inf
+        out = 0.0
+        for mu, w in zip(self.mu, self.weight):
+            mean = math.exp(mu + s2 / 2)
+            if le == -math.inf or s == 0.0:
+                out += w * max(0.0, mean - max(0.0, elapsed))
+                continue
+            log_alive = _log_sf((le - mu) / s)
+            tail = _log_sf((le - mu - s2) / s)
+            out += w * max(0.0, mean * math.exp(tail - log_alive) - elapsed)
+        return out
