@@ -57,6 +57,25 @@ def test_the_censored_posterior_is_conditioning_on_every_task_outlasting_its_tim
     assert seen.left(150.0) == pytest.approx(float(np.mean(times[:, 0] - 150.0)), rel=0.02)
 
 
+def test_a_rate_measured_by_many_tasks_is_still_integrated_right():
+    """Three thousand tasks measured on the site (its offset's sd ~0.003, far narrower than the
+    range the running tasks' evidence spans, so the grid's step is 1.6 times it): the
+    posterior still matches conditioning — the mass falls on a few points, symmetric about
+    the prior's mean."""
+    beliefs = RateBeliefs.of([100.0, 200.0], [("lim", 0.25), ("lim", 0.25)])
+    for k in range(3000):
+        beliefs.observe(1, 200.0 * math.exp(0.25 * math.sin(k)))
+    assert math.sqrt(beliefs._var[1]) < 0.005
+    elapsed = [210.0, 220.0, 230.0]
+    seen = beliefs.survivors(1, elapsed)
+    mu, times, _, _ = _by_rejection(beliefs, 1, elapsed)
+    assert len(mu) > 5_000
+    assert seen.mean_rate() == pytest.approx(float(np.mean(np.exp(mu))), rel=0.0005)
+    later = np.any(times > np.asarray(elapsed)[None, :] + 60.0, axis=1)
+    assert seen.any_outlasts(60.0) == pytest.approx(float(np.mean(later)), abs=0.015)
+    assert seen.left(210.0) == pytest.approx(float(np.mean(times[:, 0] - 210.0)), rel=0.03)
+
+
 def test_tasks_that_have_not_started_tell_nothing_of_the_rate():
     """Elapsed 0: the survivors' view is the beliefs' own (the log-normal mean), and a task
     outlasts ``more`` as the site's predictive law says."""
