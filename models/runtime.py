@@ -257,12 +257,23 @@ class RuntimeModel:
     def priors(self) -> dict[str, tuple[str, float]]:
         """Per site, its rate as the prior of a learning strategy (:mod:`resel.learning`): where
         it comes from (``lim`` or ``fit``) and the spread of one task's ln T_x, from its ratios
-        (their 5–95 % range over ±1.645 σ), else the default."""
+        (their 5–95 % range over ±1.645 σ), else the default.
+
+        A LIM site's ratios are its pool's published slot clocks: they say how the slots'
+        clocks differ, not how the application's speed does — slots of one clock differ in
+        IPC by as much again (another CPU generation, another memory system), which LIM does
+        not see. So they may widen a LIM site's spread past the default, never narrow it: a
+        learning run would otherwise trust a pool's wave to end with its typical slot (the
+        simulated pool's clocks give 0.08 where its tasks spread 0.11; docs/engine.md, "A
+        pool's wave ends with its slowest slot"). A fit's ratios are measured run times and
+        say it all."""
         from resel.learning import DEFAULT_SPREAD, MIN_SPREAD
         out = {}
         for s, r in self.sites.items():
             lo, hi = r.ratio(0.05), r.ratio(UPPER_QUANTILE)
             spread = (max(MIN_SPREAD, math.log(hi / lo) / (2 * 1.645)) if lo and hi and hi > lo
                       else DEFAULT_SPREAD)
+            if r.source != "fit":
+                spread = max(spread, DEFAULT_SPREAD)
             out[s] = ("fit" if r.source == "fit" else "lim", spread)
         return out

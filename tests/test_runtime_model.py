@@ -223,6 +223,25 @@ def test_simulated_pool_publishes_its_truth_clocks(default_sites, gromacs_bag):
     assert lo < osg.tx(gromacs_bag.profile.instructions) < hi
 
 
+def test_a_pools_clocks_widen_a_lim_prior_never_narrow_it(default_sites, gromacs_bag):
+    """The simulated pool's slot clocks span 5–95 % of ±0.08 in ln, but LIM does not see the
+    slots' IPC: a learning run's prior spread stays the default (0.25) for it; clocks spread
+    wider than that widen it; a fit's measured spread is its own, however narrow."""
+    from resel.learning import DEFAULT_SPREAD
+    rm = runtime_model(gromacs_bag, default_sites, model="lim", simulated_ads=True)
+    osg = rm.sites["osg"]
+    clocks = math.log(osg.ratio(0.95) / osg.ratio(0.05)) / (2 * 1.645)
+    assert 0.05 < clocks < 0.1 and rm.priors()["osg"] == ("lim", DEFAULT_SPREAD)
+    wide = tuple(math.exp(0.6 * (k / 20 - 0.5) * 2) for k in range(21))   # ±0.6 in ln: 0.3 at ±1.645 σ
+    rm.sites["osg"] = SiteRuntime("osg", osg.rate, "lim", "", wide, "clocks")
+    assert rm.priors()["osg"][1] == pytest.approx(math.log(quantile(wide, 0.95) / quantile(wide, 0.05)) / (2 * 1.645))
+    assert rm.priors()["osg"][1] > DEFAULT_SPREAD
+    narrow = tuple(1.0 + 0.01 * (k - 10) for k in range(21))
+    rm.sites["osg"] = SiteRuntime("osg", osg.rate, "fit", "", narrow, "measured")
+    kept = math.log(quantile(narrow, 0.95) / quantile(narrow, 0.05)) / (2 * 1.645)
+    assert kept < DEFAULT_SPREAD / 4 and rm.priors()["osg"] == ("fit", pytest.approx(kept))
+
+
 def test_measured_clocks_give_a_spread_only_when_they_differ(tmp_path, sites):
     db = open_store(tmp_path / "c.db")
     db["live_pilots"].insert_all([{"run_id": 1, "pilot": i, "site": "hpc", "cpu_mhz": 2400.0} for i in range(3)],
