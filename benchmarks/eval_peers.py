@@ -87,6 +87,30 @@ def _sites(set_name: str, rep: int, shift_days: float) -> list:
     return shifted(site_set(set_name), rep * shift_days * 86400)
 
 
+def user_rates(sites: list, base_seed: int, true_rates: bool = False):
+    """The engine's rates as `resel simulate` gives them (--model lim, no store): LIM's T̂x, and
+    a pool's slot spread from its published slot clocks — the prior spread a learning run
+    starts from and the T̂x,hi walltime rules use (models/fitted.py). Measured through the same
+    call as the command, so the tables are what a user's run does (until 2026-12-01 the runs
+    gave the engine no rates and a pool's prior spread was the default 0.25, where the command
+    gives the simulated pool 0.08). ``true_rates``: each site's true mean rate instead of
+    LIM's (what a calibrated fit converges to), the spreads and T̂x,hi scaled alike."""
+    import resel
+    from resel.cli.rates import runtime_for
+    from resel.models.lim import SiteRate
+    bag = resel.default_bag()
+    er = runtime_for(bag, sites, model="lim", db=None, clock="base", simulated=True,
+                     seed=base_seed).engine_rates(bag.profile.instructions)
+    if not true_rates:
+        return er
+    true = {s.name: SiteRate(s.name, s.truth.kappa, s.truth.ipc.mean() * s.truth.clock.mean())
+            for s in sites if s.truth is not None}
+    upper = None if er.upper is None else {
+        n: SiteRate(n, true[n].kappa, true[n].clock_ghz * u.clock_ghz / er.rates[n].clock_ghz)
+        for n, u in er.upper.items() if n in true}
+    return dataclasses.replace(er, rates={**er.rates, **true}, upper=upper, label="true mean rates")
+
+
 def one_run(job: tuple) -> dict:
     """One strategy on one (set, size, seed): what the table needs (a pure function of ``job``)."""
     import resel
@@ -94,13 +118,9 @@ def one_run(job: tuple) -> dict:
     from resel.metrics import run_costs
     set_name, size, seed, rep, shift_days, strategy, true_rates = job
     sites = _sites(set_name, rep, shift_days)
-    rates = None
     if strategy.endswith(TRUE):   # this one strategy with the true rates (--versus-true)
         strategy, true_rates = strategy[:-len(TRUE)], True
-    if true_rates:   # what a calibrated fit converges to: each site's true mean rate
-        from resel.models.lim import SiteRate
-        rates = {s.name: SiteRate(s.name, s.truth.kappa, s.truth.ipc.mean() * s.truth.clock.mean())
-                 for s in sites if s.truth is not None}
+    rates = user_rates(sites, seed - rep, true_rates)
     res = simulate(resel.default_bag().resized(size), sites, strategy, seed=seed, record=False, rates=rates)
     counts: dict[str, int] = {}
     for p in res.engine.pilots.values():
