@@ -91,6 +91,20 @@ def t_quantile(p: float, dof: float) -> float:
     return z + g1 / dof + g2 / dof ** 2 + g3 / dof ** 3 + g4 / dof ** 4
 
 
+def _lognormal_left(m: float, s2: float, elapsed: float) -> float:
+    """E[T − e | T > e] for ln T ~ N(m, s2), e = ``elapsed``: the log-normal's mean residual life
+    (E[T] for e ≤ 0)."""
+    s = math.sqrt(s2)
+    mean = math.exp(m + s2 / 2)
+    if elapsed <= 0:
+        return mean
+    le = math.log(elapsed)
+    survive = _PHI((m - le) / s)
+    if survive < 1e-12:       # far past every plausible end: the tail's asymptote
+        return elapsed * s2 / max(1e-9, le - m)
+    return max(0.0, mean * _PHI((m + s2 - le) / s) / survive - elapsed)
+
+
 @dataclass(slots=True)
 class SiteEvidence:
     """One site's prior and the tasks measured there: the sufficient statistics."""
@@ -222,17 +236,7 @@ class RateBeliefs:
         slow slot, or the site is slower than believed: the longer it runs past the estimate,
         the more is left (the log-normal's mean residual life grows in its tail)."""
         site = self.sites[x]
-        m = math.log(site.prior_tx) + self._mu[x]
-        s2 = self._var[x] + site.noise
-        s = math.sqrt(s2)
-        mean = math.exp(m + s2 / 2)
-        if elapsed <= 0:
-            return mean
-        le = math.log(elapsed)
-        survive = _PHI((m - le) / s)
-        if survive < 1e-12:       # far past every plausible end: the tail's asymptote
-            return elapsed * s2 / max(1e-9, le - m)
-        return max(0.0, mean * _PHI((m + s2 - le) / s) / survive - elapsed)
+        return _lognormal_left(math.log(site.prior_tx) + self._mu[x], self._var[x] + site.noise, elapsed)
 
     def survivors(self, x: int, elapsed: list[float]) -> "Survivors":
         """What site x's running tasks say by not having ended: its offset μ_x's posterior given
@@ -336,15 +340,5 @@ class Survivors:
     def left(self, elapsed: float) -> float:
         """E[T − e | T > e] of one running task that has run e = ``elapsed`` seconds, μ integrated
         over its posterior (the log-normal's mean residual life given μ)."""
-        s, s2 = self.sigma, self.sigma * self.sigma
-        le = math.log(elapsed) if elapsed > 0 else -math.inf
-        out = 0.0
-        for mu, w in zip(self.mu, self.weight):
-            mean = math.exp(mu + s2 / 2)
-            if le == -math.inf or s == 0.0:
-                out += w * max(0.0, mean - max(0.0, elapsed))
-                continue
-            log_alive = _log_sf((le - mu) / s)
-            tail = _log_sf((le - mu - s2) / s)
-            out += w * max(0.0, mean * math.exp(tail - log_alive) - elapsed)
-        return out
+        s2 = self.sigma * self.sigma
+        return sum(w * _lognormal_left(mu, s2, elapsed) for mu, w in zip(self.mu, self.weight))
